@@ -1,0 +1,33 @@
+/** Jest runs unit specs (beside the code) and end-to-end specs (test/, real PostgreSQL). */
+const swc = [
+  '@swc/jest',
+  {
+    jsc: {
+      parser: { syntax: 'typescript', decorators: true },
+      transform: { legacyDecorator: true, decoratorMetadata: true },
+      target: 'es2022',
+      keepClassNames: true,
+    },
+    module: { type: 'commonjs' },
+  },
+];
+const common = {
+  transform: { '^.+\\.(t|j|mj)s$': swc },
+  // Nest 12 ships ES modules: let swc turn them into CommonJS for jest.
+  transformIgnorePatterns: ['/node_modules/(?!(@nestjs|file-type|uid)/)'],
+  moduleNameMapper: { '^@app/outbox$': '<rootDir>/libs/outbox/src/index.ts' },
+  testEnvironment: 'node',
+};
+module.exports = {
+  projects: [
+    { ...common, displayName: 'unit', testMatch: ['<rootDir>/libs/**/*.spec.ts', '<rootDir>/tools/**/*.spec.ts'] },
+    {
+      ...common,
+      displayName: 'e2e',
+      testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'],
+      globalSetup: '<rootDir>/test/support/global-setup.ts',
+      globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+      testTimeout: 60000,
+    },
+  ],
+};
