@@ -1,0 +1,50 @@
+import type { OutboxEvent } from '../interfaces/outbox-event.interface';
+
+/** A delivery this relay claimed, with its event, as read from the claim statements. */
+export interface ClaimedDelivery {
+  deliveryId: string;
+  consumerName: string;
+  /** 1-based, counted at claim time. */
+  attempt: number;
+  /** True when the previous attempt's relay died or stalled without recording an outcome. */
+  recovered: boolean;
+  event: OutboxEvent;
+}
+
+/** A row of the claim statements. */
+export interface ClaimedRow {
+  delivery_id: string | null;
+  consumer_name: string;
+  attempt_count: number;
+  recovered: boolean;
+  event_id: string;
+  tenant_id: string;
+  event_name: string;
+  payload: OutboxEvent['data'];
+  aggregate_type: string | null;
+  aggregate_id: string | null;
+  occurred_at: Date;
+  correlation_id: string | null;
+  schema_version: number;
+}
+
+/** Turns a claim row into a delivery with the envelope handlers receive. */
+export function toClaimedDelivery(row: ClaimedRow & { delivery_id: string }): ClaimedDelivery {
+  return {
+    deliveryId: String(row.delivery_id),
+    consumerName: row.consumer_name,
+    attempt: row.attempt_count,
+    recovered: row.recovered,
+    event: {
+      eventId: row.event_id,
+      eventName: row.event_name,
+      tenantId: row.tenant_id,
+      aggregateType: row.aggregate_type,
+      aggregateId: row.aggregate_id,
+      occurredAt: row.occurred_at,
+      correlationId: row.correlation_id,
+      schemaVersion: row.schema_version,
+      data: row.payload,
+    },
+  };
+}

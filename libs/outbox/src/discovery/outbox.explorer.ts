@@ -1,0 +1,122 @@
+import { Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
+import { DiscoveryService, MetadataScanner, ModuleRef, Reflector } from '@nestjs/core';
+import { SchedulerRegistry } from '@nestjs/schedule';
+import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
+import { OUTBOX_HANDLER_METADATA } from '../outbox.constants';
+import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
+import { backoffProblems, type OptionsResolution } from '../outbox-options';
+import { OutboxConfigurationError } from '../errors/outbox.error';
+import { messages } from '../errors/outbox.messages';
+import type { OutboxHandlerMetadata } from '../interfaces/outbox-handler-options.interface';
+import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+import type { OutboxConsumer } from '../registry/outbox-consumer';
+import { OutboxConsumerRegistry } from '../registry/outbox-consumer.registry';
+import { isEventPattern } from '../registry/event-pattern';
+import { OutboxStore } from '../store/outbox.store';
+import { OUTBOX_OPTIONS_RESOLUTION } from '../outbox-options.provider';
+
+/**
+ * Finds every `@OnOutboxEvent` method on the app's singleton providers and controllers, checks the wiring
+ * (options, DataSource, scheduler, consumer names and scopes), and loads the registry. Every problem found is
+ * reported in one error, so `app.init()` fails once with the whole list.
+ */
+@Injectable()
+export class OutboxExplorer implements OnModuleInit {
+  private readonly logger = new Logger(OutboxExplorer.name);
+
+  constructor(
+    private readonly discovery: DiscoveryService,
+    private readonly scanner: MetadataScanner,
+    private readonly reflector: Reflector,
+    private readonly moduleRef: ModuleRef,
+    private readonly registry: OutboxConsumerRegistry,
+    private readonly store: OutboxStore,
+    @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    @Inject(OUTBOX_OPTIONS_RESOLUTION) private readonly resolution: OptionsResolution,
+  ) {}
+
+  onModuleInit(): void {
+    const problems = [...this.resolution.problems, ...this.wiringProblems()];
+    const consumers = this.discover(problems);
+    if (problems.length > 0) throw new OutboxConfigurationError(problems);
+    this.registry.load(consumers);
+    for (const c of consumers) this.logger.log(`${c.eventName} -> ${c.hostClass.name}#${c.methodName} (consumer "${c.name}")`);
+  }
+
+  private wiringProblems(): string[] {
+    const problems: string[] = [];
+    try {
+      this.store.dataSource();
+    } catch (error) {
+      problems.push((error as Error).message);
+    }
+    if (this.options.relay.enabled) {
+      try {
+        this.moduleRef.get(SchedulerRegistry, { strict: false });
+      } catch {
+        problems.push(messages.missingScheduler());
+      }
+    }
+    return problems;
+  }
+
+  private discover(problems: string[]): OutboxConsumer[] {
+    const found: OutboxConsumer[] = [];
+    const hostsByName = new Map<string, string[]>();
+    const wrappers = [...this.discovery.getProviders(), ...this.discovery.getControllers()];
+    for (const wrapper of wrappers) {
+      const type = (wrapper.instance?.constructor ?? wrapper.metatype) as Function | undefined;
+      if (!type?.prototype || typeof type !== 'function') continue;
+      for (const methodName of this.scanner.getAllMethodNames(type.prototype)) {
+        const metadata = this.reflector.get<OutboxHandlerMetadata | undefined>(OUTBOX_HANDLER_METADATA, type.prototype[methodName]);
+        if (!metadata) continue;
+        const host = `${type.name}#${methodName}`;
+        const consumer = this.toConsumer(wrapper, type, methodName, metadata, host, problems);
+        const hosts = hostsByName.get(consumer.name) ?? [];
+        hosts.push(host);
+        hostsByName.set(consumer.name, hosts);
+        found.push(consumer);
+      }
+    }
+    for (const [name, hosts] of hostsByName) {
+      if (hosts.length > 1) problems.push(messages.duplicateConsumer(name, hosts));
+    }
+    return found;
+  }
+
+  private toConsumer(
+    wrapper: InstanceWrapper,
+    type: Function,
+    methodName: string,
+    metadata: OutboxHandlerMetadata,
+    host: string,
+    problems: string[],
+  ): OutboxConsumer {
+    const { options } = metadata;
+    if (!isEventPattern(metadata.eventName)) problems.push(messages.badPattern(`@OnOutboxEvent on ${host}`, metadata.eventName));
+    if (!wrapper.isDependencyTreeStatic() || wrapper.isTransient) problems.push(messages.requestScoped(type.name));
+    const name = options.consumer ?? `${type.name}.${methodName}`;
+    if (typeof name !== 'string' || !/^[A-Za-z0-9_.:@/-]{1,200}$/.test(name)) {
+      problems.push(messages.badOption(`consumer of ${host}`, 'a name of 1 to 200 letters, digits and _ . : @ / -', name));
+    }
+    const maxAttempts = options.maxAttempts ?? this.options.maxAttempts;
+    if (!Number.isSafeInteger(maxAttempts) || maxAttempts < 1) problems.push(messages.badOption(`maxAttempts of ${host}`, 'a positive integer', maxAttempts));
+    const timeoutMs = options.timeoutMs ?? this.options.handlerTimeoutMs;
+    if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1 || timeoutMs >= this.options.relay.leaseMs) {
+      problems.push(messages.badOption(`timeoutMs of ${host}`, `a positive integer below relay.leaseMs (${this.options.relay.leaseMs})`, timeoutMs));
+    }
+    const backoff = { ...this.options.backoff, ...options.backoff };
+    problems.push(...backoffProblems(`backoff of ${host}`, backoff));
+    const instance = wrapper.instance as Record<string, (...args: unknown[]) => unknown> | undefined;
+    return {
+      name,
+      eventName: metadata.eventName,
+      hostClass: type,
+      methodName,
+      maxAttempts,
+      timeoutMs,
+      backoff,
+      handle: (event, context) => instance![methodName]!(event, context),
+    };
+  }
+}

@@ -1,0 +1,48 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import type { EntityManager, QueryRunner } from 'typeorm';
+import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
+import { OutboxError, OutboxValidationError } from '../errors/outbox.error';
+import { messages } from '../errors/outbox.messages';
+import type { OutboxEventInput } from '../interfaces/outbox-event.interface';
+import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+import * as q from '../store/outbox.queries';
+import { validateEvent } from './event-validation';
+
+/** Writes events into the outbox inside the caller's transaction. */
+@Injectable()
+export class OutboxService {
+  constructor(@Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions) {}
+
+  /**
+   * Adds one event to the outbox through `manager`, in its open transaction: the event commits with your
+   * writes or not at all. Returns the event id. Throws `OutboxValidationError` (nothing written) on bad input,
+   * `OutboxError` when `manager` has no open transaction.
+   */
+  async enqueue<TPayload>(manager: EntityManager, event: OutboxEventInput<TPayload>): Promise<string> {
+    const runner = transactionRunner(manager);
+    const row = { id: randomUUID(), ...validateEvent(event, 'event', this.options.maxPayloadBytes) };
+    const statement = q.insertEvent(row);
+    await runner.query(statement.text, statement.values);
+    return row.id;
+  }
+
+  /** Adds several events in one statement, all checked before anything is written. Returns their ids in order. */
+  async enqueueMany<TPayload>(manager: EntityManager, events: readonly OutboxEventInput<TPayload>[]): Promise<string[]> {
+    const runner = transactionRunner(manager);
+    if (!Array.isArray(events)) throw new OutboxValidationError('events', messages.notAnArray('events', events));
+    const rows = events.map((event, i) => ({ id: randomUUID(), ...validateEvent(event, `events[${i}]`, this.options.maxPayloadBytes) }));
+    if (rows.length === 0) return [];
+    const statement = q.insertEvents(rows);
+    await runner.query(statement.text, statement.values);
+    return rows.map((row) => row.id);
+  }
+}
+
+/** The manager's query runner, if it is inside an open transaction; otherwise a clear error. */
+function transactionRunner(manager: EntityManager): QueryRunner {
+  const runner = manager?.queryRunner;
+  if (runner?.isReleased) throw new OutboxError(messages.releasedRunner());
+  if (!runner || !runner.isTransactionActive) throw new OutboxError(messages.noTransaction());
+  return runner;
+}

@@ -1,0 +1,30 @@
+/** Base class of every error the outbox throws. */
+export class OutboxError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** Input to `enqueue` (or an admin call) that was rejected before anything was written. */
+export class OutboxValidationError extends OutboxError {
+  constructor(
+    /** Where the problem is, e.g. `events[2].payload.items[0]`. */
+    readonly field: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The module is wired wrongly; lists every problem found at boot. */
+export class OutboxConfigurationError extends OutboxError {
+  constructor(readonly problems: readonly string[]) {
+    super(`Outbox found ${problems.length} problem${problems.length === 1 ? '' : 's'}:\n${problems.map((p) => ` - ${p}`).join('\n')}`);
+  }
+}
+
+/** A handler ran past its timeout. */
+export class OutboxHandlerTimeoutError extends OutboxError {
+  readonly code = 'timeout';
+}

@@ -1,0 +1,53 @@
+/** The wording of every error the outbox raises, in one place. */
+export const messages = {
+  noTransaction: (): string =>
+    'OutboxService.enqueue needs an EntityManager inside an open transaction, so the event commits with your ' +
+    'business writes (or not at all). Call it inside dataSource.transaction(async (manager) => …) or after ' +
+    'queryRunner.startTransaction(), and pass that manager.',
+  releasedRunner: (): string =>
+    'OutboxService.enqueue was given an EntityManager whose QueryRunner is already released; pass the manager of a live transaction.',
+  notUuid: (field: string, value: unknown): string =>
+    `${field} must be a UUID like 3f1c6a52-8b7e-4d2a-9c1e-0a5b6c7d8e9f, got ${describe(value)}.`,
+  badEventName: (field: string, value: unknown): string =>
+    `${field} must be lowercase dotted words like "crm.contact.created.v1" (letters, digits, "_" and "-"; ` +
+    `at least two parts; at most 200 characters), got ${describe(value)}.`,
+  badPattern: (where: string, value: unknown): string =>
+    `${where} listens to ${describe(value)}, which is not an event name: use an exact name like ` +
+    '"crm.contact.created.v1", a prefix like "crm.contact.*", or "*".',
+  badPayload: (field: string, why: string): string => `${field} cannot be stored as JSON faithfully: ${why}.`,
+  payloadTooLarge: (field: string, bytes: number, limit: number): string =>
+    `${field} is ${bytes} bytes of JSON, over the limit of ${limit} bytes; store large data elsewhere and ` +
+    'send a reference, or raise the maxPayloadBytes option.',
+  badText: (field: string, max: number, value: unknown): string =>
+    `${field} must be a string of 1 to ${max} characters without control characters, got ${describe(value)}.`,
+  badSchemaVersion: (field: string, value: unknown): string =>
+    `${field} must be a positive integer, got ${describe(value)}.`,
+  badDate: (field: string, value: unknown): string => `${field} must be a valid Date, got ${describe(value)}.`,
+  notAnArray: (field: string, value: unknown): string => `${field} must be an array of events, got ${describe(value)}.`,
+  notAnObject: (field: string, value: unknown): string => `${field} must be an event object, got ${describe(value)}.`,
+  missingDataSource: (name: string | undefined): string =>
+    `no TypeORM DataSource ${name ? `named "${name}" ` : ''}is available: import TypeOrmModule.forRoot(${
+      name ? `{ name: '${name}', … }` : '…'
+    }) in your app module (the outbox writes through it), or set the outbox option dataSource to the right name.`,
+  missingScheduler: (): string =>
+    'the relay needs @nestjs/schedule: import ScheduleModule.forRoot() once in your app module, ' +
+    'or set relay.enabled to false on instances that only enqueue.',
+  duplicateConsumer: (name: string, hosts: string[]): string =>
+    `two consumers are named "${name}" (${hosts.join(', ')}); give one a distinct name with @OnOutboxEvent(…, { consumer: '…' })`,
+  requestScoped: (host: string): string =>
+    `${host} is request-scoped (or depends on a request-scoped provider); outbox consumers must be singletons`,
+  badOption: (field: string, expected: string, value: unknown): string =>
+    `option ${field} must be ${expected}, got ${describe(value)}`,
+  handlerTimeout: (consumer: string, ms: number): string => `handler ${consumer} did not settle within ${ms} ms`,
+  managerAfterSettle: (consumer: string): string =>
+    `handler ${consumer} used context.manager after it returned or timed out; await every query inside the handler`,
+};
+
+function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}…` : value);
+  if (value === null) return 'null';
+  if (value === undefined) return 'undefined';
+  if (typeof value === 'bigint') return `${value}n`;
+  if (typeof value === 'object') return Array.isArray(value) ? 'an array' : `an object (${value.constructor?.name ?? 'no prototype'})`;
+  return String(value);
+}

@@ -1,0 +1,47 @@
+import type { EntityManager } from 'typeorm';
+
+/** A JSON value that PostgreSQL `jsonb` stores and gives back unchanged. */
+export type OutboxJson = null | boolean | number | string | OutboxJson[] | { [key: string]: OutboxJson };
+
+/** What `OutboxService.enqueue` takes. */
+export interface OutboxEventInput<TPayload = OutboxJson> {
+  /** Tenant the event belongs to (UUID). */
+  tenantId: string;
+  /** Dotted lowercase name, e.g. `crm.contact.created.v1`. */
+  eventName: string;
+  /** JSON payload (plain objects, arrays, strings, finite numbers, booleans, null). */
+  payload: TPayload;
+  aggregateType?: string;
+  aggregateId?: string;
+  correlationId?: string;
+  /** Positive integer. Default 1. */
+  schemaVersion?: number;
+  /** When the fact happened. Default: now. */
+  occurredAt?: Date;
+}
+
+/** The envelope a handler receives. */
+export interface OutboxEvent<TData = OutboxJson> {
+  eventId: string;
+  eventName: string;
+  tenantId: string;
+  aggregateType: string | null;
+  aggregateId: string | null;
+  occurredAt: Date;
+  correlationId: string | null;
+  schemaVersion: number;
+  data: TData;
+}
+
+/** The second argument of a handler. */
+export interface OutboxHandlerContext {
+  /**
+   * An EntityManager inside the transaction that also records this consumer's inbox row: what the handler
+   * writes through it commits with the delivery, or rolls back when the handler throws.
+   */
+  readonly manager: EntityManager;
+  /** 1-based attempt number of this delivery. */
+  readonly attempt: number;
+  /** The consumer's name. */
+  readonly consumer: string;
+}

@@ -1,0 +1,19 @@
+import type { OutboxBackoffOptions } from './outbox-module-options.interface';
+
+/** Options of `@OnOutboxEvent`. */
+export interface OnOutboxEventOptions {
+  /** Stable consumer name. Default `ClassName.methodName`. Renaming it orphans its delivery rows. */
+  consumer?: string;
+  /** Attempts before the delivery is dead. Default: the module's `maxAttempts`. */
+  maxAttempts?: number;
+  /** Time the handler may run, in ms. Default: the module's `handlerTimeoutMs`. */
+  timeoutMs?: number;
+  /** Backoff between attempts. Default: the module's `backoff`. */
+  backoff?: OutboxBackoffOptions;
+}
+
+/** What the decorator records on a method. */
+export interface OutboxHandlerMetadata {
+  eventName: string;
+  options: OnOutboxEventOptions;
+}

@@ -1,0 +1,54 @@
+/** Exponential backoff between attempts of one delivery. */
+export interface OutboxBackoffOptions {
+  /** Delay before the second attempt, in ms. Default 1000. */
+  baseMs?: number;
+  /** Longest delay between two attempts, in ms. Default 300000 (5 minutes). */
+  capMs?: number;
+  /** Random spread applied to each delay, as a fraction (0 to 1). Default 0.2 (±20%). */
+  jitter?: number;
+}
+
+/** Options of the relay that delivers committed events to consumers. */
+export interface OutboxRelayOptions {
+  /** Run the relay on this instance. Default true; set false on instances that only enqueue. */
+  enabled?: boolean;
+  /** How often the relay looks for due work, in ms. Default 1000. */
+  pollIntervalMs?: number;
+  /** Events (and due retries) claimed per tenant per round. Default 100. */
+  batchSize?: number;
+  /** How long a claim stays owned by this relay before another may take it over, in ms. Default 60000. */
+  leaseMs?: number;
+  /** How long `app.close()` waits for in-flight handlers, in ms. Default 10000. */
+  shutdownTimeoutMs?: number;
+  /** Tenants visited per round at most (the rest wait for the next round). Default 100. */
+  maxTenantsPerRound?: number;
+}
+
+/** Options of `OutboxModule.forRoot()`; every field is optional. */
+export interface OutboxModuleOptions {
+  /** Name of the TypeORM DataSource the outbox uses (as given to `TypeOrmModule.forRoot`). Default: the default one. */
+  dataSource?: string;
+  /** Relay settings. */
+  relay?: OutboxRelayOptions;
+  /** Attempts per delivery before it is dead, unless the consumer sets its own. Default 5. */
+  maxAttempts?: number;
+  /** Backoff between attempts, unless the consumer sets its own. */
+  backoff?: OutboxBackoffOptions;
+  /** Time a handler may run before it is cut off and the attempt counts as failed, in ms. Default 30000. */
+  handlerTimeoutMs?: number;
+  /** Largest payload accepted by `enqueue`, in bytes of JSON. Default 262144 (256 KiB). */
+  maxPayloadBytes?: number;
+  /** Transaction-local setting that carries the tenant id for row-level security. Default `app.current_tenant_id`. */
+  tenantSetting?: string;
+}
+
+/** Options after defaults are merged: what the rest of the module injects. */
+export interface ResolvedOutboxOptions {
+  dataSource: string | undefined;
+  relay: Required<OutboxRelayOptions>;
+  maxAttempts: number;
+  backoff: Required<OutboxBackoffOptions>;
+  handlerTimeoutMs: number;
+  maxPayloadBytes: number;
+  tenantSetting: string;
+}

@@ -1,0 +1,74 @@
+import { DEFAULT_TENANT_SETTING } from './outbox.constants';
+import { messages } from './errors/outbox.messages';
+import type { OutboxModuleOptions, ResolvedOutboxOptions } from './interfaces/outbox-module-options.interface';
+
+/** Defaults, written once. */
+export const OUTBOX_DEFAULTS: ResolvedOutboxOptions = {
+  dataSource: undefined,
+  relay: {
+    enabled: true,
+    pollIntervalMs: 1000,
+    batchSize: 100,
+    leaseMs: 60_000,
+    shutdownTimeoutMs: 10_000,
+    maxTenantsPerRound: 100,
+  },
+  maxAttempts: 5,
+  backoff: { baseMs: 1000, capMs: 300_000, jitter: 0.2 },
+  handlerTimeoutMs: 30_000,
+  maxPayloadBytes: 256 * 1024,
+  tenantSetting: DEFAULT_TENANT_SETTING,
+};
+
+/** Options merged with defaults, plus every problem found in them (reported together at boot). */
+export interface OptionsResolution {
+  options: ResolvedOutboxOptions;
+  problems: string[];
+}
+
+/** Merges user options over the defaults and checks each value. */
+export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsResolution {
+  const options: ResolvedOutboxOptions = {
+    ...OUTBOX_DEFAULTS,
+    ...stripUndefined(raw),
+    relay: { ...OUTBOX_DEFAULTS.relay, ...stripUndefined(raw.relay ?? {}) },
+    backoff: { ...OUTBOX_DEFAULTS.backoff, ...stripUndefined(raw.backoff ?? {}) },
+  };
+  const problems: string[] = [];
+  const positive = (field: string, value: number): void => {
+    if (!Number.isSafeInteger(value) || value <= 0) problems.push(messages.badOption(field, 'a positive integer', value));
+  };
+  positive('relay.pollIntervalMs', options.relay.pollIntervalMs);
+  positive('relay.batchSize', options.relay.batchSize);
+  positive('relay.leaseMs', options.relay.leaseMs);
+  positive('relay.shutdownTimeoutMs', options.relay.shutdownTimeoutMs);
+  positive('relay.maxTenantsPerRound', options.relay.maxTenantsPerRound);
+  positive('maxAttempts', options.maxAttempts);
+  positive('handlerTimeoutMs', options.handlerTimeoutMs);
+  positive('maxPayloadBytes', options.maxPayloadBytes);
+  problems.push(...backoffProblems('backoff', options.backoff));
+  if (options.handlerTimeoutMs >= options.relay.leaseMs) {
+    problems.push(messages.badOption('handlerTimeoutMs', `shorter than relay.leaseMs (${options.relay.leaseMs})`, options.handlerTimeoutMs));
+  }
+  if (!/^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*$/.test(options.tenantSetting)) {
+    problems.push(messages.badOption('tenantSetting', 'a custom setting name like "app.current_tenant_id"', options.tenantSetting));
+  }
+  return { options, problems };
+}
+
+/** Checks a backoff block (module-wide or per consumer). */
+export function backoffProblems(field: string, backoff: { baseMs: number; capMs: number; jitter: number }): string[] {
+  const problems: string[] = [];
+  if (!Number.isFinite(backoff.baseMs) || backoff.baseMs < 0) problems.push(messages.badOption(`${field}.baseMs`, 'a number ≥ 0', backoff.baseMs));
+  if (!Number.isFinite(backoff.capMs) || backoff.capMs < backoff.baseMs) {
+    problems.push(messages.badOption(`${field}.capMs`, `a number ≥ baseMs (${backoff.baseMs})`, backoff.capMs));
+  }
+  if (!Number.isFinite(backoff.jitter) || backoff.jitter < 0 || backoff.jitter > 1) {
+    problems.push(messages.badOption(`${field}.jitter`, 'a fraction from 0 to 1', backoff.jitter));
+  }
+  return problems;
+}
+
+function stripUndefined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}

@@ -1,0 +1,286 @@
+/**
+ * Every statement the outbox runs on its tables, as `{ text, values }`. Values are always parameters, never
+ * interpolated; identifiers come from the constants below. Bulk work is one statement over arrays.
+ */
+
+/** Schema of the outbox tables (created by the migrations). */
+export const OUTBOX_SCHEMA = 'public';
+const EVENTS = `${OUTBOX_SCHEMA}.event_outbox`;
+const DELIVERIES = `${OUTBOX_SCHEMA}.outbox_deliveries`;
+const INBOX = `${OUTBOX_SCHEMA}.consumer_inbox`;
+const DUE_TENANTS = `${OUTBOX_SCHEMA}.outbox_due_tenants`;
+
+/** A statement ready for `queryRunner.query(text, values)`. */
+export interface SqlStatement {
+  text: string;
+  values: unknown[];
+}
+
+/** One row of `event_outbox` to insert. */
+export interface EventRow {
+  id: string;
+  tenantId: string;
+  eventName: string;
+  payloadJson: string;
+  aggregateType: string | null;
+  aggregateId: string | null;
+  correlationId: string | null;
+  schemaVersion: number;
+  occurredAt: Date | null;
+}
+
+/** Inserts one event (the common case: one round trip, no arrays to unpack). */
+export function insertEvent(e: EventRow): SqlStatement {
+  return {
+    text: `insert into ${EVENTS} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at)
+           values ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, coalesce($9::timestamptz, now()))`,
+    values: [e.id, e.tenantId, e.eventName, e.payloadJson, e.aggregateType, e.aggregateId, e.correlationId, e.schemaVersion, e.occurredAt],
+  };
+}
+
+/** Inserts many events in one statement; `seq` keeps their order. */
+export function insertEvents(rows: readonly EventRow[]): SqlStatement {
+  return {
+    text: `insert into ${EVENTS} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at)
+           select id, tenant_id, event_name, payload::jsonb, aggregate_type, aggregate_id, correlation_id, schema_version, coalesce(occurred_at, now())
+             from unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[], $9::timestamptz[])
+               with ordinality as t(id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at, n)
+            order by n`,
+    values: [
+      rows.map((r) => r.id),
+      rows.map((r) => r.tenantId),
+      rows.map((r) => r.eventName),
+      rows.map((r) => r.payloadJson),
+      rows.map((r) => r.aggregateType),
+      rows.map((r) => r.aggregateId),
+      rows.map((r) => r.correlationId),
+      rows.map((r) => r.schemaVersion),
+      rows.map((r) => r.occurredAt),
+    ],
+  };
+}
+
+/**
+ * Tenants with due work: pending events, deliveries due for retry, or leases that expired. A SECURITY DEFINER
+ * function (see the migration) so the relay role can see across tenants under row-level security; it walks the
+ * partial indexes one tenant at a time (a loose index scan), so its cost grows with tenants, not rows.
+ */
+export function dueTenants(limit: number): SqlStatement {
+  return { text: `select tenant_id from ${DUE_TENANTS}($1)`, values: [limit] };
+}
+
+/**
+ * Sets the tenant for row-level security and a cap on idle time, both transaction-local (`set_config(…, true)`),
+ * so nothing leaks to the pooled connection after commit or rollback. The idle cap makes PostgreSQL end the
+ * session of a relay that stalls mid-transaction (paused, hung), releasing its row locks for another relay.
+ */
+export function setTransactionContext(tenantSetting: string, tenantId: string, idleTimeoutMs: number): SqlStatement {
+  return {
+    text: `select set_config($1, $2, true), set_config('idle_in_transaction_session_timeout', $3, true)`,
+    values: [tenantSetting, tenantId, String(idleTimeoutMs)],
+  };
+}
+
+/** Columns of a claimed delivery joined with its event. */
+const CLAIMED_COLUMNS = `d.id as delivery_id, d.consumer_name, d.attempt_count, e.id as event_id, e.tenant_id, e.event_name,
+  e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version`;
+
+/**
+ * Claims deliveries of this tenant that are due for retry, and those whose lease expired (their relay died or
+ * stalled), for the consumers this instance hosts.
+ *
+ * Locking: `for update skip locked` lets several relays claim side by side without waiting on each other; the
+ * claim commits at once with a lease (deadline + random token) instead of holding row locks while handlers run,
+ * so a crashed relay's work is taken over after `lease_expires_at`, and only the holder of the current token
+ * can record an outcome (fencing). The attempt is counted here, at claim time, so a crash still counts and a
+ * poison event cannot crash-loop the relay forever. Two index scans (one per partial index) rather than one
+ * `or`, so each stays an ordered, limited scan over due rows only.
+ */
+export function claimDueDeliveries(p: {
+  tenantId: string;
+  consumers: readonly string[];
+  limit: number;
+  leaseToken: string;
+  leaseMs: number;
+}): SqlStatement {
+  return {
+    text: `with retry as (
+             select id from ${DELIVERIES}
+              where tenant_id = $1 and status in ('pending', 'failed') and next_attempt_at <= now()
+                and consumer_name = any($2::text[])
+              order by next_attempt_at
+              limit $3
+                for update skip locked
+           ), stale as (
+             select id from ${DELIVERIES}
+              where tenant_id = $1 and status = 'processing' and lease_expires_at <= now()
+                and consumer_name = any($2::text[])
+              order by lease_expires_at
+              limit $3
+                for update skip locked
+           ), claimed as (
+             update ${DELIVERIES} d
+                set status = 'processing',
+                    attempt_count = d.attempt_count + 1,
+                    lease_token = $4,
+                    lease_expires_at = clock_timestamp() + $5 * interval '1 millisecond',
+                    error_code = case when d.status = 'processing' then 'staleLeaseRecovered' else d.error_code end,
+                    last_error = case when d.status = 'processing'
+                                      then 'attempt ' || d.attempt_count || ' started but its relay never recorded an outcome (lease expired)'
+                                      else d.last_error end,
+                    updated_at = now()
+               from (select id, false as recovered from retry union all select id, true from stale) due
+              where d.id = due.id
+             returning d.*, due.recovered
+           )
+           select ${CLAIMED_COLUMNS}, d.recovered
+             from claimed d join ${EVENTS} e on e.id = d.event_id
+            order by e.seq, d.consumer_name`,
+    values: [p.tenantId, p.consumers, p.limit, p.leaseToken, p.leaseMs],
+  };
+}
+
+/**
+ * Fans new events of this tenant out to their consumers: claims pending events (`skip locked`, in insert
+ * order), inserts one delivery row per matching consumer already leased to this relay (attempt 1), and marks
+ * each event `processing` with its count of open deliveries, or `no_handlers` when nothing listens. Returns one
+ * row per delivery, and one row with a null `delivery_id` per event that nobody listens to.
+ * Pattern matching mirrors `matchesEventPattern`: `*`, an exact name, or a `prefix.*`.
+ */
+export function fanOutPendingEvents(p: {
+  tenantId: string;
+  consumers: readonly { name: string; eventName: string }[];
+  limit: number;
+  leaseToken: string;
+  leaseMs: number;
+}): SqlStatement {
+  return {
+    text: `with ev as (
+             select id, event_name from ${EVENTS}
+              where tenant_id = $1 and status = 'pending'
+              order by seq
+              limit $4
+                for update skip locked
+           ), matched as (
+             select ev.id as event_id, c.name
+               from ev join unnest($2::text[], $3::text[]) as c(name, pattern)
+                 on c.pattern = '*' or c.pattern = ev.event_name
+                    or (right(c.pattern, 2) = '.*' and starts_with(ev.event_name, left(c.pattern, -1)))
+           ), inserted as (
+             insert into ${DELIVERIES} (event_id, tenant_id, consumer_name, status, attempt_count, lease_token, lease_expires_at)
+             select event_id, $1, name, 'processing', 1, $5, clock_timestamp() + $6 * interval '1 millisecond' from matched
+             on conflict (event_id, consumer_name) do nothing
+             returning id, event_id, consumer_name, attempt_count
+           ), counted as (
+             select ev.id, count(m.name)::int as n from ev left join matched m on m.event_id = ev.id group by ev.id
+           ), marked as (
+             update ${EVENTS} e
+                set status = case when c.n > 0 then 'processing' else 'no_handlers' end,
+                    deliveries_open = c.n,
+                    attempts = case when c.n > 0 then 1 else 0 end,
+                    published_at = case when c.n > 0 then null else now() end,
+                    updated_at = now()
+               from counted c
+              where e.id = c.id
+             returning e.*
+           )
+           select d.id as delivery_id, d.consumer_name, d.attempt_count, e.id as event_id, e.tenant_id, e.event_name,
+                  e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version,
+                  false as recovered
+             from marked e left join inserted d on d.event_id = e.id
+            order by e.seq, d.consumer_name`,
+    values: [
+      p.tenantId,
+      p.consumers.map((c) => c.name),
+      p.consumers.map((c) => c.eventName),
+      p.limit,
+      p.leaseToken,
+      p.leaseMs,
+    ],
+  };
+}
+
+/**
+ * Locks the claimed deliveries this relay still owns before running their handlers. Holding these row locks
+ * for the rest of the handler transaction means no other relay can take them over mid-run (its claim skips
+ * locked rows), so the outcome recorded at the end is never refused after the handlers' writes were made.
+ * Rows whose token changed (our lease expired before we got here) are left out: their handlers do not run.
+ */
+export function lockOwnedDeliveries(ids: readonly string[], leaseToken: string): SqlStatement {
+  return {
+    text: `select id from ${DELIVERIES} where id = any($1::bigint[]) and lease_token = $2 for update`,
+    values: [ids, leaseToken],
+  };
+}
+
+/** What happened to one claimed delivery. */
+export interface DeliveryOutcome {
+  deliveryId: string;
+  status: 'delivered' | 'failed' | 'dead';
+  errorCode: string | null;
+  error: string | null;
+  /** Delay before the next attempt when `failed`. */
+  retryInMs: number;
+}
+
+/**
+ * Records a batch's outcomes in one statement: updates the deliveries still owned (fenced by the lease token),
+ * inserts the inbox rows of those delivered (in the handlers' transaction, so they commit with the handlers'
+ * writes), and settles each event from counters. Counters, not a recount: an `update … set n = n - k` re-reads
+ * the latest row under its lock, so two relays finishing different consumers of one event never both miss
+ * each other's commit.
+ */
+export function recordOutcomes(outcomes: readonly DeliveryOutcome[], leaseToken: string): SqlStatement {
+  return {
+    text: `with o as (
+             select * from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[]) as o(id, status, error_code, last_error, retry_ms)
+           ), d as (
+             update ${DELIVERIES} d
+                set status = o.status,
+                    error_code = o.error_code,
+                    last_error = o.last_error,
+                    next_attempt_at = case when o.status = 'failed' then now() + o.retry_ms * interval '1 millisecond' else d.next_attempt_at end,
+                    processed_at = case when o.status = 'delivered' then now() else null end,
+                    lease_token = null,
+                    lease_expires_at = null,
+                    updated_at = now()
+               from o
+              where d.id = o.id and d.lease_token = $6
+             returning d.event_id, d.tenant_id, d.consumer_name, d.status, d.attempt_count, d.last_error
+           ), inbox as (
+             insert into ${INBOX} (event_id, consumer_name, tenant_id)
+             select event_id, consumer_name, tenant_id from d where status = 'delivered'
+           ), per_event as (
+             select event_id,
+                    count(*) filter (where status in ('delivered', 'dead'))::int as closed,
+                    count(*) filter (where status = 'dead')::int as dead,
+                    max(attempt_count) as attempts,
+                    max(consumer_name || ': ' || last_error) filter (where status = 'dead') as dead_error
+               from d group by event_id
+           ), settled as (
+             update ${EVENTS} e
+                set deliveries_open = e.deliveries_open - p.closed,
+                    deliveries_dead = e.deliveries_dead + p.dead,
+                    status = case when e.deliveries_dead + p.dead > 0 then 'failed'
+                                  when e.deliveries_open - p.closed = 0 then 'published'
+                                  else 'processing' end,
+                    published_at = case when e.deliveries_dead + p.dead = 0 and e.deliveries_open - p.closed = 0 then now() else e.published_at end,
+                    failed_at = case when p.dead > 0 then now() else e.failed_at end,
+                    error_message = coalesce(p.dead_error, e.error_message),
+                    attempts = greatest(e.attempts, p.attempts),
+                    updated_at = now()
+               from per_event p
+              where e.id = p.event_id
+             returning e.id
+           )
+           select (select count(*) from d)::int as recorded, (select count(*) from settled)::int as events`,
+    values: [
+      outcomes.map((o) => o.deliveryId),
+      outcomes.map((o) => o.status),
+      outcomes.map((o) => o.errorCode),
+      outcomes.map((o) => o.error),
+      outcomes.map((o) => o.retryInMs),
+      leaseToken,
+    ],
+  };
+}
