@@ -66,7 +66,7 @@ export function insertEvents(rows: readonly EventRow[]): SqlStatement {
  * partial indexes one tenant at a time (a loose index scan), so its cost grows with tenants, not rows.
  */
 export function dueTenants(limit: number): SqlStatement {
-  return { text: `select tenant_id from ${DUE_TENANTS}($1)`, values: [limit] };
+  return { text: `select tenant_id from ${DUE_TENANTS}($1) as tenant_id`, values: [limit] };
 }
 
 /**
@@ -237,8 +237,9 @@ export function recordOutcomes(outcomes: readonly DeliveryOutcome[], leaseToken:
            ), d as (
              update ${DELIVERIES} d
                 set status = o.status,
-                    error_code = o.error_code,
-                    last_error = o.last_error,
+                    -- a success keeps the last error seen (e.g. staleLeaseRecovered): operators see how it got there
+                    error_code = coalesce(o.error_code, d.error_code),
+                    last_error = coalesce(o.last_error, d.last_error),
                     next_attempt_at = case when o.status = 'failed' then now() + o.retry_ms * interval '1 millisecond' else d.next_attempt_at end,
                     processed_at = case when o.status = 'delivered' then now() else null end,
                     lease_token = null,

@@ -1,0 +1,50 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { waitFor } from './wait-for';
+
+/** A relay child process and the lines it printed. */
+export interface ChildRelay {
+  process: ChildProcess;
+  lines: string[];
+  /** Waits for a printed line that starts with `prefix`; returns it. */
+  line(prefix: string, timeoutMs?: number): Promise<string>;
+  kill(signal?: NodeJS.Signals): Promise<void>;
+}
+
+/** Starts `test/support/relay-child.ts` in a real Node process. */
+export async function startChildRelay(env: Record<string, string>): Promise<ChildRelay> {
+  const child = spawn(process.execPath, ['-r', '@swc-node/register', join(__dirname, 'relay-child.ts')], {
+    cwd: join(__dirname, '..', '..'),
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: string[] = [];
+  let stderr = '';
+  let buffer = '';
+  child.stdout!.on('data', (chunk: Buffer) => {
+    buffer += chunk.toString();
+    const parts = buffer.split('\n');
+    buffer = parts.pop()!;
+    lines.push(...parts);
+  });
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const relay: ChildRelay = {
+    process: child,
+    lines,
+    line: (prefix, timeoutMs = 20_000) =>
+      waitFor(
+        () => {
+          if (child.exitCode !== null) throw new Error(`relay child exited with ${child.exitCode}: ${stderr}`);
+          return lines.find((l) => l.startsWith(prefix));
+        },
+        { timeoutMs, message: `child line "${prefix}" (stderr: ${stderr.slice(-500)})` },
+      ),
+    kill: async (signal = 'SIGKILL') => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      await exited;
+    },
+  };
+  await relay.line('READY', 30_000);
+  return relay;
+}
