@@ -1,0 +1,33 @@
+import { OutboxValidationError } from '../errors/outbox.error';
+import { serialisePayload, validateEvent } from './event-validation';
+
+describe('event validation', () => {
+  const base = { tenantId: 'A3E1C1DE-0F5B-4A51-8A3E-7B2F3C4D5E6F', eventName: 'crm.contact.created.v1', payload: { a: 1 } };
+
+  it('accepts a valid event and lower-cases the tenant id', () => {
+    const event = validateEvent(base, 'event', 1024);
+    expect(event).toMatchObject({ tenantId: base.tenantId.toLowerCase(), payloadJson: '{"a":1}', schemaVersion: 1, occurredAt: null });
+  });
+
+  it('serialises faithful JSON unchanged', () => {
+    const payload = { s: 'é 😀', n: -1.5, b: false, z: null, list: [1, [2, { x: 'y' }]], bare: Object.create(null) };
+    expect(JSON.parse(serialisePayload(payload, 'p', 10_000))).toEqual(JSON.parse(JSON.stringify(payload)));
+  });
+
+  it('names the deepest field at fault', () => {
+    const attempt = () => validateEvent({ ...base, payload: { items: [{ ok: 1 }, { price: Infinity }] } }, 'events[3]', 1024);
+    expect(attempt).toThrow(OutboxValidationError);
+    expect(attempt).toThrow(/events\[3\]\.payload\.items\[1\]\.price/);
+  });
+
+  it('counts the limit in UTF-8 bytes, not characters', () => {
+    expect(() => serialisePayload({ s: 'é'.repeat(10) }, 'p', 20)).toThrow(/bytes/);
+    expect(serialisePayload({ s: 'e'.repeat(10) }, 'p', 20)).toBe('{"s":"eeeeeeeeee"}');
+  });
+
+  it('refuses sparse arrays and symbol keys', () => {
+    // eslint-disable-next-line no-sparse-arrays
+    expect(() => serialisePayload([1, , 3], 'p', 100)).toThrow(/sparse/);
+    expect(() => serialisePayload({ [Symbol('x')]: 1 }, 'p', 100)).toThrow(/symbol/);
+  });
+});

@@ -1,0 +1,31 @@
+/** Chooses the database for tests, benchmarks and the demo app: `DATABASE_URL` when set, else an embedded server. */
+import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres';
+
+/** Options for {@link resolveDatabase}. */
+export interface ResolveDatabaseOptions {
+  /** Keep the embedded cluster in this folder between runs; without it the cluster is throwaway. */
+  persistentDir?: string;
+  /** Receives progress lines of the embedded launcher. */
+  log?: (line: string) => void;
+}
+
+/** A database to connect to, and how to release it. */
+export interface ResolvedDatabase {
+  url: string;
+  /** The embedded server, or null when `DATABASE_URL` points at an external database. */
+  embedded: EmbeddedPostgres | null;
+  /** Stops the embedded server; a no-op for an external database, which we do not own. */
+  stop(): Promise<void>;
+}
+
+/** Uses `DATABASE_URL` when set, otherwise starts an embedded PostgreSQL (persistent when `persistentDir` is given). */
+export async function resolveDatabase(options: ResolveDatabaseOptions = {}): Promise<ResolvedDatabase> {
+  const external = process.env.DATABASE_URL?.trim();
+  if (external) return { url: external, embedded: null, stop: (): Promise<void> => Promise.resolve() };
+  const embedded = await startEmbeddedPostgres({
+    dataDir: options.persistentDir,
+    persistent: options.persistentDir !== undefined,
+    log: options.log,
+  });
+  return { url: embedded.url, embedded, stop: (): Promise<void> => embedded.stop() };
+}
