@@ -52,6 +52,7 @@ export class OutboxCore1764428400000 implements MigrationInterface {
         next_attempt_at timestamptz not null default now(),
         lease_token uuid,
         lease_expires_at timestamptz,
+        external_run_id text,
         processed_at timestamptz,
         created_at timestamptz not null default now(),
         updated_at timestamptz not null default now(),

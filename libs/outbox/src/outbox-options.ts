@@ -18,6 +18,8 @@ export const OUTBOX_DEFAULTS: ResolvedOutboxOptions = {
   handlerTimeoutMs: 30_000,
   maxPayloadBytes: 256 * 1024,
   tenantSetting: DEFAULT_TENANT_SETTING,
+  tenancy: 'multi',
+  registry: { heartbeatMs: 30_000, liveWithinMs: 7 * 24 * 3600_000, orphanAfterMs: 3600_000 },
 };
 
 /** Options merged with defaults, plus every problem found in them (reported together at boot). */
@@ -33,6 +35,7 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
     ...stripUndefined(raw),
     relay: { ...OUTBOX_DEFAULTS.relay, ...stripUndefined(raw.relay ?? {}) },
     backoff: { ...OUTBOX_DEFAULTS.backoff, ...stripUndefined(raw.backoff ?? {}) },
+    registry: { ...OUTBOX_DEFAULTS.registry, ...stripUndefined(raw.registry ?? {}) },
   };
   const problems: string[] = [];
   const positive = (field: string, value: number): void => {
@@ -46,6 +49,12 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
   positive('maxAttempts', options.maxAttempts);
   positive('handlerTimeoutMs', options.handlerTimeoutMs);
   positive('maxPayloadBytes', options.maxPayloadBytes);
+  positive('registry.heartbeatMs', options.registry.heartbeatMs);
+  positive('registry.liveWithinMs', options.registry.liveWithinMs);
+  positive('registry.orphanAfterMs', options.registry.orphanAfterMs);
+  if (options.tenancy !== 'multi' && options.tenancy !== 'single') {
+    problems.push(messages.badOption('tenancy', '"multi" or "single"', options.tenancy));
+  }
   problems.push(...backoffProblems('backoff', options.backoff));
   if (options.handlerTimeoutMs >= options.relay.leaseMs) {
     problems.push(messages.badOption('handlerTimeoutMs', `shorter than relay.leaseMs (${options.relay.leaseMs})`, options.handlerTimeoutMs));

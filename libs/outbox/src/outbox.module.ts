@@ -7,6 +7,7 @@ import { OutboxExplorer } from './discovery/outbox.explorer';
 import { OutboxConsumerRegistry } from './registry/outbox-consumer.registry';
 import { OutboxRelay } from './relay/outbox.relay';
 import { InProcessDispatcher } from './delivery/in-process.dispatcher';
+import { ExternalDispatcher } from './delivery/external.dispatcher';
 import { OutboxStore } from './store/outbox.store';
 
 /**
@@ -22,6 +23,7 @@ import { OutboxStore } from './store/outbox.store';
     OutboxConsumerRegistry,
     OutboxExplorer,
     InProcessDispatcher,
+    ExternalDispatcher,
     OutboxRelay,
   ],
   exports: [OutboxService, OutboxConsumerRegistry, OutboxRelay],

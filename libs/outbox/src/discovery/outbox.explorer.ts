@@ -110,6 +110,7 @@ export class OutboxExplorer implements OnModuleInit {
     const instance = wrapper.instance as Record<string, (...args: unknown[]) => unknown> | undefined;
     return {
       name,
+      kind: 'handler',
       eventName: metadata.eventName,
       hostClass: type,
       methodName,

@@ -7,7 +7,11 @@ import { messages } from '../errors/outbox.messages';
 import type { OutboxEventInput } from '../interfaces/outbox-event.interface';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
 import * as q from '../store/outbox.queries';
+import { SINGLE_TENANT_ID } from '../outbox.constants';
 import { validateEvent } from './event-validation';
+
+/** An event without `tenantId`, accepted when `tenancy` is `single`. */
+export type TenantlessEvent<TPayload> = Omit<OutboxEventInput<TPayload>, 'tenantId'> & { tenantId?: undefined };
 
 /** Writes events into the outbox inside the caller's transaction. */
 @Injectable()
@@ -19,23 +23,34 @@ export class OutboxService {
    * writes or not at all. Returns the event id. Throws `OutboxValidationError` (nothing written) on bad input,
    * `OutboxError` when `manager` has no open transaction.
    */
-  async enqueue<TPayload>(manager: EntityManager, event: OutboxEventInput<TPayload>): Promise<string> {
+  async enqueue<TPayload>(manager: EntityManager, event: OutboxEventInput<TPayload> | TenantlessEvent<TPayload>): Promise<string> {
     const runner = transactionRunner(manager);
-    const row = { id: randomUUID(), ...validateEvent(event, 'event', this.options.maxPayloadBytes) };
+    const row = { id: randomUUID(), ...validateEvent(this.withTenant(event) as OutboxEventInput<unknown>, 'event', this.options.maxPayloadBytes) };
     const statement = q.insertEvent(row);
     await runner.query(statement.text, statement.values);
     return row.id;
   }
 
   /** Adds several events in one statement, all checked before anything is written. Returns their ids in order. */
-  async enqueueMany<TPayload>(manager: EntityManager, events: readonly OutboxEventInput<TPayload>[]): Promise<string[]> {
+  async enqueueMany<TPayload>(manager: EntityManager, events: readonly (OutboxEventInput<TPayload> | TenantlessEvent<TPayload>)[]): Promise<string[]> {
     const runner = transactionRunner(manager);
     if (!Array.isArray(events)) throw new OutboxValidationError('events', messages.notAnArray('events', events));
-    const rows = events.map((event, i) => ({ id: randomUUID(), ...validateEvent(event, `events[${i}]`, this.options.maxPayloadBytes) }));
+    const rows = events.map((event, i) => ({
+      id: randomUUID(),
+      ...validateEvent(this.withTenant(event) as OutboxEventInput<unknown>, `events[${i}]`, this.options.maxPayloadBytes),
+    }));
     if (rows.length === 0) return [];
     const statement = q.insertEvents(rows);
     await runner.query(statement.text, statement.values);
     return rows.map((row) => row.id);
+  }
+
+  /** With tenancy off, an event without a tenant belongs to the single tenant. */
+  private withTenant<T extends { tenantId?: string }>(event: T): T {
+    if (this.options.tenancy === 'single' && event && typeof event === 'object' && event.tenantId === undefined) {
+      return { ...event, tenantId: SINGLE_TENANT_ID };
+    }
+    return event;
   }
 }
 

@@ -24,6 +24,19 @@ export interface OutboxRelayOptions {
   maxTenantsPerRound?: number;
 }
 
+/** Options of the persisted consumer registry that fan-out reads. */
+export interface OutboxRegistryOptions {
+  /** How often each relay instance reports the consumers it hosts, in ms. Default 30000. */
+  heartbeatMs?: number;
+  /**
+   * A consumer no instance reported for this long stops receiving new events, in ms. Default 604800000 (7 days):
+   * long enough that a consumer whose only hosts are down for a while still gets its rows when they return.
+   */
+  liveWithinMs?: number;
+  /** A consumer no instance reported for this long is shown as orphaned in stats, in ms. Default 3600000 (1 hour). */
+  orphanAfterMs?: number;
+}
+
 /** Options of `OutboxModule.forRoot()`; every field is optional. */
 export interface OutboxModuleOptions {
   /** Name of the TypeORM DataSource the outbox uses (as given to `TypeOrmModule.forRoot`). Default: the default one. */
@@ -40,6 +53,13 @@ export interface OutboxModuleOptions {
   maxPayloadBytes?: number;
   /** Transaction-local setting that carries the tenant id for row-level security. Default `app.current_tenant_id`. */
   tenantSetting?: string;
+  /**
+   * `multi` (default): every event names its tenant. `single`: tenancy off; `tenantId` may be omitted and
+   * defaults to `SINGLE_TENANT_ID`, and the app needs no tenant setting of its own.
+   */
+  tenancy?: 'multi' | 'single';
+  /** The persisted consumer registry. */
+  registry?: OutboxRegistryOptions;
 }
 
 /** Options after defaults are merged: what the rest of the module injects. */
@@ -51,4 +71,6 @@ export interface ResolvedOutboxOptions {
   handlerTimeoutMs: number;
   maxPayloadBytes: number;
   tenantSetting: string;
+  tenancy: 'multi' | 'single';
+  registry: Required<OutboxRegistryOptions>;
 }

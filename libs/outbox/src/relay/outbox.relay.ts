@@ -2,45 +2,62 @@ import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } f
 import { ModuleRef } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
 import { OutboxConsumerRegistry } from '../registry/outbox-consumer.registry';
-import { InProcessDispatcher, errorText } from '../delivery/in-process.dispatcher';
+import type { OutboxConsumer } from '../registry/outbox-consumer';
+import { InProcessDispatcher } from '../delivery/in-process.dispatcher';
+import { ExternalDispatcher } from '../delivery/external.dispatcher';
+import { errorText, failed } from '../delivery/delivery-outcome';
 import { toClaimedDelivery, type ClaimedDelivery, type ClaimedRow } from '../delivery/claimed-delivery';
 import { OutboxStore } from '../store/outbox.store';
 import * as q from '../store/outbox.queries';
-import { backoffDelayMs } from './backoff';
 import { addRound, emptyRound, type RelayRoundResult } from './relay-round';
+
+/** A claimed delivery with the consumer that will take it. */
+interface Assigned {
+  delivery: ClaimedDelivery;
+  consumer: OutboxConsumer;
+}
 
 /**
  * Delivers committed events to the consumers this app hosts, tenant by tenant. Runs on an interval registered
  * in the app's `SchedulerRegistry` when `relay.enabled`; `runOnce()` and `drain()` drive it by hand.
  *
  * A round, per tenant with due work: (1) a short transaction claims a batch — due retries, expired leases and
- * new events fanned out to delivery rows — with a lease, and commits; (2) a second transaction locks the
- * deliveries still owned, runs their handlers (savepoint each, opened lazily), writes inbox rows and outcomes
- * in one statement, and commits. A constant number of round trips per batch, whatever its size.
+ * new events fanned out to delivery rows — with a lease, and commits; (2) in-process handlers run in a second
+ * transaction that first locks the deliveries still owned, gives each handler a lazily opened savepoint, and
+ * writes inbox rows and outcomes in one statement; (3) external deliveries (webhooks) run with no transaction
+ * open, and their outcomes are recorded in a short transaction fenced by the lease token. A constant number of
+ * round trips per batch, whatever its size.
  */
 @Injectable()
 export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly logger = new Logger(OutboxRelay.name);
-  private readonly intervalName = `outbox-relay:${randomUUID()}`;
+  /** This instance's id in the persisted registry. */
+  readonly instanceId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+  private readonly intervalName = `outbox-relay:${this.instanceId}`;
   private round: Promise<RelayRoundResult> | null = null;
   private ticking = false;
   private wakeRequested = false;
   private stopping: Promise<void> | null = null;
   private scheduled = false;
+  private lastHeartbeat = 0;
 
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
     private readonly registry: OutboxConsumerRegistry,
     private readonly store: OutboxStore,
-    private readonly dispatcher: InProcessDispatcher,
+    private readonly inProcess: InProcessDispatcher,
+    private readonly external: ExternalDispatcher,
     private readonly moduleRef: ModuleRef,
   ) {}
 
-  onApplicationBootstrap(): void {
-    if (this.options.relay.enabled) this.start();
+  async onApplicationBootstrap(): Promise<void> {
+    if (!this.options.relay.enabled) return;
+    await this.heartbeat();
+    this.start();
   }
 
   async onModuleDestroy(): Promise<void> {
@@ -58,13 +75,24 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const scheduler = this.moduleRef.get(SchedulerRegistry, { strict: false });
     scheduler.addInterval(this.intervalName, setInterval(() => void this.tick(), this.options.relay.pollIntervalMs));
     this.scheduled = true;
-    this.logger.log(`relay started: every ${this.options.relay.pollIntervalMs} ms, batches of ${this.options.relay.batchSize}`);
+    this.logger.log(`relay ${this.instanceId} started: every ${this.options.relay.pollIntervalMs} ms, batches of ${this.options.relay.batchSize}`);
   }
 
   /** Asks for a round as soon as possible (coalesced: many calls while a round runs make one more round). */
   wake(): void {
+    if (!this.scheduled || this.stopping) return;
     this.wakeRequested = true;
-    if (this.scheduled && !this.stopping) setImmediate(() => void this.tick());
+    if (!this.ticking) setImmediate(() => void this.tick());
+  }
+
+  /**
+   * Records in the persisted registry that this instance hosts its consumers, so fan-out (on any instance)
+   * creates their delivery rows. Done at bootstrap, then before a round once `registry.heartbeatMs` passed.
+   */
+  async heartbeat(): Promise<void> {
+    const consumers = this.registry.consumers();
+    if (consumers.length > 0) await this.store.query(q.heartbeatConsumers(this.instanceId, consumers));
+    this.lastHeartbeat = Date.now();
   }
 
   /**
@@ -121,21 +149,26 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     // @nestjs/schedule deletes every interval at shutdown, ours included: check before deleting.
     if (scheduler?.doesExist('interval', this.intervalName)) scheduler.deleteInterval(this.intervalName);
     this.scheduled = false;
-    if (!this.round) return;
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), this.options.relay.shutdownTimeoutMs);
-    });
-    const outcome = await Promise.race([this.round.then(() => 'done' as const, () => 'done' as const), timedOut]);
-    clearTimeout(timer);
-    if (outcome === 'timeout') {
-      this.logger.warn(
-        `a relay round was still running after ${this.options.relay.shutdownTimeoutMs} ms; its leases will expire and another relay will take them over`,
-      );
+    if (this.round) {
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<'timeout'>((resolve) => {
+        timer = setTimeout(() => resolve('timeout'), this.options.relay.shutdownTimeoutMs);
+      });
+      const outcome = await Promise.race([this.round.then(() => 'done' as const, () => 'done' as const), timedOut]);
+      clearTimeout(timer);
+      if (outcome === 'timeout') {
+        this.logger.warn(
+          `a relay round was still running after ${this.options.relay.shutdownTimeoutMs} ms; its leases will expire and another relay will take them over`,
+        );
+      }
+    }
+    if (this.lastHeartbeat > 0) {
+      await this.store.query(q.forgetInstance(this.instanceId)).catch((error) => this.logger.warn(`could not leave the registry: ${errorText(error)}`));
     }
   }
 
   private async processRound(): Promise<RelayRoundResult> {
+    if (Date.now() - this.lastHeartbeat >= this.options.registry.heartbeatMs) await this.heartbeat();
     const tenants = await this.store.query<{ tenant_id: string }>(q.dueTenants(this.options.relay.maxTenantsPerRound));
     let total = emptyRound();
     for (const { tenant_id: tenantId } of tenants) {
@@ -147,70 +180,91 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
 
   private async processTenant(tenantId: string): Promise<RelayRoundResult> {
     const result = { ...emptyRound(), tenants: 1 };
-    const consumers = this.registry.consumers();
     const leaseToken = randomUUID();
     const { leaseMs, batchSize } = this.options.relay;
-    const context = q.setTransactionContext(this.options.tenantSetting, tenantId, leaseMs);
+    const hosted = this.registry.consumers().map((c) => c.name);
 
-    const claimed = await this.store.transaction(async (runner) => {
-      await this.store.rows(runner, context);
-      const names = consumers.map((c) => c.name);
-      const retries = await this.store.rows<ClaimedRow>(runner, q.claimDueDeliveries({ tenantId, consumers: names, limit: batchSize, leaseToken, leaseMs }));
-      const fresh = await this.store.rows<ClaimedRow>(runner, q.fanOutPendingEvents({ tenantId, consumers, limit: batchSize, leaseToken, leaseMs }));
+    const claimed = await this.tenantTransaction(tenantId, async (runner) => {
+      const retries = await this.store.rows<ClaimedRow>(runner, q.claimDueDeliveries({ tenantId, consumers: hosted, limit: batchSize, leaseToken, leaseMs }));
+      const fresh = await this.store.rows<ClaimedRow>(
+        runner,
+        q.fanOutPendingEvents({ tenantId, hosted, liveWithinMs: this.options.registry.liveWithinMs, limit: batchSize, leaseToken, leaseMs }),
+      );
       result.eventsClaimed = new Set(fresh.map((row) => row.event_id)).size;
       return [...retries, ...fresh].filter(isDeliveryRow).map(toClaimedDelivery);
     });
     result.deliveriesClaimed = claimed.length;
     if (claimed.length === 0) return result;
 
-    try {
-      await this.store.transaction(async (runner) => {
-        await this.store.rows(runner, context);
-        const owned = new Set(
-          (await this.store.rows<{ id: string }>(runner, q.lockOwnedDeliveries(claimed.map((d) => d.deliveryId), leaseToken))).map((r) => String(r.id)),
-        );
-        const mine = claimed.filter((d) => owned.has(d.deliveryId));
-        result.leaseLost = claimed.length - mine.length;
-        const outcomes = await this.dispatcher.dispatch(this.store.dataSource(), runner, mine, (name) => this.registry.get(name));
-        if (outcomes.length > 0) await this.store.rows(runner, q.recordOutcomes(outcomes, leaseToken));
-        for (const outcome of outcomes) result[outcome.status === 'delivered' ? 'succeeded' : outcome.status]++;
-      });
-    } catch (error) {
-      // The batch transaction itself failed (connection lost, a statement refused): every handler's writes are
-      // rolled back, so record each claimed delivery as a failed attempt in a fresh transaction.
-      this.logger.error(`batch of ${claimed.length} deliveries for tenant ${tenantId} failed and was rolled back: ${errorText(error)}`);
-      Object.assign(result, { succeeded: 0, failed: 0, dead: 0 });
-      await this.recordBatchFailure(tenantId, claimed, leaseToken, errorText(error), result).catch((recordError) =>
-        this.logger.error(`could not record the failed batch for tenant ${tenantId}; leases will expire: ${errorText(recordError)}`),
-      );
+    const local: Assigned[] = [];
+    const remote: Assigned[] = [];
+    const settled: q.DeliveryOutcome[] = [];
+    for (const delivery of claimed) {
+      const consumer = this.registry.get(delivery.consumerName)!;
+      if (delivery.recovered && delivery.attempt > consumer.maxAttempts) {
+        // Attempts kept starting and never finishing: the process likely dies on this event. Stop here.
+        settled.push(failed(delivery, consumer, 'staleLeaseRecovered', poisonMessage(delivery), { dead: true }));
+      } else {
+        (consumer.kind === 'handler' ? local : remote).push({ delivery, consumer });
+      }
     }
+    if (settled.length > 0) await this.record(tenantId, settled, leaseToken, result);
+    if (local.length > 0) await this.runLocal(tenantId, local, leaseToken, result);
+    if (remote.length > 0) await this.record(tenantId, await this.external.dispatch(remote), leaseToken, result);
     return result;
   }
 
-  private async recordBatchFailure(
-    tenantId: string,
-    claimed: readonly ClaimedDelivery[],
-    leaseToken: string,
-    error: string,
-    result: RelayRoundResult,
-  ): Promise<void> {
-    const outcomes = claimed.map((delivery) => {
-      const consumer = this.registry.get(delivery.consumerName);
-      const dead = !consumer || delivery.attempt >= consumer.maxAttempts;
-      result[dead ? 'dead' : 'failed']++;
-      return {
-        deliveryId: delivery.deliveryId,
-        status: dead ? ('dead' as const) : ('failed' as const),
-        errorCode: 'batchError',
-        error: `the batch transaction failed: ${error}`,
-        retryInMs: consumer && !dead ? backoffDelayMs(delivery.attempt, consumer.backoff) : 0,
-      };
-    });
-    await this.store.transaction(async (runner) => {
+  /** In-process handlers: one transaction for the batch, holding the row locks of the deliveries it still owns. */
+  private async runLocal(tenantId: string, assigned: Assigned[], leaseToken: string, result: RelayRoundResult): Promise<void> {
+    try {
+      await this.tenantTransaction(tenantId, async (runner) => {
+        const ids = assigned.map((a) => a.delivery.deliveryId);
+        const owned = new Set((await this.store.rows<{ id: string }>(runner, q.lockOwnedDeliveries(ids, leaseToken))).map((r) => String(r.id)));
+        const mine = assigned.filter((a) => owned.has(a.delivery.deliveryId));
+        result.leaseLost += assigned.length - mine.length;
+        const outcomes = await this.inProcess.dispatch(this.store.dataSource(), runner, mine);
+        if (outcomes.length > 0) await this.store.rows(runner, q.recordOutcomes(outcomes, leaseToken));
+        count(outcomes, result);
+      });
+    } catch (error) {
+      // The batch transaction itself failed (connection lost, a statement refused): every handler's writes were
+      // rolled back, so each claimed delivery counts as a failed attempt, recorded in a fresh transaction.
+      this.logger.error(`batch of ${assigned.length} deliveries for tenant ${tenantId} failed and was rolled back: ${errorText(error)}`);
+      Object.assign(result, { succeeded: 0, failed: 0, dead: 0 });
+      const outcomes = assigned.map(({ delivery, consumer }) => failed(delivery, consumer, 'batchError', `the batch transaction failed: ${errorText(error)}`));
+      await this.record(tenantId, outcomes, leaseToken, result);
+    }
+  }
+
+  /** Records outcomes in a short transaction of their own; a failure is logged and the leases expire. */
+  private async record(tenantId: string, outcomes: q.DeliveryOutcome[], leaseToken: string, result: RelayRoundResult): Promise<void> {
+    try {
+      await this.tenantTransaction(tenantId, (runner) => this.store.rows(runner, q.recordOutcomes(outcomes, leaseToken)));
+      count(outcomes, result);
+    } catch (error) {
+      this.logger.error(`could not record ${outcomes.length} outcomes for tenant ${tenantId}; their leases will expire: ${errorText(error)}`);
+    }
+  }
+
+  /** A transaction with the tenant set for row-level security and an idle cap, both transaction-local. */
+  private tenantTransaction<T>(tenantId: string, work: (runner: import('typeorm').QueryRunner) => Promise<T>): Promise<T> {
+    return this.store.transaction(async (runner) => {
       await this.store.rows(runner, q.setTransactionContext(this.options.tenantSetting, tenantId, this.options.relay.leaseMs));
-      await this.store.rows(runner, q.recordOutcomes(outcomes, leaseToken));
+      return work(runner);
     });
   }
+}
+
+function count(outcomes: readonly q.DeliveryOutcome[], result: RelayRoundResult): void {
+  for (const outcome of outcomes) {
+    if (outcome.status === 'delivered') result.succeeded++;
+    else if (outcome.status === 'dead') result.dead++;
+    else result.failed++;
+  }
+}
+
+function poisonMessage(delivery: ClaimedDelivery): string {
+  return `attempt ${delivery.attempt - 1} started but never finished (its relay died or stalled); dead-lettered as a likely poison event`;
 }
 
 function isDeliveryRow(row: ClaimedRow): row is ClaimedRow & { delivery_id: string } {

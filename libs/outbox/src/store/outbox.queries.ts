@@ -9,6 +9,8 @@ const EVENTS = `${OUTBOX_SCHEMA}.event_outbox`;
 const DELIVERIES = `${OUTBOX_SCHEMA}.outbox_deliveries`;
 const INBOX = `${OUTBOX_SCHEMA}.consumer_inbox`;
 const DUE_TENANTS = `${OUTBOX_SCHEMA}.outbox_due_tenants`;
+const CONSUMERS = `${OUTBOX_SCHEMA}.outbox_consumers`;
+const CONSUMER_INSTANCES = `${OUTBOX_SCHEMA}.outbox_consumer_instances`;
 
 /** A statement ready for `queryRunner.query(text, values)`. */
 export interface SqlStatement {
@@ -142,14 +144,18 @@ export function claimDueDeliveries(p: {
 
 /**
  * Fans new events of this tenant out to their consumers: claims pending events (`skip locked`, in insert
- * order), inserts one delivery row per matching consumer already leased to this relay (attempt 1), and marks
- * each event `processing` with its count of open deliveries, or `no_handlers` when nothing listens. Returns one
- * row per delivery, and one row with a null `delivery_id` per event that nobody listens to.
- * Pattern matching mirrors `matchesEventPattern`: `*`, an exact name, or a `prefix.*`.
+ * order) and inserts one delivery row per matching consumer of the persisted registry (`outbox_consumers`,
+ * every consumer some instance reported within `liveWithinMs`), so that a consumer hosted only by other
+ * instances (a rolling deploy, dedicated workers) still gets its rows. Rows of consumers this instance hosts
+ * are leased to it at once (attempt 1); the others wait as `pending` for an instance that hosts them. Each
+ * event becomes `processing` with its count of open deliveries, or `no_handlers` when nothing listens.
+ * Pattern matching mirrors `matchesEventPattern`: `*`, an exact name, or a `prefix.*`. Returns one row per
+ * leased delivery, and one row with a null `delivery_id` per other claimed event.
  */
 export function fanOutPendingEvents(p: {
   tenantId: string;
-  consumers: readonly { name: string; eventName: string }[];
+  hosted: readonly string[];
+  liveWithinMs: number;
   limit: number;
   leaseToken: string;
   leaseMs: number;
@@ -162,22 +168,27 @@ export function fanOutPendingEvents(p: {
               limit $4
                 for update skip locked
            ), matched as (
-             select ev.id as event_id, c.name
-               from ev join unnest($2::text[], $3::text[]) as c(name, pattern)
-                 on c.pattern = '*' or c.pattern = ev.event_name
-                    or (right(c.pattern, 2) = '.*' and starts_with(ev.event_name, left(c.pattern, -1)))
+             select ev.id as event_id, c.name, c.name = any($2::text[]) as hosted
+               from ev join ${CONSUMERS} c
+                 on c.event_pattern = '*' or c.event_pattern = ev.event_name
+                    or (right(c.event_pattern, 2) = '.*' and starts_with(ev.event_name, left(c.event_pattern, -1)))
+              where c.last_seen_at > now() - $3 * interval '1 millisecond'
            ), inserted as (
              insert into ${DELIVERIES} (event_id, tenant_id, consumer_name, status, attempt_count, lease_token, lease_expires_at)
-             select event_id, $1, name, 'processing', 1, $5, clock_timestamp() + $6 * interval '1 millisecond' from matched
+             select event_id, $1, name,
+                    case when hosted then 'processing' else 'pending' end,
+                    case when hosted then 1 else 0 end,
+                    case when hosted then $5::uuid end,
+                    case when hosted then clock_timestamp() + $6 * interval '1 millisecond' end
+               from matched
              on conflict (event_id, consumer_name) do nothing
-             returning id, event_id, consumer_name, attempt_count
+             returning id, event_id, consumer_name, attempt_count, status
            ), counted as (
              select ev.id, count(m.name)::int as n from ev left join matched m on m.event_id = ev.id group by ev.id
            ), marked as (
              update ${EVENTS} e
                 set status = case when c.n > 0 then 'processing' else 'no_handlers' end,
                     deliveries_open = c.n,
-                    attempts = case when c.n > 0 then 1 else 0 end,
                     published_at = case when c.n > 0 then null else now() end,
                     updated_at = now()
                from counted c
@@ -187,17 +198,34 @@ export function fanOutPendingEvents(p: {
            select d.id as delivery_id, d.consumer_name, d.attempt_count, e.id as event_id, e.tenant_id, e.event_name,
                   e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version,
                   false as recovered
-             from marked e left join inserted d on d.event_id = e.id
+             from marked e left join inserted d on d.event_id = e.id and d.status = 'processing'
             order by e.seq, d.consumer_name`,
-    values: [
-      p.tenantId,
-      p.consumers.map((c) => c.name),
-      p.consumers.map((c) => c.eventName),
-      p.limit,
-      p.leaseToken,
-      p.leaseMs,
-    ],
+    values: [p.tenantId, p.hosted, p.liveWithinMs, p.limit, p.leaseToken, p.leaseMs],
   };
+}
+
+/** Records that this instance hosts these consumers (insert or refresh), in one statement. */
+export function heartbeatConsumers(instanceId: string, consumers: readonly { name: string; eventName: string; kind: string }[]): SqlStatement {
+  return {
+    text: `with c as (
+             select * from unnest($2::text[], $3::text[], $4::text[]) as c(name, event_pattern, kind)
+           ), upserted as (
+             insert into ${CONSUMERS} (name, event_pattern, kind)
+             select name, event_pattern, kind from c
+             on conflict (name) do update
+               set event_pattern = excluded.event_pattern, kind = excluded.kind, last_seen_at = now()
+             returning name
+           )
+           insert into ${CONSUMER_INSTANCES} (consumer_name, instance_id)
+           select name, $1 from upserted
+           on conflict (consumer_name, instance_id) do update set last_seen_at = now()`,
+    values: [instanceId, consumers.map((c) => c.name), consumers.map((c) => c.eventName), consumers.map((c) => c.kind)],
+  };
+}
+
+/** Removes this instance from the registry's host lists (at shutdown); the consumers stay registered. */
+export function forgetInstance(instanceId: string): SqlStatement {
+  return { text: `delete from ${CONSUMER_INSTANCES} where instance_id = $1`, values: [instanceId] };
 }
 
 /**
@@ -216,11 +244,17 @@ export function lockOwnedDeliveries(ids: readonly string[], leaseToken: string):
 /** What happened to one claimed delivery. */
 export interface DeliveryOutcome {
   deliveryId: string;
-  status: 'delivered' | 'failed' | 'dead';
+  /**
+   * `delivered`, `failed` (retry after `retryInMs`), `dead` (no more attempts), or `deferred`: not attempted
+   * after all (e.g. the endpoint's circuit is open); the attempt is given back and it is due after `retryInMs`.
+   */
+  status: 'delivered' | 'failed' | 'dead' | 'deferred';
   errorCode: string | null;
   error: string | null;
-  /** Delay before the next attempt when `failed`. */
+  /** Delay before the next attempt when `failed` or `deferred`. */
   retryInMs: number;
+  /** The receiver's own id for the delivery (a webhook's run id), kept on the row. */
+  externalRunId?: string | null;
 }
 
 /**
@@ -233,14 +267,18 @@ export interface DeliveryOutcome {
 export function recordOutcomes(outcomes: readonly DeliveryOutcome[], leaseToken: string): SqlStatement {
   return {
     text: `with o as (
-             select * from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[]) as o(id, status, error_code, last_error, retry_ms)
+             select * from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $7::text[])
+                      as o(id, status, error_code, last_error, retry_ms, external_run_id)
            ), d as (
              update ${DELIVERIES} d
-                set status = o.status,
+                set status = case when o.status = 'deferred' then 'pending' else o.status end,
+                    attempt_count = case when o.status = 'deferred' then d.attempt_count - 1 else d.attempt_count end,
+                    external_run_id = coalesce(o.external_run_id, d.external_run_id),
                     -- a success keeps the last error seen (e.g. staleLeaseRecovered): operators see how it got there
                     error_code = coalesce(o.error_code, d.error_code),
                     last_error = coalesce(o.last_error, d.last_error),
-                    next_attempt_at = case when o.status = 'failed' then now() + o.retry_ms * interval '1 millisecond' else d.next_attempt_at end,
+                    next_attempt_at = case when o.status in ('failed', 'deferred') then now() + o.retry_ms * interval '1 millisecond'
+                                           else d.next_attempt_at end,
                     processed_at = case when o.status = 'delivered' then now() else null end,
                     lease_token = null,
                     lease_expires_at = null,
@@ -280,8 +318,9 @@ export function recordOutcomes(outcomes: readonly DeliveryOutcome[], leaseToken:
       outcomes.map((o) => o.status),
       outcomes.map((o) => o.errorCode),
       outcomes.map((o) => o.error),
-      outcomes.map((o) => o.retryInMs),
+      outcomes.map((o) => Math.round(o.retryInMs)),
       leaseToken,
+      outcomes.map((o) => o.externalRunId ?? null),
     ],
   };
 }

@@ -1,0 +1,49 @@
+import { Logger } from '@nestjs/common';
+import type { OutboxConsumer } from '../registry/outbox-consumer';
+import { backoffDelayMs } from '../relay/backoff';
+import type { DeliveryOutcome } from '../store/outbox.queries';
+import type { ClaimedDelivery } from './claimed-delivery';
+
+const ERROR_TEXT_MAX = 2000;
+const logger = new Logger('OutboxDelivery');
+
+/** A success. */
+export function delivered(delivery: ClaimedDelivery, externalRunId: string | null = null): DeliveryOutcome {
+  return { deliveryId: delivery.deliveryId, status: 'delivered', errorCode: null, error: null, retryInMs: 0, externalRunId };
+}
+
+/**
+ * A failed attempt: retried after backoff (or `retryAfterMs` when the receiver asked, capped by the backoff
+ * cap), or dead once the consumer's attempts are spent or `dead` is forced. Logs a warning per retry and an
+ * error per dead letter, with event id, consumer and tenant.
+ */
+export function failed(
+  delivery: ClaimedDelivery,
+  consumer: OutboxConsumer,
+  errorCode: string,
+  error: string,
+  options: { dead?: boolean; retryAfterMs?: number; externalRunId?: string | null } = {},
+): DeliveryOutcome {
+  const dead = options.dead === true || delivery.attempt >= consumer.maxAttempts;
+  const where = `event ${delivery.event.eventId} (${delivery.event.eventName}), consumer ${consumer.name}, tenant ${delivery.event.tenantId}`;
+  if (dead) logger.error(`dead letter after attempt ${delivery.attempt}: ${where}: [${errorCode}] ${error}`);
+  else logger.warn(`attempt ${delivery.attempt}/${consumer.maxAttempts} failed, will retry: ${where}: [${errorCode}] ${error}`);
+  const backoff = backoffDelayMs(delivery.attempt, consumer.backoff);
+  return {
+    deliveryId: delivery.deliveryId,
+    status: dead ? 'dead' : 'failed',
+    errorCode,
+    error: boundedText(error),
+    retryInMs: dead ? 0 : options.retryAfterMs !== undefined ? Math.min(consumer.backoff.capMs, Math.max(backoff, options.retryAfterMs)) : backoff,
+    externalRunId: options.externalRunId ?? null,
+  };
+}
+
+/** `Error: message` for errors, `String(x)` for anything else thrown; bounded in length. */
+export function errorText(error: unknown): string {
+  return boundedText(error instanceof Error ? `${error.name}: ${error.message}` : `thrown non-error: ${String(error)}`);
+}
+
+function boundedText(text: string): string {
+  return text.length > ERROR_TEXT_MAX ? `${text.slice(0, ERROR_TEXT_MAX)}…` : text;
+}
