@@ -20,6 +20,7 @@ export const OUTBOX_DEFAULTS: ResolvedOutboxOptions = {
   tenantSetting: DEFAULT_TENANT_SETTING,
   tenancy: 'multi',
   registry: { heartbeatMs: 30_000, liveWithinMs: 7 * 24 * 3600_000, orphanAfterMs: 3600_000 },
+  retention: { publishedDays: 7, intervalMs: 60_000, batchSize: 1000 },
 };
 
 /** Options merged with defaults, plus every problem found in them (reported together at boot). */
@@ -36,6 +37,7 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
     relay: { ...OUTBOX_DEFAULTS.relay, ...stripUndefined(raw.relay ?? {}) },
     backoff: { ...OUTBOX_DEFAULTS.backoff, ...stripUndefined(raw.backoff ?? {}) },
     registry: { ...OUTBOX_DEFAULTS.registry, ...stripUndefined(raw.registry ?? {}) },
+    retention: { ...OUTBOX_DEFAULTS.retention, ...stripUndefined(raw.retention ?? {}) },
   };
   const problems: string[] = [];
   const positive = (field: string, value: number): void => {
@@ -52,6 +54,11 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
   positive('registry.heartbeatMs', options.registry.heartbeatMs);
   positive('registry.liveWithinMs', options.registry.liveWithinMs);
   positive('registry.orphanAfterMs', options.registry.orphanAfterMs);
+  if (!Number.isFinite(options.retention.publishedDays) || options.retention.publishedDays < 0) {
+    problems.push(messages.badOption('retention.publishedDays', 'a number of days ≥ 0 (0 turns retention off)', options.retention.publishedDays));
+  }
+  positive('retention.intervalMs', options.retention.intervalMs);
+  positive('retention.batchSize', options.retention.batchSize);
   if (options.tenancy !== 'multi' && options.tenancy !== 'single') {
     problems.push(messages.badOption('tenancy', '"multi" or "single"', options.tenancy));
   }

@@ -37,6 +37,16 @@ export interface OutboxRegistryOptions {
   orphanAfterMs?: number;
 }
 
+/** Deleting old rows. */
+export interface OutboxRetentionOptions {
+  /** Published (and no_handlers) events older than this many days are deleted with their delivery and inbox rows. Default 7. `0` turns retention off. */
+  publishedDays?: number;
+  /** How often the purge runs, in ms. Default 60000. */
+  intervalMs?: number;
+  /** Events deleted per statement (each statement is its own short transaction). Default 1000. */
+  batchSize?: number;
+}
+
 /** Options of `OutboxModule.forRoot()`; every field is optional. */
 export interface OutboxModuleOptions {
   /** Name of the TypeORM DataSource the outbox uses (as given to `TypeOrmModule.forRoot`). Default: the default one. */
@@ -60,6 +70,8 @@ export interface OutboxModuleOptions {
   tenancy?: 'multi' | 'single';
   /** The persisted consumer registry. */
   registry?: OutboxRegistryOptions;
+  /** Retention of settled events. */
+  retention?: OutboxRetentionOptions;
 }
 
 /** Options after defaults are merged: what the rest of the module injects. */
@@ -73,4 +85,5 @@ export interface ResolvedOutboxOptions {
   tenantSetting: string;
   tenancy: 'multi' | 'single';
   registry: Required<OutboxRegistryOptions>;
+  retention: Required<OutboxRetentionOptions>;
 }

@@ -2,10 +2,19 @@ import { Injectable } from '@nestjs/common';
 import type { OutboxConsumer } from './outbox-consumer';
 import { matchesEventPattern } from './event-pattern';
 
+/**
+ * Supplies consumers that exist for one tenant only (e.g. webhook subscriptions a tenant registered at run
+ * time). Every relay instance hosts them; the relay asks once per tenant per round.
+ */
+export interface TenantConsumerSource {
+  consumersForTenant(tenantId: string): Promise<readonly OutboxConsumer[]>;
+}
+
 /** The consumers this app hosts, filled once at boot by the explorer. One instance per app: no static state. */
 @Injectable()
 export class OutboxConsumerRegistry {
   private readonly byName = new Map<string, OutboxConsumer>();
+  private readonly tenantSources: TenantConsumerSource[] = [];
 
   /** Every consumer, in discovery order. */
   consumers(): OutboxConsumer[] {
@@ -20,6 +29,18 @@ export class OutboxConsumerRegistry {
   /** The consumer with this name, if this app hosts it. */
   get(name: string): OutboxConsumer | undefined {
     return this.byName.get(name);
+  }
+
+  /** Adds a source of tenant-scoped consumers (called by transports at module init). */
+  addTenantSource(source: TenantConsumerSource): void {
+    this.tenantSources.push(source);
+  }
+
+  /** The tenant-scoped consumers of one tenant, from every source. */
+  async tenantConsumers(tenantId: string): Promise<OutboxConsumer[]> {
+    if (this.tenantSources.length === 0) return [];
+    const lists = await Promise.all(this.tenantSources.map((source) => source.consumersForTenant(tenantId)));
+    return lists.flat();
   }
 
   /** Replaces the registry's content; called by the explorer after it checked every consumer. */

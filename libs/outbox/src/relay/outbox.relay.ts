@@ -182,13 +182,16 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const result = { ...emptyRound(), tenants: 1 };
     const leaseToken = randomUUID();
     const { leaseMs, batchSize } = this.options.relay;
-    const hosted = this.registry.consumers().map((c) => c.name);
+    const tenantConsumers = await this.registry.tenantConsumers(tenantId);
+    const scoped = new Map(tenantConsumers.map((c) => [c.name, c]));
+    const consumerNamed = (name: string): OutboxConsumer | undefined => this.registry.get(name) ?? scoped.get(name);
+    const hosted = [...this.registry.consumers(), ...tenantConsumers].map((c) => c.name);
 
     const claimed = await this.tenantTransaction(tenantId, async (runner) => {
       const retries = await this.store.rows<ClaimedRow>(runner, q.claimDueDeliveries({ tenantId, consumers: hosted, limit: batchSize, leaseToken, leaseMs }));
       const fresh = await this.store.rows<ClaimedRow>(
         runner,
-        q.fanOutPendingEvents({ tenantId, hosted, liveWithinMs: this.options.registry.liveWithinMs, limit: batchSize, leaseToken, leaseMs }),
+        q.fanOutPendingEvents({ tenantId, hosted, tenantConsumers, liveWithinMs: this.options.registry.liveWithinMs, limit: batchSize, leaseToken, leaseMs }),
       );
       result.eventsClaimed = new Set(fresh.map((row) => row.event_id)).size;
       return [...retries, ...fresh].filter(isDeliveryRow).map(toClaimedDelivery);
@@ -200,8 +203,11 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const remote: Assigned[] = [];
     const settled: q.DeliveryOutcome[] = [];
     for (const delivery of claimed) {
-      const consumer = this.registry.get(delivery.consumerName)!;
-      if (delivery.recovered && delivery.attempt > consumer.maxAttempts) {
+      const consumer = consumerNamed(delivery.consumerName);
+      if (!consumer) {
+        // Claimed for a tenant-scoped consumer removed in between: give the attempt back; it waits as pending.
+        settled.push({ deliveryId: delivery.deliveryId, status: 'deferred', errorCode: 'consumerUnavailable', error: `consumer ${delivery.consumerName} is not available on this instance`, retryInMs: this.options.relay.leaseMs });
+      } else if (delivery.recovered && delivery.attempt > consumer.maxAttempts) {
         // Attempts kept starting and never finishing: the process likely dies on this event. Stop here.
         settled.push(failed(delivery, consumer, 'staleLeaseRecovered', poisonMessage(delivery), { dead: true }));
       } else {

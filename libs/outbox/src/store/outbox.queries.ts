@@ -147,14 +147,17 @@ export function claimDueDeliveries(p: {
  * order) and inserts one delivery row per matching consumer of the persisted registry (`outbox_consumers`,
  * every consumer some instance reported within `liveWithinMs`), so that a consumer hosted only by other
  * instances (a rolling deploy, dedicated workers) still gets its rows. Rows of consumers this instance hosts
- * are leased to it at once (attempt 1); the others wait as `pending` for an instance that hosts them. Each
+ * are leased to it at once (attempt 1); tenant-scoped consumers (run-time webhook subscriptions) come as arrays; the others wait as `pending` for an instance that hosts them. Each
  * event becomes `processing` with its count of open deliveries, or `no_handlers` when nothing listens.
  * Pattern matching mirrors `matchesEventPattern`: `*`, an exact name, or a `prefix.*`. Returns one row per
  * leased delivery, and one row with a null `delivery_id` per other claimed event.
  */
 export function fanOutPendingEvents(p: {
   tenantId: string;
+  /** Names of the consumers this instance hosts (tenant-scoped ones included). */
   hosted: readonly string[];
+  /** Consumers of this tenant only (not in `outbox_consumers`), all hosted here. */
+  tenantConsumers: readonly { name: string; eventName: string }[];
   liveWithinMs: number;
   limit: number;
   leaseToken: string;
@@ -169,10 +172,13 @@ export function fanOutPendingEvents(p: {
                 for update skip locked
            ), matched as (
              select ev.id as event_id, c.name, c.name = any($2::text[]) as hosted
-               from ev join ${CONSUMERS} c
+               from ev join (
+                      select name, event_pattern from ${CONSUMERS} where last_seen_at > now() - $3 * interval '1 millisecond'
+                      union all
+                      select name, event_pattern from unnest($7::text[], $8::text[]) as t(name, event_pattern)
+                    ) c
                  on c.event_pattern = '*' or c.event_pattern = ev.event_name
                     or (right(c.event_pattern, 2) = '.*' and starts_with(ev.event_name, left(c.event_pattern, -1)))
-              where c.last_seen_at > now() - $3 * interval '1 millisecond'
            ), inserted as (
              insert into ${DELIVERIES} (event_id, tenant_id, consumer_name, status, attempt_count, lease_token, lease_expires_at)
              select event_id, $1, name,
@@ -200,7 +206,16 @@ export function fanOutPendingEvents(p: {
                   false as recovered
              from marked e left join inserted d on d.event_id = e.id and d.status = 'processing'
             order by e.seq, d.consumer_name`,
-    values: [p.tenantId, p.hosted, p.liveWithinMs, p.limit, p.leaseToken, p.leaseMs],
+    values: [
+      p.tenantId,
+      p.hosted,
+      p.liveWithinMs,
+      p.limit,
+      p.leaseToken,
+      p.leaseMs,
+      p.tenantConsumers.map((c) => c.name),
+      p.tenantConsumers.map((c) => c.eventName),
+    ],
   };
 }
 
