@@ -81,9 +81,10 @@ export class OutboxCore1764428400000 implements MigrationInterface {
 
     // Tenants with due work, for the relay. SECURITY DEFINER so that a relay role under row-level security can
     // find every tenant's work; it returns tenant ids only. Each branch is a loose index scan over a partial
-    // index: one probe per tenant, whatever the number of rows.
+    // index: one probe per tenant, whatever the number of rows. The list starts after `after_tenant` and
+    // wraps around, so that with more due tenants than max_tenants every tenant gets its turn.
     await q.query(`
-      create function public.outbox_due_tenants(max_tenants integer) returns setof uuid
+      create function public.outbox_due_tenants(max_tenants integer, after_tenant uuid default null) returns setof uuid
       language sql stable security definer set search_path = pg_catalog, public as $$
         with recursive pending_t(tenant_id) as (
           (select tenant_id from public.event_outbox where status = 'pending' order by tenant_id limit 1)
@@ -111,13 +112,13 @@ export class OutboxCore1764428400000 implements MigrationInterface {
         select tenant_id from (
           select tenant_id from pending_t union select tenant_id from retry_t union select tenant_id from stale_t
         ) t where tenant_id is not null
-        order by tenant_id
+        order by tenant_id <= after_tenant, tenant_id
         limit max_tenants
       $$`);
   }
 
   async down(q: QueryRunner): Promise<void> {
-    await q.query(`drop function if exists public.outbox_due_tenants(integer)`);
+    await q.query(`drop function if exists public.outbox_due_tenants(integer, uuid)`);
     await q.query(`drop table if exists public.consumer_inbox`);
     await q.query(`drop table if exists public.outbox_deliveries`);
     await q.query(`drop table if exists public.event_outbox`);

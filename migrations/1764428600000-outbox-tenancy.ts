@@ -55,8 +55,8 @@ export class OutboxTenancy1764428600000 implements MigrationInterface {
     await q.query(`grant insert on public.event_outbox to outbox_app`);
     await q.query(`grant select, insert, update, delete on public.event_outbox, public.outbox_deliveries, public.consumer_inbox to outbox_relay`);
     await q.query(`grant select, insert, update, delete on public.outbox_consumers, public.outbox_consumer_instances to outbox_relay`);
-    await q.query(`revoke all on function public.outbox_due_tenants(integer) from public`);
-    await q.query(`grant execute on function public.outbox_due_tenants(integer) to outbox_relay`);
+    await q.query(`revoke all on function public.outbox_due_tenants(integer, uuid) from public`);
+    await q.query(`grant execute on function public.outbox_due_tenants(integer, uuid) to outbox_relay`);
 
     // Retention across tenants in bounded batches: deletes up to max_events settled events older than the
     // cut-off, with their delivery and inbox rows, and returns how many events it removed. Only `published`

@@ -103,11 +103,11 @@ describe('several relays, shutdown and crashes', () => {
   });
 
   it('takes over a delivery whose relay process was killed mid-handler, after its lease, with one effect', async () => {
-    const child = await startChildRelay({ DATABASE_URL: db.url, LEASE_MS: '1500', HANG_ON: 'hang' });
+    const child = await startChildRelay({ DATABASE_URL: db.url, LEASE_MS: '1500' });
     const t = await buildApp({ url: db.url, providers: [VictimConsumer], outbox: { handlerTimeoutMs: 1000, relay: { leaseMs: 1500 } } });
     try {
       const id = await t.dataSource.transaction((m) =>
-        t.outbox.enqueue(m, { tenantId: TENANTS[1]!, eventName: 'test.crash.v1', payload: { hang: true } }),
+        t.outbox.enqueue(m, { tenantId: TENANTS[1]!, eventName: 'test.crash.v1', payload: { mode: 'hang' } }),
       );
       expect(await child.line('HANDLER_STARTED')).toBe(`HANDLER_STARTED ${id}`);
       await child.kill('SIGKILL');

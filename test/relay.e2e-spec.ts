@@ -185,9 +185,9 @@ describe('relay', () => {
       const id = await enqueue('test.order.placed.v1');
       await waitFor(async () => (await effects('billing')).includes(id), { message: 'the scheduled relay to deliver' });
       // Break the store for a moment: rounds fail and are logged, the schedule survives.
-      await db.sql('alter function outbox_due_tenants(integer) rename to outbox_due_tenants_off');
+      await db.sql('alter function outbox_due_tenants(integer, uuid) rename to outbox_due_tenants_off');
       await new Promise((resolve) => setTimeout(resolve, 150));
-      await db.sql('alter function outbox_due_tenants_off(integer) rename to outbox_due_tenants');
+      await db.sql('alter function outbox_due_tenants_off(integer, uuid) rename to outbox_due_tenants');
       const later = await enqueue('test.order.placed.v1');
       await waitFor(async () => (await effects('billing')).includes(later), { message: 'delivery after failed rounds' });
     } finally {

@@ -8,11 +8,16 @@ export interface ChildRelay {
   lines: string[];
   /** Waits for a printed line that starts with `prefix`; returns it. */
   line(prefix: string, timeoutMs?: number): Promise<string>;
+  /** Kills the process and waits for it to exit. */
   kill(signal?: NodeJS.Signals): Promise<void>;
+  /** Sends a signal that does not end the process (SIGSTOP, SIGCONT). */
+  signal(signal: NodeJS.Signals): void;
+  /** Resolves when the process has exited. */
+  exited: Promise<void>;
 }
 
 /** Starts `test/support/relay-child.ts` in a real Node process. */
-export async function startChildRelay(env: Record<string, string>): Promise<ChildRelay> {
+export async function startChildRelay(env: Record<string, string>, { waitReady = true } = {}): Promise<ChildRelay> {
   const child = spawn(process.execPath, ['-r', '@swc-node/register', join(__dirname, 'relay-child.ts')], {
     cwd: join(__dirname, '..', '..'),
     env: { ...process.env, ...env },
@@ -40,11 +45,15 @@ export async function startChildRelay(env: Record<string, string>): Promise<Chil
         },
         { timeoutMs, message: `child line "${prefix}" (stderr: ${stderr.slice(-500)})` },
       ),
+    exited,
+    signal: (signal) => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    },
     kill: async (signal = 'SIGKILL') => {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
       await exited;
     },
   };
-  await relay.line('READY', 30_000);
+  if (waitReady) await relay.line('READY', 30_000);
   return relay;
 }

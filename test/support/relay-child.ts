@@ -1,31 +1,52 @@
 /**
  * A relay in a process of its own, for crash tests: `node -r @swc-node/register test/support/relay-child.ts`.
- * Env: DATABASE_URL; LEASE_MS; HANG_ON (an event payload key: when present, the handler writes its effect,
- * prints `HANDLER_STARTED <eventId>` and never returns, waiting to be killed).
+ * Env: DATABASE_URL; LEASE_MS; MAX_ATTEMPTS. The consumer `victim` of `test.crash.v1` writes its effect, then
+ * acts on the payload's `mode`:
+ * - `hang`: prints `HANDLER_STARTED <eventId>` and never returns (to be killed mid-handler);
+ * - `pause`: prints `HANDLER_STARTED <eventId>`, waits `pauseMs` (to be stopped with SIGSTOP), then returns
+ *   and prints `HANDLER_RETURNED <eventId>`;
+ * - `poison`: kills its own process with SIGKILL, as a handler that crashes the process would.
+ * Relay errors are printed as `RELAY_ERROR <message>`.
  */
 import 'reflect-metadata';
-import { Injectable } from '@nestjs/common';
+import { Injectable, type LoggerService } from '@nestjs/common';
 import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from '@app/outbox';
 import { buildApp } from './build-app';
 import { recordEffect } from './effects';
 
 @Injectable()
 class VictimConsumer {
-  @OnOutboxEvent('test.crash.v1', { consumer: 'victim' })
+  @OnOutboxEvent('test.crash.v1', { consumer: 'victim', maxAttempts: Number(process.env.MAX_ATTEMPTS ?? 5) })
   async handle(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
     await recordEffect(event, context);
-    if ((event.data as Record<string, unknown>)[process.env.HANG_ON ?? 'hang']) {
+    const data = event.data as { mode?: string; pauseMs?: number };
+    if (data.mode === 'hang') {
       process.stdout.write(`HANDLER_STARTED ${event.eventId}\n`);
       await new Promise(() => undefined);
+    } else if (data.mode === 'pause') {
+      process.stdout.write(`HANDLER_STARTED ${event.eventId}\n`);
+      await new Promise((resolve) => setTimeout(resolve, data.pauseMs ?? 300));
+      process.stdout.write(`HANDLER_RETURNED ${event.eventId}\n`);
+    } else if (data.mode === 'poison') {
+      process.kill(process.pid, 'SIGKILL');
     }
   }
 }
+
+const printErrors: LoggerService = {
+  log: () => undefined,
+  warn: () => undefined,
+  debug: () => undefined,
+  verbose: () => undefined,
+  error: (message: unknown) => void process.stdout.write(`RELAY_ERROR ${String(message).replace(/\n/g, ' ')}\n`),
+};
 
 async function main(): Promise<void> {
   const leaseMs = Number(process.env.LEASE_MS ?? 2000);
   const t = await buildApp({
     url: process.env.DATABASE_URL!,
     providers: [VictimConsumer],
+    logger: printErrors,
     outbox: { handlerTimeoutMs: leaseMs - 1, relay: { enabled: true, pollIntervalMs: 50, leaseMs } },
   });
   process.stdout.write('READY\n');

@@ -44,6 +44,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private stopping: Promise<void> | null = null;
   private scheduled = false;
   private lastHeartbeat = 0;
+  private lastTenant: string | null = null;
 
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
@@ -169,7 +170,10 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
 
   private async processRound(): Promise<RelayRoundResult> {
     if (Date.now() - this.lastHeartbeat >= this.options.registry.heartbeatMs) await this.heartbeat();
-    const tenants = await this.store.query<{ tenant_id: string }>(q.dueTenants(this.options.relay.maxTenantsPerRound));
+    const { maxTenantsPerRound } = this.options.relay;
+    const tenants = await this.store.query<{ tenant_id: string }>(q.dueTenants(maxTenantsPerRound, this.lastTenant));
+    // With more due tenants than one round visits, the next round starts after the last one visited.
+    this.lastTenant = tenants.length === maxTenantsPerRound ? tenants[tenants.length - 1]!.tenant_id : null;
     let total = emptyRound();
     for (const { tenant_id: tenantId } of tenants) {
       if (this.stopping) break;

@@ -67,8 +67,8 @@ export function insertEvents(rows: readonly EventRow[]): SqlStatement {
  * function (see the migration) so the relay role can see across tenants under row-level security; it walks the
  * partial indexes one tenant at a time (a loose index scan), so its cost grows with tenants, not rows.
  */
-export function dueTenants(limit: number): SqlStatement {
-  return { text: `select tenant_id from ${DUE_TENANTS}($1) as tenant_id`, values: [limit] };
+export function dueTenants(limit: number, afterTenant: string | null): SqlStatement {
+  return { text: `select tenant_id from ${DUE_TENANTS}($1, $2) as tenant_id`, values: [limit, afterTenant] };
 }
 
 /**

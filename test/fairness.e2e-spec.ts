@@ -1,0 +1,63 @@
+import { Injectable } from '@nestjs/common';
+import { OnOutboxEvent, type OutboxEvent } from '@app/outbox';
+import { buildApp, type TestApp } from './support/build-app';
+import { createTestDatabase, type TestDatabase } from './support/test-database';
+
+const BUSY = '44444444-4444-4444-8444-444444444444';
+const QUIET = '55555555-5555-4555-8555-555555555555';
+
+@Injectable()
+class TenantCounter {
+  readonly seen = new Map<string, number>();
+  @OnOutboxEvent('test.tick.v1', { consumer: 'counter' })
+  count(event: OutboxEvent): void {
+    this.seen.set(event.tenantId, (this.seen.get(event.tenantId) ?? 0) + 1);
+  }
+}
+
+describe('fairness between tenants', () => {
+  let db: TestDatabase;
+  let t: TestApp;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    t = await buildApp({ url: db.url, providers: [TenantCounter], outbox: { relay: { batchSize: 100 } } });
+  });
+  afterAll(async () => {
+    await t?.close();
+    await db?.drop();
+  });
+
+  it("delivers a quiet tenant's single event within two rounds despite another tenant's 100,000-event backlog", async () => {
+    await db.sql(
+      `insert into event_outbox (id, tenant_id, event_name, payload)
+       select gen_random_uuid(), $1, 'test.tick.v1', jsonb_build_object('n', n) from generate_series(1, 100000) n`,
+      [BUSY],
+    );
+    const quietId = await t.dataSource.transaction((m) => t.outbox.enqueue(m, { tenantId: QUIET, eventName: 'test.tick.v1', payload: {} }));
+    const counter = t.app.get(TenantCounter);
+    const rounds = [await t.relay.runOnce()];
+    if (!counter.seen.get(QUIET)) rounds.push(await t.relay.runOnce());
+    expect(counter.seen.get(QUIET)).toBe(1);
+    expect(await db.sql('select status from event_outbox where id = $1', [quietId])).toEqual([{ status: 'published' }]);
+    // The busy tenant was served too, one batch per round.
+    expect(counter.seen.get(BUSY)).toBe(100 * rounds.length);
+    expect(rounds[0]!.tenants).toBe(2);
+  });
+
+  it('visits every due tenant in turn when there are more than a round allows', async () => {
+    const small = await buildApp({ url: db.url, providers: [TenantCounter], outbox: { relay: { batchSize: 10, maxTenantsPerRound: 2 } } });
+    try {
+      await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox');
+      const tenants = Array.from({ length: 5 }, (_, i) => `6666666${i}-6666-4666-8666-666666666666`);
+      await small.dataSource.transaction((m) =>
+        small.outbox.enqueueMany(m, tenants.flatMap((tenantId) => Array.from({ length: 30 }, () => ({ tenantId, eventName: 'test.tick.v1', payload: {} })))),
+      );
+      const counter = small.app.get(TenantCounter);
+      for (let round = 0; round < 3; round++) await small.relay.runOnce();
+      // 3 rounds × 2 tenants = 6 visits over 5 tenants: everyone had a batch.
+      for (const tenant of tenants) expect(counter.seen.get(tenant)).toBeGreaterThanOrEqual(10);
+    } finally {
+      await small.close();
+    }
+  });
+});
