@@ -12,6 +12,8 @@ export const OUTBOX_DEFAULTS: ResolvedOutboxOptions = {
     leaseMs: 60_000,
     shutdownTimeoutMs: 10_000,
     maxTenantsPerRound: 100,
+    notify: true,
+    listen: true,
   },
   maxAttempts: 5,
   backoff: { baseMs: 1000, capMs: 300_000, jitter: 0.2 },

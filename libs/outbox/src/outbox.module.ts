@@ -6,6 +6,7 @@ import { OutboxService } from './enqueue/outbox.service';
 import { OutboxExplorer } from './discovery/outbox.explorer';
 import { OutboxConsumerRegistry } from './registry/outbox-consumer.registry';
 import { OutboxRelay } from './relay/outbox.relay';
+import { OutboxWakeup } from './relay/outbox-wakeup';
 import { InProcessDispatcher } from './delivery/in-process.dispatcher';
 import { ExternalDispatcher } from './delivery/external.dispatcher';
 import { OutboxStore } from './store/outbox.store';
@@ -25,6 +26,7 @@ import { OutboxStore } from './store/outbox.store';
     InProcessDispatcher,
     ExternalDispatcher,
     OutboxRelay,
+    OutboxWakeup,
   ],
   exports: [OutboxService, OutboxConsumerRegistry, OutboxRelay],
 })

@@ -9,6 +9,7 @@ import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.
 import * as q from '../store/outbox.queries';
 import { SINGLE_TENANT_ID } from '../outbox.constants';
 import { validateEvent } from './event-validation';
+import { OutboxWakeup } from '../relay/outbox-wakeup';
 
 /** An event without `tenantId`, accepted when `tenancy` is `single`. */
 export type TenantlessEvent<TPayload> = Omit<OutboxEventInput<TPayload>, 'tenantId'> & { tenantId?: undefined };
@@ -16,7 +17,10 @@ export type TenantlessEvent<TPayload> = Omit<OutboxEventInput<TPayload>, 'tenant
 /** Writes events into the outbox inside the caller's transaction. */
 @Injectable()
 export class OutboxService {
-  constructor(@Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions) {}
+  constructor(
+    @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    private readonly wakeup: OutboxWakeup,
+  ) {}
 
   /**
    * Adds one event to the outbox through `manager`, in its open transaction: the event commits with your
@@ -28,6 +32,7 @@ export class OutboxService {
     const row = { id: randomUUID(), ...validateEvent(this.withTenant(event) as OutboxEventInput<unknown>, 'event', this.options.maxPayloadBytes) };
     const statement = q.insertEvent(row);
     await runner.query(statement.text, statement.values);
+    this.wakeup.enqueuedIn(runner);
     return row.id;
   }
 
@@ -42,6 +47,7 @@ export class OutboxService {
     if (rows.length === 0) return [];
     const statement = q.insertEvents(rows);
     await runner.query(statement.text, statement.values);
+    this.wakeup.enqueuedIn(runner);
     return rows.map((row) => row.id);
   }
 

@@ -22,6 +22,10 @@ export interface OutboxRelayOptions {
   shutdownTimeoutMs?: number;
   /** Tenants visited per round at most (the rest wait for the next round). Default 100. */
   maxTenantsPerRound?: number;
+  /** After a commit that enqueued, send one coalesced NOTIFY so relays in other processes wake at once. Default true. */
+  notify?: boolean;
+  /** LISTEN for those wake-ups on a dedicated connection (reconnects by itself). Default true. */
+  listen?: boolean;
 }
 
 /** Options of the persisted consumer registry that fan-out reads. */

@@ -12,6 +12,19 @@ const DUE_TENANTS = `${OUTBOX_SCHEMA}.outbox_due_tenants`;
 const CONSUMERS = `${OUTBOX_SCHEMA}.outbox_consumers`;
 const CONSUMER_INSTANCES = `${OUTBOX_SCHEMA}.outbox_consumer_instances`;
 
+/** The channel relays LISTEN on for wake-ups. */
+export const WAKEUP_CHANNEL = 'outbox_wakeup';
+
+/** Wakes the relays of every process (sent after a commit, never inside the app's transaction). */
+export function notifyWakeup(): SqlStatement {
+  return { text: `select pg_notify($1, '')`, values: [WAKEUP_CHANNEL] };
+}
+
+/** Subscribes a dedicated connection to wake-ups. */
+export function listenWakeup(): SqlStatement {
+  return { text: `listen ${WAKEUP_CHANNEL}`, values: [] };
+}
+
 /** A statement ready for `queryRunner.query(text, values)`. */
 export interface SqlStatement {
   text: string;

@@ -1,0 +1,127 @@
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import { Client, type ClientConfig, type Pool } from 'pg';
+import type { DataSource, EntitySubscriberInterface, QueryRunner, TransactionCommitEvent, TransactionRollbackEvent } from 'typeorm';
+import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
+import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+import { errorText } from '../delivery/delivery-outcome';
+import { OutboxStore } from '../store/outbox.store';
+import * as q from '../store/outbox.queries';
+import { OutboxRelay } from './outbox.relay';
+
+/** Shortest gap between two NOTIFYs sent by one process: bursts of commits make one wake-up. */
+const NOTIFY_GAP_MS = 2;
+const RECONNECT_MIN_MS = 100;
+const RECONNECT_MAX_MS = 5000;
+
+/**
+ * Wakes relays soon after an event commits, instead of at the next poll. Never inside the app's transaction:
+ * a NOTIFY there serialises commits on a global lock and defeats group commit. Instead, a TypeORM subscriber
+ * sees the commit of a transaction that enqueued, wakes this process's relay at once, and sends one coalesced
+ * `pg_notify` on a pooled connection to wake the relays of other processes, which LISTEN on a dedicated
+ * connection that reconnects by itself. Polling stays the safety net: a lost notification only delays an
+ * event to the next poll.
+ */
+@Injectable()
+export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
+  private readonly logger = new Logger(OutboxWakeup.name);
+  /** Transactions that enqueued and have not committed yet. */
+  private readonly enqueued = new WeakSet<QueryRunner>();
+  private readonly hooked = new WeakSet<DataSource>();
+  private notifyTimer: NodeJS.Timeout | null = null;
+  private lastNotifyAt = 0;
+  private listener: Client | null = null;
+  private reconnectTimer: NodeJS.Timeout | null = null;
+  private reconnectDelay = RECONNECT_MIN_MS;
+  private closed = false;
+  private readonly subscriber: EntitySubscriberInterface = {
+    afterTransactionCommit: (event: TransactionCommitEvent) => this.afterCommit(event.queryRunner),
+    afterTransactionRollback: (event: TransactionRollbackEvent) => {
+      if (!event.queryRunner.isTransactionActive) this.enqueued.delete(event.queryRunner);
+    },
+  };
+
+  constructor(
+    @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    private readonly store: OutboxStore,
+    private readonly relay: OutboxRelay,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    this.hook(this.store.dataSource());
+    if (this.options.relay.enabled && this.options.relay.listen) await this.listen();
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    this.closed = true;
+    if (this.notifyTimer) clearTimeout(this.notifyTimer);
+    if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    const listener = this.listener;
+    this.listener = null;
+    await listener?.end().catch(() => undefined);
+    const subscribers = this.store.dataSource().subscribers;
+    const index = subscribers.indexOf(this.subscriber);
+    if (index >= 0) subscribers.splice(index, 1);
+  }
+
+  /** Called by `enqueue`: remembers the transaction, so that its commit wakes the relays. */
+  enqueuedIn(runner: QueryRunner): void {
+    this.hook(runner.connection);
+    this.enqueued.add(runner);
+  }
+
+  private hook(dataSource: DataSource): void {
+    if (this.hooked.has(dataSource)) return;
+    this.hooked.add(dataSource);
+    dataSource.subscribers.push(this.subscriber);
+  }
+
+  private afterCommit(runner: QueryRunner): void {
+    // A savepoint release also reports a commit; only the outer commit makes the event visible.
+    if (runner.isTransactionActive || !this.enqueued.has(runner)) return;
+    this.enqueued.delete(runner);
+    this.relay.wake();
+    if (this.options.relay.notify) this.scheduleNotify();
+  }
+
+  private scheduleNotify(): void {
+    if (this.notifyTimer || this.closed) return;
+    const wait = Math.max(0, this.lastNotifyAt + NOTIFY_GAP_MS - Date.now());
+    this.notifyTimer = setTimeout(() => {
+      this.notifyTimer = null;
+      this.lastNotifyAt = Date.now();
+      this.store.query(q.notifyWakeup()).catch((error) => this.logger.warn(`wake-up NOTIFY failed (relays will poll): ${errorText(error)}`));
+    }, wait);
+  }
+
+  private async listen(): Promise<void> {
+    const pool = (this.store.dataSource().driver as unknown as { master: Pool }).master;
+    const client = new Client(pool.options as ClientConfig);
+    client.on('notification', () => this.relay.wake());
+    client.on('error', (error) => this.reconnect(client, error));
+    client.on('end', () => this.reconnect(client, new Error('connection ended')));
+    try {
+      await client.connect();
+      await client.query(q.listenWakeup().text);
+      this.listener = client;
+      this.reconnectDelay = RECONNECT_MIN_MS;
+      // Events committed while we were not listening: look now rather than at the next poll.
+      this.relay.wake();
+    } catch (error) {
+      this.reconnect(client, error);
+    }
+  }
+
+  private reconnect(client: Client, error: unknown): void {
+    if (this.closed || this.reconnectTimer || (this.listener && this.listener !== client)) return;
+    this.listener = null;
+    client.removeAllListeners();
+    client.on('error', () => undefined);
+    void client.end().catch(() => undefined);
+    this.logger.warn(`wake-up listener lost (${errorText(error)}); reconnecting in ${this.reconnectDelay} ms, polling meanwhile`);
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = null;
+      void this.listen();
+    }, this.reconnectDelay);
+    this.reconnectDelay = Math.min(RECONNECT_MAX_MS, this.reconnectDelay * 2);
+  }
+}
