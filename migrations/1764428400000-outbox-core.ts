@@ -45,6 +45,9 @@ export class OutboxCore1764428400000 implements MigrationInterface {
         event_id uuid not null,
         tenant_id uuid not null,
         consumer_name text not null,
+        event_seq bigint not null,
+        -- set for consumers that want per-aggregate order: tenant-local '<aggregate_type>:<aggregate_id>'
+        aggregate_key text,
         status text not null default 'pending',
         attempt_count integer not null default 0,
         last_error text,
@@ -65,6 +68,15 @@ export class OutboxCore1764428400000 implements MigrationInterface {
     );
     await q.query(
       `create index outbox_deliveries_lease_idx on public.outbox_deliveries (tenant_id, lease_expires_at) where status = 'processing'`,
+    );
+    // Ordered consumers: a delivery waits while an earlier one of its aggregate is not delivered.
+    await q.query(
+      `create index outbox_deliveries_ordering_idx on public.outbox_deliveries (tenant_id, consumer_name, aggregate_key, event_seq)
+         where aggregate_key is not null and status <> 'delivered'`,
+    );
+    await q.query(
+      `create index event_outbox_pending_aggregate_idx on public.event_outbox (tenant_id, aggregate_type, aggregate_id, seq)
+         where status = 'pending' and aggregate_id is not null`,
     );
     await q.query(
       `create index outbox_deliveries_dead_idx on public.outbox_deliveries (tenant_id, consumer_name) where status = 'dead'`,

@@ -30,6 +30,7 @@ export class OutboxTenancy1764428600000 implements MigrationInterface {
         name text primary key,
         event_pattern text not null,
         kind text not null default 'handler',
+        ordered boolean not null default false,
         first_seen_at timestamptz not null default now(),
         last_seen_at timestamptz not null default now()
       )`);

@@ -112,6 +112,7 @@ export class OutboxExplorer implements OnModuleInit {
       name,
       kind: 'handler',
       eventName: metadata.eventName,
+      ordered: options.ordered === true,
       hostClass: type,
       methodName,
       maxAttempts,

@@ -25,6 +25,11 @@ export interface OutboxConsumer {
   readonly hostClass: Function;
   /** The method name (for external consumers, the transport's delivery method). */
   readonly methodName: string;
+  /**
+   * Deliver events of one aggregate (same tenant, aggregate type and id) one at a time, in commit order; a
+   * dead delivery blocks the aggregate for this consumer until replayed. Default false.
+   */
+  readonly ordered?: boolean;
   readonly maxAttempts: number;
   readonly timeoutMs: number;
   readonly backoff: Required<OutboxBackoffOptions>;

@@ -192,13 +192,14 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const hosted = [...this.registry.consumers(), ...tenantConsumers].map((c) => c.name);
 
     const claimed = await this.tenantTransaction(tenantId, async (runner) => {
-      const retries = await this.store.rows<ClaimedRow>(runner, q.claimDueDeliveries({ tenantId, consumers: hosted, limit: batchSize, leaseToken, leaseMs }));
+      // Fan-out first: the due-claim in the same transaction then takes the new rows of ordered consumers.
       const fresh = await this.store.rows<ClaimedRow>(
         runner,
         q.fanOutPendingEvents({ tenantId, hosted, tenantConsumers, liveWithinMs: this.options.registry.liveWithinMs, limit: batchSize, leaseToken, leaseMs }),
       );
+      const due = await this.store.rows<ClaimedRow>(runner, q.claimDueDeliveries({ tenantId, consumers: hosted, limit: batchSize, leaseToken, leaseMs }));
       result.eventsClaimed = new Set(fresh.map((row) => row.event_id)).size;
-      return [...retries, ...fresh].filter(isDeliveryRow).map(toClaimedDelivery);
+      return [...fresh, ...due].filter(isDeliveryRow).map(toClaimedDelivery);
     });
     result.deliveriesClaimed = claimed.length;
     if (claimed.length === 0) return result;

@@ -101,6 +101,20 @@ const CLAIMED_COLUMNS = `d.id as delivery_id, d.consumer_name, d.attempt_count, 
   e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version`;
 
 /**
+ * For an ordered delivery `d`: an earlier delivery of its aggregate to the same consumer that is not delivered
+ * yet (pending, leased, failed or dead), or an earlier event of the aggregate not fanned out yet. Either one
+ * makes `d` wait. (Within one aggregate, apps serialise their writes, so insert order is commit order.)
+ */
+const EARLIER_IN_AGGREGATE = `
+  select 1 from ${DELIVERIES} p
+   where p.tenant_id = d.tenant_id and p.consumer_name = d.consumer_name and p.aggregate_key = d.aggregate_key
+     and p.event_seq < d.event_seq and p.status <> 'delivered'
+  union all
+  select 1 from ${EVENTS} pe join ${EVENTS} me on me.id = d.event_id
+   where pe.tenant_id = d.tenant_id and pe.status = 'pending' and pe.aggregate_id = me.aggregate_id
+     and pe.aggregate_type is not distinct from me.aggregate_type and pe.seq < me.seq`;
+
+/**
  * Claims deliveries of this tenant that are due for retry, and those whose lease expired (their relay died or
  * stalled), for the consumers this instance hosts.
  *
@@ -120,12 +134,13 @@ export function claimDueDeliveries(p: {
 }): SqlStatement {
   return {
     text: `with retry as (
-             select id from ${DELIVERIES}
-              where tenant_id = $1 and status in ('pending', 'failed') and next_attempt_at <= now()
-                and consumer_name = any($2::text[])
-              order by next_attempt_at
+             select d.id from ${DELIVERIES} d
+              where d.tenant_id = $1 and d.status in ('pending', 'failed') and d.next_attempt_at <= now()
+                and d.consumer_name = any($2::text[])
+                and (d.aggregate_key is null or not exists (${EARLIER_IN_AGGREGATE}))
+              order by d.next_attempt_at
               limit $3
-                for update skip locked
+                for update of d skip locked
            ), stale as (
              select id from ${DELIVERIES}
               where tenant_id = $1 and status = 'processing' and lease_expires_at <= now()
@@ -160,7 +175,8 @@ export function claimDueDeliveries(p: {
  * order) and inserts one delivery row per matching consumer of the persisted registry (`outbox_consumers`,
  * every consumer some instance reported within `liveWithinMs`), so that a consumer hosted only by other
  * instances (a rolling deploy, dedicated workers) still gets its rows. Rows of consumers this instance hosts
- * are leased to it at once (attempt 1); tenant-scoped consumers (run-time webhook subscriptions) come as arrays; the others wait as `pending` for an instance that hosts them. Each
+ * are leased to it at once (attempt 1), except ordered ones, which the due-claim that follows in the same
+ * transaction takes when nothing earlier in their aggregate is open; tenant-scoped consumers (run-time webhook subscriptions) come as arrays; the others wait as `pending` for an instance that hosts them. Each
  * event becomes `processing` with its count of open deliveries, or `no_handlers` when nothing listens.
  * Pattern matching mirrors `matchesEventPattern`: `*`, an exact name, or a `prefix.*`. Returns one row per
  * leased delivery, and one row with a null `delivery_id` per other claimed event.
@@ -170,7 +186,7 @@ export function fanOutPendingEvents(p: {
   /** Names of the consumers this instance hosts (tenant-scoped ones included). */
   hosted: readonly string[];
   /** Consumers of this tenant only (not in `outbox_consumers`), all hosted here. */
-  tenantConsumers: readonly { name: string; eventName: string }[];
+  tenantConsumers: readonly { name: string; eventName: string; ordered?: boolean }[];
   liveWithinMs: number;
   limit: number;
   leaseToken: string;
@@ -178,27 +194,29 @@ export function fanOutPendingEvents(p: {
 }): SqlStatement {
   return {
     text: `with ev as (
-             select id, event_name from ${EVENTS}
+             select id, seq, event_name, aggregate_type, aggregate_id from ${EVENTS}
               where tenant_id = $1 and status = 'pending'
               order by seq
               limit $4
                 for update skip locked
            ), matched as (
-             select ev.id as event_id, c.name, c.name = any($2::text[]) as hosted
+             select ev.id as event_id, ev.seq, c.name, c.name = any($2::text[]) and not c.ordered as leased,
+                    case when c.ordered and ev.aggregate_id is not null
+                         then coalesce(ev.aggregate_type, '') || ':' || ev.aggregate_id end as aggregate_key
                from ev join (
-                      select name, event_pattern from ${CONSUMERS} where last_seen_at > now() - $3 * interval '1 millisecond'
+                      select name, event_pattern, ordered from ${CONSUMERS} where last_seen_at > now() - $3 * interval '1 millisecond'
                       union all
-                      select name, event_pattern from unnest($7::text[], $8::text[]) as t(name, event_pattern)
+                      select name, event_pattern, ordered from unnest($7::text[], $8::text[], $9::boolean[]) as t(name, event_pattern, ordered)
                     ) c
                  on c.event_pattern = '*' or c.event_pattern = ev.event_name
                     or (right(c.event_pattern, 2) = '.*' and starts_with(ev.event_name, left(c.event_pattern, -1)))
            ), inserted as (
-             insert into ${DELIVERIES} (event_id, tenant_id, consumer_name, status, attempt_count, lease_token, lease_expires_at)
-             select event_id, $1, name,
-                    case when hosted then 'processing' else 'pending' end,
-                    case when hosted then 1 else 0 end,
-                    case when hosted then $5::uuid end,
-                    case when hosted then clock_timestamp() + $6 * interval '1 millisecond' end
+             insert into ${DELIVERIES} (event_id, tenant_id, consumer_name, event_seq, aggregate_key, status, attempt_count, lease_token, lease_expires_at)
+             select event_id, $1, name, seq, aggregate_key,
+                    case when leased then 'processing' else 'pending' end,
+                    case when leased then 1 else 0 end,
+                    case when leased then $5::uuid end,
+                    case when leased then clock_timestamp() + $6 * interval '1 millisecond' end
                from matched
              on conflict (event_id, consumer_name) do nothing
              returning id, event_id, consumer_name, attempt_count, status
@@ -228,26 +246,36 @@ export function fanOutPendingEvents(p: {
       p.leaseMs,
       p.tenantConsumers.map((c) => c.name),
       p.tenantConsumers.map((c) => c.eventName),
+      p.tenantConsumers.map((c) => c.ordered === true),
     ],
   };
 }
 
 /** Records that this instance hosts these consumers (insert or refresh), in one statement. */
-export function heartbeatConsumers(instanceId: string, consumers: readonly { name: string; eventName: string; kind: string }[]): SqlStatement {
+export function heartbeatConsumers(
+  instanceId: string,
+  consumers: readonly { name: string; eventName: string; kind: string; ordered?: boolean }[],
+): SqlStatement {
   return {
     text: `with c as (
-             select * from unnest($2::text[], $3::text[], $4::text[]) as c(name, event_pattern, kind)
+             select * from unnest($2::text[], $3::text[], $4::text[], $5::boolean[]) as c(name, event_pattern, kind, ordered)
            ), upserted as (
-             insert into ${CONSUMERS} (name, event_pattern, kind)
-             select name, event_pattern, kind from c
+             insert into ${CONSUMERS} (name, event_pattern, kind, ordered)
+             select name, event_pattern, kind, ordered from c
              on conflict (name) do update
-               set event_pattern = excluded.event_pattern, kind = excluded.kind, last_seen_at = now()
+               set event_pattern = excluded.event_pattern, kind = excluded.kind, ordered = excluded.ordered, last_seen_at = now()
              returning name
            )
            insert into ${CONSUMER_INSTANCES} (consumer_name, instance_id)
            select name, $1 from upserted
            on conflict (consumer_name, instance_id) do update set last_seen_at = now()`,
-    values: [instanceId, consumers.map((c) => c.name), consumers.map((c) => c.eventName), consumers.map((c) => c.kind)],
+    values: [
+      instanceId,
+      consumers.map((c) => c.name),
+      consumers.map((c) => c.eventName),
+      consumers.map((c) => c.kind),
+      consumers.map((c) => c.ordered === true),
+    ],
   };
 }
 
