@@ -16,9 +16,12 @@ export interface ChildRelay {
   exited: Promise<void>;
 }
 
-/** Starts `test/support/relay-child.ts` in a real Node process. */
-export async function startChildRelay(env: Record<string, string>, { waitReady = true } = {}): Promise<ChildRelay> {
-  const child = spawn(process.execPath, ['-r', '@swc-node/register', join(__dirname, 'relay-child.ts')], {
+/** Starts a relay script (default `test/support/relay-child.ts`) in a real Node process. */
+export async function startChildRelay(
+  env: Record<string, string>,
+  { waitReady = true, script = join(__dirname, 'relay-child.ts') } = {},
+): Promise<ChildRelay> {
+  const child = spawn(process.execPath, ['-r', '@swc-node/register', script], {
     cwd: join(__dirname, '..', '..'),
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,0 +1,44 @@
+/**
+ * A relay process for the fault suite: `node -r @swc-node/register test/faults/support/fault-relay-child.ts`.
+ * Env: DATABASE_URL, LEASE_MS, TIMEOUT_MS, FLAKY ("1": the consumers sometimes throw, hang past their timeout,
+ * or take 10× longer), STOP_ON (payload key: print `HANDLER_STARTED <id>` and wait `pauseMs` when present).
+ * Both consumers of `fault.load.v1` write their effect through `context.manager`.
+ */
+import 'reflect-metadata';
+import { Injectable } from '@nestjs/common';
+import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from '@app/outbox';
+import { buildApp } from '../../support/build-app';
+import { flakyPause, recordFaultEffect } from './fault-consumers';
+
+@Injectable()
+class FaultConsumers {
+  @OnOutboxEvent('fault.load.v1', { consumer: 'fx-writer', maxAttempts: 50, backoff: { baseMs: 20, capMs: 500, jitter: 0.5 } })
+  async writer(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    await flakyPause(event, context, process.env.FLAKY === '1');
+    await recordFaultEffect(event, context);
+  }
+
+  @OnOutboxEvent('fault.load.v1', { consumer: 'fx-audit', maxAttempts: 50, backoff: { baseMs: 20, capMs: 500, jitter: 0.5 } })
+  async audit(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    await recordFaultEffect(event, context);
+    await flakyPause(event, context, process.env.FLAKY === '1');
+  }
+}
+
+async function main(): Promise<void> {
+  const leaseMs = Number(process.env.LEASE_MS ?? 2000);
+  await buildApp({
+    url: process.env.DATABASE_URL!,
+    providers: [FaultConsumers],
+    outbox: {
+      handlerTimeoutMs: Number(process.env.TIMEOUT_MS ?? leaseMs / 2),
+      relay: { enabled: true, pollIntervalMs: 100, leaseMs, batchSize: 100 },
+    },
+  });
+  process.stdout.write('READY\n');
+}
+
+void main().catch((error) => {
+  process.stderr.write(`${error}\n`);
+  process.exit(1);
+});
