@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from '@app/outbox';
+import { OnOutboxEvent, type OutboxEvent, type OutboxEventInput, type OutboxHandlerContext } from '@app/outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 
@@ -50,7 +50,7 @@ describe('ordering per aggregate', () => {
     );
   };
   const enqueueInterleaved = async (aggregates: number, perAggregate: number): Promise<void> => {
-    const events = [];
+    const events: OutboxEventInput<{ n: number }>[] = [];
     for (let n = 0; n < perAggregate; n++) {
       for (let a = 0; a < aggregates; a++) {
         events.push({ tenantId: TENANT, eventName: 'test.step.v1', aggregateType: 'order', aggregateId: `agg-${a}`, payload: { n } });
