@@ -1,0 +1,81 @@
+import { Injectable } from '@nestjs/common';
+import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from '@app/outbox';
+import { buildApp, type TestApp } from './support/build-app';
+import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { EFFECTS_TABLE_SQL, recordEffect } from './support/effects';
+
+const TENANT = '99999999-9999-4999-8999-999999999999';
+
+/** Handlers that use `context.manager` in the ways real code does, including the awkward ones. */
+@Injectable()
+class ManagerUsers {
+  lateQuery: Promise<unknown> | null = null;
+
+  @OnOutboxEvent('test.nested.v1', { consumer: 'nested' })
+  async nested(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    await context.manager.transaction(async (inner) => {
+      await inner.query('insert into test_effects (event_id, consumer, attempt) values ($1, $2, $3)', [event.eventId, 'nested', context.attempt]);
+    });
+  }
+
+  @OnOutboxEvent('test.swallowed.v1', { consumer: 'swallows-db-error', maxAttempts: 1 })
+  async swallow(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    await recordEffect(event, context);
+    // A failed statement aborts the transaction; catching the error does not undo that.
+    await context.manager.query('select * from no_such_table').catch(() => undefined);
+  }
+
+  @OnOutboxEvent('test.swallowed.v1', { consumer: 'bystander' })
+  bystander(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    return recordEffect(event, context);
+  }
+
+  @OnOutboxEvent('test.late.v1', { consumer: 'late' })
+  async late(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    // Not awaited: the query would run after the handler returned.
+    this.lateQuery = new Promise((resolve) => setTimeout(resolve, 50)).then(() => recordEffect(event, context)).catch((error) => error);
+  }
+}
+
+describe('context.manager', () => {
+  let db: TestDatabase;
+  let t: TestApp;
+  beforeAll(async () => {
+    db = await createTestDatabase([EFFECTS_TABLE_SQL]);
+    t = await buildApp({ url: db.url, providers: [ManagerUsers] });
+  });
+  afterAll(async () => {
+    await t?.close();
+    await db?.drop();
+  });
+
+  const enqueue = (eventName: string) => t.dataSource.transaction((m) => t.outbox.enqueue(m, { tenantId: TENANT, eventName, payload: {} }));
+
+  it('supports a nested transaction inside the handler, committed with the delivery', async () => {
+    const id = await enqueue('test.nested.v1');
+    expect(await t.relay.drain()).toMatchObject({ succeeded: 1, failed: 0 });
+    expect(await db.sql('select consumer from test_effects where event_id = $1', [id])).toEqual([{ consumer: 'nested' }]);
+  });
+
+  it('fails a handler that swallowed a database error, rolls back its writes, and keeps the other handlers’ writes', async () => {
+    const id = await enqueue('test.swallowed.v1');
+    const round = await t.relay.drain();
+    expect(round).toMatchObject({ succeeded: 1, dead: 1 });
+    expect(await db.sql('select consumer from test_effects where event_id = $1', [id])).toEqual([{ consumer: 'bystander' }]);
+    const [row] = await db.sql<{ status: string; last_error: string }>(
+      `select status, last_error from outbox_deliveries where event_id = $1 and consumer_name = 'swallows-db-error'`,
+      [id],
+    );
+    expect(row!.status).toBe('dead');
+    expect(row!.last_error).toMatch(/aborted|no_such_table/);
+  });
+
+  it('refuses queries made through context.manager after the handler returned', async () => {
+    const id = await enqueue('test.late.v1');
+    expect(await t.relay.drain()).toMatchObject({ succeeded: 1 });
+    const error = await t.app.get(ManagerUsers).lateQuery;
+    expect(error).toBeInstanceOf(Error);
+    expect((error as Error).message).toContain('after it returned');
+    expect(await db.sql('select * from test_effects where event_id = $1', [id])).toEqual([]);
+  });
+});
