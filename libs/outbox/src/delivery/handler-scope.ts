@@ -66,6 +66,9 @@ export class HandlerScope {
           };
         }
         if (property === 'manager') return manager ?? target.manager;
+        // Once the handler settled, report the runner as live so the next query reaches `open()` and fails
+        // with our message, instead of TypeORM's about a released runner.
+        if (property === 'isReleased' && scope.settled) return false;
         if (property === 'release') return async () => undefined;
         return Reflect.get(target, property, receiver);
       },
