@@ -1,8 +1,8 @@
 /** `npm run test:faults`: the fault-injection suite (crashes, database restarts, slow consumers, hostile input). */
-const base = require('./jest.config.js').projects[1];
+const { projects } = require('./jest.config.js');
+const { displayName, ...e2e } = projects[1];
 module.exports = {
-  ...base,
-  displayName: 'faults',
+  ...e2e,
   testMatch: ['<rootDir>/test/faults/**/*.fault-spec.ts'],
   testTimeout: 240000,
 };

@@ -28,7 +28,7 @@ export class OutboxTenancy1764428600000 implements MigrationInterface {
     await q.query(`
       create table public.outbox_consumers (
         name text primary key,
-        event_pattern text not null,
+        event_patterns text[] not null,
         kind text not null default 'handler',
         ordered boolean not null default false,
         first_seen_at timestamptz not null default now(),
@@ -42,7 +42,9 @@ export class OutboxTenancy1764428600000 implements MigrationInterface {
         constraint outbox_consumer_instances_pkey primary key (consumer_name, instance_id)
       )`);
 
-    const tenantOf = `nullif(current_setting('app.current_tenant_id', true), '')::uuid`;
+    // An unset setting means the single tenant (tenancy 'single'), so single-tenant apps need no setting even
+    // on a non-owner role; a multi-tenant app that forgot to set it sees nothing of any real tenant.
+    const tenantOf = `coalesce(nullif(current_setting('app.current_tenant_id', true), ''), '00000000-0000-0000-0000-000000000000')::uuid`;
     for (const table of ['event_outbox', 'outbox_deliveries', 'consumer_inbox']) {
       await q.query(`alter table public.${table} enable row level security`);
       await q.query(`

@@ -6,6 +6,8 @@ import { ContactsModule } from './contacts/contacts.module';
 import { Contact } from './contacts/contact.entity';
 import { ContactActivity } from './contacts/contact-activity.entity';
 import { DemoContacts1764428500000 } from './migrations/1764428500000-demo-contacts';
+import { DemoWebhooksModule } from './webhooks/demo-webhooks.module';
+import { DemoWebhookReceiver } from './webhooks/demo-webhook-receiver';
 
 /** The demo CRM: contacts, their events, and the outbox that delivers them. */
 @Module({})
@@ -22,7 +24,15 @@ export class AppModule {
           migrations: [...outboxMigrations, DemoContacts1764428500000],
           migrationsRun: true,
         }),
-        OutboxModule.forRoot({ relay: { pollIntervalMs: 500 } }),
+        // forRootAsync: the webhook's URL and secret come from the receiver the demo starts on a loopback port.
+        OutboxModule.forRootAsync({
+          imports: [DemoWebhooksModule],
+          inject: [DemoWebhookReceiver],
+          useFactory: (receiver: DemoWebhookReceiver) => ({
+            relay: { pollIntervalMs: 500 },
+            webhooks: [{ name: 'contacts-receiver', url: receiver.url, events: ['crm.contact.*'], timeoutMs: 5000, secret: receiver.secret }],
+          }),
+        }),
         ContactsModule,
       ],
     };

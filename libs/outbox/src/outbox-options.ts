@@ -23,6 +23,8 @@ export const OUTBOX_DEFAULTS: ResolvedOutboxOptions = {
   tenancy: 'multi',
   registry: { heartbeatMs: 30_000, liveWithinMs: 7 * 24 * 3600_000, orphanAfterMs: 3600_000 },
   retention: { publishedDays: 7, intervalMs: 60_000, batchSize: 1000 },
+  webhooks: [],
+  webhookSubscriptions: { enabled: true, cacheTtlMs: 5000, pausedRecheckMs: 60_000, timeoutMs: 10_000 },
 };
 
 /** Options merged with defaults, plus every problem found in them (reported together at boot). */
@@ -40,6 +42,8 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
     backoff: { ...OUTBOX_DEFAULTS.backoff, ...stripUndefined(raw.backoff ?? {}) },
     registry: { ...OUTBOX_DEFAULTS.registry, ...stripUndefined(raw.registry ?? {}) },
     retention: { ...OUTBOX_DEFAULTS.retention, ...stripUndefined(raw.retention ?? {}) },
+    webhooks: Array.isArray(raw.webhooks) ? [...raw.webhooks] : OUTBOX_DEFAULTS.webhooks,
+    webhookSubscriptions: { ...OUTBOX_DEFAULTS.webhookSubscriptions, ...stripUndefined(raw.webhookSubscriptions ?? {}) },
   };
   const problems: string[] = [];
   const positive = (field: string, value: number): void => {
@@ -70,6 +74,17 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
   }
   if (!/^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*$/.test(options.tenantSetting)) {
     problems.push(messages.badOption('tenantSetting', 'a custom setting name like "app.current_tenant_id"', options.tenantSetting));
+  }
+  // Each webhook is checked by the explorer, with the consumers it becomes.
+  if (raw.webhooks !== undefined && !Array.isArray(raw.webhooks)) problems.push(messages.badOption('webhooks', 'an array of webhooks', raw.webhooks));
+  if (typeof options.webhookSubscriptions.enabled !== 'boolean') {
+    problems.push(messages.badOption('webhookSubscriptions.enabled', 'true or false', options.webhookSubscriptions.enabled));
+  }
+  positive('webhookSubscriptions.cacheTtlMs', options.webhookSubscriptions.cacheTtlMs);
+  positive('webhookSubscriptions.pausedRecheckMs', options.webhookSubscriptions.pausedRecheckMs);
+  positive('webhookSubscriptions.timeoutMs', options.webhookSubscriptions.timeoutMs);
+  if (raw.webhookSubscriptions?.timeoutMs !== undefined && options.webhookSubscriptions.timeoutMs >= options.relay.leaseMs) {
+    problems.push(messages.badOption('webhookSubscriptions.timeoutMs', `shorter than relay.leaseMs (${options.relay.leaseMs})`, options.webhookSubscriptions.timeoutMs));
   }
   return { options, problems };
 }

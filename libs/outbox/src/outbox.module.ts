@@ -10,6 +10,14 @@ import { OutboxWakeup } from './relay/outbox-wakeup';
 import { InProcessDispatcher } from './delivery/in-process.dispatcher';
 import { ExternalDispatcher } from './delivery/external.dispatcher';
 import { OutboxStore } from './store/outbox.store';
+import { OutboxAdminService } from './admin/outbox-admin.service';
+import { OutboxHealthIndicator } from './admin/outbox.health-indicator';
+import { OutboxRetention } from './maintenance/outbox.retention';
+import { OutboxWebhookService } from './delivery/webhook/outbox-webhook.service';
+import { WebhookTransport } from './delivery/webhook/webhook.transport';
+import { WebhookConsumerFactory } from './delivery/webhook/webhook-consumer.factory';
+import { WebhookSubscriptionSource } from './delivery/webhook/webhook-subscription.source';
+import { OutboxWebhookSubscriptions } from './delivery/webhook/outbox-webhook-subscriptions.service';
 
 /**
  * The transactional outbox. Import once with `OutboxModule.forRoot(options)` or `forRootAsync(…)`, next to
@@ -27,7 +35,15 @@ import { OutboxStore } from './store/outbox.store';
     ExternalDispatcher,
     OutboxRelay,
     OutboxWakeup,
+    OutboxAdminService,
+    OutboxHealthIndicator,
+    OutboxRetention,
+    WebhookTransport,
+    OutboxWebhookService,
+    WebhookConsumerFactory,
+    WebhookSubscriptionSource,
+    OutboxWebhookSubscriptions,
   ],
-  exports: [OutboxService, OutboxConsumerRegistry, OutboxRelay],
+  exports: [OutboxService, OutboxConsumerRegistry, OutboxRelay, OutboxAdminService, OutboxHealthIndicator, OutboxRetention, OutboxWebhookService, OutboxWebhookSubscriptions],
 })
 export class OutboxModule extends ConfigurableOutboxModule {}

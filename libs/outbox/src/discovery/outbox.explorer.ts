@@ -14,6 +14,7 @@ import { OutboxConsumerRegistry } from '../registry/outbox-consumer.registry';
 import { isEventPattern } from '../registry/event-pattern';
 import { OutboxStore } from '../store/outbox.store';
 import { OUTBOX_OPTIONS_RESOLUTION } from '../outbox-options.provider';
+import { WebhookConsumerFactory } from '../delivery/webhook/webhook-consumer.factory';
 
 /**
  * Finds every `@OnOutboxEvent` method on the app's singleton providers and controllers, checks the wiring
@@ -33,11 +34,19 @@ export class OutboxExplorer implements OnModuleInit {
     private readonly store: OutboxStore,
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
     @Inject(OUTBOX_OPTIONS_RESOLUTION) private readonly resolution: OptionsResolution,
+    private readonly webhookConsumers: WebhookConsumerFactory,
   ) {}
 
   onModuleInit(): void {
     const problems = [...this.resolution.problems, ...this.wiringProblems()];
     const consumers = this.discover(problems);
+    // Static webhooks (the `webhooks` option) are consumers too, named webhook:<name>, checked in the same pass.
+    const handlers = [...consumers];
+    for (const webhook of this.webhookConsumers.staticConsumers(problems)) {
+      const clash = handlers.find((c) => c.name === webhook.name);
+      if (clash) problems.push(messages.duplicateConsumer(webhook.name, [`${clash.hostClass.name}#${clash.methodName}`, 'the webhooks option']));
+      consumers.push(webhook);
+    }
     if (problems.length > 0) throw new OutboxConfigurationError(problems);
     this.registry.load(consumers);
     for (const c of consumers) this.logger.log(`${c.eventName} -> ${c.hostClass.name}#${c.methodName} (consumer "${c.name}")`);
@@ -112,6 +121,7 @@ export class OutboxExplorer implements OnModuleInit {
       name,
       kind: 'handler',
       eventName: metadata.eventName,
+      eventNames: [metadata.eventName],
       ordered: options.ordered === true,
       hostClass: type,
       methodName,

@@ -30,8 +30,7 @@ export class OutboxService {
   async enqueue<TPayload>(manager: EntityManager, event: OutboxEventInput<TPayload> | TenantlessEvent<TPayload>): Promise<string> {
     const runner = transactionRunner(manager);
     const row = { id: randomUUID(), ...validateEvent(this.withTenant(event) as OutboxEventInput<unknown>, 'event', this.options.maxPayloadBytes) };
-    const statement = q.insertEvent(row);
-    await runner.query(statement.text, statement.values);
+    await this.insert(runner, q.insertEvent(row), [row.tenantId]);
     this.wakeup.enqueuedIn(runner);
     return row.id;
   }
@@ -45,10 +44,22 @@ export class OutboxService {
       ...validateEvent(this.withTenant(event) as OutboxEventInput<unknown>, `events[${i}]`, this.options.maxPayloadBytes),
     }));
     if (rows.length === 0) return [];
-    const statement = q.insertEvents(rows);
-    await runner.query(statement.text, statement.values);
+    await this.insert(runner, q.insertEvents(rows), [...new Set(rows.map((r) => r.tenantId))]);
     this.wakeup.enqueuedIn(runner);
     return rows.map((row) => row.id);
+  }
+
+  /** Runs the insert; a refusal by row-level security becomes an OutboxError that says how to set the tenant. */
+  private async insert(runner: QueryRunner, statement: q.SqlStatement, tenants: string[]): Promise<void> {
+    try {
+      await runner.query(statement.text, statement.values);
+    } catch (error) {
+      const pg = (error as { driverError?: { code?: string; message?: string } }).driverError;
+      if (pg?.code === '42501' && pg.message?.includes('row-level security')) {
+        throw new OutboxError(messages.rowLevelSecurity(tenants.join(', '), this.options.tenantSetting));
+      }
+      throw error;
+    }
   }
 
   /** With tenancy off, an event without a tenant belongs to the single tenant. */

@@ -41,6 +41,36 @@ export const messages = {
   handlerTimeout: (consumer: string, ms: number): string => `handler ${consumer} did not settle within ${ms} ms`,
   managerAfterSettle: (consumer: string): string =>
     `handler ${consumer} used context.manager after it returned or timed out; await every query inside the handler`,
+  badInteger: (field: string, min: number, max: number | null, value: unknown): string =>
+    `${field} must be an integer ${max === null ? `≥ ${min}` : `from ${min} to ${max}`}, got ${describe(value)}.`,
+  consumerStillLive: (name: string, orphanAfterMs: number): string =>
+    `consumer "${name}" was reported by an instance within the last ${orphanAfterMs} ms (registry.orphanAfterMs), so ` +
+    'it would be registered again at the next heartbeat; remove it from every instance first, then forget it.',
+  unguardedAdmin: (): string =>
+    'OutboxAdminModule.forRoot() was given no guard, and its routes read and replay every tenant\'s events: pass ' +
+    'guards: [YourAuthGuard] (the guard sees request.params.tenantId), or allowUnguarded: true for a local demo only.',
+  rowLevelSecurity: (tenantId: string, tenantSetting: string): string =>
+    `row-level security refused an event for tenant ${tenantId}: the transaction's ${tenantSetting} names another ` +
+    `tenant or none. Run select set_config('${tenantSetting}', '${tenantId}', true) in the same transaction before ` +
+    'writing, or enqueue for the tenant your transaction belongs to.',
+  duplicateWebhook: (name: string, first: number, again: number): string =>
+    `webhooks[${first}] and webhooks[${again}] are both named "${name}"; give each webhook a distinct name (its consumer is webhook:<name>)`,
+  webhookUrlCredentials: (field: string): string =>
+    `${field} carries a user name or password, which fetch refuses to send; move them to headers (e.g. { authorization: 'Basic …' })`,
+  webhookBadHeader: (field: string, name: string): string =>
+    `${field} sets ${describe(name)}, which is not a header name the webhook may set (content-type and the webhook-* and outbox-* headers are set by the outbox)`,
+  webhookSubscriptionsDisabled: (): string =>
+    'webhook subscriptions are turned off on this instance (webhookSubscriptions.enabled is false), so a new one would never be delivered; enable them first',
+  webhookSubscriptionExists: (name: string): string =>
+    `this tenant already has a webhook subscription named ${describe(name)}; remove it first or choose another name`,
+  webhookMissingHeaders: (names: string[]): string =>
+    `the request lacks one of the headers ${names.join(', ')}: it was not sent by a webhook with a secret`,
+  webhookBadTimestamp: (value: string): string => `webhook-timestamp ${describe(value)} is not a Unix time in seconds`,
+  webhookStaleTimestamp: (skewSeconds: number, toleranceSeconds: number): string =>
+    `webhook-timestamp is ${Math.abs(skewSeconds)} s ${skewSeconds >= 0 ? 'old' : 'in the future'}, beyond the tolerance of ${toleranceSeconds} s (a replay, or a clock out of sync)`,
+  webhookBadSignature: (id: string): string =>
+    `no v1 signature of webhook ${describe(id)} matches the secret: wrong secret, or the body was changed (verify the raw body, not re-serialised JSON)`,
+  webhookBadBody: (id: string): string => `the body of webhook ${describe(id)} is signed but is not JSON`,
 };
 
 function describe(value: unknown): string {

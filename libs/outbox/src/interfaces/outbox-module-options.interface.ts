@@ -1,3 +1,5 @@
+import type { OutboxWebhookOptions, OutboxWebhookSubscriptionsOptions } from './outbox-webhook-options.interface';
+
 /** Exponential backoff between attempts of one delivery. */
 export interface OutboxBackoffOptions {
   /** Delay before the second attempt, in ms. Default 1000. */
@@ -76,6 +78,10 @@ export interface OutboxModuleOptions {
   registry?: OutboxRegistryOptions;
   /** Retention of settled events. */
   retention?: OutboxRetentionOptions;
+  /** HTTP endpoints that receive events, each a consumer named `webhook:<name>`. Default none. */
+  webhooks?: OutboxWebhookOptions[];
+  /** Webhook subscriptions that tenants add at run time. */
+  webhookSubscriptions?: OutboxWebhookSubscriptionsOptions;
 }
 
 /** Options after defaults are merged: what the rest of the module injects. */
@@ -90,4 +96,6 @@ export interface ResolvedOutboxOptions {
   tenancy: 'multi' | 'single';
   registry: Required<OutboxRegistryOptions>;
   retention: Required<OutboxRetentionOptions>;
+  webhooks: readonly OutboxWebhookOptions[];
+  webhookSubscriptions: Required<OutboxWebhookSubscriptionsOptions>;
 }

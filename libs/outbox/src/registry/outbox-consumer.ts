@@ -19,8 +19,10 @@ export interface OutboxConsumer {
   readonly name: string;
   /** `handler`: in-process, run inside a transaction with the inbox row. `webhook`: external, no transaction held. */
   readonly kind: 'handler' | 'webhook';
-  /** Exact event name, `prefix.*`, or `*`. */
+  /** What it listens to, for display: its patterns joined with ", ". */
   readonly eventName: string;
+  /** The patterns it listens to: exact event names, `prefix.*`, or `*`. */
+  readonly eventNames: readonly string[];
   /** The class that hosts the handler (for external consumers, the transport's class). */
   readonly hostClass: Function;
   /** The method name (for external consumers, the transport's delivery method). */

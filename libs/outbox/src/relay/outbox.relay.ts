@@ -45,6 +45,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private scheduled = false;
   private lastHeartbeat = 0;
   private lastTenant: string | null = null;
+  private lastRoundEndedAt: Date | null = null;
 
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
@@ -63,6 +64,11 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
 
   async onModuleDestroy(): Promise<void> {
     await this.stop();
+  }
+
+  /** When the last round finished (successfully or not), or null before the first one. */
+  get lastRoundAt(): Date | null {
+    return this.lastRoundEndedAt;
   }
 
   /** True while the relay's interval is registered and it has not been stopped. */
@@ -114,6 +120,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       return await this.round;
     } finally {
       this.round = null;
+      this.lastRoundEndedAt = new Date();
     }
   }
 
@@ -221,7 +228,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     }
     if (settled.length > 0) await this.record(tenantId, settled, leaseToken, result);
     if (local.length > 0) await this.runLocal(tenantId, local, leaseToken, result);
-    if (remote.length > 0) await this.record(tenantId, await this.external.dispatch(remote), leaseToken, result);
+    if (remote.length > 0) await this.record(tenantId, await this.sendExternal(tenantId, remote, leaseToken), leaseToken, result);
     return result;
   }
 
@@ -244,6 +251,25 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       Object.assign(result, { succeeded: 0, failed: 0, dead: 0 });
       const outcomes = assigned.map(({ delivery, consumer }) => failed(delivery, consumer, 'batchError', `the batch transaction failed: ${errorText(error)}`));
       await this.record(tenantId, outcomes, leaseToken, result);
+    }
+  }
+
+  /**
+   * External deliveries run with no transaction open; while they are in flight, their leases are pushed back
+   * every third of a lease, so a batch of slow endpoints never outlives its lease and gets sent twice.
+   */
+  private async sendExternal(tenantId: string, remote: Assigned[], leaseToken: string): Promise<q.DeliveryOutcome[]> {
+    const { leaseMs } = this.options.relay;
+    const ids = remote.map((a) => a.delivery.deliveryId);
+    const keeper = setInterval(() => {
+      this.tenantTransaction(tenantId, (runner) => this.store.rows(runner, q.extendLeases(ids, leaseToken, leaseMs))).catch((error) =>
+        this.logger.warn(`could not extend the leases of ${ids.length} deliveries for tenant ${tenantId}: ${errorText(error)}`),
+      );
+    }, Math.max(1, Math.floor(leaseMs / 3)));
+    try {
+      return await this.external.dispatch(remote);
+    } finally {
+      clearInterval(keeper);
     }
   }
 

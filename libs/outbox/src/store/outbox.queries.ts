@@ -186,7 +186,7 @@ export function fanOutPendingEvents(p: {
   /** Names of the consumers this instance hosts (tenant-scoped ones included). */
   hosted: readonly string[];
   /** Consumers of this tenant only (not in `outbox_consumers`), all hosted here. */
-  tenantConsumers: readonly { name: string; eventName: string; ordered?: boolean }[];
+  tenantConsumers: readonly { name: string; eventNames: readonly string[]; ordered?: boolean }[];
   liveWithinMs: number;
   limit: number;
   leaseToken: string;
@@ -204,12 +204,14 @@ export function fanOutPendingEvents(p: {
                     case when c.ordered and ev.aggregate_id is not null
                          then coalesce(ev.aggregate_type, '') || ':' || ev.aggregate_id end as aggregate_key
                from ev join (
-                      select name, event_pattern, ordered from ${CONSUMERS} where last_seen_at > now() - $3 * interval '1 millisecond'
+                      select name, event_patterns, ordered from ${CONSUMERS} where last_seen_at > now() - $3 * interval '1 millisecond'
                       union all
-                      select name, event_pattern, ordered from unnest($7::text[], $8::text[], $9::boolean[]) as t(name, event_pattern, ordered)
+                      select name, string_to_array(patterns, ' '), ordered
+                        from unnest($7::text[], $8::text[], $9::boolean[]) as t(name, patterns, ordered)
                     ) c
-                 on c.event_pattern = '*' or c.event_pattern = ev.event_name
-                    or (right(c.event_pattern, 2) = '.*' and starts_with(ev.event_name, left(c.event_pattern, -1)))
+                 on exists (select 1 from unnest(c.event_patterns) as p(pattern)
+                             where p.pattern = '*' or p.pattern = ev.event_name
+                                or (right(p.pattern, 2) = '.*' and starts_with(ev.event_name, left(p.pattern, -1))))
            ), inserted as (
              insert into ${DELIVERIES} (event_id, tenant_id, consumer_name, event_seq, aggregate_key, status, attempt_count, lease_token, lease_expires_at)
              select event_id, $1, name, seq, aggregate_key,
@@ -245,7 +247,7 @@ export function fanOutPendingEvents(p: {
       p.leaseToken,
       p.leaseMs,
       p.tenantConsumers.map((c) => c.name),
-      p.tenantConsumers.map((c) => c.eventName),
+      p.tenantConsumers.map((c) => c.eventNames.join(' ')),
       p.tenantConsumers.map((c) => c.ordered === true),
     ],
   };
@@ -254,16 +256,17 @@ export function fanOutPendingEvents(p: {
 /** Records that this instance hosts these consumers (insert or refresh), in one statement. */
 export function heartbeatConsumers(
   instanceId: string,
-  consumers: readonly { name: string; eventName: string; kind: string; ordered?: boolean }[],
+  consumers: readonly { name: string; eventNames: readonly string[]; kind: string; ordered?: boolean }[],
 ): SqlStatement {
   return {
     text: `with c as (
-             select * from unnest($2::text[], $3::text[], $4::text[], $5::boolean[]) as c(name, event_pattern, kind, ordered)
+             select name, string_to_array(patterns, ' ') as event_patterns, kind, ordered
+               from unnest($2::text[], $3::text[], $4::text[], $5::boolean[]) as c(name, patterns, kind, ordered)
            ), upserted as (
-             insert into ${CONSUMERS} (name, event_pattern, kind, ordered)
-             select name, event_pattern, kind, ordered from c
+             insert into ${CONSUMERS} (name, event_patterns, kind, ordered)
+             select name, event_patterns, kind, ordered from c
              on conflict (name) do update
-               set event_pattern = excluded.event_pattern, kind = excluded.kind, ordered = excluded.ordered, last_seen_at = now()
+               set event_patterns = excluded.event_patterns, kind = excluded.kind, ordered = excluded.ordered, last_seen_at = now()
              returning name
            )
            insert into ${CONSUMER_INSTANCES} (consumer_name, instance_id)
@@ -272,7 +275,7 @@ export function heartbeatConsumers(
     values: [
       instanceId,
       consumers.map((c) => c.name),
-      consumers.map((c) => c.eventName),
+      consumers.map((c) => c.eventNames.join(' ')),
       consumers.map((c) => c.kind),
       consumers.map((c) => c.ordered === true),
     ],
@@ -294,6 +297,18 @@ export function lockOwnedDeliveries(ids: readonly string[], leaseToken: string):
   return {
     text: `select id from ${DELIVERIES} where id = any($1::bigint[]) and lease_token = $2 for update`,
     values: [ids, leaseToken],
+  };
+}
+
+/**
+ * Pushes back the lease of deliveries still being sent (external consumers), so a batch of slow endpoints
+ * never outlives its lease while requests are in flight. Only rows still holding our token move.
+ */
+export function extendLeases(ids: readonly string[], leaseToken: string, leaseMs: number): SqlStatement {
+  return {
+    text: `update ${DELIVERIES} set lease_expires_at = clock_timestamp() + $3 * interval '1 millisecond'
+            where id = any($1::bigint[]) and lease_token = $2 and status = 'processing'`,
+    values: [ids, leaseToken, leaseMs],
   };
 }
 

@@ -1,0 +1,42 @@
+import { OutboxValidationError } from '../errors/outbox.error';
+import { messages } from '../errors/outbox.messages';
+import { isEventName } from '../enqueue/event-validation';
+
+const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+// eslint-disable-next-line no-control-regex
+const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
+const NAME_MAX = 200;
+
+/** Largest page `failedEvents` returns. */
+export const MAX_PAGE_SIZE = 500;
+
+/** A UUID, lowercased; throws `OutboxValidationError` naming `field` otherwise. */
+export function checkUuid(field: string, value: unknown): string {
+  if (typeof value !== 'string' || !UUID_PATTERN.test(value)) throw new OutboxValidationError(field, messages.notUuid(field, value));
+  return value.toLowerCase();
+}
+
+/** An integer in `[min, max]` (no upper bound when `max` is null), or `fallback` when absent. */
+export function checkInteger(field: string, value: unknown, min: number, max: number | null, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || (max !== null && value > max)) {
+    throw new OutboxValidationError(field, messages.badInteger(field, min, max, value));
+  }
+  return value;
+}
+
+/** An optional consumer name (any name is accepted: a removed consumer's rows must stay reachable). */
+export function checkConsumerName(field: string, value: unknown): string | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'string' || value.length === 0 || value.length > NAME_MAX || CONTROL_CHARS.test(value)) {
+    throw new OutboxValidationError(field, messages.badText(field, NAME_MAX, value));
+  }
+  return value;
+}
+
+/** An optional exact event name. */
+export function checkEventName(field: string, value: unknown): string | null {
+  if (value === undefined || value === null) return null;
+  if (!isEventName(value)) throw new OutboxValidationError(field, messages.badEventName(field, value));
+  return value;
+}

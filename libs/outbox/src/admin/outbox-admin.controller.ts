@@ -1,0 +1,76 @@
+import { BadRequestException, Body, Get, HttpCode, Inject, NotFoundException, Param, Post, Query } from '@nestjs/common';
+import { OutboxValidationError } from '../errors/outbox.error';
+import { OutboxAdminService } from './outbox-admin.service';
+import type { OutboxEventDeliveries, OutboxFailedEvent, OutboxPage, OutboxStats } from './outbox-admin.interfaces';
+
+/** Body of the replay routes. */
+interface ReplayBody {
+  consumer?: string;
+  eventName?: string;
+}
+
+/**
+ * The REST face of `OutboxAdminService`, one tenant per request (from the route). Not decorated as a controller
+ * here: `OutboxAdminModule.forRoot()` registers a subclass under the chosen path, behind the app's guards, so
+ * the routes never exist unguarded by accident. Invalid input answers 400 naming the field.
+ */
+export class OutboxAdminController {
+  constructor(@Inject(OutboxAdminService) private readonly admin: OutboxAdminService) {}
+
+  /** `GET tenants/:tenantId/stats` */
+  @Get('tenants/:tenantId/stats')
+  stats(@Param('tenantId') tenantId: string): Promise<OutboxStats> {
+    return badRequestOnInvalid(() => this.admin.stats(tenantId));
+  }
+
+  /** `GET tenants/:tenantId/failed?limit=&offset=&consumer=&eventName=` */
+  @Get('tenants/:tenantId/failed')
+  failed(
+    @Param('tenantId') tenantId: string,
+    @Query('limit') limit?: string,
+    @Query('offset') offset?: string,
+    @Query('consumer') consumer?: string,
+    @Query('eventName') eventName?: string,
+  ): Promise<OutboxPage<OutboxFailedEvent>> {
+    return badRequestOnInvalid(() =>
+      this.admin.failedEvents(tenantId, { limit: integer(limit), offset: integer(offset), consumer, eventName }),
+    );
+  }
+
+  /** `GET tenants/:tenantId/events/:eventId/deliveries` (404 when the tenant has no such event) */
+  @Get('tenants/:tenantId/events/:eventId/deliveries')
+  async deliveries(@Param('tenantId') tenantId: string, @Param('eventId') eventId: string): Promise<OutboxEventDeliveries> {
+    const found = await badRequestOnInvalid(() => this.admin.deliveries(tenantId, eventId));
+    if (!found) throw new NotFoundException(`tenant ${tenantId} has no event ${eventId}`);
+    return found;
+  }
+
+  /** `POST tenants/:tenantId/events/:eventId/replay` with an optional `{ consumer }` */
+  @Post('tenants/:tenantId/events/:eventId/replay')
+  @HttpCode(200)
+  async replayEvent(@Param('tenantId') tenantId: string, @Param('eventId') eventId: string, @Body() body?: ReplayBody): Promise<{ reset: number }> {
+    return { reset: await badRequestOnInvalid(() => this.admin.replayEvent(tenantId, eventId, { consumer: body?.consumer })) };
+  }
+
+  /** `POST tenants/:tenantId/replay` with an optional `{ consumer, eventName }` */
+  @Post('tenants/:tenantId/replay')
+  @HttpCode(200)
+  async replayFailed(@Param('tenantId') tenantId: string, @Body() body?: ReplayBody): Promise<{ reset: number }> {
+    return { reset: await badRequestOnInvalid(() => this.admin.replayFailed(tenantId, { consumer: body?.consumer, eventName: body?.eventName })) };
+  }
+}
+
+/** Query strings of digits become numbers; anything else is passed on for the service to refuse by name. */
+function integer(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  return (/^\d{1,15}$/.test(value) ? Number(value) : value) as number;
+}
+
+async function badRequestOnInvalid<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (error) {
+    if (error instanceof OutboxValidationError) throw new BadRequestException({ statusCode: 400, error: 'Bad Request', message: error.message, field: error.field });
+    throw error;
+  }
+}

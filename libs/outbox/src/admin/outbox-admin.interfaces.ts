@@ -1,0 +1,112 @@
+import type { OutboxJson } from '../interfaces/outbox-event.interface';
+
+/** Status of an event in `event_outbox`. */
+export type OutboxEventStatus = 'pending' | 'processing' | 'published' | 'failed' | 'no_handlers';
+
+/** Status of one event's delivery to one consumer. */
+export type OutboxDeliveryStatus = 'pending' | 'processing' | 'delivered' | 'failed' | 'dead';
+
+/** Deliveries of one consumer, counted per status. */
+export type OutboxConsumerCounts = Record<OutboxDeliveryStatus, number>;
+
+/** What `OutboxAdminService.stats` returns for one tenant. */
+export interface OutboxStats {
+  tenantId: string;
+  /** Events per status (every status present, 0 when none). */
+  events: Record<OutboxEventStatus, number>;
+  /** Deliveries per consumer name found in this tenant's rows, per status. */
+  consumers: Record<string, OutboxConsumerCounts>;
+  /** Age of the oldest pending event or pending/failed delivery, in seconds; null when nothing waits. */
+  oldestPendingAgeSeconds: number | null;
+  /**
+   * Consumers named in this tenant's delivery rows that no live instance hosts: unknown to the registry (renamed
+   * or removed handlers) or not reported within `registry.orphanAfterMs`. Their pending rows wait forever.
+   */
+  orphanedConsumers: string[];
+}
+
+/** Filter of `failedEvents`, `replayFailed` and `purgeFailed`. */
+export interface OutboxFailedFilter {
+  /** Only events dead for this consumer (any name; unknown ones match nothing). */
+  consumer?: string;
+  /** Only events with this exact name. */
+  eventName?: string;
+}
+
+/** Page and filter of `failedEvents`. */
+export interface OutboxFailedEventsQuery extends OutboxFailedFilter {
+  /** 1 to 500. Default 50. */
+  limit?: number;
+  /** Default 0. */
+  offset?: number;
+}
+
+/** One consumer's delivery of a failed event, as listed by `failedEvents`. */
+export interface OutboxFailedDelivery {
+  consumer: string;
+  status: OutboxDeliveryStatus;
+  attempts: number;
+  errorCode: string | null;
+  lastError: string | null;
+  updatedAt: Date;
+}
+
+/** A failed event (some delivery is dead) with the state of every consumer's delivery. */
+export interface OutboxFailedEvent {
+  eventId: string;
+  eventName: string;
+  aggregateType: string | null;
+  aggregateId: string | null;
+  correlationId: string | null;
+  occurredAt: Date;
+  createdAt: Date;
+  failedAt: Date | null;
+  /** The first dead delivery's error, as `consumer: message`. */
+  error: string | null;
+  deliveries: OutboxFailedDelivery[];
+}
+
+/** A page of results and the number matching in all. */
+export interface OutboxPage<T> {
+  total: number;
+  limit: number;
+  offset: number;
+  items: T[];
+}
+
+/** One consumer's delivery of an event, in full. */
+export interface OutboxDeliveryRecord {
+  consumer: string;
+  status: OutboxDeliveryStatus;
+  attempts: number;
+  errorCode: string | null;
+  lastError: string | null;
+  nextAttemptAt: Date;
+  leaseExpiresAt: Date | null;
+  processedAt: Date | null;
+  /** When the consumer's inbox row was written (in the handler's transaction); null until delivered. */
+  inboxAt: Date | null;
+  externalRunId: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/** What `OutboxAdminService.deliveries` returns: one event and its delivery to each consumer. */
+export interface OutboxEventDeliveries {
+  eventId: string;
+  eventName: string;
+  status: OutboxEventStatus;
+  payload: OutboxJson;
+  aggregateType: string | null;
+  aggregateId: string | null;
+  correlationId: string | null;
+  schemaVersion: number;
+  occurredAt: Date;
+  createdAt: Date;
+  publishedAt: Date | null;
+  failedAt: Date | null;
+  error: string | null;
+  deliveriesOpen: number;
+  deliveriesDead: number;
+  deliveries: OutboxDeliveryRecord[];
+}

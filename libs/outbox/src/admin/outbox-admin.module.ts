@@ -1,0 +1,44 @@
+import { Controller, Inject, Module, UseGuards, type DynamicModule, type OnModuleInit, type Type } from '@nestjs/common';
+import { OutboxConfigurationError } from '../errors/outbox.error';
+import { messages } from '../errors/outbox.messages';
+import { OutboxAdminController } from './outbox-admin.controller';
+import type { OutboxAdminModuleOptions } from './outbox-admin-options.interface';
+
+/** Token of the options given to `OutboxAdminModule.forRoot()`. */
+export const OUTBOX_ADMIN_OPTIONS = Symbol('OUTBOX_ADMIN_OPTIONS');
+
+/**
+ * Optional REST routes over `OutboxAdminService` (stats, failed events, deliveries, replay), for a demo or an
+ * internal back office. Import next to `OutboxModule`:
+ * `OutboxAdminModule.forRoot({ guards: [AdminGuard], path: 'outbox' })`. Without a guard, `app.init()` fails
+ * unless `allowUnguarded: true` is given: never expose these routes to the public. Only `forRoot` (no async
+ * variant): the guards and path decorate the controller, so they must be known when the module is declared.
+ */
+@Module({})
+export class OutboxAdminModule implements OnModuleInit {
+  constructor(@Inject(OUTBOX_ADMIN_OPTIONS) private readonly options: OutboxAdminModuleOptions) {}
+
+  /** The routes under `options.path`, behind `options.guards`. */
+  static forRoot(options: OutboxAdminModuleOptions): DynamicModule {
+    return {
+      module: OutboxAdminModule,
+      imports: options.imports ?? [],
+      controllers: [guardedController(options)],
+      providers: [{ provide: OUTBOX_ADMIN_OPTIONS, useValue: options }],
+    };
+  }
+
+  onModuleInit(): void {
+    const guards = this.options.guards ?? [];
+    if (guards.length === 0 && this.options.allowUnguarded !== true) throw new OutboxConfigurationError([messages.unguardedAdmin()]);
+  }
+}
+
+/** A subclass per `forRoot` call, so two apps (or paths) in one process never share route metadata. */
+function guardedController(options: OutboxAdminModuleOptions): Type<OutboxAdminController> {
+  class OutboxAdminRoutes extends OutboxAdminController {}
+  Controller(options.path ?? 'outbox')(OutboxAdminRoutes);
+  const guards = Array.isArray(options.guards) ? options.guards : [];
+  if (guards.length > 0) UseGuards(...guards)(OutboxAdminRoutes);
+  return OutboxAdminRoutes;
+}

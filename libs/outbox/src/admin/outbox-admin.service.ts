@@ -1,0 +1,253 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import type { QueryRunner } from 'typeorm';
+import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
+import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+import { OutboxValidationError } from '../errors/outbox.error';
+import { messages } from '../errors/outbox.messages';
+import { OutboxConsumerRegistry } from '../registry/outbox-consumer.registry';
+import { OutboxRelay } from '../relay/outbox.relay';
+import { OutboxStore } from '../store/outbox.store';
+import * as q from '../store/admin.queries';
+import type { SqlStatement } from '../store/outbox.queries';
+import { MAX_PAGE_SIZE, checkConsumerName, checkEventName, checkInteger, checkUuid } from './admin-validation';
+import type {
+  OutboxConsumerCounts,
+  OutboxDeliveryRecord,
+  OutboxDeliveryStatus,
+  OutboxEventDeliveries,
+  OutboxEventStatus,
+  OutboxFailedEvent,
+  OutboxFailedEventsQuery,
+  OutboxFailedFilter,
+  OutboxPage,
+  OutboxStats,
+} from './outbox-admin.interfaces';
+
+const EVENT_STATUSES: readonly OutboxEventStatus[] = ['pending', 'processing', 'published', 'failed', 'no_handlers'];
+const DELIVERY_STATUSES: readonly OutboxDeliveryStatus[] = ['pending', 'processing', 'delivered', 'failed', 'dead'];
+const DEFAULT_PAGE_SIZE = 50;
+
+/**
+ * The operator's toolkit: stats, dead letters, delivery history, replay and purge. Every method works on one
+ * tenant, in a transaction of its own that sets the tenant for row-level security (transaction-local) and names
+ * it in every statement. The connection needs the grants of the `outbox_relay` role.
+ */
+@Injectable()
+export class OutboxAdminService {
+  private readonly logger = new Logger(OutboxAdminService.name);
+
+  constructor(
+    @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    private readonly store: OutboxStore,
+    private readonly registry: OutboxConsumerRegistry,
+    private readonly relay: OutboxRelay,
+  ) {}
+
+  /** Counts of one tenant: events per status, deliveries per consumer, oldest pending age, orphaned consumers. */
+  async stats(tenantId: string): Promise<OutboxStats> {
+    const tenant = checkUuid('tenantId', tenantId);
+    const tenantConsumers = (await this.registry.tenantConsumers(tenant)).map((c) => c.name);
+    const [row] = await this.read(tenant, (runner) =>
+      this.store.rows<StatsRow>(runner, q.tenantStats({ tenantId: tenant, orphanAfterMs: this.options.registry.orphanAfterMs, tenantConsumers })),
+    );
+    const events = Object.fromEntries(EVENT_STATUSES.map((s) => [s, row.events[s] ?? 0])) as Record<OutboxEventStatus, number>;
+    const consumers: Record<string, OutboxConsumerCounts> = {};
+    for (const [name, status, n] of row.deliveries) {
+      consumers[name] ??= Object.fromEntries(DELIVERY_STATUSES.map((s) => [s, 0])) as OutboxConsumerCounts;
+      consumers[name][status] = n;
+    }
+    return {
+      tenantId: tenant,
+      events,
+      consumers,
+      oldestPendingAgeSeconds: row.oldest_pending_age_seconds === null ? null : Math.max(0, row.oldest_pending_age_seconds),
+      orphanedConsumers: row.orphaned,
+    };
+  }
+
+  /** One page of the tenant's failed events (some delivery dead), newest first, with each consumer's last error. */
+  async failedEvents(tenantId: string, query: OutboxFailedEventsQuery = {}): Promise<OutboxPage<OutboxFailedEvent>> {
+    const filter = this.failedFilter(tenantId, query);
+    const limit = checkInteger('limit', query.limit, 1, MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE);
+    const offset = checkInteger('offset', query.offset, 0, null, 0);
+    const [row] = await this.read(filter.tenantId, (runner) =>
+      this.store.rows<{ total: number; items: FailedEventJson[] }>(runner, q.failedEventsPage({ ...filter, limit, offset })),
+    );
+    return { total: row.total, limit, offset, items: row.items.map(toFailedEvent) };
+  }
+
+  /** One event of the tenant with its delivery to each consumer; null when the tenant has no such event. */
+  async deliveries(tenantId: string, eventId: string): Promise<OutboxEventDeliveries | null> {
+    const tenant = checkUuid('tenantId', tenantId);
+    const event = checkUuid('eventId', eventId);
+    const [row] = await this.read(tenant, (runner) => this.store.rows<EventDeliveriesRow>(runner, q.eventDeliveries(tenant, event)));
+    return row ? toEventDeliveries(row) : null;
+  }
+
+  /**
+   * Sends one event's dead and failed deliveries (of `consumer` only, when given) back to pending with attempts
+   * reset, due now. Delivered deliveries are never re-run; pending and in-flight ones are left alone. Returns how
+   * many deliveries were reset.
+   */
+  async replayEvent(tenantId: string, eventId: string, options: { consumer?: string } = {}): Promise<number> {
+    const tenant = checkUuid('tenantId', tenantId);
+    const event = checkUuid('eventId', eventId);
+    const consumer = checkConsumerName('consumer', options.consumer);
+    return this.replay(q.replayDeliveries({ tenantId: tenant, eventId: event, consumer, eventName: null }), tenant);
+  }
+
+  /** Like `replayEvent`, for every dead or failed delivery of the tenant matching the filter. Returns how many were reset. */
+  async replayFailed(tenantId: string, filter: OutboxFailedFilter = {}): Promise<number> {
+    const checked = this.failedFilter(tenantId, filter);
+    return this.replay(q.replayDeliveries({ ...checked, eventId: null }), checked.tenantId);
+  }
+
+  /**
+   * Deletes one settled event (failed, published or no_handlers, with no delivery still open) with its delivery
+   * and inbox rows, e.g. a dead letter nobody will replay, or personal data to erase. Returns whether it was deleted.
+   */
+  async purgeEvent(tenantId: string, eventId: string): Promise<boolean> {
+    const tenant = checkUuid('tenantId', tenantId);
+    const event = checkUuid('eventId', eventId);
+    const statement = q.purgeEvents({ tenantId: tenant, eventId: event, consumer: null, eventName: null, statuses: ['failed', 'published', 'no_handlers'] });
+    return (await this.purge(statement, tenant)) === 1;
+  }
+
+  /**
+   * Deletes the tenant's failed events matching the filter (retention keeps them), with their rows. Events whose
+   * other deliveries are still open are skipped until those settle. Returns how many events were deleted.
+   */
+  async purgeFailed(tenantId: string, filter: OutboxFailedFilter = {}): Promise<number> {
+    const checked = this.failedFilter(tenantId, filter);
+    return this.purge(q.purgeEvents({ ...checked, eventId: null, statuses: ['failed'] }), checked.tenantId);
+  }
+
+  /**
+   * Removes a consumer that no instance hosts any more from the persisted registry, so fan-out stops creating
+   * delivery rows for it (shared by every tenant). Refused while an instance still reports it within
+   * `registry.orphanAfterMs`. Returns false when the registry does not know the name.
+   */
+  async forgetConsumer(name: string): Promise<boolean> {
+    const consumer = checkConsumerName('name', name);
+    if (consumer === null) throw new OutboxValidationError('name', messages.badText('name', 200, name));
+    const [row] = await this.store.query<{ found: number; live: boolean; deleted: number }>(
+      q.forgetConsumer(consumer, this.options.registry.orphanAfterMs),
+    );
+    if (row.live) throw new OutboxValidationError('name', messages.consumerStillLive(consumer, this.options.registry.orphanAfterMs));
+    if (row.deleted > 0) this.logger.log(`consumer "${consumer}" removed from the registry; fan-out no longer creates its deliveries`);
+    return row.deleted > 0;
+  }
+
+  private async replay(statement: SqlStatement, tenantId: string): Promise<number> {
+    const [row] = await this.write(tenantId, (runner) => this.store.rows<{ reset: number; events: number }>(runner, statement));
+    if (row.reset > 0) {
+      this.logger.log(`replay reset ${row.reset} deliveries of ${row.events} events for tenant ${tenantId}`);
+      this.relay.wake();
+    }
+    return row.reset;
+  }
+
+  private async purge(statement: SqlStatement, tenantId: string): Promise<number> {
+    const [row] = await this.write(tenantId, (runner) => this.store.rows<{ purged: number }>(runner, statement));
+    if (row.purged > 0) this.logger.log(`purged ${row.purged} events (with their deliveries and inbox rows) for tenant ${tenantId}`);
+    return row.purged;
+  }
+
+  private failedFilter(tenantId: string, filter: OutboxFailedFilter): q.FailedFilter {
+    return {
+      tenantId: checkUuid('tenantId', tenantId),
+      consumer: checkConsumerName('consumer', filter?.consumer),
+      eventName: checkEventName('eventName', filter?.eventName),
+    };
+  }
+
+  /** A read-only transaction with the tenant set for row-level security. */
+  private read<T>(tenantId: string, work: (runner: QueryRunner) => Promise<T>): Promise<T> {
+    return this.store.transaction(async (runner) => {
+      await this.store.rows(runner, q.setAdminTenant(this.options.tenantSetting, tenantId));
+      return work(runner);
+    });
+  }
+
+  /** A transaction with the tenant set, holding the tenant's admin lock (operators' writes run one at a time). */
+  private write<T>(tenantId: string, work: (runner: QueryRunner) => Promise<T>): Promise<T> {
+    return this.store.transaction(async (runner) => {
+      await this.store.rows(runner, q.setAdminTenantForWrite(this.options.tenantSetting, tenantId));
+      return work(runner);
+    });
+  }
+}
+
+interface StatsRow {
+  events: Partial<Record<OutboxEventStatus, number>>;
+  deliveries: [string, OutboxDeliveryStatus, number][];
+  orphaned: string[];
+  oldest_pending_age_seconds: number | null;
+}
+
+type Json<T> = { [K in keyof T]: T[K] extends Date ? string : T[K] extends Date | null ? string | null : T[K] };
+type FailedEventJson = Omit<Json<OutboxFailedEvent>, 'deliveries'> & { deliveries: Json<OutboxFailedEvent['deliveries'][number]>[] | null };
+
+interface EventDeliveriesRow {
+  event_id: string;
+  event_name: string;
+  status: OutboxEventStatus;
+  payload: OutboxEventDeliveries['payload'];
+  aggregate_type: string | null;
+  aggregate_id: string | null;
+  correlation_id: string | null;
+  schema_version: number;
+  occurred_at: Date;
+  created_at: Date;
+  published_at: Date | null;
+  failed_at: Date | null;
+  error_message: string | null;
+  deliveries_open: number;
+  deliveries_dead: number;
+  deliveries: Json<OutboxDeliveryRecord>[];
+}
+
+function date(value: string): Date;
+function date(value: string | null): Date | null;
+function date(value: string | null): Date | null {
+  return value === null ? null : new Date(value);
+}
+
+function toFailedEvent(item: FailedEventJson): OutboxFailedEvent {
+  return {
+    ...item,
+    occurredAt: date(item.occurredAt),
+    createdAt: date(item.createdAt),
+    failedAt: date(item.failedAt),
+    deliveries: (item.deliveries ?? []).map((d) => ({ ...d, updatedAt: date(d.updatedAt) })),
+  };
+}
+
+function toEventDeliveries(row: EventDeliveriesRow): OutboxEventDeliveries {
+  return {
+    eventId: row.event_id,
+    eventName: row.event_name,
+    status: row.status,
+    payload: row.payload,
+    aggregateType: row.aggregate_type,
+    aggregateId: row.aggregate_id,
+    correlationId: row.correlation_id,
+    schemaVersion: row.schema_version,
+    occurredAt: row.occurred_at,
+    createdAt: row.created_at,
+    publishedAt: row.published_at,
+    failedAt: row.failed_at,
+    error: row.error_message,
+    deliveriesOpen: row.deliveries_open,
+    deliveriesDead: row.deliveries_dead,
+    deliveries: row.deliveries.map((d) => ({
+      ...d,
+      nextAttemptAt: date(d.nextAttemptAt),
+      leaseExpiresAt: date(d.leaseExpiresAt),
+      processedAt: date(d.processedAt),
+      inboxAt: date(d.inboxAt),
+      createdAt: date(d.createdAt),
+      updatedAt: date(d.updatedAt),
+    })),
+  };
+}

@@ -1,0 +1,85 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
+import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+import { errorText } from '../delivery/delivery-outcome';
+import { OutboxRelay } from '../relay/outbox.relay';
+import { OutboxStore } from '../store/outbox.store';
+import * as q from '../store/admin.queries';
+
+/** Thresholds of {@link OutboxHealthIndicator.isHealthy}. */
+export interface OutboxHealthOptions {
+  /** Down when the oldest pending work is older than this, in seconds. Default 300. */
+  maxPendingAgeSeconds?: number;
+  /** Down when the relay's last completed round is older than this, in seconds. Default 60, or 10 poll intervals if longer. */
+  maxRoundAgeSeconds?: number;
+}
+
+/** What the indicator reports under its key; the shape of a `@nestjs/terminus` `HealthIndicatorResult`. */
+export interface OutboxHealthDetails {
+  status: 'up' | 'down';
+  /** `running`, `stopped`, or `disabled` (relay.enabled is false on this instance: not counted against health). */
+  relay: 'running' | 'stopped' | 'disabled';
+  lastRoundAt: string | null;
+  oldestPendingAgeSeconds: number | null;
+  maxPendingAgeSeconds: number;
+  /** Why it is down. */
+  message?: string;
+}
+
+/**
+ * A health indicator for `@nestjs/terminus` ≥ 11: relay liveness on this instance, and the age of the oldest
+ * pending work across every tenant (leaving out consumers no instance hosts any more) against a threshold.
+ * It imports nothing from terminus — it returns the result object terminus expects, `{ [key]: { status, … } }`,
+ * and a `down` result fails the check — so the library does not need terminus installed:
+ * `health.check([() => outboxHealth.isHealthy('outbox', { maxPendingAgeSeconds: 120 })])`.
+ * Meant for readiness and alerting; a backlog is no reason to restart a process (do not use it for liveness).
+ */
+@Injectable()
+export class OutboxHealthIndicator {
+  constructor(
+    @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    private readonly relay: OutboxRelay,
+    private readonly store: OutboxStore,
+  ) {}
+
+  /** Checks the relay and the backlog; never throws (a database error is reported as `down`). */
+  async isHealthy<const Key extends string>(key: Key, options: OutboxHealthOptions = {}): Promise<Record<Key, OutboxHealthDetails>> {
+    const maxPendingAgeSeconds = options.maxPendingAgeSeconds ?? 300;
+    const maxRoundAgeSeconds = options.maxRoundAgeSeconds ?? Math.max(60, (10 * this.options.relay.pollIntervalMs) / 1000);
+    const problems: string[] = [];
+    const lastRoundAt = this.lastRoundAt();
+    let relay: OutboxHealthDetails['relay'] = 'disabled';
+    if (this.options.relay.enabled) {
+      relay = this.relay.isRunning ? 'running' : 'stopped';
+      if (relay === 'stopped') problems.push('the relay is not running on this instance');
+      else if (lastRoundAt && Date.now() - lastRoundAt.getTime() > maxRoundAgeSeconds * 1000) {
+        problems.push(`the relay's last round ended at ${lastRoundAt.toISOString()}, over ${maxRoundAgeSeconds} s ago`);
+      }
+    }
+    let oldestPendingAgeSeconds: number | null = null;
+    try {
+      const [row] = await this.store.query<{ seconds: number }>(q.oldestPendingAge(this.options.registry.orphanAfterMs));
+      oldestPendingAgeSeconds = Math.max(0, Math.round(row.seconds * 10) / 10);
+      if (oldestPendingAgeSeconds > maxPendingAgeSeconds) {
+        problems.push(`the oldest pending work is ${oldestPendingAgeSeconds} s old, over ${maxPendingAgeSeconds} s`);
+      }
+    } catch (error) {
+      problems.push(`could not read the outbox backlog: ${errorText(error)}`);
+    }
+    const details: OutboxHealthDetails = {
+      status: problems.length === 0 ? 'up' : 'down',
+      relay,
+      lastRoundAt: lastRoundAt?.toISOString() ?? null,
+      oldestPendingAgeSeconds,
+      maxPendingAgeSeconds,
+      ...(problems.length > 0 ? { message: problems.join('; ') } : {}),
+    };
+    return { [key]: details } as Record<Key, OutboxHealthDetails>;
+  }
+
+  /** The relay's last round time, if this relay reports one (read defensively: older relays do not). */
+  private lastRoundAt(): Date | null {
+    const value: unknown = Reflect.get(this.relay, 'lastRoundAt');
+    return value instanceof Date ? value : null;
+  }
+}

@@ -1,0 +1,43 @@
+import { classifyWebhookResponse, parseRetryAfter } from './webhook-outcome';
+
+const response = (status: number, body = '', headers: Record<string, string> = {}) =>
+  ({ kind: 'response', status, statusText: '', headers: new Headers(headers), body }) as const;
+
+describe('webhook outcomes', () => {
+  it('reads Retry-After as seconds or as an HTTP date', () => {
+    const now = Date.parse('Wed, 21 Oct 2015 07:28:00 GMT');
+    expect(parseRetryAfter('120', now)).toBe(120_000);
+    expect(parseRetryAfter('Wed, 21 Oct 2015 07:28:30 GMT', now)).toBe(30_000);
+    expect(parseRetryAfter('Wed, 21 Oct 2015 07:27:00 GMT', now)).toBe(0);
+    expect(parseRetryAfter('soon', now)).toBeUndefined();
+    expect(parseRetryAfter('-5', now)).toBeUndefined();
+    expect(parseRetryAfter(null, now)).toBeUndefined();
+  });
+
+  it('retries 408, 429 and 5xx, and kills other 4xx and 3xx unless retryOn4xx', () => {
+    for (const status of [408, 429, 500, 503]) expect(classifyWebhookResponse(response(status), false).status).toBe('failed');
+    for (const status of [301, 400, 404, 410, 422]) expect(classifyWebhookResponse(response(status), false).status).toBe('dead');
+    expect(classifyWebhookResponse(response(400), true).status).toBe('failed');
+    expect(classifyWebhookResponse(response(503, 'down', { 'retry-after': '7' }), false)).toMatchObject({
+      errorCode: 'httpStatus',
+      error: 'HTTP 503: down',
+      retryAfterMs: 7000,
+    });
+  });
+
+  it('treats a 2xx JSON body with ok: false as a remote failure and keeps the receiver run id', () => {
+    expect(classifyWebhookResponse(response(200, '{"ok":false,"runId":"r-9"}'), false)).toMatchObject({
+      status: 'failed',
+      errorCode: 'remoteReportedFailure',
+      externalRunId: 'r-9',
+    });
+    expect(classifyWebhookResponse(response(200, '{"ok":true,"event_id":17}'), false)).toEqual({ status: 'delivered', externalRunId: '17' });
+    expect(classifyWebhookResponse(response(204, '', { 'x-run-id': 'h-1' }), false)).toEqual({ status: 'delivered', externalRunId: 'h-1' });
+    expect(classifyWebhookResponse(response(200, 'plain text'), false)).toEqual({ status: 'delivered', externalRunId: null });
+  });
+
+  it('names timeouts and connection errors', () => {
+    expect(classifyWebhookResponse({ kind: 'timeout', timeoutMs: 50 }, false)).toMatchObject({ status: 'failed', errorCode: 'timeout' });
+    expect(classifyWebhookResponse({ kind: 'connectionError', detail: 'ECONNREFUSED' }, false)).toMatchObject({ status: 'failed', errorCode: 'connectionError' });
+  });
+});

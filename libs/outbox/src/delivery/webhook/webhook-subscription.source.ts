@@ -1,0 +1,131 @@
+import { Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
+import type { QueryRunner } from 'typeorm';
+import { OUTBOX_RESOLVED_OPTIONS } from '../../outbox.module-definition';
+import type { ResolvedOutboxOptions } from '../../interfaces/outbox-module-options.interface';
+import type { OutboxConsumer } from '../../registry/outbox-consumer';
+import { OutboxConsumerRegistry, type TenantConsumerSource } from '../../registry/outbox-consumer.registry';
+import { OutboxStore } from '../../store/outbox.store';
+import { setTransactionContext } from '../../store/outbox.queries';
+import { tenantSubscriptions, type SubscriptionRow } from '../../store/webhook.queries';
+import { WebhookConsumerFactory } from './webhook-consumer.factory';
+import { resolveWebhookEndpoint, type WebhookEndpoint, type WebhookProblem } from './webhook-endpoint';
+import { WEBHOOK_ERROR_CODES } from './webhook-outcome';
+
+/** Consumer name of a tenant's subscription. */
+export function subscriptionConsumerName(name: string): string {
+  return `subscription:${name}`;
+}
+
+/** Circuit breaker key of a subscription: its id, so a subscription removed and added again starts afresh. */
+export function subscriptionEndpointKey(id: string): string {
+  return `subscription:${id}`;
+}
+
+/** Tenants whose subscriptions are cached at most; older entries are dropped first. */
+const CACHE_MAX_TENANTS = 10_000;
+
+/**
+ * The tenant-scoped consumers of the subscriptions table, one `subscription:<name>` per row. The relay asks
+ * once per tenant per round; answers are cached for `webhookSubscriptions.cacheTtlMs`, so a subscription added
+ * or removed on another instance takes effect here within that time (at once on the instance that made the
+ * change). A paused subscription still gets its delivery rows, but they are given back unsent
+ * (`subscriptionPaused`, no attempt spent) until it is resumed.
+ */
+@Injectable()
+export class WebhookSubscriptionSource implements TenantConsumerSource, OnModuleInit {
+  private readonly logger = new Logger(WebhookSubscriptionSource.name);
+  private readonly cache = new Map<string, { expiresAt: number; consumers: Promise<OutboxConsumer[]> }>();
+
+  constructor(
+    @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    private readonly registry: OutboxConsumerRegistry,
+    private readonly store: OutboxStore,
+    private readonly factory: WebhookConsumerFactory,
+  ) {}
+
+  onModuleInit(): void {
+    if (this.options.webhookSubscriptions.enabled) this.registry.addTenantSource(this);
+  }
+
+  /**
+   * The tenant's subscriptions as consumers. A failed read rejects (the relay skips the tenant this round)
+   * rather than answer "none": fan-out must never settle an event without its subscribers.
+   */
+  consumersForTenant(tenantId: string): Promise<OutboxConsumer[]> {
+    const now = Date.now();
+    const cached = this.cache.get(tenantId);
+    if (cached && cached.expiresAt > now) return cached.consumers;
+    const entry = { expiresAt: now + this.options.webhookSubscriptions.cacheTtlMs, consumers: this.load(tenantId) };
+    this.cache.delete(tenantId);
+    this.cache.set(tenantId, entry);
+    entry.consumers.catch(() => {
+      if (this.cache.get(tenantId) === entry) this.cache.delete(tenantId);
+    });
+    if (this.cache.size > CACHE_MAX_TENANTS) this.cache.delete(this.cache.keys().next().value!);
+    return entry.consumers;
+  }
+
+  /** Forgets the cached subscriptions of a tenant (after a change made through the admin API). */
+  invalidate(tenantId: string): void {
+    this.cache.delete(tenantId);
+  }
+
+  /** Checks and merges a stored (or proposed) subscription; `where` prefixes the problems. */
+  endpointOf(
+    row: Pick<SubscriptionRow, 'id' | 'tenant_id' | 'name' | 'url' | 'events' | 'secret' | 'options'>,
+    where: string,
+  ): { endpoint: WebhookEndpoint; problems: WebhookProblem[] } {
+    const consumer = subscriptionConsumerName(row.name);
+    return resolveWebhookEndpoint(
+      { ...row.options, circuitBreaker: undefined, url: row.url, events: row.events, secret: row.secret ?? undefined },
+      {
+        where,
+        key: subscriptionEndpointKey(row.id),
+        consumer,
+        tenantId: row.tenant_id,
+        leaseMs: this.options.relay.leaseMs,
+        maxAttempts: this.options.maxAttempts,
+        backoff: this.options.backoff,
+        timeoutMs: Math.min(this.options.webhookSubscriptions.timeoutMs, this.options.relay.leaseMs - 1),
+      },
+    );
+  }
+
+  /** Runs `work` in a transaction with the tenant set for row-level security. */
+  tenantTransaction<T>(tenantId: string, work: (runner: QueryRunner) => Promise<T>): Promise<T> {
+    return this.store.transaction(async (runner) => {
+      await this.store.rows(runner, setTransactionContext(this.options.tenantSetting, tenantId, this.options.relay.leaseMs));
+      return work(runner);
+    });
+  }
+
+  private async load(tenantId: string): Promise<OutboxConsumer[]> {
+    const rows = await this.tenantTransaction(tenantId, (runner) => this.store.rows<SubscriptionRow>(runner, tenantSubscriptions(tenantId)));
+    return rows.map((row) => this.toConsumer(row));
+  }
+
+  private toConsumer(row: SubscriptionRow): OutboxConsumer {
+    const { endpoint, problems } = this.endpointOf(row, `subscription "${row.name}" of tenant ${row.tenant_id}`);
+    const recheckMs = this.options.webhookSubscriptions.pausedRecheckMs;
+    if (problems.length > 0) {
+      // Rows are checked when added; this one was changed by hand. Hold its deliveries back rather than guess.
+      const error = problems.map((p) => p.message).join('; ');
+      this.logger.error(`${error}; its deliveries wait until it is fixed`);
+      return this.factory.toConsumer(endpoint, async () => ({
+        status: 'deferred',
+        errorCode: WEBHOOK_ERROR_CODES.subscriptionInvalid,
+        error,
+        retryAfterMs: recheckMs,
+      }));
+    }
+    if (row.status === 'paused') {
+      return this.factory.toConsumer(endpoint, async () => ({
+        status: 'deferred',
+        errorCode: WEBHOOK_ERROR_CODES.subscriptionPaused,
+        error: `subscription "${row.name}" is paused; not sent`,
+        retryAfterMs: recheckMs,
+      }));
+    }
+    return this.factory.toConsumer(endpoint);
+  }
+}

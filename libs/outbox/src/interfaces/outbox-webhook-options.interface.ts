@@ -1,0 +1,107 @@
+import type { OutboxBackoffOptions } from './outbox-module-options.interface';
+
+/**
+ * Per-endpoint circuit breaker. After `failureThreshold` failures in a row (connection errors, timeouts, 408,
+ * 429 and 5xx) the endpoint is paused for `cooldownMs`: its deliveries are given back (`circuitOpen`, no
+ * attempt spent) instead of being sent. Then one probe request goes out; success closes the circuit, failure
+ * opens it again. State is in memory, per relay instance.
+ */
+export interface OutboxWebhookCircuitBreakerOptions {
+  /** Consecutive failures that open the circuit. Default 5. */
+  failureThreshold?: number;
+  /** How long an open circuit holds deliveries back before a probe, in ms. Default 30000. */
+  cooldownMs?: number;
+}
+
+/** One HTTP endpoint that receives outbox events: `OutboxModule.forRoot({ webhooks: [ … ] })`. */
+export interface OutboxWebhookOptions {
+  /** Unique name (letters, digits, `_`, `.`, `-`; up to 100). Its consumer is named `webhook:<name>`. */
+  name: string;
+  /** `http:` or `https:` URL the events are POSTed to; no credentials in it (use `headers`). Redirects are not followed. */
+  url: string;
+  /**
+   * The events it receives: exact names (`crm.contact.created.v1`), prefixes (`crm.contact.*`) or `*`. Patterns
+   * covered by another one are dropped; what remains must currently be a single pattern.
+   */
+  events: readonly string[];
+  /** Time for one request, response body included, in ms; must be below `relay.leaseMs`. */
+  timeoutMs: number;
+  /** Extra request headers (e.g. `authorization`); the `webhook-*`, `outbox-*` and `content-type` headers are reserved. */
+  headers?: Readonly<Record<string, string>>;
+  /**
+   * Signing secret: `whsec_<base64>` (the key is the decoded bytes, as in Standard Webhooks) or any other string
+   * of at least 16 characters (its UTF-8 bytes). Without it, requests are not signed.
+   */
+  secret?: string;
+  /** Attempts before a delivery is dead. Default: the module's `maxAttempts`. */
+  maxAttempts?: number;
+  /** Backoff between attempts. Default: the module's `backoff`. */
+  backoff?: OutboxBackoffOptions;
+  /** Retry 4xx answers other than 408 and 429 (by default they are dead at once). Default false. */
+  retryOn4xx?: boolean;
+  /** Circuit breaker of this endpoint, or `false` for none. Default `{ failureThreshold: 5, cooldownMs: 30000 }`. */
+  circuitBreaker?: OutboxWebhookCircuitBreakerOptions | false;
+}
+
+/** Run-time webhook subscriptions per tenant (the `outbox_webhook_subscriptions` table). */
+export interface OutboxWebhookSubscriptionsOptions {
+  /** Deliver to the subscriptions table on this instance. Default true (needs the outbox migrations). */
+  enabled?: boolean;
+  /** How long a relay reuses a tenant's subscriptions before reading them again, in ms. Default 5000. */
+  cacheTtlMs?: number;
+  /** How often deliveries of a paused subscription are looked at again, in ms. Default 60000. */
+  pausedRecheckMs?: number;
+  /** Request timeout of subscriptions that set none, in ms. Default 10000 (when unset, capped below `relay.leaseMs`). */
+  timeoutMs?: number;
+}
+
+/** What a tenant gives to `OutboxWebhookSubscriptions.add()`: a webhook, minus the circuit breaker settings. */
+export interface OutboxWebhookSubscriptionInput {
+  /** Unique per tenant (letters, digits, `_`, `.`, `-`; up to 100). Its consumer is named `subscription:<name>`. */
+  name: string;
+  url: string;
+  events: readonly string[];
+  /** Default: `webhookSubscriptions.timeoutMs`. Must be below `relay.leaseMs`. */
+  timeoutMs?: number;
+  headers?: Readonly<Record<string, string>>;
+  secret?: string;
+  maxAttempts?: number;
+  backoff?: OutboxBackoffOptions;
+  retryOn4xx?: boolean;
+}
+
+/** A stored subscription, as the admin API returns it (never the secret, only header names). */
+export interface OutboxWebhookSubscription {
+  id: string;
+  tenantId: string;
+  name: string;
+  /** Its consumer name in `outbox_deliveries`: `subscription:<name>`. */
+  consumer: string;
+  url: string;
+  events: string[];
+  status: 'active' | 'paused';
+  hasSecret: boolean;
+  headerNames: string[];
+  timeoutMs: number | null;
+  maxAttempts: number | null;
+  retryOn4xx: boolean;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/** The state of one endpoint's circuit breaker on this instance. */
+export interface OutboxWebhookCircuitState {
+  /** The consumer that sends to it (`webhook:<name>` or `subscription:<name>`). */
+  consumer: string;
+  /** The subscription's tenant; null for a static webhook. */
+  tenantId: string | null;
+  /** The endpoint, without query string. */
+  url: string;
+  /** `open`: deliveries are held back (paused); `halfOpen`: one probe is in flight. */
+  state: 'closed' | 'open' | 'halfOpen';
+  consecutiveFailures: number;
+  /** When it last opened; null while it never did. */
+  openedAt: Date | null;
+  /** When an open circuit lets the next probe through; null unless open. */
+  probeAt: Date | null;
+}

@@ -1,0 +1,118 @@
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
+import { SchedulerRegistry } from '@nestjs/schedule';
+import { randomUUID } from 'node:crypto';
+import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
+import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+import { errorText } from '../delivery/delivery-outcome';
+import { OutboxStore } from '../store/outbox.store';
+import * as q from '../store/admin.queries';
+
+/** What one retention run did. */
+export interface RetentionRunResult {
+  /** Events deleted, each with its delivery and inbox rows. */
+  deletedEvents: number;
+  /** Delete statements run (each its own short transaction). */
+  batches: number;
+  /** Why the run stopped before it found fewer than `retention.batchSize` events: retention is off, or another instance purges. */
+  skipped?: 'disabled' | 'locked';
+}
+
+/**
+ * Deletes published (and `no_handlers`) events older than `retention.publishedDays`, with their delivery and
+ * inbox rows, in batches of `retention.batchSize` until a batch comes back short. Runs every
+ * `retention.intervalMs` on instances where the relay is enabled, registered in the app's `SchedulerRegistry`;
+ * `purgeNow()` runs it by hand. Failed (dead-lettered) events are never deleted here: replay or purge them with
+ * `OutboxAdminService`.
+ *
+ * One instance at a time: each batch first takes a transaction-level advisory try-lock; an instance that finds
+ * it taken stops its run and leaves the work to the holder. Each batch is one short statement that skips rows
+ * locked by others, so retention never waits on the relay nor holds locks for long.
+ */
+@Injectable()
+export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy {
+  private readonly logger = new Logger(OutboxRetention.name);
+  private readonly intervalName = `outbox-retention:${randomUUID().slice(0, 8)}`;
+  private scheduled = false;
+  private stopping: Promise<void> | null = null;
+  private running: Promise<RetentionRunResult> | null = null;
+
+  constructor(
+    @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    private readonly store: OutboxStore,
+    private readonly moduleRef: ModuleRef,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    if (!this.options.relay.enabled || this.options.retention.publishedDays === 0) return;
+    const scheduler = this.moduleRef.get(SchedulerRegistry, { strict: false });
+    scheduler.addInterval(this.intervalName, setInterval(() => void this.tick(), this.options.retention.intervalMs));
+    this.scheduled = true;
+    this.logger.log(
+      `retention: published events older than ${this.options.retention.publishedDays} days are deleted every ${this.options.retention.intervalMs} ms, ${this.options.retention.batchSize} at a time`,
+    );
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.stop();
+  }
+
+  /** True while the purge is scheduled on this instance. */
+  get isScheduled(): boolean {
+    return this.scheduled;
+  }
+
+  /** Runs retention now (or joins the run in flight) and says what it deleted. */
+  purgeNow(): Promise<RetentionRunResult> {
+    if (this.options.retention.publishedDays === 0) return Promise.resolve({ deletedEvents: 0, batches: 0, skipped: 'disabled' });
+    this.running ??= this.run().finally(() => (this.running = null));
+    return this.running;
+  }
+
+  /** Unschedules the purge and waits for the batch in flight; safe to call twice. */
+  stop(): Promise<void> {
+    this.stopping ??= this.stopNow();
+    return this.stopping;
+  }
+
+  /** A scheduled run: one at a time, never throws. */
+  private async tick(): Promise<void> {
+    if (this.running || this.stopping) return;
+    try {
+      await this.purgeNow();
+    } catch (error) {
+      this.logger.error(`retention run failed; will retry in ${this.options.retention.intervalMs} ms: ${errorText(error)}`);
+    }
+  }
+
+  private async run(): Promise<RetentionRunResult> {
+    const { publishedDays, batchSize } = this.options.retention;
+    const result: RetentionRunResult = { deletedEvents: 0, batches: 0 };
+    while (!this.stopping) {
+      const [row] = await this.store.query<{ deleted: number | null }>(q.purgeSettledBatch(publishedDays, batchSize));
+      if (row.deleted === null) {
+        result.skipped = 'locked';
+        break;
+      }
+      result.batches++;
+      result.deletedEvents += row.deleted;
+      if (row.deleted < batchSize) break;
+    }
+    if (result.deletedEvents > 0) {
+      this.logger.log(`retention deleted ${result.deletedEvents} events published over ${publishedDays} days ago, in ${result.batches} batches`);
+    } else {
+      this.logger.debug(`retention found nothing to delete${result.skipped === 'locked' ? ' (another instance is purging)' : ''}`);
+    }
+    return result;
+  }
+
+  private async stopNow(): Promise<void> {
+    if (this.scheduled) {
+      const scheduler = this.moduleRef.get(SchedulerRegistry, { strict: false });
+      // @nestjs/schedule deletes every interval at shutdown, ours included: check before deleting.
+      if (scheduler.doesExist('interval', this.intervalName)) scheduler.deleteInterval(this.intervalName);
+      this.scheduled = false;
+    }
+    await this.running?.catch(() => undefined);
+  }
+}
