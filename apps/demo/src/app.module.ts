@@ -1,13 +1,14 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { OutboxModule, outboxMigrations } from '@app/outbox';
+import { OutboxAdminModule, OutboxModule, outboxMigrations } from '@app/outbox';
 import { ContactsModule } from './contacts/contacts.module';
 import { Contact } from './contacts/contact.entity';
 import { ContactActivity } from './contacts/contact-activity.entity';
 import { DemoContacts1764428500000 } from './migrations/1764428500000-demo-contacts';
 import { DemoWebhooksModule } from './webhooks/demo-webhooks.module';
 import { DemoWebhookReceiver } from './webhooks/demo-webhook-receiver';
+import { DemoAdminGuard } from './demo-admin.guard';
 
 /** The demo CRM: contacts, their events, and the outbox that delivers them. */
 @Module({})
@@ -33,6 +34,8 @@ export class AppModule {
             webhooks: [{ name: 'contacts-receiver', url: receiver.url, events: ['crm.contact.*'], timeoutMs: 5000, secret: receiver.secret }],
           }),
         }),
+        // Stats, failed events and replay over HTTP, behind a guard (never expose these routes without one).
+        OutboxAdminModule.forRoot({ guards: [DemoAdminGuard] }),
         ContactsModule,
       ],
     };
