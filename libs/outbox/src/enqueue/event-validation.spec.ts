@@ -25,6 +25,11 @@ describe('event validation', () => {
     expect(serialisePayload({ s: 'e'.repeat(10) }, 'p', 20)).toBe('{"s":"eeeeeeeeee"}');
   });
 
+  it('refuses keys that jsonb cannot store', () => {
+    expect(() => serialisePayload({ 'a\u0000': 1 }, 'p', 100)).toThrow(/key/);
+    expect(() => serialisePayload({ '\ud800': 1 }, 'p', 100)).toThrow(/key/);
+  });
+
   it('refuses sparse arrays and symbol keys', () => {
     // eslint-disable-next-line no-sparse-arrays
     expect(() => serialisePayload([1, , 3], 'p', 100)).toThrow(/sparse/);

@@ -125,6 +125,9 @@ function checkJsonValue(value: unknown, path: string, depth: number, ancestors: 
     }
     if (Object.getOwnPropertySymbols(object).length > 0) fail('it has symbol keys, which JSON drops');
     for (const key of Object.keys(object)) {
+      if (key.includes('\u0000') || !key.isWellFormed()) {
+        fail(`the key ${JSON.stringify(key)} contains \\u0000 or a lone surrogate, which PostgreSQL jsonb rejects`);
+      }
       checkJsonValue((object as Record<string, unknown>)[key], `${path}.${key}`, depth + 1, ancestors);
     }
   }
