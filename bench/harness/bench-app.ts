@@ -1,0 +1,70 @@
+/** Builds a Nest application context with the outbox wired as a user would: ScheduleModule, TypeORM, OutboxModule. */
+import { Module, type DynamicModule, type INestApplicationContext, type Type } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { ScheduleModule } from '@nestjs/schedule';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { OutboxModule, OutboxRelay, OutboxService, type OutboxRelayOptions } from '@app/outbox';
+import { QueryProbe } from './query-probe';
+
+/** Options of {@link createBenchApp}. */
+export interface BenchAppOptions {
+  url: string;
+  /** Providers hosting `@OnOutboxEvent` handlers. */
+  consumers: readonly Type[];
+  /** Relay options; `enabled` defaults to false here (the scenario drives the relay) unless set. */
+  relay?: OutboxRelayOptions;
+  /** TypeORM pool size. Default 10 (pg's default). */
+  poolSize?: number;
+  /** `application_name` of the app's connections, to find them in `pg_stat_activity`. */
+  applicationName?: string;
+}
+
+/** A running app and the pieces scenarios use. */
+export interface BenchApp {
+  context: INestApplicationContext;
+  relay: OutboxRelay;
+  outbox: OutboxService;
+  dataSource: DataSource;
+  /** Counts and times every statement the app's DataSource sends. */
+  probe: QueryProbe;
+  close(): Promise<void>;
+}
+
+@Module({})
+class BenchAppModule {
+  static forRoot(options: BenchAppOptions): DynamicModule {
+    return {
+      module: BenchAppModule,
+      imports: [
+        ScheduleModule.forRoot(),
+        TypeOrmModule.forRoot({
+          type: 'postgres',
+          url: options.url,
+          logging: false,
+          extra: { max: options.poolSize ?? 10, application_name: options.applicationName ?? 'bench-app' },
+        }),
+        OutboxModule.forRoot({ relay: { enabled: false, ...options.relay } }),
+      ],
+      providers: [...options.consumers],
+    };
+  }
+}
+
+/** Creates and initialises the app (`NestFactory.createApplicationContext`); errors are thrown, not fatal. */
+export async function createBenchApp(options: BenchAppOptions): Promise<BenchApp> {
+  const context = await NestFactory.createApplicationContext(BenchAppModule.forRoot(options), {
+    logger: ['error'],
+    abortOnError: false,
+  });
+  const dataSource = context.get(DataSource);
+  let closing: Promise<void> | null = null;
+  return {
+    context,
+    relay: context.get(OutboxRelay),
+    outbox: context.get(OutboxService),
+    dataSource,
+    probe: QueryProbe.attach(dataSource),
+    close: () => (closing ??= context.close()),
+  };
+}

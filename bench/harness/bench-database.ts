@@ -1,0 +1,204 @@
+/**
+ * The benchmark's own database: created fresh on the server from `resolveDatabase()`, migrated with the
+ * outbox migrations plus a business table and a consumer effects table, and dropped at the end.
+ */
+import { randomBytes } from 'node:crypto';
+import { Client, type QueryResultRow } from 'pg';
+import { DataSource } from 'typeorm';
+import { outboxMigrations } from '@app/outbox';
+
+/** The tenant every benchmark event belongs to. */
+export const BENCH_TENANT = '5eb0a1c4-0000-4000-8000-000000000001';
+/** The event name every benchmark consumer listens to. */
+export const BENCH_EVENT = 'bench.contact.created.v1';
+
+const BENCH_TABLES = [
+  `create table public.contacts (
+     id uuid primary key,
+     tenant_id uuid not null,
+     name text not null,
+     email text not null,
+     created_at timestamptz not null default now()
+   )`,
+  `create table public.consumer_effects (
+     id bigint generated always as identity primary key,
+     event_id uuid not null,
+     consumer text not null,
+     created_at timestamptz not null default now()
+   )`,
+];
+
+const OUTBOX_TABLES = ['event_outbox', 'outbox_deliveries', 'consumer_inbox'];
+const ALL_TABLES = [...OUTBOX_TABLES, 'contacts', 'consumer_effects'];
+
+/** A payload like the demo CRM's, built in SQL from a contact id and a row number `g`. */
+const PAYLOAD_SQL = `jsonb_build_object('contactId', c.contact_id, 'name', 'Contact ' || c.g,
+                                         'email', 'contact' || c.g || '@example.com')`;
+
+/** A throwaway database and an admin connection to it. */
+export class BenchDatabase {
+  private constructor(
+    private readonly serverUrl: string,
+    readonly name: string,
+    readonly url: string,
+    private readonly admin: Client,
+  ) {}
+
+  /** Creates `outbox_bench_<random>` on the server, migrates it, and connects. */
+  static async create(serverUrl: string): Promise<BenchDatabase> {
+    const name = `outbox_bench_${randomBytes(5).toString('hex')}`;
+    await withClient(serverUrl, (c) => c.query(`create database ${name}`));
+    const url = withDatabase(serverUrl, name);
+    const migrator = new DataSource({ type: 'postgres', url, migrations: outboxMigrations, migrationsRun: false, logging: false });
+    await migrator.initialize();
+    try {
+      await migrator.runMigrations({ transaction: 'each' });
+      for (const statement of BENCH_TABLES) await migrator.query(statement);
+      // Autovacuum off on these tables: a vacuum that starts in the middle of one run and not another would
+      // move its time and WAL. Each load is followed by an explicit `vacuum analyze` instead.
+      for (const table of ALL_TABLES) await migrator.query(`alter table public.${table} set (autovacuum_enabled = false)`);
+    } finally {
+      await migrator.destroy();
+    }
+    const admin = new Client({ connectionString: url, application_name: 'bench-admin' });
+    await admin.connect();
+    return new BenchDatabase(serverUrl, name, url, admin);
+  }
+
+  async sql<T extends QueryResultRow = Record<string, unknown>>(text: string, values?: unknown[]): Promise<T[]> {
+    return (await this.admin.query<T>(text, values)).rows;
+  }
+
+  /**
+   * Empties every table of the schema: the outbox's (including its persisted consumer registry, so a consumer
+   * registered by an earlier scenario's app gets no delivery rows in the next one) and the bench's own.
+   */
+  async truncate(): Promise<void> {
+    const tables = await this.sql<{ name: string }>(
+      `select format('%I.%I', schemaname, tablename) as name from pg_tables where schemaname = 'public'`,
+    );
+    await this.sql(`truncate ${tables.map((t) => t.name).join(', ')} restart identity cascade`);
+  }
+
+  /** Flushes dirty pages now, so that no run pays for an earlier run's checkpoint and WAL starts clean. */
+  async checkpoint(): Promise<void> {
+    await this.sql('checkpoint');
+  }
+
+  /** Refreshes planner statistics and the visibility map after a load, as autovacuum eventually would. */
+  async vacuumAnalyze(): Promise<void> {
+    for (const table of ALL_TABLES) await this.sql(`vacuum (analyze) public.${table}`);
+  }
+
+  /**
+   * Truncates, checkpoints, then loads `count` pending events and analyzes. A run that follows generates no
+   * full-page images for these pages (they are newer than the checkpoint), so its WAL bytes are comparable.
+   */
+  async resetWithPendingEvents(count: number): Promise<void> {
+    await this.truncate();
+    await this.checkpoint();
+    await this.loadPendingEvents(count);
+    await this.sql('analyze');
+  }
+
+  /** Inserts `count` pending events, as `enqueue` would have. */
+  async loadPendingEvents(count: number): Promise<void> {
+    for (let done = 0; done < count; done += LOAD_CHUNK) {
+      const n = Math.min(LOAD_CHUNK, count - done);
+      await this.sql(
+        `insert into public.event_outbox (id, tenant_id, event_name, payload, aggregate_type, aggregate_id)
+         select gen_random_uuid(), $1, $2, ${PAYLOAD_SQL}, 'contact', c.contact_id::text
+           from (select g, gen_random_uuid() as contact_id from generate_series($3::int, $4::int) g) c`,
+        [BENCH_TENANT, BENCH_EVENT, done + 1, done + n],
+      );
+    }
+  }
+
+  /**
+   * Inserts `count` events already published, each with a delivered delivery row and an inbox row per consumer:
+   * the history a long-running outbox accumulates.
+   */
+  async loadPublishedHistory(count: number, consumers: readonly string[]): Promise<void> {
+    for (let done = 0; done < count; done += LOAD_CHUNK) {
+      const n = Math.min(LOAD_CHUNK, count - done);
+      await this.sql(
+        `with ev as (
+           insert into public.event_outbox (id, tenant_id, event_name, payload, aggregate_type, aggregate_id,
+                                            status, attempts, deliveries_open, published_at, occurred_at, created_at)
+           select gen_random_uuid(), $1, $2, ${PAYLOAD_SQL}, 'contact', c.contact_id::text,
+                  'published', 1, 0, now(), now() - interval '1 day', now() - interval '1 day'
+             from (select g, gen_random_uuid() as contact_id from generate_series($3::int, $4::int) g) c
+           returning id, tenant_id, seq
+         ), deliveries as (
+           insert into public.outbox_deliveries (event_id, tenant_id, consumer_name, event_seq, status, attempt_count, processed_at)
+           select ev.id, ev.tenant_id, k.name, ev.seq, 'delivered', 1, now() from ev cross join unnest($5::text[]) as k(name)
+         )
+         insert into public.consumer_inbox (event_id, consumer_name, tenant_id)
+         select ev.id, k.name, ev.tenant_id from ev cross join unnest($5::text[]) as k(name)`,
+        [BENCH_TENANT, BENCH_EVENT, done + 1, done + n, consumers],
+      );
+    }
+  }
+
+  /** Rows per outbox table and how many events are not yet settled. */
+  async counts(): Promise<{ events: number; unsettled: number; deliveries: number; inbox: number; effects: number }> {
+    const [row] = await this.sql<{ events: number; unsettled: number; deliveries: number; inbox: number; effects: number }>(
+      `select (select count(*) from public.event_outbox)::int as events,
+              (select count(*) from public.event_outbox where status not in ('published', 'no_handlers'))::int as unsettled,
+              (select count(*) from public.outbox_deliveries)::int as deliveries,
+              (select count(*) from public.consumer_inbox)::int as inbox,
+              (select count(*) from public.consumer_effects)::int as effects`,
+    );
+    return row!;
+  }
+
+  /** Where WAL is being inserted now, as a byte position. */
+  async walPosition(): Promise<bigint> {
+    const [row] = await this.sql<{ pos: string }>(`select pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::text as pos`);
+    return BigInt(row!.pos);
+  }
+
+  /** WAL bytes written since `from` (a {@link walPosition}). */
+  async walBytesSince(from: bigint): Promise<number> {
+    return Number((await this.walPosition()) - from);
+  }
+
+  /** Waits until no connection with this `application_name` is left, so the closed sessions' statistics are flushed. */
+  async waitForSessionsToEnd(applicationName: string, timeoutMs = 5000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      const [row] = await this.sql<{ n: number }>(
+        `select count(*)::int as n from pg_stat_activity where application_name = $1`,
+        [applicationName],
+      );
+      if (row!.n === 0) return;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+
+  /** Closes the admin connection and drops the database (forcing out stray sessions). Safe to call twice. */
+  async drop(): Promise<void> {
+    await this.admin.end().catch(() => undefined);
+    await withClient(this.serverUrl, (c) => c.query(`drop database if exists ${this.name} with (force)`));
+  }
+}
+
+/** Rows per load statement: large enough to be fast, small enough to keep each transaction modest. */
+const LOAD_CHUNK = 100_000;
+
+async function withClient<T>(url: string, work: (client: Client) => Promise<T>): Promise<T> {
+  const client = new Client({ connectionString: url, application_name: 'bench-admin' });
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** `url` pointing at database `name` instead. */
+export function withDatabase(url: string, name: string): string {
+  const parsed = new URL(url);
+  parsed.pathname = `/${name}`;
+  return parsed.toString();
+}

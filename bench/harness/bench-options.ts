@@ -1,0 +1,93 @@
+/** Command-line flags of `npm run bench` and the sizes they select. */
+
+/** Scenario names accepted by `--only`. */
+export const SCENARIO_NAMES = ['enqueue', 'relay', 'latency', 'scale', 'memory', 'round-trips'] as const;
+export type ScenarioName = (typeof SCENARIO_NAMES)[number];
+
+/** How big each scenario runs. */
+export interface BenchSizes {
+  /** Timed seconds per enqueue run (after a short warm-up). */
+  enqueueSeconds: number;
+  /** Enqueue runs per variant; the median is kept. */
+  enqueueRepeats: number;
+  /** Transactions per WAL-bytes measurement of enqueue. */
+  enqueueWalTransactions: number;
+  /** Pending events drained by each relay-throughput run. */
+  relayBacklog: number;
+  /** Events produced per second by the latency producer. */
+  latencyRate: number;
+  /** Seconds the latency producer runs. */
+  latencySeconds: number;
+  /** History rows for the small and the large backlog-scale measurement. */
+  scaleSmall: number;
+  scaleLarge: number;
+  /** Timed `runOnce()` rounds per backlog size. */
+  scaleRounds: number;
+  /** Events drained by the memory scenario. */
+  memoryEvents: number;
+  /** Batch sizes at which round trips per batch are counted. */
+  roundTripBatchSizes: readonly number[];
+  /** Batches drained per round-trip measurement. */
+  roundTripBatches: number;
+}
+
+/** What the command line asked for. */
+export interface BenchOptions {
+  quick: boolean;
+  /** Print a JSON summary on stdout (the readable report then goes to stderr). */
+  json: boolean;
+  /** Scenarios to run, in their fixed order. */
+  scenarios: readonly ScenarioName[];
+  sizes: BenchSizes;
+}
+
+const FULL: BenchSizes = {
+  enqueueSeconds: 3,
+  enqueueRepeats: 2,
+  enqueueWalTransactions: 2000,
+  relayBacklog: 50_000,
+  latencyRate: 250,
+  latencySeconds: 10,
+  scaleSmall: 10_000,
+  scaleLarge: 1_000_000,
+  scaleRounds: 20,
+  memoryEvents: 200_000,
+  roundTripBatchSizes: [10, 100, 500],
+  roundTripBatches: 6,
+};
+
+const QUICK: BenchSizes = {
+  ...FULL,
+  enqueueSeconds: 1,
+  enqueueRepeats: 1,
+  enqueueWalTransactions: 500,
+  relayBacklog: 5_000,
+  latencySeconds: 3,
+  scaleLarge: 100_000,
+  memoryEvents: 20_000,
+  roundTripBatches: 4,
+};
+
+const USAGE = `usage: npm run bench -- [--quick] [--json] [--only=${SCENARIO_NAMES.join(',')}]
+  --quick   smaller sizes (about a minute): 5k backlog, 100k rows for scale, 20k events for memory
+  --json    JSON summary on stdout; the readable report goes to stderr
+  --only    run only the named scenarios (comma-separated)
+  DATABASE_URL  use this server (a throwaway database is created on it) instead of an embedded PostgreSQL`;
+
+/** Parses `process.argv.slice(2)`; throws the usage text on an unknown flag. */
+export function parseBenchOptions(argv: readonly string[]): BenchOptions {
+  let quick = false;
+  let json = false;
+  let scenarios: ScenarioName[] = [...SCENARIO_NAMES];
+  for (const arg of argv) {
+    if (arg === '--quick') quick = true;
+    else if (arg === '--json') json = true;
+    else if (arg.startsWith('--only=')) {
+      const names = arg.slice('--only='.length).split(',').filter(Boolean);
+      const unknown = names.filter((n) => !(SCENARIO_NAMES as readonly string[]).includes(n));
+      if (unknown.length > 0) throw new Error(`unknown scenario ${unknown.join(', ')}\n${USAGE}`);
+      scenarios = SCENARIO_NAMES.filter((n) => names.includes(n));
+    } else throw new Error(`unknown argument "${arg}"\n${USAGE}`);
+  }
+  return { quick, json, scenarios, sizes: quick ? QUICK : FULL };
+}

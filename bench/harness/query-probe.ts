@@ -1,0 +1,108 @@
+/**
+ * Counts and times every statement a TypeORM DataSource sends, by kind, through TypeORM's own query hooks
+ * (a subscriber's `beforeQuery`/`afterQuery`). Used for the deterministic figure "round trips per batch" and
+ * for the time split of a relay round.
+ */
+import { performance } from 'node:perf_hooks';
+import type { DataSource, EntitySubscriberInterface, QueryRunner } from 'typeorm';
+
+type BeforeQueryEvent = Parameters<NonNullable<EntitySubscriberInterface['beforeQuery']>>[0];
+type AfterQueryEvent = Parameters<NonNullable<EntitySubscriberInterface['afterQuery']>>[0];
+
+/** Statements of one kind: how many, and milliseconds from send to result. */
+export interface QueryKindStats {
+  count: number;
+  ms: number;
+}
+
+/** Names a statement by what it does, so a time split reads as the relay's steps. Unknown ones keep their start. */
+const KINDS: readonly [RegExp, string][] = [
+  [/^\s*(start transaction|begin)/i, 'begin'],
+  [/^\s*commit/i, 'commit'],
+  [/^\s*rollback to savepoint/i, 'rollback to savepoint'],
+  [/^\s*rollback/i, 'rollback'],
+  [/^\s*release savepoint/i, 'release savepoint'],
+  [/^\s*savepoint/i, 'savepoint'],
+  [/outbox_due_tenants/i, 'due tenants'],
+  [/set_config/i, 'set tenant context'],
+  [/with retry as/i, 'claim retries + expired leases'],
+  [/with ev as/i, 'claim + fan out new events'],
+  [/from public\.outbox_deliveries where id = any.*for update/is, 'lock owned deliveries'],
+  [/with o as/i, 'record outcomes + inbox'],
+  [/outbox_consumer_instances/i, 'consumer registry heartbeat'],
+  [/pg_notify/i, 'wake-up notify'],
+  [/^\s*insert into public\.contacts/i, 'business insert'],
+  [/^\s*insert into public\.event_outbox/i, 'enqueue insert'],
+  [/consumer_effects/i, 'handler write'],
+  [/event_outbox/i, 'other outbox statement'],
+];
+
+function kindOf(query: string): string {
+  for (const [pattern, kind] of KINDS) if (pattern.test(query)) return kind;
+  return query.replace(/\s+/g, ' ').trim().slice(0, 40);
+}
+
+/** Attach with {@link QueryProbe.attach}; read and reset with {@link QueryProbe.take}. */
+export class QueryProbe implements EntitySubscriberInterface {
+  private readonly started = new Map<QueryRunner, number>();
+  /** By statement text (statements are parameterised, so few distinct texts); named by kind only in `take()`. */
+  private byText = new Map<string, QueryKindStats>();
+  private total = 0;
+
+  /** Registers the probe on a live DataSource (TypeORM reads `subscribers` on every broadcast). */
+  static attach(dataSource: DataSource): QueryProbe {
+    const probe = new QueryProbe();
+    dataSource.subscribers.push(probe);
+    return probe;
+  }
+
+  beforeQuery(event: BeforeQueryEvent): void {
+    this.total++;
+    this.started.set(event.queryRunner, performance.now());
+  }
+
+  afterQuery(event: AfterQueryEvent): void {
+    const began = this.started.get(event.queryRunner);
+    this.started.delete(event.queryRunner);
+    let stats = this.byText.get(event.query);
+    if (!stats) this.byText.set(event.query, (stats = { count: 0, ms: 0 }));
+    stats.count++;
+    if (began !== undefined) stats.ms += performance.now() - began;
+  }
+
+  /** Statements since the last `take()`, in total and by kind; then starts counting afresh. */
+  take(): { total: number; kinds: Map<string, QueryKindStats> } {
+    const kinds = new Map<string, QueryKindStats>();
+    for (const [text, stats] of this.byText) addKinds(kinds, new Map([[kindOf(text), stats]]));
+    const result = { total: this.total, kinds };
+    this.total = 0;
+    this.byText = new Map();
+    return result;
+  }
+}
+
+/** Adds the per-kind counts and times of `more` into `into`. */
+export function addKinds(into: Map<string, QueryKindStats>, more: ReadonlyMap<string, QueryKindStats>): void {
+  for (const [kind, stats] of more) {
+    const sum = into.get(kind) ?? { count: 0, ms: 0 };
+    into.set(kind, { count: sum.count + stats.count, ms: sum.ms + stats.ms });
+  }
+}
+
+/**
+ * Per round, averaged over `rounds`: total SQL time, and `claim + fan out 2.31 ms ×1, …` with the slowest kinds
+ * first (the `limit` slowest, when given).
+ */
+export function describeKinds(
+  kinds: ReadonlyMap<string, QueryKindStats>,
+  rounds: number,
+  limit = Infinity,
+): { sqlMs: number; text: string } {
+  const sorted = [...kinds.entries()].sort((a, b) => b[1].ms - a[1].ms);
+  const sqlMs = sorted.reduce((sum, [, s]) => sum + s.ms, 0) / rounds;
+  const text = sorted
+    .slice(0, limit)
+    .map(([kind, s]) => `${kind} ${(s.ms / rounds).toFixed(2)} ms ×${Number((s.count / rounds).toFixed(2))}`)
+    .join(', ');
+  return { sqlMs, text };
+}

@@ -1,0 +1,44 @@
+/** Small statistics and timing helpers. */
+import { performance } from 'node:perf_hooks';
+
+/** Milliseconds on a monotonic clock shared by everything in this process. */
+export function now(): number {
+  return performance.now();
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** The value below which `p` percent of the values fall (nearest rank); NaN for no values. */
+export function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.ceil((p / 100) * sorted.length);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))]!;
+}
+
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+export function mean(values: readonly number[]): number {
+  return values.length === 0 ? Number.NaN : values.reduce((sum, v) => sum + v, 0) / values.length;
+}
+
+export function max(values: readonly number[]): number {
+  return values.length === 0 ? Number.NaN : values.reduce((m, v) => (v > m ? v : m), -Infinity);
+}
+
+/** Polls `condition` until it is true; false when `timeoutMs` passed first. A bench never fails on a sleep. */
+export async function waitUntil(condition: () => boolean | Promise<boolean>, timeoutMs: number, intervalMs = 10): Promise<boolean> {
+  const deadline = now() + timeoutMs;
+  for (;;) {
+    if (await condition()) return true;
+    if (now() > deadline) return false;
+    await sleep(intervalMs);
+  }
+}

@@ -1,0 +1,291 @@
+/**
+ * 1. Enqueue cost. Business transactions (insert a contact) with and without an outbox event, through the Nest
+ * app (TypeORM + `OutboxService.enqueue`) and through raw `pg`, at 1 and 8 connections: commits/s, commits per
+ * WAL flush (group commit), and WAL bytes per enqueued event.
+ */
+import { randomUUID } from 'node:crypto';
+import type { OutboxEventInput, OutboxRelayOptions } from '@app/outbox';
+import { createBenchApp } from '../harness/bench-app';
+import { BENCH_EVENT, BENCH_TENANT } from '../harness/bench-database';
+import type { BenchContext, BenchScenario } from '../harness/bench-scenario';
+import { median, now } from '../harness/stats';
+import { insertContact, insertEvent } from '../raw/raw.queries';
+import { RawSession } from '../raw/raw-session';
+
+type Side = 'library' | 'raw';
+
+/** What each transaction does, and through what. */
+interface Workload {
+  side: Side;
+  /** Insert a contact (the business write). */
+  business: boolean;
+  /** Add an outbox event. */
+  withEvent: boolean;
+  /** Library only: relay options of the app (a diagnostic variant turns the wake-up NOTIFY off). */
+  relay?: OutboxRelayOptions;
+}
+
+/** Runs one business transaction on connection `worker`. */
+interface Transactor {
+  run(worker: number): Promise<void>;
+  /** Statements sent so far, wake-up NOTIFYs and other statements outside the transactions included. */
+  statements(): number;
+  close(): Promise<void>;
+}
+
+interface EnqueueRun {
+  commitsPerS: number;
+  statementsPerCommit: number;
+  /** CPU time of this Node process (user + system) per commit: the client side's cost. */
+  cpuUsPerCommit: number;
+  commitsPerFlush: number;
+}
+
+const APPLICATION_NAME = 'bench-enqueue';
+const WARM_UP_MS = 300;
+const CONNECTIONS = [1, 8] as const;
+
+function contactEvent(): { contact: { id: string; name: string; email: string }; event: OutboxEventInput<Record<string, string>> } {
+  const id = randomUUID();
+  const contact = { id, name: `Contact ${id.slice(0, 8)}`, email: `${id.slice(0, 8)}@example.com` };
+  return {
+    contact,
+    event: {
+      tenantId: BENCH_TENANT,
+      eventName: BENCH_EVENT,
+      payload: { contactId: id, name: contact.name, email: contact.email },
+      aggregateType: 'contact',
+      aggregateId: id,
+    },
+  };
+}
+
+/** Business transactions through the Nest app: TypeORM's `transaction`, and `enqueue` when `withEvent`. */
+async function libraryTransactor(url: string, connections: number, { business, withEvent, relay }: Workload): Promise<Transactor> {
+  // The pool an app would have (pg's default of 10), not one sized to the load: the library may use a
+  // connection of its own beside the business transactions (its wake-up NOTIFY), as it would in an app.
+  const poolSize = Math.max(10, connections);
+  const app = await createBenchApp({ url, consumers: [], relay, poolSize, applicationName: APPLICATION_NAME });
+  let statements = 0;
+  return {
+    statements: () => (statements += app.probe.take().total),
+    run: () =>
+      app.dataSource.transaction(async (manager) => {
+        const { contact, event } = contactEvent();
+        if (business) {
+          const insert = insertContact(contact.id, BENCH_TENANT, contact.name, contact.email);
+          await manager.query(insert.text, insert.values);
+        }
+        if (withEvent) await app.outbox.enqueue(manager, event);
+      }),
+    close: () => app.close(),
+  };
+}
+
+/** The same transactions by hand on `pg` connections, the event as a plain INSERT of the same row. */
+async function rawTransactor(url: string, connections: number, { business, withEvent }: Workload): Promise<Transactor> {
+  const sessions = await Promise.all(Array.from({ length: connections }, () => RawSession.connect(url, APPLICATION_NAME)));
+  return {
+    statements: () => sessions.reduce((sum, s) => sum + s.queries, 0),
+    run: (worker) => {
+      const session = sessions[worker]!;
+      return session.transaction(async () => {
+        const { contact, event } = contactEvent();
+        if (business) await session.rows(insertContact(contact.id, BENCH_TENANT, contact.name, contact.email));
+        if (withEvent) {
+          await session.rows(
+            insertEvent({
+              id: randomUUID(),
+              tenantId: event.tenantId,
+              eventName: event.eventName,
+              payloadJson: JSON.stringify(event.payload),
+              aggregateType: event.aggregateType!,
+              aggregateId: event.aggregateId!,
+            }),
+          );
+        }
+      });
+    },
+    close: async () => {
+      await Promise.all(sessions.map((s) => s.end()));
+    },
+  };
+}
+
+function openTransactor(url: string, connections: number, workload: Workload): Promise<Transactor> {
+  return workload.side === 'library' ? libraryTransactor(url, connections, workload) : rawTransactor(url, connections, workload);
+}
+
+/** What `connections` loops of transactions did: a warm-up, then a timed part. */
+interface Driven {
+  /** All commits, warm-up included. */
+  commits: number;
+  timedCommits: number;
+  timedMs: number;
+  /** CPU of this process during the timed part, in µs. */
+  timedCpuUs: number;
+  statements: number;
+}
+
+/** Runs `connections` loops of transactions back to back: a warm-up, then `seconds` timed. */
+async function drive(transactor: Transactor, connections: number, seconds: number): Promise<Driven> {
+  let commits = 0;
+  const loop = async (worker: number, until: number): Promise<void> => {
+    while (now() < until) {
+      await transactor.run(worker);
+      commits++;
+    }
+  };
+  const workers = Array.from({ length: connections }, (_, i) => i);
+  const warmUpEnd = now() + WARM_UP_MS;
+  await Promise.all(workers.map((w) => loop(w, warmUpEnd)));
+  const before = commits;
+  const cpuBefore = process.cpuUsage();
+  const began = now();
+  await Promise.all(workers.map((w) => loop(w, began + seconds * 1000)));
+  const timedMs = now() - began;
+  const cpu = process.cpuUsage(cpuBefore);
+  return { commits, timedCommits: commits - before, timedMs, timedCpuUs: cpu.user + cpu.system, statements: transactor.statements() };
+}
+
+/**
+ * One timed run on fresh tables and fresh connections. Flushes are counted over the whole run (warm-up
+ * included, sessions closed so that their counters are published); commits/s over the timed part only.
+ */
+async function measureRun(context: BenchContext, workload: Workload, connections: number): Promise<EnqueueRun> {
+  const { db, flushes } = context;
+  await db.truncate();
+  await db.checkpoint();
+  const flushesBefore = await flushes.read();
+  const transactor = await openTransactor(db.url, connections, workload);
+  const driven = await drive(transactor, connections, context.options.sizes.enqueueSeconds).finally(() => transactor.close());
+  await db.waitForSessionsToEnd(APPLICATION_NAME);
+  const flushesAfter = await flushes.read();
+  const flushCount = flushesBefore === null || flushesAfter === null ? Number.NaN : flushesAfter - flushesBefore;
+  return {
+    commitsPerS: (driven.timedCommits / driven.timedMs) * 1000,
+    statementsPerCommit: driven.statements / driven.commits,
+    cpuUsPerCommit: driven.timedCpuUs / driven.timedCommits,
+    commitsPerFlush: flushCount > 0 ? driven.commits / flushCount : Number.NaN,
+  };
+}
+
+/** WAL bytes per event when each transaction writes only the event: `enqueue` vs the hand-written INSERT. */
+async function walPerEnqueuedEvent(context: BenchContext, side: Side): Promise<number> {
+  const { db } = context;
+  const count = context.options.sizes.enqueueWalTransactions;
+  await db.truncate();
+  await db.checkpoint();
+  const transactor = await openTransactor(db.url, 1, { side, business: false, withEvent: true });
+  try {
+    await transactor.run(0); // first use opens the connection
+    const walBefore = await db.walPosition();
+    for (let i = 0; i < count; i++) await transactor.run(0);
+    return (await db.walBytesSince(walBefore)) / count;
+  } finally {
+    await transactor.close();
+  }
+}
+
+export const enqueueScenario: BenchScenario = {
+  name: 'enqueue',
+  title: 'Enqueue cost (goals: ≥ 0.90× raw commits/s and commits per WAL flush; WAL per event ≤ 1.10× raw)',
+  async run(context) {
+    const { report, options } = context;
+    const variants: readonly (Workload & { key: string })[] = [
+      { key: 'raw-plain', side: 'raw', business: true, withEvent: false },
+      { key: 'library-plain', side: 'library', business: true, withEvent: false },
+      { key: 'raw-outbox', side: 'raw', business: true, withEvent: true },
+      { key: 'library-outbox', side: 'library', business: true, withEvent: true },
+      // Diagnostic: the same with the library's cross-process wake-up NOTIFY off, to show what it costs.
+      { key: 'library-outbox-quiet', side: 'library', business: true, withEvent: true, relay: { notify: false } },
+    ];
+    const runs = new Map<string, EnqueueRun[]>();
+    for (let repeat = 0; repeat < options.sizes.enqueueRepeats; repeat++) {
+      for (const connections of CONNECTIONS) {
+        for (const v of variants) {
+          const key = `${v.key}@${connections}`;
+          runs.set(key, [...(runs.get(key) ?? []), await measureRun(context, v, connections)]);
+        }
+      }
+    }
+    const pick = (key: string, field: keyof EnqueueRun): number => median((runs.get(key) ?? []).map((r) => r[field]));
+    for (const c of CONNECTIONS) {
+      report.add({
+        scenario: 'enqueue',
+        label: `business tx only, ${c} conn: commits/s (TypeORM)`,
+        value: pick(`library-plain@${c}`, 'commitsPerS'),
+        unit: '/s',
+        versus: { label: 'raw pg', value: pick(`raw-plain@${c}`, 'commitsPerS') },
+      });
+      report.add({
+        scenario: 'enqueue',
+        label: `business tx + enqueue, ${c} conn: commits/s`,
+        value: pick(`library-outbox@${c}`, 'commitsPerS'),
+        unit: '/s',
+        versus: { label: 'raw', value: pick(`raw-outbox@${c}`, 'commitsPerS') },
+        goal: { on: 'ratio', op: '>=', target: 0.9 },
+      });
+      report.add({
+        scenario: 'enqueue',
+        label: `business tx + enqueue, ${c} conn: commits per WAL flush`,
+        value: pick(`library-outbox@${c}`, 'commitsPerFlush'),
+        unit: '',
+        versus: { label: 'raw', value: pick(`raw-outbox@${c}`, 'commitsPerFlush') },
+        goal: { on: 'ratio', op: '>=', target: 0.9 },
+      });
+      report.add({
+        scenario: 'enqueue',
+        label: `business tx + enqueue, ${c} conn: statements per commit`,
+        value: pick(`library-outbox@${c}`, 'statementsPerCommit'),
+        unit: '',
+        versus: { label: 'raw', value: pick(`raw-outbox@${c}`, 'statementsPerCommit') },
+        note: 'begin, contact, event, commit — plus, for the library, any statement it sends outside the transaction (wake-up NOTIFY)',
+      });
+      report.add({
+        scenario: 'enqueue',
+        label: `business tx + enqueue, ${c} conn: Node CPU per commit`,
+        value: pick(`library-outbox@${c}`, 'cpuUsPerCommit'),
+        unit: 'µs',
+        versus: { label: 'raw', value: pick(`raw-outbox@${c}`, 'cpuUsPerCommit') },
+        note:
+          `without the event: library ${pick(`library-plain@${c}`, 'cpuUsPerCommit').toFixed(0)} µs, ` +
+          `raw ${pick(`raw-plain@${c}`, 'cpuUsPerCommit').toFixed(0)} µs (the bench process: app, TypeORM, pg client)`,
+      });
+      report.add({
+        scenario: 'enqueue',
+        label: `diagnostic: + enqueue with relay.notify false, ${c} conn`,
+        value: pick(`library-outbox-quiet@${c}`, 'commitsPerS'),
+        unit: '/s',
+        versus: { label: 'raw', value: pick(`raw-outbox@${c}`, 'commitsPerS') },
+        note:
+          `commits per WAL flush ${pick(`library-outbox-quiet@${c}`, 'commitsPerFlush').toFixed(2)}, ` +
+          `Node CPU per commit ${pick(`library-outbox-quiet@${c}`, 'cpuUsPerCommit').toFixed(0)} µs: ` +
+          'what enqueue costs without the wake-up NOTIFY',
+      });
+      report.add({
+        scenario: 'enqueue',
+        label: `library: with enqueue vs without, ${c} conn: commits/s`,
+        value: pick(`library-outbox@${c}`, 'commitsPerS'),
+        unit: '/s',
+        versus: { label: 'without', value: pick(`library-plain@${c}`, 'commitsPerS') },
+      });
+    }
+    report.note(
+      `median of ${options.sizes.enqueueRepeats} run(s) of ${options.sizes.enqueueSeconds} s per figure; ` +
+        'raw commits per flush without the event: ' +
+        CONNECTIONS.map((c) => `${c} conn ${pick(`raw-plain@${c}`, 'commitsPerFlush').toFixed(2)}`).join(', '),
+    );
+    report.add({
+      scenario: 'enqueue',
+      label: 'WAL bytes per enqueued event (own transaction)',
+      value: await walPerEnqueuedEvent(context, 'library'),
+      unit: 'B',
+      versus: { label: 'raw INSERT', value: await walPerEnqueuedEvent(context, 'raw') },
+      goal: { on: 'ratio', op: '<=', target: 1.1 },
+      note:
+        `${options.sizes.enqueueWalTransactions} sequential transactions each, fresh tables after a checkpoint; ` +
+        'includes each commit record',
+    });
+  },
+};

@@ -1,0 +1,226 @@
+/**
+ * 3. Latency. A producer commits events at a steady rate; each event's latency is the time its handler ran
+ * minus the producer's timestamp right after COMMIT returned (same process, same monotonic clock). The library
+ * relay runs in its scheduled mode (`relay.enabled`, default poll interval), first as is, then with
+ * `relay.wake()` called after each commit. The baseline is a raw relay woken by LISTEN/NOTIFY, the producer
+ * sending `pg_notify` after commit on a separate connection.
+ */
+import { randomUUID } from 'node:crypto';
+import { Pool } from 'pg';
+import { OUTBOX_DEFAULTS } from '@app/outbox';
+import { createBenchApp } from '../harness/bench-app';
+import { BENCH_EVENT, BENCH_TENANT } from '../harness/bench-database';
+import { LatencyConsumer } from '../harness/bench-consumers';
+import type { BenchContext, BenchScenario } from '../harness/bench-scenario';
+import type { QueryKindStats } from '../harness/query-probe';
+import { max, now, percentile, sleep, waitUntil } from '../harness/stats';
+import { NotifyRelay, RAW_NOTIFY_CHANNEL } from '../raw/notify-relay';
+import { insertContact, insertEvent, notify } from '../raw/raw.queries';
+import { RawSession } from '../raw/raw-session';
+
+interface LatencyRun {
+  /** For the library: relay rounds run and their statements, from the app's query probe. */
+  rounds?: string;
+  p50: number;
+  p99: number;
+  max: number;
+  produced: number;
+  missing: number;
+  ratePerS: number;
+}
+
+/** Produces one event; resolves with its id once committed (and the commit timestamp is taken). */
+type Produce = (i: number) => Promise<void>;
+
+const POLL_MS = OUTBOX_DEFAULTS.relay.pollIntervalMs;
+
+/** Calls `produce` `rate` times a second for `seconds`, on schedule even when a commit is slow. */
+async function produceSteadily(rate: number, seconds: number, produce: Produce): Promise<{ produced: number; elapsedMs: number }> {
+  const total = Math.round(rate * seconds);
+  const intervalMs = 1000 / rate;
+  const began = now();
+  const inFlight: Promise<void>[] = [];
+  for (let i = 0; i < total; i++) {
+    const wait = began + i * intervalMs - now();
+    if (wait >= 1) await sleep(wait);
+    inFlight.push(produce(i));
+  }
+  await Promise.all(inFlight);
+  return { produced: total, elapsedMs: now() - began };
+}
+
+function summarize(committedAt: Map<string, number>, handledAt: Map<string, number>, produced: number, elapsedMs: number): LatencyRun {
+  const latencies: number[] = [];
+  for (const [id, committed] of committedAt) {
+    const handled = handledAt.get(id);
+    if (handled !== undefined) latencies.push(handled - committed);
+  }
+  return {
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    max: max(latencies),
+    produced,
+    missing: produced - latencies.length,
+    ratePerS: (produced / elapsedMs) * 1000,
+  };
+}
+
+async function measureRaw(context: BenchContext): Promise<LatencyRun> {
+  const { db, options } = context;
+  await db.truncate();
+  const handledAt = new Map<string, number>();
+  const committedAt = new Map<string, number>();
+  const relay = await NotifyRelay.start(db.url, {
+    tenantId: BENCH_TENANT,
+    batchSize: OUTBOX_DEFAULTS.relay.batchSize,
+    consumers: ['bench.latency'],
+    onDelivery: (event) => {
+      if (!handledAt.has(event.id)) handledAt.set(event.id, now());
+    },
+  });
+  const pool = new Pool({ connectionString: db.url, max: 10, application_name: 'bench-raw-producer' });
+  const notifier = await RawSession.connect(db.url, 'bench-raw-notifier');
+  // One connection sends the notifications, one after another (pg does not pipeline a client's queries).
+  let notifying: Promise<unknown> = Promise.resolve();
+  try {
+    const produce: Produce = async () => {
+      const id = randomUUID();
+      const contactId = randomUUID();
+      const client = await pool.connect();
+      try {
+        await client.query('begin');
+        const contact = insertContact(contactId, BENCH_TENANT, 'Contact', `${contactId.slice(0, 8)}@example.com`);
+        await client.query(contact.text, contact.values);
+        const event = insertEvent({
+          id,
+          tenantId: BENCH_TENANT,
+          eventName: BENCH_EVENT,
+          payloadJson: JSON.stringify({ contactId, name: 'Contact', email: `${contactId.slice(0, 8)}@example.com` }),
+          aggregateType: 'contact',
+          aggregateId: contactId,
+        });
+        await client.query(event.text, event.values);
+        await client.query('commit');
+      } finally {
+        client.release();
+      }
+      committedAt.set(id, now());
+      notifying = notifying.then(() => notifier.rows(notify(RAW_NOTIFY_CHANNEL)));
+      await notifying;
+    };
+    const { produced, elapsedMs } = await produceSteadily(options.sizes.latencyRate, options.sizes.latencySeconds, produce);
+    await waitUntil(() => handledAt.size >= produced, 10_000);
+    return summarize(committedAt, handledAt, produced, elapsedMs);
+  } finally {
+    await relay.stop();
+    await notifier.end();
+    await pool.end();
+  }
+}
+
+async function measureLibrary(context: BenchContext, wakeAfterCommit: boolean): Promise<LatencyRun> {
+  const { db, options } = context;
+  await db.truncate();
+  // Scheduled mode with the default poll interval: what an app gets from OutboxModule.forRoot().
+  const app = await createBenchApp({
+    url: db.url,
+    consumers: [LatencyConsumer],
+    relay: { enabled: true },
+    applicationName: 'bench-latency',
+  });
+  const handledAt = app.context.get(LatencyConsumer).handledAt;
+  const committedAt = new Map<string, number>();
+  try {
+    const produce: Produce = async () => {
+      const contactId = randomUUID();
+      const email = `${contactId.slice(0, 8)}@example.com`;
+      const id = await app.dataSource.transaction(async (manager) => {
+        const contact = insertContact(contactId, BENCH_TENANT, 'Contact', email);
+        await manager.query(contact.text, contact.values);
+        return app.outbox.enqueue(manager, {
+          tenantId: BENCH_TENANT,
+          eventName: BENCH_EVENT,
+          payload: { contactId, name: 'Contact', email },
+          aggregateType: 'contact',
+          aggregateId: contactId,
+        });
+      });
+      committedAt.set(id, now());
+      if (wakeAfterCommit) app.relay.wake();
+    };
+    const { produced, elapsedMs } = await produceSteadily(options.sizes.latencyRate, options.sizes.latencySeconds, produce);
+    await waitUntil(() => handledAt.size >= produced, 3 * POLL_MS + 10_000);
+    return { ...summarize(committedAt, handledAt, produced, elapsedMs), rounds: describeRounds(app.probe.take().kinds, produced) };
+  } finally {
+    await app.close();
+  }
+}
+
+/** `412 relay rounds (1.8 events each), about 11 statements per round` from the app's statement counts. */
+function describeRounds(kinds: Map<string, QueryKindStats>, events: number): string {
+  const rounds = kinds.get('due tenants')?.count ?? 0;
+  if (rounds === 0) return 'no relay round seen';
+  const count = (kind: string): number => kinds.get(kind)?.count ?? 0;
+  const all = [...kinds.values()].reduce((sum, k) => sum + k.count, 0);
+  // The producer's share: begin, contact, event and commit per event, and the wake-up NOTIFYs.
+  const relay = all - 2 * events - count('business insert') - count('enqueue insert') - count('wake-up notify');
+  return (
+    `${rounds} relay rounds (${(events / rounds).toFixed(1)} events each), ` +
+    `about ${(relay / rounds).toFixed(1)} statements per round; ` +
+    `${count('wake-up notify')} wake-up NOTIFYs for ${events} commits`
+  );
+}
+
+export const latencyScenario: BenchScenario = {
+  name: 'latency',
+  title: 'Latency, commit to handler (goals: p50 ≤ 2 ms; p99 ≤ 2× the raw NOTIFY-woken relay)',
+  async run(context) {
+    const { report, options } = context;
+    const raw = await measureRaw(context);
+    const automatic = await measureLibrary(context, false);
+    const woken = await measureLibrary(context, true);
+    // An automatic wake-up (in-process kick or LISTEN) shows as a median far below the poll interval.
+    const hasAutomaticWake = automatic.p50 < POLL_MS / 4;
+    report.note(
+      `${options.sizes.latencyRate}/s for ${options.sizes.latencySeconds} s (achieved: raw ${raw.ratePerS.toFixed(0)}/s, ` +
+        `library ${automatic.ratePerS.toFixed(0)}/s and ${woken.ratePerS.toFixed(0)}/s); ` +
+        `library relay scheduled (relay.enabled, poll every ${POLL_MS} ms)`,
+    );
+    const lines = (name: string, run: LatencyRun, judged: boolean): void => {
+      report.add({
+        scenario: 'latency',
+        label: `p50, ${name}`,
+        value: run.p50,
+        unit: 'ms',
+        versus: { label: 'raw NOTIFY', value: raw.p50 },
+        goal: judged ? { on: 'value', op: '<=', target: 2 } : undefined,
+      });
+      report.add({
+        scenario: 'latency',
+        label: `p99, ${name}`,
+        value: run.p99,
+        unit: 'ms',
+        versus: { label: 'raw NOTIFY', value: raw.p99 },
+        goal: judged ? { on: 'ratio', op: '<=', target: 2 } : undefined,
+      });
+      report.add({
+        scenario: 'latency',
+        label: `max, ${name}`,
+        value: run.max,
+        unit: 'ms',
+        versus: { label: 'raw NOTIFY', value: raw.max },
+      });
+      if (run.rounds) report.note(`${name}: ${run.rounds}`);
+      if (run.missing > 0) report.note(`WARNING ${name}: ${run.missing} of ${run.produced} events never reached their handler`);
+    };
+    lines('library as configured (no wake call)', automatic, hasAutomaticWake);
+    lines('library + relay.wake() after commit', woken, !hasAutomaticWake);
+    report.note(
+      hasAutomaticWake
+        ? 'wake-up path measured: the library wakes itself after commit (median far below the poll interval); goals judged on it'
+        : `wake-up path measured: none automatic (events wait for the ${POLL_MS} ms poll); ` +
+          'goals judged on an explicit relay.wake() after each commit',
+    );
+    if (raw.missing > 0) report.note(`WARNING raw: ${raw.missing} of ${raw.produced} events never reached their handler`);
+  },
+};

@@ -1,0 +1,115 @@
+/**
+ * 2. Relay throughput. A backlog of pending events, two consumers per event, drained by 1 and by 2 relay
+ * processes: the library (`relay.drain()` in a Nest app per process) against the raw batched relay at the same
+ * batch size and process count, and the reference CRM's per-event pattern. Also WAL bytes per relayed event.
+ */
+import { OUTBOX_DEFAULTS } from '@app/outbox';
+import type { BenchContext, BenchScenario } from '../harness/bench-scenario';
+import type { ConsumerVariant } from '../harness/bench-consumers';
+import { runRelayWorkers } from '../harness/relay-workers';
+import type { RelayKind } from '../workers/relay-worker.protocol';
+
+interface DrainRun {
+  eventsPerS: number;
+  walBytesPerEvent: number;
+}
+
+const BATCH_SIZE = OUTBOX_DEFAULTS.relay.batchSize;
+
+const VARIANT_TEXT: Record<ConsumerVariant, string> = {
+  'no-db': 'consumers without DB',
+  'db-write': 'one consumer writes a row',
+};
+
+/**
+ * The reference pattern drains at a steady rate whatever the backlog (about 1,000 events/s here): 10,000 events
+ * are enough to measure it and keep the full run within its time budget.
+ */
+const REFERENCE_BACKLOG_MAX = 10_000;
+
+/** Loads a fresh backlog, drains it with `instances` worker processes, checks every event was delivered once. */
+async function drain(
+  context: BenchContext,
+  kind: RelayKind,
+  variant: ConsumerVariant,
+  instances: number,
+  backlog = context.options.sizes.relayBacklog,
+): Promise<DrainRun> {
+  const { db, report } = context;
+  await db.resetWithPendingEvents(backlog);
+  const walBefore = await db.walPosition();
+  const config = { url: db.url, kind, variant, batchSize: BATCH_SIZE, expectedEvents: backlog, sampleMemory: false };
+  const outcome = await runRelayWorkers(Array.from({ length: instances }, () => config));
+  const walBytes = await db.walBytesSince(walBefore);
+  const counts = await db.counts();
+  const expectedEffects = variant === 'db-write' ? backlog : 0;
+  const complete =
+    counts.unsettled === 0 && counts.deliveries === 2 * backlog && counts.inbox === 2 * backlog && counts.effects === expectedEffects;
+  if (!complete) {
+    report.note(
+      `WARNING ${kind} ×${instances} (${variant}) left ${JSON.stringify(counts)}; ` +
+        `expected ${backlog} events settled, 2 deliveries and inbox rows each`,
+    );
+  }
+  return { eventsPerS: (backlog / outcome.elapsedMs) * 1000, walBytesPerEvent: walBytes / backlog };
+}
+
+export const relayThroughputScenario: BenchScenario = {
+  name: 'relay',
+  title:
+    'Relay throughput (goals: ≥ 0.75× raw batched without DB use, stretch 0.90×; ≥ 0.60× with a DB write; ' +
+    '≥ 4× the reference; 2 instances ≥ 1; WAL per event ≤ 1.15× raw)',
+  async run(context) {
+    const { report, options } = context;
+    report.note(
+      `${options.sizes.relayBacklog.toLocaleString('en-US')} pending events, 2 consumers each, batches of ${BATCH_SIZE}; ` +
+        'each relay instance is a child process ' +
+        '(library: a Nest app calling relay.drain(); raw: one pg connection); time from a common start to the last instance done',
+    );
+    for (const variant of ['no-db', 'db-write'] as const) {
+      const library = new Map<number, DrainRun>();
+      for (const instances of [1, 2]) {
+        const raw = await drain(context, 'raw-batched', variant, instances);
+        const lib = await drain(context, 'library', variant, instances);
+        library.set(instances, lib);
+        report.add({
+          scenario: 'relay',
+          label: `${VARIANT_TEXT[variant]}, ${instances} instance${instances > 1 ? 's' : ''}: events/s`,
+          value: lib.eventsPerS,
+          unit: '/s',
+          versus: { label: 'raw batched', value: raw.eventsPerS },
+          goal: variant === 'no-db' ? { on: 'ratio', op: '>=', target: 0.75, stretch: 0.9 } : { on: 'ratio', op: '>=', target: 0.6 },
+        });
+        if (instances === 1) {
+          report.add({
+            scenario: 'relay',
+            label: `${VARIANT_TEXT[variant]}: WAL bytes per relayed event`,
+            value: lib.walBytesPerEvent,
+            unit: 'B',
+            versus: { label: 'raw batched', value: raw.walBytesPerEvent },
+            goal: { on: 'ratio', op: '<=', target: 1.15 },
+          });
+        }
+      }
+      const referenceBacklog = Math.min(REFERENCE_BACKLOG_MAX, options.sizes.relayBacklog);
+      const reference = await drain(context, 'raw-per-event', variant, 1, referenceBacklog);
+      report.add({
+        scenario: 'relay',
+        label: `${VARIANT_TEXT[variant]}, 1 instance vs reference CRM pattern`,
+        value: library.get(1)!.eventsPerS,
+        unit: '/s',
+        versus: { label: 'reference', value: reference.eventsPerS },
+        goal: { on: 'ratio', op: '>=', target: 4 },
+        note: `reference: the CRM's statements per event, over ${referenceBacklog.toLocaleString('en-US')} events`,
+      });
+      report.add({
+        scenario: 'relay',
+        label: `${VARIANT_TEXT[variant]}: 2 instances vs 1`,
+        value: library.get(2)!.eventsPerS,
+        unit: '/s',
+        versus: { label: '1 instance', value: library.get(1)!.eventsPerS },
+        goal: { on: 'ratio', op: '>=', target: 1 },
+      });
+    }
+  },
+};

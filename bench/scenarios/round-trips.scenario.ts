@@ -1,0 +1,142 @@
+/**
+ * Deterministic figures: database round trips per claimed batch (statements the relay sends, counted through
+ * TypeORM's query hooks) at several batch sizes, and where a round's time goes (per statement kind, and
+ * outside SQL), against the raw batched relay and the reference per-event pattern.
+ */
+import { createBenchApp } from '../harness/bench-app';
+import { BENCH_TENANT } from '../harness/bench-database';
+import { CONSUMER_NAMES, consumerClass, type ConsumerVariant } from '../harness/bench-consumers';
+import type { BenchContext, BenchScenario } from '../harness/bench-scenario';
+import { addKinds, describeKinds, type QueryKindStats } from '../harness/query-probe';
+import { mean, now } from '../harness/stats';
+import { runBatchedRound, type RawRelayPlan } from '../raw/batched-relay';
+import { runPerEventRound } from '../raw/per-event-relay';
+import { RawSession } from '../raw/raw-session';
+
+/** Per claimed batch: mean statements and wall time; statement kinds summed over all `batches`. */
+interface BatchProfile {
+  queries: number;
+  ms: number;
+  kinds: Map<string, QueryKindStats>;
+  batches: number;
+}
+
+async function profileLibrary(context: BenchContext, batchSize: number, variant: ConsumerVariant): Promise<BatchProfile> {
+  const { db, options } = context;
+  await db.resetWithPendingEvents(batchSize * options.sizes.roundTripBatches);
+  const app = await createBenchApp({ url: db.url, consumers: [consumerClass(variant)], relay: { batchSize } });
+  const queries: number[] = [];
+  const times: number[] = [];
+  const kinds = new Map<string, QueryKindStats>();
+  try {
+    for (;;) {
+      app.probe.take();
+      const began = now();
+      const result = await app.relay.runOnce();
+      const ms = now() - began;
+      const taken = app.probe.take();
+      if (result.eventsClaimed === 0) break;
+      queries.push(taken.total);
+      times.push(ms);
+      addKinds(kinds, taken.kinds);
+    }
+  } finally {
+    await app.close();
+  }
+  return { queries: mean(queries), ms: mean(times), kinds, batches: queries.length };
+}
+
+async function profileRaw(
+  context: BenchContext,
+  batchSize: number,
+  variant: ConsumerVariant,
+  pattern: 'batched' | 'per-event',
+): Promise<BatchProfile> {
+  const { db, options } = context;
+  await db.resetWithPendingEvents(batchSize * options.sizes.roundTripBatches);
+  const session = await RawSession.connect(db.url, 'bench-round-trips');
+  const plan: RawRelayPlan = { tenantId: BENCH_TENANT, batchSize, consumers: CONSUMER_NAMES[variant] };
+  const queries: number[] = [];
+  const times: number[] = [];
+  try {
+    for (;;) {
+      const before = session.queries;
+      const began = now();
+      const relayed = pattern === 'batched' ? await runBatchedRound(session, plan) : await runPerEventRound(session, plan);
+      if (relayed === 0) break;
+      times.push(now() - began);
+      queries.push(session.queries - before);
+    }
+  } finally {
+    await session.end();
+  }
+  return { queries: mean(queries), ms: mean(times), kinds: new Map(), batches: queries.length };
+}
+
+/** Where a library round's time goes: each statement kind, slowest first, and the time outside SQL. */
+function timeSplit(profile: BatchProfile): string {
+  const { sqlMs, text } = describeKinds(profile.kinds, profile.batches);
+  const outside = (profile.ms - sqlMs).toFixed(2);
+  return (
+    `${profile.ms.toFixed(2)} ms per round = SQL ${sqlMs.toFixed(2)} ms [${text}] ` +
+    `+ outside SQL ${outside} ms (handlers, TypeORM, mapping, event loop)`
+  );
+}
+
+export const roundTripsScenario: BenchScenario = {
+  name: 'round-trips',
+  title: 'Round trips per claimed batch and time split (goal: a constant, independent of batch size, without DB use)',
+  async run(context) {
+    const { report, options } = context;
+    const sizes = options.sizes.roundTripBatchSizes;
+    const library = new Map<number, BatchProfile>();
+    for (const batchSize of sizes) {
+      const lib = await profileLibrary(context, batchSize, 'no-db');
+      const raw = await profileRaw(context, batchSize, 'no-db', 'batched');
+      library.set(batchSize, lib);
+      report.add({
+        scenario: 'round-trips',
+        label: `statements per batch of ${batchSize}, consumers without DB`,
+        value: lib.queries,
+        unit: '',
+        versus: { label: 'raw batched', value: raw.queries },
+      });
+      report.add({
+        scenario: 'round-trips',
+        label: `time per round of ${batchSize}, consumers without DB`,
+        value: lib.ms,
+        unit: 'ms',
+        versus: { label: 'raw batched', value: raw.ms },
+        note: `library: ${timeSplit(lib)}`,
+      });
+    }
+    const smallest = Math.min(...sizes);
+    const largest = Math.max(...sizes);
+    report.add({
+      scenario: 'round-trips',
+      label: `statements per batch, ${largest} vs ${smallest} events`,
+      value: library.get(largest)!.queries,
+      unit: '',
+      versus: { label: `batch ${smallest}`, value: library.get(smallest)!.queries },
+      goal: { on: 'ratio', op: '<=', target: 1 },
+    });
+    const writing = await profileLibrary(context, 100, 'db-write');
+    const rawWriting = await profileRaw(context, 100, 'db-write', 'batched');
+    report.add({
+      scenario: 'round-trips',
+      label: 'statements per batch of 100, one consumer writes a row',
+      value: writing.queries,
+      unit: '',
+      versus: { label: 'raw batched', value: rawWriting.queries },
+      note: `library: ${timeSplit(writing)}`,
+    });
+    const reference = await profileRaw(context, 100, 'no-db', 'per-event');
+    report.add({
+      scenario: 'round-trips',
+      label: 'statements per batch of 100, reference per-event pattern',
+      value: reference.queries,
+      unit: '',
+      versus: { label: 'library', value: library.get(100)?.queries ?? Number.NaN },
+    });
+  },
+};
