@@ -45,6 +45,9 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
     webhooks: Array.isArray(raw.webhooks) ? [...raw.webhooks] : OUTBOX_DEFAULTS.webhooks,
     webhookSubscriptions: { ...OUTBOX_DEFAULTS.webhookSubscriptions, ...stripUndefined(raw.webhookSubscriptions ?? {}) },
   };
+  // By default only instances that do not relay themselves wake the others: an instance with a relay picks up
+  // its own events at once, and a NOTIFY per commit would cost the app's write path for nothing.
+  if (raw.relay?.notify === undefined) options.relay.notify = !options.relay.enabled;
   const problems: string[] = [];
   const positive = (field: string, value: number): void => {
     if (!Number.isSafeInteger(value) || value <= 0) problems.push(messages.badOption(field, 'a positive integer', value));

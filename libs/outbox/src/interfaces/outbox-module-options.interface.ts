@@ -24,7 +24,10 @@ export interface OutboxRelayOptions {
   shutdownTimeoutMs?: number;
   /** Tenants visited per round at most (the rest wait for the next round). Default 100. */
   maxTenantsPerRound?: number;
-  /** After a commit that enqueued, send one coalesced NOTIFY so relays in other processes wake at once. Default true. */
+  /**
+   * After a commit that enqueued, send one coalesced NOTIFY so relays in other processes wake at once. Default:
+   * true when this instance's relay is disabled (a web instance that only enqueues), false when it relays itself.
+   */
   notify?: boolean;
   /** LISTEN for those wake-ups on a dedicated connection (reconnects by itself). Default true. */
   listen?: boolean;

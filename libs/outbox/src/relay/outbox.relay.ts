@@ -198,7 +198,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const consumerNamed = (name: string): OutboxConsumer | undefined => this.registry.get(name) ?? scoped.get(name);
     const hosted = [...this.registry.consumers(), ...tenantConsumers].map((c) => c.name);
 
-    const claimed = await this.tenantTransaction(tenantId, async (runner) => {
+    const claimed = await this.tenantTransaction(tenantId, { durable: false }, async (runner) => {
       // Fan-out first: the due-claim in the same transaction then takes the new rows of ordered consumers.
       const fresh = await this.store.rows<ClaimedRow>(
         runner,
@@ -235,7 +235,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   /** In-process handlers: one transaction for the batch, holding the row locks of the deliveries it still owns. */
   private async runLocal(tenantId: string, assigned: Assigned[], leaseToken: string, result: RelayRoundResult): Promise<void> {
     try {
-      await this.tenantTransaction(tenantId, async (runner) => {
+      await this.tenantTransaction(tenantId, {}, async (runner) => {
         const ids = assigned.map((a) => a.delivery.deliveryId);
         const owned = new Set((await this.store.rows<{ id: string }>(runner, q.lockOwnedDeliveries(ids, leaseToken))).map((r) => String(r.id)));
         const mine = assigned.filter((a) => owned.has(a.delivery.deliveryId));
@@ -262,7 +262,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const { leaseMs } = this.options.relay;
     const ids = remote.map((a) => a.delivery.deliveryId);
     const keeper = setInterval(() => {
-      this.tenantTransaction(tenantId, (runner) => this.store.rows(runner, q.extendLeases(ids, leaseToken, leaseMs))).catch((error) =>
+      this.tenantTransaction(tenantId, { durable: false }, (runner) => this.store.rows(runner, q.extendLeases(ids, leaseToken, leaseMs))).catch((error) =>
         this.logger.warn(`could not extend the leases of ${ids.length} deliveries for tenant ${tenantId}: ${errorText(error)}`),
       );
     }, Math.max(1, Math.floor(leaseMs / 3)));
@@ -276,7 +276,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   /** Records outcomes in a short transaction of their own; a failure is logged and the leases expire. */
   private async record(tenantId: string, outcomes: q.DeliveryOutcome[], leaseToken: string, result: RelayRoundResult): Promise<void> {
     try {
-      await this.tenantTransaction(tenantId, (runner) => this.store.rows(runner, q.recordOutcomes(outcomes, leaseToken)));
+      await this.tenantTransaction(tenantId, {}, (runner) => this.store.rows(runner, q.recordOutcomes(outcomes, leaseToken)));
       count(outcomes, result);
     } catch (error) {
       this.logger.error(`could not record ${outcomes.length} outcomes for tenant ${tenantId}; their leases will expire: ${errorText(error)}`);
@@ -284,9 +284,13 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   /** A transaction with the tenant set for row-level security and an idle cap, both transaction-local. */
-  private tenantTransaction<T>(tenantId: string, work: (runner: import('typeorm').QueryRunner) => Promise<T>): Promise<T> {
+  private tenantTransaction<T>(
+    tenantId: string,
+    options: { durable?: boolean },
+    work: (runner: import('typeorm').QueryRunner) => Promise<T>,
+  ): Promise<T> {
     return this.store.transaction(async (runner) => {
-      await this.store.rows(runner, q.setTransactionContext(this.options.tenantSetting, tenantId, this.options.relay.leaseMs));
+      await this.store.rows(runner, q.setTransactionContext(this.options.tenantSetting, tenantId, this.options.relay.leaseMs, options));
       return work(runner);
     });
   }

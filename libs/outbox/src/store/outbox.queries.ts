@@ -17,7 +17,8 @@ export const WAKEUP_CHANNEL = 'outbox_wakeup';
 
 /** Wakes the relays of every process (sent after a commit, never inside the app's transaction). */
 export function notifyWakeup(): SqlStatement {
-  return { text: `select pg_notify($1, '')`, values: [WAKEUP_CHANNEL] };
+  // Its own implicit transaction, committed without waiting for the WAL flush: a wake-up needs no durability.
+  return { text: `select set_config('synchronous_commit', 'off', true), pg_notify($1, '')`, values: [WAKEUP_CHANNEL] };
 }
 
 /** Subscribes a dedicated connection to wake-ups. */
@@ -88,11 +89,19 @@ export function dueTenants(limit: number, afterTenant: string | null): SqlStatem
  * Sets the tenant for row-level security and a cap on idle time, both transaction-local (`set_config(…, true)`),
  * so nothing leaks to the pooled connection after commit or rollback. The idle cap makes PostgreSQL end the
  * session of a relay that stalls mid-transaction (paused, hung), releasing its row locks for another relay.
+ * `durable: false` commits without waiting for the WAL flush: used for the claim, whose loss in a database crash
+ * only means the work is claimed again (the outcome transaction that follows flushes it anyway).
  */
-export function setTransactionContext(tenantSetting: string, tenantId: string, idleTimeoutMs: number): SqlStatement {
+export function setTransactionContext(
+  tenantSetting: string,
+  tenantId: string,
+  idleTimeoutMs: number,
+  { durable = true }: { durable?: boolean } = {},
+): SqlStatement {
   return {
-    text: `select set_config($1, $2, true), set_config('idle_in_transaction_session_timeout', $3, true)`,
-    values: [tenantSetting, tenantId, String(idleTimeoutMs)],
+    text: `select set_config($1, $2, true), set_config('idle_in_transaction_session_timeout', $3, true),
+                  set_config('synchronous_commit', $4, true)`,
+    values: [tenantSetting, tenantId, String(idleTimeoutMs), durable ? 'on' : 'off'],
   };
 }
 
@@ -160,7 +169,7 @@ export function claimDueDeliveries(p: {
                                       else d.last_error end,
                     updated_at = now()
                from (select id, false as recovered from retry union all select id, true from stale) due
-              where d.id = due.id
+              where d.id = any(array(select id from retry union all select id from stale)) and d.id = due.id
              returning d.*, due.recovered
            )
            select ${CLAIMED_COLUMNS}, d.recovered
@@ -179,7 +188,7 @@ export function claimDueDeliveries(p: {
  * transaction takes when nothing earlier in their aggregate is open; tenant-scoped consumers (run-time webhook subscriptions) come as arrays; the others wait as `pending` for an instance that hosts them. Each
  * event becomes `processing` with its count of open deliveries, or `no_handlers` when nothing listens.
  * Pattern matching mirrors `matchesEventPattern`: `*`, an exact name, or a `prefix.*`. Returns one row per
- * leased delivery, and one row with a null `delivery_id` per other claimed event.
+ * leased delivery, then one row with a null `delivery_id` per claimed event.
  */
 export function fanOutPendingEvents(p: {
   tenantId: string;
@@ -231,14 +240,20 @@ export function fanOutPendingEvents(p: {
                     published_at = case when c.n > 0 then null else now() end,
                     updated_at = now()
                from counted c
-              where e.id = c.id
+              where e.id = any(array(select id from ev)) and e.id = c.id
              returning e.*
            )
-           select d.id as delivery_id, d.consumer_name, d.attempt_count, e.id as event_id, e.tenant_id, e.event_name,
-                  e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version,
-                  false as recovered
-             from marked e left join inserted d on d.event_id = e.id and d.status = 'processing'
-            order by e.seq, d.consumer_name`,
+           -- Leased deliveries with their event (read from the table by primary key: the columns returned are
+           -- not changed by this statement), then one bare row per claimed event, to count them. Joining two
+           -- CTEs instead makes the planner loop over one for each row of the other.
+           (select d.id as delivery_id, d.consumer_name, d.attempt_count, e.id as event_id, e.tenant_id, e.event_name,
+                   e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version,
+                   false as recovered
+              from inserted d join ${EVENTS} e on e.id = d.event_id
+             where d.status = 'processing'
+             order by e.seq, d.consumer_name)
+           union all
+           select null, null, null, m.id, null, null, null, null, null, null, null, null, null from marked m`,
     values: [
       p.tenantId,
       p.hosted,
@@ -355,7 +370,8 @@ export function recordOutcomes(outcomes: readonly DeliveryOutcome[], leaseToken:
                     lease_expires_at = null,
                     updated_at = now()
                from o
-              where d.id = o.id and d.lease_token = $6
+              -- = any() as well as the join: lets the planner probe the primary key instead of scanning
+              where d.id = any($1::bigint[]) and d.id = o.id and d.lease_token = $6
              returning d.event_id, d.tenant_id, d.consumer_name, d.status, d.attempt_count, d.last_error
            ), inbox as (
              insert into ${INBOX} (event_id, consumer_name, tenant_id)
@@ -380,7 +396,7 @@ export function recordOutcomes(outcomes: readonly DeliveryOutcome[], leaseToken:
                     attempts = greatest(e.attempts, p.attempts),
                     updated_at = now()
                from per_event p
-              where e.id = p.event_id
+              where e.id = any(array(select event_id from per_event)) and e.id = p.event_id
              returning e.id
            )
            select (select count(*) from d)::int as recorded, (select count(*) from settled)::int as events`,
