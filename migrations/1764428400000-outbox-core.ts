@@ -96,7 +96,8 @@ export class OutboxCore1764428400000 implements MigrationInterface {
     // index: one probe per tenant, whatever the number of rows. The list starts after `after_tenant` and
     // wraps around, so that with more due tenants than max_tenants every tenant gets its turn.
     await q.query(`
-      create function public.outbox_due_tenants(max_tenants integer, after_tenant uuid default null) returns setof uuid
+      create function public.outbox_due_tenants(max_tenants integer, after_tenant uuid default null)
+      returns table (tenant_id uuid, has_new boolean, has_due boolean)
       language sql stable security definer set search_path = pg_catalog, public as $$
         with recursive pending_t(tenant_id) as (
           (select tenant_id from public.event_outbox where status = 'pending' order by tenant_id limit 1)
@@ -121,10 +122,13 @@ export class OutboxCore1764428400000 implements MigrationInterface {
                    order by d.tenant_id limit 1)
             from stale_t s where s.tenant_id is not null
         )
-        select tenant_id from (
-          select tenant_id from pending_t union select tenant_id from retry_t union select tenant_id from stale_t
-        ) t where tenant_id is not null
-        order by tenant_id <= after_tenant, tenant_id
+        select t.tenant_id, bool_or(t.is_new), bool_or(not t.is_new) from (
+          select p.tenant_id, true as is_new from pending_t p
+          union all select r.tenant_id, false from retry_t r
+          union all select s.tenant_id, false from stale_t s
+        ) t where t.tenant_id is not null
+        group by t.tenant_id
+        order by t.tenant_id <= after_tenant, t.tenant_id
         limit max_tenants
       $$`);
   }

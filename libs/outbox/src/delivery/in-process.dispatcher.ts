@@ -6,7 +6,7 @@ import type { OutboxConsumer } from '../registry/outbox-consumer';
 import type { DeliveryOutcome } from '../store/outbox.queries';
 import type { ClaimedDelivery } from './claimed-delivery';
 import { delivered, errorText, failed } from './delivery-outcome';
-import { HandlerScope } from './handler-scope';
+import { HandlerScope, type BatchSavepoints } from './handler-scope';
 
 /**
  * Calls in-process handlers for a batch of claimed deliveries, one after another, inside the caller's open
@@ -22,9 +22,10 @@ export class InProcessDispatcher {
     deliveries: readonly { delivery: ClaimedDelivery; consumer: OutboxConsumer }[],
   ): Promise<DeliveryOutcome[]> {
     const outcomes: DeliveryOutcome[] = [];
+    const batch: BatchSavepoints = { pendingRelease: null };
     let index = 0;
     for (const { delivery, consumer } of deliveries) {
-      const scope = new HandlerScope(dataSource, runner, `outbox_h${index++}`, consumer.name);
+      const scope = new HandlerScope(dataSource, runner, `outbox_h${index++}`, consumer.name, batch);
       try {
         await withTimeout(
           Promise.resolve().then(() =>

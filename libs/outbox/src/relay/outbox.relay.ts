@@ -178,18 +178,18 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private async processRound(): Promise<RelayRoundResult> {
     if (Date.now() - this.lastHeartbeat >= this.options.registry.heartbeatMs) await this.heartbeat();
     const { maxTenantsPerRound } = this.options.relay;
-    const tenants = await this.store.query<{ tenant_id: string }>(q.dueTenants(maxTenantsPerRound, this.lastTenant));
+    const tenants = await this.store.query<DueTenant>(q.dueTenants(maxTenantsPerRound, this.lastTenant));
     // With more due tenants than one round visits, the next round starts after the last one visited.
     this.lastTenant = tenants.length === maxTenantsPerRound ? tenants[tenants.length - 1]!.tenant_id : null;
     let total = emptyRound();
-    for (const { tenant_id: tenantId } of tenants) {
+    for (const due of tenants) {
       if (this.stopping) break;
-      total = addRound(total, await this.processTenant(tenantId));
+      total = addRound(total, await this.processTenant(due));
     }
     return total;
   }
 
-  private async processTenant(tenantId: string): Promise<RelayRoundResult> {
+  private async processTenant({ tenant_id: tenantId, has_new: hasNew, has_due: hasDue }: DueTenant): Promise<RelayRoundResult> {
     const result = { ...emptyRound(), tenants: 1 };
     const leaseToken = randomUUID();
     const { leaseMs, batchSize } = this.options.relay;
@@ -200,11 +200,16 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
 
     const claimed = await this.tenantTransaction(tenantId, { durable: false }, async (runner) => {
       // Fan-out first: the due-claim in the same transaction then takes the new rows of ordered consumers.
-      const fresh = await this.store.rows<ClaimedRow>(
-        runner,
-        q.fanOutPendingEvents({ tenantId, hosted, tenantConsumers, liveWithinMs: this.options.registry.liveWithinMs, limit: batchSize, leaseToken, leaseMs }),
-      );
-      const due = await this.store.rows<ClaimedRow>(runner, q.claimDueDeliveries({ tenantId, consumers: hosted, limit: batchSize, leaseToken, leaseMs }));
+      const fresh = hasNew
+        ? await this.store.rows<ClaimedRow>(
+            runner,
+            q.fanOutPendingEvents({ tenantId, hosted, tenantConsumers, liveWithinMs: this.options.registry.liveWithinMs, limit: batchSize, leaseToken, leaseMs }),
+          )
+        : [];
+      const due =
+        hasDue || (hasNew && this.hostsOrdered(tenantConsumers))
+          ? await this.store.rows<ClaimedRow>(runner, q.claimDueDeliveries({ tenantId, consumers: hosted, limit: batchSize, leaseToken, leaseMs }))
+          : [];
       result.eventsClaimed = new Set(fresh.map((row) => row.event_id)).size;
       return [...fresh, ...due].filter(isDeliveryRow).map(toClaimedDelivery);
     });
@@ -230,6 +235,11 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     if (local.length > 0) await this.runLocal(tenantId, local, leaseToken, result);
     if (remote.length > 0) await this.record(tenantId, await this.sendExternal(tenantId, remote, leaseToken), leaseToken, result);
     return result;
+  }
+
+  /** True when an ordered consumer is hosted here: its new rows wait as pending for the due-claim. */
+  private hostsOrdered(tenantConsumers: readonly OutboxConsumer[]): boolean {
+    return this.registry.consumers().some((c) => c.ordered) || tenantConsumers.some((c) => c.ordered);
   }
 
   /** In-process handlers: one transaction for the batch, holding the row locks of the deliveries it still owns. */
@@ -294,6 +304,13 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       return work(runner);
     });
   }
+}
+
+/** A row of `outbox_due_tenants`. */
+interface DueTenant {
+  tenant_id: string;
+  has_new: boolean;
+  has_due: boolean;
 }
 
 function count(outcomes: readonly q.DeliveryOutcome[], result: RelayRoundResult): void {

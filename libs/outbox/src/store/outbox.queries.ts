@@ -77,12 +77,13 @@ export function insertEvents(rows: readonly EventRow[]): SqlStatement {
 }
 
 /**
- * Tenants with due work: pending events, deliveries due for retry, or leases that expired. A SECURITY DEFINER
+ * Tenants with due work, and which kind: new events (`has_new`), or deliveries due for retry or whose lease
+ * expired (`has_due`), so a round runs only the statements it needs. A SECURITY DEFINER
  * function (see the migration) so the relay role can see across tenants under row-level security; it walks the
  * partial indexes one tenant at a time (a loose index scan), so its cost grows with tenants, not rows.
  */
 export function dueTenants(limit: number, afterTenant: string | null): SqlStatement {
-  return { text: `select tenant_id from ${DUE_TENANTS}($1, $2) as tenant_id`, values: [limit, afterTenant] };
+  return { text: `select tenant_id, has_new, has_due from ${DUE_TENANTS}($1, $2)`, values: [limit, afterTenant] };
 }
 
 /**
