@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { randomUUID } from 'node:crypto';
+import { v7 as uuidv7 } from 'uuid';
 import type { EntityManager, QueryRunner } from 'typeorm';
 import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import { OutboxError, OutboxValidationError } from '../errors/outbox.error';
@@ -29,7 +29,7 @@ export class OutboxService {
    */
   async enqueue<TPayload>(manager: EntityManager, event: OutboxEventInput<TPayload> | TenantlessEvent<TPayload>): Promise<string> {
     const runner = transactionRunner(manager);
-    const row = { id: randomUUID(), ...validateEvent(this.withTenant(event) as OutboxEventInput<unknown>, 'event', this.options.maxPayloadBytes) };
+    const row = { id: newEventId(), ...validateEvent(this.withTenant(event) as OutboxEventInput<unknown>, 'event', this.options.maxPayloadBytes) };
     await this.insert(runner, q.insertEvent(row), [row.tenantId]);
     this.wakeup.enqueuedIn(runner);
     return row.id;
@@ -40,7 +40,7 @@ export class OutboxService {
     const runner = transactionRunner(manager);
     if (!Array.isArray(events)) throw new OutboxValidationError('events', messages.notAnArray('events', events));
     const rows = events.map((event, i) => ({
-      id: randomUUID(),
+      id: newEventId(),
       ...validateEvent(this.withTenant(event) as OutboxEventInput<unknown>, `events[${i}]`, this.options.maxPayloadBytes),
     }));
     if (rows.length === 0) return [];
@@ -69,6 +69,14 @@ export class OutboxService {
     }
     return event;
   }
+}
+
+/**
+ * Event ids are UUIDv7 (time-ordered): new rows land at the right edge of the primary-key and inbox indexes
+ * instead of at random pages, so inserts stay cheap as the tables grow (see the benchmark's backlog scale).
+ */
+function newEventId(): string {
+  return uuidv7();
 }
 
 /** The manager's query runner, if it is inside an open transaction; otherwise a clear error. */

@@ -9,7 +9,7 @@ import * as q from '../store/outbox.queries';
 import { OutboxRelay } from './outbox.relay';
 
 /** Shortest gap between two NOTIFYs sent by one process: bursts of commits make one wake-up. */
-const NOTIFY_GAP_MS = 2;
+const NOTIFY_GAP_MS = 5;
 const RECONNECT_MIN_MS = 100;
 const RECONNECT_MAX_MS = 5000;
 
