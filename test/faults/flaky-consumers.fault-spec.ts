@@ -1,31 +1,20 @@
-import { createTestDatabase, type TestDatabase } from '../support/test-database';
-import { FAULT_EFFECTS_SQL } from './support/fault-consumers';
-import { FaultFleet } from './support/fault-fleet';
+import { useFaultFixture } from './support/fault-fixture';
 import { checkHistory, timeToQuiet } from './support/history';
 import { enqueueLoad } from './support/load';
 
 const EVENTS = 2000;
 
 describe('fault: consumers that throw, hang past their timeout, or run 10× slower', () => {
-  let db: TestDatabase;
-  let fleet: FaultFleet;
-  beforeAll(async () => {
-    db = await createTestDatabase([FAULT_EFFECTS_SQL]);
-  });
-  afterAll(async () => {
-    await fleet?.stopAll();
-    await db?.drop();
-  });
+  const fixture = useFaultFixture();
 
   it('retries failures and timeouts until every event reached both consumers exactly once', async () => {
-    const ids = await enqueueLoad(db.url, EVENTS);
-    fleet = new FaultFleet({ DATABASE_URL: db.url, LEASE_MS: '3000', TIMEOUT_MS: '300', FLAKY: '1' });
+    const ids = await enqueueLoad(fixture.db.url, EVENTS);
     const began = Date.now();
-    await fleet.start(2);
-    await timeToQuiet(db, 180_000);
-    const [faults] = await db.sql<{ n: number }>(`select coalesce(sum(attempt_count - 1), 0)::int n from outbox_deliveries`);
-    const [timeouts] = await db.sql<{ n: number }>(`select count(*)::int n from outbox_deliveries where error_code = 'timeout'`);
-    const report = await checkHistory(db, {
+    await fixture.startFleet(2, { LEASE_MS: '3000', TIMEOUT_MS: '300', FLAKY: '1' });
+    await timeToQuiet(fixture.db, 180_000);
+    const [faults] = await fixture.db.sql<{ n: number }>(`select coalesce(sum(attempt_count - 1), 0)::int n from outbox_deliveries`);
+    const [timeouts] = await fixture.db.sql<{ n: number }>(`select count(*)::int n from outbox_deliveries where error_code = 'timeout'`);
+    const report = await checkHistory(fixture.db, {
       scenario: 'flaky consumers (throw ~10%, hang ~2.5%, 10x slow ~10%)',
       table: 'fault_effects',
       consumers: ['fx-writer', 'fx-audit'],

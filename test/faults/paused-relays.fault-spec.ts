@@ -1,6 +1,5 @@
-import { createTestDatabase, type TestDatabase } from '../support/test-database';
-import { FAULT_EFFECTS_SQL } from './support/fault-consumers';
-import { FaultFleet, pace, randomIndex } from './support/fault-fleet';
+import { useFaultFixture } from './support/fault-fixture';
+import { pace, randomIndex } from './support/fault-fleet';
 import { checkHistory, timeToQuiet } from './support/history';
 import { enqueueLoad } from './support/load';
 
@@ -8,23 +7,14 @@ const EVENTS = 10_000;
 const LEASE_MS = 1000;
 
 describe('fault: relays paused (SIGSTOP) past their lease, then resumed', () => {
-  let db: TestDatabase;
-  let fleet: FaultFleet;
-  beforeAll(async () => {
-    db = await createTestDatabase([FAULT_EFFECTS_SQL]);
-  });
-  afterAll(async () => {
-    await fleet?.stopAll();
-    await db?.drop();
-  });
+  const fixture = useFaultFixture();
 
   it('refuses the late outcomes of resumed relays, so no effect happens twice', async () => {
-    const ids = await enqueueLoad(db.url, EVENTS);
-    fleet = new FaultFleet({ DATABASE_URL: db.url, LEASE_MS: String(LEASE_MS), TIMEOUT_MS: '500' });
-    await fleet.start(3);
+    const ids = await enqueueLoad(fixture.db.url, EVENTS);
+    const fleet = await fixture.startFleet(3, { LEASE_MS: String(LEASE_MS), TIMEOUT_MS: '500' });
     let pauses = 0;
     for (;;) {
-      const [left] = await db.sql<{ n: number }>(`select count(*)::int n from event_outbox where status = 'pending'`);
+      const [left] = await fixture.db.sql<{ n: number }>(`select count(*)::int n from event_outbox where status = 'pending'`);
       if (left!.n === 0 || pauses >= 12) break;
       const victim = fleet.relays[randomIndex(3)]!;
       victim.signal('SIGSTOP');
@@ -33,8 +23,8 @@ describe('fault: relays paused (SIGSTOP) past their lease, then resumed', () => 
       victim.signal('SIGCONT');
       await pace(200);
     }
-    const recoveryMs = await timeToQuiet(db, 60_000);
-    const report = await checkHistory(db, {
+    const recoveryMs = await timeToQuiet(fixture.db, 60_000);
+    const report = await checkHistory(fixture.db, {
       scenario: '3 relays, SIGSTOP past the lease then SIGCONT',
       table: 'fault_effects',
       consumers: ['fx-writer', 'fx-audit'],

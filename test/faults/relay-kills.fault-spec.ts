@@ -1,6 +1,5 @@
-import { createTestDatabase, type TestDatabase } from '../support/test-database';
-import { FAULT_EFFECTS_SQL } from './support/fault-consumers';
-import { FaultFleet, pace, randomIndex } from './support/fault-fleet';
+import { useFaultFixture } from './support/fault-fixture';
+import { pace, randomIndex } from './support/fault-fleet';
 import { checkHistory, timeToQuiet } from './support/history';
 import { enqueueLoad } from './support/load';
 
@@ -8,32 +7,23 @@ const EVENTS = 20_000;
 const LEASE_MS = 2000;
 
 describe('fault: relay processes killed with SIGKILL while draining', () => {
-  let db: TestDatabase;
-  let fleet: FaultFleet;
-  beforeAll(async () => {
-    db = await createTestDatabase([FAULT_EFFECTS_SQL]);
-  });
-  afterAll(async () => {
-    await fleet?.stopAll();
-    await db?.drop();
-  });
+  const fixture = useFaultFixture();
 
   it('loses nothing and duplicates no effect while a random relay of three is killed about every second', async () => {
-    const ids = await enqueueLoad(db.url, EVENTS);
-    fleet = new FaultFleet({ DATABASE_URL: db.url, LEASE_MS: String(LEASE_MS) });
-    await fleet.start(3);
+    const ids = await enqueueLoad(fixture.db.url, EVENTS);
+    const fleet = await fixture.startFleet(3, { LEASE_MS: String(LEASE_MS) });
     let kills = 0;
     for (;;) {
       await pace(700 + randomIndex(600));
-      const [left] = await db.sql<{ n: number }>(`select count(*)::int n from event_outbox where status = 'pending'`);
+      const [left] = await fixture.db.sql<{ n: number }>(`select count(*)::int n from event_outbox where status = 'pending'`);
       if (left!.n === 0 || kills >= 25) break;
       await fleet.killAndRestart(randomIndex(3));
       kills++;
     }
     await fleet.killAndRestart(randomIndex(3));
     kills++;
-    const recoveryMs = await timeToQuiet(db, 60_000);
-    const report = await checkHistory(db, {
+    const recoveryMs = await timeToQuiet(fixture.db, 60_000);
+    const report = await checkHistory(fixture.db, {
       scenario: '3 relays, SIGKILL ~1/s',
       table: 'fault_effects',
       consumers: ['fx-writer', 'fx-audit'],

@@ -26,23 +26,17 @@ export function listenWakeup(): SqlStatement {
   return { text: `listen ${WAKEUP_CHANNEL}`, values: [] };
 }
 
+import type { ValidatedEvent } from '../enqueue/event-validation';
+
 /** A statement ready for `queryRunner.query(text, values)`. */
 export interface SqlStatement {
   text: string;
   values: unknown[];
 }
 
-/** One row of `event_outbox` to insert. */
-export interface EventRow {
+/** One row of `event_outbox` to insert: a checked event and its id. */
+export interface EventRow extends ValidatedEvent {
   id: string;
-  tenantId: string;
-  eventName: string;
-  payloadJson: string;
-  aggregateType: string | null;
-  aggregateId: string | null;
-  correlationId: string | null;
-  schemaVersion: number;
-  occurredAt: Date | null;
 }
 
 /** Inserts one event (the common case: one round trip, no arrays to unpack). */

@@ -1,0 +1,31 @@
+import { createTestDatabase, type TestDatabase } from '../../support/test-database';
+import { FAULT_EFFECTS_SQL } from './fault-consumers';
+import { FaultFleet } from './fault-fleet';
+
+/** A fault scenario's database (with the consumers' effects table) and its fleet of relay processes. */
+export interface FaultFixture {
+  db: TestDatabase;
+  /** Starts `count` relay processes with these environment variables (DATABASE_URL is added). */
+  startFleet(count: number, env: Record<string, string>): Promise<FaultFleet>;
+}
+
+/** Registers beforeAll/afterAll hooks that create the database and, at the end, kill the fleet and drop it. */
+export function useFaultFixture(): FaultFixture {
+  let fleet: FaultFleet | undefined;
+  const fixture = {
+    db: undefined as unknown as TestDatabase,
+    startFleet: async (count: number, env: Record<string, string>): Promise<FaultFleet> => {
+      fleet = new FaultFleet({ DATABASE_URL: fixture.db.url, ...env });
+      await fleet.start(count);
+      return fleet;
+    },
+  };
+  beforeAll(async () => {
+    fixture.db = await createTestDatabase([FAULT_EFFECTS_SQL]);
+  });
+  afterAll(async () => {
+    await fleet?.stopAll();
+    await fixture.db?.drop();
+  });
+  return fixture;
+}
