@@ -44,6 +44,22 @@ describe('fairness between tenants', () => {
     expect(rounds[0]!.tenants).toBe(2);
   });
 
+  it('visits only the tenants the app supplies when relay.tenants is set', async () => {
+    await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox');
+    const supplied = await buildApp({ url: db.url, providers: [TenantCounter], outbox: { relay: { tenants: async () => [QUIET, 'not-a-uuid'] } } });
+    try {
+      await supplied.dataSource.transaction((m) =>
+        supplied.outbox.enqueueMany(m, [BUSY, QUIET].map((tenantId) => ({ tenantId, eventName: 'test.tick.v1', payload: {} }))),
+      );
+      const round = await supplied.relay.drain();
+      expect(round.tenants).toBeGreaterThanOrEqual(1);
+      expect(supplied.app.get(TenantCounter).seen).toEqual(new Map([[QUIET, 1]]));
+      expect(await db.sql(`select tenant_id from event_outbox where status = 'pending'`)).toEqual([{ tenant_id: BUSY }]);
+    } finally {
+      await supplied.close();
+    }
+  });
+
   it('visits every due tenant in turn when there are more than a round allows', async () => {
     const small = await buildApp({ url: db.url, providers: [TenantCounter], outbox: { relay: { batchSize: 10, maxTenantsPerRound: 2 } } });
     try {

@@ -4,6 +4,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import {
   generateWebhookSecret,
   OutboxConfigurationError,
+  OutboxAdminService,
   OutboxConsumerRegistry,
   OutboxModule,
   OutboxWebhookService,
@@ -205,6 +206,10 @@ describe('webhooks', () => {
     expect(receiver.requests).toHaveLength(3);
     expect(webhooks.circuitStates()).toEqual([
       expect.objectContaining({ consumer: 'webhook:hook', tenantId: null, url: `${receiver.baseUrl}/hook`, state: 'open', consecutiveFailures: 3 }),
+    ]);
+    // Operators see the endpoint as paused in the tenant's stats.
+    expect((await app.app.get(OutboxAdminService).stats(TENANT)).webhookCircuits).toEqual([
+      expect.objectContaining({ consumer: 'webhook:hook', state: 'open' }),
     ]);
 
     // While open: claimed, given back unsent, no attempt spent.

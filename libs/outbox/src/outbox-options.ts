@@ -14,6 +14,7 @@ export const OUTBOX_DEFAULTS: ResolvedOutboxOptions = {
     maxTenantsPerRound: 100,
     notify: true,
     listen: true,
+    tenants: null,
   },
   maxAttempts: 5,
   backoff: { baseMs: 1000, capMs: 300_000, jitter: 0.2 },

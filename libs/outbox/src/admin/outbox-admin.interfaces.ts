@@ -1,3 +1,4 @@
+import type { OutboxWebhookCircuitState } from '../interfaces/outbox-webhook-options.interface';
 import type { OutboxJson } from '../interfaces/outbox-event.interface';
 
 /** Status of an event in `event_outbox`. */
@@ -23,6 +24,11 @@ export interface OutboxStats {
    * or removed handlers) or not reported within `registry.orphanAfterMs`. Their pending rows wait forever.
    */
   orphanedConsumers: string[];
+  /**
+   * Circuit breakers of the webhook endpoints this tenant's events go to (static webhooks and the tenant's
+   * subscriptions), as seen by this instance; `open` means paused: deliveries wait without using attempts.
+   */
+  webhookCircuits: OutboxWebhookCircuitState[];
 }
 
 /** Filter of `failedEvents`, `replayFailed` and `purgeFailed`. */

@@ -6,6 +6,7 @@ import { OutboxValidationError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { OutboxConsumerRegistry } from '../registry/outbox-consumer.registry';
 import { OutboxRelay } from '../relay/outbox.relay';
+import { OutboxWebhookService } from '../delivery/webhook/outbox-webhook.service';
 import { OutboxStore } from '../store/outbox.store';
 import * as q from '../store/admin.queries';
 import type { SqlStatement } from '../store/outbox.queries';
@@ -41,6 +42,7 @@ export class OutboxAdminService {
     private readonly store: OutboxStore,
     private readonly registry: OutboxConsumerRegistry,
     private readonly relay: OutboxRelay,
+    private readonly webhooks: OutboxWebhookService,
   ) {}
 
   /** Counts of one tenant: events per status, deliveries per consumer, oldest pending age, orphaned consumers. */
@@ -62,6 +64,7 @@ export class OutboxAdminService {
       consumers,
       oldestPendingAgeSeconds: row.oldest_pending_age_seconds === null ? null : Math.max(0, row.oldest_pending_age_seconds),
       orphanedConsumers: row.orphaned,
+      webhookCircuits: this.webhooks.circuitStates().filter((c) => c.tenantId === null || c.tenantId === tenant),
     };
   }
 

@@ -31,6 +31,11 @@ export interface OutboxRelayOptions {
   notify?: boolean;
   /** LISTEN for those wake-ups on a dedicated connection (reconnects by itself). Default true. */
   listen?: boolean;
+  /**
+   * Supplies the tenants to visit each round instead of asking the database which have due work (e.g. from the
+   * app's own tenant directory). Every tenant returned is visited; return only active ones. Default: none.
+   */
+  tenants?: (() => readonly string[] | Promise<readonly string[]>) | null;
 }
 
 /** Options of the persisted consumer registry that fan-out reads. */

@@ -178,7 +178,9 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private async processRound(): Promise<RelayRoundResult> {
     if (Date.now() - this.lastHeartbeat >= this.options.registry.heartbeatMs) await this.heartbeat();
     const { maxTenantsPerRound } = this.options.relay;
-    const tenants = await this.store.query<DueTenant>(q.dueTenants(maxTenantsPerRound, this.lastTenant));
+    const tenants = this.options.relay.tenants
+      ? (await this.suppliedTenants()).map((tenant_id): DueTenant => ({ tenant_id, has_new: true, has_due: true }))
+      : await this.store.query<DueTenant>(q.dueTenants(maxTenantsPerRound, this.lastTenant));
     // With more due tenants than one round visits, the next round starts after the last one visited.
     this.lastTenant = tenants.length === maxTenantsPerRound ? tenants[tenants.length - 1]!.tenant_id : null;
     let total = emptyRound();
@@ -235,6 +237,16 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     if (local.length > 0) await this.runLocal(tenantId, local, leaseToken, result);
     if (remote.length > 0) await this.record(tenantId, await this.sendExternal(tenantId, remote, leaseToken), leaseToken, result);
     return result;
+  }
+
+  /** The tenants from `relay.tenants`; ids that are not UUIDs are skipped with a warning. */
+  private async suppliedTenants(): Promise<string[]> {
+    const tenants = await this.options.relay.tenants!();
+    const valid = tenants.filter((tenant) => typeof tenant === 'string' && UUID.test(tenant));
+    if (valid.length < tenants.length) {
+      this.logger.warn(`relay.tenants returned ${tenants.length - valid.length} ids that are not UUIDs; they were skipped`);
+    }
+    return valid;
   }
 
   /** True when an ordered consumer is hosted here: its new rows wait as pending for the due-claim. */
@@ -305,6 +317,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     });
   }
 }
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** A row of `outbox_due_tenants`. */
 interface DueTenant {
