@@ -27,7 +27,8 @@ const SCENARIOS: readonly BenchScenario[] = [
 ];
 
 async function main(options: BenchOptions): Promise<void> {
-  const write = (line: string): void => void (options.json ? process.stderr : process.stdout).write(`${line}\n`);
+  const write = (line: string): void =>
+    void (options.json ? process.stderr : process.stdout).write(`${line}\n`);
   const server = await resolveDatabase();
   let db: BenchDatabase | null = null;
   // Ctrl-C: drop what we created and stop the embedded server before going (its watchdog is the last resort).
@@ -81,7 +82,9 @@ try {
 main(options).then(
   () => process.exit(0),
   (error: unknown) => {
-    process.stderr.write(`bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.stderr.write(
+      `bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+    );
     process.exit(1);
   },
 );

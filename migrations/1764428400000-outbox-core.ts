@@ -33,8 +33,12 @@ export class OutboxCore1764428400000 implements MigrationInterface {
         constraint event_outbox_status_check
           check (status in ('pending', 'processing', 'published', 'failed', 'no_handlers'))
       )`);
-    await q.query(`create index event_outbox_pending_idx on public.event_outbox (tenant_id, seq) where status = 'pending'`);
-    await q.query(`create index event_outbox_failed_idx on public.event_outbox (tenant_id, failed_at) where status = 'failed'`);
+    await q.query(
+      `create index event_outbox_pending_idx on public.event_outbox (tenant_id, seq) where status = 'pending'`,
+    );
+    await q.query(
+      `create index event_outbox_failed_idx on public.event_outbox (tenant_id, failed_at) where status = 'failed'`,
+    );
     await q.query(
       `create index event_outbox_settled_idx on public.event_outbox (published_at) where status in ('published', 'no_handlers')`,
     );

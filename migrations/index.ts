@@ -4,4 +4,9 @@ import { OutboxAdmin1764428650000 } from './1764428650000-outbox-admin';
 import { OutboxWebhooks1764428700000 } from './1764428700000-outbox-webhooks';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
-export const outboxMigrations = [OutboxCore1764428400000, OutboxTenancy1764428600000, OutboxAdmin1764428650000, OutboxWebhooks1764428700000];
+export const outboxMigrations = [
+  OutboxCore1764428400000,
+  OutboxTenancy1764428600000,
+  OutboxAdmin1764428650000,
+  OutboxWebhooks1764428700000,
+];

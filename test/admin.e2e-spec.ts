@@ -30,7 +30,8 @@ class OrderConsumers {
   private async run(consumer: string, event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
     this.calls.push({ consumer, eventId: event.eventId });
     await recordEffect(event, context);
-    if (this.broken.has(consumer) || (event.data as Record<string, unknown>)[`fail_${consumer}`]) throw new Error(`planned failure of ${consumer}`);
+    if (this.broken.has(consumer) || (event.data as Record<string, unknown>)[`fail_${consumer}`])
+      throw new Error(`planned failure of ${consumer}`);
   }
 
   @OnOutboxEvent('test.order.*', { consumer: 'billing', ...fast })
@@ -48,7 +49,9 @@ class OrderConsumers {
 @Injectable()
 class HeaderGuard implements CanActivate {
   canActivate(context: ExecutionContext): boolean {
-    return context.switchToHttp().getRequest<{ headers: Record<string, string> }>().headers['x-admin'] === 'yes';
+    return (
+      context.switchToHttp().getRequest<{ headers: Record<string, string> }>().headers['x-admin'] === 'yes'
+    );
   }
 }
 
@@ -68,7 +71,9 @@ afterAll(async () => {
   await db?.drop();
 });
 beforeEach(async () => {
-  await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox, test_effects, outbox_consumers, outbox_consumer_instances');
+  await db.sql(
+    'truncate event_outbox, outbox_deliveries, consumer_inbox, test_effects, outbox_consumers, outbox_consumer_instances',
+  );
   await t.relay.heartbeat();
   consumers.calls.length = 0;
   consumers.broken.clear();
@@ -81,13 +86,17 @@ const settle = async (): Promise<void> => {
   for (let round = 0; round < 10; round++) {
     await db.sql(`update outbox_deliveries set next_attempt_at = now() where status = 'failed'`);
     await t.relay.drain();
-    const [{ n }] = await db.sql<{ n: number }>(`select count(*)::int as n from outbox_deliveries where status in ('pending', 'failed', 'processing')`);
+    const [{ n }] = await db.sql<{ n: number }>(
+      `select count(*)::int as n from outbox_deliveries where status in ('pending', 'failed', 'processing')`,
+    );
     if (n === 0) return;
   }
   throw new Error('deliveries did not settle');
 };
-const row = async (table: string, where: string, values: unknown[]) => (await db.sql(`select * from ${table} where ${where}`, values))[0];
-const delivery = (eventId: string, consumer: string) => row('outbox_deliveries', 'event_id = $1 and consumer_name = $2', [eventId, consumer]);
+const row = async (table: string, where: string, values: unknown[]) =>
+  (await db.sql(`select * from ${table} where ${where}`, values))[0];
+const delivery = (eventId: string, consumer: string) =>
+  row('outbox_deliveries', 'event_id = $1 and consumer_name = $2', [eventId, consumer]);
 const eventRow = (id: string) => row('event_outbox', 'id = $1', [id]);
 
 describe('OutboxAdminService', () => {
@@ -95,7 +104,20 @@ describe('OutboxAdminService', () => {
     t.app.get(OutboxConsumerRegistry).addTenantSource({
       consumersForTenant: async (tenantId) =>
         tenantId === TENANT
-          ? [{ name: 'hook:42', kind: 'webhook', eventName: 'test.never.v1', eventNames: ['test.never.v1'], hostClass: HeaderGuard, methodName: 'deliver', maxAttempts: 1, timeoutMs: 1000, backoff: { baseMs: 1, capMs: 1, jitter: 0 }, deliver: async () => ({ status: 'delivered' }) }]
+          ? [
+              {
+                name: 'hook:42',
+                kind: 'webhook',
+                eventName: 'test.never.v1',
+                eventNames: ['test.never.v1'],
+                hostClass: HeaderGuard,
+                methodName: 'deliver',
+                maxAttempts: 1,
+                timeoutMs: 1000,
+                backoff: { baseMs: 1, capMs: 1, jitter: 0 },
+                deliver: async () => ({ status: 'delivered' }),
+              },
+            ]
           : [],
     });
     const ok = await enqueue('test.order.placed.v1');
@@ -106,8 +128,14 @@ describe('OutboxAdminService', () => {
     await db.sql(`update event_outbox set created_at = now() - interval '1 hour' where id = $1`, [waiting]);
     // Rows a renamed handler left behind, rows of a consumer no instance reported for two hours, and rows of a
     // tenant-scoped consumer (not in the shared registry, but live for this tenant).
-    await db.sql(`insert into outbox_consumers (name, event_patterns, last_seen_at) values ('retired', '{*}', now() - interval '2 hours')`);
-    for (const [consumer, status] of [['OldName.billing', 'pending'], ['retired', 'delivered'], ['hook:42', 'delivered']]) {
+    await db.sql(
+      `insert into outbox_consumers (name, event_patterns, last_seen_at) values ('retired', '{*}', now() - interval '2 hours')`,
+    );
+    for (const [consumer, status] of [
+      ['OldName.billing', 'pending'],
+      ['retired', 'delivered'],
+      ['hook:42', 'delivered'],
+    ]) {
       await db.sql(
         `insert into outbox_deliveries (event_id, event_seq, tenant_id, consumer_name, status)
          select id, seq, tenant_id, $2, $3 from event_outbox where id = $1`,
@@ -134,7 +162,10 @@ describe('OutboxAdminService', () => {
   it('lists failed events newest first, page by page, filtered by consumer or event name, with each consumer’s last error', async () => {
     const ids: string[] = [];
     const plan: [string, Record<string, unknown>][] = [
-      ...Array.from({ length: 5 }, (): [string, Record<string, unknown>] => ['test.order.placed.v1', { fail_billing: true }]),
+      ...Array.from({ length: 5 }, (): [string, Record<string, unknown>] => [
+        'test.order.placed.v1',
+        { fail_billing: true },
+      ]),
       ['test.order.cancelled.v1', { fail_billing: true }],
       ['test.order.cancelled.v1', { fail_billing: true }],
       ['test.order.placed.v1', { fail_shipping: true }],
@@ -147,21 +178,46 @@ describe('OutboxAdminService', () => {
     await settle();
     const newestFirst = [...ids].reverse();
 
-    const pages = [await admin.failedEvents(TENANT, { limit: 3 }), await admin.failedEvents(TENANT, { limit: 3, offset: 3 }), await admin.failedEvents(TENANT, { limit: 3, offset: 6 })];
+    const pages = [
+      await admin.failedEvents(TENANT, { limit: 3 }),
+      await admin.failedEvents(TENANT, { limit: 3, offset: 3 }),
+      await admin.failedEvents(TENANT, { limit: 3, offset: 6 }),
+    ];
     expect(pages.map((p) => p.total)).toEqual([8, 8, 8]);
     expect(pages.flatMap((p) => p.items.map((e) => e.eventId))).toEqual(newestFirst);
-    expect(await admin.failedEvents(TENANT, { limit: 3, offset: 9 })).toEqual({ total: 8, limit: 3, offset: 9, items: [] });
+    expect(await admin.failedEvents(TENANT, { limit: 3, offset: 9 })).toEqual({
+      total: 8,
+      limit: 3,
+      offset: 9,
+      items: [],
+    });
 
-    expect((await admin.failedEvents(TENANT, { consumer: 'shipping' })).items.map((e) => e.eventId)).toEqual([ids[7]]);
+    expect((await admin.failedEvents(TENANT, { consumer: 'shipping' })).items.map((e) => e.eventId)).toEqual([
+      ids[7],
+    ]);
     expect((await admin.failedEvents(TENANT, { consumer: 'billing' })).total).toBe(7);
-    expect((await admin.failedEvents(TENANT, { eventName: 'test.order.cancelled.v1' })).items.map((e) => e.eventId)).toEqual([ids[6], ids[5]]);
+    expect(
+      (await admin.failedEvents(TENANT, { eventName: 'test.order.cancelled.v1' })).items.map(
+        (e) => e.eventId,
+      ),
+    ).toEqual([ids[6], ids[5]]);
     expect(await admin.failedEvents(TENANT, { consumer: 'nobody' })).toMatchObject({ total: 0, items: [] });
 
     const [first] = (await admin.failedEvents(TENANT, { limit: 1, offset: 3 })).items;
-    expect(first).toMatchObject({ eventId: ids[4], eventName: 'test.order.placed.v1', error: expect.stringContaining('billing') });
+    expect(first).toMatchObject({
+      eventId: ids[4],
+      eventName: 'test.order.placed.v1',
+      error: expect.stringContaining('billing'),
+    });
     expect(first.failedAt).toBeInstanceOf(Date);
     expect(first.deliveries).toEqual([
-      expect.objectContaining({ consumer: 'billing', status: 'dead', attempts: 2, errorCode: expect.any(String), lastError: expect.stringContaining('planned failure of billing') }),
+      expect.objectContaining({
+        consumer: 'billing',
+        status: 'dead',
+        attempts: 2,
+        errorCode: expect.any(String),
+        lastError: expect.stringContaining('planned failure of billing'),
+      }),
       expect.objectContaining({ consumer: 'shipping', status: 'delivered', attempts: 1 }),
     ]);
   });
@@ -181,7 +237,10 @@ describe('OutboxAdminService', () => {
       [() => admin.purgeEvent(TENANT, 'x'), 'eventId'],
     ];
     for (const [call, field] of cases) {
-      const error = await call().then(() => null, (e: unknown) => e);
+      const error = await call().then(
+        () => null,
+        (e: unknown) => e,
+      );
       expect(error).toBeInstanceOf(OutboxValidationError);
       expect((error as OutboxValidationError).field).toBe(field);
     }
@@ -191,10 +250,27 @@ describe('OutboxAdminService', () => {
     const id = await enqueue('test.order.placed.v1', { fail_billing: true, n: 7 });
     await settle();
     const found = await admin.deliveries(TENANT, id);
-    expect(found).toMatchObject({ eventId: id, status: 'failed', payload: { fail_billing: true, n: 7 }, deliveriesOpen: 0, deliveriesDead: 1 });
+    expect(found).toMatchObject({
+      eventId: id,
+      status: 'failed',
+      payload: { fail_billing: true, n: 7 },
+      deliveriesOpen: 0,
+      deliveriesDead: 1,
+    });
     expect(found!.deliveries).toEqual([
-      expect.objectContaining({ consumer: 'billing', status: 'dead', attempts: 2, inboxAt: null, processedAt: null }),
-      expect.objectContaining({ consumer: 'shipping', status: 'delivered', attempts: 1, inboxAt: expect.any(Date) }),
+      expect.objectContaining({
+        consumer: 'billing',
+        status: 'dead',
+        attempts: 2,
+        inboxAt: null,
+        processedAt: null,
+      }),
+      expect.objectContaining({
+        consumer: 'shipping',
+        status: 'delivered',
+        attempts: 1,
+        inboxAt: expect.any(Date),
+      }),
     ]);
     expect(await admin.deliveries(TENANT, 'f0000000-0000-4000-8000-000000000000')).toBeNull();
   });
@@ -209,14 +285,23 @@ describe('OutboxAdminService', () => {
     consumers.broken.clear();
     consumers.calls.length = 0;
     expect(await admin.replayEvent(TENANT, id, { consumer: 'billing' })).toBe(1);
-    expect(await eventRow(id)).toMatchObject({ status: 'processing', deliveries_open: 1, deliveries_dead: 0, failed_at: null });
+    expect(await eventRow(id)).toMatchObject({
+      status: 'processing',
+      deliveries_open: 1,
+      deliveries_dead: 0,
+      failed_at: null,
+    });
     expect(await delivery(id, 'billing')).toMatchObject({ status: 'pending', attempt_count: 0 });
     expect(await delivery(id, 'shipping')).toEqual(shippingBefore);
 
     await t.relay.drain();
     expect(consumers.calls).toEqual([{ consumer: 'billing', eventId: id }]);
     expect(await eventRow(id)).toMatchObject({ status: 'published', deliveries_open: 0, deliveries_dead: 0 });
-    expect(await db.sql('select consumer, count(*)::int as n from test_effects group by consumer order by consumer')).toEqual([
+    expect(
+      await db.sql(
+        'select consumer, count(*)::int as n from test_effects group by consumer order by consumer',
+      ),
+    ).toEqual([
       { consumer: 'billing', n: 1 },
       { consumer: 'shipping', n: 1 },
     ]);
@@ -234,7 +319,11 @@ describe('OutboxAdminService', () => {
     expect(await eventRow(id)).toMatchObject({ status: 'failed', deliveries_open: 1, deliveries_dead: 1 });
     consumers.broken.clear();
     expect(await admin.replayEvent(TENANT, id)).toBe(1);
-    expect(await eventRow(id)).toMatchObject({ status: 'processing', deliveries_open: 2, deliveries_dead: 0 });
+    expect(await eventRow(id)).toMatchObject({
+      status: 'processing',
+      deliveries_open: 2,
+      deliveries_dead: 0,
+    });
     await t.relay.drain();
     expect(await eventRow(id)).toMatchObject({ status: 'published', deliveries_open: 0 });
   });
@@ -246,7 +335,10 @@ describe('OutboxAdminService', () => {
     await settle();
     const retrying = await enqueue('test.order.placed.v1');
     await t.relay.runOnce(); // billing's first attempt fails: retry scheduled, not dead
-    await db.sql(`update outbox_deliveries set next_attempt_at = now() + interval '1 hour' where event_id = $1 and status = 'failed'`, [retrying]);
+    await db.sql(
+      `update outbox_deliveries set next_attempt_at = now() + interval '1 hour' where event_id = $1 and status = 'failed'`,
+      [retrying],
+    );
     expect(await delivery(retrying, 'billing')).toMatchObject({ status: 'failed', attempt_count: 1 });
 
     expect(await admin.replayFailed(TENANT, { eventName: 'test.order.cancelled.v1' })).toBe(1);
@@ -254,16 +346,24 @@ describe('OutboxAdminService', () => {
     expect(await admin.replayFailed(TENANT, { consumer: 'shipping' })).toBe(0);
     expect(await admin.replayFailed(TENANT, { consumer: 'billing' })).toBe(2);
     expect(await delivery(placed, 'billing')).toMatchObject({ status: 'pending', attempt_count: 0 });
-    const replayedRetry = (await db.sql<{ attempt_count: number; due: boolean }>(
-      `select attempt_count, next_attempt_at <= now() as due from outbox_deliveries where event_id = $1 and consumer_name = 'billing'`,
-      [retrying],
-    ))[0];
+    const replayedRetry = (
+      await db.sql<{ attempt_count: number; due: boolean }>(
+        `select attempt_count, next_attempt_at <= now() as due from outbox_deliveries where event_id = $1 and consumer_name = 'billing'`,
+        [retrying],
+      )
+    )[0];
     expect(replayedRetry).toEqual({ attempt_count: 0, due: true });
-    expect(await eventRow(retrying)).toMatchObject({ status: 'processing', deliveries_open: 1, deliveries_dead: 0 });
+    expect(await eventRow(retrying)).toMatchObject({
+      status: 'processing',
+      deliveries_open: 1,
+      deliveries_dead: 0,
+    });
 
     consumers.broken.clear();
     await t.relay.drain();
-    expect(await db.sql(`select status, count(*)::int as n from event_outbox group by status`)).toEqual([{ status: 'published', n: 3 }]);
+    expect(await db.sql(`select status, count(*)::int as n from event_outbox group by status`)).toEqual([
+      { status: 'published', n: 3 },
+    ]);
   });
 
   it('leaves pending and in-flight deliveries alone, and deletes nothing', async () => {
@@ -273,7 +373,9 @@ describe('OutboxAdminService', () => {
     // An event in flight: billing leased by some relay, shipping waiting for its host; and an event not fanned out yet.
     const inFlight = await enqueue('test.order.placed.v1');
     const notFannedOut = await enqueue('test.order.placed.v1');
-    await db.sql(`update event_outbox set status = 'processing', deliveries_open = 2 where id = $1`, [inFlight]);
+    await db.sql(`update event_outbox set status = 'processing', deliveries_open = 2 where id = $1`, [
+      inFlight,
+    ]);
     await db.sql(
       `insert into outbox_deliveries (event_id, event_seq, tenant_id, consumer_name, status, attempt_count, lease_token, lease_expires_at, next_attempt_at)
        select e.id, e.seq, e.tenant_id, d.consumer, d.status, d.attempts, d.token, d.lease, d.due
@@ -301,18 +403,28 @@ describe('OutboxAdminService', () => {
     const deadLetter = await enqueue('test.order.placed.v1');
     await settle();
     const stillRetrying = await enqueue('test.order.placed.v1');
-    await db.sql(`insert into event_outbox (id, tenant_id, event_name, payload) values (gen_random_uuid(), $1, 'test.order.placed.v1', '{}')`, [OTHER]);
+    await db.sql(
+      `insert into event_outbox (id, tenant_id, event_name, payload) values (gen_random_uuid(), $1, 'test.order.placed.v1', '{}')`,
+      [OTHER],
+    );
     await settle();
     // shipping of `stillRetrying` is back to retrying: the event stays failed with an open delivery
-    await db.sql(`update outbox_deliveries set status = 'failed', next_attempt_at = now() + interval '1 hour' where event_id = $1 and consumer_name = 'shipping'`, [stillRetrying]);
+    await db.sql(
+      `update outbox_deliveries set status = 'failed', next_attempt_at = now() + interval '1 hour' where event_id = $1 and consumer_name = 'shipping'`,
+      [stillRetrying],
+    );
     await db.sql(`update event_outbox set deliveries_open = 1 where id = $1`, [stillRetrying]);
-    expect(await db.sql('select count(*)::int as n from consumer_inbox where event_id = $1', [deadLetter])).toEqual([{ n: 1 }]);
+    expect(
+      await db.sql('select count(*)::int as n from consumer_inbox where event_id = $1', [deadLetter]),
+    ).toEqual([{ n: 1 }]);
 
     expect(await admin.purgeFailed(TENANT, { consumer: 'shipping' })).toBe(0);
     expect(await admin.purgeFailed(TENANT)).toBe(1);
     for (const table of ['event_outbox', 'outbox_deliveries', 'consumer_inbox']) {
       const column = table === 'event_outbox' ? 'id' : 'event_id';
-      expect(await db.sql(`select count(*)::int as n from ${table} where ${column} = $1`, [deadLetter])).toEqual([{ n: 0 }]);
+      expect(
+        await db.sql(`select count(*)::int as n from ${table} where ${column} = $1`, [deadLetter]),
+      ).toEqual([{ n: 0 }]);
     }
     expect(await eventRow(stillRetrying)).toMatchObject({ status: 'failed' });
 
@@ -326,22 +438,37 @@ describe('OutboxAdminService', () => {
   });
 
   it('forgets a consumer no instance hosts any more, and refuses to forget a live one', async () => {
-    await db.sql(`insert into outbox_consumers (name, event_patterns, last_seen_at) values ('retired', '{*}', now() - interval '2 hours')`);
-    await db.sql(`insert into outbox_consumer_instances (consumer_name, instance_id, last_seen_at) values ('retired', 'old-host', now() - interval '2 hours')`);
-    const live = await admin.forgetConsumer('billing').then(() => null, (e: unknown) => e);
+    await db.sql(
+      `insert into outbox_consumers (name, event_patterns, last_seen_at) values ('retired', '{*}', now() - interval '2 hours')`,
+    );
+    await db.sql(
+      `insert into outbox_consumer_instances (consumer_name, instance_id, last_seen_at) values ('retired', 'old-host', now() - interval '2 hours')`,
+    );
+    const live = await admin.forgetConsumer('billing').then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(live).toBeInstanceOf(OutboxValidationError);
     expect((live as OutboxValidationError).message).toContain('"billing"');
     expect(await admin.forgetConsumer('never-heard-of')).toBe(false);
     expect(await admin.forgetConsumer('retired')).toBe(true);
-    expect(await db.sql(`select count(*)::int as n from outbox_consumer_instances where consumer_name = 'retired'`)).toEqual([{ n: 0 }]);
+    expect(
+      await db.sql(
+        `select count(*)::int as n from outbox_consumer_instances where consumer_name = 'retired'`,
+      ),
+    ).toEqual([{ n: 0 }]);
 
     // Fan-out no longer creates rows for it.
     const id = await enqueue('test.order.placed.v1');
     await t.relay.drain();
-    expect((await db.sql<{ consumer_name: string }>('select consumer_name from outbox_deliveries where event_id = $1 order by 1', [id])).map((r) => r.consumer_name)).toEqual([
-      'billing',
-      'shipping',
-    ]);
+    expect(
+      (
+        await db.sql<{ consumer_name: string }>(
+          'select consumer_name from outbox_deliveries where event_id = $1 order by 1',
+          [id],
+        )
+      ).map((r) => r.consumer_name),
+    ).toEqual(['billing', 'shipping']);
   });
 });
 
@@ -349,16 +476,26 @@ describe('OutboxAdminModule (REST)', () => {
   let http: HttpTestApp;
 
   beforeAll(async () => {
-    http = await buildHttpApp({ url: db.url, imports: [OutboxAdminModule.forRoot({ guards: [HeaderGuard] })] });
+    http = await buildHttpApp({
+      url: db.url,
+      imports: [OutboxAdminModule.forRoot({ guards: [HeaderGuard] })],
+    });
   });
   afterAll(async () => {
     await http?.close();
   });
 
-  const call = async (method: 'GET' | 'POST', path: string, options: { body?: unknown; admin?: boolean } = {}) => {
+  const call = async (
+    method: 'GET' | 'POST',
+    path: string,
+    options: { body?: unknown; admin?: boolean } = {},
+  ) => {
     const response = await fetch(`${http.baseUrl}${path}`, {
       method,
-      headers: { 'content-type': 'application/json', ...(options.admin === false ? {} : { 'x-admin': 'yes' }) },
+      headers: {
+        'content-type': 'application/json',
+        ...(options.admin === false ? {} : { 'x-admin': 'yes' }),
+      },
       body: options.body === undefined ? undefined : JSON.stringify(options.body),
     });
     return { status: response.status, body: (await response.json()) as Record<string, any> };
@@ -372,24 +509,48 @@ describe('OutboxAdminModule (REST)', () => {
 
     expect((await call('GET', `/outbox/tenants/${TENANT}/stats`, { admin: false })).status).toBe(403);
     const stats = await call('GET', `/outbox/tenants/${TENANT}/stats`);
-    expect(stats).toMatchObject({ status: 200, body: { tenantId: TENANT, events: { failed: 1 }, consumers: { billing: { dead: 1 } } } });
+    expect(stats).toMatchObject({
+      status: 200,
+      body: { tenantId: TENANT, events: { failed: 1 }, consumers: { billing: { dead: 1 } } },
+    });
 
     const failed = await call('GET', `/outbox/tenants/${TENANT}/failed?limit=1&consumer=billing`);
-    expect(failed).toMatchObject({ status: 200, body: { total: 1, limit: 1, offset: 0, items: [{ eventId: id }] } });
+    expect(failed).toMatchObject({
+      status: 200,
+      body: { total: 1, limit: 1, offset: 0, items: [{ eventId: id }] },
+    });
     const history = await call('GET', `/outbox/tenants/${TENANT}/events/${id}/deliveries`);
-    expect(history.body.deliveries.map((d: { consumer: string; status: string }) => `${d.consumer}:${d.status}`)).toEqual(['billing:dead', 'shipping:delivered']);
+    expect(
+      history.body.deliveries.map((d: { consumer: string; status: string }) => `${d.consumer}:${d.status}`),
+    ).toEqual(['billing:dead', 'shipping:delivered']);
 
-    expect(await call('POST', `/outbox/tenants/${TENANT}/events/${id}/replay`, { body: { consumer: 'shipping' } })).toEqual({ status: 200, body: { reset: 0 } });
-    expect(await call('POST', `/outbox/tenants/${TENANT}/replay`, { body: {} })).toEqual({ status: 200, body: { reset: 1 } });
+    expect(
+      await call('POST', `/outbox/tenants/${TENANT}/events/${id}/replay`, { body: { consumer: 'shipping' } }),
+    ).toEqual({ status: 200, body: { reset: 0 } });
+    expect(await call('POST', `/outbox/tenants/${TENANT}/replay`, { body: {} })).toEqual({
+      status: 200,
+      body: { reset: 1 },
+    });
     await t.relay.drain();
     expect(await eventRow(id)).toMatchObject({ status: 'published' });
   });
 
   it('answers 400 naming the field for bad input, and 404 for an unknown event', async () => {
-    expect(await call('GET', '/outbox/tenants/not-a-uuid/stats')).toMatchObject({ status: 400, body: { field: 'tenantId' } });
-    expect(await call('GET', `/outbox/tenants/${TENANT}/failed?limit=abc`)).toMatchObject({ status: 400, body: { field: 'limit' } });
-    expect(await call('POST', `/outbox/tenants/${TENANT}/replay`, { body: { eventName: 'Nope' } })).toMatchObject({ status: 400, body: { field: 'eventName' } });
-    expect((await call('GET', `/outbox/tenants/${TENANT}/events/f0000000-0000-4000-8000-000000000000/deliveries`)).status).toBe(404);
+    expect(await call('GET', '/outbox/tenants/not-a-uuid/stats')).toMatchObject({
+      status: 400,
+      body: { field: 'tenantId' },
+    });
+    expect(await call('GET', `/outbox/tenants/${TENANT}/failed?limit=abc`)).toMatchObject({
+      status: 400,
+      body: { field: 'limit' },
+    });
+    expect(
+      await call('POST', `/outbox/tenants/${TENANT}/replay`, { body: { eventName: 'Nope' } }),
+    ).toMatchObject({ status: 400, body: { field: 'eventName' } });
+    expect(
+      (await call('GET', `/outbox/tenants/${TENANT}/events/f0000000-0000-4000-8000-000000000000/deliveries`))
+        .status,
+    ).toBe(404);
     expect((await call('POST', `/outbox/tenants/${TENANT}/replay`, { admin: false })).status).toBe(403);
   });
 
@@ -398,7 +559,10 @@ describe('OutboxAdminModule (REST)', () => {
     await expect(failure).rejects.toBeInstanceOf(OutboxConfigurationError);
     await expect(failure).rejects.toThrow(/no guard/);
 
-    const open = await buildHttpApp({ url: db.url, imports: [OutboxAdminModule.forRoot({ allowUnguarded: true, path: 'ops/outbox' })] });
+    const open = await buildHttpApp({
+      url: db.url,
+      imports: [OutboxAdminModule.forRoot({ allowUnguarded: true, path: 'ops/outbox' })],
+    });
     try {
       const response = await fetch(`${open.baseUrl}/ops/outbox/tenants/${TENANT}/stats`);
       expect(response.status).toBe(200);
@@ -413,12 +577,21 @@ describe('OutboxHealthIndicator', () => {
   it('is up with no backlog, and down once the oldest pending work is older than the threshold', async () => {
     const health = t.app.get(OutboxHealthIndicator);
     expect(await health.isHealthy('outbox')).toEqual({
-      outbox: { status: 'up', relay: 'disabled', lastRoundAt: expect.any(String), oldestPendingAgeSeconds: 0, maxPendingAgeSeconds: 300 },
+      outbox: {
+        status: 'up',
+        relay: 'disabled',
+        lastRoundAt: expect.any(String),
+        oldestPendingAgeSeconds: 0,
+        maxPendingAgeSeconds: 300,
+      },
     });
     const id = await enqueue('test.order.placed.v1');
     await db.sql(`update event_outbox set created_at = now() - interval '10 minutes' where id = $1`, [id]);
     const down = await health.isHealthy('outbox', { maxPendingAgeSeconds: 120 });
-    expect(down.outbox).toMatchObject({ status: 'down', message: expect.stringContaining('oldest pending work') });
+    expect(down.outbox).toMatchObject({
+      status: 'down',
+      message: expect.stringContaining('oldest pending work'),
+    });
     expect(down.outbox.oldestPendingAgeSeconds).toBeGreaterThanOrEqual(600);
     expect((await health.isHealthy('outbox', { maxPendingAgeSeconds: 3600 })).outbox.status).toBe('up');
   });
@@ -427,29 +600,51 @@ describe('OutboxHealthIndicator', () => {
     const health = t.app.get(OutboxHealthIndicator);
     const id = await enqueue('test.order.placed.v1');
     await t.relay.drain();
-    await db.sql(`insert into outbox_consumers (name, event_patterns, last_seen_at) values ('retired', '{*}', now() - interval '2 hours')`);
+    await db.sql(
+      `insert into outbox_consumers (name, event_patterns, last_seen_at) values ('retired', '{*}', now() - interval '2 hours')`,
+    );
     await db.sql(
       `insert into outbox_deliveries (event_id, event_seq, tenant_id, consumer_name, status, created_at)
        select id, seq, tenant_id, 'retired', 'pending', now() - interval '2 hours' from event_outbox where id = $1`,
       [id],
     );
-    expect((await health.isHealthy('outbox', { maxPendingAgeSeconds: 60 })).outbox).toMatchObject({ status: 'up', oldestPendingAgeSeconds: 0 });
+    expect((await health.isHealthy('outbox', { maxPendingAgeSeconds: 60 })).outbox).toMatchObject({
+      status: 'up',
+      oldestPendingAgeSeconds: 0,
+    });
     await db.sql(`update outbox_consumers set last_seen_at = now() where name = 'retired'`);
     expect((await health.isHealthy('outbox', { maxPendingAgeSeconds: 60 })).outbox.status).toBe('down');
   });
 
   it('reports the relay running, and down once it stopped', async () => {
-    const running = await buildApp({ url: db.url, providers: [OrderConsumers], outbox: { relay: { enabled: true, pollIntervalMs: 50 } } });
+    const running = await buildApp({
+      url: db.url,
+      providers: [OrderConsumers],
+      outbox: { relay: { enabled: true, pollIntervalMs: 50 } },
+    });
     try {
       const health = running.app.get(OutboxHealthIndicator);
       expect((await health.isHealthy('outbox')).outbox).toMatchObject({ status: 'up', relay: 'running' });
       // A relay that reports its last round (read defensively) is down once that round is too old.
-      Object.defineProperty(running.relay, 'lastRoundAt', { configurable: true, get: () => new Date(Date.now() - 120_000) });
-      expect((await health.isHealthy('outbox', { maxRoundAgeSeconds: 60 })).outbox).toMatchObject({ status: 'down', message: expect.stringContaining('last round') });
+      Object.defineProperty(running.relay, 'lastRoundAt', {
+        configurable: true,
+        get: () => new Date(Date.now() - 120_000),
+      });
+      expect((await health.isHealthy('outbox', { maxRoundAgeSeconds: 60 })).outbox).toMatchObject({
+        status: 'down',
+        message: expect.stringContaining('last round'),
+      });
       Object.defineProperty(running.relay, 'lastRoundAt', { configurable: true, get: () => new Date() });
-      expect((await health.isHealthy('outbox', { maxRoundAgeSeconds: 60 })).outbox).toMatchObject({ status: 'up', lastRoundAt: expect.any(String) });
+      expect((await health.isHealthy('outbox', { maxRoundAgeSeconds: 60 })).outbox).toMatchObject({
+        status: 'up',
+        lastRoundAt: expect.any(String),
+      });
       await running.relay.stop();
-      expect((await health.isHealthy('outbox')).outbox).toMatchObject({ status: 'down', relay: 'stopped', message: expect.stringContaining('relay') });
+      expect((await health.isHealthy('outbox')).outbox).toMatchObject({
+        status: 'down',
+        relay: 'stopped',
+        message: expect.stringContaining('relay'),
+      });
     } finally {
       await running.close();
     }
@@ -463,11 +658,19 @@ describe('OutboxHealthIndicator', () => {
 
     const id = await enqueue('test.order.placed.v1');
     await db.sql(`update event_outbox set created_at = now() - interval '5 minutes' where id = $1`, [id]);
-    const failure = await check().then(() => null, (e: { getStatus(): number; getResponse(): unknown }) => e);
+    const failure = await check().then(
+      () => null,
+      (e: { getStatus(): number; getResponse(): unknown }) => e,
+    );
     expect(failure?.getStatus()).toBe(503);
     expect(failure?.getResponse()).toMatchObject({ status: 'error', error: { outbox: { status: 'down' } } });
-    await waitFor(async () => (await t.relay.drain()) && (await health.isHealthy('outbox', { maxPendingAgeSeconds: 60 })).outbox.status === 'up', {
-      message: 'health back up after the backlog drained',
-    });
+    await waitFor(
+      async () =>
+        (await t.relay.drain()) &&
+        (await health.isHealthy('outbox', { maxPendingAgeSeconds: 60 })).outbox.status === 'up',
+      {
+        message: 'health back up after the backlog drained',
+      },
+    );
   });
 });

@@ -22,7 +22,11 @@ describe('crash recovery', () => {
   let t: TestApp;
   beforeAll(async () => {
     db = await createTestDatabase([EFFECTS_TABLE_SQL]);
-    t = await buildApp({ url: db.url, providers: [VictimConsumer], outbox: { handlerTimeoutMs: LEASE_MS - 500, relay: { leaseMs: LEASE_MS } } });
+    t = await buildApp({
+      url: db.url,
+      providers: [VictimConsumer],
+      outbox: { handlerTimeoutMs: LEASE_MS - 500, relay: { leaseMs: LEASE_MS } },
+    });
   });
   afterAll(async () => {
     await t?.close();
@@ -31,23 +35,36 @@ describe('crash recovery', () => {
   beforeEach(() => db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox, test_effects'));
 
   const enqueue = (payload: Record<string, unknown>) =>
-    t.dataSource.transaction((m) => t.outbox.enqueue(m, { tenantId: TENANT, eventName: 'test.crash.v1', payload }));
+    t.dataSource.transaction((m) =>
+      t.outbox.enqueue(m, { tenantId: TENANT, eventName: 'test.crash.v1', payload }),
+    );
 
   it('refuses the late outcome of a relay paused past its lease, and the effect happens once', async () => {
-    const child = await startChildRelay({ DATABASE_URL: db.url, LEASE_MS: String(LEASE_MS), MAX_ATTEMPTS: '2' });
+    const child = await startChildRelay({
+      DATABASE_URL: db.url,
+      LEASE_MS: String(LEASE_MS),
+      MAX_ATTEMPTS: '2',
+    });
     try {
       const id = await enqueue({ mode: 'pause', pauseMs: 200 });
       await child.line(`HANDLER_STARTED ${id}`);
       child.signal('SIGSTOP');
       // The paused relay holds its batch transaction open; PostgreSQL ends its idle session after the lease,
       // then the lease expires and this relay takes the delivery over.
-      await waitFor(async () => (await t.relay.runOnce()).succeeded === 1, { timeoutMs: 15_000, message: 'the takeover' });
+      await waitFor(async () => (await t.relay.runOnce()).succeeded === 1, {
+        timeoutMs: 15_000,
+        message: 'the takeover',
+      });
       child.signal('SIGCONT');
       await child.line(`HANDLER_RETURNED ${id}`);
       // The paused relay wakes up, finds its connection gone and its lease taken: its outcome must not land.
       await child.line('RELAY_ERROR');
-      expect(await db.sql('select event_id, attempt from test_effects')).toEqual([{ event_id: id, attempt: 2 }]);
-      expect(await db.sql('select status, attempt_count from outbox_deliveries')).toEqual([{ status: 'delivered', attempt_count: 2 }]);
+      expect(await db.sql('select event_id, attempt from test_effects')).toEqual([
+        { event_id: id, attempt: 2 },
+      ]);
+      expect(await db.sql('select status, attempt_count from outbox_deliveries')).toEqual([
+        { status: 'delivered', attempt_count: 2 },
+      ]);
       expect(await db.sql('select consumer_name from consumer_inbox')).toEqual([{ consumer_name: 'victim' }]);
     } finally {
       child.signal('SIGCONT');
@@ -60,20 +77,33 @@ describe('crash recovery', () => {
     let crashes = 0;
     // Each child claims the event, starts the handler, and dies; the attempt was counted at claim time.
     for (;;) {
-      const [row] = await db.sql<{ attempt_count: number; status: string }>('select attempt_count, status from outbox_deliveries');
+      const [row] = await db.sql<{ attempt_count: number; status: string }>(
+        'select attempt_count, status from outbox_deliveries',
+      );
       if (row && row.attempt_count >= 2) break;
-      const child = await startChildRelay({ DATABASE_URL: db.url, LEASE_MS: String(LEASE_MS), MAX_ATTEMPTS: '2' }, { waitReady: false });
+      const child = await startChildRelay(
+        { DATABASE_URL: db.url, LEASE_MS: String(LEASE_MS), MAX_ATTEMPTS: '2' },
+        { waitReady: false },
+      );
       await child.exited;
       crashes++;
       expect(crashes).toBeLessThanOrEqual(3);
     }
     expect(crashes).toBe(2);
     // The third claim (by this relay, once the lease expired) sees two attempts that never finished.
-    await waitFor(async () => (await t.relay.runOnce()).dead === 1, { timeoutMs: 10_000, message: 'the poison event to be dead-lettered' });
-    const [delivery] = await db.sql('select status, error_code, last_error from outbox_deliveries where event_id = $1', [id]);
+    await waitFor(async () => (await t.relay.runOnce()).dead === 1, {
+      timeoutMs: 10_000,
+      message: 'the poison event to be dead-lettered',
+    });
+    const [delivery] = await db.sql(
+      'select status, error_code, last_error from outbox_deliveries where event_id = $1',
+      [id],
+    );
     expect(delivery).toMatchObject({ status: 'dead', error_code: 'staleLeaseRecovered' });
     expect((delivery as { last_error: string }).last_error).toContain('poison');
-    expect(await db.sql('select status from event_outbox where id = $1', [id])).toEqual([{ status: 'failed' }]);
+    expect(await db.sql('select status from event_outbox where id = $1', [id])).toEqual([
+      { status: 'failed' },
+    ]);
     expect(await db.sql('select * from test_effects')).toEqual([]);
   });
 });

@@ -4,14 +4,21 @@ import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { EFFECTS_TABLE_SQL, ThingConsumers } from './support/effects';
 
 const TENANT = '5b0e6a5e-2a1c-4c1e-9a57-3f0a2b1c4d5e';
-const event = (...args: unknown[]) => ({ tenantId: TENANT, eventName: 'test.thing.created.v1', payload: args.length ? args[0] : { n: 1 } });
+const event = (...args: unknown[]) => ({
+  tenantId: TENANT,
+  eventName: 'test.thing.created.v1',
+  payload: args.length ? args[0] : { n: 1 },
+});
 
 describe('enqueue', () => {
   let db: TestDatabase;
   let t: TestApp;
 
   beforeAll(async () => {
-    db = await createTestDatabase([EFFECTS_TABLE_SQL, 'create table things (id serial primary key, name text not null)']);
+    db = await createTestDatabase([
+      EFFECTS_TABLE_SQL,
+      'create table things (id serial primary key, name text not null)',
+    ]);
     t = await buildApp({ url: db.url, providers: [ThingConsumers] });
   });
   afterAll(async () => {
@@ -22,7 +29,8 @@ describe('enqueue', () => {
     await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox, test_effects, things');
   });
 
-  const countEvents = async (): Promise<number> => Number((await db.sql<{ n: string }>('select count(*) n from event_outbox'))[0]!.n);
+  const countEvents = async (): Promise<number> =>
+    Number((await db.sql<{ n: string }>('select count(*) n from event_outbox'))[0]!.n);
 
   it('does not relay an event whose transaction rolled back', async () => {
     await expect(
@@ -48,7 +56,9 @@ describe('enqueue', () => {
     const effects = await db.sql<{ event_id: string }>('select event_id from test_effects');
     expect(effects.map((e) => e.event_id)).toEqual([id]);
     expect(t.app.get(ThingConsumers).memoryCalls).toContain(id);
-    expect((await db.sql<{ status: string }>('select status from event_outbox where id = $1', [id]))[0]!.status).toBe('published');
+    expect(
+      (await db.sql<{ status: string }>('select status from event_outbox where id = $1', [id]))[0]!.status,
+    ).toBe('published');
   });
 
   it('refuses a manager without an open transaction and writes nothing', async () => {
@@ -61,13 +71,20 @@ describe('enqueue', () => {
   });
 
   it('enqueueMany writes every event in order, or none when one is invalid', async () => {
-    const ids = await t.dataSource.transaction((m) => t.outbox.enqueueMany(m, [event({ n: 1 }), event({ n: 2 }), event({ n: 3 })]));
+    const ids = await t.dataSource.transaction((m) =>
+      t.outbox.enqueueMany(m, [event({ n: 1 }), event({ n: 2 }), event({ n: 3 })]),
+    );
     const rows = await db.sql<{ id: string }>('select id from event_outbox order by seq');
     expect(rows.map((r) => r.id)).toEqual(ids);
 
     await db.sql('truncate event_outbox');
-    const failure = t.dataSource.transaction((m) => t.outbox.enqueueMany(m, [event({ n: 1 }), event({ bad: 1n }), event()]));
-    await expect(failure).rejects.toMatchObject({ name: 'OutboxValidationError', field: 'events[1].payload.bad' });
+    const failure = t.dataSource.transaction((m) =>
+      t.outbox.enqueueMany(m, [event({ n: 1 }), event({ bad: 1n }), event()]),
+    );
+    await expect(failure).rejects.toMatchObject({
+      name: 'OutboxValidationError',
+      field: 'events[1].payload.bad',
+    });
     expect(await countEvents()).toBe(0);
   });
 
@@ -83,7 +100,11 @@ describe('enqueue', () => {
       ['empty event name', { ...event(), eventName: '' }, 'event.eventName'],
       ['single-word event name', { ...event(), eventName: 'created' }, 'event.eventName'],
       ['upper-case event name', { ...event(), eventName: 'Crm.Contact.Created' }, 'event.eventName'],
-      ['event name with SQL', { ...event(), eventName: "crm.x'; drop table event_outbox; --" }, 'event.eventName'],
+      [
+        'event name with SQL',
+        { ...event(), eventName: "crm.x'; drop table event_outbox; --" },
+        'event.eventName',
+      ],
       ['BigInt in payload', event({ amount: 10n }), 'event.payload.amount'],
       ['cycle in payload', event(cyclic), 'event.payload.self'],
       ['function in payload', event({ f: () => 1 }), 'event.payload.f'],
@@ -103,7 +124,9 @@ describe('enqueue', () => {
     it.each(cases)('%s', async (_label, input, field) => {
       const attempt = t.dataSource.transaction((m) => t.outbox.enqueue(m, input as never));
       await expect(attempt).rejects.toBeInstanceOf(OutboxValidationError);
-      await expect(t.dataSource.transaction((m) => t.outbox.enqueue(m, input as never))).rejects.toMatchObject({
+      await expect(
+        t.dataSource.transaction((m) => t.outbox.enqueue(m, input as never)),
+      ).rejects.toMatchObject({
         field: expect.stringContaining(field),
       });
       expect(await countEvents()).toBe(0);

@@ -33,12 +33,16 @@ describe('fairness between tenants', () => {
        select gen_random_uuid(), $1, 'test.tick.v1', jsonb_build_object('n', n) from generate_series(1, 100000) n`,
       [BUSY],
     );
-    const quietId = await t.dataSource.transaction((m) => t.outbox.enqueue(m, { tenantId: QUIET, eventName: 'test.tick.v1', payload: {} }));
+    const quietId = await t.dataSource.transaction((m) =>
+      t.outbox.enqueue(m, { tenantId: QUIET, eventName: 'test.tick.v1', payload: {} }),
+    );
     const counter = t.app.get(TenantCounter);
     const rounds = [await t.relay.runOnce()];
     if (!counter.seen.get(QUIET)) rounds.push(await t.relay.runOnce());
     expect(counter.seen.get(QUIET)).toBe(1);
-    expect(await db.sql('select status from event_outbox where id = $1', [quietId])).toEqual([{ status: 'published' }]);
+    expect(await db.sql('select status from event_outbox where id = $1', [quietId])).toEqual([
+      { status: 'published' },
+    ]);
     // The busy tenant was served too, one batch per round.
     expect(counter.seen.get(BUSY)).toBe(100 * rounds.length);
     expect(rounds[0]!.tenants).toBe(2);
@@ -46,27 +50,45 @@ describe('fairness between tenants', () => {
 
   it('visits only the tenants the app supplies when relay.tenants is set', async () => {
     await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox');
-    const supplied = await buildApp({ url: db.url, providers: [TenantCounter], outbox: { relay: { tenants: async () => [QUIET, 'not-a-uuid'] } } });
+    const supplied = await buildApp({
+      url: db.url,
+      providers: [TenantCounter],
+      outbox: { relay: { tenants: async () => [QUIET, 'not-a-uuid'] } },
+    });
     try {
       await supplied.dataSource.transaction((m) =>
-        supplied.outbox.enqueueMany(m, [BUSY, QUIET].map((tenantId) => ({ tenantId, eventName: 'test.tick.v1', payload: {} }))),
+        supplied.outbox.enqueueMany(
+          m,
+          [BUSY, QUIET].map((tenantId) => ({ tenantId, eventName: 'test.tick.v1', payload: {} })),
+        ),
       );
       const round = await supplied.relay.drain();
       expect(round.tenants).toBeGreaterThanOrEqual(1);
       expect(supplied.app.get(TenantCounter).seen).toEqual(new Map([[QUIET, 1]]));
-      expect(await db.sql(`select tenant_id from event_outbox where status = 'pending'`)).toEqual([{ tenant_id: BUSY }]);
+      expect(await db.sql(`select tenant_id from event_outbox where status = 'pending'`)).toEqual([
+        { tenant_id: BUSY },
+      ]);
     } finally {
       await supplied.close();
     }
   });
 
   it('visits every due tenant in turn when there are more than a round allows', async () => {
-    const small = await buildApp({ url: db.url, providers: [TenantCounter], outbox: { relay: { batchSize: 10, maxTenantsPerRound: 2 } } });
+    const small = await buildApp({
+      url: db.url,
+      providers: [TenantCounter],
+      outbox: { relay: { batchSize: 10, maxTenantsPerRound: 2 } },
+    });
     try {
       await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox');
       const tenants = Array.from({ length: 5 }, (_, i) => `6666666${i}-6666-4666-8666-666666666666`);
       await small.dataSource.transaction((m) =>
-        small.outbox.enqueueMany(m, tenants.flatMap((tenantId) => Array.from({ length: 30 }, () => ({ tenantId, eventName: 'test.tick.v1', payload: {} })))),
+        small.outbox.enqueueMany(
+          m,
+          tenants.flatMap((tenantId) =>
+            Array.from({ length: 30 }, () => ({ tenantId, eventName: 'test.tick.v1', payload: {} })),
+          ),
+        ),
       );
       const counter = small.app.get(TenantCounter);
       for (let round = 0; round < 3; round++) await small.relay.runOnce();

@@ -14,7 +14,11 @@ class ManagerUsers {
   @OnOutboxEvent('test.nested.v1', { consumer: 'nested' })
   async nested(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
     await context.manager.transaction(async (inner) => {
-      await inner.query('insert into test_effects (event_id, consumer, attempt) values ($1, $2, $3)', [event.eventId, 'nested', context.attempt]);
+      await inner.query('insert into test_effects (event_id, consumer, attempt) values ($1, $2, $3)', [
+        event.eventId,
+        'nested',
+        context.attempt,
+      ]);
     });
   }
 
@@ -33,7 +37,9 @@ class ManagerUsers {
   @OnOutboxEvent('test.late.v1', { consumer: 'late' })
   async late(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
     // Not awaited: the query would run after the handler returned.
-    this.lateQuery = new Promise((resolve) => setTimeout(resolve, 50)).then(() => recordEffect(event, context)).catch((error) => error);
+    this.lateQuery = new Promise((resolve) => setTimeout(resolve, 50))
+      .then(() => recordEffect(event, context))
+      .catch((error) => error);
   }
 }
 
@@ -49,19 +55,24 @@ describe('context.manager', () => {
     await db?.drop();
   });
 
-  const enqueue = (eventName: string) => t.dataSource.transaction((m) => t.outbox.enqueue(m, { tenantId: TENANT, eventName, payload: {} }));
+  const enqueue = (eventName: string) =>
+    t.dataSource.transaction((m) => t.outbox.enqueue(m, { tenantId: TENANT, eventName, payload: {} }));
 
   it('supports a nested transaction inside the handler, committed with the delivery', async () => {
     const id = await enqueue('test.nested.v1');
     expect(await t.relay.drain()).toMatchObject({ succeeded: 1, failed: 0 });
-    expect(await db.sql('select consumer from test_effects where event_id = $1', [id])).toEqual([{ consumer: 'nested' }]);
+    expect(await db.sql('select consumer from test_effects where event_id = $1', [id])).toEqual([
+      { consumer: 'nested' },
+    ]);
   });
 
   it('fails a handler that swallowed a database error, rolls back its writes, and keeps the other handlers’ writes', async () => {
     const id = await enqueue('test.swallowed.v1');
     const round = await t.relay.drain();
     expect(round).toMatchObject({ succeeded: 1, dead: 1 });
-    expect(await db.sql('select consumer from test_effects where event_id = $1', [id])).toEqual([{ consumer: 'bystander' }]);
+    expect(await db.sql('select consumer from test_effects where event_id = $1', [id])).toEqual([
+      { consumer: 'bystander' },
+    ]);
     const [row] = await db.sql<{ status: string; last_error: string }>(
       `select status, last_error from outbox_deliveries where event_id = $1 and consumer_name = 'swallows-db-error'`,
       [id],

@@ -1,5 +1,10 @@
 import { Injectable } from '@nestjs/common';
-import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext, type RelayRoundResult } from '@app/outbox';
+import {
+  OnOutboxEvent,
+  type OutboxEvent,
+  type OutboxHandlerContext,
+  type RelayRoundResult,
+} from '@app/outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { EFFECTS_TABLE_SQL, recordEffect } from './support/effects';
@@ -53,13 +58,17 @@ describe('several relays, shutdown and crashes', () => {
     const a = await buildApp({ url: db.url, providers: [CountingConsumers] });
     const b = await buildApp({ url: db.url, providers: [CountingConsumers] });
     try {
-      const events = Array.from({ length: 5000 }, (_, i) => ({ tenantId: TENANTS[i % 2]!, eventName: 'test.load.v1', payload: { i } }));
+      const events = Array.from({ length: 5000 }, (_, i) => ({
+        tenantId: TENANTS[i % 2]!,
+        eventName: 'test.load.v1',
+        payload: { i },
+      }));
       for (let i = 0; i < events.length; i += 1000) {
         await a.dataSource.transaction((m) => a.outbox.enqueueMany(m, events.slice(i, i + 1000)));
       }
       const work = async (t: TestApp): Promise<number> => {
         let succeeded = 0;
-        for (let idle = 0; idle < 3; ) {
+        for (let idle = 0; idle < 3;) {
           const round: RelayRoundResult = await t.relay.drain();
           succeeded += round.succeeded;
           idle = round.deliveriesClaimed === 0 ? idle + 1 : 0;
@@ -75,7 +84,9 @@ describe('several relays, shutdown and crashes', () => {
       );
       expect(Number(effects!.total)).toBe(10_000);
       expect(Number(effects!.distinct_pairs)).toBe(10_000);
-      const left = await db.sql(`select status, count(*)::int n from event_outbox where status <> 'published' group by status`);
+      const left = await db.sql(
+        `select status, count(*)::int n from event_outbox where status <> 'published' group by status`,
+      );
       expect(left).toEqual([]);
     } finally {
       await a.close();
@@ -85,17 +96,26 @@ describe('several relays, shutdown and crashes', () => {
   });
 
   it('app.close() stops claiming and waits for the handlers in flight', async () => {
-    const t = await buildApp({ url: db.url, providers: [SlowConsumer], outbox: { relay: { enabled: true, pollIntervalMs: 20 } } });
+    const t = await buildApp({
+      url: db.url,
+      providers: [SlowConsumer],
+      outbox: { relay: { enabled: true, pollIntervalMs: 20 } },
+    });
     const slow = t.app.get(SlowConsumer);
     const id = await t.dataSource.transaction((m) =>
       t.outbox.enqueue(m, { tenantId: TENANTS[0]!, eventName: 'test.slow.v1', payload: {} }),
     );
-    await waitFor(async () => (await db.sql(`select 1 from outbox_deliveries where status = 'processing'`)).length > 0, {
-      message: 'the slow delivery to be claimed',
-    });
+    await waitFor(
+      async () => (await db.sql(`select 1 from outbox_deliveries where status = 'processing'`)).length > 0,
+      {
+        message: 'the slow delivery to be claimed',
+      },
+    );
     await t.close();
     expect(slow.finished).toBe(1);
-    expect(await db.sql(`select status from outbox_deliveries where event_id = $1`, [id])).toEqual([{ status: 'delivered' }]);
+    expect(await db.sql(`select status from outbox_deliveries where event_id = $1`, [id])).toEqual([
+      { status: 'delivered' },
+    ]);
     expect(t.relay.isRunning).toBe(false);
     // A second stop is harmless.
     await t.relay.stop();
@@ -104,7 +124,11 @@ describe('several relays, shutdown and crashes', () => {
 
   it('takes over a delivery whose relay process was killed mid-handler, after its lease, with one effect', async () => {
     const child = await startChildRelay({ DATABASE_URL: db.url, LEASE_MS: '1500' });
-    const t = await buildApp({ url: db.url, providers: [VictimConsumer], outbox: { handlerTimeoutMs: 1000, relay: { leaseMs: 1500 } } });
+    const t = await buildApp({
+      url: db.url,
+      providers: [VictimConsumer],
+      outbox: { handlerTimeoutMs: 1000, relay: { leaseMs: 1500 } },
+    });
     try {
       const id = await t.dataSource.transaction((m) =>
         t.outbox.enqueue(m, { tenantId: TENANTS[1]!, eventName: 'test.crash.v1', payload: { mode: 'hang' } }),
@@ -113,10 +137,16 @@ describe('several relays, shutdown and crashes', () => {
       await child.kill('SIGKILL');
       // Before the lease expires, nobody may take the delivery.
       expect((await t.relay.runOnce()).deliveriesClaimed).toBe(0);
-      await waitFor(async () => (await t.relay.runOnce()).succeeded === 1, { timeoutMs: 10_000, message: 'the lease to expire and the delivery to be retaken' });
+      await waitFor(async () => (await t.relay.runOnce()).succeeded === 1, {
+        timeoutMs: 10_000,
+        message: 'the lease to expire and the delivery to be retaken',
+      });
       const effects = await db.sql('select event_id, attempt from test_effects');
       expect(effects).toEqual([{ event_id: id, attempt: 2 }]);
-      const [row] = await db.sql('select status, attempt_count, error_code from outbox_deliveries where event_id = $1', [id]);
+      const [row] = await db.sql(
+        'select status, attempt_count, error_code from outbox_deliveries where event_id = $1',
+        [id],
+      );
       expect(row).toEqual({ status: 'delivered', attempt_count: 2, error_code: 'staleLeaseRecovered' });
     } finally {
       await child.kill('SIGKILL');

@@ -1,5 +1,10 @@
 import { Injectable } from '@nestjs/common';
-import { OnOutboxEvent, type OutboxEvent, type OutboxEventInput, type OutboxHandlerContext } from '@app/outbox';
+import {
+  OnOutboxEvent,
+  type OutboxEvent,
+  type OutboxEventInput,
+  type OutboxHandlerContext,
+} from '@app/outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 
@@ -15,12 +20,20 @@ class OrderedConsumer {
   failOnce = new Set<number>();
   alwaysFail = new Set<number>();
 
-  @OnOutboxEvent('test.step.v1', { consumer: 'ordered', ordered: true, maxAttempts: 3, backoff: { baseMs: 1, capMs: 5, jitter: 0 } })
+  @OnOutboxEvent('test.step.v1', {
+    consumer: 'ordered',
+    ordered: true,
+    maxAttempts: 3,
+    backoff: { baseMs: 1, capMs: 5, jitter: 0 },
+  })
   async handle(event: OutboxEvent<Step>, context: OutboxHandlerContext): Promise<void> {
     if (this.alwaysFail.has(event.data.n) || (this.failOnce.has(event.data.n) && context.attempt === 1)) {
       throw new Error(`refusing step ${event.data.n}`);
     }
-    await context.manager.query('insert into arrivals (aggregate_id, n) values ($1, $2)', [event.aggregateId, event.data.n]);
+    await context.manager.query('insert into arrivals (aggregate_id, n) values ($1, $2)', [
+      event.aggregateId,
+      event.data.n,
+    ]);
   }
 }
 
@@ -28,8 +41,14 @@ describe('ordering per aggregate', () => {
   let db: TestDatabase;
   let relays: TestApp[] = [];
   beforeAll(async () => {
-    db = await createTestDatabase(['create table arrivals (id bigint generated always as identity primary key, aggregate_id text, n int)']);
-    relays = await Promise.all([0, 1, 2].map(() => buildApp({ url: db.url, providers: [OrderedConsumer], outbox: { relay: { batchSize: 20 } } })));
+    db = await createTestDatabase([
+      'create table arrivals (id bigint generated always as identity primary key, aggregate_id text, n int)',
+    ]);
+    relays = await Promise.all(
+      [0, 1, 2].map(() =>
+        buildApp({ url: db.url, providers: [OrderedConsumer], outbox: { relay: { batchSize: 20 } } }),
+      ),
+    );
   });
   afterAll(async () => {
     for (const relay of relays) await relay.close();
@@ -41,7 +60,7 @@ describe('ordering per aggregate', () => {
   const drainTogether = async (): Promise<void> => {
     await Promise.all(
       relays.map(async (t) => {
-        for (let idle = 0; idle < 3; ) {
+        for (let idle = 0; idle < 3;) {
           const round = await t.relay.runOnce();
           idle = round.deliveriesClaimed === 0 && round.eventsClaimed === 0 ? idle + 1 : 0;
           if (idle > 0) await new Promise((resolve) => setTimeout(resolve, 10));
@@ -53,18 +72,29 @@ describe('ordering per aggregate', () => {
     const events: OutboxEventInput<{ n: number }>[] = [];
     for (let n = 0; n < perAggregate; n++) {
       for (let a = 0; a < aggregates; a++) {
-        events.push({ tenantId: TENANT, eventName: 'test.step.v1', aggregateType: 'order', aggregateId: `agg-${a}`, payload: { n } });
+        events.push({
+          tenantId: TENANT,
+          eventName: 'test.step.v1',
+          aggregateType: 'order',
+          aggregateId: `agg-${a}`,
+          payload: { n },
+        });
       }
     }
     // Several transactions, so the relays see the aggregates grow while they work.
     for (let i = 0; i < events.length; i += 50) {
-      await relays[0]!.dataSource.transaction((m) => relays[0]!.outbox.enqueueMany(m, events.slice(i, i + 50)));
+      await relays[0]!.dataSource.transaction((m) =>
+        relays[0]!.outbox.enqueueMany(m, events.slice(i, i + 50)),
+      );
     }
   };
   const arrivals = async (): Promise<Map<string, number[]>> => {
-    const rows = await db.sql<{ aggregate_id: string; n: number }>('select aggregate_id, n from arrivals order by id');
+    const rows = await db.sql<{ aggregate_id: string; n: number }>(
+      'select aggregate_id, n from arrivals order by id',
+    );
     const byAggregate = new Map<string, number[]>();
-    for (const row of rows) byAggregate.set(row.aggregate_id, [...(byAggregate.get(row.aggregate_id) ?? []), row.n]);
+    for (const row of rows)
+      byAggregate.set(row.aggregate_id, [...(byAggregate.get(row.aggregate_id) ?? []), row.n]);
     return byAggregate;
   };
 
@@ -94,7 +124,13 @@ describe('ordering per aggregate', () => {
     }
     await enqueueInterleaved(1, 5);
     await relays[0]!.dataSource.transaction((m) =>
-      relays[0]!.outbox.enqueue(m, { tenantId: TENANT, eventName: 'test.step.v1', aggregateType: 'order', aggregateId: 'other', payload: { n: 0 } }),
+      relays[0]!.outbox.enqueue(m, {
+        tenantId: TENANT,
+        eventName: 'test.step.v1',
+        aggregateType: 'order',
+        aggregateId: 'other',
+        payload: { n: 0 },
+      }),
     );
     for (let pass = 0; pass < 4; pass++) {
       await drainTogether();
@@ -103,7 +139,9 @@ describe('ordering per aggregate', () => {
     let byAggregate = await arrivals();
     expect(byAggregate.get('agg-0')).toEqual([0, 1]);
     expect(byAggregate.get('other')).toEqual([0]);
-    expect(await db.sql(`select count(*)::int n from outbox_deliveries where status = 'dead'`)).toEqual([{ n: 1 }]);
+    expect(await db.sql(`select count(*)::int n from outbox_deliveries where status = 'dead'`)).toEqual([
+      { n: 1 },
+    ]);
 
     for (const t of relays) t.app.get(OrderedConsumer).alwaysFail = new Set();
     // Replay the dead delivery (what OutboxAdminService.replayEvent does).

@@ -26,17 +26,30 @@ class PlannedConsumers {
     }
   }
 
-  @OnOutboxEvent('test.order.placed.v1', { consumer: 'billing', maxAttempts: 3, backoff: { baseMs: 1, capMs: 1, jitter: 0 } })
+  @OnOutboxEvent('test.order.placed.v1', {
+    consumer: 'billing',
+    maxAttempts: 3,
+    backoff: { baseMs: 1, capMs: 1, jitter: 0 },
+  })
   billing(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
     return this.run(event, context);
   }
 
-  @OnOutboxEvent('test.order.*', { consumer: 'shipping', maxAttempts: 3, backoff: { baseMs: 1, capMs: 1, jitter: 0 } })
+  @OnOutboxEvent('test.order.*', {
+    consumer: 'shipping',
+    maxAttempts: 3,
+    backoff: { baseMs: 1, capMs: 1, jitter: 0 },
+  })
   shipping(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
     return this.run(event, context);
   }
 
-  @OnOutboxEvent('test.slow.v1', { consumer: 'slow', timeoutMs: 200, maxAttempts: 2, backoff: { baseMs: 1, capMs: 1, jitter: 0 } })
+  @OnOutboxEvent('test.slow.v1', {
+    consumer: 'slow',
+    timeoutMs: 200,
+    maxAttempts: 2,
+    backoff: { baseMs: 1, capMs: 1, jitter: 0 },
+  })
   async slow(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
     this.calls.push({ consumer: context.consumer, eventId: event.eventId, attempt: context.attempt, event });
     if (this.hang) await new Promise<void>((resolve) => (this.release = resolve));
@@ -66,14 +79,34 @@ describe('relay', () => {
   });
 
   const enqueue = (eventName: string, payload: Record<string, unknown> = {}) =>
-    t.dataSource.transaction((m) => t.outbox.enqueue(m, { tenantId: TENANT, eventName, payload, aggregateType: 'order', aggregateId: 'o-1' }));
+    t.dataSource.transaction((m) =>
+      t.outbox.enqueue(m, {
+        tenantId: TENANT,
+        eventName,
+        payload,
+        aggregateType: 'order',
+        aggregateId: 'o-1',
+      }),
+    );
   const effects = async (consumer: string) =>
-    (await db.sql<{ event_id: string }>('select event_id from test_effects where consumer = $1 order by id', [consumer])).map((r) => r.event_id);
+    (
+      await db.sql<{ event_id: string }>(
+        'select event_id from test_effects where consumer = $1 order by id',
+        [consumer],
+      )
+    ).map((r) => r.event_id);
   const delivery = async (eventId: string, consumer: string) =>
-    (await db.sql<Record<string, unknown>>('select * from outbox_deliveries where event_id = $1 and consumer_name = $2', [eventId, consumer]))[0]!;
-  const eventRow = async (id: string) => (await db.sql<Record<string, unknown>>('select * from event_outbox where id = $1', [id]))[0]!;
+    (
+      await db.sql<Record<string, unknown>>(
+        'select * from outbox_deliveries where event_id = $1 and consumer_name = $2',
+        [eventId, consumer],
+      )
+    )[0]!;
+  const eventRow = async (id: string) =>
+    (await db.sql<Record<string, unknown>>('select * from event_outbox where id = $1', [id]))[0]!;
   /** Makes every scheduled retry due now, so a test does not wait for backoff. */
-  const makeRetriesDue = () => db.sql(`update outbox_deliveries set next_attempt_at = now() where status = 'failed'`);
+  const makeRetriesDue = () =>
+    db.sql(`update outbox_deliveries set next_attempt_at = now() where status = 'failed'`);
 
   it('delivers every committed event to each consumer registered for it, with the envelope', async () => {
     const id = await enqueue('test.order.placed.v1', { total: 12 });
@@ -91,7 +124,10 @@ describe('relay', () => {
       correlationId: null,
       data: { total: 12 },
     });
-    const inbox = await db.sql('select consumer_name from consumer_inbox where event_id = $1 order by consumer_name', [id]);
+    const inbox = await db.sql(
+      'select consumer_name from consumer_inbox where event_id = $1 order by consumer_name',
+      [id],
+    );
     expect(inbox).toEqual([{ consumer_name: 'billing' }, { consumer_name: 'shipping' }]);
     expect(await eventRow(id)).toMatchObject({ status: 'published', deliveries_open: 0 });
   });
@@ -103,7 +139,9 @@ describe('relay', () => {
     expect(first).toMatchObject({ succeeded: 1, failed: 1 });
     expect(await effects('billing')).toEqual([]);
     expect(await effects('shipping')).toEqual([id]);
-    expect(await db.sql('select consumer_name from consumer_inbox where event_id = $1', [id])).toEqual([{ consumer_name: 'shipping' }]);
+    expect(await db.sql('select consumer_name from consumer_inbox where event_id = $1', [id])).toEqual([
+      { consumer_name: 'shipping' },
+    ]);
     const failed = await delivery(id, 'billing');
     expect(failed).toMatchObject({ status: 'failed', attempt_count: 1, error_code: 'handlerError' });
     expect(failed.last_error).toContain('planned failure of billing');
@@ -144,7 +182,9 @@ describe('relay', () => {
     const row = await delivery(id, 'shipping');
     expect(row.status).toBe('failed');
     // billing does not listen to this event at all: exact names do not match other events.
-    expect(await db.sql('select * from outbox_deliveries where consumer_name = $1', ['billing'])).toHaveLength(0);
+    expect(
+      await db.sql('select * from outbox_deliveries where consumer_name = $1', ['billing']),
+    ).toHaveLength(0);
   });
 
   it('marks an event nobody listens to as no_handlers', async () => {
@@ -160,7 +200,11 @@ describe('relay', () => {
     const id = await enqueue('test.slow.v1');
     const round = await t.relay.runOnce();
     expect(round.failed).toBe(1);
-    expect(await delivery(id, 'slow')).toMatchObject({ status: 'failed', error_code: 'timeout', attempt_count: 1 });
+    expect(await delivery(id, 'slow')).toMatchObject({
+      status: 'failed',
+      error_code: 'timeout',
+      attempt_count: 1,
+    });
     consumers.release?.();
   });
 
@@ -179,17 +223,25 @@ describe('relay', () => {
   });
 
   it('runs on its own schedule when enabled, and a failing round does not stop it', async () => {
-    const scheduled = await buildApp({ url: db.url, providers: [PlannedConsumers], outbox: { relay: { enabled: true, pollIntervalMs: 50 } } });
+    const scheduled = await buildApp({
+      url: db.url,
+      providers: [PlannedConsumers],
+      outbox: { relay: { enabled: true, pollIntervalMs: 50 } },
+    });
     try {
       expect(scheduled.relay.isRunning).toBe(true);
       const id = await enqueue('test.order.placed.v1');
-      await waitFor(async () => (await effects('billing')).includes(id), { message: 'the scheduled relay to deliver' });
+      await waitFor(async () => (await effects('billing')).includes(id), {
+        message: 'the scheduled relay to deliver',
+      });
       // Break the store for a moment: rounds fail and are logged, the schedule survives.
       await db.sql('alter function outbox_due_tenants(integer, uuid) rename to outbox_due_tenants_off');
       await new Promise((resolve) => setTimeout(resolve, 150));
       await db.sql('alter function outbox_due_tenants_off(integer, uuid) rename to outbox_due_tenants');
       const later = await enqueue('test.order.placed.v1');
-      await waitFor(async () => (await effects('billing')).includes(later), { message: 'delivery after failed rounds' });
+      await waitFor(async () => (await effects('billing')).includes(later), {
+        message: 'delivery after failed rounds',
+      });
     } finally {
       await scheduled.close();
     }

@@ -17,11 +17,17 @@ describe('retention', () => {
   let t: TestApp;
 
   /** An app on the relay role (the retention function is granted to it), relay driven by hand. */
-  const app = (retention: { publishedDays?: number; batchSize?: number; intervalMs?: number } = {}, relay: { enabled?: boolean } = {}) =>
+  const app = (
+    retention: { publishedDays?: number; batchSize?: number; intervalMs?: number } = {},
+    relay: { enabled?: boolean } = {},
+  ) =>
     buildApp({
       url: relayRole.url,
       providers: [ThingConsumers],
-      outbox: { retention: { publishedDays: 7, batchSize: 100, ...retention }, relay: { pollIntervalMs: 50, ...relay } },
+      outbox: {
+        retention: { publishedDays: 7, batchSize: 100, ...retention },
+        relay: { pollIntervalMs: 50, ...relay },
+      },
     });
 
   beforeAll(async () => {
@@ -42,7 +48,11 @@ describe('retention', () => {
    * Writes `count` settled events straight into the tables, `daysAgo` old, alternating tenants A and B: with a
    * delivered (or, for failed events, dead) delivery row, and an inbox row for each delivered one.
    */
-  const seed = (count: number, status: 'published' | 'no_handlers' | 'failed' | 'pending' | 'processing', daysAgo = 30) =>
+  const seed = (
+    count: number,
+    status: 'published' | 'no_handlers' | 'failed' | 'pending' | 'processing',
+    daysAgo = 30,
+  ) =>
     db.sql(
       `with ev as (
          insert into event_outbox (id, tenant_id, event_name, payload, status, published_at, failed_at, deliveries_open, deliveries_dead, created_at, updated_at)
@@ -64,9 +74,16 @@ describe('retention', () => {
        select id, $6, tenant_id from ev where status = 'published'`,
       [A, B, status, daysAgo, count, CONSUMER],
     );
-  const count = async (table: string): Promise<number> => (await db.sql<{ n: number }>(`select count(*)::int as n from ${table}`))[0].n;
+  const count = async (table: string): Promise<number> =>
+    (await db.sql<{ n: number }>(`select count(*)::int as n from ${table}`))[0].n;
   const countsByStatus = async () =>
-    Object.fromEntries((await db.sql<{ status: string; n: number }>('select status, count(*)::int as n from event_outbox group by status')).map((r) => [r.status, r.n]));
+    Object.fromEntries(
+      (
+        await db.sql<{ status: string; n: number }>(
+          'select status, count(*)::int as n from event_outbox group by status',
+        )
+      ).map((r) => [r.status, r.n]),
+    );
   const orphanRows = async () =>
     (
       await db.sql<{ n: number }>(
@@ -104,7 +121,14 @@ describe('retention', () => {
         for (const tenantId of [A, B]) {
           const ids = await t.dataSource.transaction(async (m) => {
             await m.query(`select set_config('app.current_tenant_id', $1, true)`, [tenantId]);
-            return t.outbox.enqueueMany(m, Array.from({ length: 3 }, (_, n) => ({ tenantId, eventName: 'test.thing.created.v1', payload: { i, n } })));
+            return t.outbox.enqueueMany(
+              m,
+              Array.from({ length: 3 }, (_, n) => ({
+                tenantId,
+                eventName: 'test.thing.created.v1',
+                payload: { i, n },
+              })),
+            );
           });
           enqueued.push(...ids);
         }
@@ -115,7 +139,10 @@ describe('retention', () => {
     };
     try {
       const [result] = await Promise.all([
-        narrow.app.get(OutboxRetention).purgeNow().finally(() => (purging = false)),
+        narrow.app
+          .get(OutboxRetention)
+          .purgeNow()
+          .finally(() => (purging = false)),
         produceAndRelay(),
       ]);
       expect(result).toEqual({ deletedEvents: 5000, batches: 201 });
@@ -124,7 +151,9 @@ describe('retention', () => {
     }
     expect(roundsWhilePurging).toBeGreaterThan(0);
     expect(await countsByStatus()).toEqual({ published: 120 });
-    const effects = await db.sql<{ event_id: string; n: number }>(`select event_id, count(*)::int as n from test_effects group by event_id`);
+    const effects = await db.sql<{ event_id: string; n: number }>(
+      `select event_id, count(*)::int as n from test_effects group by event_id`,
+    );
     expect(effects.map((e) => e.event_id).sort()).toEqual([...enqueued].sort());
     expect(effects.every((e) => e.n === 1)).toBe(true);
     expect((await retention.purgeNow()).deletedEvents).toBe(0); // the new events are recent
@@ -162,7 +191,11 @@ describe('retention', () => {
     const off = await app({ publishedDays: 0, intervalMs: 50 }, { enabled: true });
     try {
       expect(off.app.get(OutboxRetention).isScheduled).toBe(false);
-      expect(await off.app.get(OutboxRetention).purgeNow()).toEqual({ deletedEvents: 0, batches: 0, skipped: 'disabled' });
+      expect(await off.app.get(OutboxRetention).purgeNow()).toEqual({
+        deletedEvents: 0,
+        batches: 0,
+        skipped: 'disabled',
+      });
     } finally {
       await off.close();
     }

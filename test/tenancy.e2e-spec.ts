@@ -1,7 +1,14 @@
 import { Injectable } from '@nestjs/common';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
-import { OnOutboxEvent, OutboxAdminService, OutboxError, SINGLE_TENANT_ID, type OutboxEvent, type OutboxHandlerContext } from '@app/outbox';
+import {
+  OnOutboxEvent,
+  OutboxAdminService,
+  OutboxError,
+  SINGLE_TENANT_ID,
+  type OutboxEvent,
+  type OutboxHandlerContext,
+} from '@app/outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { createLoginRole, type TestRole } from './support/test-roles';
@@ -62,7 +69,11 @@ describe('tenancy and row-level security (app and relay on non-superuser, non-ow
       return web.outbox.enqueue(manager, { tenantId, eventName: 'test.tenant.v1', payload });
     });
   /** Runs `work` on a connection of `role` inside a transaction whose tenant context is `tenant`, then rolls back. */
-  const inTenant = async <T,>(role: TestRole, tenant: string | null, work: (client: Client) => Promise<T>): Promise<T> => {
+  const inTenant = async <T>(
+    role: TestRole,
+    tenant: string | null,
+    work: (client: Client) => Promise<T>,
+  ): Promise<T> => {
     const client = new Client({ connectionString: role.url });
     await client.connect();
     try {
@@ -99,38 +110,68 @@ describe('tenancy and row-level security (app and relay on non-superuser, non-ow
   it("enqueues for the transaction's own tenant, and the relay delivers it under that tenant's context", async () => {
     const id = await enqueueAs(A, A);
     await worker.relay.drain();
-    expect(await db.sql('select status, tenant_id from event_outbox where id = $1', [id])).toEqual([{ status: 'published', tenant_id: A }]);
+    expect(await db.sql('select status, tenant_id from event_outbox where id = $1', [id])).toEqual([
+      { status: 'published', tenant_id: A },
+    ]);
   });
 
   it('refuses an event for tenant B from a transaction whose context is tenant A, or has no tenant at all', async () => {
     await expect(enqueueAs(A, B)).rejects.toThrow(OutboxError);
-    await expect(enqueueAs(A, B)).rejects.toThrow(/row-level security refused an event for tenant .*set_config/);
+    await expect(enqueueAs(A, B)).rejects.toThrow(
+      /row-level security refused an event for tenant .*set_config/,
+    );
     await expect(enqueueAs(null, A)).rejects.toThrow(/row-level security/);
     expect(await db.sql('select count(*)::int as n from event_outbox')).toEqual([{ n: 0 }]);
   });
 
   it('gives the app role no way to read the outbox or to call the functions that cross tenants', async () => {
     await enqueueAs(A, A);
-    await expect(inTenant(appRole, A, (c) => c.query('select count(*) from event_outbox'))).rejects.toThrow(/permission denied/);
-    await expect(inTenant(appRole, A, (c) => c.query('select * from outbox_deliveries'))).rejects.toThrow(/permission denied/);
-    await expect(inTenant(appRole, A, (c) => c.query('select public.outbox_purge_settled(now(), 10)'))).rejects.toThrow(/permission denied/);
-    await expect(inTenant(appRole, A, (c) => c.query('select public.outbox_due_tenants(10)'))).rejects.toThrow(/permission denied/);
+    await expect(inTenant(appRole, A, (c) => c.query('select count(*) from event_outbox'))).rejects.toThrow(
+      /permission denied/,
+    );
+    await expect(inTenant(appRole, A, (c) => c.query('select * from outbox_deliveries'))).rejects.toThrow(
+      /permission denied/,
+    );
+    await expect(
+      inTenant(appRole, A, (c) => c.query('select public.outbox_purge_settled(now(), 10)')),
+    ).rejects.toThrow(/permission denied/);
+    await expect(
+      inTenant(appRole, A, (c) => c.query('select public.outbox_due_tenants(10)')),
+    ).rejects.toThrow(/permission denied/);
   });
 
   it("lets tenant A's context see, count, update, delete and insert none of tenant B's rows in raw SQL on the relay role", async () => {
     const ids = await seedBothTenants();
     const before = await db.sql('select * from event_outbox order by id');
     await inTenant(relayRole, A, async (c) => {
-      expect((await c.query('select tenant_id, count(*)::int as n from event_outbox group by tenant_id')).rows).toEqual([{ tenant_id: A, n: 2 }]);
-      expect((await c.query('select count(*)::int as n from event_outbox where id = $1', [ids.b])).rows).toEqual([{ n: 0 }]);
-      expect((await c.query('select count(*)::int as n from outbox_deliveries where tenant_id = $1', [B])).rows).toEqual([{ n: 0 }]);
-      expect((await c.query('select count(*)::int as n from consumer_inbox where tenant_id = $1', [B])).rows).toEqual([{ n: 0 }]);
-      expect((await c.query(`update outbox_deliveries set status = 'pending', attempt_count = 0 where tenant_id = $1`, [B])).rowCount).toBe(0);
+      expect(
+        (await c.query('select tenant_id, count(*)::int as n from event_outbox group by tenant_id')).rows,
+      ).toEqual([{ tenant_id: A, n: 2 }]);
+      expect(
+        (await c.query('select count(*)::int as n from event_outbox where id = $1', [ids.b])).rows,
+      ).toEqual([{ n: 0 }]);
+      expect(
+        (await c.query('select count(*)::int as n from outbox_deliveries where tenant_id = $1', [B])).rows,
+      ).toEqual([{ n: 0 }]);
+      expect(
+        (await c.query('select count(*)::int as n from consumer_inbox where tenant_id = $1', [B])).rows,
+      ).toEqual([{ n: 0 }]);
+      expect(
+        (
+          await c.query(
+            `update outbox_deliveries set status = 'pending', attempt_count = 0 where tenant_id = $1`,
+            [B],
+          )
+        ).rowCount,
+      ).toBe(0);
       expect((await c.query('delete from consumer_inbox where tenant_id = $1', [B])).rowCount).toBe(0);
       expect((await c.query('delete from outbox_deliveries where tenant_id = $1', [B])).rowCount).toBe(0);
       expect((await c.query('delete from event_outbox where tenant_id = $1', [B])).rowCount).toBe(0);
       await expect(
-        c.query(`insert into event_outbox (id, tenant_id, event_name, payload) values (gen_random_uuid(), $1, 'test.tenant.v1', '{}')`, [B]),
+        c.query(
+          `insert into event_outbox (id, tenant_id, event_name, payload) values (gen_random_uuid(), $1, 'test.tenant.v1', '{}')`,
+          [B],
+        ),
       ).rejects.toThrow(/row-level security/);
     });
     await inTenant(relayRole, null, async (c) => {
@@ -154,17 +195,25 @@ describe('tenancy and row-level security (app and relay on non-superuser, non-ow
     expect(await admin.purgeEvent(A, ids.b)).toBe(false);
     expect(await admin.purgeFailed(A)).toBe(0); // A's failed event was replayed: it has an open delivery again
 
-    expect(await db.sql('select status from outbox_deliveries where event_id = $1 and consumer_name = $2', [ids.bFailed, 'fragile'])).toEqual([
-      { status: 'dead' },
+    expect(
+      await db.sql('select status from outbox_deliveries where event_id = $1 and consumer_name = $2', [
+        ids.bFailed,
+        'fragile',
+      ]),
+    ).toEqual([{ status: 'dead' }]);
+    expect(await db.sql('select count(*)::int as n from event_outbox where tenant_id = $1', [B])).toEqual([
+      { n: 2 },
     ]);
-    expect(await db.sql('select count(*)::int as n from event_outbox where tenant_id = $1', [B])).toEqual([{ n: 2 }]);
     expect(await admin.replayEvent(B, ids.bFailed)).toBe(1);
   });
 
   it('leaves no tenant context on the pooled connection after an admin call', async () => {
     await admin.stats(A);
     await admin.replayFailed(B);
-    const [row] = await worker.dataSource.query('select coalesce(current_setting($1, true), $2) as tenant', [SETTING, '']);
+    const [row] = await worker.dataSource.query('select coalesce(current_setting($1, true), $2) as tenant', [
+      SETTING,
+      '',
+    ]);
     expect(row).toEqual({ tenant: '' });
   });
 });
@@ -183,7 +232,11 @@ describe('single-tenant mode (tenancy off)', () => {
     // Neither the app nor the relay is the owner, and the app sets no tenant: an unset setting means the
     // single tenant in the policies.
     app = await buildApp({ url: appRole.url, outbox: { tenancy: 'single' } });
-    worker = await buildApp({ url: relayRole.url, providers: [TenantConsumers], outbox: { tenancy: 'single' } });
+    worker = await buildApp({
+      url: relayRole.url,
+      providers: [TenantConsumers],
+      outbox: { tenancy: 'single' },
+    });
     await worker.relay.heartbeat();
   });
   afterAll(async () => {
@@ -195,9 +248,13 @@ describe('single-tenant mode (tenancy off)', () => {
   });
 
   it('enqueues without a tenant id or setting, delivers, and reports stats for the single tenant', async () => {
-    const id = await app.dataSource.transaction((manager) => app.outbox.enqueue(manager, { eventName: 'test.tenant.v1', payload: {} }));
+    const id = await app.dataSource.transaction((manager) =>
+      app.outbox.enqueue(manager, { eventName: 'test.tenant.v1', payload: {} }),
+    );
     await worker.relay.drain();
-    expect(await db.sql('select tenant_id, status from event_outbox where id = $1', [id])).toEqual([{ tenant_id: SINGLE_TENANT_ID, status: 'published' }]);
+    expect(await db.sql('select tenant_id, status from event_outbox where id = $1', [id])).toEqual([
+      { tenant_id: SINGLE_TENANT_ID, status: 'published' },
+    ]);
     const stats = await worker.app.get(OutboxAdminService).stats(SINGLE_TENANT_ID);
     expect(stats.events.published).toBe(1);
     expect(stats.consumers.steady.delivered).toBe(1);

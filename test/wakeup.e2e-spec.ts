@@ -35,12 +35,18 @@ describe('wake-ups', () => {
     apps.push(app);
     return app;
   };
-  const enqueue = (t: TestApp) => t.dataSource.transaction((m) => t.outbox.enqueue(m, { tenantId: TENANT, eventName: 'test.wake.v1', payload: {} }));
+  const enqueue = (t: TestApp) =>
+    t.dataSource.transaction((m) =>
+      t.outbox.enqueue(m, { tenantId: TENANT, eventName: 'test.wake.v1', payload: {} }),
+    );
 
   it("wakes this process's relay right after the enqueuing transaction commits, not at the next poll", async () => {
     const t = await start({ enabled: true, pollIntervalMs: NEVER_POLL, listen: false, notify: false });
     const id = await enqueue(t);
-    await waitFor(() => t.app.get(Recorder).seen.includes(id), { timeoutMs: 5000, message: 'the in-process wake-up' });
+    await waitFor(() => t.app.get(Recorder).seen.includes(id), {
+      timeoutMs: 5000,
+      message: 'the in-process wake-up',
+    });
   });
 
   it('wakes the relay of another process through LISTEN/NOTIFY, and again after its listening connection is killed', async () => {
@@ -72,6 +78,9 @@ describe('wake-ups', () => {
       `insert into event_outbox (id, tenant_id, event_name, payload) values (gen_random_uuid(), $1, 'test.wake.v1', '{}') returning id`,
       [TENANT],
     )) as [{ id: string }];
-    await waitFor(() => t.app.get(Recorder).seen.includes(id), { timeoutMs: 5000, message: 'the poll to find the event' });
+    await waitFor(() => t.app.get(Recorder).seen.includes(id), {
+      timeoutMs: 5000,
+      message: 'the poll to find the event',
+    });
   });
 });

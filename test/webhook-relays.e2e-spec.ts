@@ -22,24 +22,53 @@ describe('webhooks across relays and crashes', () => {
 
   it('recovers the lease of a relay killed mid-request and delivers once more, with the same event id', async () => {
     receiver.requests.length = 0;
-    receiver.reply = (request) => (request.attempt === 1 ? { hang: true } : { body: { ok: true, runId: 'second' } });
-    const webhook: OutboxWebhookOptions = { name: 'crash', url: `${receiver.baseUrl}/crash`, events: ['test.crash.*'], timeoutMs: 2500 };
-    const child = await startWebhookChildRelay({ DATABASE_URL: db.url, WEBHOOK_URL: webhook.url, LEASE_MS: '3000', TIMEOUT_MS: '2500' });
-    const t = await buildApp({ url: db.url, outbox: { handlerTimeoutMs: 1000, relay: { leaseMs: 3000 }, webhooks: [webhook] } });
+    receiver.reply = (request) =>
+      request.attempt === 1 ? { hang: true } : { body: { ok: true, runId: 'second' } };
+    const webhook: OutboxWebhookOptions = {
+      name: 'crash',
+      url: `${receiver.baseUrl}/crash`,
+      events: ['test.crash.*'],
+      timeoutMs: 2500,
+    };
+    const child = await startWebhookChildRelay({
+      DATABASE_URL: db.url,
+      WEBHOOK_URL: webhook.url,
+      LEASE_MS: '3000',
+      TIMEOUT_MS: '2500',
+    });
+    const t = await buildApp({
+      url: db.url,
+      outbox: { handlerTimeoutMs: 1000, relay: { leaseMs: 3000 }, webhooks: [webhook] },
+    });
     try {
-      const id = await t.dataSource.transaction((m) => t.outbox.enqueue(m, { tenantId: TENANTS[0]!, eventName: 'test.crash.v1', payload: {} }));
+      const id = await t.dataSource.transaction((m) =>
+        t.outbox.enqueue(m, { tenantId: TENANTS[0]!, eventName: 'test.crash.v1', payload: {} }),
+      );
       await waitFor(() => receiver.requests.length === 1, { message: 'the child relay to send the request' });
       await child.kill('SIGKILL');
-      await waitFor(() => receiver.requests[0]!.outcome === 'aborted', { message: 'the receiver to see the sender die' });
+      await waitFor(() => receiver.requests[0]!.outcome === 'aborted', {
+        message: 'the receiver to see the sender die',
+      });
       // Until the lease expires nobody may send it again.
       expect((await t.relay.runOnce()).deliveriesClaimed).toBe(0);
-      await waitFor(async () => (await t.relay.runOnce()).succeeded === 1, { timeoutMs: 10_000, message: 'the lease to expire and the delivery to be retaken' });
+      await waitFor(async () => (await t.relay.runOnce()).succeeded === 1, {
+        timeoutMs: 10_000,
+        message: 'the lease to expire and the delivery to be retaken',
+      });
       expect(receiver.requests.map((r) => [r.id, r.attempt, r.outcome])).toEqual([
         [id, 1, 'aborted'],
         [id, 2, 'answered'],
       ]);
-      const [row] = await db.sql('select status, attempt_count, error_code, external_run_id from outbox_deliveries where event_id = $1', [id]);
-      expect(row).toEqual({ status: 'delivered', attempt_count: 2, error_code: 'staleLeaseRecovered', external_run_id: 'second' });
+      const [row] = await db.sql(
+        'select status, attempt_count, error_code, external_run_id from outbox_deliveries where event_id = $1',
+        [id],
+      );
+      expect(row).toEqual({
+        status: 'delivered',
+        attempt_count: 2,
+        error_code: 'staleLeaseRecovered',
+        external_run_id: 'second',
+      });
     } finally {
       await child.kill('SIGKILL');
       await t.close();
@@ -50,7 +79,10 @@ describe('webhooks across relays and crashes', () => {
     await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox');
     receiver.requests.length = 0;
     // Slow enough to overlap, and a first attempt that fails now and then so retries are claimed too.
-    receiver.reply = (request, index) => ({ delayMs: index % 7, status: request.attempt === 1 && index % 5 === 0 ? 503 : 200 });
+    receiver.reply = (request, index) => ({
+      delayMs: index % 7,
+      status: request.attempt === 1 && index % 5 === 0 ? 503 : 200,
+    });
     const webhook: OutboxWebhookOptions = {
       name: 'pair',
       url: `${receiver.baseUrl}/pair`,
@@ -63,11 +95,15 @@ describe('webhooks across relays and crashes', () => {
     const a = await buildApp({ url: db.url, outbox: { relay: { batchSize: 40 }, webhooks: [webhook] } });
     const b = await buildApp({ url: db.url, outbox: { relay: { batchSize: 40 }, webhooks: [webhook] } });
     try {
-      const events = Array.from({ length: 400 }, (_, i) => ({ tenantId: TENANTS[i % 2]!, eventName: 'test.pair.v1', payload: { i } }));
+      const events = Array.from({ length: 400 }, (_, i) => ({
+        tenantId: TENANTS[i % 2]!,
+        eventName: 'test.pair.v1',
+        payload: { i },
+      }));
       await a.dataSource.transaction((m) => a.outbox.enqueueMany(m, events));
       const work = async (t: TestApp): Promise<number> => {
         let succeeded = 0;
-        for (let idle = 0; idle < 3; ) {
+        for (let idle = 0; idle < 3;) {
           const round: RelayRoundResult = await t.relay.drain();
           succeeded += round.succeeded;
           idle = round.deliveriesClaimed === 0 ? idle + 1 : 0;
@@ -82,7 +118,8 @@ describe('webhooks across relays and crashes', () => {
       const requests = receiver.to('/pair');
       expect(requests.every((r) => r.outcome === 'answered')).toBe(true);
       const successes = new Map<string, number>();
-      for (const r of requests.filter((r) => r.status === 200)) successes.set(r.id, (successes.get(r.id) ?? 0) + 1);
+      for (const r of requests.filter((r) => r.status === 200))
+        successes.set(r.id, (successes.get(r.id) ?? 0) + 1);
       expect(successes.size).toBe(400);
       expect([...successes.values()].every((n) => n === 1)).toBe(true);
       expect(requests.filter((r) => r.status === 503).length).toBeGreaterThan(0);

@@ -35,11 +35,21 @@ describe('webhook subscriptions per tenant', () => {
     receiver.requests.length = 0;
   });
 
-  const enqueue = (app: TestApp, tenantId: string, eventName: string, payload: Record<string, unknown> = {}) =>
-    app.dataSource.transaction((m) => app.outbox.enqueue(m, { tenantId, eventName, payload }));
+  const enqueue = (
+    app: TestApp,
+    tenantId: string,
+    eventName: string,
+    payload: Record<string, unknown> = {},
+  ) => app.dataSource.transaction((m) => app.outbox.enqueue(m, { tenantId, eventName, payload }));
   const deliveryOf = async (eventId: string) =>
-    (await db.sql<Record<string, unknown>>('select consumer_name, status, attempt_count, error_code from outbox_deliveries where event_id = $1', [eventId]))[0];
-  const eventStatus = async (id: string) => (await db.sql<{ status: string }>('select status from event_outbox where id = $1', [id]))[0]!.status;
+    (
+      await db.sql<Record<string, unknown>>(
+        'select consumer_name, status, attempt_count, error_code from outbox_deliveries where event_id = $1',
+        [eventId],
+      )
+    )[0];
+  const eventStatus = async (id: string) =>
+    (await db.sql<{ status: string }>('select status from event_outbox where id = $1', [id]))[0]!.status;
 
   it('delivers a tenant’s events to the subscription it added at run time, and to nobody else’s', async () => {
     const before = await enqueue(t, A, 'crm.contact.created.v1');
@@ -47,10 +57,27 @@ describe('webhook subscriptions per tenant', () => {
     expect(await eventStatus(before)).toBe('no_handlers');
 
     const secret = generateWebhookSecret();
-    const added = await subscriptions.add(A, { name: 'crm', url: `${receiver.baseUrl}/a`, events: ['crm.contact.*'], secret, headers: { authorization: 'Bearer a' } });
-    expect(added).toMatchObject({ tenantId: A, name: 'crm', consumer: 'subscription:crm', status: 'active', hasSecret: true, headerNames: ['authorization'] });
+    const added = await subscriptions.add(A, {
+      name: 'crm',
+      url: `${receiver.baseUrl}/a`,
+      events: ['crm.contact.*'],
+      secret,
+      headers: { authorization: 'Bearer a' },
+    });
+    expect(added).toMatchObject({
+      tenantId: A,
+      name: 'crm',
+      consumer: 'subscription:crm',
+      status: 'active',
+      hasSecret: true,
+      headerNames: ['authorization'],
+    });
     expect(added).not.toHaveProperty('secret');
-    await subscriptions.add(B, { name: 'crm', url: `${receiver.baseUrl}/b`, events: ['crm.contact.created.v1'] });
+    await subscriptions.add(B, {
+      name: 'crm',
+      url: `${receiver.baseUrl}/b`,
+      events: ['crm.contact.created.v1'],
+    });
 
     const aCreated = await enqueue(t, A, 'crm.contact.created.v1', { who: 'a' });
     const aUpdated = await enqueue(t, A, 'crm.contact.updated.v1', { who: 'a' });
@@ -62,13 +89,20 @@ describe('webhook subscriptions per tenant', () => {
     const toA = receiver.to('/a');
     expect(toA.map((r) => r.id).sort()).toEqual([aCreated, aUpdated].sort());
     for (const request of toA) {
-      const envelope = verifyWebhook<{ who: string }>({ secret, headers: request.headers, body: request.body }) as OutboxWebhookEnvelope<{ who: string }>;
+      const envelope = verifyWebhook<{ who: string }>({
+        secret,
+        headers: request.headers,
+        body: request.body,
+      }) as OutboxWebhookEnvelope<{ who: string }>;
       expect(envelope).toMatchObject({ tenantId: A, data: { who: 'a' } });
       expect(request.headers.authorization).toBe('Bearer a');
     }
     expect(receiver.to('/b').map((r) => [r.id, JSON.parse(r.body).tenantId])).toEqual([[bCreated, B]]);
     expect(receiver.to('/b')[0]!.headers['webhook-signature']).toBeUndefined();
-    expect(await deliveryOf(aCreated)).toMatchObject({ consumer_name: 'subscription:crm', status: 'delivered' });
+    expect(await deliveryOf(aCreated)).toMatchObject({
+      consumer_name: 'subscription:crm',
+      status: 'delivered',
+    });
     expect(await eventStatus(aDeal)).toBe('no_handlers');
     expect(await eventStatus(bUpdated)).toBe('no_handlers');
     expect(
@@ -84,12 +118,18 @@ describe('webhook subscriptions per tenant', () => {
   });
 
   it('refuses a name the tenant already uses and bad settings, naming the field', async () => {
-    const duplicate = await subscriptions.add(A, { name: 'crm', url: `${receiver.baseUrl}/a2`, events: ['*'] }).catch((e: unknown) => e);
+    const duplicate = await subscriptions
+      .add(A, { name: 'crm', url: `${receiver.baseUrl}/a2`, events: ['*'] })
+      .catch((e: unknown) => e);
     expect(duplicate).toBeInstanceOf(OutboxValidationError);
     expect((duplicate as OutboxValidationError).field).toBe('name');
-    const bad = await subscriptions.add(A, { name: 'other', url: 'not a url', events: ['*'] }).catch((e: unknown) => e);
+    const bad = await subscriptions
+      .add(A, { name: 'other', url: 'not a url', events: ['*'] })
+      .catch((e: unknown) => e);
     expect((bad as OutboxValidationError).field).toBe('url');
-    const slow = await subscriptions.add(A, { name: 'other', url: `${receiver.baseUrl}/x`, events: ['*'], timeoutMs: 10 ** 9 }).catch((e: unknown) => e);
+    const slow = await subscriptions
+      .add(A, { name: 'other', url: `${receiver.baseUrl}/x`, events: ['*'], timeoutMs: 10 ** 9 })
+      .catch((e: unknown) => e);
     expect((slow as OutboxValidationError).field).toBe('timeoutMs');
     expect((await subscriptions.list(A)).map((s) => s.name)).toEqual(['crm']);
   });
@@ -99,7 +139,11 @@ describe('webhook subscriptions per tenant', () => {
     const id = await enqueue(t, A, 'crm.contact.created.v1', { who: 'a' });
     await t.relay.drain();
     expect(receiver.requests).toHaveLength(0);
-    expect(await deliveryOf(id)).toMatchObject({ status: 'pending', attempt_count: 0, error_code: 'subscriptionPaused' });
+    expect(await deliveryOf(id)).toMatchObject({
+      status: 'pending',
+      attempt_count: 0,
+      error_code: 'subscriptionPaused',
+    });
 
     expect(await subscriptions.resume(A, 'crm')).toMatchObject({ status: 'active' });
     await t.relay.drain();
@@ -144,11 +188,16 @@ describe('webhook subscriptions per tenant', () => {
     try {
       await db.sql('set local role outbox_relay');
       await db.sql(`select set_config('app.current_tenant_id', $1, true)`, [B]);
-      const visible = await db.sql<{ tenant_id: string }>('select distinct tenant_id from outbox_webhook_subscriptions');
-      expect(visible).toEqual([{ tenant_id: B }]);
-      await expect(db.sql(`insert into outbox_webhook_subscriptions (id, tenant_id, name, url, events) values (gen_random_uuid(), $1, 'x', 'http://x', '{*}')`, [A])).rejects.toThrow(
-        /row-level security/,
+      const visible = await db.sql<{ tenant_id: string }>(
+        'select distinct tenant_id from outbox_webhook_subscriptions',
       );
+      expect(visible).toEqual([{ tenant_id: B }]);
+      await expect(
+        db.sql(
+          `insert into outbox_webhook_subscriptions (id, tenant_id, name, url, events) values (gen_random_uuid(), $1, 'x', 'http://x', '{*}')`,
+          [A],
+        ),
+      ).rejects.toThrow(/row-level security/);
     } finally {
       await db.sql('rollback');
     }

@@ -49,19 +49,47 @@ describe('webhooks', () => {
     t = await buildApp({
       url: db.url,
       outbox: {
-        webhooks: webhooks.map((w) => ({ name: 'hook', url: `${receiver.baseUrl}/hook`, events: ['test.hook.*'], timeoutMs: 2000, backoff: FAST, ...w }) as OutboxWebhookOptions),
+        webhooks: webhooks.map(
+          (w) =>
+            ({
+              name: 'hook',
+              url: `${receiver.baseUrl}/hook`,
+              events: ['test.hook.*'],
+              timeoutMs: 2000,
+              backoff: FAST,
+              ...w,
+            }) as OutboxWebhookOptions,
+        ),
       },
     });
     return t;
   };
-  const enqueue = (app: TestApp, payload: Record<string, unknown> = { n: 1 }, eventName = 'test.hook.created.v1') =>
+  const enqueue = (
+    app: TestApp,
+    payload: Record<string, unknown> = { n: 1 },
+    eventName = 'test.hook.created.v1',
+  ) =>
     app.dataSource.transaction((m) =>
-      app.outbox.enqueue(m, { tenantId: TENANT, eventName, payload, aggregateType: 'thing', aggregateId: 't-1', correlationId: 'corr-1' }),
+      app.outbox.enqueue(m, {
+        tenantId: TENANT,
+        eventName,
+        payload,
+        aggregateType: 'thing',
+        aggregateId: 't-1',
+        correlationId: 'corr-1',
+      }),
     );
   const delivery = async (eventId: string, consumer = 'webhook:hook') =>
-    (await db.sql<Record<string, unknown>>('select * from outbox_deliveries where event_id = $1 and consumer_name = $2', [eventId, consumer]))[0]!;
-  const eventStatus = async (id: string) => (await db.sql<{ status: string }>('select status from event_outbox where id = $1', [id]))[0]!.status;
-  const makeRetriesDue = () => db.sql(`update outbox_deliveries set next_attempt_at = now() where status in ('failed', 'pending')`);
+    (
+      await db.sql<Record<string, unknown>>(
+        'select * from outbox_deliveries where event_id = $1 and consumer_name = $2',
+        [eventId, consumer],
+      )
+    )[0]!;
+  const eventStatus = async (id: string) =>
+    (await db.sql<{ status: string }>('select status from event_outbox where id = $1', [id]))[0]!.status;
+  const makeRetriesDue = () =>
+    db.sql(`update outbox_deliveries set next_attempt_at = now() where status in ('failed', 'pending')`);
 
   it('posts the declared envelope, signed, and the receiver verifies it with verifyWebhook()', async () => {
     const secret = generateWebhookSecret();
@@ -95,10 +123,19 @@ describe('webhooks', () => {
 
     const envelope = verifyWebhook({ secret, headers: request!.headers, body: request!.body });
     expect(envelope.eventId).toBe(id);
-    expect(() => verifyWebhook({ secret: generateWebhookSecret(), headers: request!.headers, body: request!.body })).toThrow(OutboxWebhookVerificationError);
-    expect(() => verifyWebhook({ secret, headers: request!.headers, body: request!.body.replace('Ada', 'Eve') })).toThrow(/signature/);
+    expect(() =>
+      verifyWebhook({ secret: generateWebhookSecret(), headers: request!.headers, body: request!.body }),
+    ).toThrow(OutboxWebhookVerificationError);
+    expect(() =>
+      verifyWebhook({ secret, headers: request!.headers, body: request!.body.replace('Ada', 'Eve') }),
+    ).toThrow(/signature/);
 
-    expect(await delivery(id)).toMatchObject({ status: 'delivered', attempt_count: 1, external_run_id: 'run-42', error_code: null });
+    expect(await delivery(id)).toMatchObject({
+      status: 'delivered',
+      attempt_count: 1,
+      external_run_id: 'run-42',
+      error_code: null,
+    });
     expect(await eventStatus(id)).toBe('published');
     const [registered] = await db.sql('select name, kind, event_patterns from outbox_consumers');
     expect(registered).toEqual({ name: 'webhook:hook', kind: 'webhook', event_patterns: ['test.hook.*'] });
@@ -106,28 +143,51 @@ describe('webhooks', () => {
 
   it('retries a 500 and delivers once on the 200 that follows, with the same event id', async () => {
     const app = await start();
-    receiver.reply = (_, index) => (index === 0 ? { status: 500, body: 'boom' } : { headers: { 'x-run-id': 'exec-7' }, body: '' });
+    receiver.reply = (_, index) =>
+      index === 0 ? { status: 500, body: 'boom' } : { headers: { 'x-run-id': 'exec-7' }, body: '' };
     const id = await enqueue(app);
     expect(await app.relay.runOnce()).toMatchObject({ failed: 1, succeeded: 0 });
-    expect(await delivery(id)).toMatchObject({ status: 'failed', attempt_count: 1, error_code: 'httpStatus', last_error: 'HTTP 500 Internal Server Error: boom' });
+    expect(await delivery(id)).toMatchObject({
+      status: 'failed',
+      attempt_count: 1,
+      error_code: 'httpStatus',
+      last_error: 'HTTP 500 Internal Server Error: boom',
+    });
     await makeRetriesDue();
     expect(await app.relay.runOnce()).toMatchObject({ succeeded: 1 });
     expect(receiver.requests.map((r) => [r.id, r.attempt])).toEqual([
       [id, 1],
       [id, 2],
     ]);
-    expect(await delivery(id)).toMatchObject({ status: 'delivered', attempt_count: 2, external_run_id: 'exec-7' });
+    expect(await delivery(id)).toMatchObject({
+      status: 'delivered',
+      attempt_count: 2,
+      external_run_id: 'exec-7',
+    });
     expect(await eventStatus(id)).toBe('published');
   });
 
   it('dead-letters a 400 at once, unless retryOn4xx', async () => {
-    const app = await start({ name: 'strict', maxAttempts: 5 }, { name: 'lenient', retryOn4xx: true, maxAttempts: 5 });
+    const app = await start(
+      { name: 'strict', maxAttempts: 5 },
+      { name: 'lenient', retryOn4xx: true, maxAttempts: 5 },
+    );
     receiver.reply = () => ({ status: 400, body: { error: 'unknown field' } });
     const id = await enqueue(app);
     await app.relay.runOnce();
-    expect(await delivery(id, 'webhook:strict')).toMatchObject({ status: 'dead', attempt_count: 1, error_code: 'httpStatus' });
-    expect(String((await delivery(id, 'webhook:strict')).last_error)).toMatch(/^HTTP 400 Bad Request: \{"error":"unknown field"\}/);
-    expect(await delivery(id, 'webhook:lenient')).toMatchObject({ status: 'failed', attempt_count: 1, error_code: 'httpStatus' });
+    expect(await delivery(id, 'webhook:strict')).toMatchObject({
+      status: 'dead',
+      attempt_count: 1,
+      error_code: 'httpStatus',
+    });
+    expect(String((await delivery(id, 'webhook:strict')).last_error)).toMatch(
+      /^HTTP 400 Bad Request: \{"error":"unknown field"\}/,
+    );
+    expect(await delivery(id, 'webhook:lenient')).toMatchObject({
+      status: 'failed',
+      attempt_count: 1,
+      error_code: 'httpStatus',
+    });
     expect(await eventStatus(id)).toBe('failed');
   });
 
@@ -138,8 +198,14 @@ describe('webhooks', () => {
     const started = Date.now();
     await app.relay.runOnce();
     expect(Date.now() - started).toBeLessThan(2500);
-    expect(await delivery(id)).toMatchObject({ status: 'failed', error_code: 'timeout', last_error: 'no complete response within 200 ms' });
-    await waitFor(() => receiver.requests[0]?.outcome === 'aborted', { message: 'the receiver to see the request abandoned' });
+    expect(await delivery(id)).toMatchObject({
+      status: 'failed',
+      error_code: 'timeout',
+      last_error: 'no complete response within 200 ms',
+    });
+    await waitFor(() => receiver.requests[0]?.outcome === 'aborted', {
+      message: 'the receiver to see the request abandoned',
+    });
   }, 20_000);
 
   it('records a refused connection as connectionError', async () => {
@@ -157,7 +223,11 @@ describe('webhooks', () => {
     const id = await enqueue(app);
     await app.relay.runOnce();
     const row = await delivery(id);
-    expect(row).toMatchObject({ status: 'failed', error_code: 'remoteReportedFailure', external_run_id: 'n8n-exec-1' });
+    expect(row).toMatchObject({
+      status: 'failed',
+      error_code: 'remoteReportedFailure',
+      external_run_id: 'n8n-exec-1',
+    });
     expect(String(row.last_error)).toContain('workflow failed');
   });
 
@@ -191,7 +261,12 @@ describe('webhooks', () => {
     )) as [{ id: string }];
     await app.relay.runOnce();
     const row = await delivery(id);
-    expect(row).toMatchObject({ status: 'dead', attempt_count: 1, error_code: 'malformedPayload', lease_token: null });
+    expect(row).toMatchObject({
+      status: 'dead',
+      attempt_count: 1,
+      error_code: 'malformedPayload',
+      lease_token: null,
+    });
     expect(String(row.last_error)).toContain('data.n');
     expect(await eventStatus(id)).toBe('failed');
     expect(receiver.requests).toHaveLength(0);
@@ -205,7 +280,13 @@ describe('webhooks', () => {
     await app.relay.runOnce();
     expect(receiver.requests).toHaveLength(3);
     expect(webhooks.circuitStates()).toEqual([
-      expect.objectContaining({ consumer: 'webhook:hook', tenantId: null, url: `${receiver.baseUrl}/hook`, state: 'open', consecutiveFailures: 3 }),
+      expect.objectContaining({
+        consumer: 'webhook:hook',
+        tenantId: null,
+        url: `${receiver.baseUrl}/hook`,
+        state: 'open',
+        consecutiveFailures: 3,
+      }),
     ]);
     // Operators see the endpoint as paused in the tenant's stats.
     expect((await app.app.get(OutboxAdminService).stats(TENANT)).webhookCircuits).toEqual([
@@ -216,17 +297,24 @@ describe('webhooks', () => {
     await makeRetriesDue();
     await app.relay.runOnce();
     expect(receiver.requests).toHaveLength(3);
-    const held = await db.sql<{ status: string; attempt_count: number; error_code: string }>('select status, attempt_count, error_code from outbox_deliveries');
+    const held = await db.sql<{ status: string; attempt_count: number; error_code: string }>(
+      'select status, attempt_count, error_code from outbox_deliveries',
+    );
     expect(held).toEqual(Array(3).fill({ status: 'pending', attempt_count: 1, error_code: 'circuitOpen' }));
 
     // After the cool-down one probe goes; it succeeds, the circuit closes and the rest follow.
     receiver.reply = () => ({});
-    await waitFor(async () => (await app.relay.runOnce()).succeeded > 0, { timeoutMs: 5000, message: 'the probe to go through' });
+    await waitFor(async () => (await app.relay.runOnce()).succeeded > 0, {
+      timeoutMs: 5000,
+      message: 'the probe to go through',
+    });
     expect(receiver.requests).toHaveLength(4);
     expect(webhooks.circuitStates()[0]).toMatchObject({ state: 'closed', consecutiveFailures: 0 });
     await makeRetriesDue();
     await app.relay.drain();
-    const settled = await db.sql<{ status: string; attempt_count: number }>('select status, attempt_count from outbox_deliveries');
+    const settled = await db.sql<{ status: string; attempt_count: number }>(
+      'select status, attempt_count from outbox_deliveries',
+    );
     expect(settled).toEqual(Array(3).fill({ status: 'delivered', attempt_count: 2 }));
     expect(receiver.requests).toHaveLength(6);
   }, 20_000);
@@ -242,7 +330,14 @@ describe('webhooks', () => {
           { name: 'b', url: 'http://example.com/x', events: ['Contact Created'], timeoutMs: 1000 },
           { name: 'c', url: 'http://example.com/x', events: ['crm.*'], timeoutMs: 5000 },
           { name: 'c', url: 'http://example.com/x', events: ['crm.*'], timeoutMs: 1000 },
-          { name: 'd', url: 'http://u:p@example.com/x', events: ['crm.*'], timeoutMs: 1000, headers: { 'webhook-id': 'x' }, secret: 'short' },
+          {
+            name: 'd',
+            url: 'http://u:p@example.com/x',
+            events: ['crm.*'],
+            timeoutMs: 1000,
+            headers: { 'webhook-id': 'x' },
+            secret: 'short',
+          },
         ],
       },
     });
@@ -279,7 +374,14 @@ describe('webhooks', () => {
         OutboxModule.forRootAsync({
           useFactory: async () => ({
             relay: { enabled: false },
-            webhooks: [{ name: 'async', url: `${receiver.baseUrl}/async`, events: ['crm.contact.created.v1', 'crm.*'], timeoutMs: 1000 }],
+            webhooks: [
+              {
+                name: 'async',
+                url: `${receiver.baseUrl}/async`,
+                events: ['crm.contact.created.v1', 'crm.*'],
+                timeoutMs: 1000,
+              },
+            ],
           }),
         }),
       ],

@@ -49,7 +49,10 @@ describe('wiring', () => {
   });
 
   it('rejects app.init() with one error listing every wiring mistake', async () => {
-    const failure = buildApp({ url: db.url, providers: [WelcomeEmailConsumer, LegacyMailer, AuditConsumer, BadNameConsumer] });
+    const failure = buildApp({
+      url: db.url,
+      providers: [WelcomeEmailConsumer, LegacyMailer, AuditConsumer, BadNameConsumer],
+    });
     await expect(failure).rejects.toBeInstanceOf(OutboxConfigurationError);
     const error = (await failure.catch((e: OutboxConfigurationError) => e)) as OutboxConfigurationError;
     expect(error.problems).toHaveLength(3);
@@ -59,7 +62,12 @@ describe('wiring', () => {
   });
 
   it('names the missing ScheduleModule and TypeOrmModule imports', async () => {
-    const failure = buildApp({ url: db.url, schedule: false, typeorm: false, outbox: { relay: { enabled: true } } });
+    const failure = buildApp({
+      url: db.url,
+      schedule: false,
+      typeorm: false,
+      outbox: { relay: { enabled: true } },
+    });
     const error = (await failure.catch((e: OutboxConfigurationError) => e)) as OutboxConfigurationError;
     expect(error).toBeInstanceOf(OutboxConfigurationError);
     expect(error.message).toContain('ScheduleModule.forRoot()');
@@ -67,12 +75,20 @@ describe('wiring', () => {
   });
 
   it('does not need ScheduleModule when the relay is disabled', async () => {
-    const app = await buildApp({ url: db.url, schedule: false, providers: [GoodConsumers], outbox: { relay: { enabled: false } } });
+    const app = await buildApp({
+      url: db.url,
+      schedule: false,
+      providers: [GoodConsumers],
+      outbox: { relay: { enabled: false } },
+    });
     await app.close();
   });
 
   it('rejects invalid options with every problem listed', async () => {
-    const failure = buildApp({ url: db.url, outbox: { maxAttempts: 0, relay: { batchSize: -1 }, backoff: { jitter: 2 } } });
+    const failure = buildApp({
+      url: db.url,
+      outbox: { maxAttempts: 0, relay: { batchSize: -1 }, backoff: { jitter: 2 } },
+    });
     const error = (await failure.catch((e: OutboxConfigurationError) => e)) as OutboxConfigurationError;
     expect(error.problems).toHaveLength(3);
     expect(error.message).toMatch(/maxAttempts[\s\S]*relay\.batchSize|relay\.batchSize[\s\S]*maxAttempts/);
@@ -83,15 +99,25 @@ describe('wiring', () => {
     const t = await buildApp({ url: db.url, providers: [GoodConsumers] });
     try {
       const registry = t.app.get(OutboxConsumerRegistry);
-      expect(registry.consumers().map((c) => c.name)).toEqual(['GoodConsumers.created', 'contact-audit', 'GoodConsumers.everything']);
+      expect(registry.consumers().map((c) => c.name)).toEqual([
+        'GoodConsumers.created',
+        'contact-audit',
+        'GoodConsumers.everything',
+      ]);
       expect(registry.consumersFor('crm.contact.created.v1').map((c) => c.name)).toEqual([
         'GoodConsumers.created',
         'contact-audit',
         'GoodConsumers.everything',
       ]);
-      expect(registry.consumersFor('crm.deal.won.v1').map((c) => c.name)).toEqual(['GoodConsumers.everything']);
+      expect(registry.consumersFor('crm.deal.won.v1').map((c) => c.name)).toEqual([
+        'GoodConsumers.everything',
+      ]);
       const created = registry.get('GoodConsumers.created')!;
-      expect(created).toMatchObject({ eventName: 'crm.contact.created.v1', hostClass: GoodConsumers, methodName: 'created' });
+      expect(created).toMatchObject({
+        eventName: 'crm.contact.created.v1',
+        hostClass: GoodConsumers,
+        methodName: 'created',
+      });
     } finally {
       await t.close();
     }
@@ -102,7 +128,12 @@ describe('wiring', () => {
     const b = await buildApp({ url: db.url, providers: [WelcomeEmailConsumer] });
     try {
       expect(a.app.get(OutboxConsumerRegistry).consumers()).toHaveLength(3);
-      expect(b.app.get(OutboxConsumerRegistry).consumers().map((c) => c.name)).toEqual(['WelcomeEmail.send']);
+      expect(
+        b.app
+          .get(OutboxConsumerRegistry)
+          .consumers()
+          .map((c) => c.name),
+      ).toEqual(['WelcomeEmail.send']);
     } finally {
       await a.close();
       await b.close();

@@ -49,14 +49,21 @@ export class BenchDatabase {
     const name = `outbox_bench_${randomBytes(5).toString('hex')}`;
     await withClient(serverUrl, (c) => c.query(`create database ${name}`));
     const url = withDatabase(serverUrl, name);
-    const migrator = new DataSource({ type: 'postgres', url, migrations: outboxMigrations, migrationsRun: false, logging: false });
+    const migrator = new DataSource({
+      type: 'postgres',
+      url,
+      migrations: outboxMigrations,
+      migrationsRun: false,
+      logging: false,
+    });
     await migrator.initialize();
     try {
       await migrator.runMigrations({ transaction: 'each' });
       for (const statement of BENCH_TABLES) await migrator.query(statement);
       // Autovacuum off on these tables: a vacuum that starts in the middle of one run and not another would
       // move its time and WAL. Each load is followed by an explicit `vacuum analyze` instead.
-      for (const table of ALL_TABLES) await migrator.query(`alter table public.${table} set (autovacuum_enabled = false)`);
+      for (const table of ALL_TABLES)
+        await migrator.query(`alter table public.${table} set (autovacuum_enabled = false)`);
     } finally {
       await migrator.destroy();
     }
@@ -65,7 +72,10 @@ export class BenchDatabase {
     return new BenchDatabase(serverUrl, name, url, admin);
   }
 
-  async sql<T extends QueryResultRow = Record<string, unknown>>(text: string, values?: unknown[]): Promise<T[]> {
+  async sql<T extends QueryResultRow = Record<string, unknown>>(
+    text: string,
+    values?: unknown[],
+  ): Promise<T[]> {
     return (await this.admin.query<T>(text, values)).rows;
   }
 
@@ -141,8 +151,20 @@ export class BenchDatabase {
   }
 
   /** Rows per outbox table and how many events are not yet settled. */
-  async counts(): Promise<{ events: number; unsettled: number; deliveries: number; inbox: number; effects: number }> {
-    const [row] = await this.sql<{ events: number; unsettled: number; deliveries: number; inbox: number; effects: number }>(
+  async counts(): Promise<{
+    events: number;
+    unsettled: number;
+    deliveries: number;
+    inbox: number;
+    effects: number;
+  }> {
+    const [row] = await this.sql<{
+      events: number;
+      unsettled: number;
+      deliveries: number;
+      inbox: number;
+      effects: number;
+    }>(
       `select (select count(*) from public.event_outbox)::int as events,
               (select count(*) from public.event_outbox where status not in ('published', 'no_handlers'))::int as unsettled,
               (select count(*) from public.outbox_deliveries)::int as deliveries,
@@ -154,7 +176,9 @@ export class BenchDatabase {
 
   /** Where WAL is being inserted now, as a byte position. */
   async walPosition(): Promise<bigint> {
-    const [row] = await this.sql<{ pos: string }>(`select pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::text as pos`);
+    const [row] = await this.sql<{ pos: string }>(
+      `select pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::text as pos`,
+    );
     return BigInt(row!.pos);
   }
 

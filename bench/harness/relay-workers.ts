@@ -22,18 +22,26 @@ const WORKER_FILE = join(__dirname, '..', 'workers', 'relay-worker.js');
 const BOOT_TIMEOUT_MS = 60_000;
 
 /** Starts one worker per config, waits until all are ready, starts them together, and waits for all to finish. */
-export async function runRelayWorkers(configs: readonly RelayWorkerConfig[], timeoutMs = 15 * 60_000): Promise<RelayWorkersOutcome> {
+export async function runRelayWorkers(
+  configs: readonly RelayWorkerConfig[],
+  timeoutMs = 15 * 60_000,
+): Promise<RelayWorkersOutcome> {
   const workers = configs.map((config) => startWorker(config));
   try {
     await withTimeout(Promise.all(workers.map((w) => w.ready)), BOOT_TIMEOUT_MS, 'relay workers to boot');
     const began = now();
     for (const w of workers) w.child.send({ type: 'go' } satisfies ToWorker);
-    const results = await withTimeout(Promise.all(workers.map((w) => w.done)), timeoutMs, 'relay workers to drain');
+    const results = await withTimeout(
+      Promise.all(workers.map((w) => w.done)),
+      timeoutMs,
+      'relay workers to drain',
+    );
     const elapsedMs = now() - began;
     await Promise.all(workers.map((w) => w.exited));
     return { elapsedMs, events: results.reduce((sum, r) => sum + r.events, 0), results };
   } finally {
-    for (const w of workers) if (w.child.exitCode === null && w.child.signalCode === null) w.child.kill('SIGKILL');
+    for (const w of workers)
+      if (w.child.exitCode === null && w.child.signalCode === null) w.child.kill('SIGKILL');
   }
 }
 

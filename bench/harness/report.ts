@@ -69,12 +69,14 @@ export class BenchReport {
 
   add(input: FigureInput): Figure {
     const { versus, goal } = input;
-    const ratio = versus && versus.value !== 0 && Number.isFinite(versus.value) ? input.value / versus.value : null;
+    const ratio =
+      versus && versus.value !== 0 && Number.isFinite(versus.value) ? input.value / versus.value : null;
     const judged = goal?.on === 'ratio' ? ratio : input.value;
     const judgeable = judged !== null && Number.isFinite(judged);
     // A goal whose figure could not be measured counts as missed.
     const met = goal ? judgeable && compare(judged, goal.op, goal.target) : null;
-    const stretchMet = goal?.stretch !== undefined ? judgeable && compare(judged, goal.op, goal.stretch) : null;
+    const stretchMet =
+      goal?.stretch !== undefined ? judgeable && compare(judged, goal.op, goal.stretch) : null;
     const figure: Figure = { ...input, ratio, met, stretchMet };
     this.figures.push(figure);
     this.write(formatFigure(figure));
@@ -118,7 +120,8 @@ function formatFigure(f: Figure): string {
     const op = f.goal.op === '>=' ? '≥' : '≤';
     let verdict = `goal ${op} ${target}: ${f.met ? 'met' : 'MISSED'}`;
     if (f.goal.stretch !== undefined) {
-      const stretch = f.goal.on === 'ratio' ? formatRatio(f.goal.stretch) : formatValue(f.goal.stretch, f.unit);
+      const stretch =
+        f.goal.on === 'ratio' ? formatRatio(f.goal.stretch) : formatValue(f.goal.stretch, f.unit);
       verdict += ` (stretch ${op} ${stretch}: ${f.stretchMet ? 'met' : 'not met'})`;
     }
     parts.push(verdict);
@@ -136,6 +139,9 @@ export function formatValue(value: number, unit: string): string {
   if (!Number.isFinite(value)) return `n/a ${unit}`.trim();
   const abs = Math.abs(value);
   const digits = abs >= 1000 ? 0 : abs >= 100 ? 0 : abs >= 10 ? 1 : 2;
-  const text = value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+  const text = value.toLocaleString('en-US', {
+    minimumFractionDigits: digits,
+    maximumFractionDigits: digits,
+  });
   return unit ? `${text} ${unit}` : text;
 }

@@ -63,7 +63,9 @@ function withUnit(setting: string, unit: string | null): string {
   if (!unit) return setting;
   const match = /^(\d+)?(kB|MB|GB|B)$/.exec(unit);
   if (!match) return `${setting}${unit}`;
-  const factor = Number(match[1] ?? 1) * { B: 1 / 1024, kB: 1, MB: 1024, GB: 1024 * 1024 }[match[2] as 'B' | 'kB' | 'MB' | 'GB'];
+  const factor =
+    Number(match[1] ?? 1) *
+    { B: 1 / 1024, kB: 1, MB: 1024, GB: 1024 * 1024 }[match[2] as 'B' | 'kB' | 'MB' | 'GB'];
   const kb = Number(setting) * factor;
   if (kb >= 1024 * 1024 && kb % (1024 * 1024) === 0) return `${kb / 1024 / 1024}GB`;
   if (kb >= 1024 && kb % 1024 === 0) return `${kb / 1024}MB`;
@@ -92,7 +94,11 @@ export class WalFlushCounter {
     );
     const has = (view: string): boolean => columns.some((c) => c.view === view);
     if (has('pg_stat_wal')) {
-      return new WalFlushCounter(db, 'select wal_sync::bigint::text as n from pg_stat_wal', 'pg_stat_wal.wal_sync');
+      return new WalFlushCounter(
+        db,
+        'select wal_sync::bigint::text as n from pg_stat_wal',
+        'pg_stat_wal.wal_sync',
+      );
     }
     if (has('pg_stat_io')) {
       return new WalFlushCounter(

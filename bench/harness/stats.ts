@@ -34,7 +34,11 @@ export function max(values: readonly number[]): number {
 }
 
 /** Polls `condition` until it is true; false when `timeoutMs` passed first. A bench never fails on a sleep. */
-export async function waitUntil(condition: () => boolean | Promise<boolean>, timeoutMs: number, intervalMs = 10): Promise<boolean> {
+export async function waitUntil(
+  condition: () => boolean | Promise<boolean>,
+  timeoutMs: number,
+  intervalMs = 10,
+): Promise<boolean> {
   const deadline = now() + timeoutMs;
   for (;;) {
     if (await condition()) return true;

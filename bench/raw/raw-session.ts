@@ -14,7 +14,9 @@ export class RawSession {
     return new RawSession(client);
   }
 
-  async rows<T extends QueryResultRow = Record<string, unknown>>(statement: SqlStatement | string): Promise<T[]> {
+  async rows<T extends QueryResultRow = Record<string, unknown>>(
+    statement: SqlStatement | string,
+  ): Promise<T[]> {
     this.queries++;
     const { text, values } = typeof statement === 'string' ? { text: statement, values: [] } : statement;
     return (await this.client.query<T>(text, values)).rows;

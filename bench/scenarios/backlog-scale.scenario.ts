@@ -17,11 +17,18 @@ const BATCH_SIZE = OUTBOX_DEFAULTS.relay.batchSize;
 const WARM_UP_ROUNDS = 2;
 
 /** Median time of `rounds` library rounds of one full batch each, and the slowest statement kinds. */
-async function libraryRoundMs(context: BenchContext, rounds: number): Promise<{ ms: number; slowest: string }> {
+async function libraryRoundMs(
+  context: BenchContext,
+  rounds: number,
+): Promise<{ ms: number; slowest: string }> {
   const { db } = context;
   await db.loadPendingEvents((rounds + WARM_UP_ROUNDS) * BATCH_SIZE);
   await db.sql('analyze');
-  const app = await createBenchApp({ url: db.url, consumers: [InMemoryConsumers], relay: { batchSize: BATCH_SIZE } });
+  const app = await createBenchApp({
+    url: db.url,
+    consumers: [InMemoryConsumers],
+    relay: { batchSize: BATCH_SIZE },
+  });
   try {
     const times: number[] = [];
     const kinds = new Map<string, QueryKindStats>();
@@ -79,7 +86,9 @@ export const backlogScaleScenario: BenchScenario = {
       await db.vacuumAnalyze();
       await db.checkpoint();
       const seconds = ((now() - began) / 1000).toFixed(1);
-      report.note(`history of ${size.toLocaleString('en-US')} published events loaded, vacuumed and analyzed in ${seconds} s`);
+      report.note(
+        `history of ${size.toLocaleString('en-US')} published events loaded, vacuumed and analyzed in ${seconds} s`,
+      );
       const library = await libraryRoundMs(context, scaleRounds);
       const raw = await rawRoundMs(context, scaleRounds);
       results.set(size, { library: library.ms, raw });

@@ -45,7 +45,10 @@ const APPLICATION_NAME = 'bench-enqueue';
 const WARM_UP_MS = 300;
 const CONNECTIONS = [1, 8] as const;
 
-function contactEvent(): { contact: { id: string; name: string; email: string }; event: OutboxEventInput<Record<string, string>> } {
+function contactEvent(): {
+  contact: { id: string; name: string; email: string };
+  event: OutboxEventInput<Record<string, string>>;
+} {
   const id = randomUUID();
   const contact = { id, name: `Contact ${id.slice(0, 8)}`, email: `${id.slice(0, 8)}@example.com` };
   return {
@@ -61,11 +64,21 @@ function contactEvent(): { contact: { id: string; name: string; email: string };
 }
 
 /** Business transactions through the Nest app: TypeORM's `transaction`, and `enqueue` when `withEvent`. */
-async function libraryTransactor(url: string, connections: number, { business, withEvent, relay }: Workload): Promise<Transactor> {
+async function libraryTransactor(
+  url: string,
+  connections: number,
+  { business, withEvent, relay }: Workload,
+): Promise<Transactor> {
   // The pool an app would have (pg's default of 10), not one sized to the load: the library may use a
   // connection of its own beside the business transactions (its wake-up NOTIFY), as it would in an app.
   const poolSize = Math.max(10, connections);
-  const app = await createBenchApp({ url, consumers: [], relay, poolSize, applicationName: APPLICATION_NAME });
+  const app = await createBenchApp({
+    url,
+    consumers: [],
+    relay,
+    poolSize,
+    applicationName: APPLICATION_NAME,
+  });
   let statements = 0;
   return {
     statements: () => (statements += app.probe.take().total),
@@ -83,15 +96,22 @@ async function libraryTransactor(url: string, connections: number, { business, w
 }
 
 /** The same transactions by hand on `pg` connections, the event as a plain INSERT of the same row. */
-async function rawTransactor(url: string, connections: number, { business, withEvent }: Workload): Promise<Transactor> {
-  const sessions = await Promise.all(Array.from({ length: connections }, () => RawSession.connect(url, APPLICATION_NAME)));
+async function rawTransactor(
+  url: string,
+  connections: number,
+  { business, withEvent }: Workload,
+): Promise<Transactor> {
+  const sessions = await Promise.all(
+    Array.from({ length: connections }, () => RawSession.connect(url, APPLICATION_NAME)),
+  );
   return {
     statements: () => sessions.reduce((sum, s) => sum + s.queries, 0),
     run: (worker) => {
       const session = sessions[worker]!;
       return session.transaction(async () => {
         const { contact, event } = contactEvent();
-        if (business) await session.rows(insertContact(contact.id, BENCH_TENANT, contact.name, contact.email));
+        if (business)
+          await session.rows(insertContact(contact.id, BENCH_TENANT, contact.name, contact.email));
         if (withEvent) {
           await session.rows(
             insertEvent({
@@ -113,7 +133,9 @@ async function rawTransactor(url: string, connections: number, { business, withE
 }
 
 function openTransactor(url: string, connections: number, workload: Workload): Promise<Transactor> {
-  return workload.side === 'library' ? libraryTransactor(url, connections, workload) : rawTransactor(url, connections, workload);
+  return workload.side === 'library'
+    ? libraryTransactor(url, connections, workload)
+    : rawTransactor(url, connections, workload);
 }
 
 /** What `connections` loops of transactions did: a warm-up, then a timed part. */
@@ -145,23 +167,36 @@ async function drive(transactor: Transactor, connections: number, seconds: numbe
   await Promise.all(workers.map((w) => loop(w, began + seconds * 1000)));
   const timedMs = now() - began;
   const cpu = process.cpuUsage(cpuBefore);
-  return { commits, timedCommits: commits - before, timedMs, timedCpuUs: cpu.user + cpu.system, statements: transactor.statements() };
+  return {
+    commits,
+    timedCommits: commits - before,
+    timedMs,
+    timedCpuUs: cpu.user + cpu.system,
+    statements: transactor.statements(),
+  };
 }
 
 /**
  * One timed run on fresh tables and fresh connections. Flushes are counted over the whole run (warm-up
  * included, sessions closed so that their counters are published); commits/s over the timed part only.
  */
-async function measureRun(context: BenchContext, workload: Workload, connections: number): Promise<EnqueueRun> {
+async function measureRun(
+  context: BenchContext,
+  workload: Workload,
+  connections: number,
+): Promise<EnqueueRun> {
   const { db, flushes } = context;
   await db.truncate();
   await db.checkpoint();
   const flushesBefore = await flushes.read();
   const transactor = await openTransactor(db.url, connections, workload);
-  const driven = await drive(transactor, connections, context.options.sizes.enqueueSeconds).finally(() => transactor.close());
+  const driven = await drive(transactor, connections, context.options.sizes.enqueueSeconds).finally(() =>
+    transactor.close(),
+  );
   await db.waitForSessionsToEnd(APPLICATION_NAME);
   const flushesAfter = await flushes.read();
-  const flushCount = flushesBefore === null || flushesAfter === null ? Number.NaN : flushesAfter - flushesBefore;
+  const flushCount =
+    flushesBefore === null || flushesAfter === null ? Number.NaN : flushesAfter - flushesBefore;
   return {
     commitsPerS: (driven.timedCommits / driven.timedMs) * 1000,
     statementsPerCommit: driven.statements / driven.commits,
@@ -198,7 +233,13 @@ export const enqueueScenario: BenchScenario = {
       { key: 'raw-outbox', side: 'raw', business: true, withEvent: true },
       { key: 'library-outbox', side: 'library', business: true, withEvent: true },
       // Diagnostic: the same with the library's cross-process wake-up NOTIFY off, to show what it costs.
-      { key: 'library-outbox-quiet', side: 'library', business: true, withEvent: true, relay: { notify: false } },
+      {
+        key: 'library-outbox-quiet',
+        side: 'library',
+        business: true,
+        withEvent: true,
+        relay: { notify: false },
+      },
     ];
     const runs = new Map<string, EnqueueRun[]>();
     for (let repeat = 0; repeat < options.sizes.enqueueRepeats; repeat++) {
@@ -209,7 +250,8 @@ export const enqueueScenario: BenchScenario = {
         }
       }
     }
-    const pick = (key: string, field: keyof EnqueueRun): number => median((runs.get(key) ?? []).map((r) => r[field]));
+    const pick = (key: string, field: keyof EnqueueRun): number =>
+      median((runs.get(key) ?? []).map((r) => r[field]));
     for (const c of CONNECTIONS) {
       report.add({
         scenario: 'enqueue',
@@ -274,7 +316,9 @@ export const enqueueScenario: BenchScenario = {
     report.note(
       `median of ${options.sizes.enqueueRepeats} run(s) of ${options.sizes.enqueueSeconds} s per figure; ` +
         'raw commits per flush without the event: ' +
-        CONNECTIONS.map((c) => `${c} conn ${pick(`raw-plain@${c}`, 'commitsPerFlush').toFixed(2)}`).join(', '),
+        CONNECTIONS.map((c) => `${c} conn ${pick(`raw-plain@${c}`, 'commitsPerFlush').toFixed(2)}`).join(
+          ', ',
+        ),
     );
     report.add({
       scenario: 'enqueue',

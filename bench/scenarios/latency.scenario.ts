@@ -35,7 +35,11 @@ type Produce = (i: number) => Promise<void>;
 const POLL_MS = OUTBOX_DEFAULTS.relay.pollIntervalMs;
 
 /** Calls `produce` `rate` times a second for `seconds`, on schedule even when a commit is slow. */
-async function produceSteadily(rate: number, seconds: number, produce: Produce): Promise<{ produced: number; elapsedMs: number }> {
+async function produceSteadily(
+  rate: number,
+  seconds: number,
+  produce: Produce,
+): Promise<{ produced: number; elapsedMs: number }> {
   const total = Math.round(rate * seconds);
   const intervalMs = 1000 / rate;
   const began = now();
@@ -49,7 +53,12 @@ async function produceSteadily(rate: number, seconds: number, produce: Produce):
   return { produced: total, elapsedMs: now() - began };
 }
 
-function summarize(committedAt: Map<string, number>, handledAt: Map<string, number>, produced: number, elapsedMs: number): LatencyRun {
+function summarize(
+  committedAt: Map<string, number>,
+  handledAt: Map<string, number>,
+  produced: number,
+  elapsedMs: number,
+): LatencyRun {
   const latencies: number[] = [];
   for (const [id, committed] of committedAt) {
     const handled = handledAt.get(id);
@@ -89,13 +98,22 @@ async function measureRaw(context: BenchContext): Promise<LatencyRun> {
       const client = await pool.connect();
       try {
         await client.query('begin');
-        const contact = insertContact(contactId, BENCH_TENANT, 'Contact', `${contactId.slice(0, 8)}@example.com`);
+        const contact = insertContact(
+          contactId,
+          BENCH_TENANT,
+          'Contact',
+          `${contactId.slice(0, 8)}@example.com`,
+        );
         await client.query(contact.text, contact.values);
         const event = insertEvent({
           id,
           tenantId: BENCH_TENANT,
           eventName: BENCH_EVENT,
-          payloadJson: JSON.stringify({ contactId, name: 'Contact', email: `${contactId.slice(0, 8)}@example.com` }),
+          payloadJson: JSON.stringify({
+            contactId,
+            name: 'Contact',
+            email: `${contactId.slice(0, 8)}@example.com`,
+          }),
           aggregateType: 'contact',
           aggregateId: contactId,
         });
@@ -108,7 +126,11 @@ async function measureRaw(context: BenchContext): Promise<LatencyRun> {
       notifying = notifying.then(() => notifier.rows(notify(RAW_NOTIFY_CHANNEL)));
       await notifying;
     };
-    const { produced, elapsedMs } = await produceSteadily(options.sizes.latencyRate, options.sizes.latencySeconds, produce);
+    const { produced, elapsedMs } = await produceSteadily(
+      options.sizes.latencyRate,
+      options.sizes.latencySeconds,
+      produce,
+    );
     await waitUntil(() => handledAt.size >= produced, 10_000);
     return summarize(committedAt, handledAt, produced, elapsedMs);
   } finally {
@@ -148,9 +170,16 @@ async function measureLibrary(context: BenchContext, wakeAfterCommit: boolean): 
       committedAt.set(id, now());
       if (wakeAfterCommit) app.relay.wake();
     };
-    const { produced, elapsedMs } = await produceSteadily(options.sizes.latencyRate, options.sizes.latencySeconds, produce);
+    const { produced, elapsedMs } = await produceSteadily(
+      options.sizes.latencyRate,
+      options.sizes.latencySeconds,
+      produce,
+    );
     await waitUntil(() => handledAt.size >= produced, 3 * POLL_MS + 10_000);
-    return { ...summarize(committedAt, handledAt, produced, elapsedMs), rounds: describeRounds(app.probe.take().kinds, produced) };
+    return {
+      ...summarize(committedAt, handledAt, produced, elapsedMs),
+      rounds: describeRounds(app.probe.take().kinds, produced),
+    };
   } finally {
     await app.close();
   }
@@ -163,7 +192,8 @@ function describeRounds(kinds: Map<string, QueryKindStats>, events: number): str
   const count = (kind: string): number => kinds.get(kind)?.count ?? 0;
   const all = [...kinds.values()].reduce((sum, k) => sum + k.count, 0);
   // The producer's share: begin, contact, event and commit per event, and the wake-up NOTIFYs.
-  const relay = all - 2 * events - count('business insert') - count('enqueue insert') - count('wake-up notify');
+  const relay =
+    all - 2 * events - count('business insert') - count('enqueue insert') - count('wake-up notify');
   return (
     `${rounds} relay rounds (${(events / rounds).toFixed(1)} events each), ` +
     `about ${(relay / rounds).toFixed(1)} statements per round; ` +
@@ -211,7 +241,8 @@ export const latencyScenario: BenchScenario = {
         versus: { label: 'raw NOTIFY', value: raw.max },
       });
       if (run.rounds) report.note(`${name}: ${run.rounds}`);
-      if (run.missing > 0) report.note(`WARNING ${name}: ${run.missing} of ${run.produced} events never reached their handler`);
+      if (run.missing > 0)
+        report.note(`WARNING ${name}: ${run.missing} of ${run.produced} events never reached their handler`);
     };
     lines('library as configured (no wake call)', automatic, hasAutomaticWake);
     lines('library + relay.wake() after commit', woken, !hasAutomaticWake);
@@ -219,8 +250,9 @@ export const latencyScenario: BenchScenario = {
       hasAutomaticWake
         ? 'wake-up path measured: the library wakes itself after commit (median far below the poll interval); goals judged on it'
         : `wake-up path measured: none automatic (events wait for the ${POLL_MS} ms poll); ` +
-          'goals judged on an explicit relay.wake() after each commit',
+            'goals judged on an explicit relay.wake() after each commit',
     );
-    if (raw.missing > 0) report.note(`WARNING raw: ${raw.missing} of ${raw.produced} events never reached their handler`);
+    if (raw.missing > 0)
+      report.note(`WARNING raw: ${raw.missing} of ${raw.produced} events never reached their handler`);
   },
 };

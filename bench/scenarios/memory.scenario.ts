@@ -12,12 +12,22 @@ import type { MemoryProfile, RelayKind } from '../workers/relay-worker.protocol'
 const VARIANT: ConsumerVariant = 'no-db';
 const MiB = 1024 * 1024;
 
-async function profile(context: BenchContext, kind: RelayKind): Promise<{ memory: MemoryProfile; eventsPerS: number }> {
+async function profile(
+  context: BenchContext,
+  kind: RelayKind,
+): Promise<{ memory: MemoryProfile; eventsPerS: number }> {
   const { db, options } = context;
   const events = options.sizes.memoryEvents;
   await db.resetWithPendingEvents(events);
   const outcome = await runRelayWorkers([
-    { url: db.url, kind, variant: VARIANT, batchSize: OUTBOX_DEFAULTS.relay.batchSize, expectedEvents: events, sampleMemory: true },
+    {
+      url: db.url,
+      kind,
+      variant: VARIANT,
+      batchSize: OUTBOX_DEFAULTS.relay.batchSize,
+      expectedEvents: events,
+      sampleMemory: true,
+    },
   ]);
   return { memory: outcome.results[0]!.memory!, eventsPerS: (outcome.events / outcome.elapsedMs) * 1000 };
 }
@@ -35,7 +45,8 @@ function rssAt(memory: MemoryProfile, progress: number): number {
 
 export const memoryScenario: BenchScenario = {
   name: 'memory',
-  title: 'Memory (goal: relay RSS flat while draining — RSS at 100% ≤ 1.10× RSS at 25%, both after a full GC)',
+  title:
+    'Memory (goal: relay RSS flat while draining — RSS at 100% ≤ 1.10× RSS at 25%, both after a full GC)',
   async run(context) {
     const { report, options } = context;
     const library = await profile(context, 'library');
@@ -56,7 +67,9 @@ export const memoryScenario: BenchScenario = {
       versus: { label: '25%', value: rssAt(library.memory, 0.25) / MiB },
       goal: { on: 'ratio', op: '<=', target: 1.1 },
     });
-    report.note(`library: ${describe(library.memory)} (drained at ${library.eventsPerS.toFixed(0)} events/s)`);
+    report.note(
+      `library: ${describe(library.memory)} (drained at ${library.eventsPerS.toFixed(0)} events/s)`,
+    );
     report.note(`raw:     ${describe(raw.memory)} (drained at ${raw.eventsPerS.toFixed(0)} events/s)`);
     report.note(
       `one child process each, 2 consumers per event (neither uses the DB), ` +

@@ -38,13 +38,23 @@ async function drain(
   const { db, report } = context;
   await db.resetWithPendingEvents(backlog);
   const walBefore = await db.walPosition();
-  const config = { url: db.url, kind, variant, batchSize: BATCH_SIZE, expectedEvents: backlog, sampleMemory: false };
+  const config = {
+    url: db.url,
+    kind,
+    variant,
+    batchSize: BATCH_SIZE,
+    expectedEvents: backlog,
+    sampleMemory: false,
+  };
   const outcome = await runRelayWorkers(Array.from({ length: instances }, () => config));
   const walBytes = await db.walBytesSince(walBefore);
   const counts = await db.counts();
   const expectedEffects = variant === 'db-write' ? backlog : 0;
   const complete =
-    counts.unsettled === 0 && counts.deliveries === 2 * backlog && counts.inbox === 2 * backlog && counts.effects === expectedEffects;
+    counts.unsettled === 0 &&
+    counts.deliveries === 2 * backlog &&
+    counts.inbox === 2 * backlog &&
+    counts.effects === expectedEffects;
   if (!complete) {
     report.note(
       `WARNING ${kind} ×${instances} (${variant}) left ${JSON.stringify(counts)}; ` +
@@ -78,7 +88,10 @@ export const relayThroughputScenario: BenchScenario = {
           value: lib.eventsPerS,
           unit: '/s',
           versus: { label: 'raw batched', value: raw.eventsPerS },
-          goal: variant === 'no-db' ? { on: 'ratio', op: '>=', target: 0.75, stretch: 0.9 } : { on: 'ratio', op: '>=', target: 0.6 },
+          goal:
+            variant === 'no-db'
+              ? { on: 'ratio', op: '>=', target: 0.75, stretch: 0.9 }
+              : { on: 'ratio', op: '>=', target: 0.6 },
         });
         if (instances === 1) {
           report.add({

@@ -21,10 +21,18 @@ interface BatchProfile {
   batches: number;
 }
 
-async function profileLibrary(context: BenchContext, batchSize: number, variant: ConsumerVariant): Promise<BatchProfile> {
+async function profileLibrary(
+  context: BenchContext,
+  batchSize: number,
+  variant: ConsumerVariant,
+): Promise<BatchProfile> {
   const { db, options } = context;
   await db.resetWithPendingEvents(batchSize * options.sizes.roundTripBatches);
-  const app = await createBenchApp({ url: db.url, consumers: [consumerClass(variant)], relay: { batchSize } });
+  const app = await createBenchApp({
+    url: db.url,
+    consumers: [consumerClass(variant)],
+    relay: { batchSize },
+  });
   const queries: number[] = [];
   const times: number[] = [];
   const kinds = new Map<string, QueryKindStats>();
@@ -62,7 +70,8 @@ async function profileRaw(
     for (;;) {
       const before = session.queries;
       const began = now();
-      const relayed = pattern === 'batched' ? await runBatchedRound(session, plan) : await runPerEventRound(session, plan);
+      const relayed =
+        pattern === 'batched' ? await runBatchedRound(session, plan) : await runPerEventRound(session, plan);
       if (relayed === 0) break;
       times.push(now() - began);
       queries.push(session.queries - before);
@@ -85,7 +94,8 @@ function timeSplit(profile: BatchProfile): string {
 
 export const roundTripsScenario: BenchScenario = {
   name: 'round-trips',
-  title: 'Round trips per claimed batch and time split (goal: a constant, independent of batch size, without DB use)',
+  title:
+    'Round trips per claimed batch and time split (goal: a constant, independent of batch size, without DB use)',
   async run(context) {
     const { report, options } = context;
     const sizes = options.sizes.roundTripBatchSizes;

@@ -37,6 +37,7 @@ export interface RelayWorkerResult {
 }
 
 export type ToWorker = { type: 'go' };
-export type FromWorker = { type: 'ready' } | { type: 'done'; result: RelayWorkerResult } | { type: 'failed'; error: string };
+export type FromWorker =
+  { type: 'ready' } | { type: 'done'; result: RelayWorkerResult } | { type: 'failed'; error: string };
 
 export const WORKER_CONFIG_ENV = 'BENCH_RELAY_WORKER';

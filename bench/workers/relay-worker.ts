@@ -43,15 +43,23 @@ async function openRelay(config: RelayWorkerConfig): Promise<Relay> {
     };
   }
   const session = await RawSession.connect(config.url, 'bench-relay-worker');
-  const plan: RawRelayPlan = { tenantId: BENCH_TENANT, batchSize: config.batchSize, consumers: CONSUMER_NAMES[config.variant] };
+  const plan: RawRelayPlan = {
+    tenantId: BENCH_TENANT,
+    batchSize: config.batchSize,
+    consumers: CONSUMER_NAMES[config.variant],
+  };
   return {
-    round: () => (config.kind === 'raw-batched' ? runBatchedRound(session, plan) : runPerEventRound(session, plan)),
+    round: () =>
+      config.kind === 'raw-batched' ? runBatchedRound(session, plan) : runPerEventRound(session, plan),
     close: () => session.end(),
   };
 }
 
 /** Drains round by round, recording RSS at each quarter of the expected events. */
-async function drainSampling(relay: Relay, expected: number): Promise<{ events: number; memory: MemoryProfile }> {
+async function drainSampling(
+  relay: Relay,
+  expected: number,
+): Promise<{ events: number; memory: MemoryProfile }> {
   const startRssBytes = process.memoryUsage.rss();
   let peakRssBytes = startRssBytes;
   const sampler = setInterval(() => {
@@ -105,7 +113,8 @@ function send(message: FromWorker): void {
 
 async function main(): Promise<void> {
   const config = JSON.parse(process.env[WORKER_CONFIG_ENV] ?? 'null') as RelayWorkerConfig | null;
-  if (!config || !process.send) throw new Error(`relay-worker runs under fork() with ${WORKER_CONFIG_ENV} set`);
+  if (!config || !process.send)
+    throw new Error(`relay-worker runs under fork() with ${WORKER_CONFIG_ENV} set`);
   // The bench went away (crash, Ctrl-C): do not linger holding connections.
   process.on('disconnect', () => process.exit(1));
   const relay = await openRelay(config);
@@ -120,7 +129,10 @@ async function main(): Promise<void> {
     const outcome = config.sampleMemory
       ? await drainSampling(relay, config.expectedEvents)
       : { events: await drainPlain(relay), memory: null };
-    send({ type: 'done', result: { events: outcome.events, elapsedMs: performance.now() - began, memory: outcome.memory } });
+    send({
+      type: 'done',
+      result: { events: outcome.events, elapsedMs: performance.now() - began, memory: outcome.memory },
+    });
   } finally {
     await relay.close();
   }

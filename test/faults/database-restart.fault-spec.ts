@@ -14,12 +14,20 @@ const TENANT = 'd0000000-0000-4000-8000-00000000000d';
 
 @Injectable()
 class RestartConsumers {
-  @OnOutboxEvent('fault.order.v1', { consumer: 'fx-writer', maxAttempts: 100, backoff: { baseMs: 50, capMs: 500, jitter: 0.5 } })
+  @OnOutboxEvent('fault.order.v1', {
+    consumer: 'fx-writer',
+    maxAttempts: 100,
+    backoff: { baseMs: 50, capMs: 500, jitter: 0.5 },
+  })
   writer(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
     return recordFaultEffect(event, context);
   }
 
-  @OnOutboxEvent('fault.order.v1', { consumer: 'fx-audit', maxAttempts: 100, backoff: { baseMs: 50, capMs: 500, jitter: 0.5 } })
+  @OnOutboxEvent('fault.order.v1', {
+    consumer: 'fx-audit',
+    maxAttempts: 100,
+    backoff: { baseMs: 50, capMs: 500, jitter: 0.5 },
+  })
   audit(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
     return recordFaultEffect(event, context);
   }
@@ -44,7 +52,7 @@ describe('fault: PostgreSQL restarted while enqueueing and draining', () => {
     db = {
       url: server.url,
       name: 'postgres',
-      sql: async <T,>(text: string, values?: unknown[]) => {
+      sql: async <T>(text: string, values?: unknown[]) => {
         const client = new Client({ connectionString: server.url });
         await client.connect();
         try {
@@ -76,7 +84,11 @@ describe('fault: PostgreSQL restarted while enqueueing and draining', () => {
         try {
           await app.dataSource.transaction(async (manager) => {
             await manager.query('insert into fault_orders (key) values ($1)', [key]);
-            await app.outbox.enqueue(manager, { tenantId: TENANT, eventName: 'fault.order.v1', payload: { key } });
+            await app.outbox.enqueue(manager, {
+              tenantId: TENANT,
+              eventName: 'fault.order.v1',
+              payload: { key },
+            });
           });
           committed.push(key);
         } catch {
@@ -117,7 +129,9 @@ describe('fault: PostgreSQL restarted while enqueueing and draining', () => {
     expect(missing!.n).toBe(0);
     expect(report).toMatchObject({ lost: 0, duplicated: 0, phantom: 0, leftOpen: 0 });
     // The relay reconnected by itself: something enqueued after the restarts is delivered too.
-    await app.dataSource.transaction((m) => app.outbox.enqueue(m, { tenantId: TENANT, eventName: 'fault.order.v1', payload: { key: 'after' } }));
+    await app.dataSource.transaction((m) =>
+      app.outbox.enqueue(m, { tenantId: TENANT, eventName: 'fault.order.v1', payload: { key: 'after' } }),
+    );
     await timeToQuiet(db, 10_000);
   });
 });

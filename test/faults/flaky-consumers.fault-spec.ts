@@ -12,8 +12,12 @@ describe('fault: consumers that throw, hang past their timeout, or run 10× slow
     const began = Date.now();
     await fixture.startFleet(2, { LEASE_MS: '3000', TIMEOUT_MS: '300', FLAKY: '1' });
     await timeToQuiet(fixture.db, 180_000);
-    const [faults] = await fixture.db.sql<{ n: number }>(`select coalesce(sum(attempt_count - 1), 0)::int n from outbox_deliveries`);
-    const [timeouts] = await fixture.db.sql<{ n: number }>(`select count(*)::int n from outbox_deliveries where error_code = 'timeout'`);
+    const [faults] = await fixture.db.sql<{ n: number }>(
+      `select coalesce(sum(attempt_count - 1), 0)::int n from outbox_deliveries`,
+    );
+    const [timeouts] = await fixture.db.sql<{ n: number }>(
+      `select count(*)::int n from outbox_deliveries where error_code = 'timeout'`,
+    );
     const report = await checkHistory(fixture.db, {
       scenario: 'flaky consumers (throw ~10%, hang ~2.5%, 10x slow ~10%)',
       table: 'fault_effects',

@@ -37,7 +37,11 @@ describe('fault: hostile and malformed input through the public API and the admi
   let http: HttpTestApp;
   beforeAll(async () => {
     db = await createTestDatabase();
-    t = await buildApp({ url: db.url, providers: [Sink], outbox: { relay: { enabled: true, pollIntervalMs: 50 } } });
+    t = await buildApp({
+      url: db.url,
+      providers: [Sink],
+      outbox: { relay: { enabled: true, pollIntervalMs: 50 } },
+    });
     http = await buildHttpApp({ url: db.url, imports: [OutboxAdminModule.forRoot({ guards: [AllowAll] })] });
   });
   afterAll(async () => {
@@ -47,7 +51,11 @@ describe('fault: hostile and malformed input through the public API and the admi
   });
 
   const rows = async (): Promise<number> =>
-    (await db.sql<{ n: number }>(`select ((select count(*) from event_outbox) + (select count(*) from outbox_deliveries))::int n`))[0]!.n;
+    (
+      await db.sql<{ n: number }>(
+        `select ((select count(*) from event_outbox) + (select count(*) from outbox_deliveries))::int n`,
+      )
+    )[0]!.n;
 
   it('refuses each with a clear error naming the field, writes nothing partial, and the relay keeps running', async () => {
     const cyclic: Record<string, unknown> = {};
@@ -85,7 +93,9 @@ describe('fault: hostile and malformed input through the public API and the admi
     let tried = 0;
     for (const [label, input] of enqueueCases) {
       tried++;
-      const error = await t.dataSource.transaction((m) => t.outbox.enqueue(m, input as never)).catch((e: unknown) => e);
+      const error = await t.dataSource
+        .transaction((m) => t.outbox.enqueue(m, input as never))
+        .catch((e: unknown) => e);
       expect([label, error]).toEqual([label, expect.any(OutboxValidationError)]);
       expect((error as OutboxValidationError).field).toMatch(/^event/);
     }
@@ -94,7 +104,9 @@ describe('fault: hostile and malformed input through the public API and the admi
       ['one bad event among good ones', [valid, valid, { ...valid, payload: { n: 1n } }, valid]],
     ] as const) {
       tried++;
-      const error = await t.dataSource.transaction((m) => t.outbox.enqueueMany(m, input as never)).catch((e: unknown) => e);
+      const error = await t.dataSource
+        .transaction((m) => t.outbox.enqueueMany(m, input as never))
+        .catch((e: unknown) => e);
       expect([label, error]).toEqual([label, expect.any(OutboxValidationError)]);
     }
     expect(await rows()).toBe(before);
@@ -103,19 +115,40 @@ describe('fault: hostile and malformed input through the public API and the admi
     const other = await t.dataSource.transaction((m) => t.outbox.enqueue(m, { ...valid, tenantId: B }));
     const get = async (path: string, init?: RequestInit) => {
       const response = await fetch(`${http.baseUrl}/outbox${path}`, init);
-      return { status: response.status, body: (await response.json().catch(() => null)) as Record<string, unknown> | null };
+      return {
+        status: response.status,
+        body: (await response.json().catch(() => null)) as Record<string, unknown> | null,
+      };
     };
     const httpCases: [string, string, RequestInit | undefined, number, string | null][] = [
       ['tenant not a UUID', `/tenants/nope/stats`, undefined, 400, 'tenantId'],
       ['tenant with SQL', `/tenants/${encodeURIComponent("' or 1=1 --")}/stats`, undefined, 400, 'tenantId'],
       ['limit negative', `/tenants/${A}/failed?limit=-1`, undefined, 400, 'limit'],
       ['limit huge', `/tenants/${A}/failed?limit=1000000000`, undefined, 400, 'limit'],
-      ['limit with SQL', `/tenants/${A}/failed?limit=${encodeURIComponent('1; drop table event_outbox')}`, undefined, 400, 'limit'],
+      [
+        'limit with SQL',
+        `/tenants/${A}/failed?limit=${encodeURIComponent('1; drop table event_outbox')}`,
+        undefined,
+        400,
+        'limit',
+      ],
       ['offset negative', `/tenants/${A}/failed?offset=-5`, undefined, 400, 'offset'],
       ['offset not a number', `/tenants/${A}/failed?offset=abc`, undefined, 400, 'offset'],
-      ['event name filter malformed', `/tenants/${A}/failed?eventName=${encodeURIComponent('x%')}`, undefined, 400, 'eventName'],
+      [
+        'event name filter malformed',
+        `/tenants/${A}/failed?eventName=${encodeURIComponent('x%')}`,
+        undefined,
+        400,
+        'eventName',
+      ],
       ['event id not a UUID', `/tenants/${A}/events/123/deliveries`, undefined, 400, 'eventId'],
-      ['replay body not JSON', `/tenants/${A}/replay`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"consumer":' }, 400, null],
+      [
+        'replay body not JSON',
+        `/tenants/${A}/replay`,
+        { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"consumer":' },
+        400,
+        null,
+      ],
     ];
     for (const [label, path, init, status, field] of httpCases) {
       tried++;
@@ -125,12 +158,20 @@ describe('fault: hostile and malformed input through the public API and the admi
     }
     tried += 2;
     expect(await get(`/tenants/${A}/events/${other}/deliveries`)).toMatchObject({ status: 404 });
-    expect(await get(`/tenants/${A}/events/${other}/replay`, { method: 'POST' })).toMatchObject({ status: 200, body: { reset: 0 } });
+    expect(await get(`/tenants/${A}/events/${other}/replay`, { method: 'POST' })).toMatchObject({
+      status: 200,
+      body: { reset: 0 },
+    });
 
     // The relay kept running through all of it.
     const id = await t.dataSource.transaction((m) => t.outbox.enqueue(m, valid));
-    await waitFor(() => t.app.get(Sink).seen.includes(id), { timeoutMs: 10_000, message: 'the relay to deliver after the hostile input' });
+    await waitFor(() => t.app.get(Sink).seen.includes(id), {
+      timeoutMs: 10_000,
+      message: 'the relay to deliver after the hostile input',
+    });
     // eslint-disable-next-line no-console
-    console.log(`[faults] hostile input: ${tried} inputs tried, all refused with a clear error, nothing partial written, relay running`);
+    console.log(
+      `[faults] hostile input: ${tried} inputs tried, all refused with a clear error, nothing partial written, relay running`,
+    );
   });
 });

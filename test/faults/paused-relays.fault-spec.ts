@@ -14,7 +14,9 @@ describe('fault: relays paused (SIGSTOP) past their lease, then resumed', () => 
     const fleet = await fixture.startFleet(3, { LEASE_MS: String(LEASE_MS), TIMEOUT_MS: '500' });
     let pauses = 0;
     for (;;) {
-      const [left] = await fixture.db.sql<{ n: number }>(`select count(*)::int n from event_outbox where status = 'pending'`);
+      const [left] = await fixture.db.sql<{ n: number }>(
+        `select count(*)::int n from event_outbox where status = 'pending'`,
+      );
       if (left!.n === 0 || pauses >= 12) break;
       const victim = fleet.relays[randomIndex(3)]!;
       victim.signal('SIGSTOP');

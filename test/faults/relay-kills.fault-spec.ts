@@ -15,7 +15,9 @@ describe('fault: relay processes killed with SIGKILL while draining', () => {
     let kills = 0;
     for (;;) {
       await pace(700 + randomIndex(600));
-      const [left] = await fixture.db.sql<{ n: number }>(`select count(*)::int n from event_outbox where status = 'pending'`);
+      const [left] = await fixture.db.sql<{ n: number }>(
+        `select count(*)::int n from event_outbox where status = 'pending'`,
+      );
       if (left!.n === 0 || kills >= 25) break;
       await fleet.killAndRestart(randomIndex(3));
       kills++;

@@ -15,7 +15,12 @@ const TENANT = 'e0000000-0000-4000-8000-00000000000e';
  * answering, or with a 200 that comes after the sender's timeout fired. Its dedup by `webhook-id` is what
  * turns at-least-once delivery into exactly-once processing.
  */
-function startFaultyReceiver(): Promise<{ url: string; seen: Map<string, number>; faults: () => number; close(): Promise<void> }> {
+function startFaultyReceiver(): Promise<{
+  url: string;
+  seen: Map<string, number>;
+  faults: () => number;
+  close(): Promise<void>;
+}> {
   const seen = new Map<string, number>();
   let faults = 0;
   const server: Server = createServer((req, res) => {
@@ -34,7 +39,10 @@ function startFaultyReceiver(): Promise<{ url: string; seen: Map<string, number>
         faults++; // accepts and never answers; the sender's timeout cuts it
       } else if (roll < 35) {
         faults++;
-        setTimeout(() => res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}'), TIMEOUT_MS + 200);
+        setTimeout(
+          () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}'),
+          TIMEOUT_MS + 200,
+        );
       } else {
         res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
       }
@@ -81,25 +89,49 @@ describe('fault: network faults toward a webhook receiver', () => {
       circuitBreaker: { failureThreshold: 5, cooldownMs: 100 },
     };
     for (let i = 0; i < 2; i++) {
-      relays.push(await buildApp({ url: db.url, outbox: { webhooks: [webhook], handlerTimeoutMs: 1000, relay: { enabled: true, pollIntervalMs: 50, leaseMs: 5000 } } }));
+      relays.push(
+        await buildApp({
+          url: db.url,
+          outbox: {
+            webhooks: [webhook],
+            handlerTimeoutMs: 1000,
+            relay: { enabled: true, pollIntervalMs: 50, leaseMs: 5000 },
+          },
+        }),
+      );
     }
     const [producer] = relays;
     const ids: string[] = [];
     for (let i = 0; i < EVENTS; i += 250) {
-      const chunk = Array.from({ length: 250 }, (_, j) => ({ tenantId: TENANT, eventName: 'fault.hook.sent.v1', payload: { n: i + j } }));
+      const chunk = Array.from({ length: 250 }, (_, j) => ({
+        tenantId: TENANT,
+        eventName: 'fault.hook.sent.v1',
+        payload: { n: i + j },
+      }));
       ids.push(...(await producer!.dataSource.transaction((m) => producer!.outbox.enqueueMany(m, chunk))));
     }
     const recoveryMs = await timeToQuiet(db, 120_000);
     const missing = ids.filter((id) => !receiver.seen.has(id));
     const redelivered = [...receiver.seen.values()].reduce((sum, n) => sum + (n - 1), 0);
-    const report = await checkHistory(db, { scenario: 'webhook: reset mid-body, no answer, 200 after timeout', table: '(select null::uuid as event_id, null::text as consumer where false)', consumers: [], faults: receiver.faults(), recoveryMs, expectedEvents: ids });
+    const report = await checkHistory(db, {
+      scenario: 'webhook: reset mid-body, no answer, 200 after timeout',
+      table: '(select null::uuid as event_id, null::text as consumer where false)',
+      consumers: [],
+      faults: receiver.faults(),
+      recoveryMs,
+      expectedEvents: ids,
+    });
     // eslint-disable-next-line no-console
-    console.log(`[faults] webhook receiver: distinct events=${receiver.seen.size} redelivered (deduped by webhook-id)=${redelivered} lost=${missing.length}`);
+    console.log(
+      `[faults] webhook receiver: distinct events=${receiver.seen.size} redelivered (deduped by webhook-id)=${redelivered} lost=${missing.length}`,
+    );
     expect(receiver.faults()).toBeGreaterThan(50);
     expect(missing).toEqual([]);
     expect(receiver.seen.size).toBe(EVENTS);
     expect(report).toMatchObject({ events: EVENTS, lost: 0, leftOpen: 0 });
-    const [dead] = await db.sql<{ n: number }>(`select count(*)::int n from outbox_deliveries where status <> 'delivered'`);
+    const [dead] = await db.sql<{ n: number }>(
+      `select count(*)::int n from outbox_deliveries where status <> 'delivered'`,
+    );
     expect(dead!.n).toBe(0);
   });
 });

@@ -31,9 +31,13 @@ export async function buildApp(options: BuildAppOptions): Promise<TestApp> {
   const imports: (DynamicModule | Type)[] = [];
   if (options.schedule !== false) imports.push(ScheduleModule.forRoot());
   if (options.typeorm !== false) {
-    imports.push(TypeOrmModule.forRoot({ type: 'postgres', url: options.url, extra: { max: options.poolSize ?? 10 } }));
+    imports.push(
+      TypeOrmModule.forRoot({ type: 'postgres', url: options.url, extra: { max: options.poolSize ?? 10 } }),
+    );
   }
-  imports.push(OutboxModule.forRoot({ ...options.outbox, relay: { enabled: false, ...options.outbox?.relay } }));
+  imports.push(
+    OutboxModule.forRoot({ ...options.outbox, relay: { enabled: false, ...options.outbox?.relay } }),
+  );
   imports.push(...(options.imports ?? []));
   const app = await Test.createTestingModule({ imports, providers: options.providers ?? [] })
     .setLogger(options.logger === undefined ? quietLogger : options.logger || quietLogger)
@@ -55,4 +59,10 @@ export async function buildApp(options: BuildAppOptions): Promise<TestApp> {
 /** Keeps test output readable: only errors from the app, unless OUTBOX_TEST_LOGS is set. */
 const quietLogger: LoggerService = process.env.OUTBOX_TEST_LOGS
   ? new Logger()
-  : { log: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined, verbose: () => undefined };
+  : {
+      log: () => undefined,
+      warn: () => undefined,
+      error: () => undefined,
+      debug: () => undefined,
+      verbose: () => undefined,
+    };

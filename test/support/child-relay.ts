@@ -43,7 +43,8 @@ export async function startChildRelay(
     line: (prefix, timeoutMs = 20_000) =>
       waitFor(
         () => {
-          if (child.exitCode !== null) throw new Error(`relay child exited with ${child.exitCode}: ${stderr}`);
+          if (child.exitCode !== null)
+            throw new Error(`relay child exited with ${child.exitCode}: ${stderr}`);
           return lines.find((l) => l.startsWith(prefix));
         },
         { timeoutMs, message: `child line "${prefix}" (stderr: ${stderr.slice(-500)})` },

@@ -38,7 +38,8 @@ const printErrors: LoggerService = {
   warn: () => undefined,
   debug: () => undefined,
   verbose: () => undefined,
-  error: (message: unknown) => void process.stdout.write(`RELAY_ERROR ${String(message).replace(/\n/g, ' ')}\n`),
+  error: (message: unknown) =>
+    void process.stdout.write(`RELAY_ERROR ${String(message).replace(/\n/g, ' ')}\n`),
 };
 
 async function main(): Promise<void> {

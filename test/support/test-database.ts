@@ -15,7 +15,10 @@ export interface TestDatabase {
 /** The URL of the server the tests run against (embedded, or DATABASE_URL). */
 export function adminUrl(): string {
   const url = process.env.OUTBOX_TEST_ADMIN_URL ?? process.env.DATABASE_URL;
-  if (!url) throw new Error('no test database: run the tests with jest (global-setup starts one) or set DATABASE_URL');
+  if (!url)
+    throw new Error(
+      'no test database: run the tests with jest (global-setup starts one) or set DATABASE_URL',
+    );
   return url;
 }
 
@@ -36,7 +39,12 @@ export async function createTestDatabase(extraSql: string[] = []): Promise<TestD
     await admin.end();
   }
   const url = withDatabase(adminUrl(), name);
-  const migrator = new DataSource({ type: 'postgres', url, migrations: outboxMigrations, migrationsRun: false });
+  const migrator = new DataSource({
+    type: 'postgres',
+    url,
+    migrations: outboxMigrations,
+    migrationsRun: false,
+  });
   await migrator.initialize();
   try {
     await migrator.runMigrations({ transaction: 'each' });
@@ -49,7 +57,7 @@ export async function createTestDatabase(extraSql: string[] = []): Promise<TestD
   return {
     url,
     name,
-    sql: async <T,>(text: string, values?: unknown[]) => (await client.query(text, values)).rows as T[],
+    sql: async <T>(text: string, values?: unknown[]) => (await client.query(text, values)).rows as T[],
     drop: async () => {
       await client.end();
       const dropper = new Client({ connectionString: adminUrl() });

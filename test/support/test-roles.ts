@@ -17,7 +17,11 @@ export interface TestRole {
 }
 
 /** Creates the role, grants it `grants` (SQL run as superuser in the test database), and returns a handle. */
-export async function createLoginRole(db: TestDatabase, memberOf: 'outbox_app' | 'outbox_relay', grants: string[] = []): Promise<TestRole> {
+export async function createLoginRole(
+  db: TestDatabase,
+  memberOf: 'outbox_app' | 'outbox_relay',
+  grants: string[] = [],
+): Promise<TestRole> {
   const name = `${memberOf}_t_${randomBytes(4).toString('hex')}`;
   // inherit: the grants and policies name outbox_app / outbox_relay, and apply to their members.
   await onServer(`create role ${name} login nosuperuser nocreatedb nocreaterole inherit in role ${memberOf}`);
@@ -29,7 +33,7 @@ export async function createLoginRole(db: TestDatabase, memberOf: 'outbox_app' |
   return {
     name,
     url,
-    sql: async <T,>(text: string, values?: unknown[]) => {
+    sql: async <T>(text: string, values?: unknown[]) => {
       const client = new Client({ connectionString: url });
       await client.connect();
       try {

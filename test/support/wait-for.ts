@@ -1,7 +1,11 @@
 /** Waits until `condition` returns a truthy value (or resolves to one), polling; fails with `message` after `timeoutMs`. */
 export async function waitFor<T>(
   condition: () => T | Promise<T>,
-  { timeoutMs = 10_000, intervalMs = 20, message = 'condition' }: { timeoutMs?: number; intervalMs?: number; message?: string } = {},
+  {
+    timeoutMs = 10_000,
+    intervalMs = 20,
+    message = 'condition',
+  }: { timeoutMs?: number; intervalMs?: number; message?: string } = {},
 ): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
@@ -13,7 +17,8 @@ export async function waitFor<T>(
     } catch (error) {
       last = error;
     }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${message}; last value: ${String(last)}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${message}; last value: ${String(last)}`);
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
 }

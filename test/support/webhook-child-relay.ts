@@ -9,12 +9,21 @@ export interface WebhookChildRelay {
 }
 
 /** Starts `test/support/webhook-relay-child.ts` in a real Node process and waits for READY. */
-export async function startWebhookChildRelay(env: { DATABASE_URL: string; WEBHOOK_URL: string; LEASE_MS: string; TIMEOUT_MS: string }): Promise<WebhookChildRelay> {
-  const child = spawn(process.execPath, ['-r', '@swc-node/register', join(__dirname, 'webhook-relay-child.ts')], {
-    cwd: join(__dirname, '..', '..'),
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+export async function startWebhookChildRelay(env: {
+  DATABASE_URL: string;
+  WEBHOOK_URL: string;
+  LEASE_MS: string;
+  TIMEOUT_MS: string;
+}): Promise<WebhookChildRelay> {
+  const child = spawn(
+    process.execPath,
+    ['-r', '@swc-node/register', join(__dirname, 'webhook-relay-child.ts')],
+    {
+      cwd: join(__dirname, '..', '..'),
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let stdout = '';
   let stderr = '';
   child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -22,7 +31,8 @@ export async function startWebhookChildRelay(env: { DATABASE_URL: string; WEBHOO
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   await waitFor(
     () => {
-      if (child.exitCode !== null) throw new Error(`webhook relay child exited with ${child.exitCode}: ${stderr}`);
+      if (child.exitCode !== null)
+        throw new Error(`webhook relay child exited with ${child.exitCode}: ${stderr}`);
       return stdout.split('\n').includes('READY');
     },
     { timeoutMs: 30_000, message: `the webhook relay child to be READY (stderr: ${stderr.slice(-500)})` },

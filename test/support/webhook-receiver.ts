@@ -94,7 +94,10 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
         const body = reply.body === undefined ? { ok: true } : reply.body;
         const text = typeof body === 'string' ? body : JSON.stringify(body);
         request.status = reply.status ?? 200;
-        res.writeHead(request.status, { 'content-type': typeof body === 'string' ? 'text/plain' : 'application/json', ...reply.headers });
+        res.writeHead(request.status, {
+          'content-type': typeof body === 'string' ? 'text/plain' : 'application/json',
+          ...reply.headers,
+        });
         res.end(text);
       })();
     });

@@ -14,7 +14,14 @@ async function main(): Promise<void> {
     outbox: {
       handlerTimeoutMs: leaseMs - 1,
       relay: { enabled: true, pollIntervalMs: 50, leaseMs },
-      webhooks: [{ name: 'crash', url: process.env.WEBHOOK_URL!, events: ['test.crash.*'], timeoutMs: Number(process.env.TIMEOUT_MS ?? leaseMs - 1) }],
+      webhooks: [
+        {
+          name: 'crash',
+          url: process.env.WEBHOOK_URL!,
+          events: ['test.crash.*'],
+          timeoutMs: Number(process.env.TIMEOUT_MS ?? leaseMs - 1),
+        },
+      ],
     },
   });
   process.stdout.write('READY\n');

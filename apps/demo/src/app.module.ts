@@ -31,7 +31,15 @@ export class AppModule {
           inject: [DemoWebhookReceiver],
           useFactory: (receiver: DemoWebhookReceiver) => ({
             relay: { pollIntervalMs: 500 },
-            webhooks: [{ name: 'contacts-receiver', url: receiver.url, events: ['crm.contact.*'], timeoutMs: 5000, secret: receiver.secret }],
+            webhooks: [
+              {
+                name: 'contacts-receiver',
+                url: receiver.url,
+                events: ['crm.contact.*'],
+                timeoutMs: 5000,
+                secret: receiver.secret,
+              },
+            ],
           }),
         }),
         // Stats, failed events and replay over HTTP, behind a guard (never expose these routes without one).

@@ -24,9 +24,18 @@ export type {
 } from './admin/outbox-admin.interfaces';
 export { OutboxAdminModule } from './admin/outbox-admin.module';
 export type { OutboxAdminModuleOptions } from './admin/outbox-admin-options.interface';
-export { OutboxHealthIndicator, type OutboxHealthOptions, type OutboxHealthDetails } from './admin/outbox.health-indicator';
+export {
+  OutboxHealthIndicator,
+  type OutboxHealthOptions,
+  type OutboxHealthDetails,
+} from './admin/outbox.health-indicator';
 export { OutboxRetention, type RetentionRunResult } from './maintenance/outbox.retention';
-export { OutboxError, OutboxValidationError, OutboxConfigurationError, OutboxHandlerTimeoutError } from './errors/outbox.error';
+export {
+  OutboxError,
+  OutboxValidationError,
+  OutboxConfigurationError,
+  OutboxHandlerTimeoutError,
+} from './errors/outbox.error';
 export { OUTBOX_DEFAULTS } from './outbox-options';
 export { SINGLE_TENANT_ID, DEFAULT_TENANT_SETTING } from './outbox.constants';
 export type {
@@ -37,11 +46,24 @@ export type {
   OutboxRetentionOptions,
 } from './interfaces/outbox-module-options.interface';
 export type { OnOutboxEventOptions } from './interfaces/outbox-handler-options.interface';
-export type { OutboxEvent, OutboxEventInput, OutboxHandlerContext, OutboxJson } from './interfaces/outbox-event.interface';
+export type {
+  OutboxEvent,
+  OutboxEventInput,
+  OutboxHandlerContext,
+  OutboxJson,
+} from './interfaces/outbox-event.interface';
 export { OutboxWebhookService } from './delivery/webhook/outbox-webhook.service';
 export { OutboxWebhookSubscriptions } from './delivery/webhook/outbox-webhook-subscriptions.service';
-export { verifyWebhook, generateWebhookSecret, type VerifyWebhookOptions, type WebhookRequestHeaders } from './delivery/webhook/webhook-signature';
-export { OutboxWebhookVerificationError, type WebhookVerificationFailure } from './delivery/webhook/webhook-verification.error';
+export {
+  verifyWebhook,
+  generateWebhookSecret,
+  type VerifyWebhookOptions,
+  type WebhookRequestHeaders,
+} from './delivery/webhook/webhook-signature';
+export {
+  OutboxWebhookVerificationError,
+  type WebhookVerificationFailure,
+} from './delivery/webhook/webhook-verification.error';
 export type { OutboxWebhookEnvelope } from './delivery/webhook/webhook-envelope';
 export { WEBHOOK_HEADERS, WEBHOOK_RUN_ID_HEADER } from './delivery/webhook/webhook-headers';
 export { WEBHOOK_ERROR_CODES } from './delivery/webhook/webhook-outcome';

@@ -1,6 +1,9 @@
 import { DEFAULT_TENANT_SETTING } from './outbox.constants';
 import { messages } from './errors/outbox.messages';
-import type { OutboxModuleOptions, ResolvedOutboxOptions } from './interfaces/outbox-module-options.interface';
+import type {
+  OutboxModuleOptions,
+  ResolvedOutboxOptions,
+} from './interfaces/outbox-module-options.interface';
 
 /** Defaults, written once. */
 export const OUTBOX_DEFAULTS: ResolvedOutboxOptions = {
@@ -44,14 +47,18 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
     registry: { ...OUTBOX_DEFAULTS.registry, ...stripUndefined(raw.registry ?? {}) },
     retention: { ...OUTBOX_DEFAULTS.retention, ...stripUndefined(raw.retention ?? {}) },
     webhooks: Array.isArray(raw.webhooks) ? [...raw.webhooks] : OUTBOX_DEFAULTS.webhooks,
-    webhookSubscriptions: { ...OUTBOX_DEFAULTS.webhookSubscriptions, ...stripUndefined(raw.webhookSubscriptions ?? {}) },
+    webhookSubscriptions: {
+      ...OUTBOX_DEFAULTS.webhookSubscriptions,
+      ...stripUndefined(raw.webhookSubscriptions ?? {}),
+    },
   };
   // By default only instances that do not relay themselves wake the others: an instance with a relay picks up
   // its own events at once, and a NOTIFY per commit would cost the app's write path for nothing.
   if (raw.relay?.notify === undefined) options.relay.notify = !options.relay.enabled;
   const problems: string[] = [];
   const positive = (field: string, value: number): void => {
-    if (!Number.isSafeInteger(value) || value <= 0) problems.push(messages.badOption(field, 'a positive integer', value));
+    if (!Number.isSafeInteger(value) || value <= 0)
+      problems.push(messages.badOption(field, 'a positive integer', value));
   };
   positive('relay.pollIntervalMs', options.relay.pollIntervalMs);
   positive('relay.batchSize', options.relay.batchSize);
@@ -65,7 +72,13 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
   positive('registry.liveWithinMs', options.registry.liveWithinMs);
   positive('registry.orphanAfterMs', options.registry.orphanAfterMs);
   if (!Number.isFinite(options.retention.publishedDays) || options.retention.publishedDays < 0) {
-    problems.push(messages.badOption('retention.publishedDays', 'a number of days ≥ 0 (0 turns retention off)', options.retention.publishedDays));
+    problems.push(
+      messages.badOption(
+        'retention.publishedDays',
+        'a number of days ≥ 0 (0 turns retention off)',
+        options.retention.publishedDays,
+      ),
+    );
   }
   positive('retention.intervalMs', options.retention.intervalMs);
   positive('retention.batchSize', options.retention.batchSize);
@@ -74,31 +87,65 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
   }
   problems.push(...backoffProblems('backoff', options.backoff));
   if (options.handlerTimeoutMs >= options.relay.leaseMs) {
-    problems.push(messages.badOption('handlerTimeoutMs', `shorter than relay.leaseMs (${options.relay.leaseMs})`, options.handlerTimeoutMs));
+    problems.push(
+      messages.badOption(
+        'handlerTimeoutMs',
+        `shorter than relay.leaseMs (${options.relay.leaseMs})`,
+        options.handlerTimeoutMs,
+      ),
+    );
   }
   if (!/^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*$/.test(options.tenantSetting)) {
-    problems.push(messages.badOption('tenantSetting', 'a custom setting name like "app.current_tenant_id"', options.tenantSetting));
+    problems.push(
+      messages.badOption(
+        'tenantSetting',
+        'a custom setting name like "app.current_tenant_id"',
+        options.tenantSetting,
+      ),
+    );
   }
   // Each webhook is checked by the explorer, with the consumers it becomes.
-  if (raw.webhooks !== undefined && !Array.isArray(raw.webhooks)) problems.push(messages.badOption('webhooks', 'an array of webhooks', raw.webhooks));
+  if (raw.webhooks !== undefined && !Array.isArray(raw.webhooks))
+    problems.push(messages.badOption('webhooks', 'an array of webhooks', raw.webhooks));
   if (typeof options.webhookSubscriptions.enabled !== 'boolean') {
-    problems.push(messages.badOption('webhookSubscriptions.enabled', 'true or false', options.webhookSubscriptions.enabled));
+    problems.push(
+      messages.badOption(
+        'webhookSubscriptions.enabled',
+        'true or false',
+        options.webhookSubscriptions.enabled,
+      ),
+    );
   }
   positive('webhookSubscriptions.cacheTtlMs', options.webhookSubscriptions.cacheTtlMs);
   positive('webhookSubscriptions.pausedRecheckMs', options.webhookSubscriptions.pausedRecheckMs);
   positive('webhookSubscriptions.timeoutMs', options.webhookSubscriptions.timeoutMs);
-  if (raw.webhookSubscriptions?.timeoutMs !== undefined && options.webhookSubscriptions.timeoutMs >= options.relay.leaseMs) {
-    problems.push(messages.badOption('webhookSubscriptions.timeoutMs', `shorter than relay.leaseMs (${options.relay.leaseMs})`, options.webhookSubscriptions.timeoutMs));
+  if (
+    raw.webhookSubscriptions?.timeoutMs !== undefined &&
+    options.webhookSubscriptions.timeoutMs >= options.relay.leaseMs
+  ) {
+    problems.push(
+      messages.badOption(
+        'webhookSubscriptions.timeoutMs',
+        `shorter than relay.leaseMs (${options.relay.leaseMs})`,
+        options.webhookSubscriptions.timeoutMs,
+      ),
+    );
   }
   return { options, problems };
 }
 
 /** Checks a backoff block (module-wide or per consumer). */
-export function backoffProblems(field: string, backoff: { baseMs: number; capMs: number; jitter: number }): string[] {
+export function backoffProblems(
+  field: string,
+  backoff: { baseMs: number; capMs: number; jitter: number },
+): string[] {
   const problems: string[] = [];
-  if (!Number.isFinite(backoff.baseMs) || backoff.baseMs < 0) problems.push(messages.badOption(`${field}.baseMs`, 'a number ≥ 0', backoff.baseMs));
+  if (!Number.isFinite(backoff.baseMs) || backoff.baseMs < 0)
+    problems.push(messages.badOption(`${field}.baseMs`, 'a number ≥ 0', backoff.baseMs));
   if (!Number.isFinite(backoff.capMs) || backoff.capMs < backoff.baseMs) {
-    problems.push(messages.badOption(`${field}.capMs`, `a number ≥ baseMs (${backoff.baseMs})`, backoff.capMs));
+    problems.push(
+      messages.badOption(`${field}.capMs`, `a number ≥ baseMs (${backoff.baseMs})`, backoff.capMs),
+    );
   }
   if (!Number.isFinite(backoff.jitter) || backoff.jitter < 0 || backoff.jitter > 1) {
     problems.push(messages.badOption(`${field}.jitter`, 'a fraction from 0 to 1', backoff.jitter));

@@ -44,6 +44,15 @@ import { OutboxWebhookSubscriptions } from './delivery/webhook/outbox-webhook-su
     WebhookSubscriptionSource,
     OutboxWebhookSubscriptions,
   ],
-  exports: [OutboxService, OutboxConsumerRegistry, OutboxRelay, OutboxAdminService, OutboxHealthIndicator, OutboxRetention, OutboxWebhookService, OutboxWebhookSubscriptions],
+  exports: [
+    OutboxService,
+    OutboxConsumerRegistry,
+    OutboxRelay,
+    OutboxAdminService,
+    OutboxHealthIndicator,
+    OutboxRetention,
+    OutboxWebhookService,
+    OutboxWebhookSubscriptions,
+  ],
 })
 export class OutboxModule extends ConfigurableOutboxModule {}

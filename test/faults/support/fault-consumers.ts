@@ -10,16 +10,27 @@ export const FAULT_EFFECTS_SQL = `create table fault_effects (
 
 /** Writes one effect row in the delivery's transaction. */
 export async function recordFaultEffect(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
-  await context.manager.query('insert into fault_effects (event_id, consumer) values ($1, $2)', [event.eventId, context.consumer]);
+  await context.manager.query('insert into fault_effects (event_id, consumer) values ($1, $2)', [
+    event.eventId,
+    context.consumer,
+  ]);
 }
 
 /**
  * When `flaky`: about 1 call in 10 throws, 1 in 40 hangs past its timeout, 1 in 10 takes 10× longer than the
  * usual ~1 ms. Decided by the event id and attempt, so reruns differ but stay reproducible per event.
  */
-export async function flakyPause(event: OutboxEvent, context: OutboxHandlerContext, flaky: boolean): Promise<void> {
+export async function flakyPause(
+  event: OutboxEvent,
+  context: OutboxHandlerContext,
+  flaky: boolean,
+): Promise<void> {
   if (!flaky) return;
-  const roll = createHash('sha1').update(`${event.eventId}:${context.attempt}:${context.consumer}`).digest().readUInt32BE(0) % 40;
+  const roll =
+    createHash('sha1')
+      .update(`${event.eventId}:${context.attempt}:${context.consumer}`)
+      .digest()
+      .readUInt32BE(0) % 40;
   if (roll < 4) throw new Error(`flaky failure (roll ${roll})`);
   if (roll === 4) await new Promise((resolve) => setTimeout(resolve, 60_000)); // hangs past the timeout
   if (roll >= 5 && roll < 9) await new Promise((resolve) => setTimeout(resolve, 10));

@@ -12,13 +12,21 @@ import { flakyPause, recordFaultEffect } from './fault-consumers';
 
 @Injectable()
 class FaultConsumers {
-  @OnOutboxEvent('fault.load.v1', { consumer: 'fx-writer', maxAttempts: 50, backoff: { baseMs: 20, capMs: 500, jitter: 0.5 } })
+  @OnOutboxEvent('fault.load.v1', {
+    consumer: 'fx-writer',
+    maxAttempts: 50,
+    backoff: { baseMs: 20, capMs: 500, jitter: 0.5 },
+  })
   async writer(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
     await flakyPause(event, context, process.env.FLAKY === '1');
     await recordFaultEffect(event, context);
   }
 
-  @OnOutboxEvent('fault.load.v1', { consumer: 'fx-audit', maxAttempts: 50, backoff: { baseMs: 20, capMs: 500, jitter: 0.5 } })
+  @OnOutboxEvent('fault.load.v1', {
+    consumer: 'fx-audit',
+    maxAttempts: 50,
+    backoff: { baseMs: 20, capMs: 500, jitter: 0.5 },
+  })
   async audit(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
     await recordFaultEffect(event, context);
     await flakyPause(event, context, process.env.FLAKY === '1');

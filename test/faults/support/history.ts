@@ -19,9 +19,22 @@ export interface HistoryReport {
  */
 export async function checkHistory(
   db: TestDatabase,
-  p: { scenario: string; table: string; consumers: string[]; faults: number; recoveryMs: number; expectedEvents?: readonly string[] },
+  p: {
+    scenario: string;
+    table: string;
+    consumers: string[];
+    faults: number;
+    recoveryMs: number;
+    expectedEvents?: readonly string[];
+  },
 ): Promise<HistoryReport> {
-  const [counts] = await db.sql<{ events: number; lost: number; duplicated: number; phantom: number; left_open: number }>(
+  const [counts] = await db.sql<{
+    events: number;
+    lost: number;
+    duplicated: number;
+    phantom: number;
+    left_open: number;
+  }>(
     `with expected as (
        select e.id, c.consumer from event_outbox e cross join unnest($1::text[]) as c(consumer)
      ), got as (

@@ -1,6 +1,10 @@
 import { buildApp } from '../../support/build-app';
 
-export const FAULT_TENANTS = ['a0000000-0000-4000-8000-00000000000a', 'b0000000-0000-4000-8000-00000000000b', 'c0000000-0000-4000-8000-00000000000c'];
+export const FAULT_TENANTS = [
+  'a0000000-0000-4000-8000-00000000000a',
+  'b0000000-0000-4000-8000-00000000000b',
+  'c0000000-0000-4000-8000-00000000000c',
+];
 
 /** Enqueues `count` `fault.load.v1` events through the library (relay off), spread over three tenants; returns their ids. */
 export async function enqueueLoad(url: string, count: number): Promise<string[]> {

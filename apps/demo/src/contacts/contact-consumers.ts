@@ -15,7 +15,9 @@ export class WelcomeEmailConsumer {
 
   @OnOutboxEvent('crm.contact.created.v1', { consumer: 'welcome-email' })
   send(event: OutboxEvent<ContactCreated>, context: OutboxHandlerContext): void {
-    this.logger.log(`welcome email to ${event.data.email} (event ${event.eventId}, attempt ${context.attempt})`);
+    this.logger.log(
+      `welcome email to ${event.data.email} (event ${event.eventId}, attempt ${context.attempt})`,
+    );
   }
 }
 

@@ -10,7 +10,10 @@ export class ContactsController {
   constructor(private readonly contacts: ContactsService) {}
 
   @Post()
-  create(@Headers('x-tenant-id') tenant: string | undefined, @Body() body: { name?: unknown; email?: unknown }): Promise<Contact> {
+  create(
+    @Headers('x-tenant-id') tenant: string | undefined,
+    @Body() body: { name?: unknown; email?: unknown },
+  ): Promise<Contact> {
     return this.contacts.create(tenant ?? DEMO_TENANT_ID, body ?? {});
   }
 
@@ -20,7 +23,10 @@ export class ContactsController {
   }
 
   @Get(':id/activities')
-  activities(@Headers('x-tenant-id') tenant: string | undefined, @Param('id', ParseUUIDPipe) id: string): Promise<ContactActivity[]> {
+  activities(
+    @Headers('x-tenant-id') tenant: string | undefined,
+    @Param('id', ParseUUIDPipe) id: string,
+  ): Promise<ContactActivity[]> {
     return this.contacts.activities(tenant ?? DEMO_TENANT_ID, id);
   }
 }

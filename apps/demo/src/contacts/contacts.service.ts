@@ -15,8 +15,10 @@ export class ContactsService {
 
   /** Creates a contact and its event in one transaction: both commit, or neither. */
   async create(tenantId: string, input: { name?: unknown; email?: unknown }): Promise<Contact> {
-    if (typeof input.name !== 'string' || input.name.trim() === '') throw new BadRequestException('name must be a non-empty string');
-    if (typeof input.email !== 'string' || !input.email.includes('@')) throw new BadRequestException('email must be an email address');
+    if (typeof input.name !== 'string' || input.name.trim() === '')
+      throw new BadRequestException('name must be a non-empty string');
+    if (typeof input.email !== 'string' || !input.email.includes('@'))
+      throw new BadRequestException('email must be an email address');
     const { name, email } = input;
     return this.dataSource.transaction(async (manager) => {
       const contact = await manager.save(manager.create(Contact, { tenantId, name, email }));
@@ -33,11 +35,15 @@ export class ContactsService {
 
   /** The tenant's contacts, newest first. */
   list(tenantId: string): Promise<Contact[]> {
-    return this.dataSource.getRepository(Contact).find({ where: { tenantId }, order: { createdAt: 'DESC' }, take: 100 });
+    return this.dataSource
+      .getRepository(Contact)
+      .find({ where: { tenantId }, order: { createdAt: 'DESC' }, take: 100 });
   }
 
   /** A contact's timeline, as written by the consumers. */
   activities(tenantId: string, contactId: string): Promise<ContactActivity[]> {
-    return this.dataSource.getRepository(ContactActivity).find({ where: { tenantId, contactId }, order: { id: 'ASC' } });
+    return this.dataSource
+      .getRepository(ContactActivity)
+      .find({ where: { tenantId, contactId }, order: { id: 'ASC' } });
   }
 }

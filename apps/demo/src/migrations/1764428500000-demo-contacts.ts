@@ -23,7 +23,9 @@ export class DemoContacts1764428500000 implements MigrationInterface {
         summary text not null,
         created_at timestamptz not null default now()
       )`);
-    await q.query(`create index contact_activities_contact_idx on public.contact_activities (tenant_id, contact_id)`);
+    await q.query(
+      `create index contact_activities_contact_idx on public.contact_activities (tenant_id, contact_id)`,
+    );
   }
 
   async down(q: QueryRunner): Promise<void> {

@@ -50,15 +50,24 @@ export class DemoWebhookReceiver implements OnApplicationShutdown {
       const answer = (status: number, body: unknown): void => {
         res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
       };
-      if (req.method !== 'POST' || req.url !== '/webhooks/contacts') return answer(404, { ok: false, error: 'not found' });
+      if (req.method !== 'POST' || req.url !== '/webhooks/contacts')
+        return answer(404, { ok: false, error: 'not found' });
       try {
-        const event = verifyWebhook({ secret: this.secret, headers: req.headers, body: Buffer.concat(chunks) });
+        const event = verifyWebhook({
+          secret: this.secret,
+          headers: req.headers,
+          body: Buffer.concat(chunks),
+        });
         const runId = `demo-${event.eventId.slice(0, 8)}`;
         if (this.seen.has(event.eventId)) {
-          this.logger.log(`duplicate ${event.eventName} ${event.eventId} ignored (attempt ${req.headers['outbox-attempt']})`);
+          this.logger.log(
+            `duplicate ${event.eventName} ${event.eventId} ignored (attempt ${req.headers['outbox-attempt']})`,
+          );
         } else {
           this.seen.add(event.eventId);
-          this.logger.log(`${event.eventName} ${event.eventId} for tenant ${event.tenantId}: ${JSON.stringify(event.data)}`);
+          this.logger.log(
+            `${event.eventName} ${event.eventId} for tenant ${event.tenantId}: ${JSON.stringify(event.data)}`,
+          );
         }
         answer(200, { ok: true, runId });
       } catch (error) {

@@ -12,14 +12,26 @@ export const MAX_PAGE_SIZE = 500;
 
 /** A UUID, lowercased; throws `OutboxValidationError` naming `field` otherwise. */
 export function checkUuid(field: string, value: unknown): string {
-  if (typeof value !== 'string' || !UUID_PATTERN.test(value)) throw new OutboxValidationError(field, messages.notUuid(field, value));
+  if (typeof value !== 'string' || !UUID_PATTERN.test(value))
+    throw new OutboxValidationError(field, messages.notUuid(field, value));
   return value.toLowerCase();
 }
 
 /** An integer in `[min, max]` (no upper bound when `max` is null), or `fallback` when absent. */
-export function checkInteger(field: string, value: unknown, min: number, max: number | null, fallback: number): number {
+export function checkInteger(
+  field: string,
+  value: unknown,
+  min: number,
+  max: number | null,
+  fallback: number,
+): number {
   if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || (max !== null && value > max)) {
+  if (
+    typeof value !== 'number' ||
+    !Number.isSafeInteger(value) ||
+    value < min ||
+    (max !== null && value > max)
+  ) {
     throw new OutboxValidationError(field, messages.badInteger(field, min, max, value));
   }
   return value;
@@ -28,7 +40,12 @@ export function checkInteger(field: string, value: unknown, min: number, max: nu
 /** An optional consumer name (any name is accepted: a removed consumer's rows must stay reachable). */
 export function checkConsumerName(field: string, value: unknown): string | null {
   if (value === undefined || value === null) return null;
-  if (typeof value !== 'string' || value.length === 0 || value.length > NAME_MAX || CONTROL_CHARS.test(value)) {
+  if (
+    typeof value !== 'string' ||
+    value.length === 0 ||
+    value.length > NAME_MAX ||
+    CONTROL_CHARS.test(value)
+  ) {
     throw new OutboxValidationError(field, messages.badText(field, NAME_MAX, value));
   }
   return value;

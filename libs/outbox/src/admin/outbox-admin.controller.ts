@@ -1,7 +1,22 @@
-import { BadRequestException, Body, Get, HttpCode, Inject, NotFoundException, Param, Post, Query } from '@nestjs/common';
+import {
+  BadRequestException,
+  Body,
+  Get,
+  HttpCode,
+  Inject,
+  NotFoundException,
+  Param,
+  Post,
+  Query,
+} from '@nestjs/common';
 import { OutboxValidationError } from '../errors/outbox.error';
 import { OutboxAdminService } from './outbox-admin.service';
-import type { OutboxEventDeliveries, OutboxFailedEvent, OutboxPage, OutboxStats } from './outbox-admin.interfaces';
+import type {
+  OutboxEventDeliveries,
+  OutboxFailedEvent,
+  OutboxPage,
+  OutboxStats,
+} from './outbox-admin.interfaces';
 
 /** Body of the replay routes. */
 interface ReplayBody {
@@ -33,13 +48,21 @@ export class OutboxAdminController {
     @Query('eventName') eventName?: string,
   ): Promise<OutboxPage<OutboxFailedEvent>> {
     return badRequestOnInvalid(() =>
-      this.admin.failedEvents(tenantId, { limit: integer(limit), offset: integer(offset), consumer, eventName }),
+      this.admin.failedEvents(tenantId, {
+        limit: integer(limit),
+        offset: integer(offset),
+        consumer,
+        eventName,
+      }),
     );
   }
 
   /** `GET tenants/:tenantId/events/:eventId/deliveries` (404 when the tenant has no such event) */
   @Get('tenants/:tenantId/events/:eventId/deliveries')
-  async deliveries(@Param('tenantId') tenantId: string, @Param('eventId') eventId: string): Promise<OutboxEventDeliveries> {
+  async deliveries(
+    @Param('tenantId') tenantId: string,
+    @Param('eventId') eventId: string,
+  ): Promise<OutboxEventDeliveries> {
     const found = await badRequestOnInvalid(() => this.admin.deliveries(tenantId, eventId));
     if (!found) throw new NotFoundException(`tenant ${tenantId} has no event ${eventId}`);
     return found;
@@ -48,15 +71,30 @@ export class OutboxAdminController {
   /** `POST tenants/:tenantId/events/:eventId/replay` with an optional `{ consumer }` */
   @Post('tenants/:tenantId/events/:eventId/replay')
   @HttpCode(200)
-  async replayEvent(@Param('tenantId') tenantId: string, @Param('eventId') eventId: string, @Body() body?: ReplayBody): Promise<{ reset: number }> {
-    return { reset: await badRequestOnInvalid(() => this.admin.replayEvent(tenantId, eventId, { consumer: body?.consumer })) };
+  async replayEvent(
+    @Param('tenantId') tenantId: string,
+    @Param('eventId') eventId: string,
+    @Body() body?: ReplayBody,
+  ): Promise<{ reset: number }> {
+    return {
+      reset: await badRequestOnInvalid(() =>
+        this.admin.replayEvent(tenantId, eventId, { consumer: body?.consumer }),
+      ),
+    };
   }
 
   /** `POST tenants/:tenantId/replay` with an optional `{ consumer, eventName }` */
   @Post('tenants/:tenantId/replay')
   @HttpCode(200)
-  async replayFailed(@Param('tenantId') tenantId: string, @Body() body?: ReplayBody): Promise<{ reset: number }> {
-    return { reset: await badRequestOnInvalid(() => this.admin.replayFailed(tenantId, { consumer: body?.consumer, eventName: body?.eventName })) };
+  async replayFailed(
+    @Param('tenantId') tenantId: string,
+    @Body() body?: ReplayBody,
+  ): Promise<{ reset: number }> {
+    return {
+      reset: await badRequestOnInvalid(() =>
+        this.admin.replayFailed(tenantId, { consumer: body?.consumer, eventName: body?.eventName }),
+      ),
+    };
   }
 }
 
@@ -70,7 +108,13 @@ async function badRequestOnInvalid<T>(call: () => Promise<T>): Promise<T> {
   try {
     return await call();
   } catch (error) {
-    if (error instanceof OutboxValidationError) throw new BadRequestException({ statusCode: 400, error: 'Bad Request', message: error.message, field: error.field });
+    if (error instanceof OutboxValidationError)
+      throw new BadRequestException({
+        statusCode: 400,
+        error: 'Bad Request',
+        message: error.message,
+        field: error.field,
+      });
     throw error;
   }
 }

@@ -1,4 +1,12 @@
-import { Controller, Inject, Module, UseGuards, type DynamicModule, type OnModuleInit, type Type } from '@nestjs/common';
+import {
+  Controller,
+  Inject,
+  Module,
+  UseGuards,
+  type DynamicModule,
+  type OnModuleInit,
+  type Type,
+} from '@nestjs/common';
 import { OutboxConfigurationError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { OutboxAdminController } from './outbox-admin.controller';
@@ -30,7 +38,8 @@ export class OutboxAdminModule implements OnModuleInit {
 
   onModuleInit(): void {
     const guards = this.options.guards ?? [];
-    if (guards.length === 0 && this.options.allowUnguarded !== true) throw new OutboxConfigurationError([messages.unguardedAdmin()]);
+    if (guards.length === 0 && this.options.allowUnguarded !== true)
+      throw new OutboxConfigurationError([messages.unguardedAdmin()]);
   }
 }
 

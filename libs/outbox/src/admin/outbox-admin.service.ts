@@ -10,7 +10,13 @@ import { OutboxWebhookService } from '../delivery/webhook/outbox-webhook.service
 import { OutboxStore } from '../store/outbox.store';
 import * as q from '../store/admin.queries';
 import type { SqlStatement } from '../store/outbox.queries';
-import { MAX_PAGE_SIZE, checkConsumerName, checkEventName, checkInteger, checkUuid } from './admin-validation';
+import {
+  MAX_PAGE_SIZE,
+  checkConsumerName,
+  checkEventName,
+  checkInteger,
+  checkUuid,
+} from './admin-validation';
 import type {
   OutboxConsumerCounts,
   OutboxDeliveryRecord,
@@ -24,8 +30,20 @@ import type {
   OutboxStats,
 } from './outbox-admin.interfaces';
 
-const EVENT_STATUSES: readonly OutboxEventStatus[] = ['pending', 'processing', 'published', 'failed', 'no_handlers'];
-const DELIVERY_STATUSES: readonly OutboxDeliveryStatus[] = ['pending', 'processing', 'delivered', 'failed', 'dead'];
+const EVENT_STATUSES: readonly OutboxEventStatus[] = [
+  'pending',
+  'processing',
+  'published',
+  'failed',
+  'no_handlers',
+];
+const DELIVERY_STATUSES: readonly OutboxDeliveryStatus[] = [
+  'pending',
+  'processing',
+  'delivered',
+  'failed',
+  'dead',
+];
 const DEFAULT_PAGE_SIZE = 50;
 
 /**
@@ -50,9 +68,19 @@ export class OutboxAdminService {
     const tenant = checkUuid('tenantId', tenantId);
     const tenantConsumers = (await this.registry.tenantConsumers(tenant)).map((c) => c.name);
     const [row] = await this.read(tenant, (runner) =>
-      this.store.rows<StatsRow>(runner, q.tenantStats({ tenantId: tenant, orphanAfterMs: this.options.registry.orphanAfterMs, tenantConsumers })),
+      this.store.rows<StatsRow>(
+        runner,
+        q.tenantStats({
+          tenantId: tenant,
+          orphanAfterMs: this.options.registry.orphanAfterMs,
+          tenantConsumers,
+        }),
+      ),
     );
-    const events = Object.fromEntries(EVENT_STATUSES.map((s) => [s, row.events[s] ?? 0])) as Record<OutboxEventStatus, number>;
+    const events = Object.fromEntries(EVENT_STATUSES.map((s) => [s, row.events[s] ?? 0])) as Record<
+      OutboxEventStatus,
+      number
+    >;
     const consumers: Record<string, OutboxConsumerCounts> = {};
     for (const [name, status, n] of row.deliveries) {
       consumers[name] ??= Object.fromEntries(DELIVERY_STATUSES.map((s) => [s, 0])) as OutboxConsumerCounts;
@@ -62,19 +90,28 @@ export class OutboxAdminService {
       tenantId: tenant,
       events,
       consumers,
-      oldestPendingAgeSeconds: row.oldest_pending_age_seconds === null ? null : Math.max(0, row.oldest_pending_age_seconds),
+      oldestPendingAgeSeconds:
+        row.oldest_pending_age_seconds === null ? null : Math.max(0, row.oldest_pending_age_seconds),
       orphanedConsumers: row.orphaned,
-      webhookCircuits: this.webhooks.circuitStates().filter((c) => c.tenantId === null || c.tenantId === tenant),
+      webhookCircuits: this.webhooks
+        .circuitStates()
+        .filter((c) => c.tenantId === null || c.tenantId === tenant),
     };
   }
 
   /** One page of the tenant's failed events (some delivery dead), newest first, with each consumer's last error. */
-  async failedEvents(tenantId: string, query: OutboxFailedEventsQuery = {}): Promise<OutboxPage<OutboxFailedEvent>> {
+  async failedEvents(
+    tenantId: string,
+    query: OutboxFailedEventsQuery = {},
+  ): Promise<OutboxPage<OutboxFailedEvent>> {
     const filter = this.failedFilter(tenantId, query);
     const limit = checkInteger('limit', query.limit, 1, MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE);
     const offset = checkInteger('offset', query.offset, 0, null, 0);
     const [row] = await this.read(filter.tenantId, (runner) =>
-      this.store.rows<{ total: number; items: FailedEventJson[] }>(runner, q.failedEventsPage({ ...filter, limit, offset })),
+      this.store.rows<{ total: number; items: FailedEventJson[] }>(
+        runner,
+        q.failedEventsPage({ ...filter, limit, offset }),
+      ),
     );
     return { total: row.total, limit, offset, items: row.items.map(toFailedEvent) };
   }
@@ -83,7 +120,9 @@ export class OutboxAdminService {
   async deliveries(tenantId: string, eventId: string): Promise<OutboxEventDeliveries | null> {
     const tenant = checkUuid('tenantId', tenantId);
     const event = checkUuid('eventId', eventId);
-    const [row] = await this.read(tenant, (runner) => this.store.rows<EventDeliveriesRow>(runner, q.eventDeliveries(tenant, event)));
+    const [row] = await this.read(tenant, (runner) =>
+      this.store.rows<EventDeliveriesRow>(runner, q.eventDeliveries(tenant, event)),
+    );
     return row ? toEventDeliveries(row) : null;
   }
 
@@ -96,7 +135,10 @@ export class OutboxAdminService {
     const tenant = checkUuid('tenantId', tenantId);
     const event = checkUuid('eventId', eventId);
     const consumer = checkConsumerName('consumer', options.consumer);
-    return this.replay(q.replayDeliveries({ tenantId: tenant, eventId: event, consumer, eventName: null }), tenant);
+    return this.replay(
+      q.replayDeliveries({ tenantId: tenant, eventId: event, consumer, eventName: null }),
+      tenant,
+    );
   }
 
   /** Like `replayEvent`, for every dead or failed delivery of the tenant matching the filter. Returns how many were reset. */
@@ -112,7 +154,13 @@ export class OutboxAdminService {
   async purgeEvent(tenantId: string, eventId: string): Promise<boolean> {
     const tenant = checkUuid('tenantId', tenantId);
     const event = checkUuid('eventId', eventId);
-    const statement = q.purgeEvents({ tenantId: tenant, eventId: event, consumer: null, eventName: null, statuses: ['failed', 'published', 'no_handlers'] });
+    const statement = q.purgeEvents({
+      tenantId: tenant,
+      eventId: event,
+      consumer: null,
+      eventName: null,
+      statuses: ['failed', 'published', 'no_handlers'],
+    });
     return (await this.purge(statement, tenant)) === 1;
   }
 
@@ -136,13 +184,22 @@ export class OutboxAdminService {
     const [row] = await this.store.query<{ found: number; live: boolean; deleted: number }>(
       q.forgetConsumer(consumer, this.options.registry.orphanAfterMs),
     );
-    if (row.live) throw new OutboxValidationError('name', messages.consumerStillLive(consumer, this.options.registry.orphanAfterMs));
-    if (row.deleted > 0) this.logger.log(`consumer "${consumer}" removed from the registry; fan-out no longer creates its deliveries`);
+    if (row.live)
+      throw new OutboxValidationError(
+        'name',
+        messages.consumerStillLive(consumer, this.options.registry.orphanAfterMs),
+      );
+    if (row.deleted > 0)
+      this.logger.log(
+        `consumer "${consumer}" removed from the registry; fan-out no longer creates its deliveries`,
+      );
     return row.deleted > 0;
   }
 
   private async replay(statement: SqlStatement, tenantId: string): Promise<number> {
-    const [row] = await this.write(tenantId, (runner) => this.store.rows<{ reset: number; events: number }>(runner, statement));
+    const [row] = await this.write(tenantId, (runner) =>
+      this.store.rows<{ reset: number; events: number }>(runner, statement),
+    );
     if (row.reset > 0) {
       this.logger.log(`replay reset ${row.reset} deliveries of ${row.events} events for tenant ${tenantId}`);
       this.relay.wake();
@@ -151,8 +208,13 @@ export class OutboxAdminService {
   }
 
   private async purge(statement: SqlStatement, tenantId: string): Promise<number> {
-    const [row] = await this.write(tenantId, (runner) => this.store.rows<{ purged: number }>(runner, statement));
-    if (row.purged > 0) this.logger.log(`purged ${row.purged} events (with their deliveries and inbox rows) for tenant ${tenantId}`);
+    const [row] = await this.write(tenantId, (runner) =>
+      this.store.rows<{ purged: number }>(runner, statement),
+    );
+    if (row.purged > 0)
+      this.logger.log(
+        `purged ${row.purged} events (with their deliveries and inbox rows) for tenant ${tenantId}`,
+      );
     return row.purged;
   }
 
@@ -188,8 +250,12 @@ interface StatsRow {
   oldest_pending_age_seconds: number | null;
 }
 
-type Json<T> = { [K in keyof T]: T[K] extends Date ? string : T[K] extends Date | null ? string | null : T[K] };
-type FailedEventJson = Omit<Json<OutboxFailedEvent>, 'deliveries'> & { deliveries: Json<OutboxFailedEvent['deliveries'][number]>[] | null };
+type Json<T> = {
+  [K in keyof T]: T[K] extends Date ? string : T[K] extends Date | null ? string | null : T[K];
+};
+type FailedEventJson = Omit<Json<OutboxFailedEvent>, 'deliveries'> & {
+  deliveries: Json<OutboxFailedEvent['deliveries'][number]>[] | null;
+};
 
 interface EventDeliveriesRow {
   event_id: string;

@@ -43,9 +43,13 @@ export class OutboxHealthIndicator {
   ) {}
 
   /** Checks the relay and the backlog; never throws (a database error is reported as `down`). */
-  async isHealthy<const Key extends string>(key: Key, options: OutboxHealthOptions = {}): Promise<Record<Key, OutboxHealthDetails>> {
+  async isHealthy<const Key extends string>(
+    key: Key,
+    options: OutboxHealthOptions = {},
+  ): Promise<Record<Key, OutboxHealthDetails>> {
     const maxPendingAgeSeconds = options.maxPendingAgeSeconds ?? 300;
-    const maxRoundAgeSeconds = options.maxRoundAgeSeconds ?? Math.max(60, (10 * this.options.relay.pollIntervalMs) / 1000);
+    const maxRoundAgeSeconds =
+      options.maxRoundAgeSeconds ?? Math.max(60, (10 * this.options.relay.pollIntervalMs) / 1000);
     const problems: string[] = [];
     const lastRoundAt = this.lastRoundAt();
     let relay: OutboxHealthDetails['relay'] = 'disabled';
@@ -53,15 +57,21 @@ export class OutboxHealthIndicator {
       relay = this.relay.isRunning ? 'running' : 'stopped';
       if (relay === 'stopped') problems.push('the relay is not running on this instance');
       else if (lastRoundAt && Date.now() - lastRoundAt.getTime() > maxRoundAgeSeconds * 1000) {
-        problems.push(`the relay's last round ended at ${lastRoundAt.toISOString()}, over ${maxRoundAgeSeconds} s ago`);
+        problems.push(
+          `the relay's last round ended at ${lastRoundAt.toISOString()}, over ${maxRoundAgeSeconds} s ago`,
+        );
       }
     }
     let oldestPendingAgeSeconds: number | null = null;
     try {
-      const [row] = await this.store.query<{ seconds: number }>(q.oldestPendingAge(this.options.registry.orphanAfterMs));
+      const [row] = await this.store.query<{ seconds: number }>(
+        q.oldestPendingAge(this.options.registry.orphanAfterMs),
+      );
       oldestPendingAgeSeconds = Math.max(0, Math.round(row.seconds * 10) / 10);
       if (oldestPendingAgeSeconds > maxPendingAgeSeconds) {
-        problems.push(`the oldest pending work is ${oldestPendingAgeSeconds} s old, over ${maxPendingAgeSeconds} s`);
+        problems.push(
+          `the oldest pending work is ${oldestPendingAgeSeconds} s old, over ${maxPendingAgeSeconds} s`,
+        );
       }
     } catch (error) {
       problems.push(`could not read the outbox backlog: ${errorText(error)}`);

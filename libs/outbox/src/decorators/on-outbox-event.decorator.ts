@@ -1,6 +1,9 @@
 import { SetMetadata } from '@nestjs/common';
 import { OUTBOX_HANDLER_METADATA } from '../outbox.constants';
-import type { OnOutboxEventOptions, OutboxHandlerMetadata } from '../interfaces/outbox-handler-options.interface';
+import type {
+  OnOutboxEventOptions,
+  OutboxHandlerMetadata,
+} from '../interfaces/outbox-handler-options.interface';
 
 /**
  * Marks a method of a singleton provider as the consumer of `eventName` (an exact name, a prefix like

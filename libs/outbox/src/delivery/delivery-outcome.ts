@@ -9,7 +9,14 @@ const logger = new Logger('OutboxDelivery');
 
 /** A success. */
 export function delivered(delivery: ClaimedDelivery, externalRunId: string | null = null): DeliveryOutcome {
-  return { deliveryId: delivery.deliveryId, status: 'delivered', errorCode: null, error: null, retryInMs: 0, externalRunId };
+  return {
+    deliveryId: delivery.deliveryId,
+    status: 'delivered',
+    errorCode: null,
+    error: null,
+    retryInMs: 0,
+    externalRunId,
+  };
 }
 
 /**
@@ -27,21 +34,30 @@ export function failed(
   const dead = options.dead === true || delivery.attempt >= consumer.maxAttempts;
   const where = `event ${delivery.event.eventId} (${delivery.event.eventName}), consumer ${consumer.name}, tenant ${delivery.event.tenantId}`;
   if (dead) logger.error(`dead letter after attempt ${delivery.attempt}: ${where}: [${errorCode}] ${error}`);
-  else logger.warn(`attempt ${delivery.attempt}/${consumer.maxAttempts} failed, will retry: ${where}: [${errorCode}] ${error}`);
+  else
+    logger.warn(
+      `attempt ${delivery.attempt}/${consumer.maxAttempts} failed, will retry: ${where}: [${errorCode}] ${error}`,
+    );
   const backoff = backoffDelayMs(delivery.attempt, consumer.backoff);
   return {
     deliveryId: delivery.deliveryId,
     status: dead ? 'dead' : 'failed',
     errorCode,
     error: boundedText(error),
-    retryInMs: dead ? 0 : options.retryAfterMs !== undefined ? Math.min(consumer.backoff.capMs, Math.max(backoff, options.retryAfterMs)) : backoff,
+    retryInMs: dead
+      ? 0
+      : options.retryAfterMs !== undefined
+        ? Math.min(consumer.backoff.capMs, Math.max(backoff, options.retryAfterMs))
+        : backoff,
     externalRunId: options.externalRunId ?? null,
   };
 }
 
 /** `Error: message` for errors, `String(x)` for anything else thrown; bounded in length. */
 export function errorText(error: unknown): string {
-  return boundedText(error instanceof Error ? `${error.name}: ${error.message}` : `thrown non-error: ${String(error)}`);
+  return boundedText(
+    error instanceof Error ? `${error.name}: ${error.message}` : `thrown non-error: ${String(error)}`,
+  );
 }
 
 function boundedText(text: string): string {

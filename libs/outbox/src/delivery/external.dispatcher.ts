@@ -15,7 +15,9 @@ const CONCURRENCY = 16;
 @Injectable()
 export class ExternalDispatcher {
   /** Runs every delivery (a few at a time) and says what happened to each. Never throws. */
-  async dispatch(deliveries: readonly { delivery: ClaimedDelivery; consumer: OutboxConsumer }[]): Promise<DeliveryOutcome[]> {
+  async dispatch(
+    deliveries: readonly { delivery: ClaimedDelivery; consumer: OutboxConsumer }[],
+  ): Promise<DeliveryOutcome[]> {
     const outcomes: DeliveryOutcome[] = new Array(deliveries.length);
     let next = 0;
     const worker = async (): Promise<void> => {
@@ -35,9 +37,15 @@ export class ExternalDispatcher {
         case 'delivered':
           return delivered(delivery, result.externalRunId ?? null);
         case 'failed':
-          return failed(delivery, consumer, result.errorCode, result.error, { retryAfterMs: result.retryAfterMs, externalRunId: result.externalRunId });
+          return failed(delivery, consumer, result.errorCode, result.error, {
+            retryAfterMs: result.retryAfterMs,
+            externalRunId: result.externalRunId,
+          });
         case 'dead':
-          return failed(delivery, consumer, result.errorCode, result.error, { dead: true, externalRunId: result.externalRunId });
+          return failed(delivery, consumer, result.errorCode, result.error, {
+            dead: true,
+            externalRunId: result.externalRunId,
+          });
         case 'deferred':
           return {
             deliveryId: delivery.deliveryId,

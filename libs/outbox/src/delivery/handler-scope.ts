@@ -52,7 +52,8 @@ export class HandlerScope {
   async rollback(): Promise<void> {
     this.settled = true;
     await this.opening?.catch(() => undefined);
-    if (this.savepoint) await this.runner.query(`rollback to savepoint ${this.savepoint}; release savepoint ${this.savepoint}`);
+    if (this.savepoint)
+      await this.runner.query(`rollback to savepoint ${this.savepoint}; release savepoint ${this.savepoint}`);
   }
 
   private async open(): Promise<void> {

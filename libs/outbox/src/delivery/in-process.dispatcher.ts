@@ -29,7 +29,11 @@ export class InProcessDispatcher {
       try {
         await withTimeout(
           Promise.resolve().then(() =>
-            consumer.handle!(delivery.event, { manager: scope.manager, attempt: delivery.attempt, consumer: consumer.name }),
+            consumer.handle!(delivery.event, {
+              manager: scope.manager,
+              attempt: delivery.attempt,
+              consumer: consumer.name,
+            }),
           ),
           consumer.timeoutMs,
           () => new OutboxHandlerTimeoutError(messages.handlerTimeout(consumer.name, consumer.timeoutMs)),

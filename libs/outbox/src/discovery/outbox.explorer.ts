@@ -44,12 +44,19 @@ export class OutboxExplorer implements OnModuleInit {
     const handlers = [...consumers];
     for (const webhook of this.webhookConsumers.staticConsumers(problems)) {
       const clash = handlers.find((c) => c.name === webhook.name);
-      if (clash) problems.push(messages.duplicateConsumer(webhook.name, [`${clash.hostClass.name}#${clash.methodName}`, 'the webhooks option']));
+      if (clash)
+        problems.push(
+          messages.duplicateConsumer(webhook.name, [
+            `${clash.hostClass.name}#${clash.methodName}`,
+            'the webhooks option',
+          ]),
+        );
       consumers.push(webhook);
     }
     if (problems.length > 0) throw new OutboxConfigurationError(problems);
     this.registry.load(consumers);
-    for (const c of consumers) this.logger.log(`${c.eventName} -> ${c.hostClass.name}#${c.methodName} (consumer "${c.name}")`);
+    for (const c of consumers)
+      this.logger.log(`${c.eventName} -> ${c.hostClass.name}#${c.methodName} (consumer "${c.name}")`);
   }
 
   private wiringProblems(): string[] {
@@ -77,7 +84,10 @@ export class OutboxExplorer implements OnModuleInit {
       const type = (wrapper.instance?.constructor ?? wrapper.metatype) as Function | undefined;
       if (!type?.prototype || typeof type !== 'function') continue;
       for (const methodName of this.scanner.getAllMethodNames(type.prototype)) {
-        const metadata = this.reflector.get<OutboxHandlerMetadata | undefined>(OUTBOX_HANDLER_METADATA, type.prototype[methodName]);
+        const metadata = this.reflector.get<OutboxHandlerMetadata | undefined>(
+          OUTBOX_HANDLER_METADATA,
+          type.prototype[methodName],
+        );
         if (!metadata) continue;
         const host = `${type.name}#${methodName}`;
         const consumer = this.toConsumer(wrapper, type, methodName, metadata, host, problems);
@@ -102,17 +112,28 @@ export class OutboxExplorer implements OnModuleInit {
     problems: string[],
   ): OutboxConsumer {
     const { options } = metadata;
-    if (!isEventPattern(metadata.eventName)) problems.push(messages.badPattern(`@OnOutboxEvent on ${host}`, metadata.eventName));
-    if (!wrapper.isDependencyTreeStatic() || wrapper.isTransient) problems.push(messages.requestScoped(type.name));
+    if (!isEventPattern(metadata.eventName))
+      problems.push(messages.badPattern(`@OnOutboxEvent on ${host}`, metadata.eventName));
+    if (!wrapper.isDependencyTreeStatic() || wrapper.isTransient)
+      problems.push(messages.requestScoped(type.name));
     const name = options.consumer ?? `${type.name}.${methodName}`;
     if (typeof name !== 'string' || !/^[A-Za-z0-9_.:@/-]{1,200}$/.test(name)) {
-      problems.push(messages.badOption(`consumer of ${host}`, 'a name of 1 to 200 letters, digits and _ . : @ / -', name));
+      problems.push(
+        messages.badOption(`consumer of ${host}`, 'a name of 1 to 200 letters, digits and _ . : @ / -', name),
+      );
     }
     const maxAttempts = options.maxAttempts ?? this.options.maxAttempts;
-    if (!Number.isSafeInteger(maxAttempts) || maxAttempts < 1) problems.push(messages.badOption(`maxAttempts of ${host}`, 'a positive integer', maxAttempts));
+    if (!Number.isSafeInteger(maxAttempts) || maxAttempts < 1)
+      problems.push(messages.badOption(`maxAttempts of ${host}`, 'a positive integer', maxAttempts));
     const timeoutMs = options.timeoutMs ?? this.options.handlerTimeoutMs;
     if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1 || timeoutMs >= this.options.relay.leaseMs) {
-      problems.push(messages.badOption(`timeoutMs of ${host}`, `a positive integer below relay.leaseMs (${this.options.relay.leaseMs})`, timeoutMs));
+      problems.push(
+        messages.badOption(
+          `timeoutMs of ${host}`,
+          `a positive integer below relay.leaseMs (${this.options.relay.leaseMs})`,
+          timeoutMs,
+        ),
+      );
     }
     const backoff = { ...this.options.backoff, ...options.backoff };
     problems.push(...backoffProblems(`backoff of ${host}`, backoff));

@@ -2,20 +2,37 @@ import { OutboxValidationError } from '../errors/outbox.error';
 import { serialisePayload, validateEvent } from './event-validation';
 
 describe('event validation', () => {
-  const base = { tenantId: 'A3E1C1DE-0F5B-4A51-8A3E-7B2F3C4D5E6F', eventName: 'crm.contact.created.v1', payload: { a: 1 } };
+  const base = {
+    tenantId: 'A3E1C1DE-0F5B-4A51-8A3E-7B2F3C4D5E6F',
+    eventName: 'crm.contact.created.v1',
+    payload: { a: 1 },
+  };
 
   it('accepts a valid event and lower-cases the tenant id', () => {
     const event = validateEvent(base, 'event', 1024);
-    expect(event).toMatchObject({ tenantId: base.tenantId.toLowerCase(), payloadJson: '{"a":1}', schemaVersion: 1, occurredAt: null });
+    expect(event).toMatchObject({
+      tenantId: base.tenantId.toLowerCase(),
+      payloadJson: '{"a":1}',
+      schemaVersion: 1,
+      occurredAt: null,
+    });
   });
 
   it('serialises faithful JSON unchanged', () => {
-    const payload = { s: 'é 😀', n: -1.5, b: false, z: null, list: [1, [2, { x: 'y' }]], bare: Object.create(null) };
+    const payload = {
+      s: 'é 😀',
+      n: -1.5,
+      b: false,
+      z: null,
+      list: [1, [2, { x: 'y' }]],
+      bare: Object.create(null),
+    };
     expect(JSON.parse(serialisePayload(payload, 'p', 10_000))).toEqual(JSON.parse(JSON.stringify(payload)));
   });
 
   it('names the deepest field at fault', () => {
-    const attempt = () => validateEvent({ ...base, payload: { items: [{ ok: 1 }, { price: Infinity }] } }, 'events[3]', 1024);
+    const attempt = () =>
+      validateEvent({ ...base, payload: { items: [{ ok: 1 }, { price: Infinity }] } }, 'events[3]', 1024);
     expect(attempt).toThrow(OutboxValidationError);
     expect(attempt).toThrow(/events\[3\]\.payload\.items\[1\]\.price/);
   });

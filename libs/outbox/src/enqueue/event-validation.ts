@@ -30,7 +30,11 @@ export function isEventName(name: unknown): name is string {
 }
 
 /** Checks one event and serialises its payload; throws `OutboxValidationError` naming the field. */
-export function validateEvent(input: OutboxEventInput<unknown>, where: string, maxPayloadBytes: number): ValidatedEvent {
+export function validateEvent(
+  input: OutboxEventInput<unknown>,
+  where: string,
+  maxPayloadBytes: number,
+): ValidatedEvent {
   if (input === null || typeof input !== 'object' || Array.isArray(input)) {
     throw new OutboxValidationError(where, messages.notAnObject(where, input));
   }
@@ -39,16 +43,25 @@ export function validateEvent(input: OutboxEventInput<unknown>, where: string, m
     throw new OutboxValidationError(`${where}.tenantId`, messages.notUuid(`${where}.tenantId`, tenantId));
   }
   if (!isEventName(input.eventName)) {
-    throw new OutboxValidationError(`${where}.eventName`, messages.badEventName(`${where}.eventName`, input.eventName));
+    throw new OutboxValidationError(
+      `${where}.eventName`,
+      messages.badEventName(`${where}.eventName`, input.eventName),
+    );
   }
   const payloadJson = serialisePayload(input.payload, `${where}.payload`, maxPayloadBytes);
   const schemaVersion = input.schemaVersion ?? 1;
   if (!Number.isSafeInteger(schemaVersion) || schemaVersion < 1) {
-    throw new OutboxValidationError(`${where}.schemaVersion`, messages.badSchemaVersion(`${where}.schemaVersion`, schemaVersion));
+    throw new OutboxValidationError(
+      `${where}.schemaVersion`,
+      messages.badSchemaVersion(`${where}.schemaVersion`, schemaVersion),
+    );
   }
   const occurredAt = input.occurredAt ?? null;
   if (occurredAt !== null && !(occurredAt instanceof Date && Number.isFinite(occurredAt.getTime()))) {
-    throw new OutboxValidationError(`${where}.occurredAt`, messages.badDate(`${where}.occurredAt`, occurredAt));
+    throw new OutboxValidationError(
+      `${where}.occurredAt`,
+      messages.badDate(`${where}.occurredAt`, occurredAt),
+    );
   }
   return {
     tenantId: tenantId.toLowerCase(),
@@ -64,7 +77,12 @@ export function validateEvent(input: OutboxEventInput<unknown>, where: string, m
 
 function optionalText(value: unknown, field: string): string | null {
   if (value === undefined || value === null) return null;
-  if (typeof value !== 'string' || value.length === 0 || value.length > TEXT_MAX || CONTROL_CHARS.test(value)) {
+  if (
+    typeof value !== 'string' ||
+    value.length === 0 ||
+    value.length > TEXT_MAX ||
+    CONTROL_CHARS.test(value)
+  ) {
     throw new OutboxValidationError(field, messages.badText(field, TEXT_MAX, value));
   }
   return value;
@@ -79,7 +97,8 @@ export function serialisePayload(payload: unknown, field: string, maxBytes: numb
   checkJsonValue(payload, field, 0, new Set());
   const json = JSON.stringify(payload);
   const bytes = Buffer.byteLength(json, 'utf8');
-  if (bytes > maxBytes) throw new OutboxValidationError(field, messages.payloadTooLarge(field, bytes, maxBytes));
+  if (bytes > maxBytes)
+    throw new OutboxValidationError(field, messages.payloadTooLarge(field, bytes, maxBytes));
   return json;
 }
 
@@ -89,7 +108,8 @@ function checkJsonValue(value: unknown, path: string, depth: number, ancestors: 
   };
   switch (typeof value) {
     case 'string':
-      if (value.includes('\u0000')) fail('it contains the character \\u0000, which PostgreSQL jsonb cannot store');
+      if (value.includes('\u0000'))
+        fail('it contains the character \\u0000, which PostgreSQL jsonb cannot store');
       if (!value.isWellFormed()) fail('it contains a lone UTF-16 surrogate, which PostgreSQL jsonb rejects');
       return;
     case 'number':
@@ -120,13 +140,17 @@ function checkJsonValue(value: unknown, path: string, depth: number, ancestors: 
     if (proto !== Object.prototype && proto !== null) {
       fail(
         `it is a ${proto?.constructor?.name ?? 'non-plain'} instance, not a plain object` +
-          (object instanceof Date ? '; send the date as an ISO string' : '; convert it to a plain object first'),
+          (object instanceof Date
+            ? '; send the date as an ISO string'
+            : '; convert it to a plain object first'),
       );
     }
     if (Object.getOwnPropertySymbols(object).length > 0) fail('it has symbol keys, which JSON drops');
     for (const key of Object.keys(object)) {
       if (key.includes('\u0000') || !key.isWellFormed()) {
-        fail(`the key ${JSON.stringify(key)} contains \\u0000 or a lone surrogate, which PostgreSQL jsonb rejects`);
+        fail(
+          `the key ${JSON.stringify(key)} contains \\u0000 or a lone surrogate, which PostgreSQL jsonb rejects`,
+        );
       }
       checkJsonValue((object as Record<string, unknown>)[key], `${path}.${key}`, depth + 1, ancestors);
     }

@@ -12,7 +12,9 @@ import { validateEvent } from './event-validation';
 import { OutboxWakeup } from '../relay/outbox-wakeup';
 
 /** An event without `tenantId`, accepted when `tenancy` is `single`. */
-export type TenantlessEvent<TPayload> = Omit<OutboxEventInput<TPayload>, 'tenantId'> & { tenantId?: undefined };
+export type TenantlessEvent<TPayload> = Omit<OutboxEventInput<TPayload>, 'tenantId'> & {
+  tenantId?: undefined;
+};
 
 /** Writes events into the outbox inside the caller's transaction. */
 @Injectable()
@@ -27,21 +29,39 @@ export class OutboxService {
    * writes or not at all. Returns the event id. Throws `OutboxValidationError` (nothing written) on bad input,
    * `OutboxError` when `manager` has no open transaction.
    */
-  async enqueue<TPayload>(manager: EntityManager, event: OutboxEventInput<TPayload> | TenantlessEvent<TPayload>): Promise<string> {
+  async enqueue<TPayload>(
+    manager: EntityManager,
+    event: OutboxEventInput<TPayload> | TenantlessEvent<TPayload>,
+  ): Promise<string> {
     const runner = transactionRunner(manager);
-    const row = { id: newEventId(), ...validateEvent(this.withTenant(event) as OutboxEventInput<unknown>, 'event', this.options.maxPayloadBytes) };
+    const row = {
+      id: newEventId(),
+      ...validateEvent(
+        this.withTenant(event) as OutboxEventInput<unknown>,
+        'event',
+        this.options.maxPayloadBytes,
+      ),
+    };
     await this.insert(runner, q.insertEvent(row), [row.tenantId]);
     this.wakeup.enqueuedIn(runner);
     return row.id;
   }
 
   /** Adds several events in one statement, all checked before anything is written. Returns their ids in order. */
-  async enqueueMany<TPayload>(manager: EntityManager, events: readonly (OutboxEventInput<TPayload> | TenantlessEvent<TPayload>)[]): Promise<string[]> {
+  async enqueueMany<TPayload>(
+    manager: EntityManager,
+    events: readonly (OutboxEventInput<TPayload> | TenantlessEvent<TPayload>)[],
+  ): Promise<string[]> {
     const runner = transactionRunner(manager);
-    if (!Array.isArray(events)) throw new OutboxValidationError('events', messages.notAnArray('events', events));
+    if (!Array.isArray(events))
+      throw new OutboxValidationError('events', messages.notAnArray('events', events));
     const rows = events.map((event, i) => ({
       id: newEventId(),
-      ...validateEvent(this.withTenant(event) as OutboxEventInput<unknown>, `events[${i}]`, this.options.maxPayloadBytes),
+      ...validateEvent(
+        this.withTenant(event) as OutboxEventInput<unknown>,
+        `events[${i}]`,
+        this.options.maxPayloadBytes,
+      ),
     }));
     if (rows.length === 0) return [];
     await this.insert(runner, q.insertEvents(rows), [...new Set(rows.map((r) => r.tenantId))]);
@@ -64,7 +84,12 @@ export class OutboxService {
 
   /** With tenancy off, an event without a tenant belongs to the single tenant. */
   private withTenant<T extends { tenantId?: string }>(event: T): T {
-    if (this.options.tenancy === 'single' && event && typeof event === 'object' && event.tenantId === undefined) {
+    if (
+      this.options.tenancy === 'single' &&
+      event &&
+      typeof event === 'object' &&
+      event.tenantId === undefined
+    ) {
       return { ...event, tenantId: SINGLE_TENANT_ID };
     }
     return event;

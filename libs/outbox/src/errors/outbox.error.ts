@@ -20,7 +20,9 @@ export class OutboxValidationError extends OutboxError {
 /** The module is wired wrongly; lists every problem found at boot. */
 export class OutboxConfigurationError extends OutboxError {
   constructor(readonly problems: readonly string[]) {
-    super(`Outbox found ${problems.length} problem${problems.length === 1 ? '' : 's'}:\n${problems.map((p) => ` - ${p}`).join('\n')}`);
+    super(
+      `Outbox found ${problems.length} problem${problems.length === 1 ? '' : 's'}:\n${problems.map((p) => ` - ${p}`).join('\n')}`,
+    );
   }
 }
 

@@ -22,9 +22,12 @@ export const messages = {
     `${field} must be a string of 1 to ${max} characters without control characters, got ${describe(value)}.`,
   badSchemaVersion: (field: string, value: unknown): string =>
     `${field} must be a positive integer, got ${describe(value)}.`,
-  badDate: (field: string, value: unknown): string => `${field} must be a valid Date, got ${describe(value)}.`,
-  notAnArray: (field: string, value: unknown): string => `${field} must be an array of events, got ${describe(value)}.`,
-  notAnObject: (field: string, value: unknown): string => `${field} must be an event object, got ${describe(value)}.`,
+  badDate: (field: string, value: unknown): string =>
+    `${field} must be a valid Date, got ${describe(value)}.`,
+  notAnArray: (field: string, value: unknown): string =>
+    `${field} must be an array of events, got ${describe(value)}.`,
+  notAnObject: (field: string, value: unknown): string =>
+    `${field} must be an event object, got ${describe(value)}.`,
   missingDataSource: (name: string | undefined): string =>
     `no TypeORM DataSource ${name ? `named "${name}" ` : ''}is available: import TypeOrmModule.forRoot(${
       name ? `{ name: '${name}', … }` : '…'
@@ -38,7 +41,8 @@ export const messages = {
     `${host} is request-scoped (or depends on a request-scoped provider); outbox consumers must be singletons`,
   badOption: (field: string, expected: string, value: unknown): string =>
     `option ${field} must be ${expected}, got ${describe(value)}`,
-  handlerTimeout: (consumer: string, ms: number): string => `handler ${consumer} did not settle within ${ms} ms`,
+  handlerTimeout: (consumer: string, ms: number): string =>
+    `handler ${consumer} did not settle within ${ms} ms`,
   managerAfterSettle: (consumer: string): string =>
     `handler ${consumer} used context.manager after it returned or timed out; await every query inside the handler`,
   badInteger: (field: string, min: number, max: number | null, value: unknown): string =>
@@ -47,7 +51,7 @@ export const messages = {
     `consumer "${name}" was reported by an instance within the last ${orphanAfterMs} ms (registry.orphanAfterMs), so ` +
     'it would be registered again at the next heartbeat; remove it from every instance first, then forget it.',
   unguardedAdmin: (): string =>
-    'OutboxAdminModule.forRoot() was given no guard, and its routes read and replay every tenant\'s events: pass ' +
+    "OutboxAdminModule.forRoot() was given no guard, and its routes read and replay every tenant's events: pass " +
     'guards: [YourAuthGuard] (the guard sees request.params.tenantId), or allowUnguarded: true for a local demo only.',
   rowLevelSecurity: (tenantId: string, tenantSetting: string): string =>
     `row-level security refused an event for tenant ${tenantId}: the transaction's ${tenantSetting} names another ` +
@@ -65,7 +69,8 @@ export const messages = {
     `this tenant already has a webhook subscription named ${describe(name)}; remove it first or choose another name`,
   webhookMissingHeaders: (names: string[]): string =>
     `the request lacks one of the headers ${names.join(', ')}: it was not sent by a webhook with a secret`,
-  webhookBadTimestamp: (value: string): string => `webhook-timestamp ${describe(value)} is not a Unix time in seconds`,
+  webhookBadTimestamp: (value: string): string =>
+    `webhook-timestamp ${describe(value)} is not a Unix time in seconds`,
   webhookStaleTimestamp: (skewSeconds: number, toleranceSeconds: number): string =>
     `webhook-timestamp is ${Math.abs(skewSeconds)} s ${skewSeconds >= 0 ? 'old' : 'in the future'}, beyond the tolerance of ${toleranceSeconds} s (a replay, or a clock out of sync)`,
   webhookBadSignature: (id: string): string =>
@@ -78,6 +83,7 @@ function describe(value: unknown): string {
   if (value === null) return 'null';
   if (value === undefined) return 'undefined';
   if (typeof value === 'bigint') return `${value}n`;
-  if (typeof value === 'object') return Array.isArray(value) ? 'an array' : `an object (${value.constructor?.name ?? 'no prototype'})`;
+  if (typeof value === 'object')
+    return Array.isArray(value) ? 'an array' : `an object (${value.constructor?.name ?? 'no prototype'})`;
   return String(value);
 }

@@ -1,4 +1,7 @@
-import type { OutboxWebhookOptions, OutboxWebhookSubscriptionsOptions } from './outbox-webhook-options.interface';
+import type {
+  OutboxWebhookOptions,
+  OutboxWebhookSubscriptionsOptions,
+} from './outbox-webhook-options.interface';
 
 /** Exponential backoff between attempts of one delivery. */
 export interface OutboxBackoffOptions {

@@ -46,7 +46,10 @@ export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy 
   onApplicationBootstrap(): void {
     if (!this.options.relay.enabled || this.options.retention.publishedDays === 0) return;
     const scheduler = this.moduleRef.get(SchedulerRegistry, { strict: false });
-    scheduler.addInterval(this.intervalName, setInterval(() => void this.tick(), this.options.retention.intervalMs));
+    scheduler.addInterval(
+      this.intervalName,
+      setInterval(() => void this.tick(), this.options.retention.intervalMs),
+    );
     this.scheduled = true;
     this.logger.log(
       `retention: published events older than ${this.options.retention.publishedDays} days are deleted every ${this.options.retention.intervalMs} ms, ${this.options.retention.batchSize} at a time`,
@@ -64,7 +67,8 @@ export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy 
 
   /** Runs retention now (or joins the run in flight) and says what it deleted. */
   purgeNow(): Promise<RetentionRunResult> {
-    if (this.options.retention.publishedDays === 0) return Promise.resolve({ deletedEvents: 0, batches: 0, skipped: 'disabled' });
+    if (this.options.retention.publishedDays === 0)
+      return Promise.resolve({ deletedEvents: 0, batches: 0, skipped: 'disabled' });
     this.running ??= this.run().finally(() => (this.running = null));
     return this.running;
   }
@@ -81,7 +85,9 @@ export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy 
     try {
       await this.purgeNow();
     } catch (error) {
-      this.logger.error(`retention run failed; will retry in ${this.options.retention.intervalMs} ms: ${errorText(error)}`);
+      this.logger.error(
+        `retention run failed; will retry in ${this.options.retention.intervalMs} ms: ${errorText(error)}`,
+      );
     }
   }
 
@@ -89,7 +95,9 @@ export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy 
     const { publishedDays, batchSize } = this.options.retention;
     const result: RetentionRunResult = { deletedEvents: 0, batches: 0 };
     while (!this.stopping) {
-      const [row] = await this.store.query<{ deleted: number | null }>(q.purgeSettledBatch(publishedDays, batchSize));
+      const [row] = await this.store.query<{ deleted: number | null }>(
+        q.purgeSettledBatch(publishedDays, batchSize),
+      );
       if (row.deleted === null) {
         result.skipped = 'locked';
         break;
@@ -99,9 +107,13 @@ export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy 
       if (row.deleted < batchSize) break;
     }
     if (result.deletedEvents > 0) {
-      this.logger.log(`retention deleted ${result.deletedEvents} events published over ${publishedDays} days ago, in ${result.batches} batches`);
+      this.logger.log(
+        `retention deleted ${result.deletedEvents} events published over ${publishedDays} days ago, in ${result.batches} batches`,
+      );
     } else {
-      this.logger.debug(`retention found nothing to delete${result.skipped === 'locked' ? ' (another instance is purging)' : ''}`);
+      this.logger.debug(
+        `retention found nothing to delete${result.skipped === 'locked' ? ' (another instance is purging)' : ''}`,
+      );
     }
     return result;
   }

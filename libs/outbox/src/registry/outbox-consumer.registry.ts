@@ -23,7 +23,9 @@ export class OutboxConsumerRegistry {
 
   /** The consumers an event with this name is delivered to. */
   consumersFor(eventName: string): OutboxConsumer[] {
-    return this.consumers().filter((consumer) => consumer.eventNames.some((pattern) => matchesEventPattern(pattern, eventName)));
+    return this.consumers().filter((consumer) =>
+      consumer.eventNames.some((pattern) => matchesEventPattern(pattern, eventName)),
+    );
   }
 
   /** The consumer with this name, if this app hosts it. */

@@ -7,7 +7,13 @@ import type { DeliveryOutcome } from '../store/outbox.queries';
 export type ExternalDeliveryResult =
   | { status: 'delivered'; externalRunId?: string | null }
   /** Failed; retried with backoff (or after `retryAfterMs` when the receiver said so) until maxAttempts. */
-  | { status: 'failed'; errorCode: string; error: string; retryAfterMs?: number; externalRunId?: string | null }
+  | {
+      status: 'failed';
+      errorCode: string;
+      error: string;
+      retryAfterMs?: number;
+      externalRunId?: string | null;
+    }
   /** Failed in a way no retry can fix (e.g. HTTP 400): dead at once. */
   | { status: 'dead'; errorCode: string; error: string; externalRunId?: string | null }
   /** Not attempted (e.g. circuit open): the attempt is given back, due again after `retryAfterMs`. */
@@ -42,4 +48,8 @@ export interface OutboxConsumer {
 }
 
 /** The stored outcome of an external delivery, given the consumer's retry policy. */
-export type ExternalOutcomeMapper = (delivery: ClaimedDelivery, consumer: OutboxConsumer, result: ExternalDeliveryResult) => DeliveryOutcome;
+export type ExternalOutcomeMapper = (
+  delivery: ClaimedDelivery,
+  consumer: OutboxConsumer,
+  result: ExternalDeliveryResult,
+) => DeliveryOutcome;

@@ -4,7 +4,11 @@ import type { OutboxBackoffOptions } from '../interfaces/outbox-module-options.i
  * Delay before the attempt after `attempt` (1-based) failed: `baseMs * 2^(attempt-1)`, capped at `capMs`,
  * spread by ±`jitter` so that a burst of failures does not retry in lockstep.
  */
-export function backoffDelayMs(attempt: number, options: Required<OutboxBackoffOptions>, random: () => number = Math.random): number {
+export function backoffDelayMs(
+  attempt: number,
+  options: Required<OutboxBackoffOptions>,
+  random: () => number = Math.random,
+): number {
   const exponential = options.baseMs * 2 ** Math.max(0, attempt - 1);
   const capped = Math.min(options.capMs, exponential);
   const spread = capped * options.jitter * (2 * random() - 1);

@@ -1,6 +1,12 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { Client, type ClientConfig, type Pool } from 'pg';
-import type { DataSource, EntitySubscriberInterface, QueryRunner, TransactionCommitEvent, TransactionRollbackEvent } from 'typeorm';
+import type {
+  DataSource,
+  EntitySubscriberInterface,
+  QueryRunner,
+  TransactionCommitEvent,
+  TransactionRollbackEvent,
+} from 'typeorm';
 import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
 import { errorText } from '../delivery/delivery-outcome';
@@ -89,7 +95,9 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
     this.notifyTimer = setTimeout(() => {
       this.notifyTimer = null;
       this.lastNotifyAt = Date.now();
-      this.store.query(q.notifyWakeup()).catch((error) => this.logger.warn(`wake-up NOTIFY failed (relays will poll): ${errorText(error)}`));
+      this.store
+        .query(q.notifyWakeup())
+        .catch((error) => this.logger.warn(`wake-up NOTIFY failed (relays will poll): ${errorText(error)}`));
     }, wait);
   }
 
@@ -117,7 +125,9 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
     client.removeAllListeners();
     client.on('error', () => undefined);
     void client.end().catch(() => undefined);
-    this.logger.warn(`wake-up listener lost (${errorText(error)}); reconnecting in ${this.reconnectDelay} ms, polling meanwhile`);
+    this.logger.warn(
+      `wake-up listener lost (${errorText(error)}); reconnecting in ${this.reconnectDelay} ms, polling meanwhile`,
+    );
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = null;
       void this.listen();

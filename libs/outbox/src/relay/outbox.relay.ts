@@ -80,9 +80,14 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   start(): void {
     if (this.scheduled || this.stopping) return;
     const scheduler = this.moduleRef.get(SchedulerRegistry, { strict: false });
-    scheduler.addInterval(this.intervalName, setInterval(() => void this.tick(), this.options.relay.pollIntervalMs));
+    scheduler.addInterval(
+      this.intervalName,
+      setInterval(() => void this.tick(), this.options.relay.pollIntervalMs),
+    );
     this.scheduled = true;
-    this.logger.log(`relay ${this.instanceId} started: every ${this.options.relay.pollIntervalMs} ms, batches of ${this.options.relay.batchSize}`);
+    this.logger.log(
+      `relay ${this.instanceId} started: every ${this.options.relay.pollIntervalMs} ms, batches of ${this.options.relay.batchSize}`,
+    );
   }
 
   /** Asks for a round as soon as possible (coalesced: many calls while a round runs make one more round). */
@@ -162,7 +167,13 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       const timedOut = new Promise<'timeout'>((resolve) => {
         timer = setTimeout(() => resolve('timeout'), this.options.relay.shutdownTimeoutMs);
       });
-      const outcome = await Promise.race([this.round.then(() => 'done' as const, () => 'done' as const), timedOut]);
+      const outcome = await Promise.race([
+        this.round.then(
+          () => 'done' as const,
+          () => 'done' as const,
+        ),
+        timedOut,
+      ]);
       clearTimeout(timer);
       if (outcome === 'timeout') {
         this.logger.warn(
@@ -171,7 +182,9 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       }
     }
     if (this.lastHeartbeat > 0) {
-      await this.store.query(q.forgetInstance(this.instanceId)).catch((error) => this.logger.warn(`could not leave the registry: ${errorText(error)}`));
+      await this.store
+        .query(q.forgetInstance(this.instanceId))
+        .catch((error) => this.logger.warn(`could not leave the registry: ${errorText(error)}`));
     }
   }
 
@@ -179,7 +192,11 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     if (Date.now() - this.lastHeartbeat >= this.options.registry.heartbeatMs) await this.heartbeat();
     const { maxTenantsPerRound } = this.options.relay;
     const tenants = this.options.relay.tenants
-      ? (await this.suppliedTenants()).map((tenant_id): DueTenant => ({ tenant_id, has_new: true, has_due: true }))
+      ? (await this.suppliedTenants()).map((tenant_id): DueTenant => ({
+          tenant_id,
+          has_new: true,
+          has_due: true,
+        }))
       : await this.store.query<DueTenant>(q.dueTenants(maxTenantsPerRound, this.lastTenant));
     // With more due tenants than one round visits, the next round starts after the last one visited.
     this.lastTenant = tenants.length === maxTenantsPerRound ? tenants[tenants.length - 1]!.tenant_id : null;
@@ -191,13 +208,18 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     return total;
   }
 
-  private async processTenant({ tenant_id: tenantId, has_new: hasNew, has_due: hasDue }: DueTenant): Promise<RelayRoundResult> {
+  private async processTenant({
+    tenant_id: tenantId,
+    has_new: hasNew,
+    has_due: hasDue,
+  }: DueTenant): Promise<RelayRoundResult> {
     const result = { ...emptyRound(), tenants: 1 };
     const leaseToken = randomUUID();
     const { leaseMs, batchSize } = this.options.relay;
     const tenantConsumers = await this.registry.tenantConsumers(tenantId);
     const scoped = new Map(tenantConsumers.map((c) => [c.name, c]));
-    const consumerNamed = (name: string): OutboxConsumer | undefined => this.registry.get(name) ?? scoped.get(name);
+    const consumerNamed = (name: string): OutboxConsumer | undefined =>
+      this.registry.get(name) ?? scoped.get(name);
     const hosted = [...this.registry.consumers(), ...tenantConsumers].map((c) => c.name);
 
     const claimed = await this.tenantTransaction(tenantId, { durable: false }, async (runner) => {
@@ -205,12 +227,23 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       const fresh = hasNew
         ? await this.store.rows<ClaimedRow>(
             runner,
-            q.fanOutPendingEvents({ tenantId, hosted, tenantConsumers, liveWithinMs: this.options.registry.liveWithinMs, limit: batchSize, leaseToken, leaseMs }),
+            q.fanOutPendingEvents({
+              tenantId,
+              hosted,
+              tenantConsumers,
+              liveWithinMs: this.options.registry.liveWithinMs,
+              limit: batchSize,
+              leaseToken,
+              leaseMs,
+            }),
           )
         : [];
       const due =
         hasDue || (hasNew && this.hostsOrdered(tenantConsumers))
-          ? await this.store.rows<ClaimedRow>(runner, q.claimDueDeliveries({ tenantId, consumers: hosted, limit: batchSize, leaseToken, leaseMs }))
+          ? await this.store.rows<ClaimedRow>(
+              runner,
+              q.claimDueDeliveries({ tenantId, consumers: hosted, limit: batchSize, leaseToken, leaseMs }),
+            )
           : [];
       result.eventsClaimed = new Set(fresh.map((row) => row.event_id)).size;
       return [...fresh, ...due].filter(isDeliveryRow).map(toClaimedDelivery);
@@ -225,17 +258,26 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       const consumer = consumerNamed(delivery.consumerName);
       if (!consumer) {
         // Claimed for a tenant-scoped consumer removed in between: give the attempt back; it waits as pending.
-        settled.push({ deliveryId: delivery.deliveryId, status: 'deferred', errorCode: 'consumerUnavailable', error: `consumer ${delivery.consumerName} is not available on this instance`, retryInMs: this.options.relay.leaseMs });
+        settled.push({
+          deliveryId: delivery.deliveryId,
+          status: 'deferred',
+          errorCode: 'consumerUnavailable',
+          error: `consumer ${delivery.consumerName} is not available on this instance`,
+          retryInMs: this.options.relay.leaseMs,
+        });
       } else if (delivery.recovered && delivery.attempt > consumer.maxAttempts) {
         // Attempts kept starting and never finishing: the process likely dies on this event. Stop here.
-        settled.push(failed(delivery, consumer, 'staleLeaseRecovered', poisonMessage(delivery), { dead: true }));
+        settled.push(
+          failed(delivery, consumer, 'staleLeaseRecovered', poisonMessage(delivery), { dead: true }),
+        );
       } else {
         (consumer.kind === 'handler' ? local : remote).push({ delivery, consumer });
       }
     }
     if (settled.length > 0) await this.record(tenantId, settled, leaseToken, result);
     if (local.length > 0) await this.runLocal(tenantId, local, leaseToken, result);
-    if (remote.length > 0) await this.record(tenantId, await this.sendExternal(tenantId, remote, leaseToken), leaseToken, result);
+    if (remote.length > 0)
+      await this.record(tenantId, await this.sendExternal(tenantId, remote, leaseToken), leaseToken, result);
     return result;
   }
 
@@ -244,7 +286,9 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const tenants = await this.options.relay.tenants!();
     const valid = tenants.filter((tenant) => typeof tenant === 'string' && UUID.test(tenant));
     if (valid.length < tenants.length) {
-      this.logger.warn(`relay.tenants returned ${tenants.length - valid.length} ids that are not UUIDs; they were skipped`);
+      this.logger.warn(
+        `relay.tenants returned ${tenants.length - valid.length} ids that are not UUIDs; they were skipped`,
+      );
     }
     return valid;
   }
@@ -255,11 +299,20 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   /** In-process handlers: one transaction for the batch, holding the row locks of the deliveries it still owns. */
-  private async runLocal(tenantId: string, assigned: Assigned[], leaseToken: string, result: RelayRoundResult): Promise<void> {
+  private async runLocal(
+    tenantId: string,
+    assigned: Assigned[],
+    leaseToken: string,
+    result: RelayRoundResult,
+  ): Promise<void> {
     try {
       await this.tenantTransaction(tenantId, {}, async (runner) => {
         const ids = assigned.map((a) => a.delivery.deliveryId);
-        const owned = new Set((await this.store.rows<{ id: string }>(runner, q.lockOwnedDeliveries(ids, leaseToken))).map((r) => String(r.id)));
+        const owned = new Set(
+          (await this.store.rows<{ id: string }>(runner, q.lockOwnedDeliveries(ids, leaseToken))).map((r) =>
+            String(r.id),
+          ),
+        );
         const mine = assigned.filter((a) => owned.has(a.delivery.deliveryId));
         result.leaseLost += assigned.length - mine.length;
         const outcomes = await this.inProcess.dispatch(this.store.dataSource(), runner, mine);
@@ -269,9 +322,13 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     } catch (error) {
       // The batch transaction itself failed (connection lost, a statement refused): every handler's writes were
       // rolled back, so each claimed delivery counts as a failed attempt, recorded in a fresh transaction.
-      this.logger.error(`batch of ${assigned.length} deliveries for tenant ${tenantId} failed and was rolled back: ${errorText(error)}`);
+      this.logger.error(
+        `batch of ${assigned.length} deliveries for tenant ${tenantId} failed and was rolled back: ${errorText(error)}`,
+      );
       Object.assign(result, { succeeded: 0, failed: 0, dead: 0 });
-      const outcomes = assigned.map(({ delivery, consumer }) => failed(delivery, consumer, 'batchError', `the batch transaction failed: ${errorText(error)}`));
+      const outcomes = assigned.map(({ delivery, consumer }) =>
+        failed(delivery, consumer, 'batchError', `the batch transaction failed: ${errorText(error)}`),
+      );
       await this.record(tenantId, outcomes, leaseToken, result);
     }
   }
@@ -280,14 +337,25 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
    * External deliveries run with no transaction open; while they are in flight, their leases are pushed back
    * every third of a lease, so a batch of slow endpoints never outlives its lease and gets sent twice.
    */
-  private async sendExternal(tenantId: string, remote: Assigned[], leaseToken: string): Promise<q.DeliveryOutcome[]> {
+  private async sendExternal(
+    tenantId: string,
+    remote: Assigned[],
+    leaseToken: string,
+  ): Promise<q.DeliveryOutcome[]> {
     const { leaseMs } = this.options.relay;
     const ids = remote.map((a) => a.delivery.deliveryId);
-    const keeper = setInterval(() => {
-      this.tenantTransaction(tenantId, { durable: false }, (runner) => this.store.rows(runner, q.extendLeases(ids, leaseToken, leaseMs))).catch((error) =>
-        this.logger.warn(`could not extend the leases of ${ids.length} deliveries for tenant ${tenantId}: ${errorText(error)}`),
-      );
-    }, Math.max(1, Math.floor(leaseMs / 3)));
+    const keeper = setInterval(
+      () => {
+        this.tenantTransaction(tenantId, { durable: false }, (runner) =>
+          this.store.rows(runner, q.extendLeases(ids, leaseToken, leaseMs)),
+        ).catch((error) =>
+          this.logger.warn(
+            `could not extend the leases of ${ids.length} deliveries for tenant ${tenantId}: ${errorText(error)}`,
+          ),
+        );
+      },
+      Math.max(1, Math.floor(leaseMs / 3)),
+    );
     try {
       return await this.external.dispatch(remote);
     } finally {
@@ -296,12 +364,21 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   /** Records outcomes in a short transaction of their own; a failure is logged and the leases expire. */
-  private async record(tenantId: string, outcomes: q.DeliveryOutcome[], leaseToken: string, result: RelayRoundResult): Promise<void> {
+  private async record(
+    tenantId: string,
+    outcomes: q.DeliveryOutcome[],
+    leaseToken: string,
+    result: RelayRoundResult,
+  ): Promise<void> {
     try {
-      await this.tenantTransaction(tenantId, {}, (runner) => this.store.rows(runner, q.recordOutcomes(outcomes, leaseToken)));
+      await this.tenantTransaction(tenantId, {}, (runner) =>
+        this.store.rows(runner, q.recordOutcomes(outcomes, leaseToken)),
+      );
       count(outcomes, result);
     } catch (error) {
-      this.logger.error(`could not record ${outcomes.length} outcomes for tenant ${tenantId}; their leases will expire: ${errorText(error)}`);
+      this.logger.error(
+        `could not record ${outcomes.length} outcomes for tenant ${tenantId}; their leases will expire: ${errorText(error)}`,
+      );
     }
   }
 
@@ -312,7 +389,10 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     work: (runner: import('typeorm').QueryRunner) => Promise<T>,
   ): Promise<T> {
     return this.store.transaction(async (runner) => {
-      await this.store.rows(runner, q.setTransactionContext(this.options.tenantSetting, tenantId, this.options.relay.leaseMs, options));
+      await this.store.rows(
+        runner,
+        q.setTransactionContext(this.options.tenantSetting, tenantId, this.options.relay.leaseMs, options),
+      );
       return work(runner);
     });
   }

@@ -18,7 +18,15 @@ export interface RelayRoundResult {
 
 /** A result with every count at zero. */
 export function emptyRound(): RelayRoundResult {
-  return { tenants: 0, eventsClaimed: 0, deliveriesClaimed: 0, succeeded: 0, failed: 0, dead: 0, leaseLost: 0 };
+  return {
+    tenants: 0,
+    eventsClaimed: 0,
+    deliveriesClaimed: 0,
+    succeeded: 0,
+    failed: 0,
+    dead: 0,
+    leaseLost: 0,
+  };
 }
 
 /** Adds `b` into `a`. */

@@ -39,7 +39,11 @@ export function setAdminTenantForWrite(tenantSetting: string, tenantId: string):
  * excepted. The counts read every row of the tenant (there is no index on tenant alone, to keep the relay's
  * writes cheap): fine for an operator, not for a probe — the health check uses `oldestPendingAge`.
  */
-export function tenantStats(p: { tenantId: string; orphanAfterMs: number; tenantConsumers: readonly string[] }): SqlStatement {
+export function tenantStats(p: {
+  tenantId: string;
+  orphanAfterMs: number;
+  tenantConsumers: readonly string[];
+}): SqlStatement {
   return {
     text: `with delivery_counts as (
              select consumer_name, status, count(*)::int as n from ${DELIVERIES} where tenant_id = $1 group by consumer_name, status
@@ -175,7 +179,9 @@ export function replayDeliveries(p: FailedFilter & { eventId: string | null }): 
  * inbox rows; returns how many events. Only events with no open delivery: the relay never locks their rows, so
  * locking the event first cannot deadlock with it, and no inbox row goes while its event could be redelivered.
  */
-export function purgeEvents(p: FailedFilter & { eventId: string | null; statuses: readonly string[] }): SqlStatement {
+export function purgeEvents(
+  p: FailedFilter & { eventId: string | null; statuses: readonly string[] },
+): SqlStatement {
   return {
     text: `with doomed as (
              select e.id from ${EVENTS} e
@@ -232,5 +238,8 @@ export function purgeSettledBatch(days: number, batchSize: number): SqlStatement
 
 /** Age in seconds of the oldest work not done, across tenants, leaving out consumers orphaned for `orphanAfterMs`. */
 export function oldestPendingAge(orphanAfterMs: number): SqlStatement {
-  return { text: `select ${OLDEST_PENDING_AGE}($1 * interval '1 millisecond') as seconds`, values: [orphanAfterMs] };
+  return {
+    text: `select ${OLDEST_PENDING_AGE}($1 * interval '1 millisecond') as seconds`,
+    values: [orphanAfterMs],
+  };
 }

@@ -18,7 +18,10 @@ export const WAKEUP_CHANNEL = 'outbox_wakeup';
 /** Wakes the relays of every process (sent after a commit, never inside the app's transaction). */
 export function notifyWakeup(): SqlStatement {
   // Its own implicit transaction, committed without waiting for the WAL flush: a wake-up needs no durability.
-  return { text: `select set_config('synchronous_commit', 'off', true), pg_notify($1, '')`, values: [WAKEUP_CHANNEL] };
+  return {
+    text: `select set_config('synchronous_commit', 'off', true), pg_notify($1, '')`,
+    values: [WAKEUP_CHANNEL],
+  };
 }
 
 /** Subscribes a dedicated connection to wake-ups. */
@@ -44,7 +47,17 @@ export function insertEvent(e: EventRow): SqlStatement {
   return {
     text: `insert into ${EVENTS} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at)
            values ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, coalesce($9::timestamptz, now()))`,
-    values: [e.id, e.tenantId, e.eventName, e.payloadJson, e.aggregateType, e.aggregateId, e.correlationId, e.schemaVersion, e.occurredAt],
+    values: [
+      e.id,
+      e.tenantId,
+      e.eventName,
+      e.payloadJson,
+      e.aggregateType,
+      e.aggregateId,
+      e.correlationId,
+      e.schemaVersion,
+      e.occurredAt,
+    ],
   };
 }
 
@@ -77,7 +90,10 @@ export function insertEvents(rows: readonly EventRow[]): SqlStatement {
  * partial indexes one tenant at a time (a loose index scan), so its cost grows with tenants, not rows.
  */
 export function dueTenants(limit: number, afterTenant: string | null): SqlStatement {
-  return { text: `select tenant_id, has_new, has_due from ${DUE_TENANTS}($1, $2)`, values: [limit, afterTenant] };
+  return {
+    text: `select tenant_id, has_new, has_due from ${DUE_TENANTS}($1, $2)`,
+    values: [limit, afterTenant],
+  };
 }
 
 /**

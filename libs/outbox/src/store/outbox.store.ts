@@ -22,7 +22,9 @@ export class OutboxStore {
   dataSource(): DataSource {
     if (!this.resolved) {
       try {
-        this.resolved = this.moduleRef.get<DataSource>(getDataSourceToken(this.options.dataSource), { strict: false });
+        this.resolved = this.moduleRef.get<DataSource>(getDataSourceToken(this.options.dataSource), {
+          strict: false,
+        });
       } catch {
         throw new OutboxError(messages.missingDataSource(this.options.dataSource));
       }

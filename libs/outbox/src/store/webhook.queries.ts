@@ -41,7 +41,10 @@ export function tenantSubscriptions(tenantId: string): SqlStatement {
 
 /** One subscription of a tenant. */
 export function subscriptionNamed(tenantId: string, name: string): SqlStatement {
-  return { text: `select * from ${SUBSCRIPTIONS} where tenant_id = $1 and name = $2`, values: [tenantId, name] };
+  return {
+    text: `select * from ${SUBSCRIPTIONS} where tenant_id = $1 and name = $2`,
+    values: [tenantId, name],
+  };
 }
 
 /** Adds a subscription; returns no row when the tenant already has one of that name. */
@@ -59,7 +62,12 @@ export function insertSubscription(s: NewSubscription): SqlStatement {
  * Pauses or resumes a subscription. Resuming also makes due at once the deliveries that were held back while
  * it was paused (those the relay deferred with `subscriptionPaused`); deliveries waiting out a backoff keep it.
  */
-export function setSubscriptionStatus(tenantId: string, name: string, consumer: string, status: 'active' | 'paused'): SqlStatement {
+export function setSubscriptionStatus(
+  tenantId: string,
+  name: string,
+  consumer: string,
+  status: 'active' | 'paused',
+): SqlStatement {
   return {
     text: `with s as (
              update ${SUBSCRIPTIONS} set status = $3, updated_at = now()

@@ -4,12 +4,19 @@ import { OUTBOX_RESOLVED_OPTIONS } from '../../outbox.module-definition';
 import { OutboxError, OutboxValidationError } from '../../errors/outbox.error';
 import { messages } from '../../errors/outbox.messages';
 import type { ResolvedOutboxOptions } from '../../interfaces/outbox-module-options.interface';
-import type { OutboxWebhookSubscription, OutboxWebhookSubscriptionInput } from '../../interfaces/outbox-webhook-options.interface';
+import type {
+  OutboxWebhookSubscription,
+  OutboxWebhookSubscriptionInput,
+} from '../../interfaces/outbox-webhook-options.interface';
 import { OutboxStore } from '../../store/outbox.store';
 import * as wq from '../../store/webhook.queries';
 import { OutboxWebhookService } from './outbox-webhook.service';
 import { WEBHOOK_NAME_PATTERN } from './webhook-endpoint';
-import { subscriptionConsumerName, subscriptionEndpointKey, WebhookSubscriptionSource } from './webhook-subscription.source';
+import {
+  subscriptionConsumerName,
+  subscriptionEndpointKey,
+  WebhookSubscriptionSource,
+} from './webhook-subscription.source';
 
 const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** The optional settings a subscription stores (the rest have columns of their own). */
@@ -34,15 +41,24 @@ export class OutboxWebhookSubscriptions {
    * yet relayed included). Throws `OutboxValidationError` naming the field for bad input or a name in use.
    */
   async add(tenantId: string, input: OutboxWebhookSubscriptionInput): Promise<OutboxWebhookSubscription> {
-    if (!this.options.webhookSubscriptions.enabled) throw new OutboxError(messages.webhookSubscriptionsDisabled());
+    if (!this.options.webhookSubscriptions.enabled)
+      throw new OutboxError(messages.webhookSubscriptionsDisabled());
     const tenant = checkTenant(tenantId);
     if (input === null || typeof input !== 'object') {
-      throw new OutboxValidationError('input', messages.badOption('input', 'an object { name, url, events, … }', input));
+      throw new OutboxValidationError(
+        'input',
+        messages.badOption('input', 'an object { name, url, events, … }', input),
+      );
     }
     if (typeof input.name !== 'string' || !WEBHOOK_NAME_PATTERN.test(input.name)) {
-      throw new OutboxValidationError('name', messages.badOption('name', 'a name of 1 to 100 letters, digits and _ . -', input.name));
+      throw new OutboxValidationError(
+        'name',
+        messages.badOption('name', 'a name of 1 to 100 letters, digits and _ . -', input.name),
+      );
     }
-    const stored = Object.fromEntries(STORED_OPTIONS.filter((key) => input[key] !== undefined).map((key) => [key, input[key]]));
+    const stored = Object.fromEntries(
+      STORED_OPTIONS.filter((key) => input[key] !== undefined).map((key) => [key, input[key]]),
+    );
     const row = {
       id: randomUUID(),
       tenant_id: tenant,
@@ -53,11 +69,20 @@ export class OutboxWebhookSubscriptions {
       options: stored,
     };
     const { problems } = this.source.endpointOf(row, 'subscription');
-    if (problems.length > 0) throw new OutboxValidationError(problems[0]!.field, problems.map((p) => p.message).join('; '));
+    if (problems.length > 0)
+      throw new OutboxValidationError(problems[0]!.field, problems.map((p) => p.message).join('; '));
     const [created] = await this.source.tenantTransaction(tenant, (runner) =>
       this.store.rows<wq.SubscriptionRow>(
         runner,
-        wq.insertSubscription({ id: row.id, tenantId: tenant, name: row.name, url: row.url, events: row.events, secret: row.secret, options: stored }),
+        wq.insertSubscription({
+          id: row.id,
+          tenantId: tenant,
+          name: row.name,
+          url: row.url,
+          events: row.events,
+          secret: row.secret,
+          options: stored,
+        }),
       ),
     );
     if (!created) throw new OutboxValidationError('name', messages.webhookSubscriptionExists(input.name));
@@ -68,14 +93,18 @@ export class OutboxWebhookSubscriptions {
   /** The tenant's subscriptions, by name. */
   async list(tenantId: string): Promise<OutboxWebhookSubscription[]> {
     const tenant = checkTenant(tenantId);
-    const rows = await this.source.tenantTransaction(tenant, (runner) => this.store.rows<wq.SubscriptionRow>(runner, wq.tenantSubscriptions(tenant)));
+    const rows = await this.source.tenantTransaction(tenant, (runner) =>
+      this.store.rows<wq.SubscriptionRow>(runner, wq.tenantSubscriptions(tenant)),
+    );
     return rows.map(toView);
   }
 
   /** One subscription, or null. */
   async get(tenantId: string, name: string): Promise<OutboxWebhookSubscription | null> {
     const tenant = checkTenant(tenantId);
-    const [row] = await this.source.tenantTransaction(tenant, (runner) => this.store.rows<wq.SubscriptionRow>(runner, wq.subscriptionNamed(tenant, name)));
+    const [row] = await this.source.tenantTransaction(tenant, (runner) =>
+      this.store.rows<wq.SubscriptionRow>(runner, wq.subscriptionNamed(tenant, name)),
+    );
     return row ? toView(row) : null;
   }
 
@@ -96,17 +125,27 @@ export class OutboxWebhookSubscriptions {
   async remove(tenantId: string, name: string): Promise<{ removed: boolean; deliveriesDropped: number }> {
     const tenant = checkTenant(tenantId);
     const [result] = await this.source.tenantTransaction(tenant, (runner) =>
-      this.store.rows<{ id: string | null; dropped: number }>(runner, wq.removeSubscription(tenant, name, subscriptionConsumerName(name))),
+      this.store.rows<{ id: string | null; dropped: number }>(
+        runner,
+        wq.removeSubscription(tenant, name, subscriptionConsumerName(name)),
+      ),
     );
     this.source.invalidate(tenant);
     if (result?.id) this.webhooks.forgetEndpoint(subscriptionEndpointKey(result.id));
     return { removed: Boolean(result?.id), deliveriesDropped: result?.dropped ?? 0 };
   }
 
-  private async setStatus(tenantId: string, name: string, status: 'active' | 'paused'): Promise<OutboxWebhookSubscription | null> {
+  private async setStatus(
+    tenantId: string,
+    name: string,
+    status: 'active' | 'paused',
+  ): Promise<OutboxWebhookSubscription | null> {
     const tenant = checkTenant(tenantId);
     const [row] = await this.source.tenantTransaction(tenant, (runner) =>
-      this.store.rows<wq.SubscriptionRow>(runner, wq.setSubscriptionStatus(tenant, name, subscriptionConsumerName(name), status)),
+      this.store.rows<wq.SubscriptionRow>(
+        runner,
+        wq.setSubscriptionStatus(tenant, name, subscriptionConsumerName(name), status),
+      ),
     );
     this.source.invalidate(tenant);
     return row ? toView(row) : null;
@@ -114,12 +153,18 @@ export class OutboxWebhookSubscriptions {
 }
 
 function checkTenant(tenantId: string): string {
-  if (typeof tenantId !== 'string' || !UUID_PATTERN.test(tenantId)) throw new OutboxValidationError('tenantId', messages.notUuid('tenantId', tenantId));
+  if (typeof tenantId !== 'string' || !UUID_PATTERN.test(tenantId))
+    throw new OutboxValidationError('tenantId', messages.notUuid('tenantId', tenantId));
   return tenantId.toLowerCase();
 }
 
 function toView(row: wq.SubscriptionRow): OutboxWebhookSubscription {
-  const options = row.options as { headers?: Record<string, string>; timeoutMs?: number; maxAttempts?: number; retryOn4xx?: boolean };
+  const options = row.options as {
+    headers?: Record<string, string>;
+    timeoutMs?: number;
+    maxAttempts?: number;
+    retryOn4xx?: boolean;
+  };
   return {
     id: row.id,
     tenantId: row.tenant_id,

@@ -19,7 +19,10 @@ const PROBE_MARGIN_MS = 1000;
 @Injectable()
 export class OutboxWebhookService {
   private readonly logger = new Logger(OutboxWebhookService.name);
-  private readonly circuits = new Map<string, { endpoint: WebhookEndpoint; breaker: WebhookCircuitBreaker }>();
+  private readonly circuits = new Map<
+    string,
+    { endpoint: WebhookEndpoint; breaker: WebhookCircuitBreaker }
+  >();
 
   constructor(private readonly transport: WebhookTransport) {}
 
@@ -48,7 +51,10 @@ export class OutboxWebhookService {
         retryAfterMs: admission.retryAfterMs,
       };
     }
-    const result = classifyWebhookResponse(await this.transport.post(endpoint, delivery, body), endpoint.retryOn4xx);
+    const result = classifyWebhookResponse(
+      await this.transport.post(endpoint, delivery, body),
+      endpoint.retryOn4xx,
+    );
     if (breaker) {
       const before = breaker.snapshot().state;
       breaker.record(admission, isEndpointFailure(result));
@@ -89,7 +95,11 @@ export class OutboxWebhookService {
       return known.breaker;
     }
     const { failureThreshold, cooldownMs } = endpoint.circuitBreaker;
-    const breaker = new WebhookCircuitBreaker(failureThreshold, cooldownMs, endpoint.timeoutMs + PROBE_MARGIN_MS);
+    const breaker = new WebhookCircuitBreaker(
+      failureThreshold,
+      cooldownMs,
+      endpoint.timeoutMs + PROBE_MARGIN_MS,
+    );
     this.circuits.set(endpoint.key, { endpoint, breaker });
     return breaker;
   }

@@ -30,9 +30,13 @@ export class WebhookCircuitBreaker {
   admit(): CircuitAdmission {
     const now = this.now();
     if (this.state === 'closed') return { admitted: true, probe: false };
-    if (this.state === 'open' && now < this.probeAt) return { admitted: false, retryAfterMs: this.probeAt - now };
+    if (this.state === 'open' && now < this.probeAt)
+      return { admitted: false, retryAfterMs: this.probeAt - now };
     if (this.state === 'halfOpen' && now < this.probeDeadline) {
-      return { admitted: false, retryAfterMs: Math.max(1, Math.min(this.cooldownMs, this.probeDeadline - now)) };
+      return {
+        admitted: false,
+        retryAfterMs: Math.max(1, Math.min(this.cooldownMs, this.probeDeadline - now)),
+      };
     }
     // Open and cooled down, or a probe that never reported back: this request is the probe.
     this.state = 'halfOpen';
@@ -52,7 +56,12 @@ export class WebhookCircuitBreaker {
   }
 
   /** A snapshot for stats. */
-  snapshot(): { state: 'closed' | 'open' | 'halfOpen'; consecutiveFailures: number; openedAt: Date | null; probeAt: Date | null } {
+  snapshot(): {
+    state: 'closed' | 'open' | 'halfOpen';
+    consecutiveFailures: number;
+    openedAt: Date | null;
+    probeAt: Date | null;
+  } {
     return {
       state: this.state,
       consecutiveFailures: this.failures,

@@ -34,7 +34,9 @@ export class WebhookConsumerFactory {
         return;
       }
       if (typeof webhook.name !== 'string' || !WEBHOOK_NAME_PATTERN.test(webhook.name)) {
-        problems.push(messages.badOption(`${where}.name`, 'a name of 1 to 100 letters, digits and _ . -', webhook.name));
+        problems.push(
+          messages.badOption(`${where}.name`, 'a name of 1 to 100 letters, digits and _ . -', webhook.name),
+        );
       } else if (seen.has(webhook.name)) {
         problems.push(messages.duplicateWebhook(webhook.name, seen.get(webhook.name)!, index));
       } else {
@@ -57,7 +59,10 @@ export class WebhookConsumerFactory {
   }
 
   /** The consumer record that delivers to an endpoint. */
-  toConsumer(endpoint: WebhookEndpoint, override?: (delivery: ClaimedDelivery) => Promise<ExternalDeliveryResult>): OutboxConsumer {
+  toConsumer(
+    endpoint: WebhookEndpoint,
+    override?: (delivery: ClaimedDelivery) => Promise<ExternalDeliveryResult>,
+  ): OutboxConsumer {
     return {
       name: endpoint.consumer,
       kind: 'webhook',

@@ -7,7 +7,10 @@ import { isReservedWebhookHeader } from './webhook-headers';
 import { webhookSecretKey, MIN_WEBHOOK_SECRET_LENGTH } from './webhook-signature';
 
 /** Circuit breaker settings when a webhook sets none. */
-export const DEFAULT_WEBHOOK_CIRCUIT_BREAKER: Required<OutboxWebhookCircuitBreakerOptions> = { failureThreshold: 5, cooldownMs: 30_000 };
+export const DEFAULT_WEBHOOK_CIRCUIT_BREAKER: Required<OutboxWebhookCircuitBreakerOptions> = {
+  failureThreshold: 5,
+  cooldownMs: 30_000,
+};
 
 /** Webhook and subscription names: letters, digits, `_`, `.`, `-`. */
 export const WEBHOOK_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,100}$/;
@@ -96,20 +99,37 @@ export function resolveWebhookEndpoint(
   const eventPatterns = reducePatterns(input.events, at('events'), problem);
 
   const timeoutMs = input.timeoutMs ?? context.timeoutMs;
-  if (!Number.isSafeInteger(timeoutMs) || (timeoutMs as number) < 1 || (timeoutMs as number) >= context.leaseMs) {
-    problem('timeoutMs', messages.badOption(at('timeoutMs'), `a positive integer below relay.leaseMs (${context.leaseMs})`, timeoutMs));
+  if (
+    !Number.isSafeInteger(timeoutMs) ||
+    (timeoutMs as number) < 1 ||
+    (timeoutMs as number) >= context.leaseMs
+  ) {
+    problem(
+      'timeoutMs',
+      messages.badOption(
+        at('timeoutMs'),
+        `a positive integer below relay.leaseMs (${context.leaseMs})`,
+        timeoutMs,
+      ),
+    );
   }
 
   const headers: Record<string, string> = {};
   if (input.headers !== undefined) {
     if (input.headers === null || typeof input.headers !== 'object' || Array.isArray(input.headers)) {
-      problem('headers', messages.badOption(at('headers'), 'an object of header names to string values', input.headers));
+      problem(
+        'headers',
+        messages.badOption(at('headers'), 'an object of header names to string values', input.headers),
+      );
     } else {
       for (const [name, value] of Object.entries(input.headers)) {
         if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name) || isReservedWebhookHeader(name)) {
           problem('headers', messages.webhookBadHeader(at('headers'), name));
         } else if (typeof value !== 'string' || /[\r\n\0]/.test(value)) {
-          problem('headers', messages.badOption(`${at('headers')}.${name}`, 'a string without line breaks', value));
+          problem(
+            'headers',
+            messages.badOption(`${at('headers')}.${name}`, 'a string without line breaks', value),
+          );
         } else {
           headers[name.toLowerCase()] = value;
         }
@@ -134,7 +154,10 @@ export function resolveWebhookEndpoint(
   let backoff = context.backoff;
   if (input.backoff !== undefined) {
     if (input.backoff === null || typeof input.backoff !== 'object') {
-      problem('backoff', messages.badOption(at('backoff'), 'an object { baseMs, capMs, jitter }', input.backoff));
+      problem(
+        'backoff',
+        messages.badOption(at('backoff'), 'an object { baseMs, capMs, jitter }', input.backoff),
+      );
     } else {
       backoff = { ...context.backoff, ...stripUndefined(input.backoff as OutboxBackoffOptions) };
       for (const message of backoffProblems(at('backoff'), backoff)) problem('backoff', message);
@@ -142,20 +165,34 @@ export function resolveWebhookEndpoint(
   }
 
   const retryOn4xx = input.retryOn4xx ?? false;
-  if (typeof retryOn4xx !== 'boolean') problem('retryOn4xx', messages.badOption(at('retryOn4xx'), 'true or false', retryOn4xx));
+  if (typeof retryOn4xx !== 'boolean')
+    problem('retryOn4xx', messages.badOption(at('retryOn4xx'), 'true or false', retryOn4xx));
 
   let circuitBreaker: Required<OutboxWebhookCircuitBreakerOptions> | null = DEFAULT_WEBHOOK_CIRCUIT_BREAKER;
   if (input.circuitBreaker === false) {
     circuitBreaker = null;
   } else if (input.circuitBreaker !== undefined) {
     if (input.circuitBreaker === null || typeof input.circuitBreaker !== 'object') {
-      problem('circuitBreaker', messages.badOption(at('circuitBreaker'), 'false or { failureThreshold, cooldownMs }', input.circuitBreaker));
+      problem(
+        'circuitBreaker',
+        messages.badOption(
+          at('circuitBreaker'),
+          'false or { failureThreshold, cooldownMs }',
+          input.circuitBreaker,
+        ),
+      );
     } else {
-      circuitBreaker = { ...DEFAULT_WEBHOOK_CIRCUIT_BREAKER, ...stripUndefined(input.circuitBreaker as OutboxWebhookCircuitBreakerOptions) };
+      circuitBreaker = {
+        ...DEFAULT_WEBHOOK_CIRCUIT_BREAKER,
+        ...stripUndefined(input.circuitBreaker as OutboxWebhookCircuitBreakerOptions),
+      };
       for (const field of ['failureThreshold', 'cooldownMs'] as const) {
         const value = circuitBreaker[field];
         if (!Number.isSafeInteger(value) || value < 1) {
-          problem('circuitBreaker', messages.badOption(`${at('circuitBreaker')}.${field}`, 'a positive integer', value));
+          problem(
+            'circuitBreaker',
+            messages.badOption(`${at('circuitBreaker')}.${field}`, 'a positive integer', value),
+          );
         }
       }
     }
@@ -185,7 +222,11 @@ export function resolveWebhookEndpoint(
  * The patterns of a list that no other pattern of it covers (`*` covers everything, `crm.*` covers
  * `crm.contact.*` and `crm.deal.created.v1`).
  */
-function reducePatterns(events: unknown, field: string, problem: (field: string, message: string) => void): string[] {
+function reducePatterns(
+  events: unknown,
+  field: string,
+  problem: (field: string, message: string) => void,
+): string[] {
   if (!Array.isArray(events) || events.length === 0) {
     problem('events', messages.badOption(field, 'a non-empty array of event names or patterns', events));
     return [];

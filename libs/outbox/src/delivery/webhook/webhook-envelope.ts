@@ -26,10 +26,12 @@ export class WebhookEnvelopeError extends OutboxError {}
 /** The envelope of an event, checked field by field. Throws {@link WebhookEnvelopeError}. */
 export function toWebhookEnvelope(event: OutboxEvent): OutboxWebhookEnvelope {
   const text = (field: string, value: unknown): string => {
-    if (typeof value !== 'string' || value.length === 0) throw new WebhookEnvelopeError(`${field} is not a non-empty string`);
+    if (typeof value !== 'string' || value.length === 0)
+      throw new WebhookEnvelopeError(`${field} is not a non-empty string`);
     return value;
   };
-  const optional = (field: string, value: unknown): string | null => (value === null || value === undefined ? null : text(field, value));
+  const optional = (field: string, value: unknown): string | null =>
+    value === null || value === undefined ? null : text(field, value);
   if (!(event.occurredAt instanceof Date) || !Number.isFinite(event.occurredAt.getTime())) {
     throw new WebhookEnvelopeError('occurredAt is not a valid date');
   }
@@ -44,7 +46,8 @@ export function toWebhookEnvelope(event: OutboxEvent): OutboxWebhookEnvelope {
     tenantId: text('tenantId', event.tenantId),
     occurredAt: event.occurredAt.toISOString(),
     correlationId: optional('correlationId', event.correlationId),
-    aggregate: aggregateType === null && aggregateId === null ? null : { type: aggregateType, id: aggregateId },
+    aggregate:
+      aggregateType === null && aggregateId === null ? null : { type: aggregateType, id: aggregateId },
     schemaVersion: event.schemaVersion,
     data: event.data,
   };

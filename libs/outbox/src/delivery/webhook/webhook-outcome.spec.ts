@@ -15,8 +15,10 @@ describe('webhook outcomes', () => {
   });
 
   it('retries 408, 429 and 5xx, and kills other 4xx and 3xx unless retryOn4xx', () => {
-    for (const status of [408, 429, 500, 503]) expect(classifyWebhookResponse(response(status), false).status).toBe('failed');
-    for (const status of [301, 400, 404, 410, 422]) expect(classifyWebhookResponse(response(status), false).status).toBe('dead');
+    for (const status of [408, 429, 500, 503])
+      expect(classifyWebhookResponse(response(status), false).status).toBe('failed');
+    for (const status of [301, 400, 404, 410, 422])
+      expect(classifyWebhookResponse(response(status), false).status).toBe('dead');
     expect(classifyWebhookResponse(response(400), true).status).toBe('failed');
     expect(classifyWebhookResponse(response(503, 'down', { 'retry-after': '7' }), false)).toMatchObject({
       errorCode: 'httpStatus',
@@ -31,13 +33,27 @@ describe('webhook outcomes', () => {
       errorCode: 'remoteReportedFailure',
       externalRunId: 'r-9',
     });
-    expect(classifyWebhookResponse(response(200, '{"ok":true,"event_id":17}'), false)).toEqual({ status: 'delivered', externalRunId: '17' });
-    expect(classifyWebhookResponse(response(204, '', { 'x-run-id': 'h-1' }), false)).toEqual({ status: 'delivered', externalRunId: 'h-1' });
-    expect(classifyWebhookResponse(response(200, 'plain text'), false)).toEqual({ status: 'delivered', externalRunId: null });
+    expect(classifyWebhookResponse(response(200, '{"ok":true,"event_id":17}'), false)).toEqual({
+      status: 'delivered',
+      externalRunId: '17',
+    });
+    expect(classifyWebhookResponse(response(204, '', { 'x-run-id': 'h-1' }), false)).toEqual({
+      status: 'delivered',
+      externalRunId: 'h-1',
+    });
+    expect(classifyWebhookResponse(response(200, 'plain text'), false)).toEqual({
+      status: 'delivered',
+      externalRunId: null,
+    });
   });
 
   it('names timeouts and connection errors', () => {
-    expect(classifyWebhookResponse({ kind: 'timeout', timeoutMs: 50 }, false)).toMatchObject({ status: 'failed', errorCode: 'timeout' });
-    expect(classifyWebhookResponse({ kind: 'connectionError', detail: 'ECONNREFUSED' }, false)).toMatchObject({ status: 'failed', errorCode: 'connectionError' });
+    expect(classifyWebhookResponse({ kind: 'timeout', timeoutMs: 50 }, false)).toMatchObject({
+      status: 'failed',
+      errorCode: 'timeout',
+    });
+    expect(classifyWebhookResponse({ kind: 'connectionError', detail: 'ECONNREFUSED' }, false)).toMatchObject(
+      { status: 'failed', errorCode: 'connectionError' },
+    );
   });
 });

@@ -38,9 +38,17 @@ const RUN_ID_MAX = 200;
  * 408, 429 and 5xx are retried (after `Retry-After` when given); other statuses are dead at once unless
  * `retryOn4xx`. The receiver's run id (JSON `runId` or `event_id`, or the `x-run-id` header) is kept.
  */
-export function classifyWebhookResponse(response: WebhookResponse, retryOn4xx: boolean, now: number = Date.now()): ExternalDeliveryResult {
+export function classifyWebhookResponse(
+  response: WebhookResponse,
+  retryOn4xx: boolean,
+  now: number = Date.now(),
+): ExternalDeliveryResult {
   if (response.kind === 'timeout') {
-    return { status: 'failed', errorCode: WEBHOOK_ERROR_CODES.timeout, error: `no complete response within ${response.timeoutMs} ms` };
+    return {
+      status: 'failed',
+      errorCode: WEBHOOK_ERROR_CODES.timeout,
+      error: `no complete response within ${response.timeoutMs} ms`,
+    };
   }
   if (response.kind === 'connectionError') {
     return { status: 'failed', errorCode: WEBHOOK_ERROR_CODES.connectionError, error: response.detail };
@@ -48,7 +56,8 @@ export function classifyWebhookResponse(response: WebhookResponse, retryOn4xx: b
   const json = parseJsonObject(response.body);
   const externalRunId = runIdOf(json, response.headers);
   const retryAfterMs = parseRetryAfter(response.headers.get('retry-after'), now);
-  const snippet = response.body.length > BODY_IN_ERROR ? `${response.body.slice(0, BODY_IN_ERROR)}…` : response.body;
+  const snippet =
+    response.body.length > BODY_IN_ERROR ? `${response.body.slice(0, BODY_IN_ERROR)}…` : response.body;
   if (response.status >= 200 && response.status < 300) {
     if (json?.ok === false) {
       return {
@@ -63,7 +72,13 @@ export function classifyWebhookResponse(response: WebhookResponse, retryOn4xx: b
   }
   const error = `HTTP ${response.status}${response.statusText ? ` ${response.statusText}` : ''}${snippet ? `: ${snippet}` : ''}`;
   if (isRetryableStatus(response.status) || retryOn4xx) {
-    return { status: 'failed', errorCode: WEBHOOK_ERROR_CODES.httpStatus, error, retryAfterMs, externalRunId };
+    return {
+      status: 'failed',
+      errorCode: WEBHOOK_ERROR_CODES.httpStatus,
+      error,
+      retryAfterMs,
+      externalRunId,
+    };
   }
   return { status: 'dead', errorCode: WEBHOOK_ERROR_CODES.httpStatus, error, externalRunId };
 }
@@ -87,7 +102,10 @@ export function isEndpointFailure(result: ExternalDeliveryResult): boolean {
  * `Retry-After` in ms: delay-seconds (`120`) or an HTTP date (`Wed, 21 Oct 2015 07:28:00 GMT`), never negative;
  * undefined when absent or unreadable.
  */
-export function parseRetryAfter(value: string | null | undefined, now: number = Date.now()): number | undefined {
+export function parseRetryAfter(
+  value: string | null | undefined,
+  now: number = Date.now(),
+): number | undefined {
   if (value === null || value === undefined) return undefined;
   const trimmed = value.trim();
   if (/^\d+$/.test(trimmed)) {
@@ -104,7 +122,9 @@ function parseJsonObject(body: string): Record<string, unknown> | null {
   if (!trimmed.startsWith('{')) return null;
   try {
     const value: unknown = JSON.parse(trimmed);
-    return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
+    return value !== null && typeof value === 'object' && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : null;
   } catch {
     return null;
   }
@@ -113,7 +133,10 @@ function parseJsonObject(body: string): Record<string, unknown> | null {
 function runIdOf(json: Record<string, unknown> | null, headers: Headers): string | null {
   const candidates = [json?.runId, json?.event_id, headers.get(WEBHOOK_RUN_ID_HEADER)];
   for (const value of candidates) {
-    if ((typeof value === 'string' && value.length > 0) || (typeof value === 'number' && Number.isFinite(value))) {
+    if (
+      (typeof value === 'string' && value.length > 0) ||
+      (typeof value === 'number' && Number.isFinite(value))
+    ) {
       return String(value).slice(0, RUN_ID_MAX);
     }
   }

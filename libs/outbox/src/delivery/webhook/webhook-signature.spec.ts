@@ -7,7 +7,11 @@ describe('webhook signatures', () => {
   const body = JSON.stringify({ eventId: 'e-1', data: { a: 1 } });
   const now = new Date('2026-01-01T00:00:00Z');
   const timestamp = Math.floor(now.getTime() / 1000);
-  const headersFor = (signature: string, ts = timestamp) => ({ 'webhook-id': 'e-1', 'webhook-timestamp': String(ts), 'webhook-signature': signature });
+  const headersFor = (signature: string, ts = timestamp) => ({
+    'webhook-id': 'e-1',
+    'webhook-timestamp': String(ts),
+    'webhook-signature': signature,
+  });
   const reasonOf = (fn: () => unknown): string => {
     try {
       fn();
@@ -26,24 +30,45 @@ describe('webhook signatures', () => {
 
   it('verifies a signed request and returns the parsed envelope', () => {
     const signature = signWebhook(webhookSecretKey(secret)!, 'e-1', timestamp, body);
-    expect(verifyWebhook({ secret, headers: headersFor(signature), body, now })).toEqual({ eventId: 'e-1', data: { a: 1 } });
-    expect(verifyWebhook({ secret, headers: new Headers(headersFor(signature)), body: Buffer.from(body), now })).toEqual({ eventId: 'e-1', data: { a: 1 } });
+    expect(verifyWebhook({ secret, headers: headersFor(signature), body, now })).toEqual({
+      eventId: 'e-1',
+      data: { a: 1 },
+    });
+    expect(
+      verifyWebhook({ secret, headers: new Headers(headersFor(signature)), body: Buffer.from(body), now }),
+    ).toEqual({ eventId: 'e-1', data: { a: 1 } });
   });
 
   it('accepts any of several signatures and several secrets (rotation)', () => {
     const other = generateWebhookSecret();
     const signature = `v1,bm90IGl0 ${signWebhook(webhookSecretKey(secret)!, 'e-1', timestamp, body)}`;
-    expect(verifyWebhook({ secret: [other, secret], headers: headersFor(signature), body, now })).toBeTruthy();
+    expect(
+      verifyWebhook({ secret: [other, secret], headers: headersFor(signature), body, now }),
+    ).toBeTruthy();
   });
 
   it('refuses a wrong secret, a changed body, a stale timestamp and missing headers, saying which', () => {
     const signature = signWebhook(webhookSecretKey(secret)!, 'e-1', timestamp, body);
-    expect(reasonOf(() => verifyWebhook({ secret: generateWebhookSecret(), headers: headersFor(signature), body, now }))).toBe('badSignature');
-    expect(reasonOf(() => verifyWebhook({ secret, headers: headersFor(signature), body: body.replace('1', '2'), now }))).toBe('badSignature');
+    expect(
+      reasonOf(() =>
+        verifyWebhook({ secret: generateWebhookSecret(), headers: headersFor(signature), body, now }),
+      ),
+    ).toBe('badSignature');
+    expect(
+      reasonOf(() =>
+        verifyWebhook({ secret, headers: headersFor(signature), body: body.replace('1', '2'), now }),
+      ),
+    ).toBe('badSignature');
     const late = new Date(now.getTime() + 301_000);
-    expect(reasonOf(() => verifyWebhook({ secret, headers: headersFor(signature), body, now: late }))).toBe('staleTimestamp');
-    expect(reasonOf(() => verifyWebhook({ secret, headers: { 'webhook-id': 'e-1' }, body, now }))).toBe('missingHeaders');
-    expect(reasonOf(() => verifyWebhook({ secret, headers: headersFor(signature, Number.NaN), body, now }))).toBe('badTimestamp');
+    expect(reasonOf(() => verifyWebhook({ secret, headers: headersFor(signature), body, now: late }))).toBe(
+      'staleTimestamp',
+    );
+    expect(reasonOf(() => verifyWebhook({ secret, headers: { 'webhook-id': 'e-1' }, body, now }))).toBe(
+      'missingHeaders',
+    );
+    expect(
+      reasonOf(() => verifyWebhook({ secret, headers: headersFor(signature, Number.NaN), body, now })),
+    ).toBe('badTimestamp');
   });
 
   it('takes a plain secret as its UTF-8 bytes and refuses short ones', () => {

@@ -13,7 +13,9 @@ export const MIN_WEBHOOK_SECRET_LENGTH = 16;
  * its UTF-8 bytes. Returns null for a secret too short to be safe.
  */
 export function webhookSecretKey(secret: string): Buffer | null {
-  const key = secret.startsWith(SECRET_PREFIX) ? Buffer.from(secret.slice(SECRET_PREFIX.length), 'base64') : Buffer.from(secret, 'utf8');
+  const key = secret.startsWith(SECRET_PREFIX)
+    ? Buffer.from(secret.slice(SECRET_PREFIX.length), 'base64')
+    : Buffer.from(secret, 'utf8');
   return key.length >= MIN_WEBHOOK_SECRET_LENGTH ? key : null;
 }
 
@@ -28,7 +30,8 @@ export function signWebhook(key: Buffer, id: string, timestamp: number, body: st
 }
 
 /** Request headers as Node (`req.headers`) or fetch (`Headers`) give them. */
-export type WebhookRequestHeaders = Headers | Readonly<Record<string, string | readonly string[] | undefined>>;
+export type WebhookRequestHeaders =
+  Headers | Readonly<Record<string, string | readonly string[] | undefined>>;
 
 /** Input of {@link verifyWebhook}. */
 export interface VerifyWebhookOptions {
@@ -53,14 +56,21 @@ export function verifyWebhook<TData = unknown>(options: VerifyWebhookOptions): O
   const timestampText = header(options.headers, WEBHOOK_HEADERS.timestamp);
   const signatures = header(options.headers, WEBHOOK_HEADERS.signature);
   if (!id || !timestampText || !signatures) {
-    throw new OutboxWebhookVerificationError('missingHeaders', messages.webhookMissingHeaders(Object.values(WEBHOOK_HEADERS).slice(0, 3)));
+    throw new OutboxWebhookVerificationError(
+      'missingHeaders',
+      messages.webhookMissingHeaders(Object.values(WEBHOOK_HEADERS).slice(0, 3)),
+    );
   }
-  if (!/^\d{1,12}$/.test(timestampText)) throw new OutboxWebhookVerificationError('badTimestamp', messages.webhookBadTimestamp(timestampText));
+  if (!/^\d{1,12}$/.test(timestampText))
+    throw new OutboxWebhookVerificationError('badTimestamp', messages.webhookBadTimestamp(timestampText));
   const timestamp = Number(timestampText);
   const tolerance = options.toleranceSeconds ?? 300;
   const now = Math.floor((options.now ?? new Date()).getTime() / 1000);
   if (Math.abs(now - timestamp) > tolerance) {
-    throw new OutboxWebhookVerificationError('staleTimestamp', messages.webhookStaleTimestamp(now - timestamp, tolerance));
+    throw new OutboxWebhookVerificationError(
+      'staleTimestamp',
+      messages.webhookStaleTimestamp(now - timestamp, tolerance),
+    );
   }
   const body = typeof options.body === 'string' ? options.body : options.body.toString('utf8');
   const secrets = typeof options.secret === 'string' ? [options.secret] : options.secret;

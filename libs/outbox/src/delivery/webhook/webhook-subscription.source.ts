@@ -55,7 +55,10 @@ export class WebhookSubscriptionSource implements TenantConsumerSource, OnModule
     const now = Date.now();
     const cached = this.cache.get(tenantId);
     if (cached && cached.expiresAt > now) return cached.consumers;
-    const entry = { expiresAt: now + this.options.webhookSubscriptions.cacheTtlMs, consumers: this.load(tenantId) };
+    const entry = {
+      expiresAt: now + this.options.webhookSubscriptions.cacheTtlMs,
+      consumers: this.load(tenantId),
+    };
     this.cache.delete(tenantId);
     this.cache.set(tenantId, entry);
     entry.consumers.catch(() => {
@@ -77,7 +80,13 @@ export class WebhookSubscriptionSource implements TenantConsumerSource, OnModule
   ): { endpoint: WebhookEndpoint; problems: WebhookProblem[] } {
     const consumer = subscriptionConsumerName(row.name);
     return resolveWebhookEndpoint(
-      { ...row.options, circuitBreaker: undefined, url: row.url, events: row.events, secret: row.secret ?? undefined },
+      {
+        ...row.options,
+        circuitBreaker: undefined,
+        url: row.url,
+        events: row.events,
+        secret: row.secret ?? undefined,
+      },
       {
         where,
         key: subscriptionEndpointKey(row.id),
@@ -94,18 +103,26 @@ export class WebhookSubscriptionSource implements TenantConsumerSource, OnModule
   /** Runs `work` in a transaction with the tenant set for row-level security. */
   tenantTransaction<T>(tenantId: string, work: (runner: QueryRunner) => Promise<T>): Promise<T> {
     return this.store.transaction(async (runner) => {
-      await this.store.rows(runner, setTransactionContext(this.options.tenantSetting, tenantId, this.options.relay.leaseMs));
+      await this.store.rows(
+        runner,
+        setTransactionContext(this.options.tenantSetting, tenantId, this.options.relay.leaseMs),
+      );
       return work(runner);
     });
   }
 
   private async load(tenantId: string): Promise<OutboxConsumer[]> {
-    const rows = await this.tenantTransaction(tenantId, (runner) => this.store.rows<SubscriptionRow>(runner, tenantSubscriptions(tenantId)));
+    const rows = await this.tenantTransaction(tenantId, (runner) =>
+      this.store.rows<SubscriptionRow>(runner, tenantSubscriptions(tenantId)),
+    );
     return rows.map((row) => this.toConsumer(row));
   }
 
   private toConsumer(row: SubscriptionRow): OutboxConsumer {
-    const { endpoint, problems } = this.endpointOf(row, `subscription "${row.name}" of tenant ${row.tenant_id}`);
+    const { endpoint, problems } = this.endpointOf(
+      row,
+      `subscription "${row.name}" of tenant ${row.tenant_id}`,
+    );
     const recheckMs = this.options.webhookSubscriptions.pausedRecheckMs;
     if (problems.length > 0) {
       // Rows are checked when added; this one was changed by hand. Hold its deliveries back rather than guess.

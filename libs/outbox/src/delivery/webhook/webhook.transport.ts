@@ -28,15 +28,36 @@ export class WebhookTransport {
       [WEBHOOK_HEADERS.attempt]: String(delivery.attempt),
       [WEBHOOK_HEADERS.eventName]: delivery.event.eventName,
     };
-    if (endpoint.secretKey) headers[WEBHOOK_HEADERS.signature] = signWebhook(endpoint.secretKey, delivery.event.eventId, timestamp, body);
+    if (endpoint.secretKey)
+      headers[WEBHOOK_HEADERS.signature] = signWebhook(
+        endpoint.secretKey,
+        delivery.event.eventId,
+        timestamp,
+        body,
+      );
     const signal = AbortSignal.timeout(endpoint.timeoutMs);
     try {
-      const response = await fetch(endpoint.url, { method: 'POST', headers, body, redirect: 'manual', signal });
+      const response = await fetch(endpoint.url, {
+        method: 'POST',
+        headers,
+        body,
+        redirect: 'manual',
+        signal,
+      });
       const text = await readBounded(response);
-      return { kind: 'response', status: response.status, statusText: response.statusText, headers: response.headers, body: text };
+      return {
+        kind: 'response',
+        status: response.status,
+        statusText: response.statusText,
+        headers: response.headers,
+        body: text,
+      };
     } catch (error) {
       if (signal.aborted) return { kind: 'timeout', timeoutMs: endpoint.timeoutMs };
-      return { kind: 'connectionError', detail: `POST ${endpoint.displayUrl} failed: ${describeFetchError(error)}` };
+      return {
+        kind: 'connectionError',
+        detail: `POST ${endpoint.displayUrl} failed: ${describeFetchError(error)}`,
+      };
     }
   }
 }
@@ -63,7 +84,11 @@ async function readBounded(response: Response): Promise<string> {
 /** `fetch failed` says little: the cause carries the system error (ECONNREFUSED, ENOTFOUND, a TLS error…). */
 // Duck-typed: undici's errors may come from another realm (e.g. under jest), where `instanceof Error` fails.
 function describeFetchError(error: unknown): string {
-  const { message, cause } = (error ?? {}) as { message?: unknown; cause?: { code?: unknown; message?: unknown } };
-  if (cause && typeof cause.message === 'string') return `${typeof cause.code === 'string' ? `${cause.code} ` : ''}${cause.message}`;
+  const { message, cause } = (error ?? {}) as {
+    message?: unknown;
+    cause?: { code?: unknown; message?: unknown };
+  };
+  if (cause && typeof cause.message === 'string')
+    return `${typeof cause.code === 'string' ? `${cause.code} ` : ''}${cause.message}`;
   return typeof message === 'string' ? message : String(error);
 }
