@@ -1,7 +1,8 @@
 /**
  * A relay process for the fault suite: `node -r @swc-node/register test/faults/support/fault-relay-child.ts`.
- * Env: DATABASE_URL, LEASE_MS, TIMEOUT_MS, FLAKY ("1": the consumers sometimes throw, hang past their timeout,
- * or take 10× longer), STOP_ON (payload key: print `HANDLER_STARTED <id>` and wait `pauseMs` when present).
+ * Env: DATABASE_URL, LEASE_MS, TIMEOUT_MS, BATCH_SIZE (default 100; small batches keep a scenario's drain long
+ * enough for its faults to land), FLAKY ("1": the consumers sometimes throw, hang past their timeout,
+ * or take 10× longer).
  * Both consumers of `fault.load.v1` write their effect through `context.manager`.
  */
 import 'reflect-metadata';
@@ -40,7 +41,12 @@ async function main(): Promise<void> {
     providers: [FaultConsumers],
     outbox: {
       handlerTimeoutMs: Number(process.env.TIMEOUT_MS ?? leaseMs / 2),
-      relay: { enabled: true, pollIntervalMs: 100, leaseMs, batchSize: 100 },
+      relay: {
+        enabled: true,
+        pollIntervalMs: 100,
+        leaseMs,
+        batchSize: Number(process.env.BATCH_SIZE ?? 100),
+      },
     },
   });
   process.stdout.write('READY\n');
