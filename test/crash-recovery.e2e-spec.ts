@@ -77,10 +77,12 @@ describe('crash recovery', () => {
     let crashes = 0;
     // Each child claims the event, starts the handler, and dies; the attempt was counted at claim time.
     for (;;) {
-      const [row] = await db.sql<{ attempt_count: number; status: string }>(
-        'select attempt_count, status from outbox_deliveries',
+      // The in-process pair has no delivery row until an outcome is recorded: the claims are counted on the event.
+      const [row] = await db.sql<{ claim_count: number }>(
+        'select claim_count from event_outbox where id = $1',
+        [id],
       );
-      if (row && row.attempt_count >= 2) break;
+      if (row!.claim_count >= 2) break;
       const child = await startChildRelay(
         { DATABASE_URL: db.url, LEASE_MS: String(LEASE_MS), MAX_ATTEMPTS: '2' },
         { waitReady: false },

@@ -2,7 +2,11 @@ import type { OutboxEvent } from '../interfaces/outbox-event.interface';
 
 /** A delivery this relay claimed, with its event, as read from the claim statements. */
 export interface ClaimedDelivery {
-  deliveryId: string;
+  /**
+   * The delivery row, or null for an in-process pair claimed through its event: its row is written once, with
+   * the outcome.
+   */
+  deliveryId: string | null;
   consumerName: string;
   /** 1-based, counted at claim time. */
   attempt: number;
@@ -14,7 +18,7 @@ export interface ClaimedDelivery {
 /** A row of the claim statements. */
 export interface ClaimedRow {
   delivery_id: string | null;
-  consumer_name: string;
+  consumer_name: string | null;
   attempt_count: number;
   recovered: boolean;
   event_id: string;
@@ -29,9 +33,9 @@ export interface ClaimedRow {
 }
 
 /** Turns a claim row into a delivery with the envelope handlers receive. */
-export function toClaimedDelivery(row: ClaimedRow & { delivery_id: string }): ClaimedDelivery {
+export function toClaimedDelivery(row: ClaimedRow & { consumer_name: string }): ClaimedDelivery {
   return {
-    deliveryId: String(row.delivery_id),
+    deliveryId: row.delivery_id === null ? null : String(row.delivery_id),
     consumerName: row.consumer_name,
     attempt: row.attempt_count,
     recovered: row.recovered,

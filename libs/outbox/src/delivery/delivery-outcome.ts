@@ -7,13 +7,25 @@ import type { ClaimedDelivery } from './claimed-delivery';
 const ERROR_TEXT_MAX = 2000;
 const logger = new Logger('OutboxDelivery');
 
-/** A success. */
-export function delivered(delivery: ClaimedDelivery, externalRunId: string | null = null): DeliveryOutcome {
+/** Which row an outcome is for: the leased delivery row, or the in-process pair whose row is written now. */
+export function outcomeTarget(delivery: ClaimedDelivery): Pick<DeliveryOutcome, 'deliveryId' | 'pair'> {
+  if (delivery.deliveryId !== null) return { deliveryId: delivery.deliveryId };
   return {
-    deliveryId: delivery.deliveryId,
+    deliveryId: null,
+    pair: { eventId: delivery.event.eventId, consumer: delivery.consumerName, attempt: delivery.attempt },
+  };
+}
+
+/** A success. A pair whose previous claim was never recorded keeps that fact on its row (`staleLeaseRecovered`). */
+export function delivered(delivery: ClaimedDelivery, externalRunId: string | null = null): DeliveryOutcome {
+  const recoveredPair = delivery.deliveryId === null && delivery.recovered;
+  return {
+    ...outcomeTarget(delivery),
     status: 'delivered',
-    errorCode: null,
-    error: null,
+    errorCode: recoveredPair ? 'staleLeaseRecovered' : null,
+    error: recoveredPair
+      ? `attempt ${delivery.attempt - 1} started but its relay never recorded an outcome (lease expired)`
+      : null,
     retryInMs: 0,
     externalRunId,
   };
@@ -40,7 +52,7 @@ export function failed(
     );
   const backoff = backoffDelayMs(delivery.attempt, consumer.backoff);
   return {
-    deliveryId: delivery.deliveryId,
+    ...outcomeTarget(delivery),
     status: dead ? 'dead' : 'failed',
     errorCode,
     error: boundedText(error),

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { OutboxConsumer } from '../registry/outbox-consumer';
 import type { DeliveryOutcome } from '../store/outbox.queries';
 import type { ClaimedDelivery } from './claimed-delivery';
-import { delivered, errorText, failed } from './delivery-outcome';
+import { delivered, errorText, failed, outcomeTarget } from './delivery-outcome';
 
 /** How many external deliveries of one batch run at once. */
 const CONCURRENCY = 16;
@@ -48,7 +48,7 @@ export class ExternalDispatcher {
           });
         case 'deferred':
           return {
-            deliveryId: delivery.deliveryId,
+            ...outcomeTarget(delivery),
             status: 'deferred',
             errorCode: result.errorCode,
             error: result.error,

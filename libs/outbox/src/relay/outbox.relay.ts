@@ -9,7 +9,7 @@ import { OutboxConsumerRegistry } from '../registry/outbox-consumer.registry';
 import type { OutboxConsumer } from '../registry/outbox-consumer';
 import { InProcessDispatcher } from '../delivery/in-process.dispatcher';
 import { ExternalDispatcher } from '../delivery/external.dispatcher';
-import { errorText, failed } from '../delivery/delivery-outcome';
+import { errorText, failed, outcomeTarget } from '../delivery/delivery-outcome';
 import { toClaimedDelivery, type ClaimedDelivery, type ClaimedRow } from '../delivery/claimed-delivery';
 import { OutboxStore } from '../store/outbox.store';
 import * as q from '../store/outbox.queries';
@@ -221,6 +221,10 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const consumerNamed = (name: string): OutboxConsumer | undefined =>
       this.registry.get(name) ?? scoped.get(name);
     const hosted = [...this.registry.consumers(), ...tenantConsumers].map((c) => c.name);
+    const inProcess = this.registry
+      .consumers()
+      .filter((c) => c.kind === 'handler')
+      .map((c) => c.name);
 
     const claimed = await this.tenantTransaction(tenantId, { durable: false }, async (runner) => {
       // Fan-out first: the due-claim in the same transaction then takes the new rows of ordered consumers.
@@ -230,6 +234,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
             q.fanOutPendingEvents({
               tenantId,
               hosted,
+              inProcess,
               tenantConsumers,
               liveWithinMs: this.options.registry.liveWithinMs,
               limit: batchSize,
@@ -259,7 +264,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       if (!consumer) {
         // Claimed for a tenant-scoped consumer removed in between: give the attempt back; it waits as pending.
         settled.push({
-          deliveryId: delivery.deliveryId,
+          ...outcomeTarget(delivery),
           status: 'deferred',
           errorCode: 'consumerUnavailable',
           error: `consumer ${delivery.consumerName} is not available on this instance`,
@@ -274,8 +279,10 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
         (consumer.kind === 'handler' ? local : remote).push({ delivery, consumer });
       }
     }
-    if (settled.length > 0) await this.record(tenantId, settled, leaseToken, result);
-    if (local.length > 0) await this.runLocal(tenantId, local, leaseToken, result);
+    // Settled outcomes go with the local batch when there is one: an event's lease is released only once every
+    // one of its in-process pairs is recorded, and pairs of one event may be split between the two lists.
+    if (local.length > 0) await this.runLocal(tenantId, local, leaseToken, result, settled);
+    else if (settled.length > 0) await this.record(tenantId, settled, leaseToken, result);
     if (remote.length > 0)
       await this.record(tenantId, await this.sendExternal(tenantId, remote, leaseToken), leaseToken, result);
     return result;
@@ -298,24 +305,52 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     return this.registry.consumers().some((c) => c.ordered) || tenantConsumers.some((c) => c.ordered);
   }
 
-  /** In-process handlers: one transaction for the batch, holding the row locks of the deliveries it still owns. */
+  /**
+   * In-process handlers: one transaction for the batch, holding the row locks of what it still owns (leased
+   * delivery rows, and the events of pairs claimed through their event).
+   */
   private async runLocal(
     tenantId: string,
     assigned: Assigned[],
     leaseToken: string,
     result: RelayRoundResult,
+    settled: q.DeliveryOutcome[],
   ): Promise<void> {
     try {
       await this.tenantTransaction(tenantId, {}, async (runner) => {
-        const ids = assigned.map((a) => a.delivery.deliveryId);
-        const owned = new Set(
-          (await this.store.rows<{ id: string }>(runner, q.lockOwnedDeliveries(ids, leaseToken))).map((r) =>
-            String(r.id),
+        const rowIds = assigned.flatMap((a) =>
+          a.delivery.deliveryId === null ? [] : [a.delivery.deliveryId],
+        );
+        const eventIds = [
+          ...new Set(
+            assigned.filter((a) => a.delivery.deliveryId === null).map((a) => a.delivery.event.eventId),
+          ),
+        ];
+        const owned = new Set<string>();
+        if (rowIds.length > 0) {
+          for (const r of await this.store.rows<{ id: string }>(
+            runner,
+            q.lockOwnedDeliveries(rowIds, leaseToken),
+          ))
+            owned.add(`d:${r.id}`);
+        }
+        if (eventIds.length > 0) {
+          for (const r of await this.store.rows<{ id: string }>(
+            runner,
+            q.lockOwnedEvents(eventIds, leaseToken),
+          ))
+            owned.add(`e:${r.id}`);
+        }
+        const mine = assigned.filter((a) =>
+          owned.has(
+            a.delivery.deliveryId === null ? `e:${a.delivery.event.eventId}` : `d:${a.delivery.deliveryId}`,
           ),
         );
-        const mine = assigned.filter((a) => owned.has(a.delivery.deliveryId));
         result.leaseLost += assigned.length - mine.length;
-        const outcomes = await this.inProcess.dispatch(this.store.dataSource(), runner, mine);
+        const outcomes = [
+          ...settled,
+          ...(await this.inProcess.dispatch(this.store.dataSource(), runner, mine)),
+        ];
         if (outcomes.length > 0) await this.store.rows(runner, q.recordOutcomes(outcomes, leaseToken));
         count(outcomes, result);
       });
@@ -329,7 +364,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       const outcomes = assigned.map(({ delivery, consumer }) =>
         failed(delivery, consumer, 'batchError', `the batch transaction failed: ${errorText(error)}`),
       );
-      await this.record(tenantId, outcomes, leaseToken, result);
+      await this.record(tenantId, [...settled, ...outcomes], leaseToken, result);
     }
   }
 
@@ -343,7 +378,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     leaseToken: string,
   ): Promise<q.DeliveryOutcome[]> {
     const { leaseMs } = this.options.relay;
-    const ids = remote.map((a) => a.delivery.deliveryId);
+    const ids = remote.flatMap((a) => (a.delivery.deliveryId === null ? [] : [a.delivery.deliveryId]));
     const keeper = setInterval(
       () => {
         this.tenantTransaction(tenantId, { durable: false }, (runner) =>
@@ -419,6 +454,7 @@ function poisonMessage(delivery: ClaimedDelivery): string {
   return `attempt ${delivery.attempt - 1} started but never finished (its relay died or stalled); dead-lettered as a likely poison event`;
 }
 
-function isDeliveryRow(row: ClaimedRow): row is ClaimedRow & { delivery_id: string } {
-  return row.delivery_id !== null;
+/** A row naming a delivery (leased row or in-process pair), not one of the bare rows that count claimed events. */
+function isDeliveryRow(row: ClaimedRow): row is ClaimedRow & { consumer_name: string } {
+  return row.consumer_name !== null;
 }

@@ -205,6 +205,8 @@ export function fanOutPendingEvents(p: {
   tenantId: string;
   /** Names of the consumers this instance hosts (tenant-scoped ones included). */
   hosted: readonly string[];
+  /** Names of the hosted in-process consumers: their rows are written once, with the outcome. */
+  inProcess: readonly string[];
   /** Consumers of this tenant only (not in `outbox_consumers`), all hosted here. */
   tenantConsumers: readonly { name: string; eventNames: readonly string[]; ordered?: boolean }[];
   liveWithinMs: number;
@@ -213,14 +215,27 @@ export function fanOutPendingEvents(p: {
   leaseMs: number;
 }): SqlStatement {
   return {
-    text: `with ev as (
-             select id, seq, event_name, aggregate_type, aggregate_id from ${EVENTS}
+    text: `with fresh as (
+             select id from ${EVENTS}
               where tenant_id = $1 and status = 'pending'
               order by seq
               limit $4
                 for update skip locked
+           ), stale as (
+             -- events whose in-process handlers were claimed by a relay that never recorded them
+             select id from ${EVENTS}
+              where tenant_id = $1 and status = 'processing' and lease_token is not null and lease_expires_at <= now()
+              order by lease_expires_at
+              limit $4
+                for update skip locked
+           ), ev as (
+             select e.id, e.seq, e.event_name, e.aggregate_type, e.aggregate_id, e.status = 'processing' as recovered
+               from ${EVENTS} e
+              where e.id = any(array(select id from fresh union all select id from stale))
            ), matched as (
-             select ev.id as event_id, ev.seq, c.name, c.name = any($2::text[]) and not c.ordered as leased,
+             select ev.id as event_id, ev.seq, ev.recovered, c.name,
+                    c.name = any($10::text[]) and not c.ordered as deferred,
+                    c.name = any($2::text[]) and not c.ordered as leased,
                     case when c.ordered and ev.aggregate_id is not null
                          then coalesce(ev.aggregate_type, '') || ':' || ev.aggregate_id end as aggregate_key
                from ev join (
@@ -232,6 +247,9 @@ export function fanOutPendingEvents(p: {
                  on exists (select 1 from unnest(c.event_patterns) as p(pattern)
                              where p.pattern = '*' or p.pattern = ev.event_name
                                 or (right(p.pattern, 2) = '.*' and starts_with(ev.event_name, left(p.pattern, -1))))
+              -- a recovered event: only the consumers whose row the dead relay never wrote
+              where not ev.recovered
+                 or not exists (select 1 from ${DELIVERIES} x where x.event_id = ev.id and x.consumer_name = c.name)
            ), inserted as (
              insert into ${DELIVERIES} (event_id, tenant_id, consumer_name, event_seq, aggregate_key, status, attempt_count, lease_token, lease_expires_at)
              select event_id, $1, name, seq, aggregate_key,
@@ -240,29 +258,44 @@ export function fanOutPendingEvents(p: {
                     case when leased then $5::uuid end,
                     case when leased then clock_timestamp() + $6 * interval '1 millisecond' end
                from matched
+              where not deferred
              on conflict (event_id, consumer_name) do nothing
              returning id, event_id, consumer_name, attempt_count, status
            ), counted as (
-             select ev.id, count(m.name)::int as n from ev left join matched m on m.event_id = ev.id group by ev.id
+             select ev.id, ev.recovered, count(m.name)::int as n, coalesce(bool_or(m.deferred), false) as has_deferred
+               from ev left join matched m on m.event_id = ev.id
+              group by ev.id, ev.recovered
            ), marked as (
              update ${EVENTS} e
-                set status = case when c.n > 0 then 'processing' else 'no_handlers' end,
-                    deliveries_open = c.n,
-                    published_at = case when c.n > 0 then null else now() end,
+                set status = case when c.recovered or c.n > 0 then 'processing' else 'no_handlers' end,
+                    deliveries_open = case when c.recovered then e.deliveries_open else c.n end,
+                    published_at = case when c.recovered or c.n > 0 then null else now() end,
+                    lease_token = case when c.has_deferred then $5::uuid end,
+                    lease_expires_at = case when c.has_deferred then clock_timestamp() + $6 * interval '1 millisecond' end,
+                    claim_count = e.claim_count + case when c.has_deferred then 1 else 0 end,
                     updated_at = now()
                from counted c
               where e.id = any(array(select id from ev)) and e.id = c.id
-             returning e.*
+             returning e.id
            )
-           -- Leased deliveries with their event (read from the table by primary key: the columns returned are
-           -- not changed by this statement), then one bare row per claimed event, to count them. Joining two
-           -- CTEs instead makes the planner loop over one for each row of the other.
+           -- Leased delivery rows, then the in-process pairs whose row is written with their outcome (no
+           -- delivery_id; attempt = the event's claim count after this claim), each with its event read from the
+           -- table by primary key (this statement's snapshot: the columns used are the ones it does not change, and
+           -- claim_count before its increment), then one bare row per claimed event, to count them.
+           -- Joining two CTEs directly instead makes the planner loop over one for each row of the other.
            (select d.id as delivery_id, d.consumer_name, d.attempt_count, e.id as event_id, e.tenant_id, e.event_name,
                    e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version,
                    false as recovered
               from inserted d join ${EVENTS} e on e.id = d.event_id
              where d.status = 'processing'
              order by e.seq, d.consumer_name)
+           union all
+           (select null, m.name, e.claim_count + 1, e.id, e.tenant_id, e.event_name,
+                   e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version,
+                   m.recovered
+              from matched m join ${EVENTS} e on e.id = m.event_id
+             where m.deferred
+             order by e.seq, m.name)
            union all
            select null, null, null, m.id, null, null, null, null, null, null, null, null, null from marked m`,
     values: [
@@ -275,7 +308,19 @@ export function fanOutPendingEvents(p: {
       p.tenantConsumers.map((c) => c.name),
       p.tenantConsumers.map((c) => c.eventNames.join(' ')),
       p.tenantConsumers.map((c) => c.ordered === true),
+      p.inProcess,
     ],
+  };
+}
+
+/**
+ * Locks the claimed events whose in-process handlers this relay is about to run and still owns (same reasons
+ * as `lockOwnedDeliveries`: held until the outcomes are written, nobody else can take them over mid-run).
+ */
+export function lockOwnedEvents(ids: readonly string[], leaseToken: string): SqlStatement {
+  return {
+    text: `select id from ${EVENTS} where id = any($1::uuid[]) and lease_token = $2 for update`,
+    values: [ids, leaseToken],
   };
 }
 
@@ -340,7 +385,10 @@ export function extendLeases(ids: readonly string[], leaseToken: string, leaseMs
 
 /** What happened to one claimed delivery. */
 export interface DeliveryOutcome {
-  deliveryId: string;
+  /** The delivery row; null for an in-process pair claimed through its event, whose row is inserted now. */
+  deliveryId: string | null;
+  /** With `deliveryId` null: the event and consumer of the row to insert, and its attempt number. */
+  pair?: { eventId: string; consumer: string; attempt: number };
   /**
    * `delivered`, `failed` (retry after `retryInMs`), `dead` (no more attempts), or `deferred`: not attempted
    * after all (e.g. the endpoint's circuit is open); the attempt is given back and it is due after `retryInMs`.
@@ -355,18 +403,20 @@ export interface DeliveryOutcome {
 }
 
 /**
- * Records a batch's outcomes in one statement: updates the deliveries still owned (fenced by the lease token),
- * inserts the inbox rows of those delivered (in the handlers' transaction, so they commit with the handlers'
- * writes), and settles each event from counters. Counters, not a recount: an `update … set n = n - k` re-reads
- * the latest row under its lock, so two relays finishing different consumers of one event never both miss
- * each other's commit.
+ * Records a batch's outcomes in one statement: updates the leased deliveries still owned (fenced by the lease
+ * token), inserts the rows of in-process pairs claimed through their event (once, with their final status;
+ * fenced by the event's lease token, and the event's lease is released), inserts the inbox rows of those
+ * delivered (in the handlers' transaction, so they commit with the handlers' writes), and settles each event
+ * from counters. Counters, not a recount: an `update … set n = n - k` re-reads the latest row under its lock,
+ * so two relays finishing different consumers of one event never both miss each other's commit.
  */
 export function recordOutcomes(outcomes: readonly DeliveryOutcome[], leaseToken: string): SqlStatement {
   return {
     text: `with o as (
-             select * from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $7::text[])
-                      as o(id, status, error_code, last_error, retry_ms, external_run_id)
-           ), d as (
+             select * from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $7::text[],
+                                  $8::uuid[], $9::text[], $10::int[])
+                      as o(id, status, error_code, last_error, retry_ms, external_run_id, event_id, consumer, attempt)
+           ), updated as (
              update ${DELIVERIES} d
                 set status = case when o.status = 'deferred' then 'pending' else o.status end,
                     attempt_count = case when o.status = 'deferred' then d.attempt_count - 1 else d.attempt_count end,
@@ -384,6 +434,21 @@ export function recordOutcomes(outcomes: readonly DeliveryOutcome[], leaseToken:
               -- = any() as well as the join: lets the planner probe the primary key instead of scanning
               where d.id = any($1::bigint[]) and d.id = o.id and d.lease_token = $6
              returning d.event_id, d.tenant_id, d.consumer_name, d.status, d.attempt_count, d.last_error
+           ), inserted as (
+             insert into ${DELIVERIES} (event_id, tenant_id, consumer_name, event_seq, status, attempt_count, error_code,
+                                        last_error, next_attempt_at, processed_at, external_run_id)
+             select o.event_id, e.tenant_id, o.consumer, e.seq, o.status, o.attempt, o.error_code, o.last_error,
+                    now() + o.retry_ms * interval '1 millisecond',
+                    case when o.status = 'delivered' then now() end, o.external_run_id
+               -- one primary-key probe per pair (offset 0 keeps the planner from turning it into a join)
+               from o cross join lateral (
+                      select tenant_id, seq from ${EVENTS} x where x.id = o.event_id and x.lease_token = $6 offset 0
+                    ) e
+              where o.id is null
+             on conflict (event_id, consumer_name) do nothing
+             returning event_id, tenant_id, consumer_name, status, attempt_count, last_error
+           ), d as (
+             select * from updated union all select * from inserted
            ), inbox as (
              insert into ${INBOX} (event_id, consumer_name, tenant_id)
              select event_id, consumer_name, tenant_id from d where status = 'delivered'
@@ -405,6 +470,8 @@ export function recordOutcomes(outcomes: readonly DeliveryOutcome[], leaseToken:
                     failed_at = case when p.dead > 0 then now() else e.failed_at end,
                     error_message = coalesce(p.dead_error, e.error_message),
                     attempts = greatest(e.attempts, p.attempts),
+                    lease_token = case when e.lease_token = $6 then null else e.lease_token end,
+                    lease_expires_at = case when e.lease_token = $6 then null else e.lease_expires_at end,
                     updated_at = now()
                from per_event p
               where e.id = any(array(select event_id from per_event)) and e.id = p.event_id
@@ -419,6 +486,9 @@ export function recordOutcomes(outcomes: readonly DeliveryOutcome[], leaseToken:
       outcomes.map((o) => Math.round(o.retryInMs)),
       leaseToken,
       outcomes.map((o) => o.externalRunId ?? null),
+      outcomes.map((o) => o.pair?.eventId ?? null),
+      outcomes.map((o) => o.pair?.consumer ?? null),
+      outcomes.map((o) => o.pair?.attempt ?? null),
     ],
   };
 }
