@@ -1,11 +1,7 @@
 import { Injectable } from '@nestjs/common';
-import {
-  OnOutboxEvent,
-  type OutboxEvent,
-  type OutboxHandlerContext,
-  type RelayRoundResult,
-} from '@app/outbox';
-import { buildApp, type TestApp } from './support/build-app';
+import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from '@app/outbox';
+import { buildApp } from './support/build-app';
+import { drainSideBySide } from './support/drain-side-by-side';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { EFFECTS_TABLE_SQL, recordEffect } from './support/effects';
 import { startChildRelay } from './support/child-relay';
@@ -66,16 +62,7 @@ describe('several relays, shutdown and crashes', () => {
       for (let i = 0; i < events.length; i += 1000) {
         await a.dataSource.transaction((m) => a.outbox.enqueueMany(m, events.slice(i, i + 1000)));
       }
-      const work = async (t: TestApp): Promise<number> => {
-        let succeeded = 0;
-        for (let idle = 0; idle < 3;) {
-          const round: RelayRoundResult = await t.relay.drain();
-          succeeded += round.succeeded;
-          idle = round.deliveriesClaimed === 0 ? idle + 1 : 0;
-        }
-        return succeeded;
-      };
-      const [byA, byB] = await Promise.all([work(a), work(b)]);
+      const [byA, byB] = await drainSideBySide([a, b]);
       expect(byA + byB).toBe(10_000);
       expect(byA).toBeGreaterThan(0);
       expect(byB).toBeGreaterThan(0);

@@ -1,5 +1,6 @@
-import type { OutboxWebhookOptions, RelayRoundResult } from '@app/outbox';
-import { buildApp, type TestApp } from './support/build-app';
+import type { OutboxWebhookOptions } from '@app/outbox';
+import { buildApp } from './support/build-app';
+import { drainSideBySide } from './support/drain-side-by-side';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { startWebhookChildRelay } from './support/webhook-child-relay';
 import { startWebhookReceiver, type WebhookReceiver } from './support/webhook-receiver';
@@ -101,16 +102,7 @@ describe('webhooks across relays and crashes', () => {
         payload: { i },
       }));
       await a.dataSource.transaction((m) => a.outbox.enqueueMany(m, events));
-      const work = async (t: TestApp): Promise<number> => {
-        let succeeded = 0;
-        for (let idle = 0; idle < 3;) {
-          const round: RelayRoundResult = await t.relay.drain();
-          succeeded += round.succeeded;
-          idle = round.deliveriesClaimed === 0 ? idle + 1 : 0;
-        }
-        return succeeded;
-      };
-      const [byA, byB] = await Promise.all([work(a), work(b)]);
+      const [byA, byB] = await drainSideBySide([a, b]);
       expect(byA + byB).toBe(400);
       expect(byA).toBeGreaterThan(0);
       expect(byB).toBeGreaterThan(0);
