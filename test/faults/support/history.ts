@@ -1,5 +1,8 @@
 import type { TestDatabase } from '../../support/test-database';
 
+/** An empty effects relation, for scenarios without in-process consumers. */
+const NO_EFFECTS = '(select null::uuid as event_id, null::text as consumer where false)';
+
 /** What a scenario's history check found. */
 export interface HistoryReport {
   scenario: string;
@@ -21,7 +24,8 @@ export async function checkHistory(
   db: TestDatabase,
   p: {
     scenario: string;
-    table: string;
+    /** The in-process consumers' effects table; none for scenarios whose consumers are external. */
+    table?: string;
     consumers: string[];
     faults: number;
     recoveryMs: number;
@@ -38,7 +42,7 @@ export async function checkHistory(
     `with expected as (
        select e.id, c.consumer from event_outbox e cross join unnest($1::text[]) as c(consumer)
      ), got as (
-       select event_id, consumer, count(*) as n from ${p.table} group by event_id, consumer
+       select event_id, consumer, count(*) as n from ${p.table ?? NO_EFFECTS} group by event_id, consumer
      )
      select (select count(*)::int from event_outbox) as events,
             (select count(*)::int from expected x left join got g on g.event_id = x.id and g.consumer = x.consumer where g.n is null) as lost,

@@ -14,6 +14,8 @@ export interface TenantConsumerSource {
 @Injectable()
 export class OutboxConsumerRegistry {
   private readonly byName = new Map<string, OutboxConsumer>();
+  /** Derived once at load: the relay reads them every round. */
+  private derived = { names: [] as string[], inProcessNames: [] as string[], hasOrdered: false };
   private readonly tenantSources: TenantConsumerSource[] = [];
 
   /** Every consumer, in discovery order. */
@@ -49,5 +51,25 @@ export class OutboxConsumerRegistry {
   load(consumers: readonly OutboxConsumer[]): void {
     this.byName.clear();
     for (const consumer of consumers) this.byName.set(consumer.name, consumer);
+    this.derived = {
+      names: consumers.map((c) => c.name),
+      inProcessNames: consumers.filter((c) => c.kind === 'handler').map((c) => c.name),
+      hasOrdered: consumers.some((c) => c.ordered === true),
+    };
+  }
+
+  /** Names of every consumer this app hosts. */
+  names(): readonly string[] {
+    return this.derived.names;
+  }
+
+  /** Names of the in-process (handler) consumers this app hosts. */
+  inProcessNames(): readonly string[] {
+    return this.derived.inProcessNames;
+  }
+
+  /** True when some consumer of this app asked for per-aggregate order. */
+  hasOrdered(): boolean {
+    return this.derived.hasOrdered;
   }
 }

@@ -1,7 +1,6 @@
 import type { OutboxBackoffOptions } from '../interfaces/outbox-module-options.interface';
 import type { OutboxEvent, OutboxHandlerContext } from '../interfaces/outbox-event.interface';
 import type { ClaimedDelivery } from '../delivery/claimed-delivery';
-import type { DeliveryOutcome } from '../store/outbox.queries';
 
 /** What an external transport says about one delivery; the relay turns it into a stored outcome. */
 export type ExternalDeliveryResult =
@@ -46,10 +45,3 @@ export interface OutboxConsumer {
   /** External consumers: delivers over the network, with no database transaction open. Must not throw. */
   readonly deliver?: (delivery: ClaimedDelivery) => Promise<ExternalDeliveryResult>;
 }
-
-/** The stored outcome of an external delivery, given the consumer's retry policy. */
-export type ExternalOutcomeMapper = (
-  delivery: ClaimedDelivery,
-  consumer: OutboxConsumer,
-  result: ExternalDeliveryResult,
-) => DeliveryOutcome;

@@ -220,11 +220,11 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const scoped = new Map(tenantConsumers.map((c) => [c.name, c]));
     const consumerNamed = (name: string): OutboxConsumer | undefined =>
       this.registry.get(name) ?? scoped.get(name);
-    const hosted = [...this.registry.consumers(), ...tenantConsumers].map((c) => c.name);
-    const inProcess = this.registry
-      .consumers()
-      .filter((c) => c.kind === 'handler')
-      .map((c) => c.name);
+    const hosted =
+      tenantConsumers.length === 0
+        ? this.registry.names()
+        : [...this.registry.names(), ...tenantConsumers.map((c) => c.name)];
+    const inProcess = this.registry.inProcessNames();
 
     const claimed = await this.tenantTransaction(tenantId, { durable: false }, async (runner) => {
       // Fan-out first: the due-claim in the same transaction then takes the new rows of ordered consumers.
@@ -302,7 +302,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
 
   /** True when an ordered consumer is hosted here: its new rows wait as pending for the due-claim. */
   private hostsOrdered(tenantConsumers: readonly OutboxConsumer[]): boolean {
-    return this.registry.consumers().some((c) => c.ordered) || tenantConsumers.some((c) => c.ordered);
+    return this.registry.hasOrdered() || tenantConsumers.some((c) => c.ordered);
   }
 
   /**
