@@ -2,6 +2,7 @@ import { OutboxCore1764428400000 } from './1764428400000-outbox-core';
 import { OutboxTenancy1764428600000 } from './1764428600000-outbox-tenancy';
 import { OutboxAdmin1764428650000 } from './1764428650000-outbox-admin';
 import { OutboxWebhooks1764428700000 } from './1764428700000-outbox-webhooks';
+import { OutboxEventLeases1764428800000 } from './1764428800000-outbox-event-leases';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -9,4 +10,5 @@ export const outboxMigrations = [
   OutboxTenancy1764428600000,
   OutboxAdmin1764428650000,
   OutboxWebhooks1764428700000,
+  OutboxEventLeases1764428800000,
 ];

@@ -77,12 +77,13 @@ describe('crash recovery', () => {
     let crashes = 0;
     // Each child claims the event, starts the handler, and dies; the attempt was counted at claim time.
     for (;;) {
-      // The in-process pair has no delivery row until an outcome is recorded: the claims are counted on the event.
+      // The in-process pair has no delivery row until an outcome is recorded: the claims are counted on the
+      // event's lease.
       const [row] = await db.sql<{ claim_count: number }>(
-        'select claim_count from event_outbox where id = $1',
+        'select claim_count from outbox_event_leases where event_id = $1',
         [id],
       );
-      if (row!.claim_count >= 2) break;
+      if ((row?.claim_count ?? 0) >= 2) break;
       const child = await startChildRelay(
         { DATABASE_URL: db.url, LEASE_MS: String(LEASE_MS), MAX_ATTEMPTS: '2' },
         { waitReady: false },

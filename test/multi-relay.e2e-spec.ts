@@ -93,7 +93,7 @@ describe('several relays, shutdown and crashes', () => {
       t.outbox.enqueue(m, { tenantId: TENANTS[0]!, eventName: 'test.slow.v1', payload: {} }),
     );
     await waitFor(
-      async () => (await db.sql(`select 1 from event_outbox where lease_token is not null`)).length > 0,
+      async () => (await db.sql(`select 1 from outbox_event_leases`)).length > 0,
       {
         message: 'the slow delivery to be claimed',
       },

@@ -52,3 +52,39 @@ export function toClaimedDelivery(row: ClaimedRow & { consumer_name: string }): 
     },
   };
 }
+
+/** A row of the fan-out statement (see `fanOutPendingEvents` for its four kinds). */
+export type FanOutRow = Omit<ClaimedRow, 'recovered' | 'consumer_name' | 'attempt_count'> & {
+  kind: 'row' | 'pair' | 'lease' | 'event';
+  consumer_name: string | null;
+  attempt_count: number | null;
+};
+
+/**
+ * The deliveries a fan-out claimed, and how many events it took: pairs count only when their event's lease was
+ * won by this claim; their attempt is the event's claim count, and a count above one means an earlier claim
+ * never recorded its outcome.
+ */
+export function fromFanOut(rows: readonly FanOutRow[]): { deliveries: ClaimedDelivery[]; events: number } {
+  const claims = new Map<string, number>();
+  const events = new Set<string>();
+  for (const row of rows) {
+    if (row.kind === 'lease') claims.set(row.event_id, row.attempt_count!);
+    if (row.kind === 'lease' || row.kind === 'event') events.add(row.event_id);
+  }
+  const deliveries: ClaimedDelivery[] = [];
+  for (const row of rows) {
+    if (row.kind === 'row') {
+      deliveries.push(
+        toClaimedDelivery({ ...row, consumer_name: row.consumer_name!, attempt_count: 1, recovered: false }),
+      );
+    } else if (row.kind === 'pair') {
+      const claim = claims.get(row.event_id);
+      if (claim === undefined) continue;
+      deliveries.push(
+        toClaimedDelivery({ ...row, consumer_name: row.consumer_name!, attempt_count: claim, recovered: claim > 1 }),
+      );
+    }
+  }
+  return { deliveries, events: events.size };
+}

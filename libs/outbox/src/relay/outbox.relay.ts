@@ -10,7 +10,13 @@ import type { OutboxConsumer } from '../registry/outbox-consumer';
 import { InProcessDispatcher } from '../delivery/in-process.dispatcher';
 import { ExternalDispatcher } from '../delivery/external.dispatcher';
 import { errorText, failed, outcomeTarget } from '../delivery/delivery-outcome';
-import { toClaimedDelivery, type ClaimedDelivery, type ClaimedRow } from '../delivery/claimed-delivery';
+import {
+  fromFanOut,
+  toClaimedDelivery,
+  type ClaimedDelivery,
+  type ClaimedRow,
+  type FanOutRow,
+} from '../delivery/claimed-delivery';
 import { OutboxStore } from '../store/outbox.store';
 import * as q from '../store/outbox.queries';
 import { addRound, emptyRound, type RelayRoundResult } from './relay-round';
@@ -229,29 +235,31 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const claimed = await this.tenantTransaction(tenantId, { durable: false }, async (runner) => {
       // Fan-out first: the due-claim in the same transaction then takes the new rows of ordered consumers.
       const fresh = hasNew
-        ? await this.store.rows<ClaimedRow>(
-            runner,
-            q.fanOutPendingEvents({
-              tenantId,
-              hosted,
-              inProcess,
-              tenantConsumers,
-              liveWithinMs: this.options.registry.liveWithinMs,
-              limit: batchSize,
-              leaseToken,
-              leaseMs,
-            }),
+        ? fromFanOut(
+            await this.store.rows<FanOutRow>(
+              runner,
+              q.fanOutPendingEvents({
+                tenantId,
+                hosted,
+                inProcess,
+                tenantConsumers,
+                liveWithinMs: this.options.registry.liveWithinMs,
+                limit: batchSize,
+                leaseToken,
+                leaseMs,
+              }),
+            ),
           )
-        : [];
+        : { deliveries: [], events: 0 };
       const due =
         hasDue || (hasNew && this.hostsOrdered(tenantConsumers))
-          ? await this.store.rows<ClaimedRow>(
+          ? await this.store.rows<ClaimedRow & { consumer_name: string }>(
               runner,
               q.claimDueDeliveries({ tenantId, consumers: hosted, limit: batchSize, leaseToken, leaseMs }),
             )
           : [];
-      result.eventsClaimed = new Set(fresh.map((row) => row.event_id)).size;
-      return [...fresh, ...due].filter(isDeliveryRow).map(toClaimedDelivery);
+      result.eventsClaimed = fresh.events;
+      return [...fresh.deliveries, ...due.map(toClaimedDelivery)];
     });
     result.deliveriesClaimed = claimed.length;
     if (claimed.length === 0) return result;
@@ -452,9 +460,4 @@ function count(outcomes: readonly q.DeliveryOutcome[], result: RelayRoundResult)
 
 function poisonMessage(delivery: ClaimedDelivery): string {
   return `attempt ${delivery.attempt - 1} started but never finished (its relay died or stalled); dead-lettered as a likely poison event`;
-}
-
-/** A row naming a delivery (leased row or in-process pair), not one of the bare rows that count claimed events. */
-function isDeliveryRow(row: ClaimedRow): row is ClaimedRow & { consumer_name: string } {
-  return row.consumer_name !== null;
 }

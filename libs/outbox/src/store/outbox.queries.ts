@@ -11,6 +11,7 @@ const INBOX = `${OUTBOX_SCHEMA}.consumer_inbox`;
 const DUE_TENANTS = `${OUTBOX_SCHEMA}.outbox_due_tenants`;
 const CONSUMERS = `${OUTBOX_SCHEMA}.outbox_consumers`;
 const CONSUMER_INSTANCES = `${OUTBOX_SCHEMA}.outbox_consumer_instances`;
+const EVENT_LEASES = `${OUTBOX_SCHEMA}.outbox_event_leases`;
 
 /** The channel relays LISTEN on for wake-ups. */
 export const WAKEUP_CHANNEL = 'outbox_wakeup';
@@ -196,10 +197,21 @@ export function claimDueDeliveries(p: {
  * every consumer some instance reported within `liveWithinMs`), so that a consumer hosted only by other
  * instances (a rolling deploy, dedicated workers) still gets its rows. Rows of consumers this instance hosts
  * are leased to it at once (attempt 1), except ordered ones, which the due-claim that follows in the same
- * transaction takes when nothing earlier in their aggregate is open; tenant-scoped consumers (run-time webhook subscriptions) come as arrays; the others wait as `pending` for an instance that hosts them. Each
- * event becomes `processing` with its count of open deliveries, or `no_handlers` when nothing listens.
- * Pattern matching mirrors `matchesEventPattern`: `*`, an exact name, or a `prefix.*`. Returns one row per
- * leased delivery, then one row with a null `delivery_id` per claimed event.
+ * transaction takes when nothing earlier in their aggregate is open; tenant-scoped consumers (run-time webhook
+ * subscriptions) come as arrays; the others wait as `pending` for an instance that hosts them.
+ *
+ * Hosted in-process consumers (not ordered) get no row here: their pairs are claimed through the event, with a
+ * lease in `outbox_event_leases` (unlogged), and their rows are written once, with the outcome. An event whose
+ * consumers are all of that kind is not written at all by the claim: it stays `pending` (with a live lease, the
+ * next claims pass it by) until the outcome statement settles it. Other events become `processing` with their
+ * count of open deliveries, or `no_handlers` when nothing listens. An expired event lease means the relay that
+ * held it never recorded its outcomes: the event is claimed again (`claim_count` + 1) for the pairs whose row
+ * was never written. The lease upsert is the arbiter between relays: a claim whose lease insert loses leaves the
+ * event alone. Pattern matching mirrors `matchesEventPattern`: `*`, an exact name, or a `prefix.*`.
+ *
+ * Returns rows of four kinds: `row` (a leased delivery row, with its event), `pair` (an in-process pair, with its
+ * event; valid only when its event has a `lease` row), `lease` (an event leased by this claim, its claim count in
+ * `attempt_count`) and `event` (an event this claim wrote: `processing` or `no_handlers`).
  */
 export function fanOutPendingEvents(p: {
   tenantId: string;
@@ -216,24 +228,25 @@ export function fanOutPendingEvents(p: {
 }): SqlStatement {
   return {
     text: `with fresh as (
-             select id from ${EVENTS}
-              where tenant_id = $1 and status = 'pending'
-              order by seq
+             select e.id from ${EVENTS} e
+              where e.tenant_id = $1 and e.status = 'pending'
+                and not exists (select 1 from ${EVENT_LEASES} l where l.event_id = e.id and l.lease_expires_at > now())
+              order by e.seq
               limit $4
-                for update skip locked
+                for update of e skip locked
            ), stale as (
-             -- events whose in-process handlers were claimed by a relay that never recorded them
-             select id from ${EVENTS}
-              where tenant_id = $1 and status = 'processing' and lease_token is not null and lease_expires_at <= now()
-              order by lease_expires_at
+             -- processing events whose in-process pairs were claimed by a relay that never recorded them
+             select e.id from ${EVENT_LEASES} l join ${EVENTS} e on e.id = l.event_id
+              where l.tenant_id = $1 and l.lease_expires_at <= now() and e.status = 'processing'
+              order by l.lease_expires_at
               limit $4
-                for update skip locked
+                for update of e skip locked
            ), ev as (
-             select e.id, e.seq, e.event_name, e.aggregate_type, e.aggregate_id, e.status = 'processing' as recovered
+             select e.id, e.seq, e.event_name, e.aggregate_type, e.aggregate_id, e.status = 'processing' as started
                from ${EVENTS} e
               where e.id = any(array(select id from fresh union all select id from stale))
            ), matched as (
-             select ev.id as event_id, ev.seq, ev.recovered, c.name,
+             select ev.id as event_id, ev.seq, c.name,
                     c.name = any($10::text[]) and not c.ordered as deferred,
                     c.name = any($2::text[]) and not c.ordered as leased,
                     case when c.ordered and ev.aggregate_id is not null
@@ -247,9 +260,31 @@ export function fanOutPendingEvents(p: {
                  on exists (select 1 from unnest(c.event_patterns) as p(pattern)
                              where p.pattern = '*' or p.pattern = ev.event_name
                                 or (right(p.pattern, 2) = '.*' and starts_with(ev.event_name, left(p.pattern, -1))))
-              -- a recovered event: only the consumers whose row the dead relay never wrote
-              where not ev.recovered
+              -- an event already fanned out: only the consumers whose row the dead relay never wrote
+              where not ev.started
                  or not exists (select 1 from ${DELIVERIES} x where x.event_id = ev.id and x.consumer_name = c.name)
+           ), counted as (
+             select ev.id, ev.seq, ev.started, count(m.name)::int as n,
+                    coalesce(bool_or(m.deferred), false) as has_deferred, coalesce(bool_and(m.deferred), false) as all_deferred
+               from ev left join matched m on m.event_id = ev.id
+              group by ev.id, ev.seq, ev.started
+           ), leased as (
+             insert into ${EVENT_LEASES} as l (event_id, tenant_id, lease_token, lease_expires_at)
+             select id, $1, $5, clock_timestamp() + $6 * interval '1 millisecond' from counted where has_deferred order by seq
+             on conflict (event_id) do update
+               set lease_token = excluded.lease_token, lease_expires_at = excluded.lease_expires_at,
+                   claim_count = l.claim_count + 1
+             where l.lease_expires_at <= now()
+             returning l.event_id, l.claim_count
+           ), owned as (
+             -- events with in-process pairs are this claim's only if its lease won
+             select id, started, n, all_deferred from counted
+              where not has_deferred or id = any(array(select event_id from leased))
+           ), released as (
+             -- an expired lease on an event with nothing left to claim through it
+             delete from ${EVENT_LEASES}
+              where event_id = any(array(select id from counted where started and not has_deferred))
+                and lease_expires_at <= now()
            ), inserted as (
              insert into ${DELIVERIES} (event_id, tenant_id, consumer_name, event_seq, aggregate_key, status, attempt_count, lease_token, lease_expires_at)
              select event_id, $1, name, seq, aggregate_key,
@@ -258,46 +293,39 @@ export function fanOutPendingEvents(p: {
                     case when leased then $5::uuid end,
                     case when leased then clock_timestamp() + $6 * interval '1 millisecond' end
                from matched
-              where not deferred
+              where not deferred and event_id = any(array(select id from owned))
              on conflict (event_id, consumer_name) do nothing
              returning id, event_id, consumer_name, attempt_count, status
-           ), counted as (
-             select ev.id, ev.recovered, count(m.name)::int as n, coalesce(bool_or(m.deferred), false) as has_deferred
-               from ev left join matched m on m.event_id = ev.id
-              group by ev.id, ev.recovered
            ), marked as (
              update ${EVENTS} e
-                set status = case when c.recovered or c.n > 0 then 'processing' else 'no_handlers' end,
-                    deliveries_open = case when c.recovered then e.deliveries_open else c.n end,
-                    published_at = case when c.recovered or c.n > 0 then null else now() end,
-                    lease_token = case when c.has_deferred then $5::uuid end,
-                    lease_expires_at = case when c.has_deferred then clock_timestamp() + $6 * interval '1 millisecond' end,
-                    claim_count = e.claim_count + case when c.has_deferred then 1 else 0 end,
+                set status = case when o.n > 0 then 'processing' else 'no_handlers' end,
+                    deliveries_open = o.n,
+                    published_at = case when o.n > 0 then null else now() end,
                     updated_at = now()
-               from counted c
-              where e.id = any(array(select id from ev)) and e.id = c.id
+               from owned o
+              where e.id = any(array(select id from owned where not started and not all_deferred))
+                and e.id = o.id
              returning e.id
            )
-           -- Leased delivery rows, then the in-process pairs whose row is written with their outcome (no
-           -- delivery_id; attempt = the event's claim count after this claim), each with its event read from the
-           -- table by primary key (this statement's snapshot: the columns used are the ones it does not change, and
-           -- claim_count before its increment), then one bare row per claimed event, to count them.
-           -- Joining two CTEs directly instead makes the planner loop over one for each row of the other.
-           (select d.id as delivery_id, d.consumer_name, d.attempt_count, e.id as event_id, e.tenant_id, e.event_name,
-                   e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version,
-                   false as recovered
+           -- Each delivery row and pair with its event read from the table by primary key (this statement's
+           -- snapshot: the columns used are ones it does not change). Joining two CTEs directly instead makes the
+           -- planner loop over one for each row of the other.
+           (select 'row' as kind, d.id as delivery_id, d.consumer_name, d.attempt_count, e.id as event_id, e.tenant_id,
+                   e.event_name, e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id,
+                   e.schema_version
               from inserted d join ${EVENTS} e on e.id = d.event_id
              where d.status = 'processing'
              order by e.seq, d.consumer_name)
            union all
-           (select null, m.name, e.claim_count + 1, e.id, e.tenant_id, e.event_name,
-                   e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version,
-                   m.recovered
+           (select 'pair', null, m.name, null, e.id, e.tenant_id, e.event_name, e.payload, e.aggregate_type,
+                   e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version
               from matched m join ${EVENTS} e on e.id = m.event_id
              where m.deferred
              order by e.seq, m.name)
            union all
-           select null, null, null, m.id, null, null, null, null, null, null, null, null, null from marked m`,
+           select 'lease', null, null, l.claim_count, l.event_id, null, null, null, null, null, null, null, null from leased l
+           union all
+           select 'event', null, null, null, m.id, null, null, null, null, null, null, null, null from marked m`,
     values: [
       p.tenantId,
       p.hosted,
@@ -314,12 +342,15 @@ export function fanOutPendingEvents(p: {
 }
 
 /**
- * Locks the claimed events whose in-process handlers this relay is about to run and still owns (same reasons
- * as `lockOwnedDeliveries`: held until the outcomes are written, nobody else can take them over mid-run).
+ * Locks the claimed events whose in-process handlers this relay is about to run and whose lease it still holds
+ * (same reasons as `lockOwnedDeliveries`: held until the outcomes are written, nobody else can take them over
+ * mid-run). The lease rows are locked too, so a takeover that committed meanwhile is seen (re-checked).
  */
 export function lockOwnedEvents(ids: readonly string[], leaseToken: string): SqlStatement {
   return {
-    text: `select id from ${EVENTS} where id = any($1::uuid[]) and lease_token = $2 for update`,
+    text: `select e.id from ${EVENTS} e join ${EVENT_LEASES} l on l.event_id = e.id
+            where e.id = any($1::uuid[]) and l.event_id = any($1::uuid[]) and l.lease_token = $2
+              for update of e, l`,
     values: [ids, leaseToken],
   };
 }
@@ -405,7 +436,7 @@ export interface DeliveryOutcome {
 /**
  * Records a batch's outcomes in one statement: updates the leased deliveries still owned (fenced by the lease
  * token), inserts the rows of in-process pairs claimed through their event (once, with their final status;
- * fenced by the event's lease token, and the event's lease is released), inserts the inbox rows of those
+ * fenced by the event's lease in `outbox_event_leases`, which is then deleted), inserts the inbox rows of those
  * delivered (in the handlers' transaction, so they commit with the handlers' writes), and settles each event
  * from counters. Counters, not a recount: an `update … set n = n - k` re-reads the latest row under its lock,
  * so two relays finishing different consumers of one event never both miss each other's commit.
@@ -442,7 +473,8 @@ export function recordOutcomes(outcomes: readonly DeliveryOutcome[], leaseToken:
                     case when o.status = 'delivered' then now() end, o.external_run_id
                -- one primary-key probe per pair (offset 0 keeps the planner from turning it into a join)
                from o cross join lateral (
-                      select tenant_id, seq from ${EVENTS} x where x.id = o.event_id and x.lease_token = $6 offset 0
+                      select x.tenant_id, x.seq from ${EVENTS} x join ${EVENT_LEASES} l on l.event_id = x.id
+                       where x.id = o.event_id and l.event_id = o.event_id and l.lease_token = $6 offset 0
                     ) e
               where o.id is null
              on conflict (event_id, consumer_name) do nothing
@@ -454,28 +486,33 @@ export function recordOutcomes(outcomes: readonly DeliveryOutcome[], leaseToken:
              select event_id, consumer_name, tenant_id from d where status = 'delivered'
            ), per_event as (
              select event_id,
+                    count(*)::int as total,
                     count(*) filter (where status in ('delivered', 'dead'))::int as closed,
                     count(*) filter (where status = 'dead')::int as dead,
                     max(attempt_count) as attempts,
                     max(consumer_name || ': ' || last_error) filter (where status = 'dead') as dead_error
                from d group by event_id
            ), settled as (
+             -- an event still 'pending' was claimed only through its lease: all its pairs are in this batch
              update ${EVENTS} e
-                set deliveries_open = e.deliveries_open - p.closed,
+                set deliveries_open = case when e.status = 'pending' then p.total else e.deliveries_open end - p.closed,
                     deliveries_dead = e.deliveries_dead + p.dead,
                     status = case when e.deliveries_dead + p.dead > 0 then 'failed'
-                                  when e.deliveries_open - p.closed = 0 then 'published'
+                                  when case when e.status = 'pending' then p.total else e.deliveries_open end - p.closed = 0 then 'published'
                                   else 'processing' end,
-                    published_at = case when e.deliveries_dead + p.dead = 0 and e.deliveries_open - p.closed = 0 then now() else e.published_at end,
+                    published_at = case when e.deliveries_dead + p.dead = 0
+                                         and case when e.status = 'pending' then p.total else e.deliveries_open end - p.closed = 0
+                                        then now() else e.published_at end,
                     failed_at = case when p.dead > 0 then now() else e.failed_at end,
                     error_message = coalesce(p.dead_error, e.error_message),
                     attempts = greatest(e.attempts, p.attempts),
-                    lease_token = case when e.lease_token = $6 then null else e.lease_token end,
-                    lease_expires_at = case when e.lease_token = $6 then null else e.lease_expires_at end,
                     updated_at = now()
                from per_event p
               where e.id = any(array(select event_id from per_event)) and e.id = p.event_id
              returning e.id
+           ), released as (
+             delete from ${EVENT_LEASES}
+              where event_id = any(array(select event_id from o where id is null)) and lease_token = $6
            )
            select (select count(*) from d)::int as recorded, (select count(*) from settled)::int as events`,
     values: [
