@@ -348,9 +348,13 @@ export function fanOutPendingEvents(p: {
  */
 export function lockOwnedEvents(ids: readonly string[], leaseToken: string): SqlStatement {
   return {
-    text: `select e.id from ${EVENTS} e join ${EVENT_LEASES} l on l.event_id = e.id
-            where e.id = any($1::uuid[]) and l.event_id = any($1::uuid[]) and l.lease_token = $2
-              for update of e, l`,
+    // one primary-key probe of each table per event: the lease table churns, and its statistics lag behind
+    text: `select k.id from unnest($1::uuid[]) as x(id)
+             cross join lateral (
+               select e.id from ${EVENTS} e join ${EVENT_LEASES} l on l.event_id = e.id
+                where e.id = x.id and l.event_id = x.id and l.lease_token = $2
+                  for update of e, l
+             ) k`,
     values: [ids, leaseToken],
   };
 }
