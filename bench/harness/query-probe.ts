@@ -17,6 +17,12 @@ export interface QueryKindStats {
 
 /** Names a statement by what it does, so a time split reads as the relay's steps. Unknown ones keep their start. */
 const KINDS: readonly [RegExp, string][] = [
+  // statements sent together in one round trip (the relay's): named by their main statement
+  [/with fresh as.*with retry as/is, 'claim (fan out + due) + begin/commit'],
+  [/with fresh as/i, 'claim + fan out new events + begin/commit'],
+  [/with retry as/i, 'claim retries + expired leases + begin/commit'],
+  [/^begin;.*(for update of e, l|for update)/is, 'begin + lock owned'],
+  [/with o as.*commit$/is, 'record outcomes + inbox + commit'],
   [/^\s*(start transaction|begin)/i, 'begin'],
   [/^\s*commit/i, 'commit'],
   [/^\s*rollback to savepoint/i, 'rollback to savepoint'],
@@ -26,7 +32,6 @@ const KINDS: readonly [RegExp, string][] = [
   [/outbox_due_tenants/i, 'due tenants'],
   [/set_config/i, 'set tenant context'],
   [/with retry as/i, 'claim retries + expired leases'],
-  [/with fresh as/i, 'claim + fan out new events'],
   [/from public\.outbox_deliveries where id = any.*for update/is, 'lock owned deliveries'],
   [/join public\.outbox_event_leases.*for update/is, 'lock owned events'],
   [/with o as/i, 'record outcomes + inbox'],

@@ -232,35 +232,34 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
         : [...this.registry.names(), ...tenantConsumers.map((c) => c.name)];
     const inProcess = this.registry.inProcessNames();
 
-    const claimed = await this.tenantTransaction(tenantId, { durable: false }, async (runner) => {
-      // Fan-out first: the due-claim in the same transaction then takes the new rows of ordered consumers.
-      const fresh = hasNew
-        ? fromFanOut(
-            await this.store.rows<FanOutRow>(
-              runner,
-              q.fanOutPendingEvents({
-                tenantId,
-                hosted,
-                inProcess,
-                tenantConsumers,
-                liveWithinMs: this.options.registry.liveWithinMs,
-                limit: batchSize,
-                leaseToken,
-                leaseMs,
-              }),
-            ),
-          )
-        : { deliveries: [], events: 0 };
-      const due =
-        hasDue || (hasNew && this.hostsOrdered(tenantConsumers))
-          ? await this.store.rows<ClaimedRow & { consumer_name: string }>(
-              runner,
-              q.claimDueDeliveries({ tenantId, consumers: hosted, limit: batchSize, leaseToken, leaseMs }),
-            )
-          : [];
-      result.eventsClaimed = fresh.events;
-      return [...fresh.deliveries, ...due.map(toClaimedDelivery)];
-    });
+    // The claim: one transaction, one round trip. Fan-out first: the due-claim in the same transaction then
+    // takes the new rows of ordered consumers.
+    const fanOut = hasNew;
+    const claimDue = hasDue || (hasNew && this.hostsOrdered(tenantConsumers));
+    const rows = await this.store.atomically([
+      this.context(tenantId, { durable: false }),
+      ...(fanOut
+        ? [
+            q.fanOutPendingEvents({
+              tenantId,
+              hosted,
+              inProcess,
+              tenantConsumers,
+              liveWithinMs: this.options.registry.liveWithinMs,
+              limit: batchSize,
+              leaseToken,
+              leaseMs,
+            }),
+          ]
+        : []),
+      ...(claimDue
+        ? [q.claimDueDeliveries({ tenantId, consumers: hosted, limit: batchSize, leaseToken, leaseMs })]
+        : []),
+    ]);
+    const fresh = fanOut ? fromFanOut(rows[1] as FanOutRow[]) : { deliveries: [], events: 0 };
+    const due = claimDue ? (rows[fanOut ? 2 : 1] as (ClaimedRow & { consumer_name: string })[]) : [];
+    result.eventsClaimed = fresh.events;
+    const claimed = [...fresh.deliveries, ...due.map(toClaimedDelivery)];
     result.deliveriesClaimed = claimed.length;
     if (claimed.length === 0) return result;
 
@@ -324,44 +323,40 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     result: RelayRoundResult,
     settled: q.DeliveryOutcome[],
   ): Promise<void> {
+    const rowIds = assigned.flatMap((a) => (a.delivery.deliveryId === null ? [] : [a.delivery.deliveryId]));
+    const eventIds = [
+      ...new Set(assigned.filter((a) => a.delivery.deliveryId === null).map((a) => a.delivery.event.eventId)),
+    ];
     try {
-      await this.tenantTransaction(tenantId, {}, async (runner) => {
-        const rowIds = assigned.flatMap((a) =>
-          a.delivery.deliveryId === null ? [] : [a.delivery.deliveryId],
-        );
-        const eventIds = [
-          ...new Set(
-            assigned.filter((a) => a.delivery.deliveryId === null).map((a) => a.delivery.event.eventId),
-          ),
-        ];
-        const owned = new Set<string>();
-        if (rowIds.length > 0) {
-          for (const r of await this.store.rows<{ id: string }>(
-            runner,
-            q.lockOwnedDeliveries(rowIds, leaseToken),
-          ))
-            owned.add(`d:${r.id}`);
-        }
-        if (eventIds.length > 0) {
-          for (const r of await this.store.rows<{ id: string }>(
-            runner,
-            q.lockOwnedEvents(eventIds, leaseToken),
-          ))
-            owned.add(`e:${r.id}`);
-        }
-        const mine = assigned.filter((a) =>
-          owned.has(
-            a.delivery.deliveryId === null ? `e:${a.delivery.event.eventId}` : `d:${a.delivery.deliveryId}`,
-          ),
-        );
-        result.leaseLost += assigned.length - mine.length;
-        const outcomes = [
-          ...settled,
-          ...(await this.inProcess.dispatch(this.store.dataSource(), runner, mine)),
-        ];
-        if (outcomes.length > 0) await this.store.rows(runner, q.recordOutcomes(outcomes, leaseToken));
-        count(outcomes, result);
-      });
+      // One round trip opens the transaction and locks what this relay still owns; one records and commits.
+      await this.store.batchTransaction(
+        [
+          this.context(tenantId),
+          ...(rowIds.length > 0 ? [q.lockOwnedDeliveries(rowIds, leaseToken)] : []),
+          ...(eventIds.length > 0 ? [q.lockOwnedEvents(eventIds, leaseToken)] : []),
+        ],
+        async (runner, [, ...locked]) => {
+          const owned = new Set<string>();
+          const [rowLocks, eventLocks] = rowIds.length > 0 ? [locked[0], locked[1]] : [undefined, locked[0]];
+          for (const r of (rowLocks ?? []) as { id: string }[]) owned.add(`d:${r.id}`);
+          for (const r of (eventLocks ?? []) as { id: string }[]) owned.add(`e:${r.id}`);
+          const mine = assigned.filter((a) =>
+            owned.has(
+              a.delivery.deliveryId === null ? `e:${a.delivery.event.eventId}` : `d:${a.delivery.deliveryId}`,
+            ),
+          );
+          result.leaseLost += assigned.length - mine.length;
+          const outcomes = [
+            ...settled,
+            ...(await this.inProcess.dispatch(this.store.dataSource(), runner, mine)),
+          ];
+          count(outcomes, result);
+          return {
+            value: undefined,
+            closing: outcomes.length > 0 ? [q.recordOutcomes(outcomes, leaseToken)] : [],
+          };
+        },
+      );
     } catch (error) {
       // The batch transaction itself failed (connection lost, a statement refused): every handler's writes were
       // rolled back, so each claimed delivery counts as a failed attempt, recorded in a fresh transaction.
@@ -389,9 +384,9 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const ids = remote.flatMap((a) => (a.delivery.deliveryId === null ? [] : [a.delivery.deliveryId]));
     const keeper = setInterval(
       () => {
-        this.tenantTransaction(tenantId, { durable: false }, (runner) =>
-          this.store.rows(runner, q.extendLeases(ids, leaseToken, leaseMs)),
-        ).catch((error) =>
+        this.store
+          .atomically([this.context(tenantId, { durable: false }), q.extendLeases(ids, leaseToken, leaseMs)])
+          .catch((error) =>
           this.logger.warn(
             `could not extend the leases of ${ids.length} deliveries for tenant ${tenantId}: ${errorText(error)}`,
           ),
@@ -414,9 +409,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     result: RelayRoundResult,
   ): Promise<void> {
     try {
-      await this.tenantTransaction(tenantId, {}, (runner) =>
-        this.store.rows(runner, q.recordOutcomes(outcomes, leaseToken)),
-      );
+      await this.store.atomically([this.context(tenantId), q.recordOutcomes(outcomes, leaseToken)]);
       count(outcomes, result);
     } catch (error) {
       this.logger.error(
@@ -425,19 +418,9 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     }
   }
 
-  /** A transaction with the tenant set for row-level security and an idle cap, both transaction-local. */
-  private tenantTransaction<T>(
-    tenantId: string,
-    options: { durable?: boolean },
-    work: (runner: import('typeorm').QueryRunner) => Promise<T>,
-  ): Promise<T> {
-    return this.store.transaction(async (runner) => {
-      await this.store.rows(
-        runner,
-        q.setTransactionContext(this.options.tenantSetting, tenantId, this.options.relay.leaseMs, options),
-      );
-      return work(runner);
-    });
+  /** Sets the tenant for row-level security and an idle cap, both transaction-local (first in each transaction). */
+  private context(tenantId: string, options: { durable?: boolean } = {}): q.SqlStatement {
+    return q.setTransactionContext(this.options.tenantSetting, tenantId, this.options.relay.leaseMs, options);
   }
 }
 

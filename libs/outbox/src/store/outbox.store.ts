@@ -1,12 +1,14 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { getDataSourceToken } from '@nestjs/typeorm';
+import type { PoolClient, QueryResult } from 'pg';
 import type { DataSource, QueryRunner } from 'typeorm';
 import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import { OutboxError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
 import type { SqlStatement } from './outbox.queries';
+import { inlineStatement } from './inline-statement';
 
 /** The one place that runs SQL: finds the app's DataSource and executes statements from `outbox.queries`. */
 @Injectable()
@@ -54,6 +56,76 @@ export class OutboxStore {
     }
   }
 
+  /**
+   * Runs statements as one transaction in a single round trip — `begin; …; commit` sent together, values
+   * inlined as escaped literals (see `inlineStatement`) — and returns each statement's rows. For the relay, whose
+   * short transactions would otherwise spend most of their time waiting for `begin`, `set_config` and `commit`.
+   */
+  async atomically(statements: readonly SqlStatement[]): Promise<unknown[][]> {
+    const runner = this.dataSource().createQueryRunner();
+    try {
+      return (await this.send(runner, ['begin', ...statements, 'commit'])).slice(1, -1);
+    } catch (error) {
+      // A statement failed after `begin`: the transaction is aborted and still open on this connection.
+      await this.send(runner, ['rollback']).catch(() => undefined);
+      throw error;
+    } finally {
+      await runner.release();
+    }
+  }
+
+  /**
+   * A transaction whose opening and closing take one round trip each: `begin` goes with `opening`, `commit`
+   * with the `closing` statements `work` returns. In between, `work` may query the runner (handlers' savepoints
+   * and writes); TypeORM sees the transaction as open, so a nested `manager.transaction()` makes a savepoint.
+   * Rolled back when anything throws.
+   */
+  async batchTransaction<T>(
+    opening: readonly SqlStatement[],
+    work: (
+      runner: QueryRunner,
+      opened: unknown[][],
+    ) => Promise<{ value: T; closing: readonly SqlStatement[] }>,
+  ): Promise<{ value: T; closed: unknown[][] }> {
+    const runner = this.dataSource().createQueryRunner();
+    try {
+      const opened = (await this.send(runner, ['begin', ...opening])).slice(1);
+      markTransaction(runner, true);
+      const { value, closing } = await work(runner, opened);
+      const closed = (await this.send(runner, [...closing, 'commit'])).slice(0, -1);
+      markTransaction(runner, false);
+      return { value, closed };
+    } catch (error) {
+      markTransaction(runner, false);
+      await this.send(runner, ['rollback']).catch(() => undefined);
+      throw error;
+    } finally {
+      await runner.release();
+    }
+  }
+
+  /**
+   * Sends statements in one simple-protocol query on the runner's connection and returns each one's rows.
+   * TypeORM's `query()` keeps only one result, so this goes to the pg connection itself, and tells TypeORM's
+   * logger and query subscribers about it as `query()` would.
+   */
+  private async send(runner: QueryRunner, statements: readonly (SqlStatement | string)[]): Promise<unknown[][]> {
+    const text = statements.map((s) => (typeof s === 'string' ? s : inlineStatement(s))).join(';\n');
+    const connection = (await runner.connect()) as PoolClient;
+    this.dataSource().logger.logQuery(text, undefined, runner);
+    await runner.broadcaster.broadcast('BeforeQuery', text, undefined);
+    const started = Date.now();
+    try {
+      const raw = (await connection.query(text)) as unknown as QueryResult | QueryResult[];
+      await runner.broadcaster.broadcast('AfterQuery', text, undefined, true, Date.now() - started, raw, undefined);
+      return (Array.isArray(raw) ? raw : [raw]).map((result) => result.rows);
+    } catch (error) {
+      this.dataSource().logger.logQueryError(error as Error, text, undefined, runner);
+      await runner.broadcaster.broadcast('AfterQuery', text, undefined, false, undefined, undefined, error);
+      throw error;
+    }
+  }
+
   /** Runs one statement outside any transaction of the app. */
   async query<T>(statement: SqlStatement): Promise<T[]> {
     const runner = this.dataSource().createQueryRunner();
@@ -63,4 +135,16 @@ export class OutboxStore {
       await runner.release();
     }
   }
+}
+
+/**
+ * Sets TypeORM's view of a runner's transaction after a `begin`/`commit` it did not send itself, so that code
+ * running inside (a handler's `manager.transaction()`, `OutboxService.enqueue`'s open-transaction check) sees
+ * the transaction. `transactionDepth` is TypeORM's own counter (protected; the handler-transaction tests cover
+ * it).
+ */
+function markTransaction(runner: QueryRunner, open: boolean): void {
+  const state = runner as QueryRunner & { isTransactionActive: boolean; transactionDepth: number };
+  state.isTransactionActive = open;
+  state.transactionDepth = open ? 1 : 0;
 }
