@@ -43,7 +43,7 @@ export class OutboxService {
       ),
     };
     await this.insert(runner, q.insertEvent(row), [row.tenantId]);
-    this.wakeup.enqueuedIn(runner);
+    this.wakeup.enqueuedIn(runner, [row.tenantId]);
     return row.id;
   }
 
@@ -64,8 +64,9 @@ export class OutboxService {
       ),
     }));
     if (rows.length === 0) return [];
-    await this.insert(runner, q.insertEvents(rows), [...new Set(rows.map((r) => r.tenantId))]);
-    this.wakeup.enqueuedIn(runner);
+    const tenants = [...new Set(rows.map((r) => r.tenantId))];
+    await this.insert(runner, q.insertEvents(rows), tenants);
+    this.wakeup.enqueuedIn(runner, tenants);
     return rows.map((row) => row.id);
   }
 

@@ -30,8 +30,10 @@ const RECONNECT_MAX_MS = 5000;
 @Injectable()
 export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly logger = new Logger(OutboxWakeup.name);
-  /** Transactions that enqueued and have not committed yet. */
-  private readonly enqueued = new WeakSet<QueryRunner>();
+  /** Transactions that enqueued and have not committed yet, with the tenants of their events. */
+  private readonly enqueued = new WeakMap<QueryRunner, Set<string>>();
+  /** Tenants for the next NOTIFY. */
+  private notifyTenants = new Set<string>();
   private readonly hooked = new WeakSet<DataSource>();
   private notifyTimer: NodeJS.Timeout | null = null;
   private lastNotifyAt = 0;
@@ -69,10 +71,12 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
     if (index >= 0) subscribers.splice(index, 1);
   }
 
-  /** Called by `enqueue`: remembers the transaction, so that its commit wakes the relays. */
-  enqueuedIn(runner: QueryRunner): void {
+  /** Called by `enqueue`: remembers the transaction and its tenants, so that its commit wakes the relays. */
+  enqueuedIn(runner: QueryRunner, tenants: readonly string[]): void {
     this.hook(runner.connection);
-    this.enqueued.add(runner);
+    const known = this.enqueued.get(runner);
+    if (known) for (const tenant of tenants) known.add(tenant);
+    else this.enqueued.set(runner, new Set(tenants));
   }
 
   private hook(dataSource: DataSource): void {
@@ -83,10 +87,14 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
 
   private afterCommit(runner: QueryRunner): void {
     // A savepoint release also reports a commit; only the outer commit makes the event visible.
-    if (runner.isTransactionActive || !this.enqueued.has(runner)) return;
+    const tenants = this.enqueued.get(runner);
+    if (runner.isTransactionActive || !tenants) return;
     this.enqueued.delete(runner);
-    this.relay.wake();
-    if (this.options.relay.notify) this.scheduleNotify();
+    this.relay.wake(tenants);
+    if (this.options.relay.notify) {
+      for (const tenant of tenants) this.notifyTenants.add(tenant);
+      this.scheduleNotify();
+    }
   }
 
   private scheduleNotify(): void {
@@ -95,8 +103,10 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
     this.notifyTimer = setTimeout(() => {
       this.notifyTimer = null;
       this.lastNotifyAt = Date.now();
+      const tenants = [...this.notifyTenants];
+      this.notifyTenants = new Set();
       this.store
-        .query(q.notifyWakeup())
+        .query(q.notifyWakeup(tenants))
         .catch((error) => this.logger.warn(`wake-up NOTIFY failed (relays will poll): ${errorText(error)}`));
     }, wait);
   }
@@ -104,7 +114,7 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
   private async listen(): Promise<void> {
     const pool = (this.store.dataSource().driver as unknown as { master: Pool }).master;
     const client = new Client(pool.options as ClientConfig);
-    client.on('notification', () => this.relay.wake());
+    client.on('notification', (message) => this.relay.wake(q.wakeupTenants(message.payload)));
     client.on('error', (error) => this.reconnect(client, error));
     client.on('end', () => this.reconnect(client, new Error('connection ended')));
     try {
