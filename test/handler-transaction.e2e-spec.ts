@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from '@app/outbox';
+import { OnOutboxEvent, OutboxService, type OutboxEvent, type OutboxHandlerContext } from '@app/outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { EFFECTS_TABLE_SQL, recordEffect } from './support/effects';
@@ -20,6 +20,23 @@ class ManagerUsers {
         context.attempt,
       ]);
     });
+  }
+
+  constructor(private readonly outbox: OutboxService) {}
+
+  /** Chains: enqueues a follow-up event in the delivery's transaction. */
+  @OnOutboxEvent('test.chain.v1', { consumer: 'chainer' })
+  async chain(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    await this.outbox.enqueue(context.manager, {
+      tenantId: event.tenantId,
+      eventName: 'test.chained.v1',
+      payload: { after: event.eventId },
+    });
+  }
+
+  @OnOutboxEvent('test.chained.v1', { consumer: 'chained' })
+  chained(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    return recordEffect(event, context);
   }
 
   @OnOutboxEvent('test.swallowed.v1', { consumer: 'swallows-db-error', maxAttempts: 1 })
@@ -63,6 +80,19 @@ describe('context.manager', () => {
     expect(await t.relay.drain()).toMatchObject({ succeeded: 1, failed: 0 });
     expect(await db.sql('select consumer from test_effects where event_id = $1', [id])).toEqual([
       { consumer: 'nested' },
+    ]);
+  });
+
+  it('lets a handler enqueue a follow-up event through context.manager, committed with the delivery', async () => {
+    const id = await enqueue('test.chain.v1');
+    expect(await t.relay.drain()).toMatchObject({ succeeded: 2, failed: 0, dead: 0 });
+    const [followUp] = await db.sql<{ id: string; status: string }>(
+      `select id, status from event_outbox where payload->>'after' = $1`,
+      [id],
+    );
+    expect(followUp).toMatchObject({ status: 'published' });
+    expect(await db.sql('select consumer from test_effects where event_id = $1', [followUp!.id])).toEqual([
+      { consumer: 'chained' },
     ]);
   });
 

@@ -12,6 +12,8 @@ export interface ClaimedDelivery {
   attempt: number;
   /** True when the previous attempt's relay died or stalled without recording an outcome. */
   recovered: boolean;
+  /** The event's insert order (bigint as text); set for in-process pairs, whose row is written with the outcome. */
+  eventSeq?: string;
   event: OutboxEvent;
 }
 
@@ -58,6 +60,8 @@ export type FanOutRow = Omit<ClaimedRow, 'recovered' | 'consumer_name' | 'attemp
   kind: 'row' | 'pair' | 'lease' | 'event';
   consumer_name: string | null;
   attempt_count: number | null;
+  /** A pair's event insert order (bigint, as text). */
+  event_seq: string | null;
 };
 
 /**
@@ -81,9 +85,10 @@ export function fromFanOut(rows: readonly FanOutRow[]): { deliveries: ClaimedDel
     } else if (row.kind === 'pair') {
       const claim = claims.get(row.event_id);
       if (claim === undefined) continue;
-      deliveries.push(
-        toClaimedDelivery({ ...row, consumer_name: row.consumer_name!, attempt_count: claim, recovered: claim > 1 }),
-      );
+      deliveries.push({
+        ...toClaimedDelivery({ ...row, consumer_name: row.consumer_name!, attempt_count: claim, recovered: claim > 1 }),
+        eventSeq: row.event_seq!,
+      });
     }
   }
   return { deliveries, events: events.size };

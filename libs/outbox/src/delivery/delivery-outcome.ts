@@ -12,7 +12,13 @@ export function outcomeTarget(delivery: ClaimedDelivery): Pick<DeliveryOutcome, 
   if (delivery.deliveryId !== null) return { deliveryId: delivery.deliveryId };
   return {
     deliveryId: null,
-    pair: { eventId: delivery.event.eventId, consumer: delivery.consumerName, attempt: delivery.attempt },
+    pair: {
+      eventId: delivery.event.eventId,
+      consumer: delivery.consumerName,
+      attempt: delivery.attempt,
+      tenantId: delivery.event.tenantId,
+      eventSeq: delivery.eventSeq!,
+    },
   };
 }
 

@@ -221,7 +221,7 @@ export function claimDueDeliveries(p: {
  * event alone. Pattern matching mirrors `matchesEventPattern`: `*`, an exact name, or a `prefix.*`.
  *
  * Returns rows of four kinds: `row` (a leased delivery row, with its event), `pair` (an in-process pair, with its
- * event; valid only when its event has a `lease` row), `lease` (an event leased by this claim, its claim count in
+ * event and the event's `seq`; valid only when its event has a `lease` row), `lease` (an event leased by this claim, its claim count in
  * `attempt_count`) and `event` (an event this claim wrote: `processing` or `no_handlers`).
  */
 export function fanOutPendingEvents(p: {
@@ -323,20 +323,20 @@ export function fanOutPendingEvents(p: {
            -- planner loop over one for each row of the other.
            (select 'row' as kind, d.id as delivery_id, d.consumer_name, d.attempt_count, e.id as event_id, e.tenant_id,
                    e.event_name, e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id,
-                   e.schema_version
+                   e.schema_version, null::bigint as event_seq
               from inserted d join ${EVENTS} e on e.id = d.event_id
              where d.status = 'processing'
              order by e.seq, d.consumer_name)
            union all
            (select 'pair', null, m.name, null, e.id, e.tenant_id, e.event_name, e.payload, e.aggregate_type,
-                   e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version
+                   e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version, m.seq
               from matched m join ${EVENTS} e on e.id = m.event_id
              where m.deferred
              order by e.seq, m.name)
            union all
-           select 'lease', null, null, l.claim_count, l.event_id, null, null, null, null, null, null, null, null from leased l
+           select 'lease', null, null, l.claim_count, l.event_id, null, null, null, null, null, null, null, null, null from leased l
            union all
-           select 'event', null, null, null, m.id, null, null, null, null, null, null, null, null from marked m`,
+           select 'event', null, null, null, m.id, null, null, null, null, null, null, null, null, null from marked m`,
     values: [
       p.tenantId,
       p.hosted,
@@ -433,8 +433,8 @@ export function extendLeases(ids: readonly string[], leaseToken: string, leaseMs
 export interface DeliveryOutcome {
   /** The delivery row; null for an in-process pair claimed through its event, whose row is inserted now. */
   deliveryId: string | null;
-  /** With `deliveryId` null: the event and consumer of the row to insert, and its attempt number. */
-  pair?: { eventId: string; consumer: string; attempt: number };
+  /** With `deliveryId` null: the event and consumer of the row to insert, its attempt number, the event's tenant and insert order. */
+  pair?: { eventId: string; consumer: string; attempt: number; tenantId: string; eventSeq: string };
   /**
    * `delivered`, `failed` (retry after `retryInMs`), `dead` (no more attempts), or `deferred`: not attempted
    * after all (e.g. the endpoint's circuit is open); the attempt is given back and it is due after `retryInMs`.
@@ -451,7 +451,7 @@ export interface DeliveryOutcome {
 /**
  * Records a batch's outcomes in one statement: updates the leased deliveries still owned (fenced by the lease
  * token), inserts the rows of in-process pairs claimed through their event (once, with their final status;
- * fenced by the event's lease in `outbox_event_leases`, which is then deleted), inserts the inbox rows of those
+ * fenced by deleting the event's lease in `outbox_event_leases` — only this relay's token — so no probe per pair), inserts the inbox rows of those
  * delivered (in the handlers' transaction, so they commit with the handlers' writes), and settles each event
  * from counters. Counters, not a recount: an `update … set n = n - k` re-reads the latest row under its lock,
  * so two relays finishing different consumers of one event never both miss each other's commit.
@@ -460,8 +460,9 @@ export function recordOutcomes(outcomes: readonly DeliveryOutcome[], leaseToken:
   return {
     text: `with o as (
              select * from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $7::text[],
-                                  $8::uuid[], $9::text[], $10::int[])
-                      as o(id, status, error_code, last_error, retry_ms, external_run_id, event_id, consumer, attempt)
+                                  $8::uuid[], $9::text[], $10::int[], $11::uuid[], $12::bigint[])
+                      as o(id, status, error_code, last_error, retry_ms, external_run_id, event_id, consumer, attempt,
+                           tenant_id, seq)
            ), updated as (
              update ${DELIVERIES} d
                 set status = case when o.status = 'deferred' then 'pending' else o.status end,
@@ -480,18 +481,19 @@ export function recordOutcomes(outcomes: readonly DeliveryOutcome[], leaseToken:
               -- = any() as well as the join: lets the planner probe the primary key instead of scanning
               where d.id = any($1::bigint[]) and d.id = o.id and d.lease_token = $6
              returning d.event_id, d.tenant_id, d.consumer_name, d.status, d.attempt_count, d.last_error
+           ), released as (
+             -- the fence for pairs: only the events whose lease this relay still holds
+             delete from ${EVENT_LEASES}
+              where event_id = any(array(select event_id from o where id is null)) and lease_token = $6
+             returning event_id
            ), inserted as (
              insert into ${DELIVERIES} (event_id, tenant_id, consumer_name, event_seq, status, attempt_count, error_code,
                                         last_error, next_attempt_at, processed_at, external_run_id)
-             select o.event_id, e.tenant_id, o.consumer, e.seq, o.status, o.attempt, o.error_code, o.last_error,
+             select o.event_id, o.tenant_id, o.consumer, o.seq, o.status, o.attempt, o.error_code, o.last_error,
                     now() + o.retry_ms * interval '1 millisecond',
                     case when o.status = 'delivered' then now() end, o.external_run_id
-               -- one primary-key probe per pair (offset 0 keeps the planner from turning it into a join)
-               from o cross join lateral (
-                      select x.tenant_id, x.seq from ${EVENTS} x join ${EVENT_LEASES} l on l.event_id = x.id
-                       where x.id = o.event_id and l.event_id = o.event_id and l.lease_token = $6 offset 0
-                    ) e
-              where o.id is null
+               from o
+              where o.id is null and o.event_id = any(array(select event_id from released))
              on conflict (event_id, consumer_name) do nothing
              returning event_id, tenant_id, consumer_name, status, attempt_count, last_error
            ), d as (
@@ -525,9 +527,6 @@ export function recordOutcomes(outcomes: readonly DeliveryOutcome[], leaseToken:
                from per_event p
               where e.id = any(array(select event_id from per_event)) and e.id = p.event_id
              returning e.id
-           ), released as (
-             delete from ${EVENT_LEASES}
-              where event_id = any(array(select event_id from o where id is null)) and lease_token = $6
            )
            select (select count(*) from d)::int as recorded, (select count(*) from settled)::int as events`,
     values: [
@@ -541,6 +540,8 @@ export function recordOutcomes(outcomes: readonly DeliveryOutcome[], leaseToken:
       outcomes.map((o) => o.pair?.eventId ?? null),
       outcomes.map((o) => o.pair?.consumer ?? null),
       outcomes.map((o) => o.pair?.attempt ?? null),
+      outcomes.map((o) => o.pair?.tenantId ?? null),
+      outcomes.map((o) => o.pair?.eventSeq ?? null),
     ],
   };
 }

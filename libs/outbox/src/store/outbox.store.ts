@@ -94,10 +94,13 @@ export class OutboxStore {
       const { value, closing } = await work(runner, opened);
       const closed = (await this.send(runner, [...closing, 'commit'])).slice(0, -1);
       markTransaction(runner, false);
+      // As TypeORM's own commit does: subscribers (the wake-up of events a handler enqueued) see it.
+      await runner.broadcaster.broadcast('AfterTransactionCommit');
       return { value, closed };
     } catch (error) {
       markTransaction(runner, false);
       await this.send(runner, ['rollback']).catch(() => undefined);
+      await runner.broadcaster.broadcast('AfterTransactionRollback').catch(() => undefined);
       throw error;
     } finally {
       await runner.release();
