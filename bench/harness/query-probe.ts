@@ -31,17 +31,24 @@ const KINDS: readonly [RegExp, string][] = [
   [/^\s*savepoint/i, 'savepoint'],
   [/outbox_due_tenants/i, 'due tenants'],
   [/set_config/i, 'set tenant context'],
-  [/with retry as/i, 'claim retries + expired leases'],
-  [/from public\.outbox_deliveries where id = any.*for update/is, 'lock owned deliveries'],
-  [/join public\.outbox_event_leases.*for update/is, 'lock owned events'],
-  [/with o as/i, 'record outcomes + inbox'],
   [/outbox_consumer_instances/i, 'consumer registry heartbeat'],
+  [/outbox_webhook_subscriptions/i, 'webhook subscriptions (cached)'],
   [/pg_notify/i, 'wake-up notify'],
   [/^\s*insert into public\.contacts/i, 'business insert'],
   [/^\s*insert into public\.event_outbox/i, 'enqueue insert'],
   [/consumer_effects/i, 'handler write'],
   [/event_outbox/i, 'other outbox statement'],
 ];
+
+/**
+ * Kinds a relay sends by the clock, not per batch: the due-tenant scan (at least every 100 ms while rounds go
+ * by hints), the registry heartbeat and the subscription cache refresh.
+ */
+export const TIME_BASED_KINDS: ReadonlySet<string> = new Set([
+  'due tenants',
+  'consumer registry heartbeat',
+  'webhook subscriptions (cached)',
+]);
 
 function kindOf(query: string): string {
   for (const [pattern, kind] of KINDS) if (pattern.test(query)) return kind;

@@ -32,6 +32,8 @@ export interface ClaimedRow {
   occurred_at: Date;
   correlation_id: string | null;
   schema_version: number;
+  /** The event's insert order (bigint, as text), on the rows of in-process pairs. */
+  event_seq?: string | null;
 }
 
 /** Turns a claim row into a delivery with the envelope handlers receive. */
@@ -41,6 +43,7 @@ export function toClaimedDelivery(row: ClaimedRow & { consumer_name: string }): 
     consumerName: row.consumer_name,
     attempt: row.attempt_count,
     recovered: row.recovered,
+    eventSeq: row.event_seq ?? undefined,
     event: {
       eventId: row.event_id,
       eventName: row.event_name,
@@ -60,8 +63,6 @@ export type FanOutRow = Omit<ClaimedRow, 'recovered' | 'consumer_name' | 'attemp
   kind: 'row' | 'pair' | 'lease' | 'event';
   consumer_name: string | null;
   attempt_count: number | null;
-  /** A pair's event insert order (bigint, as text). */
-  event_seq: string | null;
 };
 
 /**
@@ -85,10 +86,9 @@ export function fromFanOut(rows: readonly FanOutRow[]): { deliveries: ClaimedDel
     } else if (row.kind === 'pair') {
       const claim = claims.get(row.event_id);
       if (claim === undefined) continue;
-      deliveries.push({
-        ...toClaimedDelivery({ ...row, consumer_name: row.consumer_name!, attempt_count: claim, recovered: claim > 1 }),
-        eventSeq: row.event_seq!,
-      });
+      deliveries.push(
+        toClaimedDelivery({ ...row, consumer_name: row.consumer_name!, attempt_count: claim, recovered: claim > 1 }),
+      );
     }
   }
   return { deliveries, events: events.size };

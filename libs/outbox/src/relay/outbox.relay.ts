@@ -251,32 +251,31 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
 
     // The claim: one transaction, one round trip. Fan-out first: the due-claim in the same transaction then
     // takes the new rows of ordered consumers.
-    const fanOut = hasNew;
     const claimDue = hasDue || (hasNew && this.hostsOrdered(tenantConsumers));
-    const rows = await this.store.atomically([
+    const [, fanOutRows, dueRows] = await this.store.atomically([
       this.context(tenantId, { durable: false }),
-      ...(fanOut
-        ? [
-            q.fanOutPendingEvents({
-              tenantId,
-              hosted,
-              inProcess,
-              tenantConsumers,
-              liveWithinMs: this.options.registry.liveWithinMs,
-              limit: batchSize,
-              leaseToken,
-              leaseMs,
-            }),
-          ]
-        : []),
-      ...(claimDue
-        ? [q.claimDueDeliveries({ tenantId, consumers: hosted, limit: batchSize, leaseToken, leaseMs })]
-        : []),
+      hasNew
+        ? q.fanOutPendingEvents({
+            tenantId,
+            hosted,
+            inProcess,
+            tenantConsumers,
+            liveWithinMs: this.options.registry.liveWithinMs,
+            limit: batchSize,
+            leaseToken,
+            leaseMs,
+          })
+        : null,
+      claimDue
+        ? q.claimDueDeliveries({ tenantId, consumers: hosted, limit: batchSize, leaseToken, leaseMs })
+        : null,
     ]);
-    const fresh = fanOut ? fromFanOut(rows[1] as FanOutRow[]) : { deliveries: [], events: 0 };
-    const due = claimDue ? (rows[fanOut ? 2 : 1] as (ClaimedRow & { consumer_name: string })[]) : [];
+    const fresh = fromFanOut(fanOutRows as FanOutRow[]);
     result.eventsClaimed = fresh.events;
-    const claimed = [...fresh.deliveries, ...due.map(toClaimedDelivery)];
+    const claimed = [
+      ...fresh.deliveries,
+      ...(dueRows as (ClaimedRow & { consumer_name: string })[]).map(toClaimedDelivery),
+    ];
     result.deliveriesClaimed = claimed.length;
     if (claimed.length === 0) return result;
 
@@ -363,14 +362,14 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       await this.store.batchTransaction(
         [
           this.context(tenantId),
-          ...(rowIds.length > 0 ? [q.lockOwnedDeliveries(rowIds, leaseToken)] : []),
-          ...(eventIds.length > 0 ? [q.lockOwnedEvents(eventIds, leaseToken)] : []),
+          rowIds.length > 0 ? q.lockOwnedDeliveries(rowIds, leaseToken) : null,
+          eventIds.length > 0 ? q.lockOwnedEvents(eventIds, leaseToken) : null,
         ],
-        async (runner, [, ...locked]) => {
-          const owned = new Set<string>();
-          const [rowLocks, eventLocks] = rowIds.length > 0 ? [locked[0], locked[1]] : [undefined, locked[0]];
-          for (const r of (rowLocks ?? []) as { id: string }[]) owned.add(`d:${r.id}`);
-          for (const r of (eventLocks ?? []) as { id: string }[]) owned.add(`e:${r.id}`);
+        async (runner, [, lockedRows, lockedEvents]) => {
+          const owned = new Set([
+            ...(lockedRows as { id: string }[]).map((r) => `d:${r.id}`),
+            ...(lockedEvents as { id: string }[]).map((r) => `e:${r.id}`),
+          ]);
           const mine = assigned.filter((a) =>
             owned.has(
               a.delivery.deliveryId === null ? `e:${a.delivery.event.eventId}` : `d:${a.delivery.deliveryId}`,
@@ -382,10 +381,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
             ...(await this.inProcess.dispatch(this.store.dataSource(), runner, mine)),
           ];
           count(outcomes, result);
-          return {
-            value: undefined,
-            closing: outcomes.length > 0 ? [q.recordOutcomes(outcomes, leaseToken)] : [],
-          };
+          return [outcomes.length > 0 ? q.recordOutcomes(outcomes, leaseToken) : null];
         },
       );
     } catch (error) {
@@ -418,10 +414,10 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
         this.store
           .atomically([this.context(tenantId, { durable: false }), q.extendLeases(ids, leaseToken, leaseMs)])
           .catch((error) =>
-          this.logger.warn(
-            `could not extend the leases of ${ids.length} deliveries for tenant ${tenantId}: ${errorText(error)}`,
-          ),
-        );
+            this.logger.warn(
+              `could not extend the leases of ${ids.length} deliveries for tenant ${tenantId}: ${errorText(error)}`,
+            ),
+          );
       },
       Math.max(1, Math.floor(leaseMs / 3)),
     );

@@ -10,6 +10,9 @@ import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.
 import type { SqlStatement } from './outbox.queries';
 import { inlineStatement } from './inline-statement';
 
+/** A statement of a transaction sent in one round trip, or `null` when this transaction does not need it. */
+export type Step = SqlStatement | null;
+
 /** The one place that runs SQL: finds the app's DataSource and executes statements from `outbox.queries`. */
 @Injectable()
 export class OutboxStore {
@@ -58,10 +61,12 @@ export class OutboxStore {
 
   /**
    * Runs statements as one transaction in a single round trip — `begin; …; commit` sent together, values
-   * inlined as escaped literals (see `inlineStatement`) — and returns each statement's rows. For the relay, whose
-   * short transactions would otherwise spend most of their time waiting for `begin`, `set_config` and `commit`.
+   * inlined as escaped literals (see `inlineStatement`) — and returns each statement's rows, in order. A `null`
+   * in the list is a statement this transaction does not need: it is not sent, and its rows are `[]`. For the
+   * relay, whose short transactions would otherwise spend most of their time waiting for `begin`, `set_config`
+   * and `commit`.
    */
-  async atomically(statements: readonly SqlStatement[]): Promise<unknown[][]> {
+  async atomically(statements: readonly Step[]): Promise<unknown[][]> {
     const runner = this.dataSource().createQueryRunner();
     try {
       return (await this.send(runner, ['begin', ...statements, 'commit'])).slice(1, -1);
@@ -75,28 +80,23 @@ export class OutboxStore {
   }
 
   /**
-   * A transaction whose opening and closing take one round trip each: `begin` goes with `opening`, `commit`
-   * with the `closing` statements `work` returns. In between, `work` may query the runner (handlers' savepoints
-   * and writes); TypeORM sees the transaction as open, so a nested `manager.transaction()` makes a savepoint.
-   * Rolled back when anything throws.
+   * A transaction whose opening and closing take one round trip each: `begin` goes with `opening`, `commit` with
+   * the statements `work` returns (`null`s as in `atomically`). In between, `work` may query the runner
+   * (handlers' savepoints and writes); TypeORM sees the transaction as open, so a nested
+   * `manager.transaction()` makes a savepoint. Rolled back when anything throws.
    */
-  async batchTransaction<T>(
-    opening: readonly SqlStatement[],
-    work: (
-      runner: QueryRunner,
-      opened: unknown[][],
-    ) => Promise<{ value: T; closing: readonly SqlStatement[] }>,
-  ): Promise<{ value: T; closed: unknown[][] }> {
+  async batchTransaction(
+    opening: readonly Step[],
+    work: (runner: QueryRunner, opened: unknown[][]) => Promise<readonly Step[]>,
+  ): Promise<void> {
     const runner = this.dataSource().createQueryRunner();
     try {
       const opened = (await this.send(runner, ['begin', ...opening])).slice(1);
       markTransaction(runner, true);
-      const { value, closing } = await work(runner, opened);
-      const closed = (await this.send(runner, [...closing, 'commit'])).slice(0, -1);
+      await this.send(runner, [...(await work(runner, opened)), 'commit']);
       markTransaction(runner, false);
       // As TypeORM's own commit does: subscribers (the wake-up of events a handler enqueued) see it.
       await runner.broadcaster.broadcast('AfterTransactionCommit');
-      return { value, closed };
     } catch (error) {
       markTransaction(runner, false);
       await this.send(runner, ['rollback']).catch(() => undefined);
@@ -108,25 +108,28 @@ export class OutboxStore {
   }
 
   /**
-   * Sends statements in one simple-protocol query on the runner's connection and returns each one's rows.
-   * TypeORM's `query()` keeps only one result, so this goes to the pg connection itself, and tells TypeORM's
-   * logger and query subscribers about it as `query()` would.
+   * Sends statements in one simple-protocol query on the runner's connection and returns each one's rows
+   * (`[]` for a `null`). TypeORM's `query()` keeps only one result, so this goes to the pg connection itself,
+   * and tells TypeORM's logger and query subscribers about it as `query()` would.
    */
-  private async send(runner: QueryRunner, statements: readonly (SqlStatement | string)[]): Promise<unknown[][]> {
-    const text = statements.map((s) => (typeof s === 'string' ? s : inlineStatement(s))).join(';\n');
+  private async send(runner: QueryRunner, statements: readonly (Step | string)[]): Promise<unknown[][]> {
+    const sent = statements.filter((s) => s !== null);
+    const text = sent.map((s) => (typeof s === 'string' ? s : inlineStatement(s))).join(';\n');
     const connection = (await runner.connect()) as PoolClient;
     this.dataSource().logger.logQuery(text, undefined, runner);
     await runner.broadcaster.broadcast('BeforeQuery', text, undefined);
     const started = Date.now();
+    let raw: QueryResult | QueryResult[];
     try {
-      const raw = (await connection.query(text)) as unknown as QueryResult | QueryResult[];
-      await runner.broadcaster.broadcast('AfterQuery', text, undefined, true, Date.now() - started, raw, undefined);
-      return (Array.isArray(raw) ? raw : [raw]).map((result) => result.rows);
+      raw = (await connection.query(text)) as unknown as QueryResult | QueryResult[];
     } catch (error) {
       this.dataSource().logger.logQueryError(error as Error, text, undefined, runner);
       await runner.broadcaster.broadcast('AfterQuery', text, undefined, false, undefined, undefined, error);
       throw error;
     }
+    await runner.broadcaster.broadcast('AfterQuery', text, undefined, true, Date.now() - started, raw, undefined);
+    const results = (Array.isArray(raw) ? raw : [raw]).values();
+    return statements.map((s) => (s === null ? [] : results.next().value!.rows));
   }
 
   /** Runs one statement outside any transaction of the app. */
