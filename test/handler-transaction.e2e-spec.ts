@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { QueryFailedError, type EntitySubscriberInterface } from 'typeorm';
 import { OnOutboxEvent, OutboxService, type OutboxEvent, type OutboxHandlerContext } from '@app/outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
@@ -51,6 +52,29 @@ class ManagerUsers {
     return recordEffect(event, context);
   }
 
+  typedRows: unknown[] = [];
+  conflict: unknown = null;
+
+  /** Its first query goes with the savepoint in one round trip, values written as literals. */
+  @OnOutboxEvent('test.typed.v1', { consumer: 'typed' })
+  async typed(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    this.typedRows.push(...(await context.manager.query(TYPED_SQL, TYPED_VALUES)));
+    await context.manager.query('update typed_values set bin = $1 where t = $2', [BYTES, TYPED_VALUES[0]]);
+  }
+
+  /** Its first query holds a Buffer (sent in binary): the savepoint goes in a round trip of its own. */
+  @OnOutboxEvent('test.binary.v1', { consumer: 'binary' })
+  async binary(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    await context.manager.query(`insert into typed_values (t, bin) values ($1, $2)`, [event.eventId, BYTES]);
+  }
+
+  @OnOutboxEvent('test.conflict.v1', { consumer: 'conflicting', maxAttempts: 1 })
+  async conflicting(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    await context.manager.query('insert into unique_keys (k) values ($1)', ['taken']).catch((error) => {
+      this.conflict = error;
+    });
+  }
+
   @OnOutboxEvent('test.late.v1', { consumer: 'late' })
   async late(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
     // Not awaited: the query would run after the handler returned.
@@ -60,11 +84,30 @@ class ManagerUsers {
   }
 }
 
+const TYPED_SQL = `insert into typed_values (t, n, f, b, ts, arr, j, nothing) values ($1, $2, $3, $4, $5, $6, $7, $8)
+  returning t, n, f, b, ts, arr, j, nothing`;
+const TYPED_VALUES = [
+  String.raw`it's "quoted" \ $1 -- /* ünï 𝄞`,
+  -42,
+  1.5,
+  false,
+  new Date('2026-01-02T03:04:05.678Z'),
+  ['a', null, 'b,c', `q"'`],
+  { nested: ["x'y", 2], none: null },
+  null,
+];
+const BYTES = Buffer.from([0, 1, 39, 92, 255]);
+
 describe('context.manager', () => {
   let db: TestDatabase;
   let t: TestApp;
   beforeAll(async () => {
-    db = await createTestDatabase([EFFECTS_TABLE_SQL]);
+    db = await createTestDatabase([
+      EFFECTS_TABLE_SQL,
+      `create table typed_values (t text, n int, f float8, b boolean, ts timestamptz, arr text[], j jsonb, nothing text, bin bytea)`,
+      `create table unique_keys (k text primary key)`,
+      `insert into unique_keys (k) values ('taken')`,
+    ]);
     t = await buildApp({ url: db.url, providers: [ManagerUsers] });
   });
   afterAll(async () => {
@@ -109,6 +152,43 @@ describe('context.manager', () => {
     );
     expect(row!.status).toBe('dead');
     expect(row!.last_error).toMatch(/aborted|no_such_table/);
+  });
+
+  it('sends a handler’s first query with its savepoint in one round trip, values as the driver would send them', async () => {
+    const sent: string[] = [];
+    const probe: EntitySubscriberInterface = { beforeQuery: (event) => void sent.push(event.query) };
+    t.dataSource.subscribers.push(probe);
+    try {
+      const id = await enqueue('test.typed.v1');
+      expect(await t.relay.drain()).toMatchObject({ succeeded: 1, failed: 0 });
+      const direct = await t.dataSource.transaction(async (m) => {
+        const rows = await m.query(TYPED_SQL, TYPED_VALUES);
+        await m.query('delete from typed_values where ctid in (select ctid from typed_values order by ctid desc limit 1)');
+        return rows;
+      });
+      expect(t.app.get(ManagerUsers).typedRows).toEqual(direct);
+      expect(await db.sql('select bin from typed_values where t = $1', [TYPED_VALUES[0]])).toEqual([{ bin: BYTES }]);
+      expect(id).toBeTruthy();
+    } finally {
+      t.dataSource.subscribers.splice(t.dataSource.subscribers.indexOf(probe), 1);
+    }
+    expect(sent.filter((q) => /^savepoint outbox_h0;\ninsert into typed_values/.test(q))).toHaveLength(1);
+    expect(sent.filter((q) => /^\s*savepoint outbox_h0\s*$/.test(q))).toEqual([]);
+  });
+
+  it('opens the savepoint in a round trip of its own when the first query cannot be inlined', async () => {
+    const id = await enqueue('test.binary.v1');
+    expect(await t.relay.drain()).toMatchObject({ succeeded: 1, failed: 0 });
+    expect(await db.sql('select bin from typed_values where t = $1', [id])).toEqual([{ bin: BYTES }]);
+  });
+
+  it('gives a failing first query TypeORM’s QueryFailedError, and fails the handler that swallowed it', async () => {
+    await enqueue('test.conflict.v1');
+    expect(await t.relay.drain()).toMatchObject({ succeeded: 0, dead: 1 });
+    const conflict = t.app.get(ManagerUsers).conflict;
+    expect(conflict).toBeInstanceOf(QueryFailedError);
+    expect((conflict as QueryFailedError).driverError).toMatchObject({ code: '23505' });
+    expect((conflict as QueryFailedError).query).toBe('insert into unique_keys (k) values ($1)');
   });
 
   it('refuses queries made through context.manager after the handler returned', async () => {

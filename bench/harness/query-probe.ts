@@ -23,6 +23,7 @@ const KINDS: readonly [RegExp, string][] = [
   [/with retry as/i, 'claim retries + expired leases + begin/commit'],
   [/^begin;.*(for update of e, l|for update)/is, 'begin + lock owned'],
   [/with o as.*commit$/is, 'record outcomes + inbox + commit'],
+  [/^(release savepoint \w+; )?savepoint outbox_h\d+;\n/i, 'savepoint + handler query'],
   [/^\s*(start transaction|begin)/i, 'begin'],
   [/^\s*commit/i, 'commit'],
   [/^\s*rollback to savepoint/i, 'rollback to savepoint'],

@@ -1,6 +1,8 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { OutboxError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
+import { inlineParameters } from '../store/inline-statement';
+import { queryWithPrefix } from '../store/prefixed-query';
 
 /** State shared by the scopes of one batch transaction. */
 export interface BatchSavepoints {
@@ -11,9 +13,10 @@ export interface BatchSavepoints {
 /**
  * Gives one handler call an EntityManager inside the batch transaction, and opens a savepoint for it only when
  * the handler first sends a query. Handlers that never touch the database cost no round trip; those that do can
- * be rolled back alone when they throw, without undoing the other handlers of the batch. A succeeded handler's
- * savepoint is released in the same round trip that opens the next one, so a writing handler costs one extra
- * round trip, not two.
+ * be rolled back alone when they throw, without undoing the other handlers of the batch. The savepoint goes in
+ * the same round trip as the handler's first query (and releases the previous handler's savepoint), so a
+ * writing handler costs no round trip beyond its own queries — unless that query cannot be sent with its
+ * values inlined (see `inlineParameters`), which then costs one.
  */
 export class HandlerScope {
   private savepoint: string | null = null;
@@ -58,14 +61,41 @@ export class HandlerScope {
 
   private async open(): Promise<void> {
     if (this.settled) throw new OutboxError(messages.managerAfterSettle(this.consumer));
-    if (!this.opening) {
-      const release = this.batch.pendingRelease ? `release savepoint ${this.batch.pendingRelease}; ` : '';
-      this.batch.pendingRelease = null;
-      this.opening = this.runner.query(`${release}savepoint ${this.savepointName}`).then(() => {
-        this.savepoint = this.savepointName;
-      });
-    }
+    if (!this.opening) this.opening = this.openWith(null).then(() => undefined);
     await this.opening;
+  }
+
+  /**
+   * The handler's first query: opens the savepoint (releasing the previous handler's) in the same round trip
+   * when the query can be inlined, else in a round trip of its own before it.
+   */
+  private firstQuery(target: QueryRunner, args: QueryArgs): Promise<unknown> {
+    if (this.settled) return Promise.reject(new OutboxError(messages.managerAfterSettle(this.consumer)));
+    const [query, parameters, structured] = args;
+    // named parameters (an object) are refused by the PostgreSQL driver itself: let it say so
+    const inlined =
+      Array.isArray(parameters) || parameters === undefined ? inlineParameters(query, parameters) : null;
+    if (inlined === null) return this.open().then(() => target.query(...(args as [string, unknown[]])));
+    const run = this.openWith({ query, parameters: parameters as unknown[] | undefined, inlined, structured });
+    // Statements run in order: even when the query fails, the savepoint before it was made (the transaction is
+    // healthy when a handler starts: the previous one's failure was rolled back to its savepoint).
+    this.opening = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run;
+  }
+
+  private openWith(
+    first: { query: string; parameters: unknown[] | undefined; inlined: string; structured?: boolean } | null,
+  ): Promise<unknown> {
+    const release = this.batch.pendingRelease ? `release savepoint ${this.batch.pendingRelease}; ` : '';
+    this.batch.pendingRelease = null;
+    const prefix = `${release}savepoint ${this.savepointName}`;
+    this.savepoint = this.savepointName;
+    return first
+      ? queryWithPrefix(this.runner, prefix, first.query, first.parameters, first.inlined, first.structured)
+      : this.runner.query(prefix);
   }
 
   /**
@@ -78,10 +108,11 @@ export class HandlerScope {
     return new Proxy(this.runner, {
       get(target, property, receiver) {
         if (property === 'query') {
-          return async (...args: Parameters<QueryRunner['query']>) => {
-            await scope.open();
+          return async (...args: QueryArgs) => {
             try {
-              const result = await target.query(...args);
+              const result = scope.opening
+                ? await scope.open().then(() => target.query(...(args as [string, unknown[]])))
+                : await scope.firstQuery(target, args);
               // The handler's own nested transaction rolled back after an error: the transaction is usable again.
               if (/^\s*rollback to savepoint/i.test(String(args[0]))) scope.failedQuery = null;
               return result;
@@ -108,3 +139,6 @@ export class HandlerScope {
     });
   }
 }
+
+/** What `QueryRunner.query` takes: a query, its parameters, and whether to answer with a `QueryResult`. */
+type QueryArgs = [query: string, parameters?: unknown[] | object, structured?: boolean];

@@ -1,4 +1,8 @@
-import { inlineStatement } from './inline-statement';
+import { escapeLiteral } from 'pg';
+import { inlineParameters, inlineStatement } from './inline-statement';
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { prepareValue } = require('pg/lib/utils') as { prepareValue(value: unknown): string };
 
 describe('inlineStatement', () => {
   it('replaces each $n with the literal of its value, $10 included', () => {
@@ -36,5 +40,49 @@ describe('inlineStatement', () => {
 
   it('refuses numbers PostgreSQL cannot read', () => {
     expect(() => inlineStatement({ text: 'select $1', values: [Number.NaN] })).toThrow('NaN');
+  });
+});
+
+describe('inlineParameters', () => {
+  it('writes every value as the quoted text pg would send as a parameter', () => {
+    const when = new Date('2026-01-02T03:04:05.678Z');
+    const inlined = inlineParameters('insert into t values ($1, $2, $3, $4, $5, $6, $7)', [
+      `it's`,
+      -5,
+      true,
+      null,
+      when,
+      ['a', null],
+      { k: 'v' },
+    ]);
+    expect(inlined).toBe(
+      `insert into t values ('it''s', '-5', 'true', null, ${escapeLiteral(prepareValue(when))}, '{"a",NULL}', '{"k":"v"}')`,
+    );
+  });
+
+  it('keeps quoted identifiers and does not re-read parameters inside values', () => {
+    expect(inlineParameters('select "col" from "t" where a = $2 and b = $1', ['$2', 'x'])).toBe(
+      `select "col" from "t" where a = 'x' and b = '$2'`,
+    );
+  });
+
+  it.each([
+    ['a single quote', `select 'a' || $1`, ['x']],
+    ['a semicolon', 'select $1; select 2', ['x']],
+    ['a line comment', 'select $1 -- note\n', ['x']],
+    ['a block comment', 'select /* $1 */ $1', ['x']],
+    ['dollar quoting', 'select $$a$$ || $1', ['x']],
+    ['a $ inside an identifier', 'select a$1 from t where b = $1', ['x']],
+    ['a $ inside a quoted identifier', 'select "a $1" from t', ['x']],
+    ['an unclosed quoted identifier', 'select "a from t where b = $1', ['x']],
+    ['a missing value', 'select $2', ['x']],
+    ['a Buffer (sent in binary)', 'select $1', [Buffer.from('ab')]],
+    ['a NUL character (PostgreSQL refuses it)', 'select $1', ['a\u0000b']],
+  ])('refuses %s', (_, text, values) => {
+    expect(inlineParameters(text, values)).toBeNull();
+  });
+
+  it('passes a query without parameters through', () => {
+    expect(inlineParameters('savepoint typeorm_1', undefined)).toBe('savepoint typeorm_1');
   });
 });

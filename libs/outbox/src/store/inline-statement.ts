@@ -31,3 +31,46 @@ function literal(value: unknown): string {
   const text = prepareValue(value);
   return text === null ? 'null' : escapeLiteral(text.replace(/\u0000/g, '\uFFFD'));
 }
+
+/**
+ * A handler's parameterised query as one simple-protocol statement, or null when it cannot be written so with
+ * certainty (then it goes as it came, with its parameters). Every value becomes a quoted literal, exactly the
+ * text pg would send as an untyped parameter, so the server infers the same types. Refused: text with a
+ * single quote, a `;`, a comment, a `$` that is not a parameter or one inside a quoted identifier (a literal
+ * there could change what the text means), and values pg sends in binary (Buffers) or PostgreSQL refuses (NUL
+ * characters: left to the server to reject with its own error).
+ */
+export function inlineParameters(text: string, values: readonly unknown[] | undefined): string | null {
+  let out = '';
+  let quotedIdentifier = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!;
+    if (c === '"') quotedIdentifier = !quotedIdentifier;
+    else if (c === '$') {
+      if (quotedIdentifier) return null;
+      const digits = /^\d+/.exec(text.slice(i + 1))?.[0];
+      if (!digits || /[\w$]/.test(text[i - 1] ?? '')) return null;
+      const index = Number(digits) - 1;
+      if (!values || index < 0 || index >= values.length) return null;
+      const value = parameterLiteral(values[index]);
+      if (value === null) return null;
+      out += value;
+      i += digits.length;
+      continue;
+    } else if (!quotedIdentifier && (c === "'" || c === ';' || text.startsWith('--', i) || text.startsWith('/*', i))) {
+      return null;
+    }
+    out += c;
+  }
+  return quotedIdentifier ? null : out;
+}
+
+/** The literal pg's text parameter would be, or null for a value that cannot be inlined faithfully. */
+function parameterLiteral(value: unknown): string | null {
+  if (value === null || value === undefined) return 'null';
+  if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) return null;
+  const text = prepareValue(value);
+  if (text === null) return 'null';
+  if (typeof text !== 'string' || text.includes('\u0000')) return null;
+  return escapeLiteral(text);
+}
