@@ -3,6 +3,7 @@ import { OutboxTenancy1764428600000 } from './1764428600000-outbox-tenancy';
 import { OutboxAdmin1764428650000 } from './1764428650000-outbox-admin';
 import { OutboxWebhooks1764428700000 } from './1764428700000-outbox-webhooks';
 import { OutboxEventLeases1764428800000 } from './1764428800000-outbox-event-leases';
+import { OutboxLeaseFence1764432000000 } from './1764432000000-outbox-lease-fence';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -11,4 +12,5 @@ export const outboxMigrations = [
   OutboxAdmin1764428650000,
   OutboxWebhooks1764428700000,
   OutboxEventLeases1764428800000,
+  OutboxLeaseFence1764432000000,
 ];

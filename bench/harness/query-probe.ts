@@ -21,7 +21,6 @@ const KINDS: readonly [RegExp, string][] = [
   [/with fresh as.*with retry as/is, 'claim (fan out + due) + begin/commit'],
   [/with fresh as/i, 'claim + fan out new events + begin/commit'],
   [/with retry as/i, 'claim retries + expired leases + begin/commit'],
-  [/^begin;.*(for update of e, l|for update)/is, 'begin + lock owned'],
   [/with o as.*commit$/is, 'record outcomes + inbox + commit'],
   [/^(release savepoint \w+; )?savepoint outbox_h\d+;\n/i, 'savepoint + handler query'],
   [/^\s*(start transaction|begin)/i, 'begin'],

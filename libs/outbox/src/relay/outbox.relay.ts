@@ -17,7 +17,7 @@ import {
   type ClaimedRow,
   type FanOutRow,
 } from '../delivery/claimed-delivery';
-import { OutboxStore } from '../store/outbox.store';
+import { OutboxStore, type RoundConnection } from '../store/outbox.store';
 import * as q from '../store/outbox.queries';
 import { addRound, emptyRound, type RelayRoundResult } from './relay-round';
 
@@ -32,11 +32,12 @@ interface Assigned {
  * in the app's `SchedulerRegistry` when `relay.enabled`; `runOnce()` and `drain()` drive it by hand.
  *
  * A round, per tenant with due work: (1) a short transaction claims a batch — due retries, expired leases and
- * new events fanned out to delivery rows — with a lease, and commits; (2) in-process handlers run in a second
- * transaction that first locks the deliveries still owned, gives each handler a lazily opened savepoint, and
- * writes inbox rows and outcomes in one statement; (3) external deliveries (webhooks) run with no transaction
- * open, and their outcomes are recorded in a short transaction fenced by the lease token. A constant number of
- * round trips per batch, whatever its size.
+ * new events fanned out to delivery rows — with a lease, and commits; in the same round trip (2) the batch
+ * transaction begins, in which in-process handlers run, each with a lazily opened savepoint; inbox rows and
+ * outcomes are written in one statement, fenced by the lease token, sent with the commit — a lease taken over
+ * meanwhile rolls the whole batch back, so a handler's writes never land twice; (3) external deliveries
+ * (webhooks) run with no transaction open, and their outcomes are recorded in a short transaction fenced by the
+ * lease token. Two round trips per batch, whatever its size, besides the handlers' own queries.
  */
 @Injectable()
 export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
@@ -249,66 +250,79 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
         : [...this.registry.names(), ...tenantConsumers.map((c) => c.name)];
     const inProcess = this.registry.inProcessNames();
 
-    // The claim: one transaction, one round trip. Fan-out first: the due-claim in the same transaction then
-    // takes the new rows of ordered consumers.
+    // The claim: one transaction, one round trip, which also begins the batch transaction when in-process
+    // handlers may have work. Fan-out first: the due-claim in the same transaction then takes the new rows of
+    // ordered consumers.
     const claimDue = hasDue || (hasNew && this.hostsOrdered(tenantConsumers));
-    const [, fanOutRows, dueRows] = await this.store.atomically([
-      this.context(tenantId, { durable: false }),
-      hasNew
-        ? q.fanOutPendingEvents({
-            tenantId,
-            hosted,
-            inProcess,
-            tenantConsumers,
-            liveWithinMs: this.options.registry.liveWithinMs,
-            limit: batchSize,
-            leaseToken,
-            leaseMs,
-          })
-        : null,
-      claimDue
-        ? q.claimDueDeliveries({ tenantId, consumers: hosted, limit: batchSize, leaseToken, leaseMs })
-        : null,
-    ]);
-    const fresh = fromFanOut(fanOutRows as FanOutRow[]);
-    result.eventsClaimed = fresh.events;
-    const claimed = [
-      ...fresh.deliveries,
-      ...(dueRows as (ClaimedRow & { consumer_name: string })[]).map(toClaimedDelivery),
-    ];
-    result.deliveriesClaimed = claimed.length;
-    if (claimed.length === 0) return result;
+    const connection = this.store.round();
+    try {
+      const {
+        claimed: [, fanOutRows, dueRows],
+      } = await connection.claim(
+        [
+          this.context(tenantId, { durable: false }),
+          hasNew
+            ? q.fanOutPendingEvents({
+                tenantId,
+                hosted,
+                inProcess,
+                tenantConsumers,
+                liveWithinMs: this.options.registry.liveWithinMs,
+                limit: batchSize,
+                leaseToken,
+                leaseMs,
+              })
+            : null,
+          claimDue
+            ? q.claimDueDeliveries({ tenantId, consumers: hosted, limit: batchSize, leaseToken, leaseMs })
+            : null,
+        ],
+        inProcess.length > 0 ? [this.context(tenantId)] : null,
+      );
+      const fresh = fromFanOut(fanOutRows as FanOutRow[]);
+      result.eventsClaimed = fresh.events;
+      const claimed = [
+        ...fresh.deliveries,
+        ...(dueRows as (ClaimedRow & { consumer_name: string })[]).map(toClaimedDelivery),
+      ];
+      result.deliveriesClaimed = claimed.length;
+      if (claimed.length === 0) return result;
 
-    const local: Assigned[] = [];
-    const remote: Assigned[] = [];
-    const settled: q.DeliveryOutcome[] = [];
-    for (const delivery of claimed) {
-      const consumer = consumerNamed(delivery.consumerName);
-      if (!consumer) {
-        // Claimed for a tenant-scoped consumer removed in between: give the attempt back; it waits as pending.
-        settled.push({
-          ...outcomeTarget(delivery),
-          status: 'deferred',
-          errorCode: 'consumerUnavailable',
-          error: `consumer ${delivery.consumerName} is not available on this instance`,
-          retryInMs: this.options.relay.leaseMs,
-        });
-      } else if (delivery.recovered && delivery.attempt > consumer.maxAttempts) {
-        // Attempts kept starting and never finishing: the process likely dies on this event. Stop here.
-        settled.push(
-          failed(delivery, consumer, 'staleLeaseRecovered', poisonMessage(delivery), { dead: true }),
-        );
-      } else {
-        (consumer.kind === 'handler' ? local : remote).push({ delivery, consumer });
+      const local: Assigned[] = [];
+      const remote: Assigned[] = [];
+      const settled: q.DeliveryOutcome[] = [];
+      for (const delivery of claimed) {
+        const consumer = consumerNamed(delivery.consumerName);
+        if (!consumer) {
+          // Claimed for a tenant-scoped consumer removed in between: give the attempt back; it waits as pending.
+          settled.push({
+            ...outcomeTarget(delivery),
+            status: 'deferred',
+            errorCode: 'consumerUnavailable',
+            error: `consumer ${delivery.consumerName} is not available on this instance`,
+            retryInMs: this.options.relay.leaseMs,
+          });
+        } else if (delivery.recovered && delivery.attempt > consumer.maxAttempts) {
+          // Attempts kept starting and never finishing: the process likely dies on this event. Stop here.
+          settled.push(
+            failed(delivery, consumer, 'staleLeaseRecovered', poisonMessage(delivery), { dead: true }),
+          );
+        } else {
+          (consumer.kind === 'handler' ? local : remote).push({ delivery, consumer });
+        }
       }
+      // Settled outcomes go with the local batch when there is one: an event's lease is released only once every
+      // one of its in-process pairs is recorded, and pairs of one event may be split between the two lists.
+      if (local.length > 0) await this.runLocal(connection, tenantId, local, leaseToken, result, settled);
+      else if (settled.length > 0) await this.record(tenantId, settled, leaseToken, result, connection);
+      // No transaction stays open, and no connection is held, across network I/O.
+      await connection.release();
+      if (remote.length > 0)
+        await this.record(tenantId, await this.sendExternal(tenantId, remote, leaseToken), leaseToken, result);
+      return result;
+    } finally {
+      await connection.release();
     }
-    // Settled outcomes go with the local batch when there is one: an event's lease is released only once every
-    // one of its in-process pairs is recorded, and pairs of one event may be split between the two lists.
-    if (local.length > 0) await this.runLocal(tenantId, local, leaseToken, result, settled);
-    else if (settled.length > 0) await this.record(tenantId, settled, leaseToken, result);
-    if (remote.length > 0)
-      await this.record(tenantId, await this.sendExternal(tenantId, remote, leaseToken), leaseToken, result);
-    return result;
   }
 
   /**
@@ -343,53 +357,36 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   /**
-   * In-process handlers: one transaction for the batch, holding the row locks of what it still owns (leased
-   * delivery rows, and the events of pairs claimed through their event).
+   * In-process handlers: one transaction for the batch (begun with the claim, or now), committed with the
+   * statement that records the outcomes — fenced, so a lease lost mid-run rolls the batch back.
    */
   private async runLocal(
+    connection: RoundConnection,
     tenantId: string,
     assigned: Assigned[],
     leaseToken: string,
     result: RelayRoundResult,
     settled: q.DeliveryOutcome[],
   ): Promise<void> {
-    const rowIds = assigned.flatMap((a) => (a.delivery.deliveryId === null ? [] : [a.delivery.deliveryId]));
-    const eventIds = [
-      ...new Set(assigned.filter((a) => a.delivery.deliveryId === null).map((a) => a.delivery.event.eventId)),
-    ];
     try {
-      // One round trip opens the transaction and locks what this relay still owns; one records and commits.
-      await this.store.batchTransaction(
-        [
-          this.context(tenantId),
-          rowIds.length > 0 ? q.lockOwnedDeliveries(rowIds, leaseToken) : null,
-          eventIds.length > 0 ? q.lockOwnedEvents(eventIds, leaseToken) : null,
-        ],
-        async (runner, [, lockedRows, lockedEvents]) => {
-          const owned = new Set([
-            ...(lockedRows as { id: string }[]).map((r) => `d:${r.id}`),
-            ...(lockedEvents as { id: string }[]).map((r) => `e:${r.id}`),
-          ]);
-          const mine = assigned.filter((a) =>
-            owned.has(
-              a.delivery.deliveryId === null ? `e:${a.delivery.event.eventId}` : `d:${a.delivery.deliveryId}`,
-            ),
-          );
-          result.leaseLost += assigned.length - mine.length;
-          const outcomes = [
-            ...settled,
-            ...(await this.inProcess.dispatch(this.store.dataSource(), runner, mine)),
-          ];
-          count(outcomes, result);
-          return [outcomes.length > 0 ? q.recordOutcomes(outcomes, leaseToken) : null];
-        },
-      );
+      await connection.begin([this.context(tenantId)]);
+      const outcomes = [
+        ...settled,
+        ...(await this.inProcess.dispatch(this.store.dataSource(), connection.runner, assigned)),
+      ];
+      count(outcomes, result);
+      await connection.commit([q.recordOutcomes(outcomes, leaseToken, { fenced: true })]);
     } catch (error) {
-      // The batch transaction itself failed (connection lost, a statement refused): every handler's writes were
-      // rolled back, so each claimed delivery counts as a failed attempt, recorded in a fresh transaction.
-      this.logger.error(
-        `batch of ${assigned.length} deliveries for tenant ${tenantId} failed and was rolled back: ${errorText(error)}`,
-      );
+      // The batch transaction failed (a lease taken over, connection lost, a statement refused): every handler's
+      // writes were rolled back, so each claimed delivery counts as a failed attempt, recorded in a fresh
+      // transaction (fenced as usual: those whose lease another relay holds now are left to it).
+      if ((error as { code?: string }).code === q.LEASE_LOST_SQLSTATE) {
+        this.logger.warn(`batch of ${assigned.length} deliveries for tenant ${tenantId}: ${errorText(error)}`);
+      } else {
+        this.logger.error(
+          `batch of ${assigned.length} deliveries for tenant ${tenantId} failed and was rolled back: ${errorText(error)}`,
+        );
+      }
       Object.assign(result, { succeeded: 0, failed: 0, dead: 0 });
       const outcomes = assigned.map(({ delivery, consumer }) =>
         failed(delivery, consumer, 'batchError', `the batch transaction failed: ${errorText(error)}`),
@@ -428,16 +425,24 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     }
   }
 
-  /** Records outcomes in a short transaction of their own; a failure is logged and the leases expire. */
+  /**
+   * Records outcomes in a short transaction of their own (or in the round's open transaction), not fenced as a
+   * batch: outcomes whose lease another relay took are left out and counted as `leaseLost`. A failure is logged
+   * and the leases expire.
+   */
   private async record(
     tenantId: string,
     outcomes: q.DeliveryOutcome[],
     leaseToken: string,
     result: RelayRoundResult,
+    connection?: RoundConnection,
   ): Promise<void> {
     try {
-      await this.store.atomically([this.context(tenantId), q.recordOutcomes(outcomes, leaseToken)]);
+      const [rows] = connection?.inTransaction
+        ? await connection.commit([q.recordOutcomes(outcomes, leaseToken)])
+        : (await this.store.atomically([this.context(tenantId), q.recordOutcomes(outcomes, leaseToken)])).slice(1);
       count(outcomes, result);
+      result.leaseLost += outcomes.length - (rows as { recorded: number }[])[0]!.recorded;
     } catch (error) {
       this.logger.error(
         `could not record ${outcomes.length} outcomes for tenant ${tenantId}; their leases will expire: ${errorText(error)}`,

@@ -352,24 +352,6 @@ export function fanOutPendingEvents(p: {
   };
 }
 
-/**
- * Locks the claimed events whose in-process handlers this relay is about to run and whose lease it still holds
- * (same reasons as `lockOwnedDeliveries`: held until the outcomes are written, nobody else can take them over
- * mid-run). The lease rows are locked too, so a takeover that committed meanwhile is seen (re-checked).
- */
-export function lockOwnedEvents(ids: readonly string[], leaseToken: string): SqlStatement {
-  return {
-    // one primary-key probe of each table per event: the lease table churns, and its statistics lag behind
-    text: `select k.id from unnest($1::uuid[]) as x(id)
-             cross join lateral (
-               select e.id from ${EVENTS} e join ${EVENT_LEASES} l on l.event_id = e.id
-                where e.id = x.id and l.event_id = x.id and l.lease_token = $2
-                  for update of e, l
-             ) k`,
-    values: [ids, leaseToken],
-  };
-}
-
 /** Records that this instance hosts these consumers (insert or refresh), in one statement. */
 export function heartbeatConsumers(
   instanceId: string,
@@ -402,19 +384,6 @@ export function heartbeatConsumers(
 /** Removes this instance from the registry's host lists (at shutdown); the consumers stay registered. */
 export function forgetInstance(instanceId: string): SqlStatement {
   return { text: `delete from ${CONSUMER_INSTANCES} where instance_id = $1`, values: [instanceId] };
-}
-
-/**
- * Locks the claimed deliveries this relay still owns before running their handlers. Holding these row locks
- * for the rest of the handler transaction means no other relay can take them over mid-run (its claim skips
- * locked rows), so the outcome recorded at the end is never refused after the handlers' writes were made.
- * Rows whose token changed (our lease expired before we got here) are left out: their handlers do not run.
- */
-export function lockOwnedDeliveries(ids: readonly string[], leaseToken: string): SqlStatement {
-  return {
-    text: `select id from ${DELIVERIES} where id = any($1::bigint[]) and lease_token = $2 for update`,
-    values: [ids, leaseToken],
-  };
 }
 
 /**
@@ -455,8 +424,21 @@ export interface DeliveryOutcome {
  * delivered (in the handlers' transaction, so they commit with the handlers' writes), and settles each event
  * from counters. Counters, not a recount: an `update … set n = n - k` re-reads the latest row under its lock,
  * so two relays finishing different consumers of one event never both miss each other's commit.
+ *
+ * `fenced`: every outcome must still hold its lease, or the statement fails (SQLSTATE `OB001`, see
+ * `outbox_lease_fence`) and takes the batch transaction with it — for in-process handlers, whose writes share
+ * that transaction: a takeover mid-run (the batch outlived its lease) then costs this relay its batch, never a
+ * second effect. Without it, outcomes that lost their lease are simply not written (external deliveries).
  */
-export function recordOutcomes(outcomes: readonly DeliveryOutcome[], leaseToken: string): SqlStatement {
+export function recordOutcomes(
+  outcomes: readonly DeliveryOutcome[],
+  leaseToken: string,
+  { fenced = false }: { fenced?: boolean } = {},
+): SqlStatement {
+  // what the fence expects: each leased row updated, and each event of in-process pairs released
+  const rows = outcomes.filter((o) => o.deliveryId !== null).length;
+  const events = new Set(outcomes.flatMap((o) => (o.deliveryId === null ? [o.pair!.eventId] : []))).size;
+  const expected = fenced ? rows + events : 0;
   return {
     text: `with o as (
              select * from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $7::text[],
@@ -528,7 +510,8 @@ export function recordOutcomes(outcomes: readonly DeliveryOutcome[], leaseToken:
               where e.id = any(array(select event_id from per_event)) and e.id = p.event_id
              returning e.id
            )
-           select (select count(*) from d)::int as recorded, (select count(*) from settled)::int as events`,
+           select (select count(*) from d)::int as recorded, (select count(*) from settled)::int as events,
+                  ${OUTBOX_SCHEMA}.outbox_lease_fence($13, ((select count(*) from updated) + (select count(*) from released))::int) as owned`,
     values: [
       outcomes.map((o) => o.deliveryId),
       outcomes.map((o) => o.status),
@@ -542,6 +525,10 @@ export function recordOutcomes(outcomes: readonly DeliveryOutcome[], leaseToken:
       outcomes.map((o) => o.pair?.attempt ?? null),
       outcomes.map((o) => o.pair?.tenantId ?? null),
       outcomes.map((o) => o.pair?.eventSeq ?? null),
+      expected,
     ],
   };
 }
+
+/** The SQLSTATE of `outbox_lease_fence`: a fenced batch lost a lease and was rolled back. */
+export const LEASE_LOST_SQLSTATE = 'OB001';

@@ -79,32 +79,11 @@ export class OutboxStore {
     }
   }
 
-  /**
-   * A transaction whose opening and closing take one round trip each: `begin` goes with `opening`, `commit` with
-   * the statements `work` returns (`null`s as in `atomically`). In between, `work` may query the runner
-   * (handlers' savepoints and writes); TypeORM sees the transaction as open, so a nested
-   * `manager.transaction()` makes a savepoint. Rolled back when anything throws.
-   */
-  async batchTransaction(
-    opening: readonly Step[],
-    work: (runner: QueryRunner, opened: unknown[][]) => Promise<readonly Step[]>,
-  ): Promise<void> {
-    const runner = this.dataSource().createQueryRunner();
-    try {
-      const opened = (await this.send(runner, ['begin', ...opening])).slice(1);
-      markTransaction(runner, true);
-      await this.send(runner, [...(await work(runner, opened)), 'commit']);
-      markTransaction(runner, false);
-      // As TypeORM's own commit does: subscribers (the wake-up of events a handler enqueued) see it.
-      await runner.broadcaster.broadcast('AfterTransactionCommit');
-    } catch (error) {
-      markTransaction(runner, false);
-      await this.send(runner, ['rollback']).catch(() => undefined);
-      await runner.broadcaster.broadcast('AfterTransactionRollback').catch(() => undefined);
-      throw error;
-    } finally {
-      await runner.release();
-    }
+  /** A pooled connection held for one relay round (see `RoundConnection`); release it when done. */
+  round(): RoundConnection {
+    return new RoundConnection(this.dataSource().createQueryRunner(), (runner, statements) =>
+      this.send(runner, statements),
+    );
   }
 
   /**
@@ -140,6 +119,96 @@ export class OutboxStore {
     } finally {
       await runner.release();
     }
+  }
+}
+
+type Send = (runner: QueryRunner, statements: readonly (Step | string)[]) => Promise<unknown[][]>;
+
+/**
+ * One relay round's connection. The claim commits on it and, in the same round trip, the batch transaction in
+ * which in-process handlers run can begin (`claim(…, opening)`); that transaction closes with the statements
+ * that record the outcomes, sent with its `commit`. So a round costs two round trips besides the handlers' own
+ * queries. TypeORM sees the batch transaction as open, so a handler's `manager.transaction()` makes a savepoint,
+ * and its subscribers hear of the commit or rollback.
+ */
+export class RoundConnection {
+  private open = false;
+
+  constructor(
+    readonly runner: QueryRunner,
+    private readonly send: Send,
+  ) {}
+
+  /** True while the batch transaction is open. */
+  get inTransaction(): boolean {
+    return this.open;
+  }
+
+  /**
+   * `begin; …claim; commit` (`null`s as in `OutboxStore.atomically`), and with `opening`, `begin; …opening` in
+   * the same round trip, leaving the batch transaction open. Returns the claim's rows and the opening's.
+   */
+  async claim(
+    claim: readonly Step[],
+    opening: readonly Step[] | null,
+  ): Promise<{ claimed: unknown[][]; opened: unknown[][] }> {
+    const rows = await this.guard(() =>
+      this.send(this.runner, ['begin', ...claim, 'commit', ...(opening ? ['begin', ...opening] : [])]),
+    );
+    if (opening) this.opened();
+    return { claimed: rows.slice(1, claim.length + 1), opened: rows.slice(claim.length + 3) };
+  }
+
+  /** Begins the batch transaction with `opening` (one round trip), unless the claim began it. */
+  async begin(opening: readonly Step[]): Promise<void> {
+    if (this.open) return;
+    await this.guard(() => this.send(this.runner, ['begin', ...opening]));
+    this.opened();
+  }
+
+  /** Sends `closing` and `commit` in one round trip; returns the rows of `closing`. Rolls back on failure. */
+  async commit(closing: readonly Step[]): Promise<unknown[][]> {
+    const rows = await this.guard(() => this.send(this.runner, [...closing, 'commit']));
+    this.closed();
+    // As TypeORM's own commit does: subscribers (the wake-up of events a handler enqueued) see it.
+    await this.runner.broadcaster.broadcast('AfterTransactionCommit');
+    return rows.slice(0, -1);
+  }
+
+  /** Rolls the batch transaction back, if open. */
+  async rollback(): Promise<void> {
+    if (!this.open) return;
+    this.closed();
+    await this.send(this.runner, ['rollback']).catch(() => undefined);
+    await this.runner.broadcaster.broadcast('AfterTransactionRollback').catch(() => undefined);
+  }
+
+  /** Rolls back what is still open and returns the connection to the pool (once; later calls do nothing). */
+  async release(): Promise<void> {
+    if (this.runner.isReleased) return;
+    await this.rollback();
+    await this.runner.release();
+  }
+
+  /** A failed statement leaves its transaction aborted on this connection: roll it back before rethrowing. */
+  private async guard<T>(work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (error) {
+      if (this.open) await this.rollback();
+      else await this.send(this.runner, ['rollback']).catch(() => undefined);
+      throw error;
+    }
+  }
+
+  private opened(): void {
+    this.open = true;
+    markTransaction(this.runner, true);
+  }
+
+  private closed(): void {
+    this.open = false;
+    markTransaction(this.runner, false);
   }
 }
 
