@@ -82,6 +82,37 @@ describe('several relays, shutdown and crashes', () => {
     }
   });
 
+  it('a relay’s drain() returns only once nothing is left for it, while another relay drains the same tenant', async () => {
+    const a = await buildApp({ url: db.url, providers: [CountingConsumers] });
+    const b = await buildApp({ url: db.url, providers: [CountingConsumers] });
+    // Events nobody has claimed: pending, with no live lease.
+    const unclaimed = async () =>
+      (
+        await db.sql<{ n: number }>(
+          `select count(*)::int as n from event_outbox e where e.status = 'pending' and not exists
+             (select 1 from outbox_event_leases l where l.event_id = e.id and l.lease_expires_at > now())`,
+        )
+      )[0]!.n;
+    try {
+      for (let run = 0; run < 3; run++) {
+        const events = Array.from({ length: 3000 }, (_, i) => ({
+          tenantId: TENANTS[0]!,
+          eventName: 'test.load.v1',
+          payload: { i },
+        }));
+        await a.dataSource.transaction((m) => a.outbox.enqueueMany(m, events));
+        // Checked as each drain returns: the other relay can only have claimed more since.
+        const left = await Promise.all([a, b].map((t) => t.relay.drain().then(unclaimed)));
+        expect(left).toEqual([0, 0]);
+      }
+      expect(await db.sql(`select count(*)::int as n from test_effects`)).toEqual([{ n: 18_000 }]);
+    } finally {
+      await a.close();
+      await b.close();
+      await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox, test_effects');
+    }
+  });
+
   it('app.close() stops claiming and waits for the handlers in flight', async () => {
     const t = await buildApp({
       url: db.url,

@@ -58,9 +58,9 @@ export function toClaimedDelivery(row: ClaimedRow & { consumer_name: string }): 
   };
 }
 
-/** A row of the fan-out statement (see `fanOutPendingEvents` for its four kinds). */
+/** A row of the fan-out statement (see `fanOutPendingEvents` for its five kinds). */
 export type FanOutRow = Omit<ClaimedRow, 'recovered' | 'consumer_name' | 'attempt_count'> & {
-  kind: 'row' | 'pair' | 'lease' | 'event';
+  kind: 'row' | 'pair' | 'lease' | 'event' | 'lost';
   consumer_name: string | null;
   attempt_count: number | null;
 };
@@ -68,14 +68,20 @@ export type FanOutRow = Omit<ClaimedRow, 'recovered' | 'consumer_name' | 'attemp
 /**
  * The deliveries a fan-out claimed, and how many events it took: pairs count only when their event's lease was
  * won by this claim; their attempt is the event's claim count, and a count above one means an earlier claim
- * never recorded its outcome.
+ * never recorded its outcome. `lost`: events the claim locked but another relay holds the lease of.
  */
-export function fromFanOut(rows: readonly FanOutRow[]): { deliveries: ClaimedDelivery[]; events: number } {
+export function fromFanOut(rows: readonly FanOutRow[]): {
+  deliveries: ClaimedDelivery[];
+  events: number;
+  lost: number;
+} {
   const claims = new Map<string, number>();
   const events = new Set<string>();
+  let lost = 0;
   for (const row of rows) {
     if (row.kind === 'lease') claims.set(row.event_id, row.attempt_count!);
     if (row.kind === 'lease' || row.kind === 'event') events.add(row.event_id);
+    if (row.kind === 'lost') lost++;
   }
   const deliveries: ClaimedDelivery[] = [];
   for (const row of rows) {
@@ -91,5 +97,5 @@ export function fromFanOut(rows: readonly FanOutRow[]): { deliveries: ClaimedDel
       );
     }
   }
-  return { deliveries, events: events.size };
+  return { deliveries, events: events.size, lost };
 }

@@ -256,30 +256,38 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const claimDue = hasDue || (hasNew && this.hostsOrdered(tenantConsumers));
     const connection = this.store.round();
     try {
-      const {
-        claimed: [, fanOutRows, dueRows],
-      } = await connection.claim(
-        [
-          this.context(tenantId, { durable: false }),
-          hasNew
-            ? q.fanOutPendingEvents({
-                tenantId,
-                hosted,
-                inProcess,
-                tenantConsumers,
-                liveWithinMs: this.options.registry.liveWithinMs,
-                limit: batchSize,
-                leaseToken,
-                leaseMs,
-              })
-            : null,
-          claimDue
-            ? q.claimDueDeliveries({ tenantId, consumers: hosted, limit: batchSize, leaseToken, leaseMs })
-            : null,
-        ],
-        inProcess.length > 0 ? [this.context(tenantId)] : null,
-      );
-      const fresh = fromFanOut(fanOutRows as FanOutRow[]);
+      const claim = [
+        this.context(tenantId, { durable: false }),
+        hasNew
+          ? q.fanOutPendingEvents({
+              tenantId,
+              hosted,
+              inProcess,
+              tenantConsumers,
+              liveWithinMs: this.options.registry.liveWithinMs,
+              limit: batchSize,
+              leaseToken,
+              leaseMs,
+            })
+          : null,
+        claimDue
+          ? q.claimDueDeliveries({ tenantId, consumers: hosted, limit: batchSize, leaseToken, leaseMs })
+          : null,
+      ];
+      const opening = inProcess.length > 0 ? [this.context(tenantId)] : null;
+      let fresh: ReturnType<typeof fromFanOut>;
+      let dueRows: unknown[];
+      for (let claims = 1; ; claims++) {
+        const {
+          claimed: [, fanOutRows, due],
+        } = await connection.claim(claim, opening);
+        fresh = fromFanOut(fanOutRows as FanOutRow[]);
+        dueRows = due!;
+        // A claim whose snapshot predates another relay's claim can lock the events that relay just leased; the
+        // lease upsert leaves them to it. When that is all this claim found, claim again, with a fresh snapshot.
+        const empty = fresh.deliveries.length === 0 && fresh.events === 0 && dueRows.length === 0;
+        if (!empty || fresh.lost === 0 || claims >= MAX_CLAIMS_PER_ROUND) break;
+      }
       result.eventsClaimed = fresh.events;
       const claimed = [
         ...fresh.deliveries,
@@ -375,7 +383,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
         ...(await this.inProcess.dispatch(this.store.dataSource(), connection.runner, assigned)),
       ];
       count(outcomes, result);
-      await connection.commit([q.recordOutcomes(outcomes, leaseToken, { fenced: true })]);
+      await connection.commit(q.outcomeStatements(outcomes, leaseToken, { fenced: true }));
     } catch (error) {
       // The batch transaction failed (a lease taken over, connection lost, a statement refused): every handler's
       // writes were rolled back, so each claimed delivery counts as a failed attempt, recorded in a fresh
@@ -438,11 +446,12 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     connection?: RoundConnection,
   ): Promise<void> {
     try {
-      const [rows] = connection?.inTransaction
-        ? await connection.commit([q.recordOutcomes(outcomes, leaseToken)])
-        : (await this.store.atomically([this.context(tenantId), q.recordOutcomes(outcomes, leaseToken)])).slice(1);
+      const statements = q.outcomeStatements(outcomes, leaseToken);
+      const rows = connection?.inTransaction
+        ? await connection.commit(statements)
+        : await this.store.atomically([this.context(tenantId), ...statements]);
       count(outcomes, result);
-      result.leaseLost += outcomes.length - (rows as { recorded: number }[])[0]!.recorded;
+      result.leaseLost += outcomes.length - (rows[rows.length - 1] as { recorded: number }[])[0]!.recorded;
     } catch (error) {
       this.logger.error(
         `could not record ${outcomes.length} outcomes for tenant ${tenantId}; their leases will expire: ${errorText(error)}`,
@@ -455,6 +464,9 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     return q.setTransactionContext(this.options.tenantSetting, tenantId, this.options.relay.leaseMs, options);
   }
 }
+
+/** Claims in a row for one tenant when each found only events other relays had just leased (see `processTenant`). */
+const MAX_CLAIMS_PER_ROUND = 3;
 
 /** Longest time between two scans for due tenants while rounds go by hints (see `mayUseHints`). */
 const FULL_SCAN_EVERY_MS = 100;

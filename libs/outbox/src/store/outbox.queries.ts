@@ -220,9 +220,11 @@ export function claimDueDeliveries(p: {
  * was never written. The lease upsert is the arbiter between relays: a claim whose lease insert loses leaves the
  * event alone. Pattern matching mirrors `matchesEventPattern`: `*`, an exact name, or a `prefix.*`.
  *
- * Returns rows of four kinds: `row` (a leased delivery row, with its event), `pair` (an in-process pair, with its
- * event and the event's `seq`; valid only when its event has a `lease` row), `lease` (an event leased by this claim, its claim count in
- * `attempt_count`) and `event` (an event this claim wrote: `processing` or `no_handlers`).
+ * Returns rows of five kinds: `row` (a leased delivery row, with its event), `pair` (an in-process pair, with its
+ * event and the event's `seq`; valid only when its event has a `lease` row), `lease` (an event leased by this
+ * claim, its claim count in `attempt_count`), `event` (an event this claim wrote: `processing` or `no_handlers`)
+ * and `lost` (an event this claim locked whose live lease another relay holds: this statement's snapshot was
+ * taken before that relay's claim committed).
  */
 export function fanOutPendingEvents(p: {
   tenantId: string;
@@ -336,7 +338,10 @@ export function fanOutPendingEvents(p: {
            union all
            select 'lease', null, null, l.claim_count, l.event_id, null, null, null, null, null, null, null, null, null from leased l
            union all
-           select 'event', null, null, null, m.id, null, null, null, null, null, null, null, null, null from marked m`,
+           select 'event', null, null, null, m.id, null, null, null, null, null, null, null, null, null from marked m
+           union all
+           select 'lost', null, null, null, c.id, null, null, null, null, null, null, null, null, null from counted c
+            where c.has_deferred and not c.id = any(array(select event_id from leased))`,
     values: [
       p.tenantId,
       p.hosted,
@@ -349,6 +354,20 @@ export function fanOutPendingEvents(p: {
       p.tenantConsumers.map((c) => c.ordered === true),
       p.inProcess,
     ],
+  };
+}
+
+/**
+ * Locks events before their outcomes are recorded, in id order. Every statement that changes an event's lease row
+ * holds the event's row lock first: a claim locks the events it takes (`skip locked`), and the outcome statement
+ * comes after this. Without it, a claim whose snapshot predates another relay's claim could lock an event leased
+ * by that relay while the relay's outcome statement deletes the lease, and each would wait for the other. With
+ * it, the outcome waits for that claim, which finds the lease taken and leaves the event alone.
+ */
+export function lockEvents(ids: readonly string[]): SqlStatement {
+  return {
+    text: `select id from ${EVENTS} where id = any($1::uuid[]) order by id for update`,
+    values: [ids],
   };
 }
 
@@ -528,6 +547,19 @@ export function recordOutcomes(
       expected,
     ],
   };
+}
+
+/**
+ * What records outcomes: the lock of the events of in-process pairs (see `lockEvents`; `null` when there are none)
+ * and `recordOutcomes`, to send in this order in one transaction.
+ */
+export function outcomeStatements(
+  outcomes: readonly DeliveryOutcome[],
+  leaseToken: string,
+  options: { fenced?: boolean } = {},
+): [SqlStatement | null, SqlStatement] {
+  const events = [...new Set(outcomes.flatMap((o) => (o.deliveryId === null ? [o.pair!.eventId] : [])))];
+  return [events.length > 0 ? lockEvents(events) : null, recordOutcomes(outcomes, leaseToken, options)];
 }
 
 /** The SQLSTATE of `outbox_lease_fence`: a fenced batch lost a lease and was rolled back. */

@@ -146,17 +146,22 @@ export class RoundConnection {
 
   /**
    * `begin; …claim; commit` (`null`s as in `OutboxStore.atomically`), and with `opening`, `begin; …opening` in
-   * the same round trip, leaving the batch transaction open. Returns the claim's rows and the opening's.
+   * the same round trip, leaving the batch transaction open. Returns the claim's rows and the opening's. A
+   * batch transaction still open (begun by a claim that found nothing) is rolled back first, in the same trip.
    */
   async claim(
     claim: readonly Step[],
     opening: readonly Step[] | null,
   ): Promise<{ claimed: unknown[][]; opened: unknown[][] }> {
+    // a batch transaction begun by an earlier claim of this round, still empty: ended in the same round trip
+    const reset = this.open ? ['rollback'] : [];
+    if (this.open) this.closed();
     const rows = await this.guard(() =>
-      this.send(this.runner, ['begin', ...claim, 'commit', ...(opening ? ['begin', ...opening] : [])]),
+      this.send(this.runner, [...reset, 'begin', ...claim, 'commit', ...(opening ? ['begin', ...opening] : [])]),
     );
     if (opening) this.opened();
-    return { claimed: rows.slice(1, claim.length + 1), opened: rows.slice(claim.length + 3) };
+    const first = reset.length + 1;
+    return { claimed: rows.slice(first, first + claim.length), opened: rows.slice(first + claim.length + 2) };
   }
 
   /** Begins the batch transaction with `opening` (one round trip), unless the claim began it. */
