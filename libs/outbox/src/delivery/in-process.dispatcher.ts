@@ -27,17 +27,23 @@ export class InProcessDispatcher {
     for (const { delivery, consumer } of deliveries) {
       const scope = new HandlerScope(dataSource, runner, `outbox_h${index++}`, consumer.name, batch);
       try {
-        await withTimeout(
-          Promise.resolve().then(() =>
-            consumer.handle!(delivery.event, {
-              manager: scope.manager,
-              attempt: delivery.attempt,
-              consumer: consumer.name,
-            }),
-          ),
-          consumer.timeoutMs,
-          () => new OutboxHandlerTimeoutError(messages.handlerTimeout(consumer.name, consumer.timeoutMs)),
-        );
+        // The context's manager is made on first use: most handlers that do not touch the database never ask.
+        const context = {
+          get manager() {
+            return scope.manager;
+          },
+          attempt: delivery.attempt,
+          consumer: consumer.name,
+        };
+        const returned = consumer.handle!(delivery.event, context);
+        // A handler that returns no promise has finished: no timer to arm.
+        if (isThenable(returned)) {
+          await withTimeout(
+            Promise.resolve(returned),
+            consumer.timeoutMs,
+            () => new OutboxHandlerTimeoutError(messages.handlerTimeout(consumer.name, consumer.timeoutMs)),
+          );
+        }
         await scope.commit();
         outcomes.push(delivered(delivery));
       } catch (error) {
@@ -48,6 +54,10 @@ export class InProcessDispatcher {
     }
     return outcomes;
   }
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as PromiseLike<unknown> | null)?.then === 'function';
 }
 
 function withTimeout<T>(work: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> {

@@ -479,8 +479,9 @@ export function recordOutcomes(
                     lease_expires_at = null,
                     updated_at = now()
                from o
-              -- = any() as well as the join: lets the planner probe the primary key instead of scanning
-              where d.id = any($1::bigint[]) and d.id = o.id and d.lease_token = $6
+              -- = any() over the ids alone as well as the join: the planner probes the primary key, or skips the
+              -- table when there are none, instead of scanning it
+              where d.id = any($14::bigint[]) and d.id = o.id and d.lease_token = $6
              returning d.event_id, d.tenant_id, d.consumer_name, d.status, d.attempt_count, d.last_error
            ), released as (
              -- the fence for pairs: only the events whose lease this relay still holds
@@ -545,6 +546,7 @@ export function recordOutcomes(
       outcomes.map((o) => o.pair?.tenantId ?? null),
       outcomes.map((o) => o.pair?.eventSeq ?? null),
       expected,
+      outcomes.flatMap((o) => (o.deliveryId === null ? [] : [o.deliveryId])),
     ],
   };
 }
