@@ -7,6 +7,9 @@ import { EFFECTS_TABLE_SQL, recordEffect } from './support/effects';
 import { startChildRelay } from './support/child-relay';
 import { waitFor } from './support/wait-for';
 
+/** The relay's default batch size. */
+const BATCH_SIZE = 100;
+
 const TENANTS = ['11111111-1111-4111-8111-111111111111', '22222222-2222-4222-8222-222222222222'];
 
 @Injectable()
@@ -85,7 +88,7 @@ describe('several relays, shutdown and crashes', () => {
   it('a relay’s drain() returns only once nothing is left for it, while another relay drains the same tenant', async () => {
     const a = await buildApp({ url: db.url, providers: [CountingConsumers] });
     const b = await buildApp({ url: db.url, providers: [CountingConsumers] });
-    // Events nobody has claimed: pending, with no live lease.
+    // Events nobody has claimed (as far as a query can see): pending, with no live lease.
     const unclaimed = async () =>
       (
         await db.sql<{ n: number }>(
@@ -101,9 +104,10 @@ describe('several relays, shutdown and crashes', () => {
           payload: { i },
         }));
         await a.dataSource.transaction((m) => a.outbox.enqueueMany(m, events));
-        // Checked as each drain returns: the other relay can only have claimed more since.
+        // Checked as each drain returns: at most the other relay's claim in flight (one batch, not committed yet,
+        // so not leased as far as this query sees) can be left.
         const left = await Promise.all([a, b].map((t) => t.relay.drain().then(unclaimed)));
-        expect(left).toEqual([0, 0]);
+        for (const n of left) expect(n).toBeLessThanOrEqual(BATCH_SIZE);
       }
       expect(await db.sql(`select count(*)::int as n from test_effects`)).toEqual([{ n: 18_000 }]);
     } finally {
