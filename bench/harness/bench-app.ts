@@ -18,6 +18,8 @@ export interface BenchAppOptions {
   poolSize?: number;
   /** `application_name` of the app's connections, to find them in `pg_stat_activity`. */
   applicationName?: string;
+  /** Attach the query probe (default true); off where nothing reads it, so timed runs do not carry it. */
+  probe?: boolean;
 }
 
 /** A running app and the pieces scenarios use. */
@@ -26,7 +28,7 @@ export interface BenchApp {
   relay: OutboxRelay;
   outbox: OutboxService;
   dataSource: DataSource;
-  /** Counts and times every statement the app's DataSource sends. */
+  /** Counts and times every statement the app's DataSource sends (unless created with `probe: false`). */
   probe: QueryProbe;
   close(): Promise<void>;
 }
@@ -64,7 +66,7 @@ export async function createBenchApp(options: BenchAppOptions): Promise<BenchApp
     relay: context.get(OutboxRelay),
     outbox: context.get(OutboxService),
     dataSource,
-    probe: QueryProbe.attach(dataSource),
+    probe: options.probe === false ? new QueryProbe() : QueryProbe.attach(dataSource),
     close: () => (closing ??= context.close()),
   };
 }

@@ -50,6 +50,9 @@ export const TIME_BASED_KINDS: ReadonlySet<string> = new Set([
   'webhook subscriptions (cached)',
 ]);
 
+/** Quoted literals (with doubled quotes inside), and E'' literals' backslash escapes. */
+const LITERALS = /E?'(?:[^'\\]|''|\\.)*'/g;
+
 function kindOf(query: string): string {
   for (const [pattern, kind] of KINDS) if (pattern.test(query)) return kind;
   return query.replace(/\s+/g, ' ').trim().slice(0, 40);
@@ -58,7 +61,7 @@ function kindOf(query: string): string {
 /** Attach with {@link QueryProbe.attach}; read and reset with {@link QueryProbe.take}. */
 export class QueryProbe implements EntitySubscriberInterface {
   private readonly started = new Map<QueryRunner, number>();
-  /** By statement text (statements are parameterised, so few distinct texts); named by kind only in `take()`. */
+  /** By statement text without its literals (so few distinct texts); named by kind only in `take()`. */
   private byText = new Map<string, QueryKindStats>();
   private total = 0;
 
@@ -77,8 +80,10 @@ export class QueryProbe implements EntitySubscriberInterface {
   afterQuery(event: AfterQueryEvent): void {
     const began = this.started.get(event.queryRunner);
     this.started.delete(event.queryRunner);
-    let stats = this.byText.get(event.query);
-    if (!stats) this.byText.set(event.query, (stats = { count: 0, ms: 0 }));
+    // The relay's statements carry their values as literals: keyed without them, the map stays small.
+    const template = event.query.replace(LITERALS, '?');
+    let stats = this.byText.get(template);
+    if (!stats) this.byText.set(template, (stats = { count: 0, ms: 0 }));
     stats.count++;
     if (began !== undefined) stats.ms += performance.now() - began;
   }

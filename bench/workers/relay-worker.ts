@@ -35,6 +35,7 @@ async function openRelay(config: RelayWorkerConfig): Promise<Relay> {
       consumers: [consumerClass(config.variant)],
       relay: { enabled: false, batchSize: config.batchSize },
       applicationName: 'bench-relay-worker',
+      probe: false,
     });
     return {
       round: async () => (await app.relay.runOnce()).eventsClaimed,
