@@ -239,60 +239,19 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   }: DueTenant): Promise<RelayRoundResult> {
     const result = { ...emptyRound(), tenants: 1 };
     const leaseToken = randomUUID();
-    const { leaseMs, batchSize } = this.options.relay;
     const tenantConsumers = await this.registry.tenantConsumers(tenantId);
     const scoped = new Map(tenantConsumers.map((c) => [c.name, c]));
     const consumerNamed = (name: string): OutboxConsumer | undefined =>
       this.registry.get(name) ?? scoped.get(name);
-    const hosted =
-      tenantConsumers.length === 0
-        ? this.registry.names()
-        : [...this.registry.names(), ...tenantConsumers.map((c) => c.name)];
-    const inProcess = this.registry.inProcessNames();
-
-    // The claim: one transaction, one round trip, which also begins the batch transaction when in-process
-    // handlers may have work. Fan-out first: the due-claim in the same transaction then takes the new rows of
-    // ordered consumers.
-    const claimDue = hasDue || (hasNew && this.hostsOrdered(tenantConsumers));
     const connection = this.store.round();
     try {
-      const claim = [
-        this.context(tenantId, { durable: false }),
-        hasNew
-          ? q.fanOutPendingEvents({
-              tenantId,
-              hosted,
-              inProcess,
-              tenantConsumers,
-              liveWithinMs: this.options.registry.liveWithinMs,
-              limit: batchSize,
-              leaseToken,
-              leaseMs,
-            })
-          : null,
-        claimDue
-          ? q.claimDueDeliveries({ tenantId, consumers: hosted, limit: batchSize, leaseToken, leaseMs })
-          : null,
-      ];
-      const opening = inProcess.length > 0 ? [this.context(tenantId)] : null;
-      let fresh: ReturnType<typeof fromFanOut>;
-      let dueRows: unknown[];
-      for (let claims = 1; ; claims++) {
-        const {
-          claimed: [, fanOutRows, due],
-        } = await connection.claim(claim, opening);
-        fresh = fromFanOut(fanOutRows as FanOutRow[]);
-        dueRows = due!;
-        // A claim whose snapshot predates another relay's claim can lock the events that relay just leased; the
-        // lease upsert leaves them to it. When that is all this claim found, claim again, with a fresh snapshot.
-        const empty = fresh.deliveries.length === 0 && fresh.events === 0 && dueRows.length === 0;
-        if (!empty || fresh.lost === 0 || claims >= MAX_CLAIMS_PER_ROUND) break;
-      }
-      result.eventsClaimed = fresh.events;
-      const claimed = [
-        ...fresh.deliveries,
-        ...(dueRows as (ClaimedRow & { consumer_name: string })[]).map(toClaimedDelivery),
-      ];
+      const { claimed, events } = await this.claim(
+        connection,
+        { tenantId, hasNew, hasDue },
+        tenantConsumers,
+        leaseToken,
+      );
+      result.eventsClaimed = events;
       result.deliveriesClaimed = claimed.length;
       if (claimed.length === 0) return result;
 
@@ -330,6 +289,58 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       return result;
     } finally {
       await connection.release();
+    }
+  }
+
+  /**
+   * The claim: one transaction, one round trip, which also begins the batch transaction when in-process handlers
+   * may have work. Fan-out first: the due-claim in the same transaction then takes the new rows of ordered
+   * consumers.
+   */
+  private async claim(
+    connection: RoundConnection,
+    { tenantId, hasNew, hasDue }: { tenantId: string; hasNew: boolean; hasDue: boolean },
+    tenantConsumers: readonly OutboxConsumer[],
+    leaseToken: string,
+  ): Promise<{ claimed: ClaimedDelivery[]; events: number }> {
+    const { leaseMs, batchSize } = this.options.relay;
+    const hosted =
+      tenantConsumers.length === 0
+        ? this.registry.names()
+        : [...this.registry.names(), ...tenantConsumers.map((c) => c.name)];
+    const inProcess = this.registry.inProcessNames();
+    const claimDue = hasDue || (hasNew && this.hostsOrdered(tenantConsumers));
+    const statements = [
+      this.context(tenantId, { durable: false }),
+      hasNew
+        ? q.fanOutPendingEvents({
+            tenantId,
+            hosted,
+            inProcess,
+            tenantConsumers,
+            liveWithinMs: this.options.registry.liveWithinMs,
+            limit: batchSize,
+            leaseToken,
+            leaseMs,
+          })
+        : null,
+      claimDue
+        ? q.claimDueDeliveries({ tenantId, consumers: hosted, limit: batchSize, leaseToken, leaseMs })
+        : null,
+    ];
+    const opening = inProcess.length > 0 ? [this.context(tenantId)] : null;
+    for (let claims = 1; ; claims++) {
+      const {
+        claimed: [, fanOutRows, dueRows],
+      } = await connection.claim(statements, opening);
+      const fresh = fromFanOut(fanOutRows as FanOutRow[]);
+      const due = (dueRows as (ClaimedRow & { consumer_name: string })[]).map(toClaimedDelivery);
+      // A claim whose snapshot predates another relay's claim can lock the events that relay just leased; the
+      // lease upsert leaves them to it. When that is all this claim found, claim again, with a fresh snapshot.
+      const empty = fresh.deliveries.length === 0 && fresh.events === 0 && due.length === 0;
+      if (!empty || fresh.lost === 0 || claims >= MAX_CLAIMS_PER_ROUND) {
+        return { claimed: [...fresh.deliveries, ...due], events: fresh.events };
+      }
     }
   }
 
