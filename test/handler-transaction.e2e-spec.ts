@@ -35,6 +35,20 @@ class ManagerUsers {
     });
   }
 
+  /** Each step enqueues the next, up to `last`. */
+  @OnOutboxEvent('test.step.v1', { consumer: 'stepper' })
+  async step(event: OutboxEvent<{ step: number; last: number }>, context: OutboxHandlerContext): Promise<void> {
+    await recordEffect(event, context);
+    const { step, last } = event.data;
+    if (step < last) {
+      await this.outbox.enqueue(context.manager, {
+        tenantId: event.tenantId,
+        eventName: 'test.step.v1',
+        payload: { step: step + 1, last },
+      });
+    }
+  }
+
   @OnOutboxEvent('test.chained.v1', { consumer: 'chained' })
   chained(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
     return recordEffect(event, context);
@@ -137,6 +151,16 @@ describe('context.manager', () => {
     expect(await db.sql('select consumer from test_effects where event_id = $1', [followUp!.id])).toEqual([
       { consumer: 'chained' },
     ]);
+  });
+
+  it('drains a chain of events each enqueued by the previous one’s handler, in one drain()', async () => {
+    // Each batch's commit overlaps the next claim: drain() must still see what a commit made due.
+    await t.dataSource.transaction((m) =>
+      t.outbox.enqueue(m, { tenantId: TENANT, eventName: 'test.step.v1', payload: { step: 1, last: 12 } }),
+    );
+    expect(await t.relay.drain()).toMatchObject({ succeeded: 12, failed: 0 });
+    const published = `select count(*)::int as n from event_outbox where event_name = 'test.step.v1' and status = 'published'`;
+    expect(await db.sql(published)).toEqual([{ n: 12 }]);
   });
 
   it('fails a handler that swallowed a database error, rolls back its writes, and keeps the other handlers’ writes', async () => {

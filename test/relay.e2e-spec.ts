@@ -132,6 +132,18 @@ describe('relay', () => {
     expect(await eventRow(id)).toMatchObject({ status: 'published', deliveries_open: 0 });
   });
 
+  it('returns every connection to the pool with no transaction open, after rounds with and without work', async () => {
+    await enqueue('test.order.placed.v1', { total: 1 });
+    await t.relay.drain();
+    for (let i = 0; i < 15; i++) await t.relay.runOnce(); // more empty rounds than the pool has connections
+    const driver = t.dataSource.driver as unknown as { master: { totalCount: number; idleCount: number } };
+    const pool = driver.master;
+    expect(pool.totalCount - pool.idleCount).toBe(0);
+    const idleInTransaction = `select count(*)::int as n from pg_stat_activity
+      where datname = current_database() and state like 'idle in transaction%'`;
+    expect(await db.sql(idleInTransaction)).toEqual([{ n: 0 }]);
+  });
+
   it('rolls back a failing handler’s writes with its inbox row, records the failure, and never re-runs the consumer that succeeded', async () => {
     consumers.failNext.set('billing', 1);
     const id = await enqueue('test.order.placed.v1');

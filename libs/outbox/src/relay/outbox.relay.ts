@@ -45,7 +45,11 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   /** This instance's id in the persisted registry. */
   readonly instanceId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   private readonly intervalName = `outbox-relay:${this.instanceId}`;
-  private round: Promise<RelayRoundResult> | null = null;
+  private round: Promise<RoundRun> | null = null;
+  /** The last batch commit sent without waiting for it (see `runLocal`); at most one is in flight. */
+  private finishing: Promise<void> | null = null;
+  /** Batch commits sent and not done yet. */
+  private committing = 0;
   private ticking = false;
   private wakeRequested = false;
   private stopping: Promise<void> | null = null;
@@ -134,25 +138,27 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
 
   /** Processes one round of due work for every tenant that has some, and says what it did. Never runs two at once. */
   async runOnce(): Promise<RelayRoundResult> {
-    while (this.round) await this.round.catch(() => undefined);
-    if (this.stopping) return emptyRound();
-    this.round = this.processRound();
-    try {
-      return await this.round;
-    } finally {
-      this.round = null;
-      this.lastRoundEndedAt = new Date();
-    }
+    const run = await this.runRound(false);
+    await this.finishing;
+    return sum(run.results);
   }
 
-  /** Runs rounds until one finds nothing due; returns the totals. Retries scheduled for later are not waited for. */
+  /**
+   * Runs rounds until one finds nothing due; returns the totals once every outcome is recorded. Retries
+   * scheduled for later are not waited for. Rounds overlap: each batch's outcomes are committed while the next
+   * batch is claimed.
+   */
   async drain(): Promise<RelayRoundResult> {
-    let total = emptyRound();
+    const results: RelayRoundResult[] = [];
+    const settled: Promise<void>[] = [];
     for (;;) {
-      const result = await this.runOnce();
-      total = addRound(total, result);
-      if (result.deliveriesClaimed === 0 && result.eventsClaimed === 0) return total;
+      const run = await this.runRound(true);
+      results.push(...run.results);
+      settled.push(run.settled);
+      if (!(await this.mayHaveMore(run))) break;
     }
+    await Promise.all(settled);
+    return sum(results);
   }
 
   /** One scheduled tick: keeps going while rounds find work. Never throws; a tick already in flight wins. */
@@ -163,13 +169,41 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       let busy = true;
       while (busy && !this.stopping) {
         this.wakeRequested = false;
-        const result = await this.runOnce();
-        busy = result.deliveriesClaimed > 0 || result.eventsClaimed > 0 || this.wakeRequested;
+        const run = await this.runRound(true);
+        busy = (await this.mayHaveMore(run)) || this.wakeRequested;
       }
     } catch (error) {
       this.logger.error(`relay round failed; will retry on the next tick: ${errorText(error)}`);
     } finally {
       this.ticking = false;
+    }
+  }
+
+  /**
+   * Whether another round may find work: this one claimed something, or it found nothing while a batch commit
+   * was still in flight — that commit may make more due (the next event of an ordered aggregate, an event a
+   * handler enqueued): it is waited for, and one more round looks.
+   */
+  private async mayHaveMore(run: RoundRun): Promise<boolean> {
+    if (run.results.some((r) => r.deliveriesClaimed > 0 || r.eventsClaimed > 0)) return true;
+    if (!run.committingAtStart) return false;
+    await this.finishing;
+    return true;
+  }
+
+  /**
+   * One round, never two at once. With `overlap`, the round returns once its last batch commit is sent, and
+   * `settled` says when that commit is done; the counts of its results are final only then.
+   */
+  private async runRound(overlap: boolean): Promise<RoundRun> {
+    while (this.round) await this.round.catch(() => undefined);
+    if (this.stopping) return { results: [], settled: Promise.resolve(), committingAtStart: false };
+    this.round = this.processRound(overlap, this.committing > 0);
+    try {
+      return await this.round;
+    } finally {
+      this.round = null;
+      this.lastRoundEndedAt = new Date();
     }
   }
 
@@ -197,6 +231,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
         );
       }
     }
+    await this.finishing;
     if (this.lastHeartbeat > 0) {
       await this.store
         .query(q.forgetInstance(this.instanceId))
@@ -204,7 +239,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     }
   }
 
-  private async processRound(): Promise<RelayRoundResult> {
+  private async processRound(overlap: boolean, committingAtStart: boolean): Promise<RoundRun> {
     if (Date.now() - this.lastHeartbeat >= this.options.registry.heartbeatMs) await this.heartbeat();
     const { maxTenantsPerRound, batchSize } = this.options.relay;
     let tenants: DueTenant[];
@@ -221,22 +256,24 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       this.lastTenant = tenants.length === maxTenantsPerRound ? tenants[tenants.length - 1]!.tenant_id : null;
     }
     this.hinted.clear();
-    let total = emptyRound();
+    const results: RelayRoundResult[] = [];
+    let settled = Promise.resolve();
     for (const due of tenants) {
       if (this.stopping) break;
-      const result = await this.processTenant(due);
+      const run = await this.processTenant(due, overlap);
       // A full batch: more is waiting, the next round can come straight back here.
-      if (result.eventsClaimed >= batchSize) this.hinted.add(due.tenant_id);
-      total = addRound(total, result);
+      if (run.result.eventsClaimed >= batchSize) this.hinted.add(due.tenant_id);
+      results.push(run.result);
+      settled = run.settled;
     }
-    return total;
+    // Commits are one at a time (see `runLocal`): the last one sent settles after the others.
+    return { results, settled, committingAtStart };
   }
 
-  private async processTenant({
-    tenant_id: tenantId,
-    has_new: hasNew,
-    has_due: hasDue,
-  }: DueTenant): Promise<RelayRoundResult> {
+  private async processTenant(
+    { tenant_id: tenantId, has_new: hasNew, has_due: hasDue }: DueTenant,
+    overlap: boolean,
+  ): Promise<{ result: RelayRoundResult; settled: Promise<void> }> {
     const result = { ...emptyRound(), tenants: 1 };
     const leaseToken = randomUUID();
     const tenantConsumers = await this.registry.tenantConsumers(tenantId);
@@ -244,6 +281,9 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const consumerNamed = (name: string): OutboxConsumer | undefined =>
       this.registry.get(name) ?? scoped.get(name);
     const connection = this.store.round();
+    let settled = Promise.resolve();
+    // once the local batch takes the connection over, its commit releases it
+    let handedOver = false;
     try {
       const { claimed, events } = await this.claim(
         connection,
@@ -253,16 +293,16 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       );
       result.eventsClaimed = events;
       result.deliveriesClaimed = claimed.length;
-      if (claimed.length === 0) return result;
+      if (claimed.length === 0) return { result, settled };
 
       const local: Assigned[] = [];
       const remote: Assigned[] = [];
-      const settled: q.DeliveryOutcome[] = [];
+      const unclaimed: q.DeliveryOutcome[] = [];
       for (const delivery of claimed) {
         const consumer = consumerNamed(delivery.consumerName);
         if (!consumer) {
           // Claimed for a tenant-scoped consumer removed in between: give the attempt back; it waits as pending.
-          settled.push({
+          unclaimed.push({
             ...outcomeTarget(delivery),
             status: 'deferred',
             errorCode: 'consumerUnavailable',
@@ -271,24 +311,28 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
           });
         } else if (delivery.recovered && delivery.attempt > consumer.maxAttempts) {
           // Attempts kept starting and never finishing: the process likely dies on this event. Stop here.
-          settled.push(
+          unclaimed.push(
             failed(delivery, consumer, 'staleLeaseRecovered', poisonMessage(delivery), { dead: true }),
           );
         } else {
           (consumer.kind === 'handler' ? local : remote).push({ delivery, consumer });
         }
       }
-      // Settled outcomes go with the local batch when there is one: an event's lease is released only once every
-      // one of its in-process pairs is recorded, and pairs of one event may be split between the two lists.
-      if (local.length > 0) await this.runLocal(connection, tenantId, local, leaseToken, result, settled);
-      else if (settled.length > 0) await this.record(tenantId, settled, leaseToken, result, connection);
-      // No transaction stays open, and no connection is held, across network I/O.
-      await connection.release();
+      // Outcomes settled without a handler go with the local batch when there is one: an event's lease is released
+      // only once every one of its in-process pairs is recorded, and pairs of one event may be split between lists.
+      if (local.length > 0) {
+        handedOver = true;
+        ({ settled } = await this.runLocal(connection, tenantId, local, leaseToken, result, unclaimed, overlap));
+      } else {
+        if (unclaimed.length > 0) await this.record(tenantId, unclaimed, leaseToken, result, connection);
+        // No transaction stays open, and no connection is held, across network I/O.
+        await connection.release();
+      }
       if (remote.length > 0)
         await this.record(tenantId, await this.sendExternal(tenantId, remote, leaseToken), leaseToken, result);
-      return result;
+      return { result, settled };
     } finally {
-      await connection.release();
+      if (!handedOver) await connection.release();
     }
   }
 
@@ -377,7 +421,10 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
 
   /**
    * In-process handlers: one transaction for the batch (begun with the claim, or now), committed with the
-   * statement that records the outcomes — fenced, so a lease lost mid-run rolls the batch back.
+   * statement that records the outcomes — fenced, so a lease lost mid-run rolls the batch back. Takes the
+   * connection over: it is released once the commit is done. With `overlap`, returns as soon as the commit is
+   * sent (`settled` resolves when it is done), so the next batch can be claimed meanwhile; commits go one at a
+   * time, each after the previous one is done.
    */
   private async runLocal(
     connection: RoundConnection,
@@ -385,33 +432,66 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     assigned: Assigned[],
     leaseToken: string,
     result: RelayRoundResult,
-    settled: q.DeliveryOutcome[],
-  ): Promise<void> {
+    unclaimed: q.DeliveryOutcome[],
+    overlap: boolean,
+  ): Promise<{ settled: Promise<void> }> {
+    let outcomes: q.DeliveryOutcome[];
     try {
       await connection.begin([this.context(tenantId)]);
-      const outcomes = [
-        ...settled,
+      outcomes = [
+        ...unclaimed,
         ...(await this.inProcess.dispatch(this.store.dataSource(), connection.runner, assigned)),
       ];
-      count(outcomes, result);
-      await connection.commit(q.outcomeStatements(outcomes, leaseToken, { fenced: true }));
     } catch (error) {
-      // The batch transaction failed (a lease taken over, connection lost, a statement refused): every handler's
-      // writes were rolled back, so each claimed delivery counts as a failed attempt, recorded in a fresh
-      // transaction (fenced as usual: those whose lease another relay holds now are left to it).
-      if ((error as { code?: string }).code === q.LEASE_LOST_SQLSTATE) {
-        this.logger.warn(`batch of ${assigned.length} deliveries for tenant ${tenantId}: ${errorText(error)}`);
-      } else {
-        this.logger.error(
-          `batch of ${assigned.length} deliveries for tenant ${tenantId} failed and was rolled back: ${errorText(error)}`,
-        );
-      }
-      Object.assign(result, { succeeded: 0, failed: 0, dead: 0 });
-      const outcomes = assigned.map(({ delivery, consumer }) =>
-        failed(delivery, consumer, 'batchError', `the batch transaction failed: ${errorText(error)}`),
-      );
-      await this.record(tenantId, [...settled, ...outcomes], leaseToken, result);
+      await connection.release();
+      await this.batchFailed(error, tenantId, assigned, leaseToken, result, unclaimed);
+      return { settled: Promise.resolve() };
     }
+    count(outcomes, result);
+    await this.finishing;
+    this.committing++;
+    const commit = connection
+      .commit(q.outcomeStatements(outcomes, leaseToken, { fenced: true }))
+      .then(
+        () => undefined,
+        (error: unknown) => this.batchFailed(error, tenantId, assigned, leaseToken, result, unclaimed),
+      )
+      .finally(() => {
+        this.committing--;
+        return connection.release();
+      })
+      .catch((error: unknown) => this.logger.error(`could not release a relay connection: ${errorText(error)}`));
+    this.finishing = commit;
+    if (!overlap) await commit;
+    // in an object: an async function returning a bare promise would wait for it
+    return { settled: commit };
+  }
+
+  /**
+   * The batch transaction failed (a lease taken over, connection lost, a statement refused): every handler's
+   * writes were rolled back, so each claimed delivery counts as a failed attempt, recorded in a fresh transaction
+   * (fenced as usual: those whose lease another relay holds now are left to it).
+   */
+  private async batchFailed(
+    error: unknown,
+    tenantId: string,
+    assigned: Assigned[],
+    leaseToken: string,
+    result: RelayRoundResult,
+    unclaimed: q.DeliveryOutcome[],
+  ): Promise<void> {
+    if ((error as { code?: string }).code === q.LEASE_LOST_SQLSTATE) {
+      this.logger.warn(`batch of ${assigned.length} deliveries for tenant ${tenantId}: ${errorText(error)}`);
+    } else {
+      this.logger.error(
+        `batch of ${assigned.length} deliveries for tenant ${tenantId} failed and was rolled back: ${errorText(error)}`,
+      );
+    }
+    Object.assign(result, { succeeded: 0, failed: 0, dead: 0 });
+    const outcomes = assigned.map(({ delivery, consumer }) =>
+      failed(delivery, consumer, 'batchError', `the batch transaction failed: ${errorText(error)}`),
+    );
+    await this.record(tenantId, [...unclaimed, ...outcomes], leaseToken, result);
   }
 
   /**
@@ -483,6 +563,18 @@ const MAX_CLAIMS_PER_ROUND = 3;
 const FULL_SCAN_EVERY_MS = 100;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** What a round did, tenant by tenant; its counts are final once `settled` resolves. */
+interface RoundRun {
+  results: RelayRoundResult[];
+  settled: Promise<void>;
+  /** A batch commit of an earlier round was in flight when this one began. */
+  committingAtStart: boolean;
+}
+
+function sum(results: readonly RelayRoundResult[]): RelayRoundResult {
+  return results.reduce(addRound, emptyRound());
+}
 
 /** A row of `outbox_due_tenants`. */
 interface DueTenant {
