@@ -50,6 +50,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private finishing: Promise<void> | null = null;
   /** Batch commits sent and not done yet. */
   private committing = 0;
+  /** Work the relay does not wait for in the round (commits, releases); stop() waits for it. */
+  private readonly background = new Set<Promise<void>>();
   private ticking = false;
   private wakeRequested = false;
   private stopping: Promise<void> | null = null;
@@ -139,6 +141,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   /** Processes one round of due work for every tenant that has some, and says what it did. Never runs two at once. */
   async runOnce(): Promise<RelayRoundResult> {
     const run = await this.runRound(false);
+    await run.settled;
     await this.finishing;
     return sum(run.results);
   }
@@ -155,7 +158,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       const run = await this.runRound(true);
       results.push(...run.results);
       settled.push(run.settled);
-      if (!(await this.mayHaveMore(run))) break;
+      if (!(await this.mayHaveMore(run, true))) break;
     }
     await Promise.all(settled);
     return sum(results);
@@ -170,7 +173,9 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       while (busy && !this.stopping) {
         this.wakeRequested = false;
         const run = await this.runRound(true);
-        busy = (await this.mayHaveMore(run)) || this.wakeRequested;
+        // A commit can make more due only for ordered consumers here: an event a handler enqueued wakes the relay
+        // when its commit is done (see OutboxWakeup).
+        busy = (await this.mayHaveMore(run, this.registry.hasOrdered())) || this.wakeRequested;
       }
     } catch (error) {
       this.logger.error(`relay round failed; will retry on the next tick: ${errorText(error)}`);
@@ -179,14 +184,24 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     }
   }
 
+  /** Runs `work` without holding the round up: never rejects (logs), and `stop()` waits for it. */
+  private inBackground(work: Promise<unknown>): Promise<void> {
+    const tracked: Promise<void> = work
+      .then(() => undefined)
+      .catch((error: unknown) => this.logger.error(`relay background work failed: ${errorText(error)}`))
+      .finally(() => this.background.delete(tracked));
+    this.background.add(tracked);
+    return tracked;
+  }
+
   /**
-   * Whether another round may find work: this one claimed something, or it found nothing while a batch commit
-   * was still in flight — that commit may make more due (the next event of an ordered aggregate, an event a
-   * handler enqueued): it is waited for, and one more round looks.
+   * Whether another round may find work: this one claimed something, or — when `commitsMayAddWork` — it found
+   * nothing while a batch commit was still in flight: that commit may make more due (the next event of an
+   * ordered aggregate, an event a handler enqueued), so it is waited for and one more round looks.
    */
-  private async mayHaveMore(run: RoundRun): Promise<boolean> {
+  private async mayHaveMore(run: RoundRun, commitsMayAddWork: boolean): Promise<boolean> {
     if (run.results.some((r) => r.deliveriesClaimed > 0 || r.eventsClaimed > 0)) return true;
-    if (!run.committingAtStart) return false;
+    if (!commitsMayAddWork || !run.committingAtStart) return false;
     await this.finishing;
     return true;
   }
@@ -231,7 +246,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
         );
       }
     }
-    await this.finishing;
+    await Promise.all(this.background);
     if (this.lastHeartbeat > 0) {
       await this.store
         .query(q.forgetInstance(this.instanceId))
@@ -257,17 +272,16 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     }
     this.hinted.clear();
     const results: RelayRoundResult[] = [];
-    let settled = Promise.resolve();
+    const settled: Promise<void>[] = [];
     for (const due of tenants) {
       if (this.stopping) break;
       const run = await this.processTenant(due, overlap);
       // A full batch: more is waiting, the next round can come straight back here.
       if (run.result.eventsClaimed >= batchSize) this.hinted.add(due.tenant_id);
       results.push(run.result);
-      settled = run.settled;
+      settled.push(run.settled);
     }
-    // Commits are one at a time (see `runLocal`): the last one sent settles after the others.
-    return { results, settled, committingAtStart };
+    return { results, settled: Promise.all(settled).then(() => undefined), committingAtStart };
   }
 
   private async processTenant(
@@ -293,7 +307,12 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       );
       result.eventsClaimed = events;
       result.deliveriesClaimed = claimed.length;
-      if (claimed.length === 0) return { result, settled };
+      if (claimed.length === 0) {
+        // Nothing to do: the (empty) batch transaction is rolled back without holding the round up.
+        handedOver = true;
+        settled = this.inBackground(connection.release());
+        return { result, settled };
+      }
 
       const local: Assigned[] = [];
       const remote: Assigned[] = [];
@@ -459,12 +478,12 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       .finally(() => {
         this.committing--;
         return connection.release();
-      })
-      .catch((error: unknown) => this.logger.error(`could not release a relay connection: ${errorText(error)}`));
-    this.finishing = commit;
-    if (!overlap) await commit;
+      });
+    const settled = this.inBackground(commit);
+    this.finishing = settled;
+    if (!overlap) await settled;
     // in an object: an async function returning a bare promise would wait for it
-    return { settled: commit };
+    return { settled };
   }
 
   /**
