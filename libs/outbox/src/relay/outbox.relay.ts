@@ -37,7 +37,8 @@ interface Assigned {
  * outcomes are written in one statement, fenced by the lease token, sent with the commit — a lease taken over
  * meanwhile rolls the whole batch back, so a handler's writes never land twice; (3) external deliveries
  * (webhooks) run with no transaction open, and their outcomes are recorded in a short transaction fenced by the
- * lease token. Two round trips per batch, whatever its size, besides the handlers' own queries.
+ * lease token. Two round trips per batch, whatever its size, besides the handlers' own queries; a batch's
+ * commit overlaps the claim of the next one.
  */
 @Injectable()
 export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
