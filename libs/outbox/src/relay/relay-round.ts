@@ -12,7 +12,10 @@ export interface RelayRoundResult {
   failed: number;
   /** Deliveries that failed for the last time. */
   dead: number;
-  /** Deliveries skipped because another relay took them over after this one's lease expired. */
+  /**
+   * Deliveries whose outcome this relay could not record because another relay took them over after this one's
+   * lease expired (an in-process batch with any of them is rolled back whole; see README, stale leases).
+   */
   leaseLost: number;
 }
 
