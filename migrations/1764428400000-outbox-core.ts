@@ -28,25 +28,13 @@ export class OutboxCore1764428400000 implements MigrationInterface {
         published_at timestamptz,
         deliveries_open integer not null default 0,
         deliveries_dead integer not null default 0,
-        -- while a relay runs this event's in-process handlers: its lease, and how many times it was claimed
-        lease_token uuid,
-        lease_expires_at timestamptz,
-        claim_count integer not null default 0,
         created_at timestamptz not null default now(),
         updated_at timestamptz not null default now(),
         constraint event_outbox_status_check
           check (status in ('pending', 'processing', 'published', 'failed', 'no_handlers'))
       )`);
-    await q.query(
-      `create index event_outbox_pending_idx on public.event_outbox (tenant_id, seq) where status = 'pending'`,
-    );
-    await q.query(
-      `create index event_outbox_lease_idx on public.event_outbox (tenant_id, lease_expires_at)
-         where status = 'processing' and lease_token is not null`,
-    );
-    await q.query(
-      `create index event_outbox_failed_idx on public.event_outbox (tenant_id, failed_at) where status = 'failed'`,
-    );
+    await q.query(`create index event_outbox_pending_idx on public.event_outbox (tenant_id, seq) where status = 'pending'`);
+    await q.query(`create index event_outbox_failed_idx on public.event_outbox (tenant_id, failed_at) where status = 'failed'`);
     await q.query(
       `create index event_outbox_settled_idx on public.event_outbox (published_at) where status in ('published', 'no_handlers')`,
     );
@@ -125,16 +113,6 @@ export class OutboxCore1764428400000 implements MigrationInterface {
                    where d.status in ('pending', 'failed') and d.next_attempt_at <= now() and d.tenant_id > r.tenant_id
                    order by d.tenant_id limit 1)
             from retry_t r where r.tenant_id is not null
-        ), leased_t(tenant_id) as (
-          (select tenant_id from public.event_outbox
-            where status = 'processing' and lease_token is not null and lease_expires_at <= now()
-            order by tenant_id limit 1)
-          union all
-          select (select e.tenant_id from public.event_outbox e
-                   where e.status = 'processing' and e.lease_token is not null and e.lease_expires_at <= now()
-                     and e.tenant_id > l.tenant_id
-                   order by e.tenant_id limit 1)
-            from leased_t l where l.tenant_id is not null
         ), stale_t(tenant_id) as (
           (select tenant_id from public.outbox_deliveries
             where status = 'processing' and lease_expires_at <= now() order by tenant_id limit 1)
@@ -146,7 +124,6 @@ export class OutboxCore1764428400000 implements MigrationInterface {
         )
         select t.tenant_id, bool_or(t.is_new), bool_or(not t.is_new) from (
           select p.tenant_id, true as is_new from pending_t p
-          union all select l.tenant_id, true from leased_t l
           union all select r.tenant_id, false from retry_t r
           union all select s.tenant_id, false from stale_t s
         ) t where t.tenant_id is not null

@@ -56,12 +56,8 @@ export class OutboxTenancy1764428600000 implements MigrationInterface {
 
     await q.query(`grant usage on schema public to outbox_app, outbox_relay`);
     await q.query(`grant insert on public.event_outbox to outbox_app`);
-    await q.query(
-      `grant select, insert, update, delete on public.event_outbox, public.outbox_deliveries, public.consumer_inbox to outbox_relay`,
-    );
-    await q.query(
-      `grant select, insert, update, delete on public.outbox_consumers, public.outbox_consumer_instances to outbox_relay`,
-    );
+    await q.query(`grant select, insert, update, delete on public.event_outbox, public.outbox_deliveries, public.consumer_inbox to outbox_relay`);
+    await q.query(`grant select, insert, update, delete on public.outbox_consumers, public.outbox_consumer_instances to outbox_relay`);
     await q.query(`revoke all on function public.outbox_due_tenants(integer, uuid) from public`);
     await q.query(`grant execute on function public.outbox_due_tenants(integer, uuid) to outbox_relay`);
 
@@ -88,9 +84,7 @@ export class OutboxTenancy1764428600000 implements MigrationInterface {
         select count(*)::int from events
       $$`);
     await q.query(`revoke all on function public.outbox_purge_settled(timestamptz, integer) from public`);
-    await q.query(
-      `grant execute on function public.outbox_purge_settled(timestamptz, integer) to outbox_relay`,
-    );
+    await q.query(`grant execute on function public.outbox_purge_settled(timestamptz, integer) to outbox_relay`);
   }
 
   async down(q: QueryRunner): Promise<void> {
@@ -99,9 +93,7 @@ export class OutboxTenancy1764428600000 implements MigrationInterface {
       await q.query(`drop policy if exists ${table}_tenant_isolation on public.${table}`);
       await q.query(`alter table public.${table} disable row level security`);
     }
-    await q.query(
-      `revoke all on public.event_outbox, public.outbox_deliveries, public.consumer_inbox from outbox_app, outbox_relay`,
-    );
+    await q.query(`revoke all on public.event_outbox, public.outbox_deliveries, public.consumer_inbox from outbox_app, outbox_relay`);
     await q.query(`drop table if exists public.outbox_consumer_instances`);
     await q.query(`drop table if exists public.outbox_consumers`);
     // The roles are cluster-wide and may serve other databases: they are left in place.

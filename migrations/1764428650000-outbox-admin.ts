@@ -37,9 +37,7 @@ export class OutboxAdmin1764428650000 implements MigrationInterface {
         select coalesce(extract(epoch from now() - least((select at from oldest_event), (select at from oldest_delivery)))::double precision, 0)
       $$`);
     await q.query(`revoke all on function public.outbox_oldest_pending_age(interval) from public`);
-    await q.query(
-      `grant execute on function public.outbox_oldest_pending_age(interval) to outbox_app, outbox_relay`,
-    );
+    await q.query(`grant execute on function public.outbox_oldest_pending_age(interval) to outbox_app, outbox_relay`);
   }
 
   async down(q: QueryRunner): Promise<void> {

@@ -33,9 +33,7 @@ export class OutboxWebhooks1764428700000 implements MigrationInterface {
         to outbox_app, outbox_relay
         using (tenant_id = nullif(current_setting('app.current_tenant_id', true), '')::uuid)
         with check (tenant_id = nullif(current_setting('app.current_tenant_id', true), '')::uuid)`);
-    await q.query(
-      `grant select, insert, update, delete on public.outbox_webhook_subscriptions to outbox_relay`,
-    );
+    await q.query(`grant select, insert, update, delete on public.outbox_webhook_subscriptions to outbox_relay`);
   }
 
   async down(q: QueryRunner): Promise<void> {

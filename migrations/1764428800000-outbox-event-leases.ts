@@ -1,14 +1,14 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
- * Event leases move out of `event_outbox` into an UNLOGGED table. Frozen history: literal SQL.
+ * Event leases in an UNLOGGED table. Frozen history: literal SQL.
  *
  * A relay claims the in-process deliveries of an event through the event (its rows are written once, with the
- * outcome). The claim used to be written on the event row itself, so each relayed event was written twice —
- * claimed, then settled — and the first write changed indexed columns (a non-HOT update with index entries and
- * WAL). The claim now lives in `outbox_event_leases`: one small row per event in flight, never WAL-logged, and
- * deleted by the statement that records the outcomes. An event whose handlers all run in-process stays `pending`
- * until that statement settles it, written once, as a hand-written relay would.
+ * outcome). The claim lives in `outbox_event_leases` — one small row per event in flight, never WAL-logged,
+ * deleted by the statement that records the outcomes — rather than on the event row, which would then be written
+ * twice per relayed event (claimed, then settled), the first time changing indexed columns. An event whose
+ * handlers all run in-process stays `pending` until that statement settles it, written once, as a hand-written
+ * relay would. `outbox_due_tenants` also finds tenants whose event leases expired.
  *
  * UNLOGGED means the table is emptied if PostgreSQL itself crashes (not on a clean restart): every claim in it
  * belonged to transactions the crash ended anyway, so the events are simply claimed again; only the count of
@@ -39,26 +39,14 @@ export class OutboxEventLeases1764428800000 implements MigrationInterface {
         with check (tenant_id = ${tenantOf})`);
     await q.query(`grant select, insert, update, delete on public.outbox_event_leases to outbox_relay`);
 
-    // Same contract as before; expired event leases are now found in the lease table. PL/pgSQL rather than SQL:
-    // a SQL function that is not inlined is planned on every call, and planning these four loose index scans
-    // cost several times their execution; PL/pgSQL keeps the plan for the session (the pooled connection).
+    // Same contract as before, plus tenants with expired event leases. PL/pgSQL rather than SQL: a SQL function
+    // that is not inlined is planned on every call, and planning these loose index scans cost several times their
+    // execution; PL/pgSQL keeps the plan for the session (the pooled connection).
     await q.query(dueTenantsFunction(LEASED_FROM_LEASE_TABLE));
-    await q.query(`drop index public.event_outbox_lease_idx`);
-    await q.query(
-      `alter table public.event_outbox drop column lease_token, drop column lease_expires_at, drop column claim_count`,
-    );
   }
 
   async down(q: QueryRunner): Promise<void> {
-    await q.query(`
-      alter table public.event_outbox
-        add column lease_token uuid, add column lease_expires_at timestamptz,
-        add column claim_count integer not null default 0`);
-    await q.query(
-      `create index event_outbox_lease_idx on public.event_outbox (tenant_id, lease_expires_at)
-         where status = 'processing' and lease_token is not null`,
-    );
-    await q.query(dueTenantsFunction(LEASED_FROM_EVENTS));
+    await q.query(dueTenantsFunction(null));
     await q.query(`drop table if exists public.outbox_event_leases`);
   }
 }
@@ -71,20 +59,13 @@ const LEASED_FROM_LEASE_TABLE = `
            order by l.tenant_id limit 1)
     from leased_t t where t.tenant_id is not null`;
 
-/** The branch of the first version (down). */
-const LEASED_FROM_EVENTS = `
-  (select tenant_id from public.event_outbox
-    where status = 'processing' and lease_token is not null and lease_expires_at <= now()
-    order by tenant_id limit 1)
-  union all
-  select (select e.tenant_id from public.event_outbox e
-           where e.status = 'processing' and e.lease_token is not null and e.lease_expires_at <= now()
-             and e.tenant_id > t.tenant_id
-           order by e.tenant_id limit 1)
-    from leased_t t where t.tenant_id is not null`;
-
-/** `outbox_due_tenants` with the given loose index scan for tenants with expired event leases. */
-function dueTenantsFunction(leasedBranch: string): string {
+/**
+ * `outbox_due_tenants` with the given loose index scan for tenants with expired event leases, or with only the
+ * scans the first migration's version had (`null`, for down).
+ */
+function dueTenantsFunction(leasedBranch: string | null): string {
+  const leasedCte = leasedBranch === null ? '' : `leased_t(tenant_id) as (${leasedBranch}\n      ), `;
+  const leasedRows = leasedBranch === null ? '' : `union all select l.tenant_id, true from leased_t l\n        `;
   return `
     create or replace function public.outbox_due_tenants(max_tenants integer, after_tenant uuid default null)
     returns table (tenant_id uuid, has_new boolean, has_due boolean)
@@ -106,8 +87,7 @@ function dueTenantsFunction(leasedBranch: string): string {
                  where d.status in ('pending', 'failed') and d.next_attempt_at <= now() and d.tenant_id > r.tenant_id
                  order by d.tenant_id limit 1)
           from retry_t r where r.tenant_id is not null
-      ), leased_t(tenant_id) as (${leasedBranch}
-      ), stale_t(tenant_id) as (
+      ), ${leasedCte}stale_t(tenant_id) as (
         (select tenant_id from public.outbox_deliveries
           where status = 'processing' and lease_expires_at <= now() order by tenant_id limit 1)
         union all
@@ -118,8 +98,7 @@ function dueTenantsFunction(leasedBranch: string): string {
       )
       select t.tenant_id, bool_or(t.is_new), bool_or(not t.is_new) from (
         select p.tenant_id, true as is_new from pending_t p
-        union all select l.tenant_id, true from leased_t l
-        union all select r.tenant_id, false from retry_t r
+        ${leasedRows}union all select r.tenant_id, false from retry_t r
         union all select s.tenant_id, false from stale_t s
       ) t where t.tenant_id is not null
       group by t.tenant_id
