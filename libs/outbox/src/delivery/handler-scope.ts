@@ -2,7 +2,7 @@ import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { OutboxError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { inlineParameters } from '../store/inline-statement';
-import { queryWithPrefix } from '../store/prefixed-query';
+import { queryWithPrefix } from '../store/simple-query';
 
 /** State shared by the scopes of one batch transaction. */
 export interface BatchSavepoints {

@@ -439,25 +439,22 @@ export interface DeliveryOutcome {
 /**
  * Records a batch's outcomes in one statement: updates the leased deliveries still owned (fenced by the lease
  * token), inserts the rows of in-process pairs claimed through their event (once, with their final status;
- * fenced by deleting the event's lease in `outbox_event_leases` — only this relay's token — so no probe per pair), inserts the inbox rows of those
- * delivered (in the handlers' transaction, so they commit with the handlers' writes), and settles each event
+ * fenced by deleting the event's lease in `outbox_event_leases` — only this relay's token — so no probe per
+ * pair), inserts the inbox rows of those delivered (in the handlers' transaction, so they commit with the handlers' writes), and settles each event
  * from counters. Counters, not a recount: an `update … set n = n - k` re-reads the latest row under its lock,
  * so two relays finishing different consumers of one event never both miss each other's commit.
  *
- * `fenced`: every outcome must still hold its lease, or the statement fails (SQLSTATE `OB001`, see
- * `outbox_lease_fence`) and takes the batch transaction with it — for in-process handlers, whose writes share
+ * With `expected` above 0 (fenced), every outcome must still hold its lease, or the statement fails (SQLSTATE
+ * `OB001`, see `outbox_lease_fence`) and takes the batch transaction with it — for in-process handlers, whose writes share
  * that transaction: a takeover mid-run (the batch outlived its lease) then costs this relay its batch, never a
  * second effect. Without it, outcomes that lost their lease are simply not written (external deliveries).
  */
-export function recordOutcomes(
+function recordOutcomes(
   outcomes: readonly DeliveryOutcome[],
   leaseToken: string,
-  { fenced = false }: { fenced?: boolean } = {},
+  /** What the fence expects recorded (0: no fence): each leased row updated, each pair event's lease released. */
+  expected: number,
 ): SqlStatement {
-  // what the fence expects: each leased row updated, and each event of in-process pairs released
-  const rows = outcomes.filter((o) => o.deliveryId !== null).length;
-  const events = new Set(outcomes.flatMap((o) => (o.deliveryId === null ? [o.pair!.eventId] : []))).size;
-  const expected = fenced ? rows + events : 0;
   return {
     text: `with o as (
              select * from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $7::text[],
@@ -553,15 +550,19 @@ export function recordOutcomes(
 
 /**
  * What records outcomes: the lock of the events of in-process pairs (see `lockEvents`; `null` when there are none)
- * and `recordOutcomes`, to send in this order in one transaction.
+ * and `recordOutcomes`, to send in this order in one transaction. `fenced`: a lost lease fails the statement.
  */
 export function outcomeStatements(
   outcomes: readonly DeliveryOutcome[],
   leaseToken: string,
-  options: { fenced?: boolean } = {},
+  { fenced = false }: { fenced?: boolean } = {},
 ): [SqlStatement | null, SqlStatement] {
   const events = [...new Set(outcomes.flatMap((o) => (o.deliveryId === null ? [o.pair!.eventId] : [])))];
-  return [events.length > 0 ? lockEvents(events) : null, recordOutcomes(outcomes, leaseToken, options)];
+  const rows = outcomes.length - outcomes.filter((o) => o.deliveryId === null).length;
+  return [
+    events.length > 0 ? lockEvents(events) : null,
+    recordOutcomes(outcomes, leaseToken, fenced ? rows + events.length : 0),
+  ];
 }
 
 /** The SQLSTATE of `outbox_lease_fence`: a fenced batch lost a lease and was rolled back. */

@@ -1,7 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { getDataSourceToken } from '@nestjs/typeorm';
-import type { PoolClient, QueryResult } from 'pg';
 import type { DataSource, QueryRunner } from 'typeorm';
 import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import { OutboxError } from '../errors/outbox.error';
@@ -9,6 +8,7 @@ import { messages } from '../errors/outbox.messages';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
 import type { SqlStatement } from './outbox.queries';
 import { inlineStatement } from './inline-statement';
+import { sendSimpleQuery } from './simple-query';
 
 /** A statement of a transaction sent in one round trip, or `null` when this transaction does not need it. */
 export type Step = SqlStatement | null;
@@ -87,27 +87,13 @@ export class OutboxStore {
   }
 
   /**
-   * Sends statements in one simple-protocol query on the runner's connection and returns each one's rows
-   * (`[]` for a `null`). TypeORM's `query()` keeps only one result, so this goes to the pg connection itself,
-   * and tells TypeORM's logger and query subscribers about it as `query()` would.
+   * Sends statements in one simple-protocol query on the runner's connection (see `sendSimpleQuery`) and returns
+   * each one's rows (`[]` for a `null`).
    */
   private async send(runner: QueryRunner, statements: readonly (Step | string)[]): Promise<unknown[][]> {
     const sent = statements.filter((s) => s !== null);
     const text = sent.map((s) => (typeof s === 'string' ? s : inlineStatement(s))).join(';\n');
-    const connection = (await runner.connect()) as PoolClient;
-    this.dataSource().logger.logQuery(text, undefined, runner);
-    await runner.broadcaster.broadcast('BeforeQuery', text, undefined);
-    const started = Date.now();
-    let raw: QueryResult | QueryResult[];
-    try {
-      raw = (await connection.query(text)) as unknown as QueryResult | QueryResult[];
-    } catch (error) {
-      this.dataSource().logger.logQueryError(error as Error, text, undefined, runner);
-      await runner.broadcaster.broadcast('AfterQuery', text, undefined, false, undefined, undefined, error);
-      throw error;
-    }
-    await runner.broadcaster.broadcast('AfterQuery', text, undefined, true, Date.now() - started, raw, undefined);
-    const results = (Array.isArray(raw) ? raw : [raw]).values();
+    const results = (await sendSimpleQuery(runner, text)).values();
     return statements.map((s) => (s === null ? [] : results.next().value!.rows));
   }
 

@@ -2,6 +2,36 @@ import type { PoolClient, QueryResult as PgResult } from 'pg';
 import { QueryFailedError, QueryResult, type QueryRunner } from 'typeorm';
 
 /**
+ * Sends `text` (one or more statements, values already written in) as one simple-protocol query on a runner's
+ * connection and returns each statement's result. TypeORM's `query()` keeps only one result, so this goes to the
+ * pg connection itself, and tells TypeORM's logger and query subscribers about it as `query()` would — showing
+ * `shown` with `parameters` (the text as the caller wrote it) when given.
+ */
+export async function sendSimpleQuery(
+  runner: QueryRunner,
+  text: string,
+  shown: { text: string; parameters?: unknown[] } = { text },
+): Promise<PgResult[]> {
+  const connection = (await runner.connect()) as PoolClient;
+  const logger = runner.connection.logger;
+  logger.logQuery(shown.text, shown.parameters, runner);
+  await runner.broadcaster.broadcast('BeforeQuery', shown.text, shown.parameters);
+  const started = Date.now();
+  let raw: PgResult | PgResult[];
+  try {
+    raw = (await connection.query(text)) as unknown as PgResult | PgResult[];
+  } catch (error) {
+    logger.logQueryError(error as Error, shown.text, shown.parameters, runner);
+    await runner.broadcaster.broadcast('AfterQuery', shown.text, shown.parameters, false, undefined, undefined, error);
+    throw error;
+  }
+  const results = Array.isArray(raw) ? raw : [raw];
+  const elapsed = Date.now() - started;
+  await runner.broadcaster.broadcast('AfterQuery', shown.text, shown.parameters, true, elapsed, raw, undefined);
+  return results;
+}
+
+/**
  * Runs `prefix` (statements without results worth keeping, such as `savepoint …`) and a query in one round trip
  * on a runner's connection, and answers as `runner.query(query, parameters, structured)` would: same result
  * shape, same `QueryFailedError`, the same logger and subscriber calls (with the prefix shown before the
@@ -15,22 +45,16 @@ export async function queryWithPrefix(
   inlined: string,
   structured = false,
 ): Promise<unknown> {
-  const connection = (await runner.connect()) as PoolClient;
-  const logger = runner.connection.logger;
-  const shown = `${prefix};\n${query}`;
-  logger.logQuery(shown, parameters, runner);
-  await runner.broadcaster.broadcast('BeforeQuery', shown, parameters);
-  const started = Date.now();
   let raw: PgResult;
   try {
-    const results = (await connection.query(`${prefix};\n${inlined}`)) as unknown as PgResult | PgResult[];
-    raw = Array.isArray(results) ? results[results.length - 1]! : results;
+    const results = await sendSimpleQuery(runner, `${prefix};\n${inlined}`, {
+      text: `${prefix};\n${query}`,
+      parameters,
+    });
+    raw = results[results.length - 1]!;
   } catch (error) {
-    logger.logQueryError(error as Error, shown, parameters, runner);
-    await runner.broadcaster.broadcast('AfterQuery', shown, parameters, false, undefined, undefined, error);
     throw new QueryFailedError(query, parameters, error as Error);
   }
-  await runner.broadcaster.broadcast('AfterQuery', shown, parameters, true, Date.now() - started, raw, undefined);
   // TypeORM's own shaping (PostgresQueryRunner.query)
   const result = new QueryResult();
   result.records = raw.rows;
