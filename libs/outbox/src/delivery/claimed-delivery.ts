@@ -36,6 +36,21 @@ export interface ClaimedRow {
   event_seq?: string | null;
 }
 
+/** The envelope handlers receive, from a claim row. */
+function toEvent(row: Omit<ClaimedRow, 'delivery_id' | 'consumer_name' | 'attempt_count' | 'recovered'>): OutboxEvent {
+  return {
+    eventId: row.event_id,
+    eventName: row.event_name,
+    tenantId: row.tenant_id,
+    aggregateType: row.aggregate_type,
+    aggregateId: row.aggregate_id,
+    occurredAt: row.occurred_at,
+    correlationId: row.correlation_id,
+    schemaVersion: row.schema_version,
+    data: row.payload,
+  };
+}
+
 /** Turns a claim row into a delivery with the envelope handlers receive. */
 export function toClaimedDelivery(row: ClaimedRow & { consumer_name: string }): ClaimedDelivery {
   return {
@@ -44,17 +59,7 @@ export function toClaimedDelivery(row: ClaimedRow & { consumer_name: string }): 
     attempt: row.attempt_count,
     recovered: row.recovered,
     eventSeq: row.event_seq ?? undefined,
-    event: {
-      eventId: row.event_id,
-      eventName: row.event_name,
-      tenantId: row.tenant_id,
-      aggregateType: row.aggregate_type,
-      aggregateId: row.aggregate_id,
-      occurredAt: row.occurred_at,
-      correlationId: row.correlation_id,
-      schemaVersion: row.schema_version,
-      data: row.payload,
-    },
+    event: toEvent(row),
   };
 }
 
@@ -67,21 +72,24 @@ export type FanOutRow = Omit<ClaimedRow, 'recovered' | 'consumer_name' | 'attemp
 
 /**
  * The deliveries a fan-out claimed, and how many events it took: pairs count only when their event's lease was
- * won by this claim; their attempt is the event's claim count, and a count above one means an earlier claim
- * never recorded its outcome. `lost`: events the claim locked but another relay holds the lease of.
+ * won by this claim; their event is the lease row's (one envelope per event, shared by its consumers), their
+ * attempt the event's claim count, and a count above one means an earlier claim never recorded its outcome.
+ * `lost`: events the claim locked but another relay holds the lease of.
  */
 export function fromFanOut(rows: readonly FanOutRow[]): {
   deliveries: ClaimedDelivery[];
   events: number;
   lost: number;
 } {
-  const claims = new Map<string, number>();
-  const events = new Set<string>();
+  const leased = new Map<string, { event: OutboxEvent; seq: string; claims: number }>();
+  // an event with pairs and rows both is leased and written
+  const written = new Set<string>();
   let lost = 0;
   for (const row of rows) {
-    if (row.kind === 'lease') claims.set(row.event_id, row.attempt_count!);
-    if (row.kind === 'lease' || row.kind === 'event') events.add(row.event_id);
-    if (row.kind === 'lost') lost++;
+    if (row.kind === 'lease') {
+      leased.set(row.event_id, { event: toEvent(row), seq: row.event_seq!, claims: row.attempt_count! });
+    } else if (row.kind === 'event') written.add(row.event_id);
+    else if (row.kind === 'lost') lost++;
   }
   const deliveries: ClaimedDelivery[] = [];
   for (const row of rows) {
@@ -90,12 +98,18 @@ export function fromFanOut(rows: readonly FanOutRow[]): {
         toClaimedDelivery({ ...row, consumer_name: row.consumer_name!, attempt_count: 1, recovered: false }),
       );
     } else if (row.kind === 'pair') {
-      const claim = claims.get(row.event_id);
-      if (claim === undefined) continue;
-      deliveries.push(
-        toClaimedDelivery({ ...row, consumer_name: row.consumer_name!, attempt_count: claim, recovered: claim > 1 }),
-      );
+      const lease = leased.get(row.event_id);
+      if (lease === undefined) continue;
+      deliveries.push({
+        deliveryId: null,
+        consumerName: row.consumer_name!,
+        attempt: lease.claims,
+        recovered: lease.claims > 1,
+        eventSeq: lease.seq,
+        event: lease.event,
+      });
     }
   }
-  return { deliveries, events: events.size, lost };
+  for (const id of leased.keys()) written.add(id);
+  return { deliveries, events: written.size, lost };
 }

@@ -24,9 +24,12 @@ export function outcomeTarget(delivery: ClaimedDelivery): Pick<DeliveryOutcome, 
 
 /** A success. A pair whose previous claim was never recorded keeps that fact on its row (`staleLeaseRecovered`). */
 export function delivered(delivery: ClaimedDelivery, externalRunId: string | null = null): DeliveryOutcome {
-  const recoveredPair = delivery.deliveryId === null && delivery.recovered;
+  const { deliveryId, pair } = outcomeTarget(delivery);
+  const recoveredPair = deliveryId === null && delivery.recovered;
+  // written out rather than spread: one per handler call, on the relay's hot path
   return {
-    ...outcomeTarget(delivery),
+    deliveryId,
+    pair,
     status: 'delivered',
     errorCode: recoveredPair ? 'staleLeaseRecovered' : null,
     error: recoveredPair

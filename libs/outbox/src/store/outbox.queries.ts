@@ -220,9 +220,10 @@ export function claimDueDeliveries(p: {
  * was never written. The lease upsert is the arbiter between relays: a claim whose lease insert loses leaves the
  * event alone. Pattern matching mirrors `matchesEventPattern`: `*`, an exact name, or a `prefix.*`.
  *
- * Returns rows of five kinds: `row` (a leased delivery row, with its event), `pair` (an in-process pair, with its
- * event and the event's `seq`; valid only when its event has a `lease` row), `lease` (an event leased by this
- * claim, its claim count in `attempt_count`), `event` (an event this claim wrote: `processing` or `no_handlers`)
+ * Returns rows of five kinds: `row` (a leased delivery row, with its event), `pair` (an in-process pair: its
+ * consumer and event id; valid only when its event has a `lease` row), `lease` (an event leased by this claim,
+ * with its columns and `seq`, its claim count in `attempt_count`: each event is read and sent once, whatever the
+ * number of its pairs), `event` (an event this claim wrote: `processing` or `no_handlers`)
  * and `lost` (an event this claim locked whose live lease another relay holds: this statement's snapshot was
  * taken before that relay's claim committed).
  */
@@ -330,13 +331,14 @@ export function fanOutPendingEvents(p: {
              where d.status = 'processing'
              order by e.seq, d.consumer_name)
            union all
-           (select 'pair', null, m.name, null, e.id, e.tenant_id, e.event_name, e.payload, e.aggregate_type,
-                   e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version, m.seq
-              from matched m join ${EVENTS} e on e.id = m.event_id
+           (select 'pair', null, m.name, null, m.event_id, null, null, null, null, null, null, null, null, null
+              from matched m
              where m.deferred
-             order by e.seq, m.name)
+             order by m.seq, m.name)
            union all
-           select 'lease', null, null, l.claim_count, l.event_id, null, null, null, null, null, null, null, null, null from leased l
+           select 'lease', null, null, l.claim_count, e.id, e.tenant_id, e.event_name, e.payload, e.aggregate_type,
+                  e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version, e.seq
+             from leased l join ${EVENTS} e on e.id = l.event_id
            union all
            select 'event', null, null, null, m.id, null, null, null, null, null, null, null, null, null from marked m
            union all
@@ -455,10 +457,15 @@ function recordOutcomes(
   /** What the fence expects recorded (0: no fence): each leased row updated, each pair event's lease released. */
   expected: number,
 ): SqlStatement {
+  const tenants = [...new Set(outcomes.flatMap((o) => (o.pair ? [o.pair.tenantId] : [])))];
   return {
+    // unnest pads shorter arrays with nulls: a column that is null throughout is sent empty (see `column`), and
+    // the pairs' tenant, when they share one, once ($15)
     text: `with o as (
-             select * from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $7::text[],
-                                  $8::uuid[], $9::text[], $10::int[], $11::uuid[], $12::bigint[])
+             select id, status, error_code, last_error, retry_ms, external_run_id, event_id, consumer, attempt,
+                    coalesce(tenant_id, $15::uuid) as tenant_id, seq
+               from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $7::text[],
+                           $8::uuid[], $9::text[], $10::int[], $11::uuid[], $12::bigint[])
                       as o(id, status, error_code, last_error, retry_ms, external_run_id, event_id, consumer, attempt,
                            tenant_id, seq)
            ), updated as (
@@ -530,22 +537,32 @@ function recordOutcomes(
            select (select count(*) from d)::int as recorded, (select count(*) from settled)::int as events,
                   ${OUTBOX_SCHEMA}.outbox_lease_fence($13, ((select count(*) from updated) + (select count(*) from released))::int) as owned`,
     values: [
-      outcomes.map((o) => o.deliveryId),
+      column(outcomes, (o) => o.deliveryId),
       outcomes.map((o) => o.status),
-      outcomes.map((o) => o.errorCode),
-      outcomes.map((o) => o.error),
+      column(outcomes, (o) => o.errorCode),
+      column(outcomes, (o) => o.error),
       outcomes.map((o) => Math.round(o.retryInMs)),
       leaseToken,
-      outcomes.map((o) => o.externalRunId ?? null),
-      outcomes.map((o) => o.pair?.eventId ?? null),
-      outcomes.map((o) => o.pair?.consumer ?? null),
-      outcomes.map((o) => o.pair?.attempt ?? null),
-      outcomes.map((o) => o.pair?.tenantId ?? null),
-      outcomes.map((o) => o.pair?.eventSeq ?? null),
+      column(outcomes, (o) => o.externalRunId ?? null),
+      column(outcomes, (o) => o.pair?.eventId ?? null),
+      column(outcomes, (o) => o.pair?.consumer ?? null),
+      column(outcomes, (o) => o.pair?.attempt ?? null),
+      tenants.length === 1 ? [] : column(outcomes, (o) => o.pair?.tenantId ?? null),
+      column(outcomes, (o) => o.pair?.eventSeq ?? null),
       expected,
       outcomes.flatMap((o) => (o.deliveryId === null ? [] : [o.deliveryId])),
+      tenants.length === 1 ? tenants[0] : null,
     ],
   };
+}
+
+/**
+ * One value per outcome, or no values at all when every one is null: `unnest` pads a shorter array with nulls,
+ * so the statement reads the same, and a batch of successes does not send hundreds of `NULL`s per column.
+ */
+function column<T>(outcomes: readonly DeliveryOutcome[], value: (o: DeliveryOutcome) => T | null): (T | null)[] {
+  const values = outcomes.map(value);
+  return values.every((v) => v === null) ? [] : values;
 }
 
 /**
