@@ -20,7 +20,10 @@ export interface OutboxEventInput<TPayload = OutboxJson> {
   occurredAt?: Date;
 }
 
-/** The envelope a handler receives. */
+/**
+ * The envelope a handler receives. The in-process consumers of one event, in one batch, receive the same object
+ * (as `@nestjs/event-emitter` listeners do): treat it, and its `data`, as read-only.
+ */
 export interface OutboxEvent<TData = OutboxJson> {
   eventId: string;
   eventName: string;
