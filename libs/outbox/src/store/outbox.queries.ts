@@ -321,9 +321,9 @@ export function fanOutPendingEvents(p: {
                 and e.id = o.id
              returning e.id
            )
-           -- Each delivery row and pair with its event read from the table by primary key (this statement's
-           -- snapshot: the columns used are ones it does not change). Joining two CTEs directly instead makes the
-           -- planner loop over one for each row of the other.
+           -- Each delivery row, and each leased event (once, whatever the number of its pairs), with its event
+           -- read from the table by primary key (this statement's snapshot: the columns used are ones it does not
+           -- change). Joining two CTEs directly instead makes the planner loop over one for each row of the other.
            (select 'row' as kind, d.id as delivery_id, d.consumer_name, d.attempt_count, e.id as event_id, e.tenant_id,
                    e.event_name, e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id,
                    e.schema_version, null::bigint as event_seq
