@@ -241,8 +241,10 @@ export function fanOutPendingEvents(p: {
   leaseMs: number;
 }): SqlStatement {
   return {
+    // The columns the fan-out needs come straight from the locked rows (the latest versions: `for update`
+    // re-checks the conditions on them), not from a second read of the same rows.
     text: `with fresh as (
-             select e.id from ${EVENTS} e
+             select e.id, e.seq, e.event_name, e.aggregate_type, e.aggregate_id, false as started from ${EVENTS} e
               where e.tenant_id = $1 and e.status = 'pending'
                 and not exists (select 1 from ${EVENT_LEASES} l where l.event_id = e.id and l.lease_expires_at > now())
               order by e.seq
@@ -250,15 +252,14 @@ export function fanOutPendingEvents(p: {
                 for update of e skip locked
            ), stale as (
              -- processing events whose in-process pairs were claimed by a relay that never recorded them
-             select e.id from ${EVENT_LEASES} l join ${EVENTS} e on e.id = l.event_id
+             select e.id, e.seq, e.event_name, e.aggregate_type, e.aggregate_id, true as started
+               from ${EVENT_LEASES} l join ${EVENTS} e on e.id = l.event_id
               where l.tenant_id = $1 and l.lease_expires_at <= now() and e.status = 'processing'
               order by l.lease_expires_at
               limit $4
                 for update of e skip locked
            ), ev as (
-             select e.id, e.seq, e.event_name, e.aggregate_type, e.aggregate_id, e.status = 'processing' as started
-               from ${EVENTS} e
-              where e.id = any(array(select id from fresh union all select id from stale))
+             select * from fresh union all select * from stale
            ), matched as (
              select ev.id as event_id, ev.seq, c.name,
                     c.name = any($10::text[]) and not c.ordered as deferred,
