@@ -1,7 +1,7 @@
 import type { TestDatabase } from '../../support/test-database';
 
 /** An empty effects relation, for scenarios without in-process consumers. */
-const NO_EFFECTS = '(select null::uuid as event_id, null::text as consumer where false)';
+const NO_EFFECTS = '(select null::uuid as event_id, null::text as consumer where false) as no_effects';
 
 /** What a scenario's history check found. */
 export interface HistoryReport {
