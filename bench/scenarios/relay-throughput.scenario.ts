@@ -12,6 +12,8 @@ import type { RelayKind } from '../workers/relay-worker.protocol';
 interface DrainRun {
   eventsPerS: number;
   walBytesPerEvent: number;
+  /** CPU per batch of BATCH_SIZE events, all instances together: Node, and PostgreSQL when it can be read. */
+  cpuPerBatch: { nodeMs: number; postgresMs: number | null };
 }
 
 const BATCH_SIZE = OUTBOX_DEFAULTS.relay.batchSize;
@@ -61,7 +63,27 @@ async function drain(
         `expected ${backlog} events settled, 2 deliveries and inbox rows each`,
     );
   }
-  return { eventsPerS: (backlog / outcome.elapsedMs) * 1000, walBytesPerEvent: walBytes / backlog };
+  const batches = backlog / BATCH_SIZE;
+  const postgres = outcome.results.map((r) => r.cpu.postgresMs);
+  return {
+    eventsPerS: (backlog / outcome.elapsedMs) * 1000,
+    walBytesPerEvent: walBytes / backlog,
+    cpuPerBatch: {
+      nodeMs: outcome.results.reduce((sum, r) => sum + r.cpu.nodeMs, 0) / batches,
+      postgresMs: postgres.every((ms) => ms !== null)
+        ? postgres.reduce((sum: number, ms) => sum + ms!, 0) / batches
+        : null,
+    },
+  };
+}
+
+/** `Node 4.4 ms + PostgreSQL 9.8 ms`, the CPU time a drain spent per batch (what bounds it on a small machine). */
+function describeCpu(run: DrainRun): string {
+  const { nodeMs, postgresMs } = run.cpuPerBatch;
+  const node = `Node ${nodeMs.toFixed(1)} ms`;
+  return postgresMs === null
+    ? `${node} (PostgreSQL's share not readable: server on another machine)`
+    : `${node} + PostgreSQL ${postgresMs.toFixed(1)} ms`;
 }
 
 export const relayThroughputScenario: BenchScenario = {
@@ -93,6 +115,7 @@ export const relayThroughputScenario: BenchScenario = {
               ? { on: 'ratio', op: '>=', target: 0.75, stretch: 0.9 }
               : { on: 'ratio', op: '>=', target: 0.6 },
         });
+        report.note(`CPU per batch of ${BATCH_SIZE}: library ${describeCpu(lib)}; raw ${describeCpu(raw)}`);
         if (instances === 1) {
           report.add({
             scenario: 'relay',

@@ -30,10 +30,22 @@ export interface MemoryProfile {
   atProgress: { progress: number; rssBytes: number; heapUsedBytes: number }[];
 }
 
+/** CPU time spent while draining, in milliseconds. */
+export interface CpuProfile {
+  /** The worker process (user + system). */
+  nodeMs: number;
+  /**
+   * Its PostgreSQL backends (user + system, from /proc), or null when the server's processes cannot be read
+   * (a server on another machine).
+   */
+  postgresMs: number | null;
+}
+
 export interface RelayWorkerResult {
   events: number;
   elapsedMs: number;
   memory: MemoryProfile | null;
+  cpu: CpuProfile;
 }
 
 export type ToWorker = { type: 'go' };

@@ -5,6 +5,7 @@
  */
 import 'reflect-metadata';
 import { readFileSync } from 'node:fs';
+import { Client } from 'pg';
 import { performance } from 'node:perf_hooks';
 import { createBenchApp } from '../harness/bench-app';
 import { BENCH_TENANT } from '../harness/bench-database';
@@ -14,6 +15,7 @@ import { runPerEventRound } from '../raw/per-event-relay';
 import { RawSession } from '../raw/raw-session';
 import {
   WORKER_CONFIG_ENV,
+  type CpuProfile,
   type FromWorker,
   type MemoryProfile,
   type RelayWorkerConfig,
@@ -22,6 +24,8 @@ import {
 
 /** A relay reduced to what the worker needs: run one round, say how many events it relayed. */
 interface Relay {
+  /** `application_name` of its connections, unique to this worker. */
+  applicationName: string;
   round(): Promise<number>;
   /** Drains the way a user would, when the relay has its own way (the library's `drain()`). */
   drain?(): Promise<number>;
@@ -29,27 +33,30 @@ interface Relay {
 }
 
 async function openRelay(config: RelayWorkerConfig): Promise<Relay> {
+  const applicationName = `bench-relay-worker-${process.pid}`;
   if (config.kind === 'library') {
     const app = await createBenchApp({
       url: config.url,
       consumers: [consumerClass(config.variant)],
       relay: { enabled: false, batchSize: config.batchSize },
-      applicationName: 'bench-relay-worker',
+      applicationName,
       probe: false,
     });
     return {
+      applicationName,
       round: async () => (await app.relay.runOnce()).eventsClaimed,
       drain: async () => (await app.relay.drain()).eventsClaimed,
       close: () => app.close(),
     };
   }
-  const session = await RawSession.connect(config.url, 'bench-relay-worker');
+  const session = await RawSession.connect(config.url, applicationName);
   const plan: RawRelayPlan = {
     tenantId: BENCH_TENANT,
     batchSize: config.batchSize,
     consumers: CONSUMER_NAMES[config.variant],
   };
   return {
+    applicationName,
     round: () =>
       config.kind === 'raw-batched' ? runBatchedRound(session, plan) : runPerEventRound(session, plan),
     close: () => session.end(),
@@ -108,6 +115,70 @@ function readVmHwm(): number | null {
   }
 }
 
+/**
+ * CPU time of the PostgreSQL backends serving this worker (found by `application_name`), read from /proc: only
+ * when the server runs on this machine (embedded, or a local DATABASE_URL). Backends opened during the drain
+ * count from zero; the pool keeps its connections open until the worker closes.
+ */
+class BackendCpu {
+  private constructor(
+    private readonly client: Client | null,
+    private readonly applicationName: string,
+    private readonly before: Map<number, number>,
+  ) {}
+
+  static async open(url: string, applicationName: string): Promise<BackendCpu> {
+    const client = new Client({ connectionString: url, application_name: 'bench-cpu-probe' });
+    await client.connect();
+    const probe = new BackendCpu(client, applicationName, new Map());
+    const before = await probe.read();
+    if (before === null) {
+      await client.end();
+      return new BackendCpu(null, applicationName, new Map());
+    }
+    return new BackendCpu(client, applicationName, before);
+  }
+
+  /** CPU spent since `open`, or null when the backends' processes cannot be read. */
+  async spentMs(): Promise<number | null> {
+    if (!this.client) return null;
+    try {
+      const after = await this.read();
+      if (after === null) return null;
+      let ms = 0;
+      for (const [pid, total] of after) ms += total - (this.before.get(pid) ?? 0);
+      return ms;
+    } finally {
+      await this.client.end();
+    }
+  }
+
+  /** Milliseconds of CPU per backend pid, or null when one cannot be read. */
+  private async read(): Promise<Map<number, number> | null> {
+    const { rows } = await this.client!.query<{ pid: number }>(
+      'select pid from pg_stat_activity where application_name = $1',
+      [this.applicationName],
+    );
+    const ticksPerMs = 100 / 1000; // USER_HZ: 100 on Linux
+    const totals = new Map<number, number>();
+    for (const { pid } of rows) {
+      let stat: string;
+      try {
+        stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      } catch {
+        return null;
+      }
+      // `pid (comm) state …`: a process of this machine that is not postgres means the server is elsewhere
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      if (!comm.startsWith('postgres')) return null;
+      // after `(comm) `, field 0 is the state (field 3 of the line); utime and stime are fields 14 and 15
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      totals.set(pid, (Number(fields[11]) + Number(fields[12])) / ticksPerMs);
+    }
+    return totals;
+  }
+}
+
 function send(message: FromWorker): void {
   process.send?.(message);
 }
@@ -126,14 +197,16 @@ async function main(): Promise<void> {
       });
       send({ type: 'ready' });
     });
+    const backends = await BackendCpu.open(config.url, relay.applicationName);
+    const cpuBefore = process.cpuUsage();
     const began = performance.now();
     const outcome = config.sampleMemory
       ? await drainSampling(relay, config.expectedEvents)
       : { events: await drainPlain(relay), memory: null };
-    send({
-      type: 'done',
-      result: { events: outcome.events, elapsedMs: performance.now() - began, memory: outcome.memory },
-    });
+    const elapsedMs = performance.now() - began;
+    const node = process.cpuUsage(cpuBefore);
+    const cpu: CpuProfile = { nodeMs: (node.user + node.system) / 1000, postgresMs: await backends.spentMs() };
+    send({ type: 'done', result: { events: outcome.events, elapsedMs, memory: outcome.memory, cpu } });
   } finally {
     await relay.close();
   }
