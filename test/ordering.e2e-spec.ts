@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import {
   OnOutboxEvent,
+  OutboxAdminService,
   type OutboxEvent,
   type OutboxEventInput,
   type OutboxHandlerContext,
@@ -142,6 +143,12 @@ describe('ordering per aggregate', () => {
     expect(await db.sql(`select count(*)::int n from outbox_deliveries where status = 'dead'`)).toEqual([
       { n: 1 },
     ]);
+    const [dead] = await db.sql<{ id: string }>(`select id from event_outbox where payload->>'n' = '2'`);
+    const stats = await relays[0]!.app.get(OutboxAdminService).stats(TENANT);
+    expect(stats.blockedAggregates).toEqual([
+      { consumer: 'ordered', aggregateType: 'order', aggregateId: 'agg-0', deadEventId: dead!.id, waitingDeliveries: 2 },
+    ]);
+    expect(stats.blockedAggregateCount).toBe(1);
 
     for (const t of relays) t.app.get(OrderedConsumer).alwaysFail = new Set();
     // Replay the dead delivery (what OutboxAdminService.replayEvent does).
@@ -152,5 +159,43 @@ describe('ordering per aggregate', () => {
     await drainTogether();
     byAggregate = await arrivals();
     expect(byAggregate.get('agg-0')).toEqual([0, 1, 2, 3, 4]);
+    expect((await relays[0]!.app.get(OutboxAdminService).stats(TENANT)).blockedAggregates).toEqual([]);
+  });
+
+  it('lets a blocked aggregate move on when its dead event is purged (skipped)', async () => {
+    for (const t of relays) {
+      const consumer = t.app.get(OrderedConsumer);
+      consumer.failOnce = new Set();
+      consumer.alwaysFail = new Set([1]);
+    }
+    await enqueueInterleaved(2, 3);
+    for (let pass = 0; pass < 4; pass++) {
+      await drainTogether();
+      await db.sql(`update outbox_deliveries set next_attempt_at = now() where status = 'failed'`);
+    }
+    expect(await arrivals()).toEqual(
+      new Map([
+        ['agg-0', [0]],
+        ['agg-1', [0]],
+      ]),
+    );
+    const admin = relays[0]!.app.get(OutboxAdminService);
+    const stats = await admin.stats(TENANT);
+    expect(stats.blockedAggregateCount).toBe(2);
+    expect(stats.blockedAggregates.map((b) => [b.aggregateId, b.waitingDeliveries])).toEqual([
+      ['agg-0', 1],
+      ['agg-1', 1],
+    ]);
+
+    // Skip agg-0's dead step; agg-1 stays blocked.
+    expect(await admin.purgeEvent(TENANT, stats.blockedAggregates[0]!.deadEventId)).toBe(true);
+    await drainTogether();
+    expect(await arrivals()).toEqual(
+      new Map([
+        ['agg-0', [0, 2]],
+        ['agg-1', [0]],
+      ]),
+    );
+    expect((await admin.stats(TENANT)).blockedAggregates.map((b) => b.aggregateId)).toEqual(['agg-1']);
   });
 });

@@ -11,6 +11,7 @@ export type { RelayRoundResult } from './relay/relay-round';
 export { OutboxAdminService } from './admin/outbox-admin.service';
 export type {
   OutboxStats,
+  OutboxBlockedAggregate,
   OutboxConsumerCounts,
   OutboxEventStatus,
   OutboxDeliveryStatus,

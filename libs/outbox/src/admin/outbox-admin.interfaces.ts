@@ -29,6 +29,24 @@ export interface OutboxStats {
    * subscriptions), as seen by this instance; `open` means paused: deliveries wait without using attempts.
    */
   webhookCircuits: OutboxWebhookCircuitState[];
+  /**
+   * Aggregates an ordered consumer cannot move past because one of their deliveries is dead, oldest first (at
+   * most 100); `blockedAggregateCount` counts them all. Replay the dead event (`replayEvent`) to retry it, or purge
+   * it (`purgeEvent`) to skip it: either lets the aggregate move on.
+   */
+  blockedAggregates: OutboxBlockedAggregate[];
+  blockedAggregateCount: number;
+}
+
+/** An aggregate held up for an ordered consumer by a dead delivery. */
+export interface OutboxBlockedAggregate {
+  consumer: string;
+  aggregateType: string | null;
+  aggregateId: string;
+  /** The event whose delivery to `consumer` is dead: the earliest of the aggregate. */
+  deadEventId: string;
+  /** Deliveries of later events of the aggregate to `consumer` that wait behind it. */
+  waitingDeliveries: number;
 }
 
 /** Filter of `failedEvents`, `replayFailed` and `purgeFailed`. */

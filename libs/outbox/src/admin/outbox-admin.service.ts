@@ -18,6 +18,7 @@ import {
   checkUuid,
 } from './admin-validation';
 import type {
+  OutboxBlockedAggregate,
   OutboxConsumerCounts,
   OutboxDeliveryRecord,
   OutboxDeliveryStatus,
@@ -45,6 +46,8 @@ const DELIVERY_STATUSES: readonly OutboxDeliveryStatus[] = [
   'dead',
 ];
 const DEFAULT_PAGE_SIZE = 50;
+/** Blocked aggregates listed by `stats` (all are counted). */
+const BLOCKED_AGGREGATES_LISTED = 100;
 
 /**
  * The operator's toolkit: stats, dead letters, delivery history, replay and purge. Every method works on one
@@ -63,7 +66,10 @@ export class OutboxAdminService {
     private readonly webhooks: OutboxWebhookService,
   ) {}
 
-  /** Counts of one tenant: events per status, deliveries per consumer, oldest pending age, orphaned consumers. */
+  /**
+   * Counts of one tenant: events per status, deliveries per consumer, oldest pending age, orphaned consumers,
+   * aggregates blocked by a dead delivery to an ordered consumer.
+   */
   async stats(tenantId: string): Promise<OutboxStats> {
     const tenant = checkUuid('tenantId', tenantId);
     const tenantConsumers = (await this.registry.tenantConsumers(tenant)).map((c) => c.name);
@@ -74,6 +80,7 @@ export class OutboxAdminService {
           tenantId: tenant,
           orphanAfterMs: this.options.registry.orphanAfterMs,
           tenantConsumers,
+          blockedLimit: BLOCKED_AGGREGATES_LISTED,
         }),
       ),
     );
@@ -96,6 +103,8 @@ export class OutboxAdminService {
       webhookCircuits: this.webhooks
         .circuitStates()
         .filter((c) => c.tenantId === null || c.tenantId === tenant),
+      blockedAggregates: row.blocked.map(({ seq: _seq, ...blocked }) => blocked),
+      blockedAggregateCount: row.blocked_count,
     };
   }
 
@@ -248,6 +257,8 @@ interface StatsRow {
   deliveries: [string, OutboxDeliveryStatus, number][];
   orphaned: string[];
   oldest_pending_age_seconds: number | null;
+  blocked: (OutboxBlockedAggregate & { seq: string })[];
+  blocked_count: number;
 }
 
 type Json<T> = {

@@ -43,6 +43,8 @@ export function tenantStats(p: {
   tenantId: string;
   orphanAfterMs: number;
   tenantConsumers: readonly string[];
+  /** Most blocked aggregates listed (all are counted). */
+  blockedLimit: number;
 }): SqlStatement {
   return {
     text: `with delivery_counts as (
@@ -51,6 +53,13 @@ export function tenantStats(p: {
              select name from ${CONSUMERS} where last_seen_at > now() - $2 * interval '1 millisecond'
              union all
              select unnest($3::text[])
+           ), blocked as (
+             -- an ordered consumer's earliest dead delivery per aggregate: what holds the aggregate up
+             select d.consumer_name, d.aggregate_key, d.event_id, d.event_seq from ${DELIVERIES} d
+              where d.tenant_id = $1 and d.status = 'dead' and d.aggregate_key is not null
+                and not exists (select 1 from ${DELIVERIES} p
+                                 where p.tenant_id = $1 and p.consumer_name = d.consumer_name
+                                   and p.aggregate_key = d.aggregate_key and p.status = 'dead' and p.event_seq < d.event_seq)
            )
            select coalesce((select json_object_agg(status, n)
                               from (select status, count(*)::int as n from ${EVENTS} where tenant_id = $1 group by status) s),
@@ -62,8 +71,20 @@ export function tenantStats(p: {
                   extract(epoch from now() - least(
                     (select min(created_at) from ${EVENTS} where tenant_id = $1 and status = 'pending'),
                     (select min(created_at) from ${DELIVERIES} where tenant_id = $1 and status in ('pending', 'failed'))
-                  ))::float8 as oldest_pending_age_seconds`,
-    values: [p.tenantId, p.orphanAfterMs, p.tenantConsumers],
+                  ))::float8 as oldest_pending_age_seconds,
+                  (select count(*)::int from blocked) as blocked_count,
+                  coalesce((select json_agg(b order by b.consumer, b.seq) from (
+                              select k.consumer_name as consumer, e.aggregate_type as "aggregateType",
+                                     e.aggregate_id as "aggregateId", k.event_id as "deadEventId", k.event_seq as seq,
+                                     (select count(*)::int from ${DELIVERIES} w
+                                       where w.tenant_id = $1 and w.consumer_name = k.consumer_name
+                                         and w.aggregate_key = k.aggregate_key and w.event_seq > k.event_seq
+                                         and w.status <> 'delivered') as "waitingDeliveries"
+                                from blocked k join ${EVENTS} e on e.id = k.event_id
+                               order by k.consumer_name, k.event_seq
+                               limit $4) b),
+                           '[]'::json) as blocked`,
+    values: [p.tenantId, p.orphanAfterMs, p.tenantConsumers, p.blockedLimit],
   };
 }
 
