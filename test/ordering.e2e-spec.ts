@@ -89,6 +89,21 @@ describe('ordering per aggregate', () => {
       );
     }
   };
+  /** Every relay's consumer refuses these steps on every attempt (and no other step ever). */
+  const failEveryAttempt = (steps: number[]): void => {
+    for (const t of relays) {
+      const consumer = t.app.get(OrderedConsumer);
+      consumer.failOnce = new Set();
+      consumer.alwaysFail = new Set(steps);
+    }
+  };
+  /** Drains, making retries due at once, until refused deliveries have spent their 3 attempts. */
+  const drainUntilDead = async (): Promise<void> => {
+    for (let pass = 0; pass < 4; pass++) {
+      await drainTogether();
+      await db.sql(`update outbox_deliveries set next_attempt_at = now() where status = 'failed'`);
+    }
+  };
   const arrivals = async (): Promise<Map<string, number[]>> => {
     const rows = await db.sql<{ aggregate_id: string; n: number }>(
       'select aggregate_id, n from arrivals order by id',
@@ -118,11 +133,7 @@ describe('ordering per aggregate', () => {
   });
 
   it('blocks an aggregate behind a dead delivery until it is replayed, without holding up other aggregates', async () => {
-    for (const t of relays) {
-      const consumer = t.app.get(OrderedConsumer);
-      consumer.failOnce = new Set();
-      consumer.alwaysFail = new Set([2]);
-    }
+    failEveryAttempt([2]);
     await enqueueInterleaved(1, 5);
     await relays[0]!.dataSource.transaction((m) =>
       relays[0]!.outbox.enqueue(m, {
@@ -133,10 +144,7 @@ describe('ordering per aggregate', () => {
         payload: { n: 0 },
       }),
     );
-    for (let pass = 0; pass < 4; pass++) {
-      await drainTogether();
-      await db.sql(`update outbox_deliveries set next_attempt_at = now() where status = 'failed'`);
-    }
+    await drainUntilDead();
     let byAggregate = await arrivals();
     expect(byAggregate.get('agg-0')).toEqual([0, 1]);
     expect(byAggregate.get('other')).toEqual([0]);
@@ -163,16 +171,9 @@ describe('ordering per aggregate', () => {
   });
 
   it('lets a blocked aggregate move on when its dead event is purged (skipped)', async () => {
-    for (const t of relays) {
-      const consumer = t.app.get(OrderedConsumer);
-      consumer.failOnce = new Set();
-      consumer.alwaysFail = new Set([1]);
-    }
+    failEveryAttempt([1]);
     await enqueueInterleaved(2, 3);
-    for (let pass = 0; pass < 4; pass++) {
-      await drainTogether();
-      await db.sql(`update outbox_deliveries set next_attempt_at = now() where status = 'failed'`);
-    }
+    await drainUntilDead();
     expect(await arrivals()).toEqual(
       new Map([
         ['agg-0', [0]],
