@@ -130,20 +130,17 @@ class BackendCpu {
   static async open(url: string, applicationName: string): Promise<BackendCpu> {
     const client = new Client({ connectionString: url, application_name: 'bench-cpu-probe' });
     await client.connect();
-    const probe = new BackendCpu(client, applicationName, new Map());
-    const before = await probe.read();
-    if (before === null) {
-      await client.end();
-      return new BackendCpu(null, applicationName, new Map());
-    }
-    return new BackendCpu(client, applicationName, before);
+    const before = await readBackendCpu(client, applicationName);
+    if (before !== null) return new BackendCpu(client, applicationName, before);
+    await client.end();
+    return new BackendCpu(null, applicationName, new Map());
   }
 
   /** CPU spent since `open`, or null when the backends' processes cannot be read. */
   async spentMs(): Promise<number | null> {
     if (!this.client) return null;
     try {
-      const after = await this.read();
+      const after = await readBackendCpu(this.client, this.applicationName);
       if (after === null) return null;
       let ms = 0;
       for (const [pid, total] of after) ms += total - (this.before.get(pid) ?? 0);
@@ -152,31 +149,31 @@ class BackendCpu {
       await this.client.end();
     }
   }
+}
 
-  /** Milliseconds of CPU per backend pid, or null when one cannot be read. */
-  private async read(): Promise<Map<number, number> | null> {
-    const { rows } = await this.client!.query<{ pid: number }>(
-      'select pid from pg_stat_activity where application_name = $1',
-      [this.applicationName],
-    );
-    const ticksPerMs = 100 / 1000; // USER_HZ: 100 on Linux
-    const totals = new Map<number, number>();
-    for (const { pid } of rows) {
-      let stat: string;
-      try {
-        stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      } catch {
-        return null;
-      }
-      // `pid (comm) state …`: a process of this machine that is not postgres means the server is elsewhere
-      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-      if (!comm.startsWith('postgres')) return null;
-      // after `(comm) `, field 0 is the state (field 3 of the line); utime and stime are fields 14 and 15
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      totals.set(pid, (Number(fields[11]) + Number(fields[12])) / ticksPerMs);
+/** Milliseconds of CPU per backend pid of `applicationName`, or null when one cannot be read. */
+async function readBackendCpu(client: Client, applicationName: string): Promise<Map<number, number> | null> {
+  const { rows } = await client.query<{ pid: number }>(
+    'select pid from pg_stat_activity where application_name = $1',
+    [applicationName],
+  );
+  const msPerTick = 1000 / 100; // USER_HZ: 100 on Linux
+  const totals = new Map<number, number>();
+  for (const { pid } of rows) {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    } catch {
+      return null;
     }
-    return totals;
+    // `pid (comm) state …`: a process of this machine that is not postgres means the server is elsewhere
+    const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    if (!comm.startsWith('postgres')) return null;
+    // after `(comm) `, field 0 is the state (field 3 of the line); utime and stime are fields 14 and 15
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    totals.set(pid, (Number(fields[11]) + Number(fields[12])) * msPerTick);
   }
+  return totals;
 }
 
 function send(message: FromWorker): void {

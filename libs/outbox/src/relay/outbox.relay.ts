@@ -576,7 +576,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   }
 }
 
-/** Claims in a row for one tenant when each found only events other relays had just leased (see `processTenant`). */
+/** Claims in a row for one tenant when each found only events other relays had just leased (see `claim`). */
 const MAX_CLAIMS_PER_ROUND = 3;
 
 /** Longest time between two scans for due tenants while rounds go by hints (see `mayUseHints`). */
