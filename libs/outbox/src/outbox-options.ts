@@ -17,6 +17,7 @@ export const OUTBOX_DEFAULTS: ResolvedOutboxOptions = {
     maxTenantsPerRound: 100,
     notify: true,
     listen: true,
+    preparedStatements: true,
     tenants: null,
   },
   maxAttempts: 5,
@@ -107,6 +108,10 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
   // Each webhook is checked by the explorer, with the consumers it becomes.
   if (raw.webhooks !== undefined && !Array.isArray(raw.webhooks))
     problems.push(messages.badOption('webhooks', 'an array of webhooks', raw.webhooks));
+  for (const flag of ['enabled', 'notify', 'listen', 'preparedStatements'] as const) {
+    if (typeof options.relay[flag] !== 'boolean')
+      problems.push(messages.badOption(`relay.${flag}`, 'true or false', options.relay[flag]));
+  }
   if (typeof options.webhookSubscriptions.enabled !== 'boolean') {
     problems.push(
       messages.badOption(

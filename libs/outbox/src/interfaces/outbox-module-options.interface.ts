@@ -35,6 +35,14 @@ export interface OutboxRelayOptions {
   /** LISTEN for those wake-ups on a dedicated connection (reconnects by itself). Default true. */
   listen?: boolean;
   /**
+   * Run the claim's fan-out statement as a server-side prepared statement with a generic plan, parsed and
+   * planned once per connection (again every second, so the plan follows the tables' sizes) instead of on
+   * every claim. Default true. Set false behind a pooler that does not keep a session's prepared statements
+   * (PgBouncer in transaction mode): the relay copes with a lost statement by preparing it again, but pays
+   * a failed round trip each time.
+   */
+  preparedStatements?: boolean;
+  /**
    * Supplies the tenants to visit each round instead of asking the database which have due work (e.g. from the
    * app's own tenant directory). Every tenant returned is visited; return only active ones. Default: none.
    */

@@ -20,6 +20,35 @@ export function inlineStatement({ text, values }: SqlStatement): string {
   });
 }
 
+/**
+ * `prepare` of a statement with a prepared form, as a `do` block that first drops an older statement of the
+ * same name on this connection, if any: so it never fails whatever the connection holds.
+ */
+export function preparePrepared({ text, prepared }: SqlStatement): string {
+  const { name, types } = checkedForm(prepared);
+  const prepare = `prepare ${name}(${types.join(', ')}) as ${text}`;
+  return `do $outbox_prepare$ begin
+  if exists (select from pg_catalog.pg_prepared_statements where name = ${escapeLiteral(name)}) then
+    execute ${escapeLiteral(`deallocate ${name}`)};
+  end if;
+  execute ${escapeLiteral(prepare)};
+end $outbox_prepare$`;
+}
+
+/** `execute` of a statement with a prepared form, its values written in as literals (see `inlineStatement`). */
+export function executePrepared({ values, prepared }: SqlStatement): string {
+  const { name, types } = checkedForm(prepared);
+  if (values.length !== types.length)
+    throw new Error(`prepared statement ${name} takes ${types.length} values, got ${values.length}`);
+  return values.length === 0 ? `execute ${name}` : `execute ${name}(${values.map(literal).join(', ')})`;
+}
+
+function checkedForm(prepared: SqlStatement['prepared']): NonNullable<SqlStatement['prepared']> {
+  if (!prepared || !/^[a-z_][a-z0-9_]*$/.test(prepared.name))
+    throw new Error(`not a prepared statement name: ${prepared?.name}`);
+  return prepared;
+}
+
 function literal(value: unknown): string {
   if (value === null || value === undefined) return 'null';
   if (typeof value === 'number') {

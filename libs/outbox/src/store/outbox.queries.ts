@@ -41,12 +41,30 @@ export function listenWakeup(): SqlStatement {
   return { text: `listen ${WAKEUP_CHANNEL}`, values: [] };
 }
 
+import { createHash } from 'node:crypto';
 import type { ValidatedEvent } from '../enqueue/event-validation';
 
 /** A statement ready for `queryRunner.query(text, values)`. */
 export interface SqlStatement {
   text: string;
   values: unknown[];
+  /**
+   * Set on a statement the relay may run as a server-side prepared statement (see `OutboxStore`): its name,
+   * unique to its text, and the types of its parameters. Only for statements whose generic plan does not
+   * depend on table sizes (checked by `relay-statements.e2e-spec.ts`).
+   */
+  prepared?: PreparedForm;
+}
+
+/** How a statement is prepared on the server: `prepare <name>(<types>) as <text>`. */
+export interface PreparedForm {
+  name: string;
+  types: readonly string[];
+}
+
+/** The prepared form of a statement: named after a hash of its text, so two texts never share a name. */
+function preparedForm(prefix: string, text: string, types: readonly string[]): PreparedForm {
+  return { name: `${prefix}_${createHash('sha1').update(text).digest('hex').slice(0, 12)}`, types };
 }
 
 /** One row of `event_outbox` to insert: a checked event and its id. */
@@ -119,11 +137,20 @@ export function setTransactionContext(
   tenantSetting: string,
   tenantId: string,
   idleTimeoutMs: number,
-  { durable = true }: { durable?: boolean } = {},
+  { durable = true, genericPlans = false }: { durable?: boolean; genericPlans?: boolean } = {},
 ): SqlStatement {
+  if (!genericPlans) {
+    return {
+      text: `select set_config($1, $2, true), set_config('idle_in_transaction_session_timeout', $3, true),
+                    set_config('synchronous_commit', $4, true)`,
+      values: [tenantSetting, tenantId, String(idleTimeoutMs), durable ? 'on' : 'off'],
+    };
+  }
+  // Prepared statements of this transaction run their generic plan (planned once per connection, see
+  // `OutboxStore`) instead of being planned again on every execution.
   return {
     text: `select set_config($1, $2, true), set_config('idle_in_transaction_session_timeout', $3, true),
-                  set_config('synchronous_commit', $4, true)`,
+                  set_config('synchronous_commit', $4, true), set_config('plan_cache_mode', 'force_generic_plan', true)`,
     values: [tenantSetting, tenantId, String(idleTimeoutMs), durable ? 'on' : 'off'],
   };
 }
@@ -202,6 +229,123 @@ export function claimDueDeliveries(p: {
   };
 }
 
+// The columns the fan-out needs come straight from the locked rows (the latest versions: `for update` re-checks
+// the conditions on them), not from a second read of the same rows.
+const FAN_OUT_TEXT = `with fresh as (
+    select e.id, e.seq, e.event_name, e.aggregate_type, e.aggregate_id, false as started from ${EVENTS} e
+     where e.tenant_id = $1 and e.status = 'pending'
+       and not exists (select 1 from ${EVENT_LEASES} l where l.event_id = e.id and l.lease_expires_at > now())
+     order by e.seq
+     limit $4
+       for update of e skip locked
+  ), stale as (
+    -- processing events whose in-process pairs were claimed by a relay that never recorded them
+    select e.id, e.seq, e.event_name, e.aggregate_type, e.aggregate_id, true as started
+      from ${EVENT_LEASES} l join ${EVENTS} e on e.id = l.event_id
+     where l.tenant_id = $1 and l.lease_expires_at <= now() and e.status = 'processing'
+     order by l.lease_expires_at
+     limit $4
+       for update of e skip locked
+  ), ev as (
+    select * from fresh union all select * from stale
+  ), written as (
+    -- the delivery rows the relay that claimed a stale event did write (read by the events' ids: an index probe
+    -- in any plan, where a subquery per pair may become a hash of the whole table in a generic one)
+    select x.event_id, x.consumer_name from ${DELIVERIES} x where x.event_id = any(array(select id from stale))
+  ), matched as (
+    select ev.id as event_id, ev.seq, c.name,
+           c.name = any($10::text[]) and not c.ordered as deferred,
+           c.name = any($2::text[]) and not c.ordered as leased,
+           case when c.ordered and ev.aggregate_id is not null
+                then coalesce(ev.aggregate_type, '') || ':' || ev.aggregate_id end as aggregate_key
+      from ev join (
+             select name, event_patterns, ordered from ${CONSUMERS} where last_seen_at > now() - $3 * interval '1 millisecond'
+             union all
+             select name, string_to_array(patterns, ' '), ordered
+               from unnest($7::text[], $8::text[], $9::boolean[]) as t(name, patterns, ordered)
+           ) c
+        on exists (select 1 from unnest(c.event_patterns) as p(pattern)
+                    where p.pattern = '*' or p.pattern = ev.event_name
+                       or (right(p.pattern, 2) = '.*' and starts_with(ev.event_name, left(p.pattern, -1))))
+     -- an event already fanned out: only the consumers whose row the dead relay never wrote
+     where not ev.started
+        or not exists (select 1 from written w where w.event_id = ev.id and w.consumer_name = c.name)
+  ), counted as (
+    select ev.id, ev.seq, ev.started, count(m.name)::int as n,
+           coalesce(bool_or(m.deferred), false) as has_deferred, coalesce(bool_and(m.deferred), false) as all_deferred
+      from ev left join matched m on m.event_id = ev.id
+     group by ev.id, ev.seq, ev.started
+  ), leased as (
+    insert into ${EVENT_LEASES} as l (event_id, tenant_id, lease_token, lease_expires_at)
+    select id, $1, $5, clock_timestamp() + $6 * interval '1 millisecond' from counted where has_deferred order by seq
+    on conflict (event_id) do update
+      set lease_token = excluded.lease_token, lease_expires_at = excluded.lease_expires_at,
+          claim_count = l.claim_count + 1
+    where l.lease_expires_at <= now()
+    returning l.event_id, l.claim_count
+  ), owned as (
+    -- events with in-process pairs are this claim's only if its lease won
+    select id, started, n, all_deferred from counted
+     where not has_deferred or id = any(array(select event_id from leased))
+  ), released as (
+    -- an expired lease on an event with nothing left to claim through it
+    delete from ${EVENT_LEASES}
+     where event_id = any(array(select id from counted where started and not has_deferred))
+       and lease_expires_at <= now()
+  ), inserted as (
+    insert into ${DELIVERIES} (event_id, tenant_id, consumer_name, event_seq, aggregate_key, status, attempt_count, lease_token, lease_expires_at)
+    select event_id, $1, name, seq, aggregate_key,
+           case when leased then 'processing' else 'pending' end,
+           case when leased then 1 else 0 end,
+           case when leased then $5::uuid end,
+           case when leased then clock_timestamp() + $6 * interval '1 millisecond' end
+      from matched
+     where not deferred and event_id = any(array(select id from owned))
+    on conflict (event_id, consumer_name) do nothing
+    returning id, event_id, consumer_name, attempt_count, status
+  ), marked as (
+    update ${EVENTS} e
+       set status = case when o.n > 0 then 'processing' else 'no_handlers' end,
+           deliveries_open = o.n,
+           published_at = case when o.n > 0 then null else now() end,
+           updated_at = now()
+      from owned o
+     where e.id = any(array(select id from owned where not started and not all_deferred))
+       and e.id = o.id
+    returning e.id
+  )
+  -- Each delivery row, and each leased event (once, whatever the number of its pairs), with its event
+  -- read from the table by primary key (this statement's snapshot: the columns used are ones it does not
+  -- change). Joining two CTEs directly instead makes the planner loop over one for each row of the other;
+  -- the = any() over the ids keeps the read a primary-key probe in a generic plan too, which cannot know
+  -- how few rows a CTE returns (it would hash the whole table).
+  (select 'row' as kind, d.id as delivery_id, d.consumer_name, d.attempt_count, e.id as event_id, e.tenant_id,
+          e.event_name, e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id,
+          e.schema_version, null::bigint as event_seq
+     from inserted d join ${EVENTS} e on e.id = d.event_id
+    where e.id = any(array(select event_id from inserted)) and d.status = 'processing'
+    order by e.seq, d.consumer_name)
+  union all
+  (select 'pair', null, m.name, null, m.event_id, null, null, null, null, null, null, null, null, null
+     from matched m
+    where m.deferred
+    order by m.seq, m.name)
+  union all
+  select 'lease', null, null, l.claim_count, e.id, e.tenant_id, e.event_name, e.payload, e.aggregate_type,
+         e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version, e.seq
+    from leased l join ${EVENTS} e on e.id = l.event_id
+   where e.id = any(array(select event_id from leased))
+  union all
+  select 'event', null, null, null, m.id, null, null, null, null, null, null, null, null, null from marked m
+  union all
+  select 'lost', null, null, null, c.id, null, null, null, null, null, null, null, null, null from counted c
+   where c.has_deferred and not c.id = any(array(select event_id from leased))`;
+
+/** The fan-out runs on every claim: prepared, it is parsed and planned once per connection (see `OutboxStore`). */
+const FAN_OUT_PREPARED = preparedForm('outbox_fan_out', FAN_OUT_TEXT, [
+  'uuid', 'text[]', 'int', 'int', 'uuid', 'int', 'text[]', 'text[]', 'boolean[]', 'text[]',
+]);
+
 /**
  * Fans new events of this tenant out to their consumers: claims pending events (`skip locked`, in insert
  * order) and inserts one delivery row per matching consumer of the persisted registry (`outbox_consumers`,
@@ -241,110 +385,8 @@ export function fanOutPendingEvents(p: {
   leaseMs: number;
 }): SqlStatement {
   return {
-    // The columns the fan-out needs come straight from the locked rows (the latest versions: `for update`
-    // re-checks the conditions on them), not from a second read of the same rows.
-    text: `with fresh as (
-             select e.id, e.seq, e.event_name, e.aggregate_type, e.aggregate_id, false as started from ${EVENTS} e
-              where e.tenant_id = $1 and e.status = 'pending'
-                and not exists (select 1 from ${EVENT_LEASES} l where l.event_id = e.id and l.lease_expires_at > now())
-              order by e.seq
-              limit $4
-                for update of e skip locked
-           ), stale as (
-             -- processing events whose in-process pairs were claimed by a relay that never recorded them
-             select e.id, e.seq, e.event_name, e.aggregate_type, e.aggregate_id, true as started
-               from ${EVENT_LEASES} l join ${EVENTS} e on e.id = l.event_id
-              where l.tenant_id = $1 and l.lease_expires_at <= now() and e.status = 'processing'
-              order by l.lease_expires_at
-              limit $4
-                for update of e skip locked
-           ), ev as (
-             select * from fresh union all select * from stale
-           ), matched as (
-             select ev.id as event_id, ev.seq, c.name,
-                    c.name = any($10::text[]) and not c.ordered as deferred,
-                    c.name = any($2::text[]) and not c.ordered as leased,
-                    case when c.ordered and ev.aggregate_id is not null
-                         then coalesce(ev.aggregate_type, '') || ':' || ev.aggregate_id end as aggregate_key
-               from ev join (
-                      select name, event_patterns, ordered from ${CONSUMERS} where last_seen_at > now() - $3 * interval '1 millisecond'
-                      union all
-                      select name, string_to_array(patterns, ' '), ordered
-                        from unnest($7::text[], $8::text[], $9::boolean[]) as t(name, patterns, ordered)
-                    ) c
-                 on exists (select 1 from unnest(c.event_patterns) as p(pattern)
-                             where p.pattern = '*' or p.pattern = ev.event_name
-                                or (right(p.pattern, 2) = '.*' and starts_with(ev.event_name, left(p.pattern, -1))))
-              -- an event already fanned out: only the consumers whose row the dead relay never wrote
-              where not ev.started
-                 or not exists (select 1 from ${DELIVERIES} x where x.event_id = ev.id and x.consumer_name = c.name)
-           ), counted as (
-             select ev.id, ev.seq, ev.started, count(m.name)::int as n,
-                    coalesce(bool_or(m.deferred), false) as has_deferred, coalesce(bool_and(m.deferred), false) as all_deferred
-               from ev left join matched m on m.event_id = ev.id
-              group by ev.id, ev.seq, ev.started
-           ), leased as (
-             insert into ${EVENT_LEASES} as l (event_id, tenant_id, lease_token, lease_expires_at)
-             select id, $1, $5, clock_timestamp() + $6 * interval '1 millisecond' from counted where has_deferred order by seq
-             on conflict (event_id) do update
-               set lease_token = excluded.lease_token, lease_expires_at = excluded.lease_expires_at,
-                   claim_count = l.claim_count + 1
-             where l.lease_expires_at <= now()
-             returning l.event_id, l.claim_count
-           ), owned as (
-             -- events with in-process pairs are this claim's only if its lease won
-             select id, started, n, all_deferred from counted
-              where not has_deferred or id = any(array(select event_id from leased))
-           ), released as (
-             -- an expired lease on an event with nothing left to claim through it
-             delete from ${EVENT_LEASES}
-              where event_id = any(array(select id from counted where started and not has_deferred))
-                and lease_expires_at <= now()
-           ), inserted as (
-             insert into ${DELIVERIES} (event_id, tenant_id, consumer_name, event_seq, aggregate_key, status, attempt_count, lease_token, lease_expires_at)
-             select event_id, $1, name, seq, aggregate_key,
-                    case when leased then 'processing' else 'pending' end,
-                    case when leased then 1 else 0 end,
-                    case when leased then $5::uuid end,
-                    case when leased then clock_timestamp() + $6 * interval '1 millisecond' end
-               from matched
-              where not deferred and event_id = any(array(select id from owned))
-             on conflict (event_id, consumer_name) do nothing
-             returning id, event_id, consumer_name, attempt_count, status
-           ), marked as (
-             update ${EVENTS} e
-                set status = case when o.n > 0 then 'processing' else 'no_handlers' end,
-                    deliveries_open = o.n,
-                    published_at = case when o.n > 0 then null else now() end,
-                    updated_at = now()
-               from owned o
-              where e.id = any(array(select id from owned where not started and not all_deferred))
-                and e.id = o.id
-             returning e.id
-           )
-           -- Each delivery row, and each leased event (once, whatever the number of its pairs), with its event
-           -- read from the table by primary key (this statement's snapshot: the columns used are ones it does not
-           -- change). Joining two CTEs directly instead makes the planner loop over one for each row of the other.
-           (select 'row' as kind, d.id as delivery_id, d.consumer_name, d.attempt_count, e.id as event_id, e.tenant_id,
-                   e.event_name, e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id,
-                   e.schema_version, null::bigint as event_seq
-              from inserted d join ${EVENTS} e on e.id = d.event_id
-             where d.status = 'processing'
-             order by e.seq, d.consumer_name)
-           union all
-           (select 'pair', null, m.name, null, m.event_id, null, null, null, null, null, null, null, null, null
-              from matched m
-             where m.deferred
-             order by m.seq, m.name)
-           union all
-           select 'lease', null, null, l.claim_count, e.id, e.tenant_id, e.event_name, e.payload, e.aggregate_type,
-                  e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version, e.seq
-             from leased l join ${EVENTS} e on e.id = l.event_id
-           union all
-           select 'event', null, null, null, m.id, null, null, null, null, null, null, null, null, null from marked m
-           union all
-           select 'lost', null, null, null, c.id, null, null, null, null, null, null, null, null, null from counted c
-            where c.has_deferred and not c.id = any(array(select event_id from leased))`,
+    text: FAN_OUT_TEXT,
+    prepared: FAN_OUT_PREPARED,
     values: [
       p.tenantId,
       p.hosted,

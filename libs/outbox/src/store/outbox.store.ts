@@ -6,8 +6,8 @@ import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import { OutboxError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
-import type { SqlStatement } from './outbox.queries';
-import { inlineStatement } from './inline-statement';
+import type { PreparedForm, SqlStatement } from './outbox.queries';
+import { executePrepared, inlineStatement, preparePrepared } from './inline-statement';
 import { sendSimpleQuery } from './simple-query';
 
 /** A statement of a transaction sent in one round trip, or `null` when this transaction does not need it. */
@@ -17,6 +17,8 @@ export type Step = SqlStatement | null;
 @Injectable()
 export class OutboxStore {
   private resolved: DataSource | undefined;
+  /** Per pooled connection (its pg client), the statements prepared on it and when (`Date.now()`). */
+  private readonly preparedOn = new WeakMap<object, Map<string, number>>();
 
   constructor(
     private readonly moduleRef: ModuleRef,
@@ -88,13 +90,43 @@ export class OutboxStore {
 
   /**
    * Sends statements in one simple-protocol query on the runner's connection (see `sendSimpleQuery`) and returns
-   * each one's rows (`[]` for a `null`).
+   * each one's rows (`[]` for a `null`). A statement with a prepared form (`relay.preparedStatements`) goes as
+   * `execute`, preceded in the same query by its `prepare` when this connection has not prepared it within
+   * `PREPARED_REFRESH_MS` (so a generic plan made while a table was empty does not outlive the table's growth).
    */
   private async send(runner: QueryRunner, statements: readonly (Step | string)[]): Promise<unknown[][]> {
-    const sent = statements.filter((s) => s !== null);
-    const text = sent.map((s) => (typeof s === 'string' ? s : inlineStatement(s))).join(';\n');
-    const results = (await sendSimpleQuery(runner, text)).values();
-    return statements.map((s) => (s === null ? [] : results.next().value!.rows));
+    const connection = (await runner.connect()) as object;
+    const pieces: string[] = [];
+    const preparing: PreparedForm[] = [];
+    const resultAt = statements.map((s) => {
+      if (s === null) return null;
+      if (typeof s === 'string') return pieces.push(s) - 1;
+      if (!s.prepared || !this.options.relay.preparedStatements) return pieces.push(inlineStatement(s)) - 1;
+      if (!this.isPrepared(connection, s.prepared)) {
+        pieces.push(preparePrepared(s));
+        preparing.push(s.prepared);
+      }
+      return pieces.push(executePrepared(s)) - 1;
+    });
+    let results: { rows: unknown[] }[];
+    try {
+      results = await sendSimpleQuery(runner, pieces.join(';\n'));
+    } catch (error) {
+      // Its prepared statements are gone (`discard all`, a pooler that moved us to another server): prepare anew.
+      if ((error as { code?: string }).code === PREPARED_STATEMENT_MISSING) this.preparedOn.delete(connection);
+      throw error;
+    }
+    if (preparing.length > 0) {
+      const prepared = this.preparedOn.get(connection) ?? new Map<string, number>();
+      for (const form of preparing) prepared.set(form.name, Date.now());
+      this.preparedOn.set(connection, prepared);
+    }
+    return resultAt.map((at) => (at === null ? [] : results[at]!.rows));
+  }
+
+  private isPrepared(connection: object, form: PreparedForm): boolean {
+    const at = this.preparedOn.get(connection)?.get(form.name);
+    return at !== undefined && Date.now() - at < PREPARED_REFRESH_MS;
   }
 
   /** Runs one statement outside any transaction of the app. */
@@ -109,6 +141,15 @@ export class OutboxStore {
 }
 
 type Send = (runner: QueryRunner, statements: readonly (Step | string)[]) => Promise<unknown[][]>;
+
+/**
+ * How long a connection keeps using a statement it prepared before preparing it again. A generic plan is made
+ * with the table sizes of its first execution; remade every second, it follows them.
+ */
+const PREPARED_REFRESH_MS = 1000;
+
+/** SQLSTATE `invalid_sql_statement_name`: `execute` of a statement this session does not have. */
+export const PREPARED_STATEMENT_MISSING = '26000';
 
 /**
  * One relay round's connection. The claim commits on it and, in the same round trip, the batch transaction in
@@ -136,6 +177,19 @@ export class RoundConnection {
    * batch transaction still open (begun by a claim that found nothing) is rolled back first, in the same trip.
    */
   async claim(
+    claim: readonly Step[],
+    opening: readonly Step[] | null,
+  ): Promise<{ claimed: unknown[][]; opened: unknown[][] }> {
+    try {
+      return await this.claimOnce(claim, opening);
+    } catch (error) {
+      // The connection lost its prepared statements; `send` forgot them, so this time they are prepared first.
+      if ((error as { code?: string }).code !== PREPARED_STATEMENT_MISSING) throw error;
+      return this.claimOnce(claim, opening);
+    }
+  }
+
+  private async claimOnce(
     claim: readonly Step[],
     opening: readonly Step[] | null,
   ): Promise<{ claimed: unknown[][]; opened: unknown[][] }> {

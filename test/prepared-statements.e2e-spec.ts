@@ -1,0 +1,162 @@
+import { Injectable } from '@nestjs/common';
+import { Client } from 'pg';
+import { randomUUID } from 'node:crypto';
+import { OnOutboxEvent, type OutboxEvent } from '@app/outbox';
+import { fanOutPendingEvents } from '../libs/outbox/src/store/outbox.queries';
+import { executePrepared, preparePrepared } from '../libs/outbox/src/store/inline-statement';
+import { buildApp, type TestApp } from './support/build-app';
+import { createTestDatabase, type TestDatabase } from './support/test-database';
+
+const TENANT = '88888888-8888-4888-8888-888888888888';
+const EVENT = 'test.prepared.v1';
+
+@Injectable()
+class Seen {
+  readonly ids: string[] = [];
+
+  @OnOutboxEvent(EVENT, { consumer: 'seen' })
+  handle(event: OutboxEvent): void {
+    this.ids.push(event.eventId);
+  }
+}
+
+interface PreparedRow {
+  name: string;
+  generic_plans: number;
+  custom_plans: number;
+}
+
+/**
+ * The claim's fan-out runs as a server-side prepared statement with a generic plan (`relay.preparedStatements`,
+ * on by default). The apps here have a pool of one connection, so the test's own queries run in the relay's
+ * session and see what it prepared.
+ */
+describe('the fan-out as a prepared statement', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  async function withApp(
+    preparedStatements: boolean | undefined,
+    work: (t: TestApp, seen: Seen) => Promise<void>,
+  ): Promise<void> {
+    const t = await buildApp({
+      url: db.url,
+      providers: [Seen],
+      poolSize: 1,
+      outbox: { relay: { preparedStatements } },
+    });
+    try {
+      await work(t, t.app.get(Seen));
+    } finally {
+      await t.close();
+    }
+  }
+
+  async function enqueue(t: TestApp, count: number): Promise<string[]> {
+    return t.dataSource.transaction((m) =>
+      t.outbox.enqueueMany(
+        m,
+        Array.from({ length: count }, (_, i) => ({ tenantId: TENANT, eventName: EVENT, payload: { i } })),
+      ),
+    );
+  }
+
+  const preparedHere = (t: TestApp): Promise<PreparedRow[]> =>
+    t.dataSource.query(
+      `select name, generic_plans::int, custom_plans::int from pg_prepared_statements where name like 'outbox\\_%'`,
+    );
+
+  it('prepares it once on the connection and runs its generic plan on every claim', async () => {
+    await withApp(undefined, async (t, seen) => {
+      const first = await enqueue(t, 3);
+      expect((await t.relay.runOnce()).succeeded).toBe(3);
+      const second = await enqueue(t, 2);
+      expect((await t.relay.runOnce()).succeeded).toBe(2);
+      expect(seen.ids.sort()).toEqual([...first, ...second].sort());
+      const prepared = await preparedHere(t);
+      expect(prepared).toHaveLength(1);
+      expect(prepared[0]!.name).toMatch(/^outbox_fan_out_[0-9a-f]{12}$/);
+      expect(prepared[0]!.custom_plans).toBe(0);
+      expect(prepared[0]!.generic_plans).toBeGreaterThanOrEqual(1);
+    });
+  });
+
+  it('prepares it again when the session lost it (discard all, or another server behind a pooler)', async () => {
+    await withApp(undefined, async (t, seen) => {
+      await enqueue(t, 1);
+      expect((await t.relay.runOnce()).succeeded).toBe(1);
+      await t.dataSource.query('deallocate all');
+      expect(await preparedHere(t)).toEqual([]);
+      const ids = await enqueue(t, 4);
+      const round = await t.relay.runOnce();
+      expect(round).toMatchObject({ succeeded: 4, failed: 0 });
+      expect(seen.ids.slice(-4).sort()).toEqual(ids.sort());
+      expect(await preparedHere(t)).toHaveLength(1);
+    });
+  });
+
+  it('prepares nothing with relay.preparedStatements false', async () => {
+    await withApp(false, async (t) => {
+      await enqueue(t, 2);
+      expect((await t.relay.runOnce()).succeeded).toBe(2);
+      expect(await preparedHere(t)).toEqual([]);
+    });
+  });
+
+  it('refuses a relay.preparedStatements that is not a boolean, at boot', async () => {
+    await expect(
+      buildApp({ url: db.url, outbox: { relay: { preparedStatements: 'yes' as unknown as boolean } } }),
+    ).rejects.toThrow(/relay\.preparedStatements must be true or false, got "yes"/);
+  });
+
+  /**
+   * A generic plan is made without the values, so it cannot know that a CTE returns a handful of rows: joined
+   * the usual way, the claimed events would be read by hashing the whole events table. Over tables of some size,
+   * it must reach events and deliveries through their indexes. (Over empty tables a plan may still read them
+   * whole; the relay prepares the statement again every second, so such a plan does not outlive their growth.)
+   */
+  it('has a generic plan that reads no whole table of events or deliveries', async () => {
+    await db.sql(
+      `insert into event_outbox (id, tenant_id, event_name, payload, status, deliveries_open)
+       select gen_random_uuid(), $1, $2, '{}', case when n % 2 = 0 then 'pending' else 'processing' end, 1
+         from generate_series(1, 20000) as n`,
+      [TENANT, EVENT],
+    );
+    await db.sql(
+      `insert into outbox_deliveries (event_id, tenant_id, consumer_name, event_seq, status)
+       select id, tenant_id, 'seen', seq, 'pending' from event_outbox where status = 'processing'`,
+    );
+    await db.sql('analyze');
+    const client = new Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      const statement = fanOutPendingEvents({
+        tenantId: TENANT,
+        hosted: ['seen'],
+        inProcess: ['seen'],
+        tenantConsumers: [],
+        liveWithinMs: 60_000,
+        limit: 100,
+        leaseToken: randomUUID(),
+        leaseMs: 30_000,
+      });
+      await client.query(preparePrepared(statement));
+      await client.query('begin');
+      await client.query(`set local plan_cache_mode = force_generic_plan`);
+      const { rows } = await client.query<{ 'QUERY PLAN': string }>(
+        `explain (costs off) ${executePrepared(statement)}`,
+      );
+      await client.query('rollback');
+      const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
+      expect(plan).toContain('event_outbox_pending_idx');
+      expect(plan).not.toMatch(/Seq Scan on (event_outbox|outbox_deliveries)\b/);
+    } finally {
+      await client.end();
+    }
+  });
+});
