@@ -18,8 +18,9 @@ export interface QueryKindStats {
 /** Names a statement by what it does, so a time split reads as the relay's steps. Unknown ones keep their start. */
 const KINDS: readonly [RegExp, string][] = [
   // statements sent together in one round trip (the relay's): named by their main statement
-  [/with fresh as.*with retry as/is, 'claim (fan out + due) + begin/commit'],
-  [/with fresh as/i, 'claim + fan out new events + begin/commit'],
+  // (the fan-out runs as `execute outbox_fan_out_…`, or its text in full when prepared statements are off)
+  [/(with fresh as|execute outbox_fan_out_).*with retry as/is, 'claim (fan out + due) + begin/commit'],
+  [/with fresh as|execute outbox_fan_out_/i, 'claim + fan out new events + begin/commit'],
   [/with retry as/i, 'claim retries + expired leases + begin/commit'],
   [/with o as.*commit$/is, 'record outcomes + inbox + commit'],
   [/^(release savepoint \w+; )?savepoint outbox_h\d+;\n/i, 'savepoint + handler query'],
