@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { Client } from 'pg';
 import { randomUUID } from 'node:crypto';
 import { OnOutboxEvent, type OutboxEvent } from '@app/outbox';
-import { fanOutPendingEvents } from '../libs/outbox/src/store/outbox.queries';
+import { fanOutPendingEvents, type SqlStatement } from '../libs/outbox/src/store/outbox.queries';
 import { executePrepared, preparePrepared } from '../libs/outbox/src/store/inline-statement';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
@@ -31,7 +31,7 @@ interface PreparedRow {
  * on by default). The apps here have a pool of one connection, so the test's own queries run in the relay's
  * session and see what it prepared.
  */
-describe('the fan-out as a prepared statement', () => {
+describe("the claim's fan-out as a prepared statement", () => {
   let db: TestDatabase;
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -79,10 +79,11 @@ describe('the fan-out as a prepared statement', () => {
       expect((await t.relay.runOnce()).succeeded).toBe(2);
       expect(seen.ids.sort()).toEqual([...first, ...second].sort());
       const prepared = await preparedHere(t);
-      expect(prepared).toHaveLength(1);
-      expect(prepared[0]!.name).toMatch(/^outbox_fan_out_[0-9a-f]{12}$/);
-      expect(prepared[0]!.custom_plans).toBe(0);
-      expect(prepared[0]!.generic_plans).toBeGreaterThanOrEqual(1);
+      expect(prepared.map((p) => p.name)).toEqual([expect.stringMatching(/^outbox_fan_out_[0-9a-f]{12}$/)]);
+      for (const statement of prepared) {
+        expect(statement.custom_plans).toBe(0);
+        expect(statement.generic_plans).toBeGreaterThanOrEqual(1);
+      }
     });
   });
 
@@ -132,19 +133,28 @@ describe('the fan-out as a prepared statement', () => {
        select id, tenant_id, 'seen', seq, 'pending' from event_outbox where status = 'processing'`,
     );
     await db.sql('analyze');
+    const fanOut = fanOutPendingEvents({
+      tenantId: TENANT,
+      hosted: ['seen'],
+      inProcess: ['seen'],
+      tenantConsumers: [],
+      liveWithinMs: 60_000,
+      limit: 100,
+      leaseToken: randomUUID(),
+      leaseMs: 30_000,
+    });
+    const fanOutPlan = await genericPlan(fanOut);
+    expect(fanOutPlan).toContain('event_outbox_pending_idx');
+    // the live leases are read once per claim, not once per event (the lease table is empty here)
+    expect(fanOutPlan).toMatch(/NOT \(hashed SubPlan \d+\)/);
+    expect(fanOutPlan).not.toMatch(/Seq Scan on (event_outbox|outbox_deliveries)\b/);
+  });
+
+  /** The plan PostgreSQL makes for the statement without its values, as the relay runs it. */
+  async function genericPlan(statement: SqlStatement): Promise<string> {
     const client = new Client({ connectionString: db.url });
     await client.connect();
     try {
-      const statement = fanOutPendingEvents({
-        tenantId: TENANT,
-        hosted: ['seen'],
-        inProcess: ['seen'],
-        tenantConsumers: [],
-        liveWithinMs: 60_000,
-        limit: 100,
-        leaseToken: randomUUID(),
-        leaseMs: 30_000,
-      });
       await client.query(preparePrepared(statement));
       await client.query('begin');
       await client.query(`set local plan_cache_mode = force_generic_plan`);
@@ -152,13 +162,9 @@ describe('the fan-out as a prepared statement', () => {
         `explain (costs off) ${executePrepared(statement)}`,
       );
       await client.query('rollback');
-      const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
-      expect(plan).toContain('event_outbox_pending_idx');
-      expect(plan).not.toMatch(/Seq Scan on (event_outbox|outbox_deliveries)\b/);
-      // the live leases are read once per claim, not once per event (the lease table is empty here)
-      expect(plan).toMatch(/NOT \(hashed SubPlan \d+\)/);
+      return rows.map((r) => r['QUERY PLAN']).join('\n');
     } finally {
       await client.end();
     }
-  });
+  }
 });

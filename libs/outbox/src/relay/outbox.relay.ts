@@ -375,7 +375,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const inProcess = this.registry.inProcessNames();
     const claimDue = hasDue || (hasNew && this.hostsOrdered(tenantConsumers));
     const statements = [
-      this.context(tenantId, { durable: false, genericPlans: this.options.relay.preparedStatements }),
+      this.context(tenantId, { durable: false }),
       hasNew
         ? q.fanOutPendingEvents({
             tenantId,
@@ -571,7 +571,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   /** Sets the tenant for row-level security and an idle cap, both transaction-local (first in each transaction). */
-  private context(tenantId: string, options: { durable?: boolean; genericPlans?: boolean } = {}): q.SqlStatement {
+  private context(tenantId: string, options: { durable?: boolean } = {}): q.SqlStatement {
     return q.setTransactionContext(this.options.tenantSetting, tenantId, this.options.relay.leaseMs, options);
   }
 }

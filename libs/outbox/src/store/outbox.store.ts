@@ -106,6 +106,9 @@ export class OutboxStore {
         pieces.push(preparePrepared(s));
         preparing.push(s.prepared);
       }
+      // Its generic plan, not one planned anew for these values (the point of preparing it). Statements with a
+      // prepared form run inside the relay's transactions, after any handler's queries: the setting ends with them.
+      pieces.push(GENERIC_PLANS);
       return pieces.push(executePrepared(s)) - 1;
     });
     let results: { rows: unknown[] }[];
@@ -149,6 +152,9 @@ type Send = (runner: QueryRunner, statements: readonly (Step | string)[]) => Pro
  * preparation per connection per period, a few ms each.)
  */
 const PREPARED_REFRESH_MS = 10_000;
+
+/** Makes the transaction's prepared statements run their generic plan. */
+const GENERIC_PLANS = `set local plan_cache_mode = force_generic_plan`;
 
 /** SQLSTATE `invalid_sql_statement_name`: `execute` of a statement this session does not have. */
 export const PREPARED_STATEMENT_MISSING = '26000';
