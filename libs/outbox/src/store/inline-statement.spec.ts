@@ -1,5 +1,5 @@
 import { escapeLiteral } from 'pg';
-import { inlineParameters, inlineStatement } from './inline-statement';
+import { executePrepared, inlineParameters, inlineStatement, preparePrepared } from './inline-statement';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const { prepareValue } = require('pg/lib/utils') as { prepareValue(value: unknown): string };
@@ -84,5 +84,33 @@ describe('inlineParameters', () => {
 
   it('passes a query without parameters through', () => {
     expect(inlineParameters('savepoint typeorm_1', undefined)).toBe('savepoint typeorm_1');
+  });
+});
+
+describe('preparePrepared / executePrepared', () => {
+  const statement = {
+    text: `select $1::int + 1 where 'it''s' <> $2`,
+    values: [-5, `it's`],
+    prepared: { name: 'outbox_t_0123456789ab', types: ['int', 'text'] },
+  };
+
+  it('executes with the values written as literals, in order', () => {
+    expect(executePrepared(statement)).toBe(`execute outbox_t_0123456789ab((-5), 'it''s')`);
+  });
+
+  it('prepares in a do block whose strings hold the text exactly, quotes included', () => {
+    const block = preparePrepared(statement);
+    expect(block).toContain(`execute 'deallocate outbox_t_0123456789ab'`);
+    expect(block).toContain(
+      `execute 'prepare outbox_t_0123456789ab(int, text) as select $1::int + 1 where ''it''''s'' <> $2'`,
+    );
+  });
+
+  it('refuses values that do not match the parameters, and names that are not plain identifiers', () => {
+    expect(() => executePrepared({ ...statement, values: [1] })).toThrow(/takes 2 values, got 1/);
+    expect(() => preparePrepared({ ...statement, prepared: { name: 'x; drop', types: [] } })).toThrow(
+      /not a prepared statement name/,
+    );
+    expect(() => executePrepared({ text: 'select 1', values: [] })).toThrow(/not a prepared statement name/);
   });
 });

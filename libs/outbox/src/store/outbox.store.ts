@@ -106,8 +106,8 @@ export class OutboxStore {
         pieces.push(preparePrepared(s));
         preparing.push(s.prepared);
       }
-      // Its generic plan, not one planned anew for these values (the point of preparing it). Statements with a
-      // prepared form run inside the relay's transactions, after any handler's queries: the setting ends with them.
+      // Its generic plan, not one planned anew for these values (the point of preparing it). The setting is
+      // transaction-local: statements with a prepared form (the claim's fan-out) run in the relay's own transactions.
       pieces.push(GENERIC_PLANS);
       return pieces.push(executePrepared(s)) - 1;
     });
