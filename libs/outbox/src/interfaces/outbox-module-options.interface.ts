@@ -36,8 +36,8 @@ export interface OutboxRelayOptions {
   listen?: boolean;
   /**
    * Run the claim's fan-out statement as a server-side prepared statement with a generic plan, parsed and
-   * planned once per connection (again every 10 s, so the plan follows the tables' sizes) instead of on
-   * every claim. Default true. Set false behind a pooler that does not keep a session's prepared statements
+   * planned once per connection (again after 1, 2, 4 and 8 s, then every 10 s, so the plan follows the tables'
+   * sizes) instead of on every claim. Default true. Set false behind a pooler that does not keep a session's prepared statements
    * (PgBouncer in transaction mode): the relay copes with a lost statement by preparing it again, but pays
    * a failed round trip each time.
    */

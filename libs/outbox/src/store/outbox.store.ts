@@ -17,8 +17,8 @@ export type Step = SqlStatement | null;
 @Injectable()
 export class OutboxStore {
   private resolved: DataSource | undefined;
-  /** Per pooled connection (its pg client), the statements prepared on it and when (`Date.now()`). */
-  private readonly preparedOn = new WeakMap<object, Map<string, number>>();
+  /** Per pooled connection (its pg client), the statements prepared on it: until when each is used as it is. */
+  private readonly preparedOn = new WeakMap<object, Map<string, Freshness>>();
 
   constructor(
     private readonly moduleRef: ModuleRef,
@@ -91,8 +91,8 @@ export class OutboxStore {
   /**
    * Sends statements in one simple-protocol query on the runner's connection (see `sendSimpleQuery`) and returns
    * each one's rows (`[]` for a `null`). A statement with a prepared form (`relay.preparedStatements`) goes as
-   * `execute`, preceded in the same query by its `prepare` when this connection has not prepared it within
-   * `PREPARED_REFRESH_MS` (so a generic plan made while a table was empty does not outlive the table's growth).
+   * `execute`, preceded in the same query by its `prepare` when this connection has not prepared it recently
+   * (see `PREPARED_REFRESH_MS`: a generic plan made while a table was empty must not outlive the table's growth).
    */
   private async send(runner: QueryRunner, statements: readonly (Step | string)[]): Promise<unknown[][]> {
     const connection = (await runner.connect()) as object;
@@ -120,16 +120,22 @@ export class OutboxStore {
       throw error;
     }
     if (preparing.length > 0) {
-      const prepared = this.preparedOn.get(connection) ?? new Map<string, number>();
-      for (const form of preparing) prepared.set(form.name, Date.now());
+      const prepared = this.preparedOn.get(connection) ?? new Map<string, Freshness>();
+      for (const form of preparing) {
+        // 1 s after the first preparation, then twice as long each time up to PREPARED_REFRESH_MS: a new
+        // database's first claims see nearly empty tables, whose plan should not last while they fill up
+        const previous = prepared.get(form.name)?.period;
+        const period = previous === undefined ? FIRST_REFRESH_MS : Math.min(PREPARED_REFRESH_MS, 2 * previous);
+        prepared.set(form.name, { until: Date.now() + period, period });
+      }
       this.preparedOn.set(connection, prepared);
     }
     return resultAt.map((at) => (at === null ? [] : results[at]!.rows));
   }
 
   private isPrepared(connection: object, form: PreparedForm): boolean {
-    const at = this.preparedOn.get(connection)?.get(form.name);
-    return at !== undefined && Date.now() - at < PREPARED_REFRESH_MS;
+    const freshness = this.preparedOn.get(connection)?.get(form.name);
+    return freshness !== undefined && Date.now() < freshness.until;
   }
 
   /** Runs one statement outside any transaction of the app. */
@@ -149,9 +155,16 @@ type Send = (runner: QueryRunner, statements: readonly (Step | string)[]) => Pro
  * How long a connection keeps using a statement it prepared before preparing it again. A generic plan is made
  * with the table sizes of its first execution; remade every 10 s, it follows them. (The relay's rounds take
  * whichever pooled connection is free, so each connection of the pool prepares its own: at most one
- * preparation per connection per period, a few ms each.)
+ * preparation per connection per period, a few ms each.) The first periods are shorter: 1 s, 2 s, 4 s, 8 s.
  */
 const PREPARED_REFRESH_MS = 10_000;
+const FIRST_REFRESH_MS = 1000;
+
+/** A prepared statement on one connection: used as it is until `until`, then prepared again. */
+interface Freshness {
+  until: number;
+  period: number;
+}
 
 /** Makes the transaction's prepared statements run their generic plan. */
 const GENERIC_PLANS = `set local plan_cache_mode = force_generic_plan`;
