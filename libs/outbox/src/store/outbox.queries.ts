@@ -51,7 +51,7 @@ export interface SqlStatement {
   /**
    * Set on a statement the relay may run as a server-side prepared statement (see `OutboxStore`): its name,
    * unique to its text, and the types of its parameters. Only for statements whose generic plan does not
-   * depend on table sizes (checked by `relay-statements.e2e-spec.ts`).
+   * depend on table sizes (checked by `prepared-statements.e2e-spec.ts`).
    */
   prepared?: PreparedForm;
 }
@@ -474,84 +474,6 @@ export interface DeliveryOutcome {
   externalRunId?: string | null;
 }
 
-// unnest pads shorter arrays with nulls: a column that is null throughout is sent empty (see `column`), and the
-// pairs' tenant, when they share one, once ($15)
-const RECORD_OUTCOMES_TEXT = `with o as (
-    select id, status, error_code, last_error, retry_ms, external_run_id, event_id, consumer, attempt,
-           coalesce(tenant_id, $15::uuid) as tenant_id, seq
-      from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $7::text[],
-                  $8::uuid[], $9::text[], $10::int[], $11::uuid[], $12::bigint[])
-             as o(id, status, error_code, last_error, retry_ms, external_run_id, event_id, consumer, attempt,
-                  tenant_id, seq)
-  ), updated as (
-    update ${DELIVERIES} d
-       set status = case when o.status = 'deferred' then 'pending' else o.status end,
-           attempt_count = case when o.status = 'deferred' then d.attempt_count - 1 else d.attempt_count end,
-           external_run_id = coalesce(o.external_run_id, d.external_run_id),
-           -- a success keeps the last error seen (e.g. staleLeaseRecovered): operators see how it got there
-           error_code = coalesce(o.error_code, d.error_code),
-           last_error = coalesce(o.last_error, d.last_error),
-           next_attempt_at = case when o.status in ('failed', 'deferred') then now() + o.retry_ms * interval '1 millisecond'
-                                  else d.next_attempt_at end,
-           processed_at = case when o.status = 'delivered' then now() else null end,
-           lease_token = null,
-           lease_expires_at = null,
-           updated_at = now()
-      from o
-     -- = any() over the ids alone as well as the join: the planner probes the primary key, or skips the
-     -- table when there are none, instead of scanning it
-     where d.id = any($14::bigint[]) and d.id = o.id and d.lease_token = $6
-    returning d.event_id, d.tenant_id, d.consumer_name, d.status, d.attempt_count, d.last_error
-  ), released as (
-    -- the fence for pairs: only the events whose lease this relay still holds
-    delete from ${EVENT_LEASES}
-     where event_id = any(array(select event_id from o where id is null)) and lease_token = $6
-    returning event_id
-  ), inserted as (
-    insert into ${DELIVERIES} (event_id, tenant_id, consumer_name, event_seq, status, attempt_count, error_code,
-                               last_error, next_attempt_at, processed_at, external_run_id)
-    select o.event_id, o.tenant_id, o.consumer, o.seq, o.status, o.attempt, o.error_code, o.last_error,
-           now() + o.retry_ms * interval '1 millisecond',
-           case when o.status = 'delivered' then now() end, o.external_run_id
-      from o
-     where o.id is null and o.event_id = any(array(select event_id from released))
-    on conflict (event_id, consumer_name) do nothing
-    returning event_id, tenant_id, consumer_name, status, attempt_count, last_error
-  ), d as (
-    select * from updated union all select * from inserted
-  ), inbox as (
-    insert into ${INBOX} (event_id, consumer_name, tenant_id)
-    select event_id, consumer_name, tenant_id from d where status = 'delivered'
-  ), per_event as (
-    select event_id,
-           count(*)::int as total,
-           count(*) filter (where status in ('delivered', 'dead'))::int as closed,
-           count(*) filter (where status = 'dead')::int as dead,
-           max(attempt_count) as attempts,
-           max(consumer_name || ': ' || last_error) filter (where status = 'dead') as dead_error
-      from d group by event_id
-  ), settled as (
-    -- an event still 'pending' was claimed only through its lease: all its pairs are in this batch
-    update ${EVENTS} e
-       set deliveries_open = case when e.status = 'pending' then p.total else e.deliveries_open end - p.closed,
-           deliveries_dead = e.deliveries_dead + p.dead,
-           status = case when e.deliveries_dead + p.dead > 0 then 'failed'
-                         when case when e.status = 'pending' then p.total else e.deliveries_open end - p.closed = 0 then 'published'
-                         else 'processing' end,
-           published_at = case when e.deliveries_dead + p.dead = 0
-                                and case when e.status = 'pending' then p.total else e.deliveries_open end - p.closed = 0
-                               then now() else e.published_at end,
-           failed_at = case when p.dead > 0 then now() else e.failed_at end,
-           error_message = coalesce(p.dead_error, e.error_message),
-           attempts = greatest(e.attempts, p.attempts),
-           updated_at = now()
-      from per_event p
-     where e.id = any(array(select event_id from per_event)) and e.id = p.event_id
-    returning e.id
-  )
-  select (select count(*) from d)::int as recorded, (select count(*) from settled)::int as events,
-         ${OUTBOX_SCHEMA}.outbox_lease_fence($13, ((select count(*) from updated) + (select count(*) from released))::int) as owned`;
-
 /**
  * Records a batch's outcomes in one statement: updates the leased deliveries still owned (fenced by the lease
  * token), inserts the rows of in-process pairs claimed through their event (once, with their final status;
@@ -573,7 +495,83 @@ function recordOutcomes(
 ): SqlStatement {
   const tenants = [...new Set(outcomes.flatMap((o) => (o.pair ? [o.pair.tenantId] : [])))];
   return {
-    text: RECORD_OUTCOMES_TEXT,
+    // unnest pads shorter arrays with nulls: a column that is null throughout is sent empty (see `column`), and
+    // the pairs' tenant, when they share one, once ($15)
+    text: `with o as (
+             select id, status, error_code, last_error, retry_ms, external_run_id, event_id, consumer, attempt,
+                    coalesce(tenant_id, $15::uuid) as tenant_id, seq
+               from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $7::text[],
+                           $8::uuid[], $9::text[], $10::int[], $11::uuid[], $12::bigint[])
+                      as o(id, status, error_code, last_error, retry_ms, external_run_id, event_id, consumer, attempt,
+                           tenant_id, seq)
+           ), updated as (
+             update ${DELIVERIES} d
+                set status = case when o.status = 'deferred' then 'pending' else o.status end,
+                    attempt_count = case when o.status = 'deferred' then d.attempt_count - 1 else d.attempt_count end,
+                    external_run_id = coalesce(o.external_run_id, d.external_run_id),
+                    -- a success keeps the last error seen (e.g. staleLeaseRecovered): operators see how it got there
+                    error_code = coalesce(o.error_code, d.error_code),
+                    last_error = coalesce(o.last_error, d.last_error),
+                    next_attempt_at = case when o.status in ('failed', 'deferred') then now() + o.retry_ms * interval '1 millisecond'
+                                           else d.next_attempt_at end,
+                    processed_at = case when o.status = 'delivered' then now() else null end,
+                    lease_token = null,
+                    lease_expires_at = null,
+                    updated_at = now()
+               from o
+              -- = any() over the ids alone as well as the join: the planner probes the primary key, or skips the
+              -- table when there are none, instead of scanning it
+              where d.id = any($14::bigint[]) and d.id = o.id and d.lease_token = $6
+             returning d.event_id, d.tenant_id, d.consumer_name, d.status, d.attempt_count, d.last_error
+           ), released as (
+             -- the fence for pairs: only the events whose lease this relay still holds
+             delete from ${EVENT_LEASES}
+              where event_id = any(array(select event_id from o where id is null)) and lease_token = $6
+             returning event_id
+           ), inserted as (
+             insert into ${DELIVERIES} (event_id, tenant_id, consumer_name, event_seq, status, attempt_count, error_code,
+                                        last_error, next_attempt_at, processed_at, external_run_id)
+             select o.event_id, o.tenant_id, o.consumer, o.seq, o.status, o.attempt, o.error_code, o.last_error,
+                    now() + o.retry_ms * interval '1 millisecond',
+                    case when o.status = 'delivered' then now() end, o.external_run_id
+               from o
+              where o.id is null and o.event_id = any(array(select event_id from released))
+             on conflict (event_id, consumer_name) do nothing
+             returning event_id, tenant_id, consumer_name, status, attempt_count, last_error
+           ), d as (
+             select * from updated union all select * from inserted
+           ), inbox as (
+             insert into ${INBOX} (event_id, consumer_name, tenant_id)
+             select event_id, consumer_name, tenant_id from d where status = 'delivered'
+           ), per_event as (
+             select event_id,
+                    count(*)::int as total,
+                    count(*) filter (where status in ('delivered', 'dead'))::int as closed,
+                    count(*) filter (where status = 'dead')::int as dead,
+                    max(attempt_count) as attempts,
+                    max(consumer_name || ': ' || last_error) filter (where status = 'dead') as dead_error
+               from d group by event_id
+           ), settled as (
+             -- an event still 'pending' was claimed only through its lease: all its pairs are in this batch
+             update ${EVENTS} e
+                set deliveries_open = case when e.status = 'pending' then p.total else e.deliveries_open end - p.closed,
+                    deliveries_dead = e.deliveries_dead + p.dead,
+                    status = case when e.deliveries_dead + p.dead > 0 then 'failed'
+                                  when case when e.status = 'pending' then p.total else e.deliveries_open end - p.closed = 0 then 'published'
+                                  else 'processing' end,
+                    published_at = case when e.deliveries_dead + p.dead = 0
+                                         and case when e.status = 'pending' then p.total else e.deliveries_open end - p.closed = 0
+                                        then now() else e.published_at end,
+                    failed_at = case when p.dead > 0 then now() else e.failed_at end,
+                    error_message = coalesce(p.dead_error, e.error_message),
+                    attempts = greatest(e.attempts, p.attempts),
+                    updated_at = now()
+               from per_event p
+              where e.id = any(array(select event_id from per_event)) and e.id = p.event_id
+             returning e.id
+           )
+           select (select count(*) from d)::int as recorded, (select count(*) from settled)::int as events,
+                  ${OUTBOX_SCHEMA}.outbox_lease_fence($13, ((select count(*) from updated) + (select count(*) from released))::int) as owned`,
     values: [
       column(outcomes, (o) => o.deliveryId),
       outcomes.map((o) => o.status),
