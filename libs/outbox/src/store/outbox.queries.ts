@@ -132,6 +132,10 @@ export function dueTenants(limit: number, afterTenant: string | null): SqlStatem
  * session of a relay that stalls mid-transaction (paused, hung), releasing its row locks for another relay.
  * `durable: false` commits without waiting for the WAL flush: used for the claim, whose loss in a database crash
  * only means the work is claimed again (the outcome transaction that follows flushes it anyway).
+ *
+ * JIT compilation is off in these transactions: the relay's statements touch a batch of rows each, and a plan
+ * whose estimated cost passes `jit_above_cost` (a generic plan's estimates are rough) would be compiled on every
+ * execution — measured on PostgreSQL 15 with its default `jit = on`: 1.8 s per claim instead of 4 ms.
  */
 export function setTransactionContext(
   tenantSetting: string,
@@ -141,7 +145,7 @@ export function setTransactionContext(
 ): SqlStatement {
   return {
     text: `select set_config($1, $2, true), set_config('idle_in_transaction_session_timeout', $3, true),
-                  set_config('synchronous_commit', $4, true)`,
+                  set_config('synchronous_commit', $4, true), set_config('jit', 'off', true)`,
     values: [tenantSetting, tenantId, String(idleTimeoutMs), durable ? 'on' : 'off'],
   };
 }
