@@ -83,9 +83,7 @@ describe('JIT compilation in the relay', () => {
       const context = setTransactionContext(OUTBOX_DEFAULTS.tenantSetting, TENANT, 30_000, { durable: false });
       await runner.query(context.text, context.values);
       await runner.query(`set local plan_cache_mode = force_generic_plan`);
-      const plan = await runner.query<{ 'QUERY PLAN': string }[]>(
-        `explain (analyze) ${executePrepared(claim)}`,
-      );
+      const plan: { 'QUERY PLAN': string }[] = await runner.query(`explain (analyze) ${executePrepared(claim)}`);
       const text = plan.map((row) => row['QUERY PLAN']).join('\n');
       expect(text).toContain('event_outbox_pending_idx');
       // Where PostgreSQL has no LLVM (the embedded server), it never compiles; where it has, it would here. (EXPLAIN
