@@ -48,7 +48,10 @@ describe('JIT compilation in the relay', () => {
   it('is off in the transactions where handlers run, though the database turns it on', async () => {
     expect(await t.dataSource.query(`select current_setting('jit') as jit`)).toEqual([{ jit: 'on' }]);
     await t.dataSource.transaction((m) =>
-      t.outbox.enqueueMany(m, [1, 2, 3].map((i) => ({ tenantId: TENANT, eventName: EVENT, payload: { i } }))),
+      t.outbox.enqueueMany(
+        m,
+        [1, 2, 3].map((i) => ({ tenantId: TENANT, eventName: EVENT, payload: { i } })),
+      ),
     );
     expect((await t.relay.runOnce()).succeeded).toBe(3);
     expect(t.app.get(JitProbe).seen).toEqual(['off', 'off', 'off']);
@@ -80,10 +83,14 @@ describe('JIT compilation in the relay', () => {
     const runner = t.dataSource.createQueryRunner();
     try {
       await runner.startTransaction();
-      const context = setTransactionContext(OUTBOX_DEFAULTS.tenantSetting, TENANT, 30_000, { durable: false });
+      const context = setTransactionContext(OUTBOX_DEFAULTS.tenantSetting, TENANT, 30_000, {
+        durable: false,
+      });
       await runner.query(context.text, context.values);
       await runner.query(`set local plan_cache_mode = force_generic_plan`);
-      const plan: { 'QUERY PLAN': string }[] = await runner.query(`explain (analyze) ${executePrepared(claim)}`);
+      const plan: { 'QUERY PLAN': string }[] = await runner.query(
+        `explain (analyze) ${executePrepared(claim)}`,
+      );
       const text = plan.map((row) => row['QUERY PLAN']).join('\n');
       expect(text).toContain('event_outbox_pending_idx');
       // Where PostgreSQL has no LLVM (the embedded server), it never compiles; where it has, it would here. (EXPLAIN
