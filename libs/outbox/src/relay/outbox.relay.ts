@@ -260,7 +260,11 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const { maxTenantsPerRound, batchSize } = this.options.relay;
     let tenants: DueTenant[];
     if (this.options.relay.tenants) {
-      tenants = (await this.suppliedTenants()).map((tenant_id) => ({ tenant_id, has_new: true, has_due: true }));
+      tenants = (await this.suppliedTenants()).map((tenant_id) => ({
+        tenant_id,
+        has_new: true,
+        has_due: true,
+      }));
     } else if (this.mayUseHints()) {
       // Shortcut: the last scan listed every due tenant a moment ago, and these have new events. Tenants with
       // only retries due, or new since the scan, wait for the next scan (at most FULL_SCAN_EVERY_MS away).
@@ -342,14 +346,27 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       // only once every one of its in-process pairs is recorded, and pairs of one event may be split between lists.
       if (local.length > 0) {
         handedOver = true;
-        ({ settled } = await this.runLocal(connection, tenantId, local, leaseToken, result, unclaimed, overlap));
+        ({ settled } = await this.runLocal(
+          connection,
+          tenantId,
+          local,
+          leaseToken,
+          result,
+          unclaimed,
+          overlap,
+        ));
       } else {
         if (unclaimed.length > 0) await this.record(tenantId, unclaimed, leaseToken, result, connection);
         // No transaction stays open, and no connection is held, across network I/O.
         await connection.release();
       }
       if (remote.length > 0)
-        await this.record(tenantId, await this.sendExternal(tenantId, remote, leaseToken), leaseToken, result);
+        await this.record(
+          tenantId,
+          await this.sendExternal(tenantId, remote, leaseToken),
+          leaseToken,
+          result,
+        );
       return { result, settled };
     } finally {
       if (!handedOver) await connection.release();
@@ -471,7 +488,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     await this.finishing;
     this.committing++;
     const commit = connection
-      .commit(q.outcomeStatements(outcomes, leaseToken, { fenced: true }))
+      .commit([q.recordOutcomes(outcomes, leaseToken, { fenced: true })])
       .then(
         () => undefined,
         (error: unknown) => this.batchFailed(error, tenantId, assigned, leaseToken, result, unclaimed),
@@ -557,12 +574,12 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     connection?: RoundConnection,
   ): Promise<void> {
     try {
-      const statements = q.outcomeStatements(outcomes, leaseToken);
-      const rows = connection?.inTransaction
-        ? await connection.commit(statements)
-        : await this.store.atomically([this.context(tenantId), ...statements]);
+      const statement = q.recordOutcomes(outcomes, leaseToken);
+      const [recorded] = connection?.inTransaction
+        ? await connection.commit([statement])
+        : (await this.store.atomically([this.context(tenantId), statement])).slice(1);
       count(outcomes, result);
-      result.leaseLost += outcomes.length - (rows[rows.length - 1] as { recorded: number }[])[0]!.recorded;
+      result.leaseLost += outcomes.length - (recorded as { recorded: number }[])[0]!.recorded;
     } catch (error) {
       this.logger.error(
         `could not record ${outcomes.length} outcomes for tenant ${tenantId}; their leases will expire: ${errorText(error)}`,

@@ -340,7 +340,16 @@ const FAN_OUT_TEXT = `with fresh as (
 
 /** The fan-out runs on every claim: prepared, it is parsed and planned once per connection (see `OutboxStore`). */
 const FAN_OUT_PREPARED = preparedForm('outbox_fan_out', FAN_OUT_TEXT, [
-  'uuid', 'text[]', 'int', 'int', 'uuid', 'int', 'text[]', 'text[]', 'boolean[]', 'text[]',
+  'uuid',
+  'text[]',
+  'int',
+  'int',
+  'uuid',
+  'int',
+  'text[]',
+  'text[]',
+  'boolean[]',
+  'text[]',
 ]);
 
 /**
@@ -396,20 +405,6 @@ export function fanOutPendingEvents(p: {
       p.tenantConsumers.map((c) => c.ordered === true),
       p.inProcess,
     ],
-  };
-}
-
-/**
- * Locks events before their outcomes are recorded, in id order. Every statement that changes an event's lease row
- * holds the event's row lock first: a claim locks the events it takes (`skip locked`), and the outcome statement
- * comes after this. Without it, a claim whose snapshot predates another relay's claim could lock an event leased
- * by that relay while the relay's outcome statement deletes the lease, and each would wait for the other. With
- * it, the outcome waits for that claim, which finds the lease taken and leaves the event alone.
- */
-export function lockEvents(ids: readonly string[]): SqlStatement {
-  return {
-    text: `select id from ${EVENTS} where id = any($1::uuid[]) order by id for update`,
-    values: [ids],
   };
 }
 
@@ -482,21 +477,37 @@ export interface DeliveryOutcome {
  * Records a batch's outcomes in one statement: updates the leased deliveries still owned (fenced by the lease
  * token), inserts the rows of in-process pairs claimed through their event (once, with their final status;
  * fenced by deleting the event's lease in `outbox_event_leases` — only this relay's token — so no probe per
- * pair), inserts the inbox rows of those delivered (in the handlers' transaction, so they commit with the handlers' writes), and settles each event
- * from counters. Counters, not a recount: an `update … set n = n - k` re-reads the latest row under its lock,
- * so two relays finishing different consumers of one event never both miss each other's commit.
+ * pair), inserts the inbox rows of those delivered (in the handlers' transaction, so they commit with the
+ * handlers' writes), and settles each event from counters. Counters, not a recount: an `update … set n = n - k`
+ * re-reads the latest row under its lock, so two relays finishing different consumers of one event never both
+ * miss each other's commit.
  *
- * With `expected` above 0 (fenced), every outcome must still hold its lease, or the statement fails (SQLSTATE
- * `OB001`, see `outbox_lease_fence`) and takes the batch transaction with it — for in-process handlers, whose writes share
+ * The events of pairs are locked (in id order) before their leases are deleted: every statement that changes an
+ * event's lease row holds the event's row lock first (a claim locks the events it takes, `skip locked`). Without
+ * it, a claim whose snapshot predates another relay's claim could lock an event leased by that relay while the
+ * relay's outcome deletes the lease, and each would wait for the other; with it, the outcome waits for that
+ * claim, which finds the lease taken and leaves the event alone. (The lock is the `released` delete's initplan,
+ * so it is taken before any lease row is touched.)
+ *
+ * A pair's row is inserted plainly: only the holder of the event's lease inserts it, and a claim leases only the
+ * pairs whose row does not exist, so a duplicate would be a broken invariant — it fails the batch, loudly,
+ * instead of being skipped (and `on conflict` would cost a speculative insertion, two WAL records per row).
+ *
+ * With `fenced`, every outcome must still hold its lease, or the statement fails (SQLSTATE `OB001`, see
+ * `outbox_lease_fence`) and takes the batch transaction with it — for in-process handlers, whose writes share
  * that transaction: a takeover mid-run (the batch outlived its lease) then costs this relay its batch, never a
  * second effect. Without it, outcomes that lost their lease are simply not written (external deliveries).
  */
-function recordOutcomes(
+export function recordOutcomes(
   outcomes: readonly DeliveryOutcome[],
   leaseToken: string,
-  /** What the fence expects recorded (0: no fence): each leased row updated, each pair event's lease released. */
-  expected: number,
+  { fenced = false }: { fenced?: boolean } = {},
 ): SqlStatement {
+  // what the fence expects recorded (0: no fence): each leased row updated, each pair event's lease released
+  const pairEvents = new Set(outcomes.flatMap((o) => (o.deliveryId === null ? [o.pair!.eventId] : [])));
+  const expected = fenced
+    ? outcomes.length - outcomes.filter((o) => o.deliveryId === null).length + pairEvents.size
+    : 0;
   const tenants = [...new Set(outcomes.flatMap((o) => (o.pair ? [o.pair.tenantId] : [])))];
   return {
     // unnest pads shorter arrays with nulls: a column that is null throughout is sent empty (see `column`), and
@@ -527,10 +538,16 @@ function recordOutcomes(
               -- table when there are none, instead of scanning it
               where d.id = any($14::bigint[]) and d.id = o.id and d.lease_token = $6
              returning d.event_id, d.tenant_id, d.consumer_name, d.status, d.attempt_count, d.last_error
+           ), locked as (
+             -- the events of in-process pairs, locked in id order before their leases are deleted (see above)
+             select e.id from ${EVENTS} e
+              where e.id = any(array(select event_id from o where id is null))
+              order by e.id
+                for update
            ), released as (
              -- the fence for pairs: only the events whose lease this relay still holds
              delete from ${EVENT_LEASES}
-              where event_id = any(array(select event_id from o where id is null)) and lease_token = $6
+              where event_id = any(array(select id from locked)) and lease_token = $6
              returning event_id
            ), inserted as (
              insert into ${DELIVERIES} (event_id, tenant_id, consumer_name, event_seq, status, attempt_count, error_code,
@@ -540,7 +557,6 @@ function recordOutcomes(
                     case when o.status = 'delivered' then now() end, o.external_run_id
                from o
               where o.id is null and o.event_id = any(array(select event_id from released))
-             on conflict (event_id, consumer_name) do nothing
              returning event_id, tenant_id, consumer_name, status, attempt_count, last_error
            ), d as (
              select * from updated union all select * from inserted
@@ -600,26 +616,12 @@ function recordOutcomes(
  * One value per outcome, or no values at all when every one is null: `unnest` pads a shorter array with nulls,
  * so the statement reads the same, and a batch of successes does not send hundreds of `NULL`s per column.
  */
-function column<T>(outcomes: readonly DeliveryOutcome[], value: (o: DeliveryOutcome) => T | null): (T | null)[] {
+function column<T>(
+  outcomes: readonly DeliveryOutcome[],
+  value: (o: DeliveryOutcome) => T | null,
+): (T | null)[] {
   const values = outcomes.map(value);
   return values.every((v) => v === null) ? [] : values;
-}
-
-/**
- * What records outcomes: the lock of the events of in-process pairs (see `lockEvents`; `null` when there are none)
- * and `recordOutcomes`, to send in this order in one transaction. `fenced`: a lost lease fails the statement.
- */
-export function outcomeStatements(
-  outcomes: readonly DeliveryOutcome[],
-  leaseToken: string,
-  { fenced = false }: { fenced?: boolean } = {},
-): [SqlStatement | null, SqlStatement] {
-  const events = [...new Set(outcomes.flatMap((o) => (o.deliveryId === null ? [o.pair!.eventId] : [])))];
-  const rows = outcomes.length - outcomes.filter((o) => o.deliveryId === null).length;
-  return [
-    events.length > 0 ? lockEvents(events) : null,
-    recordOutcomes(outcomes, leaseToken, fenced ? rows + events.length : 0),
-  ];
 }
 
 /** The SQLSTATE of `outbox_lease_fence`: a fenced batch lost a lease and was rolled back. */
