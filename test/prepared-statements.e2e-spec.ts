@@ -2,7 +2,11 @@ import { Injectable } from '@nestjs/common';
 import { Client } from 'pg';
 import { randomUUID } from 'node:crypto';
 import { OnOutboxEvent, type OutboxEvent } from '@app/outbox';
-import { fanOutPendingEvents, type SqlStatement } from '../libs/outbox/src/store/outbox.queries';
+import {
+  fanOutPendingEvents,
+  recordOutcomes,
+  type SqlStatement,
+} from '../libs/outbox/src/store/outbox.queries';
 import { executePrepared, preparePrepared } from '../libs/outbox/src/store/inline-statement';
 import { buildApp, type TestApp } from './support/build-app';
 import { waitFor } from './support/wait-for';
@@ -33,7 +37,7 @@ interface PreparedRow {
  * on by default). The apps here have a pool of one connection, so the test's own queries run in the relay's
  * session and see what it prepared.
  */
-describe("the claim's fan-out as a prepared statement", () => {
+describe("the relay's prepared statements (the claim's fan-out, a batch's outcome)", () => {
   let db: TestDatabase;
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -82,7 +86,12 @@ describe("the claim's fan-out as a prepared statement", () => {
       expect((await t.relay.runOnce()).succeeded).toBe(2);
       expect(seen.ids.sort()).toEqual([...first, ...second].sort());
       const prepared = await preparedHere(t);
-      expect(prepared.map((p) => p.name)).toEqual([expect.stringMatching(/^outbox_fan_out_[0-9a-f]{12}$/)]);
+      // the fan-out and the outcome of a batch of in-process pairs, prepared together, named after one hash
+      expect(prepared.map((p) => p.name).sort()).toEqual([
+        expect.stringMatching(/^outbox_fan_out_[0-9a-f]{12}$/),
+        expect.stringMatching(/^outbox_outcome_[0-9a-f]{12}$/),
+      ]);
+      expect(prepared[0]!.name.slice(-12)).toBe(prepared[1]!.name.slice(-12));
       for (const statement of prepared) {
         expect(statement.custom_plans).toBe(0);
         expect(statement.generic_plans).toBeGreaterThanOrEqual(1);
@@ -120,7 +129,7 @@ describe("the claim's fan-out as a prepared statement", () => {
       const round = await t.relay.runOnce();
       expect(round).toMatchObject({ succeeded: 4, failed: 0 });
       expect(seen.ids.slice(-4).sort()).toEqual(ids.sort());
-      expect(await preparedHere(t)).toHaveLength(1);
+      expect(await preparedHere(t)).toHaveLength(2);
     });
   });
 
@@ -145,7 +154,7 @@ describe("the claim's fan-out as a prepared statement", () => {
    * whole; the relay prepares the statement again after 1, 2, 4, 8 s, then every 10 s, so such a plan does not outlive
    * their growth long.)
    */
-  it('has a generic plan that reads no whole table of events or deliveries', async () => {
+  it('has generic plans that read no whole table of events or deliveries', async () => {
     await db.sql(
       `insert into event_outbox (id, tenant_id, event_name, payload, status, deliveries_open)
        select gen_random_uuid(), $1, $2, '{}', case when n % 2 = 0 then 'pending' else 'processing' end, 1
@@ -174,6 +183,27 @@ describe("the claim's fan-out as a prepared statement", () => {
     const pendingScan = fanOutPlan.split('\n').find((line) => /Filter: .*status = 'pending'/.test(line));
     expect(pendingScan).toMatch(/NOT \((ANY \(id = \()?hashed SubPlan \d+/);
     expect(fanOutPlan).not.toMatch(/Seq Scan on (event_outbox|outbox_deliveries)\b/);
+
+    // the outcome of a batch of pairs: events locked and settled through their primary key, deliveries only inserted
+    const events = await db.sql<{ id: string; seq: string }>(
+      `select id, seq::text from event_outbox where status = 'pending' order by seq limit 100`,
+    );
+    const outcome = recordOutcomes(
+      events.map(({ id, seq }) => ({
+        deliveryId: null,
+        pair: { eventId: id, consumer: 'seen', attempt: 1, tenantId: TENANT, eventSeq: seq },
+        status: 'delivered' as const,
+        errorCode: null,
+        error: null,
+        retryInMs: 0,
+      })),
+      randomUUID(),
+      { fenced: true },
+    );
+    expect(outcome.prepared).toBeDefined();
+    const outcomePlan = await genericPlan(outcome);
+    expect(outcomePlan).toContain('event_outbox_pkey');
+    expect(outcomePlan).not.toMatch(/Seq Scan on (event_outbox|outbox_deliveries)\b/);
   });
 
   /** The plan PostgreSQL makes for the statement without its values, as the relay runs it. */

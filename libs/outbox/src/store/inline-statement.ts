@@ -24,7 +24,7 @@ export function inlineStatement({ text, values }: SqlStatement): string {
  * `prepare` of a statement with a prepared form, as a `do` block that first drops an older statement of the
  * same name on this connection, if any: so it never fails whatever the connection holds.
  */
-export function preparePrepared({ text, prepared }: SqlStatement): string {
+export function preparePrepared({ text, prepared }: Pick<SqlStatement, 'text' | 'prepared'>): string {
   const { name, types } = checkedForm(prepared);
   const prepare = `prepare ${name}(${types.join(', ')}) as ${text}`;
   return `do $outbox_prepare$ begin
@@ -86,7 +86,10 @@ export function inlineParameters(text: string, values: readonly unknown[] | unde
       out += value;
       i += digits.length;
       continue;
-    } else if (!quotedIdentifier && (c === "'" || c === ';' || text.startsWith('--', i) || text.startsWith('/*', i))) {
+    } else if (
+      !quotedIdentifier &&
+      (c === "'" || c === ';' || text.startsWith('--', i) || text.startsWith('/*', i))
+    ) {
       return null;
     }
     out += c;

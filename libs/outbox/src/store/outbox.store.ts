@@ -6,7 +6,7 @@ import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import { OutboxError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
-import type { PreparedForm, SqlStatement } from './outbox.queries';
+import { PREPARED_STATEMENTS, type SqlStatement } from './outbox.queries';
 import { executePrepared, inlineStatement, preparePrepared } from './inline-statement';
 import { sendSimpleQuery } from './simple-query';
 
@@ -17,8 +17,8 @@ export type Step = SqlStatement | null;
 @Injectable()
 export class OutboxStore {
   private resolved: DataSource | undefined;
-  /** Per pooled connection (its pg client), the statements prepared on it: until when each is used as it is. */
-  private readonly preparedOn = new WeakMap<object, Map<string, Freshness>>();
+  /** Per pooled connection (its pg client) that prepared `PREPARED_STATEMENTS`: until when they are used as they are. */
+  private readonly preparedOn = new WeakMap<object, Freshness>();
 
   constructor(
     private readonly moduleRef: ModuleRef,
@@ -91,23 +91,25 @@ export class OutboxStore {
   /**
    * Sends statements in one simple-protocol query on the runner's connection (see `sendSimpleQuery`) and returns
    * each one's rows (`[]` for a `null`). A statement with a prepared form (`relay.preparedStatements`) goes as
-   * `execute`, preceded in the same query by its `prepare` when this connection has not prepared it recently
-   * (see `PREPARED_REFRESH_MS`: a generic plan made while a table was empty must not outlive the table's growth).
+   * `execute`, preceded in the same query by the `prepare` of every statement of `PREPARED_STATEMENTS` when this
+   * connection has not prepared them recently (see `PREPARED_REFRESH_MS`: a generic plan made while a table was
+   * empty must not outlive the table's growth).
    */
   private async send(runner: QueryRunner, statements: readonly (Step | string)[]): Promise<unknown[][]> {
     const connection = (await runner.connect()) as object;
     const pieces: string[] = [];
-    const preparing: PreparedForm[] = [];
+    let preparing = false;
     const resultAt = statements.map((s) => {
       if (s === null) return null;
       if (typeof s === 'string') return pieces.push(s) - 1;
       if (!s.prepared || !this.options.relay.preparedStatements) return pieces.push(inlineStatement(s)) - 1;
-      if (!this.isPrepared(connection, s.prepared)) {
-        pieces.push(preparePrepared(s));
-        preparing.push(s.prepared);
+      if (!preparing && !this.isPrepared(connection)) {
+        pieces.push(...PREPARED_STATEMENTS.map(preparePrepared));
+        preparing = true;
       }
       // Its generic plan, not one planned anew for these values (the point of preparing it). The setting is
-      // transaction-local: statements with a prepared form (the claim's fan-out) run in the relay's own transactions.
+      // transaction-local: statements with a prepared form run in the relay's own transactions (the outcome's
+      // after the handlers, in the same round trip as the commit).
       pieces.push(GENERIC_PLANS);
       return pieces.push(executePrepared(s)) - 1;
     });
@@ -116,25 +118,22 @@ export class OutboxStore {
       results = await sendSimpleQuery(runner, pieces.join(';\n'));
     } catch (error) {
       // Its prepared statements are gone (`discard all`, a pooler that moved us to another server): prepare anew.
-      if ((error as { code?: string }).code === PREPARED_STATEMENT_MISSING) this.preparedOn.delete(connection);
+      if ((error as { code?: string }).code === PREPARED_STATEMENT_MISSING)
+        this.preparedOn.delete(connection);
       throw error;
     }
-    if (preparing.length > 0) {
-      const prepared = this.preparedOn.get(connection) ?? new Map<string, Freshness>();
-      for (const form of preparing) {
-        // 1 s after the first preparation, then twice as long each time up to PREPARED_REFRESH_MS: a new
-        // database's first claims see nearly empty tables, whose plan should not last while they fill up
-        const previous = prepared.get(form.name)?.period;
-        const period = previous === undefined ? FIRST_REFRESH_MS : Math.min(PREPARED_REFRESH_MS, 2 * previous);
-        prepared.set(form.name, { until: Date.now() + period, period });
-      }
-      this.preparedOn.set(connection, prepared);
+    if (preparing) {
+      // 1 s after the first preparation, then twice as long each time up to PREPARED_REFRESH_MS: a new
+      // database's first claims see nearly empty tables, whose plan should not last while they fill up
+      const previous = this.preparedOn.get(connection)?.period;
+      const period = previous === undefined ? FIRST_REFRESH_MS : Math.min(PREPARED_REFRESH_MS, 2 * previous);
+      this.preparedOn.set(connection, { until: Date.now() + period, period });
     }
     return resultAt.map((at) => (at === null ? [] : results[at]!.rows));
   }
 
-  private isPrepared(connection: object, form: PreparedForm): boolean {
-    const freshness = this.preparedOn.get(connection)?.get(form.name);
+  private isPrepared(connection: object): boolean {
+    const freshness = this.preparedOn.get(connection);
     return freshness !== undefined && Date.now() < freshness.until;
   }
 
@@ -218,7 +217,13 @@ export class RoundConnection {
     const reset = this.open ? ['rollback'] : [];
     if (this.open) this.closed();
     const rows = await this.guard(() =>
-      this.send(this.runner, [...reset, 'begin', ...claim, 'commit', ...(opening ? ['begin', ...opening] : [])]),
+      this.send(this.runner, [
+        ...reset,
+        'begin',
+        ...claim,
+        'commit',
+        ...(opening ? ['begin', ...opening] : []),
+      ]),
     );
     if (opening) this.opened();
     const first = reset.length + 1;
