@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import type { EntitySubscriberInterface } from 'typeorm';
 import { OnOutboxEvent, type OutboxEvent } from '@app/outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
@@ -47,6 +48,29 @@ describe('wake-ups', () => {
       timeoutMs: 5000,
       message: 'the in-process wake-up',
     });
+  });
+
+  it('claims a lone event once: after a short batch the relay waits for the next wake-up instead of going round again', async () => {
+    const t = await start({ enabled: true, pollIntervalMs: NEVER_POLL, listen: false, notify: false });
+    // every claim the relay sends (the fan-out, prepared or not) and every scan for due tenants
+    const sent = { claims: 0, scans: 0 };
+    t.dataSource.subscribers.push({
+      beforeQuery: ({ query }: { query: string }) => {
+        if (/execute outbox_fan_out_|with fresh as/.test(query)) sent.claims++;
+        if (query.includes('outbox_due_tenants(')) sent.scans++;
+      },
+    } as EntitySubscriberInterface);
+    const id = await enqueue(t);
+    await waitFor(
+      async () =>
+        (await db.sql<{ status: string }>('select status from event_outbox where id = $1', [id]))[0]
+          ?.status === 'published',
+      { timeoutMs: 5000, message: 'the event delivered through the in-process wake-up' },
+    );
+    // waits for whatever round is still in flight (a second round would have begun before the batch committed)
+    await t.relay.stop();
+    expect(t.app.get(Recorder).seen).toEqual([id]);
+    expect(sent).toEqual({ claims: 1, scans: 1 });
   });
 
   it('wakes the relay of another process through LISTEN/NOTIFY, and again after its listening connection is killed', async () => {

@@ -175,8 +175,11 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
         this.wakeRequested = false;
         const run = await this.runRound(true);
         // A commit can make more due only for ordered consumers here: an event a handler enqueued wakes the relay
-        // when its commit is done (see OutboxWakeup).
-        busy = (await this.mayHaveMore(run, this.registry.hasOrdered())) || this.wakeRequested;
+        // when its commit is done (see OutboxWakeup). Without them, a round whose batches all came back short
+        // found everything there was: what commits later wakes the relay, and the poll finds the rest (another
+        // round now would scan and claim again, for nothing, while the next wake-up waits).
+        const ordered = this.registry.hasOrdered();
+        busy = (ordered || run.full ? await this.mayHaveMore(run, ordered) : false) || this.wakeRequested;
       }
     } catch (error) {
       this.logger.error(`relay round failed; will retry on the next tick: ${errorText(error)}`);
@@ -213,7 +216,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
    */
   private async runRound(overlap: boolean): Promise<RoundRun> {
     while (this.round) await this.round.catch(() => undefined);
-    if (this.stopping) return { results: [], settled: Promise.resolve(), committingAtStart: false };
+    if (this.stopping) return { results: [], settled: Promise.resolve(), committingAtStart: false, full: false };
     this.round = this.processRound(overlap, this.committing > 0);
     try {
       return await this.round;
@@ -278,15 +281,18 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     this.hinted.clear();
     const results: RelayRoundResult[] = [];
     const settled: Promise<void>[] = [];
+    // more due tenants than this round visits: the next round goes on from the last one
+    let full = this.lastTenant !== null;
     for (const due of tenants) {
       if (this.stopping) break;
       const run = await this.processTenant(due, overlap);
       // A full batch: more is waiting, the next round can come straight back here.
       if (run.result.eventsClaimed >= batchSize) this.hinted.add(due.tenant_id);
+      if (run.result.eventsClaimed >= batchSize || run.result.deliveriesClaimed >= batchSize) full = true;
       results.push(run.result);
       settled.push(run.settled);
     }
-    return { results, settled: Promise.all(settled).then(() => undefined), committingAtStart };
+    return { results, settled: Promise.all(settled).then(() => undefined), committingAtStart, full };
   }
 
   private async processTenant(
@@ -607,6 +613,8 @@ interface RoundRun {
   settled: Promise<void>;
   /** A batch commit of an earlier round was in flight when this one began. */
   committingAtStart: boolean;
+  /** A batch came back full, or due tenants were left for the next round: more may be waiting now. */
+  full: boolean;
 }
 
 function sum(results: readonly RelayRoundResult[]): RelayRoundResult {
