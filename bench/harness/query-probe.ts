@@ -18,7 +18,10 @@ export interface QueryKindStats {
 /** Names a statement by what it does, so a time split reads as the relay's steps. Unknown ones keep their start. */
 const KINDS: readonly [RegExp, string][] = [
   // statements sent together in one round trip (the relay's): named by their main statement
-  // (the fan-out runs as `execute outbox_fan_out_…`, or its text in full when prepared statements are off)
+  // (the fan-out runs as `execute outbox_fan_out_…`, or its text in full when prepared statements are off; the
+  // outcome of a batch of pairs as `execute outbox_outcome_…`, first since its round trip may carry the
+  // preparation of both statements, texts included)
+  [/execute outbox_outcome_\w+\(.*commit$/is, 'record outcomes + inbox + commit'],
   [/(with fresh as|execute outbox_fan_out_).*with retry as/is, 'claim (fan out + due) + begin/commit'],
   [/with fresh as|execute outbox_fan_out_/i, 'claim + fan out new events + begin/commit'],
   [/with retry as/i, 'claim retries + expired leases + begin/commit'],
