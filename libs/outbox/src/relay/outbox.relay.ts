@@ -216,7 +216,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
    */
   private async runRound(overlap: boolean): Promise<RoundRun> {
     while (this.round) await this.round.catch(() => undefined);
-    if (this.stopping) return { results: [], settled: Promise.resolve(), committingAtStart: false, full: false };
+    if (this.stopping)
+      return { results: [], settled: Promise.resolve(), committingAtStart: false, full: false };
     this.round = this.processRound(overlap, this.committing > 0);
     try {
       return await this.round;
@@ -270,7 +271,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       }));
     } else if (this.mayUseHints()) {
       // Shortcut: the last scan listed every due tenant a moment ago, and these have new events. Tenants with
-      // only retries due, or new since the scan, wait for the next scan (at most FULL_SCAN_EVERY_MS away).
+      // only retries due, or new since the scan, wait for the next round that scans (FULL_SCAN_EVERY_MS
+      // away while rounds keep coming; the next poll otherwise).
       tenants = [...this.hinted].map((tenant_id) => ({ tenant_id, has_new: true, has_due: false }));
     } else {
       tenants = await this.store.query<DueTenant>(q.dueTenants(maxTenantsPerRound, this.lastTenant));
@@ -433,7 +435,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
 
   /**
    * True when this round may visit the hinted tenants without scanning for due ones: the last scan saw every due
-   * tenant and is recent, so no tenant waits longer than FULL_SCAN_EVERY_MS for a scan to find it. Saves one
+   * tenant and is recent, so while rounds keep coming no tenant waits longer than FULL_SCAN_EVERY_MS for a scan
+   * to find it (between rounds, the poll is the bound). Saves one
    * statement per round while draining a backlog, and on the wake-up path.
    */
   private mayUseHints(): boolean {
