@@ -35,11 +35,11 @@ export interface OutboxRelayOptions {
   /** LISTEN for those wake-ups on a dedicated connection (reconnects by itself). Default true. */
   listen?: boolean;
   /**
-   * Run the claim's fan-out statement as a server-side prepared statement with a generic plan, parsed and
-   * planned once per connection (again after 1, 2, 4 and 8 s, then every 10 s, so the plan follows the tables'
-   * sizes) instead of on every claim. Default true. Set false behind a pooler that does not keep a session's prepared statements
-   * (PgBouncer in transaction mode): the relay copes with a lost statement by preparing it again, but pays
-   * a failed round trip each time.
+   * Run the claim's fan-out, and the outcome of a batch of in-process handlers, as server-side prepared
+   * statements with generic plans, parsed and planned once per connection (again after 1, 2, 4 and 8 s, then
+   * every 10 s, so the plans follow the tables' sizes) instead of on every batch. Default true. Set false behind
+   * a pooler that does not keep a session's prepared statements (PgBouncer in transaction mode): the relay copes
+   * with a lost statement by preparing it again, but pays a failed round trip each time.
    */
   preparedStatements?: boolean;
   /**

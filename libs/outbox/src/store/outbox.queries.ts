@@ -589,16 +589,14 @@ export function recordOutcomes(
   leaseToken: string,
   { fenced = false }: { fenced?: boolean } = {},
 ): SqlStatement {
+  const pairs = outcomes.filter((o) => o.deliveryId === null);
+  const rows = outcomes.length - pairs.length;
   // what the fence expects recorded (0: no fence): each leased row updated, each pair event's lease released
-  const pairEvents = new Set(outcomes.flatMap((o) => (o.deliveryId === null ? [o.pair!.eventId] : [])));
-  const expected = fenced
-    ? outcomes.length - outcomes.filter((o) => o.deliveryId === null).length + pairEvents.size
-    : 0;
-  const tenants = [...new Set(outcomes.flatMap((o) => (o.pair ? [o.pair.tenantId] : [])))];
-  const rows = outcomes.some((o) => o.deliveryId !== null);
+  const expected = fenced ? rows + new Set(pairs.map((o) => o.pair!.eventId)).size : 0;
+  const tenants = [...new Set(pairs.map((o) => o.pair!.tenantId))];
   return {
-    text: rows ? OUTCOME_TEXT : PAIR_OUTCOME_TEXT,
-    prepared: rows ? undefined : PAIR_OUTCOME_PREPARED,
+    text: rows > 0 ? OUTCOME_TEXT : PAIR_OUTCOME_TEXT,
+    prepared: rows > 0 ? undefined : PAIR_OUTCOME_PREPARED,
     values: [
       column(outcomes, (o) => o.deliveryId),
       outcomes.map((o) => o.status),

@@ -104,7 +104,7 @@ export class OutboxStore {
       if (typeof s === 'string') return pieces.push(s) - 1;
       if (!s.prepared || !this.options.relay.preparedStatements) return pieces.push(inlineStatement(s)) - 1;
       if (!preparing && !this.isPrepared(connection)) {
-        pieces.push(...PREPARED_STATEMENTS.map(preparePrepared));
+        pieces.push(...PREPARE_ALL);
         preparing = true;
       }
       // Its generic plan, not one planned anew for these values (the point of preparing it). The setting is
@@ -164,6 +164,9 @@ interface Freshness {
   until: number;
   period: number;
 }
+
+/** The `prepare` blocks of `PREPARED_STATEMENTS`, sent together (built once: they hold the statements' texts). */
+const PREPARE_ALL = PREPARED_STATEMENTS.map(preparePrepared);
 
 /** Makes the transaction's prepared statements run their generic plan. */
 const GENERIC_PLANS = `set local plan_cache_mode = force_generic_plan`;
