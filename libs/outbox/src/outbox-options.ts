@@ -18,6 +18,7 @@ export const OUTBOX_DEFAULTS: ResolvedOutboxOptions = {
     notify: true,
     listen: true,
     preparedStatements: true,
+    vacuumLeasesEvery: 2000,
     tenants: null,
   },
   maxAttempts: 5,
@@ -66,6 +67,15 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
   positive('relay.leaseMs', options.relay.leaseMs);
   positive('relay.shutdownTimeoutMs', options.relay.shutdownTimeoutMs);
   positive('relay.maxTenantsPerRound', options.relay.maxTenantsPerRound);
+  if (!Number.isSafeInteger(options.relay.vacuumLeasesEvery) || options.relay.vacuumLeasesEvery < 0) {
+    problems.push(
+      messages.badOption(
+        'relay.vacuumLeasesEvery',
+        'an integer ≥ 0 (0: leave the lease table to autovacuum)',
+        options.relay.vacuumLeasesEvery,
+      ),
+    );
+  }
   positive('maxAttempts', options.maxAttempts);
   positive('handlerTimeoutMs', options.handlerTimeoutMs);
   positive('maxPayloadBytes', options.maxPayloadBytes);

@@ -13,6 +13,7 @@ import { OutboxStore } from './store/outbox.store';
 import { OutboxAdminService } from './admin/outbox-admin.service';
 import { OutboxHealthIndicator } from './admin/outbox.health-indicator';
 import { OutboxRetention } from './maintenance/outbox.retention';
+import { LeaseVacuum } from './maintenance/lease-vacuum';
 import { OutboxWebhookService } from './delivery/webhook/outbox-webhook.service';
 import { WebhookTransport } from './delivery/webhook/webhook.transport';
 import { WebhookConsumerFactory } from './delivery/webhook/webhook-consumer.factory';
@@ -38,6 +39,7 @@ import { OutboxWebhookSubscriptions } from './delivery/webhook/outbox-webhook-su
     OutboxAdminService,
     OutboxHealthIndicator,
     OutboxRetention,
+    LeaseVacuum,
     WebhookTransport,
     OutboxWebhookService,
     WebhookConsumerFactory,

@@ -2,7 +2,7 @@ import { fromFanOut, type FanOutRow } from './claimed-delivery';
 
 const TENANT = '5eb0a1c4-0000-4000-8000-000000000001';
 
-function leaseRow(eventId: string, claims: number, seq: string): FanOutRow {
+function leaseRow(eventId: string, claims: number, seq: string, pairs: string[]): FanOutRow {
   return {
     kind: 'lease',
     delivery_id: null,
@@ -18,6 +18,7 @@ function leaseRow(eventId: string, claims: number, seq: string): FanOutRow {
     correlation_id: null,
     schema_version: 1,
     event_seq: seq,
+    pairs,
   };
 }
 
@@ -37,46 +38,47 @@ function bareRow(kind: FanOutRow['kind'], eventId: string, consumer: string | nu
     correlation_id: null,
     schema_version: null as unknown as number,
     event_seq: null,
+    pairs: null,
   };
 }
 
 describe('fromFanOut', () => {
-  it('gives each pair the event of its lease row, its claim count as attempt, in the order of the pair rows', () => {
+  it("gives each pair its lease row's event and claim count as attempt, in the order of the rows", () => {
     const { deliveries, events, lost } = fromFanOut([
-      bareRow('pair', 'e1', 'b'),
-      bareRow('pair', 'e1', 'a'),
-      bareRow('pair', 'e2', 'a'),
-      leaseRow('e2', 3, '11'),
-      leaseRow('e1', 1, '10'),
+      leaseRow('e1', 1, '10', ['b', 'a']),
+      leaseRow('e2', 3, '11', ['a']),
     ]);
-    expect(deliveries.map((d) => [d.event.eventId, d.consumerName, d.attempt, d.recovered, d.eventSeq])).toEqual([
+    expect(
+      deliveries.map((d) => [d.event.eventId, d.consumerName, d.attempt, d.recovered, d.eventSeq]),
+    ).toEqual([
       ['e1', 'b', 1, false, '10'],
       ['e1', 'a', 1, false, '10'],
       ['e2', 'a', 3, true, '11'],
     ]);
-    expect(deliveries[0]!.event).toMatchObject({ tenantId: TENANT, data: { contactId: 'e1' }, schemaVersion: 1 });
+    expect(deliveries[0]!.event).toMatchObject({
+      tenantId: TENANT,
+      data: { contactId: 'e1' },
+      schemaVersion: 1,
+    });
+    // one envelope per event, shared by its consumers
+    expect(deliveries[1]!.event).toBe(deliveries[0]!.event);
     expect(deliveries.every((d) => d.deliveryId === null)).toBe(true);
     expect({ events, lost }).toEqual({ events: 2, lost: 0 });
   });
 
-  it('drops pairs whose event this claim did not lease, and counts events locked under another lease as lost', () => {
-    const { deliveries, events, lost } = fromFanOut([
-      bareRow('pair', 'e1', 'a'),
-      bareRow('pair', 'e9', 'a'),
-      bareRow('lost', 'e9'),
-      leaseRow('e1', 1, '10'),
-    ]);
+  it('counts events locked under another lease as lost, with no deliveries', () => {
+    const { deliveries, events, lost } = fromFanOut([bareRow('lost', 'e9'), leaseRow('e1', 1, '10', ['a'])]);
     expect(deliveries.map((d) => d.event.eventId)).toEqual(['e1']);
     expect({ events, lost }).toEqual({ events: 1, lost: 1 });
   });
 
   it('counts an event once when it is both leased (pairs) and written (rows for other consumers)', () => {
-    const { events } = fromFanOut([
-      bareRow('pair', 'e1', 'a'),
-      leaseRow('e1', 1, '10'),
+    const { events, deliveries } = fromFanOut([
+      leaseRow('e1', 1, '10', ['a']),
       bareRow('event', 'e1'),
       bareRow('event', 'e2'),
     ]);
     expect(events).toBe(2);
+    expect(deliveries).toHaveLength(1);
   });
 });

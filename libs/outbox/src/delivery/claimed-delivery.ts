@@ -37,7 +37,9 @@ export interface ClaimedRow {
 }
 
 /** The envelope handlers receive, from a claim row. */
-function toEvent(row: Omit<ClaimedRow, 'delivery_id' | 'consumer_name' | 'attempt_count' | 'recovered'>): OutboxEvent {
+function toEvent(
+  row: Omit<ClaimedRow, 'delivery_id' | 'consumer_name' | 'attempt_count' | 'recovered'>,
+): OutboxEvent {
   return {
     eventId: row.event_id,
     eventName: row.event_name,
@@ -63,17 +65,19 @@ export function toClaimedDelivery(row: ClaimedRow & { consumer_name: string }): 
   };
 }
 
-/** A row of the fan-out statement (see `fanOutPendingEvents` for its five kinds). */
+/** A row of the fan-out statement (see `fanOutPendingEvents` for its four kinds). */
 export type FanOutRow = Omit<ClaimedRow, 'recovered' | 'consumer_name' | 'attempt_count'> & {
-  kind: 'row' | 'pair' | 'lease' | 'event' | 'lost';
+  kind: 'row' | 'lease' | 'event' | 'lost';
   consumer_name: string | null;
   attempt_count: number | null;
+  /** On a `lease` row: the consumers of the event's in-process pairs. */
+  pairs: string[] | null;
 };
 
 /**
- * The deliveries a fan-out claimed, and how many events it took: pairs count only when their event's lease was
- * won by this claim; their event is the lease row's (one envelope per event, shared by its consumers), their
- * attempt the event's claim count, and a count above one means an earlier claim never recorded its outcome.
+ * The deliveries a fan-out claimed, and how many events it took: the delivery rows it leased, in the order
+ * returned, then the pairs of each leased event (one envelope per event, shared by its consumers), their
+ * attempt the event's claim count (above one: an earlier claim never recorded its outcome).
  * `lost`: events the claim locked but another relay holds the lease of.
  */
 export function fromFanOut(rows: readonly FanOutRow[]): {
@@ -81,35 +85,31 @@ export function fromFanOut(rows: readonly FanOutRow[]): {
   events: number;
   lost: number;
 } {
-  const leased = new Map<string, { event: OutboxEvent; seq: string; claims: number }>();
   // an event with pairs and rows both is leased and written
-  const written = new Set<string>();
-  let lost = 0;
-  for (const row of rows) {
-    if (row.kind === 'lease') {
-      leased.set(row.event_id, { event: toEvent(row), seq: row.event_seq!, claims: row.attempt_count! });
-    } else if (row.kind === 'event') written.add(row.event_id);
-    else if (row.kind === 'lost') lost++;
-  }
+  const events = new Set<string>();
   const deliveries: ClaimedDelivery[] = [];
+  let lost = 0;
   for (const row of rows) {
     if (row.kind === 'row') {
       deliveries.push(
         toClaimedDelivery({ ...row, consumer_name: row.consumer_name!, attempt_count: 1, recovered: false }),
       );
-    } else if (row.kind === 'pair') {
-      const lease = leased.get(row.event_id);
-      if (lease === undefined) continue;
-      deliveries.push({
-        deliveryId: null,
-        consumerName: row.consumer_name!,
-        attempt: lease.claims,
-        recovered: lease.claims > 1,
-        eventSeq: lease.seq,
-        event: lease.event,
-      });
-    }
+    } else if (row.kind === 'lease') {
+      events.add(row.event_id);
+      const event = toEvent(row);
+      const claims = row.attempt_count!;
+      for (const consumerName of row.pairs ?? []) {
+        deliveries.push({
+          deliveryId: null,
+          consumerName,
+          attempt: claims,
+          recovered: claims > 1,
+          eventSeq: row.event_seq!,
+          event,
+        });
+      }
+    } else if (row.kind === 'event') events.add(row.event_id);
+    else lost++;
   }
-  for (const id of leased.keys()) written.add(id);
-  return { deliveries, events: written.size, lost };
+  return { deliveries, events: events.size, lost };
 }

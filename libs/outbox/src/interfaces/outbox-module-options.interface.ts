@@ -43,6 +43,14 @@ export interface OutboxRelayOptions {
    */
   preparedStatements?: boolean;
   /**
+   * Vacuum `outbox_event_leases` after this many event leases released by this instance (`0`: never, leave it to
+   * autovacuum). Each in-process batch inserts a lease row per event and its outcome deletes it; until VACUUM
+   * runs, new rows go to new pages and every claim reads the dead ones, so a long drain slows down with its
+   * length. A vacuum of that small table takes about a millisecond. Only when the relay's role may vacuum it
+   * (owner, database owner or superuser; `MAINTAIN` from PostgreSQL 17). Default 2000.
+   */
+  vacuumLeasesEvery?: number;
+  /**
    * Supplies the tenants to visit each round instead of asking the database which have due work (e.g. from the
    * app's own tenant directory). Every tenant returned is visited; return only active ones. Default: none.
    */

@@ -19,6 +19,7 @@ import {
 } from '../delivery/claimed-delivery';
 import { OutboxStore, type RoundConnection } from '../store/outbox.store';
 import * as q from '../store/outbox.queries';
+import { LeaseVacuum } from '../maintenance/lease-vacuum';
 import { addRound, emptyRound, type RelayRoundResult } from './relay-round';
 
 /** A claimed delivery with the consumer that will take it. */
@@ -71,6 +72,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly store: OutboxStore,
     private readonly inProcess: InProcessDispatcher,
     private readonly external: ExternalDispatcher,
+    private readonly leaseVacuum: LeaseVacuum,
     private readonly moduleRef: ModuleRef,
   ) {}
 
@@ -251,7 +253,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
         );
       }
     }
-    await Promise.all(this.background);
+    // background work may start more of it (a commit, then a vacuum of the lease table)
+    while (this.background.size > 0) await Promise.all(this.background);
     if (this.lastHeartbeat > 0) {
       await this.store
         .query(q.forgetInstance(this.instanceId))
@@ -499,7 +502,10 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const commit = connection
       .commit([q.recordOutcomes(outcomes, leaseToken, { fenced: true })])
       .then(
-        () => undefined,
+        () => {
+          const vacuum = this.leaseVacuum.noteReleased(releasedLeases(outcomes));
+          if (vacuum) void this.inBackground(vacuum);
+        },
         (error: unknown) => this.batchFailed(error, tenantId, assigned, leaseToken, result, unclaimed),
       )
       .finally(() => {
@@ -637,6 +643,13 @@ function count(outcomes: readonly q.DeliveryOutcome[], result: RelayRoundResult)
     else if (outcome.status === 'dead') result.dead++;
     else result.failed++;
   }
+}
+
+/** The event leases an outcome statement deletes: one per event with in-process pairs. */
+function releasedLeases(outcomes: readonly q.DeliveryOutcome[]): number {
+  const events = new Set<string>();
+  for (const outcome of outcomes) if (outcome.pair) events.add(outcome.pair.eventId);
+  return events.size;
 }
 
 function poisonMessage(delivery: ClaimedDelivery): string {

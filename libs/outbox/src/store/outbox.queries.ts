@@ -244,27 +244,32 @@ const FAN_OUT_TEXT = `with fresh as (
     -- the delivery rows the relay that claimed a stale event did write (read by the events' ids: an index probe
     -- in any plan, where a subquery per pair may become a hash of the whole table in a generic one)
     select x.event_id, x.consumer_name from ${DELIVERIES} x where x.event_id = any(array(select id from stale))
-  ), matched as (
-    select ev.id as event_id, ev.seq, c.name,
-           c.name = any($10::text[]) and not c.ordered as deferred,
-           c.name = any($2::text[]) and not c.ordered as leased,
-           case when c.ordered and ev.aggregate_id is not null
-                then coalesce(ev.aggregate_type, '') || ':' || ev.aggregate_id end as aggregate_key
-      from ev join (
+  ), routes as (
+    -- the consumers of each event name in the batch: patterns are matched once per name, not once per event
+    select n.event_name, c.name, c.ordered
+      from (select distinct event_name from ev) n join (
              select name, event_patterns, ordered from ${CONSUMERS} where last_seen_at > now() - $3 * interval '1 millisecond'
              union all
              select name, string_to_array(patterns, ' '), ordered
                from unnest($7::text[], $8::text[], $9::boolean[]) as t(name, patterns, ordered)
            ) c
         on exists (select 1 from unnest(c.event_patterns) as p(pattern)
-                    where p.pattern = '*' or p.pattern = ev.event_name
-                       or (right(p.pattern, 2) = '.*' and starts_with(ev.event_name, left(p.pattern, -1))))
+                    where p.pattern = '*' or p.pattern = n.event_name
+                       or (right(p.pattern, 2) = '.*' and starts_with(n.event_name, left(p.pattern, -1))))
+  ), matched as (
+    select ev.id as event_id, ev.seq, r.name,
+           r.name = any($10::text[]) and not r.ordered as deferred,
+           r.name = any($2::text[]) and not r.ordered as leased,
+           case when r.ordered and ev.aggregate_id is not null
+                then coalesce(ev.aggregate_type, '') || ':' || ev.aggregate_id end as aggregate_key
+      from ev join routes r on r.event_name = ev.event_name
      -- an event already fanned out: only the consumers whose row the dead relay never wrote
      where not ev.started
-        or not exists (select 1 from written w where w.event_id = ev.id and w.consumer_name = c.name)
+        or not exists (select 1 from written w where w.event_id = ev.id and w.consumer_name = r.name)
   ), counted as (
     select ev.id, ev.seq, ev.started, count(m.name)::int as n,
-           coalesce(bool_or(m.deferred), false) as has_deferred, coalesce(bool_and(m.deferred), false) as all_deferred
+           coalesce(bool_or(m.deferred), false) as has_deferred, coalesce(bool_and(m.deferred), false) as all_deferred,
+           array_agg(m.name order by m.name) filter (where m.deferred) as pairs
       from ev left join matched m on m.event_id = ev.id
      group by ev.id, ev.seq, ev.started
   ), leased as (
@@ -313,24 +318,21 @@ const FAN_OUT_TEXT = `with fresh as (
   -- how few rows a CTE returns (it would hash the whole table).
   (select 'row' as kind, d.id as delivery_id, d.consumer_name, d.attempt_count, e.id as event_id, e.tenant_id,
           e.event_name, e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id,
-          e.schema_version, null::bigint as event_seq
+          e.schema_version, null::bigint as event_seq, null::text[] as pairs
      from inserted d join ${EVENTS} e on e.id = d.event_id
     where e.id = any(array(select event_id from inserted)) and d.status = 'processing'
     order by e.seq, d.consumer_name)
   union all
-  (select 'pair', null, m.name, null, m.event_id, null, null, null, null, null, null, null, null, null
-     from matched m
-    where m.deferred
-    order by m.seq, m.name)
+  -- a leased event, once, with the consumers of its in-process pairs (one row per event, not one per pair)
+  (select 'lease', null, null, l.claim_count, e.id, e.tenant_id, e.event_name, e.payload, e.aggregate_type,
+          e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version, e.seq, c.pairs
+     from leased l join counted c on c.id = l.event_id join ${EVENTS} e on e.id = l.event_id
+    where e.id = any(array(select event_id from leased))
+    order by e.seq)
   union all
-  select 'lease', null, null, l.claim_count, e.id, e.tenant_id, e.event_name, e.payload, e.aggregate_type,
-         e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version, e.seq
-    from leased l join ${EVENTS} e on e.id = l.event_id
-   where e.id = any(array(select event_id from leased))
+  select 'event', null, null, null, m.id, null, null, null, null, null, null, null, null, null, null from marked m
   union all
-  select 'event', null, null, null, m.id, null, null, null, null, null, null, null, null, null from marked m
-  union all
-  select 'lost', null, null, null, c.id, null, null, null, null, null, null, null, null, null from counted c
+  select 'lost', null, null, null, c.id, null, null, null, null, null, null, null, null, null, null from counted c
    where c.has_deferred and not c.id = any(array(select event_id from leased))`;
 
 /**
@@ -351,10 +353,10 @@ const FAN_OUT_TEXT = `with fresh as (
  * was never written. The lease upsert is the arbiter between relays: a claim whose lease insert loses leaves the
  * event alone. Pattern matching mirrors `matchesEventPattern`: `*`, an exact name, or a `prefix.*`.
  *
- * Returns rows of five kinds: `row` (a leased delivery row, with its event), `pair` (an in-process pair: its
- * consumer and event id; valid only when its event has a `lease` row), `lease` (an event leased by this claim,
- * with its columns and `seq`, its claim count in `attempt_count`: each event is read and sent once, whatever the
- * number of its pairs), `event` (an event this claim wrote: `processing` or `no_handlers`)
+ * Returns rows of four kinds: `row` (a leased delivery row, with its event), `lease` (an event leased by this
+ * claim, with its columns and `seq`, its claim count in `attempt_count`, and in `pairs` the consumers of its
+ * in-process pairs: each event is read and sent once, whatever the number of its pairs), `event` (an event this
+ * claim wrote: `processing` or `no_handlers`)
  * and `lost` (an event this claim locked whose live lease another relay holds: this statement's snapshot was
  * taken before that relay's claim committed).
  */
@@ -432,6 +434,30 @@ export function extendLeases(ids: readonly string[], leaseToken: string, leaseMs
     text: `update ${DELIVERIES} set lease_expires_at = clock_timestamp() + $3 * interval '1 millisecond'
             where id = any($1::bigint[]) and lease_token = $2 and status = 'processing'`,
     values: [ids, leaseToken, leaseMs],
+  };
+}
+
+/**
+ * Vacuums the lease table: `skip_locked` (another instance's vacuum in progress does the job), no truncation (it
+ * would need an exclusive lock that stops every relay's claims for a moment). Outside any transaction.
+ */
+export function vacuumLeases(): SqlStatement {
+  return { text: `vacuum (skip_locked, truncate false) ${EVENT_LEASES}`, values: [] };
+}
+
+/**
+ * Whether this session's role may vacuum the lease table: it has the privileges of the table's or the
+ * database's owner (superusers have all), or, from PostgreSQL 17, the `MAINTAIN` privilege (in a `case`: older
+ * servers reject the privilege's name).
+ */
+export function mayVacuumLeases(): SqlStatement {
+  return {
+    text: `select pg_has_role(c.relowner, 'USAGE') or pg_has_role(d.datdba, 'USAGE')
+                  or case when current_setting('server_version_num')::int >= 170000
+                          then has_table_privilege(c.oid, 'MAINTAIN') else false end as allowed
+             from pg_class c, pg_database d
+            where c.oid = '${EVENT_LEASES}'::regclass and d.datname = current_database()`,
+    values: [],
   };
 }
 

@@ -1,0 +1,96 @@
+import { Injectable } from '@nestjs/common';
+import { randomBytes } from 'node:crypto';
+import { Client } from 'pg';
+import { OnOutboxEvent } from '@app/outbox';
+import { mayVacuumLeases } from '../libs/outbox/src/store/outbox.queries';
+import { buildApp } from './support/build-app';
+import { createTestDatabase, type TestDatabase } from './support/test-database';
+
+const TENANT = '5ac0a1c4-0000-4000-8000-000000000001';
+const EVENT = 'test.vacuum.v1';
+const EVENTS = 2000;
+
+@Injectable()
+class Counter {
+  count = 0;
+
+  @OnOutboxEvent(EVENT, { consumer: 'vacuum-counter' })
+  handle(): void {
+    this.count++;
+  }
+}
+
+/**
+ * Every in-process batch inserts a lease row per event in `outbox_event_leases` and deletes it with the
+ * outcome. Without VACUUM, new rows go to new pages and the dead ones stay in theirs (every claim reads them):
+ * the relay vacuums the table itself every `relay.vacuumLeasesEvery` released leases, when its role may.
+ */
+describe('vacuuming the lease table', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  /** Drains `EVENTS` fresh events with the given setting; returns the lease table's size in pages. */
+  async function drainWith(vacuumLeasesEvery: number): Promise<number> {
+    await db.sql(`truncate public.event_outbox, public.outbox_deliveries, public.consumer_inbox`);
+    await db.sql(
+      `insert into public.event_outbox (id, tenant_id, event_name, payload)
+       select gen_random_uuid(), $1, $2, jsonb_build_object('n', n) from generate_series(1, $3) n`,
+      [TENANT, EVENT, EVENTS],
+    );
+    const t = await buildApp({
+      url: db.url,
+      providers: [Counter],
+      outbox: { relay: { batchSize: 100, vacuumLeasesEvery } },
+    });
+    try {
+      expect((await t.relay.drain()).succeeded).toBe(EVENTS);
+      expect(t.app.get(Counter).count).toBe(EVENTS);
+    } finally {
+      await t.close(); // waits for a vacuum still running
+    }
+    const [{ pages }] = await db.sql<{ pages: number }>(
+      `select (pg_relation_size('public.outbox_event_leases') / current_setting('block_size')::int)::int as pages`,
+    );
+    return pages;
+  }
+
+  it('keeps the table to a few pages through a long drain, where it would grow by a page per batch', async () => {
+    // first, so the table starts empty: each vacuum leaves its pages free for the next leases
+    const vacuumed = await drainWith(200);
+    const grown = await drainWith(0);
+    // about a page per hundred leases without vacuum; with it, a few pages (how many depends on when each
+    // background vacuum runs, one at a time)
+    expect(grown).toBeGreaterThanOrEqual(15);
+    expect(vacuumed).toBeLessThanOrEqual(grown / 2);
+  });
+
+  it('vacuums only where the role may: the owner may, a role with only the relay grants may not', async () => {
+    const role = `outbox_vacuum_probe_${randomBytes(4).toString('hex')}`;
+    const client = new Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      const check = mayVacuumLeases();
+      expect((await client.query(check.text, check.values)).rows).toEqual([{ allowed: true }]);
+      await client.query(`create role ${role} nologin`);
+      await client.query(`grant select, insert, update, delete on public.outbox_event_leases to ${role}`);
+      await client.query(`set role ${role}`);
+      expect((await client.query(check.text, check.values)).rows).toEqual([{ allowed: false }]);
+    } finally {
+      await client.query('reset role').catch(() => undefined);
+      await client.query(`drop owned by ${role}`).catch(() => undefined);
+      await client.query(`drop role if exists ${role}`).catch(() => undefined);
+      await client.end();
+    }
+  });
+
+  it('rejects a negative or fractional setting at boot', async () => {
+    await expect(buildApp({ url: db.url, outbox: { relay: { vacuumLeasesEvery: -1 } } })).rejects.toThrow(
+      /relay\.vacuumLeasesEvery/,
+    );
+  });
+});
