@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { OnOutboxEvent, type OutboxEvent } from '@app/outbox';
+import { inlineStatement } from '../libs/outbox/src/store/inline-statement';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 
@@ -48,5 +49,24 @@ describe('relay statements sent in one round trip', () => {
     );
     expect(row).toEqual({ last_error: `Error: ${message}`, error_code: 'handlerError' });
     expect(await db.sql('select count(*)::int as n from event_outbox')).not.toEqual([{ n: 0 }]);
+  });
+
+  it('writes arrays that PostgreSQL reads as it reads the same values sent as parameters', async () => {
+    const arrays: unknown[][] = [
+      ['5eb0a1c4-0000-4000-8000-000000000001', 'bench.notify', 'webhook:crm', 'a_b@c+d', '-', '.'],
+      ['', 'NULL', 'null', 'Null', ' padded ', 'a b', 'tab\there', 'new\nline'],
+      [`it's`, '"quoted"', String.raw`back\slash`, String.raw`\"`, '{braces}', 'a,b', '$1', 'ünï 𝄞'],
+      [null, undefined, 'x', null],
+      [1, -2, 3.5, 0],
+      [true, false, null],
+      [],
+    ];
+    for (const array of arrays) {
+      const [inlined] = await db.sql<{ v: string[] }>(
+        inlineStatement({ text: 'select $1::text[] as v', values: [array] }),
+      );
+      const [sent] = await db.sql<{ v: string[] }>('select $1::text[] as v', [array]);
+      expect(inlined!.v).toEqual(sent!.v);
+    }
   });
 });

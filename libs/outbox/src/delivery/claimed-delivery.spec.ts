@@ -18,7 +18,7 @@ function leaseRow(eventId: string, claims: number, seq: string, pairs: string[])
     correlation_id: null,
     schema_version: 1,
     event_seq: seq,
-    pairs,
+    pairs: pairs.join(' '),
   };
 }
 

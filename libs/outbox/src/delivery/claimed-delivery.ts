@@ -70,8 +70,8 @@ export type FanOutRow = Omit<ClaimedRow, 'recovered' | 'consumer_name' | 'attemp
   kind: 'row' | 'lease' | 'event' | 'lost';
   consumer_name: string | null;
   attempt_count: number | null;
-  /** On a `lease` row: the consumers of the event's in-process pairs. */
-  pairs: string[] | null;
+  /** On a `lease` row: the consumers of the event's in-process pairs, space-separated. */
+  pairs: string | null;
 };
 
 /**
@@ -98,7 +98,7 @@ export function fromFanOut(rows: readonly FanOutRow[]): {
       events.add(row.event_id);
       const event = toEvent(row);
       const claims = row.attempt_count!;
-      for (const consumerName of row.pairs ?? []) {
+      for (const consumerName of row.pairs?.split(' ') ?? []) {
         deliveries.push({
           deliveryId: null,
           consumerName,

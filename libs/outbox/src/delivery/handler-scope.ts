@@ -51,6 +51,11 @@ export class HandlerScope {
     if (this.savepoint) this.batch.pendingRelease = this.savepoint;
   }
 
+  /** Marks a scope made after its handler returned: it has nothing to keep, and its queries fail. */
+  settleUnused(): void {
+    this.settled = true;
+  }
+
   /** Undoes the handler's writes (rolls back to its savepoint, if any). */
   async rollback(): Promise<void> {
     this.settled = true;
@@ -76,7 +81,12 @@ export class HandlerScope {
     const inlined =
       Array.isArray(parameters) || parameters === undefined ? inlineParameters(query, parameters) : null;
     if (inlined === null) return this.open().then(() => target.query(...(args as [string, unknown[]])));
-    const run = this.openWith({ query, parameters: parameters as unknown[] | undefined, inlined, structured });
+    const run = this.openWith({
+      query,
+      parameters: parameters as unknown[] | undefined,
+      inlined,
+      structured,
+    });
     // Statements run in order: even when the query fails, the savepoint before it was made (the transaction is
     // healthy when a handler starts: the previous one's failure was rolled back to its savepoint).
     this.opening = run.then(

@@ -25,16 +25,24 @@ export class InProcessDispatcher {
     const batch: BatchSavepoints = { pendingRelease: null };
     let index = 0;
     for (const { delivery, consumer } of deliveries) {
-      const scope = new HandlerScope(dataSource, runner, `outbox_h${index++}`, consumer.name, batch);
+      const name = `outbox_h${index++}`;
+      // The scope (and the context's manager) is made on first use: most handlers that do not touch the
+      // database never ask, and then settling them costs nothing, not even an await.
+      let scope: HandlerScope | null = null;
+      let settled = false;
+      const context = {
+        get manager() {
+          if (scope === null) {
+            scope = new HandlerScope(dataSource, runner, name, consumer.name, batch);
+            // asked for only after the handler returned (a promise it left running): its queries will fail
+            if (settled) scope.settleUnused();
+          }
+          return scope.manager;
+        },
+        attempt: delivery.attempt,
+        consumer: consumer.name,
+      };
       try {
-        // The context's manager is made on first use: most handlers that do not touch the database never ask.
-        const context = {
-          get manager() {
-            return scope.manager;
-          },
-          attempt: delivery.attempt,
-          consumer: consumer.name,
-        };
         const returned = consumer.handle!(delivery.event, context);
         // A handler that returns no promise has finished: no timer to arm.
         if (isThenable(returned)) {
@@ -44,10 +52,12 @@ export class InProcessDispatcher {
             () => new OutboxHandlerTimeoutError(messages.handlerTimeout(consumer.name, consumer.timeoutMs)),
           );
         }
-        await scope.commit();
+        settled = true;
+        if (scope !== null) await (scope as HandlerScope).commit();
         outcomes.push(delivered(delivery));
       } catch (error) {
-        await scope.rollback();
+        settled = true;
+        if (scope !== null) await (scope as HandlerScope).rollback();
         const code = error instanceof OutboxHandlerTimeoutError ? 'timeout' : 'handlerError';
         outcomes.push(failed(delivery, consumer, code, errorText(error)));
       }

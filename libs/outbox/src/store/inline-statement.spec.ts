@@ -22,6 +22,25 @@ describe('inlineStatement', () => {
     );
   });
 
+  it('leaves bare the array elements that need no quotes, and quotes the others', () => {
+    const values = [
+      ['5eb0a1c4-0000-4000-8000-000000000001', 'bench.notify', 'webhook:crm', 'a_b@c+d', '', 'NULL', 'null'],
+      ['a b', "it's", 'x{y}', 5, -1.5, true, undefined],
+    ];
+    expect(inlineStatement({ text: 'select $1::text[], $2::text[]', values })).toBe(
+      `select '{5eb0a1c4-0000-4000-8000-000000000001,bench.notify,webhook:crm,a_b@c+d,"","NULL","null"}'::text[], ` +
+        `'{"a b","it''s","x{y}",5,-1.5,true,NULL}'::text[]`,
+    );
+  });
+
+  it('leaves arrays of other values (dates, nested arrays) to pg', () => {
+    const when = new Date('2026-01-02T03:04:05.678Z');
+    expect(inlineStatement({ text: 'select $1', values: [[when]] })).toBe(
+      `select ${escapeLiteral(prepareValue([when]))}`,
+    );
+    expect(inlineStatement({ text: 'select $1', values: [[['a'], ['b']]] })).toBe(`select '{{"a"},{"b"}}'`);
+  });
+
   it('keeps a negative number from turning a minus into a comment', () => {
     expect(inlineStatement({ text: 'select 1 -$1', values: [-5] })).toBe('select 1 -(-5)');
   });

@@ -244,8 +244,9 @@ const FAN_OUT_TEXT = `with fresh as (
     -- the delivery rows the relay that claimed a stale event did write (read by the events' ids: an index probe
     -- in any plan, where a subquery per pair may become a hash of the whole table in a generic one)
     select x.event_id, x.consumer_name from ${DELIVERIES} x where x.event_id = any(array(select id from stale))
-  ), routes as (
+  ), routes as materialized (
     -- the consumers of each event name in the batch: patterns are matched once per name, not once per event
+    -- (materialized: inlined, the planner joins events to consumers first and matches each pair)
     select n.event_name, c.name, c.ordered
       from (select distinct event_name from ev) n join (
              select name, event_patterns, ordered from ${CONSUMERS} where last_seen_at > now() - $3 * interval '1 millisecond'
@@ -269,7 +270,9 @@ const FAN_OUT_TEXT = `with fresh as (
   ), counted as (
     select ev.id, ev.seq, ev.started, count(m.name)::int as n,
            coalesce(bool_or(m.deferred), false) as has_deferred, coalesce(bool_and(m.deferred), false) as all_deferred,
-           array_agg(m.name order by m.name) filter (where m.deferred) as pairs
+           -- space-separated: names of this instance's own in-process consumers, which never hold a space
+           -- (checked at boot), so no array to parse per row
+           string_agg(m.name, ' ' order by m.name) filter (where m.deferred) as pairs
       from ev left join matched m on m.event_id = ev.id
      group by ev.id, ev.seq, ev.started
   ), leased as (
@@ -318,7 +321,7 @@ const FAN_OUT_TEXT = `with fresh as (
   -- how few rows a CTE returns (it would hash the whole table).
   (select 'row' as kind, d.id as delivery_id, d.consumer_name, d.attempt_count, e.id as event_id, e.tenant_id,
           e.event_name, e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id,
-          e.schema_version, null::bigint as event_seq, null::text[] as pairs
+          e.schema_version, null::bigint as event_seq, null::text as pairs
      from inserted d join ${EVENTS} e on e.id = d.event_id
     where e.id = any(array(select event_id from inserted)) and d.status = 'processing'
     order by e.seq, d.consumer_name)
@@ -355,7 +358,7 @@ const FAN_OUT_TEXT = `with fresh as (
  *
  * Returns rows of four kinds: `row` (a leased delivery row, with its event), `lease` (an event leased by this
  * claim, with its columns and `seq`, its claim count in `attempt_count`, and in `pairs` the consumers of its
- * in-process pairs: each event is read and sent once, whatever the number of its pairs), `event` (an event this
+ * in-process pairs, space-separated: each event is read and sent once, whatever the number of its pairs), `event` (an event this
  * claim wrote: `processing` or `no_handlers`)
  * and `lost` (an event this claim locked whose live lease another relay holds: this statement's snapshot was
  * taken before that relay's claim committed).
@@ -480,57 +483,30 @@ export interface DeliveryOutcome {
   externalRunId?: string | null;
 }
 
-/**
- * The text of the outcome statement (see `recordOutcomes`), with `updated` the CTE that updates the leased
- * delivery rows. unnest pads shorter arrays with nulls: a column that is null throughout is sent empty (see
- * `column`), and the pairs' tenant, when they share one, once ($15).
- */
-function outcomeText(updated: string): string {
-  return `with o as (
-             select id, status, error_code, last_error, retry_ms, external_run_id, event_id, consumer, attempt,
+/** The outcomes sent as arrays, one row each (see `recordOutcomes` for the parameters). */
+const OUTCOME_ROWS = `select id, status, error_code, last_error, retry_ms, external_run_id, event_id, consumer, attempt,
                     coalesce(tenant_id, $15::uuid) as tenant_id, seq
                from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $7::text[],
                            $8::uuid[], $9::text[], $10::int[], $11::uuid[], $12::bigint[])
                       as o(id, status, error_code, last_error, retry_ms, external_run_id, event_id, consumer, attempt,
-                           tenant_id, seq)
-           ), updated as (
-${updated}           ), locked as (
-             -- the events of in-process pairs, locked in id order before their leases are deleted (see recordOutcomes)
-             select e.id from ${EVENTS} e
-              where e.id = any(array(select event_id from o where id is null))
-              order by e.id
-                for update
-           ), released as (
-             -- the fence for pairs: only the events whose lease this relay still holds
-             delete from ${EVENT_LEASES}
-              where event_id = any(array(select id from locked)) and lease_token = $6
-             returning event_id
-           ), inserted as (
-             insert into ${DELIVERIES} (event_id, tenant_id, consumer_name, event_seq, status, attempt_count, error_code,
-                                        last_error, next_attempt_at, processed_at, external_run_id)
-             select o.event_id, o.tenant_id, o.consumer, o.seq, o.status, o.attempt, o.error_code, o.last_error,
-                    now() + o.retry_ms * interval '1 millisecond',
-                    case when o.status = 'delivered' then now() end, o.external_run_id
-               from o
-              where o.id is null and o.event_id = any(array(select event_id from released))
-             returning event_id, tenant_id, consumer_name, status, attempt_count, last_error
-           ), d as (
-             select * from updated union all select * from inserted
-           ), inbox as (
-             insert into ${INBOX} (event_id, consumer_name, tenant_id)
-             select event_id, consumer_name, tenant_id from d where status = 'delivered'
-           ), per_event as (
-             select event_id,
+                           tenant_id, seq)`;
+
+/** Per event, from rows `r` of this batch's recorded deliveries: how many, closed, dead, attempts, first death. */
+function perEvent(consumer: string, attempt: string): string {
+  return `select event_id,
                     count(*)::int as total,
                     count(*) filter (where status in ('delivered', 'dead'))::int as closed,
                     count(*) filter (where status = 'dead')::int as dead,
-                    max(attempt_count) as attempts,
-                    max(consumer_name || ': ' || last_error) filter (where status = 'dead') as dead_error
-               from d group by event_id
-           ), settled as (
-             -- an event still 'pending' was claimed only through its lease: all its pairs are in this batch
-             update ${EVENTS} e
-                set deliveries_open = case when e.status = 'pending' then p.total else e.deliveries_open end - p.closed,
+                    max(${attempt}) as attempts,
+                    max(${consumer} || ': ' || last_error) filter (where status = 'dead') as dead_error
+               from r group by event_id`;
+}
+
+/**
+ * Settles each event `e` from `p`, its row of `perEvent`. An event still 'pending' was claimed only through
+ * its lease: all its pairs are in this batch.
+ */
+const SETTLE_EVENT = `deliveries_open = case when e.status = 'pending' then p.total else e.deliveries_open end - p.closed,
                     deliveries_dead = e.deliveries_dead + p.dead,
                     status = case when e.deliveries_dead + p.dead > 0 then 'failed'
                                   when case when e.status = 'pending' then p.total else e.deliveries_open end - p.closed = 0 then 'published'
@@ -541,19 +517,27 @@ ${updated}           ), locked as (
                     failed_at = case when p.dead > 0 then now() else e.failed_at end,
                     error_message = coalesce(p.dead_error, e.error_message),
                     attempts = greatest(e.attempts, p.attempts),
-                    updated_at = now()
-               from per_event p
-              -- the key alone: a primary-key probe per event. With an "= any(ids)" beside it, both plans scanned the
-              -- ids once per event (125,000 comparisons, 17 ms, in a batch of 500)
-              where e.id = p.event_id
-             returning e.id
-           )
-           select (select count(*) from d)::int as recorded, (select count(*) from settled)::int as events,
-                  ${OUTBOX_SCHEMA}.outbox_lease_fence($13, ((select count(*) from updated) + (select count(*) from released))::int) as owned`;
-}
+                    updated_at = now()`;
 
-/** Outcomes that include delivery rows (retries, webhooks): planned for each batch, never prepared. */
-const OUTCOME_TEXT = outcomeText(`             update ${DELIVERIES} d
+/** The delivery row of an in-process pair `o`, inserted with its final status. */
+const INSERT_PAIR_ROW = `insert into ${DELIVERIES} (event_id, tenant_id, consumer_name, event_seq, status, attempt_count, error_code,
+                                        last_error, next_attempt_at, processed_at, external_run_id)
+             select o.event_id, o.tenant_id, o.consumer, o.seq, o.status, o.attempt, o.error_code, o.last_error,
+                    now() + o.retry_ms * interval '1 millisecond',
+                    case when o.status = 'delivered' then now() end, o.external_run_id
+               from o`;
+
+/**
+ * The general outcome statement (see `recordOutcomes`): leased delivery rows updated, pairs inserted where this
+ * relay still holds their event's lease, fenced or not. Planned for each batch, never prepared: a plan that
+ * updated delivery rows, made while that table was empty, would scan it whole on every batch. unnest pads
+ * shorter arrays with nulls: a column that is null throughout is sent empty (see `column`), and the pairs'
+ * tenant, when they share one, once ($15).
+ */
+const OUTCOME_TEXT = `with o as (
+             ${OUTCOME_ROWS}
+           ), updated as (
+             update ${DELIVERIES} d
                 set status = case when o.status = 'deferred' then 'pending' else o.status end,
                     attempt_count = case when o.status = 'deferred' then d.attempt_count - 1 else d.attempt_count end,
                     external_run_id = coalesce(o.external_run_id, d.external_run_id),
@@ -571,19 +555,72 @@ const OUTCOME_TEXT = outcomeText(`             update ${DELIVERIES} d
               -- table when there are none, instead of scanning it
               where d.id = any($14::bigint[]) and d.id = o.id and d.lease_token = $6
              returning d.event_id, d.tenant_id, d.consumer_name, d.status, d.attempt_count, d.last_error
-`);
+           ), locked as (
+             -- the events of in-process pairs, locked in id order before their leases are deleted (see recordOutcomes)
+             select e.id from ${EVENTS} e
+              where e.id = any(array(select event_id from o where id is null))
+              order by e.id
+                for update
+           ), released as (
+             -- the fence for pairs: only the events whose lease this relay still holds
+             delete from ${EVENT_LEASES}
+              where event_id = any(array(select id from locked)) and lease_token = $6
+             returning event_id
+           ), inserted as (
+             ${INSERT_PAIR_ROW}
+              where o.id is null and o.event_id = any(array(select event_id from released))
+             returning event_id, tenant_id, consumer_name, status, attempt_count, last_error
+           ), r as (
+             select * from updated union all select * from inserted
+           ), inbox as (
+             insert into ${INBOX} (event_id, consumer_name, tenant_id)
+             select event_id, consumer_name, tenant_id from r where status = 'delivered'
+           ), per_event as (
+             ${perEvent('consumer_name', 'attempt_count')}
+           ), settled as (
+             update ${EVENTS} e
+                set ${SETTLE_EVENT}
+               from per_event p
+              -- the key alone: a primary-key probe per event. With an "= any(ids)" beside it, both plans scanned the
+              -- ids once per event (125,000 comparisons, 17 ms, in a batch of 500)
+              where e.id = p.event_id
+             returning e.id
+           )
+           select (select count(*) from r)::int as recorded, (select count(*) from settled)::int as events,
+                  ${OUTBOX_SCHEMA}.outbox_lease_fence($13, ((select count(*) from updated) + (select count(*) from released))::int) as owned`;
 
 /**
- * Outcomes of in-process pairs only (the common batch): no delivery row to update, so `updated` is empty and the
- * statement reads only events (by primary key) and the small lease table — a generic plan stays sound (see
- * `prepared-statements.e2e-spec.ts`), so it is prepared like the fan-out. A plan that updated delivery rows,
- * made while that table was empty, would scan it whole on every batch.
+ * The outcomes of a fenced batch of in-process pairs only (the common batch), prepared like the fan-out: it
+ * reads only events (by primary key) and the small lease table, so a generic plan stays sound (see
+ * `prepared-statements.e2e-spec.ts`). Fenced, it may take every step for granted and check once at the end:
+ * the events are settled first — the update locks them, before any lease row is touched (see `recordOutcomes`)
+ * — then their leases deleted, then every pair's row and inbox row inserted; if a lease was lost, the fence
+ * fails the statement before those inserts run (they are not read by the final select, so they run after it).
  */
-const PAIR_OUTCOME_TEXT = outcomeText(`
-             select null::uuid as event_id, null::uuid as tenant_id, null::text as consumer_name, null::text as status,
-                    null::int as attempt_count, null::text as last_error
-              where false
-`);
+const PAIR_OUTCOME_TEXT = `with o as (
+             ${OUTCOME_ROWS}
+           ), r as (
+             select event_id, consumer, status, attempt, last_error from o
+           ), per_event as (
+             ${perEvent('consumer', 'attempt')}
+           ), settled as (
+             update ${EVENTS} e
+                set ${SETTLE_EVENT}
+               from per_event p
+              where e.id = p.event_id
+             returning e.id
+           ), released as (
+             delete from ${EVENT_LEASES}
+              where event_id = any(array(select id from settled)) and lease_token = $6
+             returning event_id
+           ), inserted as (
+             ${INSERT_PAIR_ROW}
+           ), inbox as (
+             insert into ${INBOX} (event_id, consumer_name, tenant_id)
+             select event_id, consumer, tenant_id from o where status = 'delivered'
+           )
+           select (select count(*) from o)::int as recorded, (select count(*) from settled)::int as events,
+                  ${OUTBOX_SCHEMA}.outbox_lease_fence($13, (select count(*) from released)::int) as owned`;
 
 /**
  * Records a batch's outcomes in one statement: updates the leased deliveries still owned (fenced by the lease
@@ -598,8 +635,10 @@ const PAIR_OUTCOME_TEXT = outcomeText(`
  * event's lease row holds the event's row lock first (a claim locks the events it takes, `skip locked`). Without
  * it, a claim whose snapshot predates another relay's claim could lock an event leased by that relay while the
  * relay's outcome deletes the lease, and each would wait for the other; with it, the outcome waits for that
- * claim, which finds the lease taken and leaves the event alone. (The lock is the `released` delete's initplan,
- * so it is taken before any lease row is touched.)
+ * claim, which finds the lease taken and leaves the event alone. (In the general statement the lock is the
+ * `released` delete's initplan, so it is taken before any lease row is touched; in the prepared statement of a
+ * fenced batch of pairs, the update that settles the events runs first and takes it — an `update` takes the
+ * same lock, and a settle that turns out to be over a lost lease is rolled back by the fence.)
  *
  * A pair's row is inserted plainly: only the holder of the event's lease inserts it, and a claim leases only the
  * pairs whose row does not exist, so a duplicate would be a broken invariant — it fails the batch, loudly,
@@ -620,9 +659,11 @@ export function recordOutcomes(
   // what the fence expects recorded (0: no fence): each leased row updated, each pair event's lease released
   const expected = fenced ? rows + new Set(pairs.map((o) => o.pair!.eventId)).size : 0;
   const tenants = [...new Set(pairs.map((o) => o.pair!.tenantId))];
+  // the prepared statement takes every lease for granted until its fence: only for a fenced batch of pairs
+  const pairsOnly = fenced && rows === 0;
   return {
-    text: rows > 0 ? OUTCOME_TEXT : PAIR_OUTCOME_TEXT,
-    prepared: rows > 0 ? undefined : PAIR_OUTCOME_PREPARED,
+    text: pairsOnly ? PAIR_OUTCOME_TEXT : OUTCOME_TEXT,
+    prepared: pairsOnly ? PAIR_OUTCOME_PREPARED : undefined,
     values: [
       column(outcomes, (o) => o.deliveryId),
       outcomes.map((o) => o.status),
