@@ -38,6 +38,8 @@ const KINDS: readonly [RegExp, string][] = [
   [/outbox_consumer_instances/i, 'consumer registry heartbeat'],
   [/outbox_webhook_subscriptions/i, 'webhook subscriptions (cached)'],
   [/pg_notify/i, 'wake-up notify'],
+  [/^\s*vacuum/i, 'lease table vacuum'],
+  [/pg_has_role/i, 'lease table vacuum'],
   [/^\s*insert into public\.contacts/i, 'business insert'],
   [/^\s*insert into public\.event_outbox/i, 'enqueue insert'],
   [/consumer_effects/i, 'handler write'],
@@ -53,6 +55,12 @@ export const TIME_BASED_KINDS: ReadonlySet<string> = new Set([
   'consumer registry heartbeat',
   'webhook subscriptions (cached)',
 ]);
+
+/**
+ * Kinds a relay sends per so many events, not per batch: the lease table's VACUUM every
+ * `relay.vacuumLeasesEvery` released leases (and, once, the check that the role may run it).
+ */
+export const PER_EVENTS_KINDS: ReadonlySet<string> = new Set(['lease table vacuum']);
 
 /** Quoted literals (with doubled quotes inside), and E'' literals' backslash escapes. */
 const LITERALS = /E?'(?:[^'\\]|''|\\.)*'/g;

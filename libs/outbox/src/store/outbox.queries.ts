@@ -247,7 +247,9 @@ const FAN_OUT_TEXT = `with fresh as (
   ), routes as materialized (
     -- the consumers of each event name in the batch: patterns are matched once per name, not once per event
     -- (materialized: inlined, the planner joins events to consumers first and matches each pair)
-    select n.event_name, c.name, c.ordered
+    select n.event_name, c.name, c.ordered,
+           c.name = any($10::text[]) and not c.ordered as deferred,
+           c.name = any($2::text[]) and not c.ordered as leased
       from (select distinct event_name from ev) n join (
              select name, event_patterns, ordered from ${CONSUMERS} where last_seen_at > now() - $3 * interval '1 millisecond'
              union all
@@ -257,23 +259,32 @@ const FAN_OUT_TEXT = `with fresh as (
         on exists (select 1 from unnest(c.event_patterns) as p(pattern)
                     where p.pattern = '*' or p.pattern = n.event_name
                        or (right(p.pattern, 2) = '.*' and starts_with(n.event_name, left(p.pattern, -1))))
+  ), route_sets as (
+    -- per event name: how many consumers, whether in-process pairs, and which (space-separated: names of this
+    -- instance's own in-process consumers, which never hold a space — checked at boot — so no array to parse)
+    select event_name, count(*)::int as n, bool_or(deferred) as has_deferred, bool_and(deferred) as all_deferred,
+           string_agg(name, ' ' order by name) filter (where deferred) as pairs
+      from routes group by event_name
   ), matched as (
-    select ev.id as event_id, ev.seq, r.name,
-           r.name = any($10::text[]) and not r.ordered as deferred,
-           r.name = any($2::text[]) and not r.ordered as leased,
+    -- the pairs that need a look of their own: those that get a delivery row now, and every pair of an event
+    -- already fanned out (only the consumers whose row the dead relay never wrote)
+    select ev.id as event_id, ev.seq, r.name, r.deferred, r.leased,
            case when r.ordered and ev.aggregate_id is not null
                 then coalesce(ev.aggregate_type, '') || ':' || ev.aggregate_id end as aggregate_key
       from ev join routes r on r.event_name = ev.event_name
-     -- an event already fanned out: only the consumers whose row the dead relay never wrote
-     where not ev.started
-        or not exists (select 1 from written w where w.event_id = ev.id and w.consumer_name = r.name)
+     where (not r.deferred and not ev.started)
+        or (ev.started and not exists (select 1 from written w where w.event_id = ev.id and w.consumer_name = r.name))
   ), counted as (
-    select ev.id, ev.seq, ev.started, count(m.name)::int as n,
-           coalesce(bool_or(m.deferred), false) as has_deferred, coalesce(bool_and(m.deferred), false) as all_deferred,
-           -- space-separated: names of this instance's own in-process consumers, which never hold a space
-           -- (checked at boot), so no array to parse per row
-           string_agg(m.name, ' ' order by m.name) filter (where m.deferred) as pairs
+    -- a new event counts the consumers of its name; an event already fanned out, those left to it
+    select ev.id, ev.seq, ev.started, coalesce(rs.n, 0) as n, coalesce(rs.has_deferred, false) as has_deferred,
+           coalesce(rs.all_deferred, false) as all_deferred, rs.pairs
+      from ev left join route_sets rs on rs.event_name = ev.event_name
+     where not ev.started
+    union all
+    select ev.id, ev.seq, ev.started, count(m.name)::int, coalesce(bool_or(m.deferred), false),
+           coalesce(bool_and(m.deferred), false), string_agg(m.name, ' ' order by m.name) filter (where m.deferred)
       from ev left join matched m on m.event_id = ev.id
+     where ev.started
      group by ev.id, ev.seq, ev.started
   ), leased as (
     insert into ${EVENT_LEASES} as l (event_id, tenant_id, lease_token, lease_expires_at)
