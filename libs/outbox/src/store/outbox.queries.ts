@@ -337,10 +337,15 @@ const FAN_OUT_TEXT = `with fresh as (
     where e.id = any(array(select event_id from inserted)) and d.status = 'processing'
     order by e.seq, d.consumer_name)
   union all
-  -- a leased event, once, with the consumers of its in-process pairs (one row per event, not one per pair)
+  -- a leased event, once, with the consumers of its in-process pairs (one row per event, not one per pair):
+  -- a new event's are its name's; only an event already fanned out (\`processing\` in this statement's snapshot)
+  -- looks up its own. Subqueries, not joins: a join of two CTEs can become a loop over one for each row of the
+  -- other (10,000 comparisons per claim in a generic plan made over a large history)
   (select 'lease', null, null, l.claim_count, e.id, e.tenant_id, e.event_name, e.payload, e.aggregate_type,
-          e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version, e.seq, c.pairs
-     from leased l join counted c on c.id = l.event_id join ${EVENTS} e on e.id = l.event_id
+          e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version, e.seq,
+          case when e.status = 'pending' then (select rs.pairs from route_sets rs where rs.event_name = e.event_name)
+               else (select c.pairs from counted c where c.id = e.id) end
+     from leased l join ${EVENTS} e on e.id = l.event_id
     where e.id = any(array(select event_id from leased))
     order by e.seq)
   union all
