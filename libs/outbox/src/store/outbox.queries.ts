@@ -733,7 +733,8 @@ const FAN_OUT_PREPARED: PreparedForm = {
 
 const PAIR_OUTCOME_PREPARED: PreparedForm = {
   name: `outbox_outcome_${PREPARED_HASH}`,
-  // $1 … $15 as in `recordOutcomes` ($14, the delivery ids, goes unused: pairs have none)
+  // $1 … $15 as in `recordOutcomes` ($14, the delivery ids, goes unused: pairs have none — so the text runs
+  // prepared, with these types, or inlined, never as a parameterised query, whose $14 would have no type)
   types: [
     'bigint[]',
     'text[]',
