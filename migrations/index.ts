@@ -4,6 +4,7 @@ import { OutboxAdmin1764428650000 } from './1764428650000-outbox-admin';
 import { OutboxWebhooks1764428700000 } from './1764428700000-outbox-webhooks';
 import { OutboxEventLeases1764428800000 } from './1764428800000-outbox-event-leases';
 import { OutboxLeaseFence1764432000000 } from './1764432000000-outbox-lease-fence';
+import { OutboxRelayMaintain1764435600000 } from './1764435600000-outbox-relay-maintain';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -13,4 +14,5 @@ export const outboxMigrations = [
   OutboxWebhooks1764428700000,
   OutboxEventLeases1764428800000,
   OutboxLeaseFence1764432000000,
+  OutboxRelayMaintain1764435600000,
 ];
