@@ -21,6 +21,7 @@ import { OutboxStore, type RoundConnection } from '../store/outbox.store';
 import * as q from '../store/outbox.queries';
 import { LeaseVacuum } from '../maintenance/lease-vacuum';
 import { addRound, emptyRound, type RelayRoundResult } from './relay-round';
+import { sqlState } from '../errors/sql-state';
 
 /** A claimed delivery with the consumer that will take it. */
 interface Assigned {
@@ -532,7 +533,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     result: RelayRoundResult,
     unclaimed: q.DeliveryOutcome[],
   ): Promise<void> {
-    if ((error as { code?: string }).code === q.LEASE_LOST_SQLSTATE) {
+    if (sqlState(error) === q.LEASE_LOST_SQLSTATE) {
       this.logger.warn(`batch of ${assigned.length} deliveries for tenant ${tenantId}: ${errorText(error)}`);
     } else {
       this.logger.error(

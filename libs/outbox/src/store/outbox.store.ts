@@ -9,6 +9,7 @@ import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.
 import { PREPARED_STATEMENTS, type SqlStatement } from './outbox.queries';
 import { executePrepared, inlineStatement, preparePrepared } from './inline-statement';
 import { sendSimpleQuery } from './simple-query';
+import { sqlState } from '../errors/sql-state';
 
 /** A statement of a transaction sent in one round trip, or `null` when this transaction does not need it. */
 export type Step = SqlStatement | null;
@@ -118,8 +119,7 @@ export class OutboxStore {
       results = await sendSimpleQuery(runner, pieces.join(';\n'));
     } catch (error) {
       // Its prepared statements are gone (`discard all`, a pooler that moved us to another server): prepare anew.
-      if ((error as { code?: string }).code === PREPARED_STATEMENT_MISSING)
-        this.preparedOn.delete(connection);
+      if (sqlState(error) === PREPARED_STATEMENT_MISSING) this.preparedOn.delete(connection);
       throw error;
     }
     if (preparing) {
@@ -207,7 +207,7 @@ export class RoundConnection {
       return await this.claimOnce(claim, opening);
     } catch (error) {
       // The connection lost its prepared statements; `send` forgot them, so this time they are prepared first.
-      if ((error as { code?: string }).code !== PREPARED_STATEMENT_MISSING) throw error;
+      if (sqlState(error) !== PREPARED_STATEMENT_MISSING) throw error;
       return this.claimOnce(claim, opening);
     }
   }
