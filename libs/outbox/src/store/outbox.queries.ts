@@ -370,14 +370,16 @@ const FAN_OUT_TEXT = `with fresh as (
  * count of open deliveries, or `no_handlers` when nothing listens. An expired event lease means the relay that
  * held it never recorded its outcomes: the event is claimed again (`claim_count` + 1) for the pairs whose row
  * was never written. The lease upsert is the arbiter between relays: a claim whose lease insert loses leaves the
- * event alone. Pattern matching mirrors `matchesEventPattern`: `*`, an exact name, or a `prefix.*`.
+ * event alone. Pattern matching mirrors `matchesEventPattern`: `*`, an exact name, or a `prefix.*`; it is done
+ * once per event name in the batch (a batch usually holds a few names), and a new event takes its name's
+ * consumers; only an event already fanned out is looked at pair by pair.
  *
  * Returns rows of four kinds: `row` (a leased delivery row, with its event), `lease` (an event leased by this
  * claim, with its columns and `seq`, its claim count in `attempt_count`, and in `pairs` the consumers of its
- * in-process pairs, space-separated: each event is read and sent once, whatever the number of its pairs), `event` (an event this
- * claim wrote: `processing` or `no_handlers`)
- * and `lost` (an event this claim locked whose live lease another relay holds: this statement's snapshot was
- * taken before that relay's claim committed).
+ * in-process pairs, space-separated: each event is read and sent once, whatever the number of its pairs),
+ * `event` (an event this claim wrote: `processing` or `no_handlers`) and `lost` (an event this claim locked
+ * whose live lease another relay holds: this statement's snapshot was taken before that relay's claim
+ * committed).
  */
 export function fanOutPendingEvents(p: {
   tenantId: string;
