@@ -1,8 +1,14 @@
 import { Injectable } from '@nestjs/common';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { OnOutboxEvent } from '@app/outbox';
-import { mayVacuumLeases } from '../libs/outbox/src/store/outbox.queries';
+import {
+  fanOutPendingEvents,
+  heartbeatConsumers,
+  mayVacuumLeases,
+  recordOutcomes,
+} from '../libs/outbox/src/store/outbox.queries';
+import { inlineStatement } from '../libs/outbox/src/store/inline-statement';
 import { buildApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 
@@ -94,6 +100,52 @@ describe('vacuuming the lease table', () => {
       await client.query(`drop role if exists ${role}`).catch(() => undefined);
       await client.end();
     }
+  });
+
+  it("counts what it releases from the outcome statement's own count of deleted leases", async () => {
+    await db.sql(`truncate public.event_outbox, public.outbox_deliveries, public.consumer_inbox`);
+    await db.sql(`delete from public.outbox_event_leases`);
+    // an event name of its own: the drains above registered a consumer of EVENT
+    const event = 'test.vacuum-count.v1';
+    const consumers = ['count-a', 'count-b'];
+    const registered = heartbeatConsumers(
+      randomUUID(),
+      consumers.map((name) => ({ name, eventNames: [event], kind: 'in_process' })),
+    );
+    await db.sql(registered.text, registered.values);
+    await db.sql(
+      `insert into public.event_outbox (id, tenant_id, event_name, payload)
+       select gen_random_uuid(), $1, $2, '{}' from generate_series(1, 3)`,
+      [TENANT, event],
+    );
+    const leaseToken = randomUUID();
+    const claimed = await db.sql<{ kind: string; event_id: string; event_seq: string; pairs: string }>(
+      inlineStatement(
+        fanOutPendingEvents({
+          tenantId: TENANT,
+          hosted: consumers,
+          inProcess: consumers,
+          tenantConsumers: [],
+          liveWithinMs: 60_000,
+          limit: 10,
+          leaseToken,
+          leaseMs: 60_000,
+        }),
+      ),
+    );
+    const outcomes = claimed.flatMap((row) =>
+      row.pairs.split(' ').map((consumer) => ({
+        deliveryId: null,
+        pair: { eventId: row.event_id, consumer, attempt: 1, tenantId: TENANT, eventSeq: row.event_seq },
+        status: 'delivered' as const,
+        errorCode: null,
+        error: null,
+        retryInMs: 0,
+      })),
+    );
+    expect(outcomes).toHaveLength(6);
+    const [recorded] = await db.sql(inlineStatement(recordOutcomes(outcomes, leaseToken, { fenced: true })));
+    expect(recorded).toEqual({ recorded: 6, events: 3, released: 3 });
   });
 
   it('rejects a negative or fractional setting at boot', async () => {

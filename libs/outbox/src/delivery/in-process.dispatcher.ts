@@ -28,7 +28,8 @@ export class InProcessDispatcher {
       const name = `outbox_h${index++}`;
       // The scope (and the context's manager) is made on first use: most handlers that do not touch the
       // database never ask, and then settling them costs nothing, not even an await.
-      let scope: HandlerScope | null = null;
+      // (typed by an assertion: assigned in the getter, it must not narrow to null below)
+      let scope = null as HandlerScope | null;
       let settled = false;
       const context = {
         get manager() {
@@ -53,11 +54,11 @@ export class InProcessDispatcher {
           );
         }
         settled = true;
-        if (scope !== null) await (scope as HandlerScope).commit();
+        if (scope !== null) await scope.commit();
         outcomes.push(delivered(delivery));
       } catch (error) {
         settled = true;
-        if (scope !== null) await (scope as HandlerScope).rollback();
+        if (scope !== null) await scope.rollback();
         const code = error instanceof OutboxHandlerTimeoutError ? 'timeout' : 'handlerError';
         outcomes.push(failed(delivery, consumer, code, errorText(error)));
       }

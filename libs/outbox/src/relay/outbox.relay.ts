@@ -503,8 +503,9 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const commit = connection
       .commit([q.recordOutcomes(outcomes, leaseToken, { fenced: true })])
       .then(
-        () => {
-          const vacuum = this.leaseVacuum.noteReleased(releasedLeases(outcomes));
+        ([recorded]) => {
+          // the outcome statement says how many event leases it deleted
+          const vacuum = this.leaseVacuum.noteReleased((recorded as { released: number }[])[0]!.released);
           if (vacuum) void this.inBackground(vacuum);
         },
         (error: unknown) => this.batchFailed(error, tenantId, assigned, leaseToken, result, unclaimed),
@@ -644,13 +645,6 @@ function count(outcomes: readonly q.DeliveryOutcome[], result: RelayRoundResult)
     else if (outcome.status === 'dead') result.dead++;
     else result.failed++;
   }
-}
-
-/** The event leases an outcome statement deletes: one per event with in-process pairs. */
-function releasedLeases(outcomes: readonly q.DeliveryOutcome[]): number {
-  const events = new Set<string>();
-  for (const outcome of outcomes) if (outcome.pair) events.add(outcome.pair.eventId);
-  return events.size;
 }
 
 function poisonMessage(delivery: ClaimedDelivery): string {

@@ -605,6 +605,7 @@ const OUTCOME_TEXT = `with o as (
              returning e.id
            )
            select (select count(*) from r)::int as recorded, (select count(*) from settled)::int as events,
+                  (select count(*) from released)::int as released,
                   ${OUTBOX_SCHEMA}.outbox_lease_fence($13, ((select count(*) from updated) + (select count(*) from released))::int) as owned`;
 
 /**
@@ -638,7 +639,8 @@ const PAIR_OUTCOME_TEXT = `with o as (
              select event_id, consumer, tenant_id from o where status = 'delivered'
            )
            select (select count(*) from o)::int as recorded, (select count(*) from settled)::int as events,
-                  ${OUTBOX_SCHEMA}.outbox_lease_fence($13, (select count(*) from released)::int) as owned`;
+                  -- the fence returns the count it checked: the leases released
+                  ${OUTBOX_SCHEMA}.outbox_lease_fence($13, (select count(*) from released)::int) as released`;
 
 /**
  * Records a batch's outcomes in one statement: updates the leased deliveries still owned (fenced by the lease
@@ -666,17 +668,28 @@ const PAIR_OUTCOME_TEXT = `with o as (
  * `outbox_lease_fence`) and takes the batch transaction with it — for in-process handlers, whose writes share
  * that transaction: a takeover mid-run (the batch outlived its lease) then costs this relay its batch, never a
  * second effect. Without it, outcomes that lost their lease are simply not written (external deliveries).
+ *
+ * Returns one row: `recorded` (deliveries written), `events` (events settled), `released` (event leases deleted).
  */
 export function recordOutcomes(
   outcomes: readonly DeliveryOutcome[],
   leaseToken: string,
   { fenced = false }: { fenced?: boolean } = {},
 ): SqlStatement {
-  const pairs = outcomes.filter((o) => o.deliveryId === null);
-  const rows = outcomes.length - pairs.length;
+  const rowIds: string[] = [];
+  const pairEvents = new Set<string>();
+  const tenants = new Set<string>();
+  for (const o of outcomes) {
+    if (o.deliveryId !== null) rowIds.push(o.deliveryId);
+    else {
+      pairEvents.add(o.pair!.eventId);
+      tenants.add(o.pair!.tenantId);
+    }
+  }
+  const rows = rowIds.length;
   // what the fence expects recorded (0: no fence): each leased row updated, each pair event's lease released
-  const expected = fenced ? rows + new Set(pairs.map((o) => o.pair!.eventId)).size : 0;
-  const tenants = [...new Set(pairs.map((o) => o.pair!.tenantId))];
+  const expected = fenced ? rows + pairEvents.size : 0;
+  const [tenant] = tenants;
   // the prepared statement takes every lease for granted until its fence: only for a fenced batch of pairs
   const pairsOnly = fenced && rows === 0;
   return {
@@ -693,11 +706,11 @@ export function recordOutcomes(
       column(outcomes, (o) => o.pair?.eventId ?? null),
       column(outcomes, (o) => o.pair?.consumer ?? null),
       column(outcomes, (o) => o.pair?.attempt ?? null),
-      tenants.length === 1 ? [] : column(outcomes, (o) => o.pair?.tenantId ?? null),
+      tenants.size === 1 ? [] : column(outcomes, (o) => o.pair?.tenantId ?? null),
       column(outcomes, (o) => o.pair?.eventSeq ?? null),
       expected,
-      outcomes.flatMap((o) => (o.deliveryId === null ? [] : [o.deliveryId])),
-      tenants.length === 1 ? tenants[0] : null,
+      rowIds,
+      tenants.size === 1 ? tenant : null,
     ],
   };
 }
