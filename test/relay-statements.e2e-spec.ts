@@ -1,5 +1,7 @@
 import { Injectable } from '@nestjs/common';
-import { OnOutboxEvent, type OutboxEvent } from '@app/outbox';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { AbstractLogger, type LogLevel, type LogMessage } from 'typeorm';
+import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from '@app/outbox';
 import { inlineStatement } from '../libs/outbox/src/store/inline-statement';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
@@ -13,6 +15,26 @@ class Thrower {
   handle(event: OutboxEvent<{ message: string }>): void {
     throw new Error(event.data.message);
   }
+}
+
+/** Sleeps in the database, through the batch transaction: its first query travels with the savepoint. */
+@Injectable()
+class Sleeper {
+  @OnOutboxEvent('test.sleep.v1', { consumer: 'sleeper' })
+  async handle(_event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    await context.manager.query('select pg_sleep(0.05)');
+  }
+}
+
+/** Keeps what TypeORM's slow-query log is told. */
+class SlowQueries extends AbstractLogger {
+  readonly slow: { time: number; query: string }[] = [];
+
+  override logQuerySlow(time: number, query: string): void {
+    this.slow.push({ time, query });
+  }
+
+  protected writeLog(_level: LogLevel, _message: LogMessage | LogMessage[]): void {}
 }
 
 /**
@@ -68,5 +90,36 @@ describe('relay statements sent in one round trip', () => {
       const [sent] = await db.sql<{ v: string[] }>('select $1::text[] as v', [array]);
       expect(inlined!.v).toEqual(sent!.v);
     }
+  });
+});
+
+describe('statements sent in one round trip and TypeORM options', () => {
+  let db: TestDatabase;
+  let t: TestApp;
+  const logger = new SlowQueries();
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    t = await buildApp({
+      url: db.url,
+      typeorm: false,
+      imports: [TypeOrmModule.forRoot({ type: 'postgres', url: db.url, maxQueryExecutionTime: 20, logger })],
+      providers: [Sleeper],
+    });
+  });
+  afterAll(async () => {
+    await t?.close();
+    await db?.drop();
+  });
+
+  it("reports a handler's slow first query to the slow-query log, as TypeORM's own query() does", async () => {
+    await t.dataSource.transaction((m) =>
+      t.outbox.enqueue(m, { tenantId: TENANT, eventName: 'test.sleep.v1', payload: {} }),
+    );
+    expect((await t.relay.runOnce()).succeeded).toBe(1);
+    const sleeps = logger.slow.filter((s) => s.query.includes('pg_sleep'));
+    expect(sleeps).toHaveLength(1);
+    expect(sleeps[0]!.time).toBeGreaterThan(20);
+    // shown as written, after the savepoint that went with it
+    expect(sleeps[0]!.query).toMatch(/savepoint .*;\n.*select pg_sleep\(0\.05\)$/s);
   });
 });

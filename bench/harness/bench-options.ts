@@ -43,7 +43,7 @@ export interface BenchOptions {
 
 const FULL: BenchSizes = {
   enqueueSeconds: 3,
-  enqueueRepeats: 2,
+  enqueueRepeats: 3,
   enqueueWalTransactions: 2000,
   relayBacklog: 50_000,
   latencyRate: 250,

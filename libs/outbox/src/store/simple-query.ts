@@ -5,7 +5,8 @@ import { QueryFailedError, QueryResult, type QueryRunner } from 'typeorm';
  * Sends `text` (one or more statements, values already written in) as one simple-protocol query on a runner's
  * connection and returns each statement's result. TypeORM's `query()` keeps only one result, so this goes to the
  * pg connection itself, and tells TypeORM's logger and query subscribers about it as `query()` would — showing
- * `shown` with `parameters` (the text as the caller wrote it) when given.
+ * `shown` with `parameters` (the text as the caller wrote it) when given — slow-query log
+ * (`maxQueryExecutionTime`) included.
  */
 export async function sendSimpleQuery(
   runner: QueryRunner,
@@ -22,12 +23,30 @@ export async function sendSimpleQuery(
     raw = (await connection.query(text)) as unknown as PgResult | PgResult[];
   } catch (error) {
     logger.logQueryError(error as Error, shown.text, shown.parameters, runner);
-    await runner.broadcaster.broadcast('AfterQuery', shown.text, shown.parameters, false, undefined, undefined, error);
+    await runner.broadcaster.broadcast(
+      'AfterQuery',
+      shown.text,
+      shown.parameters,
+      false,
+      undefined,
+      undefined,
+      error,
+    );
     throw error;
   }
   const results = Array.isArray(raw) ? raw : [raw];
   const elapsed = Date.now() - started;
-  await runner.broadcaster.broadcast('AfterQuery', shown.text, shown.parameters, true, elapsed, raw, undefined);
+  await runner.broadcaster.broadcast(
+    'AfterQuery',
+    shown.text,
+    shown.parameters,
+    true,
+    elapsed,
+    raw,
+    undefined,
+  );
+  const slowAfter = runner.connection.options.maxQueryExecutionTime;
+  if (slowAfter && elapsed > slowAfter) logger.logQuerySlow(elapsed, shown.text, shown.parameters, runner);
   return results;
 }
 
