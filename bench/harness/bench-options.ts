@@ -6,14 +6,20 @@ export type ScenarioName = (typeof SCENARIO_NAMES)[number];
 
 /** How big each scenario runs. */
 export interface BenchSizes {
-  /** Timed seconds per enqueue run (after a short warm-up). */
+  /** Timed seconds of each enqueue variant in all, in slices taken in turns with the other variants. */
   enqueueSeconds: number;
-  /** Enqueue runs per variant; the median is kept. */
-  enqueueRepeats: number;
+  /** Length of one such slice. */
+  enqueueSliceMs: number;
+  /** Seconds of each run that counts WAL flushes (one variant at a time). */
+  enqueueFlushSeconds: number;
+  /** Flush-counting runs per variant; the median is kept. */
+  enqueueFlushRepeats: number;
   /** Transactions per WAL-bytes measurement of enqueue. */
   enqueueWalTransactions: number;
   /** Pending events drained by each relay-throughput run. */
   relayBacklog: number;
+  /** Drains per side and instance count (raw and library in turns); the median is kept. */
+  relayRepeats: number;
   /** Events produced per second by the latency producer. */
   latencyRate: number;
   /** Seconds the latency producer runs. */
@@ -42,10 +48,13 @@ export interface BenchOptions {
 }
 
 const FULL: BenchSizes = {
-  enqueueSeconds: 3,
-  enqueueRepeats: 3,
+  enqueueSeconds: 6,
+  enqueueSliceMs: 500,
+  enqueueFlushSeconds: 2,
+  enqueueFlushRepeats: 3,
   enqueueWalTransactions: 2000,
   relayBacklog: 50_000,
+  relayRepeats: 2,
   latencyRate: 250,
   latencySeconds: 10,
   scaleSmall: 10_000,
@@ -59,9 +68,12 @@ const FULL: BenchSizes = {
 const QUICK: BenchSizes = {
   ...FULL,
   enqueueSeconds: 1,
-  enqueueRepeats: 1,
+  enqueueSliceMs: 250,
+  enqueueFlushSeconds: 1,
+  enqueueFlushRepeats: 1,
   enqueueWalTransactions: 500,
   relayBacklog: 5_000,
+  relayRepeats: 1,
   latencySeconds: 3,
   scaleLarge: 100_000,
   memoryEvents: 20_000,

@@ -70,11 +70,15 @@ function kindOf(query: string): string {
   return query.replace(/\s+/g, ' ').trim().slice(0, 40);
 }
 
-/** Attach with {@link QueryProbe.attach}; read and reset with {@link QueryProbe.take}. */
+/**
+ * Attach with {@link QueryProbe.attach}; read and reset with {@link QueryProbe.take}. The hooks run on the app's
+ * query path (TypeORM calls them before a query's result is returned), where the raw baseline has nothing of the
+ * kind: they only note the statement and its time, and `take()` — after the timed part — sorts them out.
+ */
 export class QueryProbe implements EntitySubscriberInterface {
   private readonly started = new Map<QueryRunner, number>();
-  /** By statement text without its literals (so few distinct texts); named by kind only in `take()`. */
-  private byText = new Map<string, QueryKindStats>();
+  private queries: string[] = [];
+  private times: number[] = [];
   private total = 0;
 
   /** Registers the probe on a live DataSource (TypeORM reads `subscribers` on every broadcast). */
@@ -92,21 +96,25 @@ export class QueryProbe implements EntitySubscriberInterface {
   afterQuery(event: AfterQueryEvent): void {
     const began = this.started.get(event.queryRunner);
     this.started.delete(event.queryRunner);
-    // The relay's statements carry their values as literals: keyed without them, the map stays small.
-    const template = event.query.replace(LITERALS, '?');
-    let stats = this.byText.get(template);
-    if (!stats) this.byText.set(template, (stats = { count: 0, ms: 0 }));
-    stats.count++;
-    if (began !== undefined) stats.ms += performance.now() - began;
+    this.queries.push(event.query);
+    this.times.push(began === undefined ? 0 : performance.now() - began);
   }
 
   /** Statements since the last `take()`, in total and by kind; then starts counting afresh. */
   take(): { total: number; kinds: Map<string, QueryKindStats> } {
+    // The relay's statements carry their values as literals: keyed without them, few distinct texts to name.
+    const byText = new Map<string, QueryKindStats>();
+    this.queries.forEach((query, i) => {
+      const template = query.replace(LITERALS, '?');
+      const stats = byText.get(template) ?? { count: 0, ms: 0 };
+      byText.set(template, { count: stats.count + 1, ms: stats.ms + this.times[i]! });
+    });
     const kinds = new Map<string, QueryKindStats>();
-    for (const [text, stats] of this.byText) addKinds(kinds, new Map([[kindOf(text), stats]]));
+    for (const [text, stats] of byText) addKinds(kinds, new Map([[kindOf(text), stats]]));
     const result = { total: this.total, kinds };
     this.total = 0;
-    this.byText = new Map();
+    this.queries = [];
+    this.times = [];
     return result;
   }
 }

@@ -2,6 +2,12 @@
  * 1. Enqueue cost. Business transactions (insert a contact) with and without an outbox event, through the Nest
  * app (TypeORM + `OutboxService.enqueue`) and through raw `pg`, at 1 and 8 connections: commits/s, commits per
  * WAL flush (group commit), and WAL bytes per enqueued event.
+ *
+ * Commits/s of 1 connection follow the WAL flush time, which drifts on a shared machine by more than the
+ * differences measured here, over seconds. So every variant is open at once and they take turns in short
+ * slices (forward, then backward), each one's time and commits added up: a drift lands on all of them alike.
+ * Commits per flush cannot be split by slice (a session publishes its flush count when it ends): those come from
+ * runs of their own, one variant at a time on fresh tables.
  */
 import { randomUUID } from 'node:crypto';
 import type { OutboxEventInput, OutboxRelayOptions } from '@app/outbox';
@@ -33,12 +39,13 @@ interface Transactor {
   close(): Promise<void>;
 }
 
-interface EnqueueRun {
+interface EnqueueFigures {
   commitsPerS: number;
-  statementsPerCommit: number;
   /** CPU time of this Node process (user + system) per commit: the client side's cost. */
   cpuUsPerCommit: number;
+  /** NaN for the workloads whose flushes are not counted (without the event). */
   commitsPerFlush: number;
+  statementsPerCommit: number;
 }
 
 const APPLICATION_NAME = 'bench-enqueue';
@@ -138,70 +145,104 @@ function openTransactor(url: string, connections: number, workload: Workload): P
     : rawTransactor(url, connections, workload);
 }
 
-/** What `connections` loops of transactions did: a warm-up, then a timed part. */
+/** What `connections` loops of transactions did in a while. */
 interface Driven {
-  /** All commits, warm-up included. */
   commits: number;
-  timedCommits: number;
-  timedMs: number;
-  /** CPU of this process during the timed part, in µs. */
-  timedCpuUs: number;
-  statements: number;
+  ms: number;
+  /** CPU of this process meanwhile, in µs. */
+  cpuUs: number;
 }
 
-/** Runs `connections` loops of transactions back to back: a warm-up, then `seconds` timed. */
-async function drive(transactor: Transactor, connections: number, seconds: number): Promise<Driven> {
+/** Runs `connections` loops of transactions back to back for `ms`. */
+async function drive(transactor: Transactor, connections: number, ms: number): Promise<Driven> {
   let commits = 0;
-  const loop = async (worker: number, until: number): Promise<void> => {
+  const cpuBefore = process.cpuUsage();
+  const began = now();
+  const until = began + ms;
+  const loop = async (worker: number): Promise<void> => {
     while (now() < until) {
       await transactor.run(worker);
       commits++;
     }
   };
-  const workers = Array.from({ length: connections }, (_, i) => i);
-  const warmUpEnd = now() + WARM_UP_MS;
-  await Promise.all(workers.map((w) => loop(w, warmUpEnd)));
-  const before = commits;
-  const cpuBefore = process.cpuUsage();
-  const began = now();
-  await Promise.all(workers.map((w) => loop(w, began + seconds * 1000)));
-  const timedMs = now() - began;
+  await Promise.all(Array.from({ length: connections }, (_, worker) => loop(worker)));
   const cpu = process.cpuUsage(cpuBefore);
-  return {
-    commits,
-    timedCommits: commits - before,
-    timedMs,
-    timedCpuUs: cpu.user + cpu.system,
-    statements: transactor.statements(),
-  };
+  return { commits, ms: now() - began, cpuUs: cpu.user + cpu.system };
+}
+
+/** Each workload's commits/s and Node CPU per commit, measured in turns (see the file's comment). */
+async function measureInTurns(
+  context: BenchContext,
+  workloads: readonly Workload[],
+  connections: number,
+): Promise<{ commitsPerS: number; cpuUsPerCommit: number }[]> {
+  const { db, options } = context;
+  await db.truncate();
+  await db.checkpoint();
+  const transactors: Transactor[] = [];
+  try {
+    for (const workload of workloads) transactors.push(await openTransactor(db.url, connections, workload));
+    for (const transactor of transactors) {
+      await drive(transactor, connections, WARM_UP_MS);
+      transactor.statements();
+    }
+    const totals = workloads.map(() => ({ commits: 0, ms: 0, cpuUs: 0 }));
+    const { enqueueSeconds, enqueueSliceMs } = options.sizes;
+    const turns = Math.max(1, Math.round((enqueueSeconds * 1000) / enqueueSliceMs));
+    const forward = workloads.map((_, i) => i);
+    for (let turn = 0; turn < turns; turn++) {
+      for (const i of turn % 2 === 0 ? forward : [...forward].reverse()) {
+        const slice = await drive(transactors[i]!, connections, enqueueSliceMs);
+        transactors[i]!.statements(); // the probe's bookkeeping, outside the timed slices
+        totals[i]!.commits += slice.commits;
+        totals[i]!.ms += slice.ms;
+        totals[i]!.cpuUs += slice.cpuUs;
+      }
+    }
+    return totals.map((t) => ({
+      commitsPerS: (t.commits / t.ms) * 1000,
+      cpuUsPerCommit: t.cpuUs / t.commits,
+    }));
+  } finally {
+    await Promise.all(transactors.map((t) => t.close()));
+  }
+}
+
+/** Group commit and statements of one workload: a run of its own on fresh tables and fresh connections. */
+interface FlushRun {
+  commitsPerFlush: number;
+  statementsPerCommit: number;
 }
 
 /**
- * One timed run on fresh tables and fresh connections. Flushes are counted over the whole run (warm-up
- * included, sessions closed so that their counters are published); commits/s over the timed part only.
+ * Flushes are counted over the whole run, sessions closed so that their counters are published (a warm-up
+ * first, counted too: it is the same load).
  */
-async function measureRun(
+async function measureFlushes(
   context: BenchContext,
   workload: Workload,
   connections: number,
-): Promise<EnqueueRun> {
-  const { db, flushes } = context;
+): Promise<FlushRun> {
+  const { db, flushes, options } = context;
   await db.truncate();
   await db.checkpoint();
   const flushesBefore = await flushes.read();
   const transactor = await openTransactor(db.url, connections, workload);
-  const driven = await drive(transactor, connections, context.options.sizes.enqueueSeconds).finally(() =>
-    transactor.close(),
-  );
+  let driven: Driven;
+  let statements: number;
+  try {
+    driven = await drive(transactor, connections, WARM_UP_MS + options.sizes.enqueueFlushSeconds * 1000);
+    statements = transactor.statements();
+  } finally {
+    await transactor.close();
+  }
   await db.waitForSessionsToEnd(APPLICATION_NAME);
   const flushesAfter = await flushes.read();
   const flushCount =
     flushesBefore === null || flushesAfter === null ? Number.NaN : flushesAfter - flushesBefore;
   return {
-    commitsPerS: (driven.timedCommits / driven.timedMs) * 1000,
-    statementsPerCommit: driven.statements / driven.commits,
-    cpuUsPerCommit: driven.timedCpuUs / driven.timedCommits,
     commitsPerFlush: flushCount > 0 ? driven.commits / flushCount : Number.NaN,
+    statementsPerCommit: statements / driven.commits,
   };
 }
 
@@ -241,23 +282,31 @@ export const enqueueScenario: BenchScenario = {
         relay: { notify: false },
       },
     ];
-    // A server just started (caches, files, plans) commits more slowly for a few seconds: an untimed run of
-    // each side first, so that the first measured variant does not pay for it.
-    for (const v of variants.filter((w) => w.key.endsWith('-outbox')))
-      await measureRun(context, v, CONNECTIONS[CONNECTIONS.length - 1]);
-    const runs = new Map<string, EnqueueRun[]>();
-    for (let repeat = 0; repeat < options.sizes.enqueueRepeats; repeat++) {
-      // Forward, then backward: a rate that drifts during the scenario favours neither side.
-      const ordered = repeat % 2 === 0 ? variants : [...variants].reverse();
-      for (const connections of CONNECTIONS) {
-        for (const v of ordered) {
-          const key = `${v.key}@${connections}`;
-          runs.set(key, [...(runs.get(key) ?? []), await measureRun(context, v, connections)]);
+    const figures = new Map<string, EnqueueFigures>();
+    const withEvent = variants.filter((v) => v.withEvent);
+    for (const connections of CONNECTIONS) {
+      const inTurns = await measureInTurns(context, variants, connections);
+      // group commit and statements: the workloads with the event, each in runs of its own, taking turns
+      const flushRuns = new Map<string, FlushRun[]>();
+      for (let repeat = 0; repeat < options.sizes.enqueueFlushRepeats; repeat++) {
+        for (const v of repeat % 2 === 0 ? withEvent : [...withEvent].reverse()) {
+          flushRuns.set(v.key, [
+            ...(flushRuns.get(v.key) ?? []),
+            await measureFlushes(context, v, connections),
+          ]);
         }
       }
+      for (const [i, v] of variants.entries()) {
+        const runs = flushRuns.get(v.key) ?? [];
+        figures.set(`${v.key}@${connections}`, {
+          ...inTurns[i]!,
+          commitsPerFlush: runs.length > 0 ? median(runs.map((r) => r.commitsPerFlush)) : Number.NaN,
+          statementsPerCommit: runs.length > 0 ? median(runs.map((r) => r.statementsPerCommit)) : Number.NaN,
+        });
+      }
     }
-    const pick = (key: string, field: keyof EnqueueRun): number =>
-      median((runs.get(key) ?? []).map((r) => r[field]));
+    const pick = (key: string, field: keyof EnqueueFigures): number =>
+      figures.get(key)?.[field] ?? Number.NaN;
     for (const c of CONNECTIONS) {
       report.add({
         scenario: 'enqueue',
@@ -319,13 +368,11 @@ export const enqueueScenario: BenchScenario = {
         versus: { label: 'without', value: pick(`library-plain@${c}`, 'commitsPerS') },
       });
     }
+    const { enqueueSeconds, enqueueSliceMs, enqueueFlushSeconds, enqueueFlushRepeats } = options.sizes;
     report.note(
-      `median of ${options.sizes.enqueueRepeats} run(s) of ${options.sizes.enqueueSeconds} s per figure, ` +
-        'variants in turn (forward, then backward), after an untimed run of each side; ' +
-        'raw commits per flush without the event: ' +
-        CONNECTIONS.map((c) => `${c} conn ${pick(`raw-plain@${c}`, 'commitsPerFlush').toFixed(2)}`).join(
-          ', ',
-        ),
+      `commits/s and CPU: all variants open at once, taking turns in ${enqueueSliceMs} ms slices for ` +
+        `${enqueueSeconds} s each (forward, then backward); commits per flush and statements: median of ` +
+        `${enqueueFlushRepeats} run(s) of ${enqueueFlushSeconds} s per variant with the event, on fresh tables`,
     );
     report.add({
       scenario: 'enqueue',

@@ -7,6 +7,7 @@ import { OUTBOX_DEFAULTS } from '@app/outbox';
 import type { BenchContext, BenchScenario } from '../harness/bench-scenario';
 import type { ConsumerVariant } from '../harness/bench-consumers';
 import { runRelayWorkers } from '../harness/relay-workers';
+import { median } from '../harness/stats';
 import type { RelayKind } from '../workers/relay-worker.protocol';
 
 interface DrainRun {
@@ -77,6 +78,19 @@ async function drain(
   };
 }
 
+/** Each figure's median over runs of one side. */
+function medianRun(runs: readonly DrainRun[]): DrainRun {
+  const postgres = runs.map((r) => r.cpuPerBatch.postgresMs);
+  return {
+    eventsPerS: median(runs.map((r) => r.eventsPerS)),
+    walBytesPerEvent: median(runs.map((r) => r.walBytesPerEvent)),
+    cpuPerBatch: {
+      nodeMs: median(runs.map((r) => r.cpuPerBatch.nodeMs)),
+      postgresMs: postgres.every((ms) => ms !== null) ? median(postgres as number[]) : null,
+    },
+  };
+}
+
 /** `Node 4.4 ms + PostgreSQL 9.8 ms`, the CPU time a drain spent per batch (what bounds it on a small machine). */
 function describeCpu(run: DrainRun): string {
   const { nodeMs, postgresMs } = run.cpuPerBatch;
@@ -95,14 +109,25 @@ export const relayThroughputScenario: BenchScenario = {
     const { report, options } = context;
     report.note(
       `${options.sizes.relayBacklog.toLocaleString('en-US')} pending events, 2 consumers each, batches of ${BATCH_SIZE}; ` +
-        'each relay instance is a child process ' +
-        '(library: a Nest app calling relay.drain(); raw: one pg connection); time from a common start to the last instance done',
+        'each relay instance is a child process (library: a Nest app calling relay.drain(); raw: one pg ' +
+        'connection); time from a common start to the last instance done; ' +
+        `median of ${options.sizes.relayRepeats} drain(s) per side, taking turns (raw first, then library first)`,
     );
     for (const variant of ['no-db', 'db-write'] as const) {
       const library = new Map<number, DrainRun>();
       for (const instances of [1, 2]) {
-        const raw = await drain(context, 'raw-batched', variant, instances);
-        const lib = await drain(context, 'library', variant, instances);
+        // raw then library, then library then raw: a machine that speeds up or slows down favours neither
+        const runs = { raw: [] as DrainRun[], library: [] as DrainRun[] };
+        for (let repeat = 0; repeat < options.sizes.relayRepeats; repeat++) {
+          const sides = repeat % 2 === 0 ? (['raw', 'library'] as const) : (['library', 'raw'] as const);
+          for (const side of sides) {
+            runs[side].push(
+              await drain(context, side === 'raw' ? 'raw-batched' : 'library', variant, instances),
+            );
+          }
+        }
+        const raw = medianRun(runs.raw);
+        const lib = medianRun(runs.library);
         library.set(instances, lib);
         report.add({
           scenario: 'relay',
