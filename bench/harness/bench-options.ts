@@ -24,6 +24,8 @@ export interface BenchSizes {
   latencyRate: number;
   /** Seconds the latency producer runs. */
   latencySeconds: number;
+  /** Latency runs per side, in turns; their events are pooled. */
+  latencyRepeats: number;
   /** History rows for the small and the large backlog-scale measurement. */
   scaleSmall: number;
   scaleLarge: number;
@@ -57,6 +59,7 @@ const FULL: BenchSizes = {
   relayRepeats: 2,
   latencyRate: 250,
   latencySeconds: 10,
+  latencyRepeats: 2,
   scaleSmall: 10_000,
   scaleLarge: 1_000_000,
   scaleRounds: 20,
@@ -75,6 +78,7 @@ const QUICK: BenchSizes = {
   relayBacklog: 5_000,
   relayRepeats: 1,
   latencySeconds: 3,
+  latencyRepeats: 1,
   scaleLarge: 100_000,
   memoryEvents: 20_000,
   roundTripBatches: 4,
