@@ -103,6 +103,47 @@ describe('fairness between tenants', () => {
     }
   });
 
+  it('serves the tenants wake-ups named before it scans for other due tenants', async () => {
+    // One tenant per scan makes every scan incomplete, so each round scans again; the tenant whose batch came
+    // back full (a hint, as a wake-up naming it would be) is claimed before that scan, not after it.
+    const named = await buildApp({
+      url: db.url,
+      providers: [TenantCounter],
+      outbox: { relay: { batchSize: 2, maxTenantsPerRound: 1 } },
+    });
+    const statements: string[] = [];
+    named.dataSource.subscribers.push({ beforeQuery: (event) => void statements.push(event.query) });
+    const [first, second] = ['88888881-8888-4888-8888-888888888888', '88888882-8888-4888-8888-888888888888'];
+    try {
+      await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox');
+      await named.dataSource.transaction((m) =>
+        named.outbox.enqueueMany(m, [
+          ...Array.from({ length: 5 }, () => ({ tenantId: first, eventName: 'test.tick.v1', payload: {} })),
+          { tenantId: second, eventName: 'test.tick.v1', payload: {} },
+        ]),
+      );
+      const counter = named.app.get(TenantCounter);
+      counter.seen.clear();
+      expect((await named.relay.runOnce()).tenants).toBe(1); // the scan lists the first tenant only
+      statements.length = 0;
+      expect((await named.relay.runOnce()).tenants).toBe(2);
+      const claimOfFirst = statements.findIndex(
+        (q) => q.includes(first) && /outbox_fan_out|with fresh as/.test(q),
+      );
+      const scan = statements.findIndex((q) => q.includes('outbox_due_tenants'));
+      expect(claimOfFirst).toBeGreaterThanOrEqual(0);
+      expect(scan).toBeGreaterThan(claimOfFirst);
+      expect(counter.seen).toEqual(
+        new Map([
+          [first, 4],
+          [second, 1],
+        ]),
+      );
+    } finally {
+      await named.close();
+    }
+  });
+
   it('visits every due tenant in turn when there are more than a round allows', async () => {
     const small = await buildApp({
       url: db.url,

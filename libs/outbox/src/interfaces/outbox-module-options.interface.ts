@@ -25,7 +25,11 @@ export interface OutboxRelayOptions {
   leaseMs?: number;
   /** How long `app.close()` waits for in-flight handlers, in ms. Default 10000. */
   shutdownTimeoutMs?: number;
-  /** Tenants visited per round at most (the rest wait for the next round). Default 100. */
+  /**
+   * Tenants one scan for due work lists at most (the rest wait for the next round's scan, which continues after
+   * the last one listed). A round also visits, before it scans, up to as many tenants named by wake-ups or whose
+   * last batch came back full. Default 100.
+   */
   maxTenantsPerRound?: number;
   /**
    * After a commit that enqueued, send one coalesced NOTIFY so relays in other processes wake at once. Default:

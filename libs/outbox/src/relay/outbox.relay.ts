@@ -266,37 +266,48 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private async processRound(overlap: boolean, committingAtStart: boolean): Promise<RoundRun> {
     if (Date.now() - this.lastHeartbeat >= this.options.registry.heartbeatMs) await this.heartbeat();
     const { maxTenantsPerRound, batchSize } = this.options.relay;
-    let tenants: DueTenant[];
-    if (this.options.relay.tenants) {
-      tenants = (await this.suppliedTenants()).map((tenant_id) => ({
-        tenant_id,
-        has_new: true,
-        has_due: true,
-      }));
-    } else if (this.mayUseHints()) {
-      // Shortcut: the last scan listed every due tenant a moment ago, and these have new events. Tenants with
-      // only retries due, or new since the scan, wait for the next round that scans (FULL_SCAN_EVERY_MS
-      // away while rounds keep coming; the next poll otherwise).
-      tenants = [...this.hinted].map((tenant_id) => ({ tenant_id, has_new: true, has_due: false }));
-    } else {
-      tenants = await this.store.query<DueTenant>(q.dueTenants(maxTenantsPerRound, this.lastTenant));
-      this.lastScan = { at: Date.now(), complete: tenants.length < maxTenantsPerRound };
-      // With more due tenants than one round visits, the next round starts after the last one visited.
-      this.lastTenant = tenants.length === maxTenantsPerRound ? tenants[tenants.length - 1]!.tenant_id : null;
-    }
-    this.hinted.clear();
     const results: RelayRoundResult[] = [];
     const settled: Promise<void>[] = [];
-    // more due tenants than this round visits: the next round goes on from the last one
-    let full = this.lastTenant !== null;
-    for (const due of tenants) {
-      if (this.stopping) break;
-      const run = await this.processTenant(due, overlap);
-      // A full batch: more is waiting, the next round can come straight back here.
-      if (run.result.eventsClaimed >= batchSize) this.hinted.add(due.tenant_id);
-      if (run.result.eventsClaimed >= batchSize || run.result.deliveriesClaimed >= batchSize) full = true;
-      results.push(run.result);
-      settled.push(run.settled);
+    let full = false;
+    const visit = async (tenants: readonly DueTenant[]): Promise<void> => {
+      for (const due of tenants) {
+        if (this.stopping) return;
+        const run = await this.processTenant(due, overlap);
+        // A full batch: more is waiting, the next round can come straight back here.
+        if (run.result.eventsClaimed >= batchSize) this.hinted.add(due.tenant_id);
+        if (run.result.eventsClaimed >= batchSize || run.result.deliveriesClaimed >= batchSize) full = true;
+        results.push(run.result);
+        settled.push(run.settled);
+      }
+    };
+    if (this.options.relay.tenants) {
+      const supplied = await this.suppliedTenants();
+      this.hinted.clear();
+      await visit(supplied.map((tenant_id) => ({ tenant_id, has_new: true, has_due: true })));
+    } else {
+      // The tenants that wake-ups named (or whose last batch came back full) first: a round that also scans for
+      // due tenants does so after them, so a wake-up never waits for the scan. Scans come when the last one is
+      // older than FULL_SCAN_EVERY_MS or did not list every due tenant, and whenever no tenant was named: while
+      // rounds keep coming, no tenant waits longer than that for a scan to find it (between rounds, the poll is
+      // the bound). Too many named tenants for one round: the scan takes them in turn with the others.
+      const hinted = this.hinted.size <= maxTenantsPerRound ? [...this.hinted] : [];
+      this.hinted.clear();
+      await visit(hinted.map((tenant_id) => ({ tenant_id, has_new: true, has_due: false })));
+      if (!this.stopping && (hinted.length === 0 || !this.scanIsFresh())) {
+        const scanned = await this.store.query<DueTenant>(q.dueTenants(maxTenantsPerRound, this.lastTenant));
+        this.lastScan = { at: Date.now(), complete: scanned.length < maxTenantsPerRound };
+        // With more due tenants than one round visits, the next round starts after the last one visited.
+        this.lastTenant =
+          scanned.length === maxTenantsPerRound ? scanned[scanned.length - 1]!.tenant_id : null;
+        if (this.lastTenant !== null) full = true;
+        // a tenant visited above for its new events is visited again only for the retries the scan says are due
+        const visited = new Set(hinted);
+        await visit(
+          scanned
+            .filter((due) => !visited.has(due.tenant_id) || due.has_due)
+            .map((due) => (visited.has(due.tenant_id) ? { ...due, has_new: false } : due)),
+        );
+      }
     }
     return { results, settled: Promise.all(settled).then(() => undefined), committingAtStart, full };
   }
@@ -437,19 +448,9 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     }
   }
 
-  /**
-   * True when this round may visit the hinted tenants without scanning for due ones: the last scan saw every due
-   * tenant and is recent, so while rounds keep coming no tenant waits longer than FULL_SCAN_EVERY_MS for a scan
-   * to find it (between rounds, the poll is the bound). Saves one
-   * statement per round while draining a backlog, and on the wake-up path.
-   */
-  private mayUseHints(): boolean {
-    return (
-      this.hinted.size > 0 &&
-      this.hinted.size <= this.options.relay.maxTenantsPerRound &&
-      this.lastScan.complete &&
-      Date.now() - this.lastScan.at < FULL_SCAN_EVERY_MS
-    );
+  /** True when the last scan for due tenants listed every one of them, less than FULL_SCAN_EVERY_MS ago. */
+  private scanIsFresh(): boolean {
+    return this.lastScan.complete && Date.now() - this.lastScan.at < FULL_SCAN_EVERY_MS;
   }
 
   /** The tenants from `relay.tenants`; ids that are not UUIDs are skipped with a warning. */
@@ -613,7 +614,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
 /** Claims in a row for one tenant when each found only events other relays had just leased (see `claim`). */
 const MAX_CLAIMS_PER_ROUND = 3;
 
-/** Longest time between two scans for due tenants while rounds go by hints (see `mayUseHints`). */
+/** Longest time between two scans for due tenants while rounds go by hints (see `processRound`). */
 const FULL_SCAN_EVERY_MS = 100;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
