@@ -25,6 +25,14 @@ export function median(values: readonly number[]): number {
   return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
+/**
+ * `items` in order on even turns and backwards on odd ones: measurements that take turns this way give a
+ * machine that speeds up or slows down during the run to no side in particular.
+ */
+export function inTurn<T>(items: readonly T[], turn: number): readonly T[] {
+  return turn % 2 === 0 ? items : [...items].reverse();
+}
+
 export function mean(values: readonly number[]): number {
   return values.length === 0 ? Number.NaN : values.reduce((sum, v) => sum + v, 0) / values.length;
 }

@@ -14,7 +14,7 @@ import type { OutboxEventInput, OutboxRelayOptions } from '@app/outbox';
 import { createBenchApp } from '../harness/bench-app';
 import { BENCH_EVENT, BENCH_TENANT } from '../harness/bench-database';
 import type { BenchContext, BenchScenario } from '../harness/bench-scenario';
-import { median, now } from '../harness/stats';
+import { inTurn, median, now } from '../harness/stats';
 import { insertContact, insertEvent } from '../raw/raw.queries';
 import { RawSession } from '../raw/raw-session';
 
@@ -191,7 +191,7 @@ async function measureInTurns(
     const turns = Math.max(1, Math.round((enqueueSeconds * 1000) / enqueueSliceMs));
     const forward = workloads.map((_, i) => i);
     for (let turn = 0; turn < turns; turn++) {
-      for (const i of turn % 2 === 0 ? forward : [...forward].reverse()) {
+      for (const i of inTurn(forward, turn)) {
         const slice = await drive(transactors[i]!, connections, enqueueSliceMs);
         transactors[i]!.statements(); // the probe's bookkeeping, outside the timed slices
         totals[i]!.commits += slice.commits;
@@ -289,7 +289,7 @@ export const enqueueScenario: BenchScenario = {
       // group commit and statements: the workloads with the event, each in runs of its own, taking turns
       const flushRuns = new Map<string, FlushRun[]>();
       for (let repeat = 0; repeat < options.sizes.enqueueFlushRepeats; repeat++) {
-        for (const v of repeat % 2 === 0 ? withEvent : [...withEvent].reverse()) {
+        for (const v of inTurn(withEvent, repeat)) {
           flushRuns.set(v.key, [
             ...(flushRuns.get(v.key) ?? []),
             await measureFlushes(context, v, connections),

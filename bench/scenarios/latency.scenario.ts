@@ -13,7 +13,7 @@ import { BENCH_EVENT, BENCH_TENANT } from '../harness/bench-database';
 import { LatencyConsumer } from '../harness/bench-consumers';
 import type { BenchContext, BenchScenario } from '../harness/bench-scenario';
 import type { QueryKindStats } from '../harness/query-probe';
-import { max, now, percentile, sleep, waitUntil } from '../harness/stats';
+import { inTurn, max, now, percentile, sleep, waitUntil } from '../harness/stats';
 import { NotifyRelay, RAW_NOTIFY_CHANNEL } from '../raw/notify-relay';
 import { insertContact, insertEvent, notify } from '../raw/raw.queries';
 import { RawSession } from '../raw/raw-session';
@@ -259,8 +259,7 @@ export const latencyScenario: BenchScenario = {
     const order = Object.keys(sides) as (keyof typeof sides)[];
     const runs = { raw: [] as LatencyRun[], automatic: [] as LatencyRun[], woken: [] as LatencyRun[] };
     for (let repeat = 0; repeat < options.sizes.latencyRepeats; repeat++) {
-      for (const side of repeat % 2 === 0 ? order : [...order].reverse())
-        runs[side].push(await sides[side]());
+      for (const side of inTurn(order, repeat)) runs[side].push(await sides[side]());
     }
     const raw = pooled(runs.raw);
     const automatic = pooled(runs.automatic);

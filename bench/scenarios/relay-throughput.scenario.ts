@@ -7,7 +7,7 @@ import { OUTBOX_DEFAULTS } from '@app/outbox';
 import type { BenchContext, BenchScenario } from '../harness/bench-scenario';
 import type { ConsumerVariant } from '../harness/bench-consumers';
 import { runRelayWorkers } from '../harness/relay-workers';
-import { median } from '../harness/stats';
+import { inTurn, median } from '../harness/stats';
 import type { RelayKind } from '../workers/relay-worker.protocol';
 
 interface DrainRun {
@@ -116,11 +116,9 @@ export const relayThroughputScenario: BenchScenario = {
     for (const variant of ['no-db', 'db-write'] as const) {
       const library = new Map<number, DrainRun>();
       for (const instances of [1, 2]) {
-        // raw then library, then library then raw: a machine that speeds up or slows down favours neither
         const runs = { raw: [] as DrainRun[], library: [] as DrainRun[] };
         for (let repeat = 0; repeat < options.sizes.relayRepeats; repeat++) {
-          const sides = repeat % 2 === 0 ? (['raw', 'library'] as const) : (['library', 'raw'] as const);
-          for (const side of sides) {
+          for (const side of inTurn(['raw', 'library'] as const, repeat)) {
             runs[side].push(
               await drain(context, side === 'raw' ? 'raw-batched' : 'library', variant, instances),
             );
