@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { Client } from 'pg';
 import type { EntitySubscriberInterface } from 'typeorm';
 import { OnOutboxEvent, type OutboxEvent } from '@app/outbox';
 import { buildApp, type TestApp } from './support/build-app';
@@ -92,6 +93,38 @@ describe('wake-ups', () => {
         return later.some((id) => seen.includes(id));
       },
       { timeoutMs: 10_000, intervalMs: 200, message: 'a wake-up after the listener reconnected' },
+    );
+  });
+
+  it('notifies at once after a quiet spell, and once per relay.notifyGapMs for the commits within it', async () => {
+    const producer = await start({ enabled: false, notify: true, notifyGapMs: 600_000 });
+    const listener = new Client({ connectionString: db.url });
+    await listener.connect();
+    try {
+      const received: string[] = [];
+      listener.on('notification', (n) => received.push(n.payload ?? ''));
+      await listener.query('listen outbox_wakeup');
+      const marker = async (name: string): Promise<void> => {
+        await db.sql(`select pg_notify('outbox_wakeup', $1)`, [name]);
+        await waitFor(() => received.includes(name), { timeoutMs: 5000, message: `the ${name} marker` });
+      };
+
+      await enqueue(producer);
+      await waitFor(() => received.includes(TENANT), { timeoutMs: 5000, message: 'the first NOTIFY' });
+      // Two more commits within the gap. A notification of theirs, sent when they committed, would be delivered
+      // before the marker sent after them (one channel, one server: delivered in commit order).
+      await enqueue(producer);
+      await enqueue(producer);
+      await marker('after-the-burst');
+      expect(received).toEqual([TENANT, 'after-the-burst']);
+    } finally {
+      await listener.end();
+    }
+  });
+
+  it('refuses a negative relay.notifyGapMs at boot, saying what it takes', async () => {
+    await expect(start({ enabled: false, notifyGapMs: -1 })).rejects.toThrow(
+      /relay\.notifyGapMs.*an integer number of ms ≥ 0/s,
     );
   });
 

@@ -34,10 +34,11 @@ const KINDS: readonly [RegExp, string][] = [
   [/^\s*release savepoint/i, 'release savepoint'],
   [/^\s*savepoint/i, 'savepoint'],
   [/outbox_due_tenants/i, 'due tenants'],
+  // before set_config: the wake-up sets synchronous_commit for its own transaction
+  [/pg_notify/i, 'wake-up notify'],
   [/set_config/i, 'set tenant context'],
   [/outbox_consumer_instances/i, 'consumer registry heartbeat'],
   [/outbox_webhook_subscriptions/i, 'webhook subscriptions (cached)'],
-  [/pg_notify/i, 'wake-up notify'],
   [/^\s*vacuum/i, 'lease table vacuum'],
   [/pg_has_role/i, 'lease table vacuum'],
   [/^\s*insert into public\.contacts/i, 'business insert'],

@@ -2,8 +2,10 @@
  * 3. Latency. A producer commits events at a steady rate; each event's latency is the time its handler ran
  * minus the producer's timestamp right after COMMIT returned (same process, same monotonic clock). The library
  * relay runs in its scheduled mode (`relay.enabled`, default poll interval), first as is, then with
- * `relay.wake()` called after each commit. The baseline is a raw relay woken by LISTEN/NOTIFY, the producer
- * sending `pg_notify` after commit on a separate connection.
+ * `relay.wake()` called after each commit, then in an app of its own that only LISTENs, beside a producer app
+ * that does not relay (a web instance and a worker: the relay is woken by the producer's NOTIFY alone — two Nest
+ * apps in one process share nothing but the database). The baseline is a raw relay woken by LISTEN/NOTIFY, the
+ * producer sending `pg_notify` after commit on a separate connection.
  */
 import { randomUUID } from 'node:crypto';
 import { Pool } from 'pg';
@@ -12,7 +14,7 @@ import { createBenchApp } from '../harness/bench-app';
 import { BENCH_EVENT, BENCH_TENANT } from '../harness/bench-database';
 import { LatencyConsumer } from '../harness/bench-consumers';
 import type { BenchContext, BenchScenario } from '../harness/bench-scenario';
-import type { QueryKindStats } from '../harness/query-probe';
+import { addKinds, type QueryKindStats } from '../harness/query-probe';
 import { inTurn, max, now, percentile, sleep, waitUntil } from '../harness/stats';
 import { NotifyRelay, RAW_NOTIFY_CHANNEL } from '../raw/notify-relay';
 import { insertContact, insertEvent, notify } from '../raw/raw.queries';
@@ -177,7 +179,14 @@ async function measureRaw(context: BenchContext): Promise<LatencyRun> {
   }
 }
 
-async function measureLibrary(context: BenchContext, wakeAfterCommit: boolean): Promise<LatencyRun> {
+/**
+ * How the library's relay learns of a commit: by itself in the producer's app (`automatic`), from an explicit
+ * `relay.wake()` after each commit (`woken`), or from the NOTIFY of a producer app that does not relay
+ * (`notified`).
+ */
+type WakePath = 'automatic' | 'woken' | 'notified';
+
+async function measureLibrary(context: BenchContext, path: WakePath): Promise<LatencyRun> {
   const { db, options } = context;
   await db.truncate();
   // each side starts from a checkpoint: one forced by the earlier scenarios' WAL mid-run would land on one side only
@@ -189,16 +198,29 @@ async function measureLibrary(context: BenchContext, wakeAfterCommit: boolean): 
     relay: { enabled: true },
     applicationName: 'bench-latency',
   });
+  // A web instance's app: it does not relay, so it sends the wake-up NOTIFY (the default when relay.enabled is false).
+  const producer =
+    path === 'notified'
+      ? await createBenchApp({
+          url: db.url,
+          consumers: [],
+          relay: { enabled: false },
+          applicationName: 'bench-latency-producer',
+        }).catch(async (error: unknown) => {
+          await app.close();
+          throw error;
+        })
+      : app;
   const handledAt = app.context.get(LatencyConsumer).handledAt;
   const committedAt = new Map<string, number>();
   try {
     const produce: Produce = async () => {
       const contactId = randomUUID();
       const email = `${contactId.slice(0, 8)}@example.com`;
-      const id = await app.dataSource.transaction(async (manager) => {
+      const id = await producer.dataSource.transaction(async (manager) => {
         const contact = insertContact(contactId, BENCH_TENANT, 'Contact', email);
         await manager.query(contact.text, contact.values);
-        return app.outbox.enqueue(manager, {
+        return producer.outbox.enqueue(manager, {
           tenantId: BENCH_TENANT,
           eventName: BENCH_EVENT,
           payload: { contactId, name: 'Contact', email },
@@ -207,20 +229,27 @@ async function measureLibrary(context: BenchContext, wakeAfterCommit: boolean): 
         });
       });
       committedAt.set(id, now());
-      if (wakeAfterCommit) app.relay.wake();
+      if (path === 'woken') app.relay.wake();
     };
     await warmUp(options.sizes.latencyRate, produce, committedAt, handledAt);
+    // the statements counted are the timed part's
+    app.probe.take();
+    producer.probe.take();
     const { produced, elapsedMs } = await produceSteadily(
       options.sizes.latencyRate,
       options.sizes.latencySeconds,
       produce,
     );
     await waitUntil(() => handledAt.size >= produced, 3 * POLL_MS + 10_000);
+    // the producer's statements and NOTIFYs are counted where they are sent
+    const kinds = app.probe.take().kinds;
+    if (producer !== app) addKinds(kinds, producer.probe.take().kinds);
     return {
       ...summarize(committedAt, handledAt, produced, elapsedMs),
-      rounds: describeRounds(app.probe.take().kinds, produced),
+      rounds: describeRounds(kinds, produced),
     };
   } finally {
+    if (producer !== app) await producer.close();
     await app.close();
   }
 }
@@ -253,24 +282,31 @@ export const latencyScenario: BenchScenario = {
     // backward), their events pooled, so that one side does not get a quiet stretch and the other a busy one.
     const sides = {
       raw: () => measureRaw(context),
-      automatic: () => measureLibrary(context, false),
-      woken: () => measureLibrary(context, true),
+      automatic: () => measureLibrary(context, 'automatic'),
+      woken: () => measureLibrary(context, 'woken'),
+      notified: () => measureLibrary(context, 'notified'),
     };
     const order = Object.keys(sides) as (keyof typeof sides)[];
-    const runs = { raw: [] as LatencyRun[], automatic: [] as LatencyRun[], woken: [] as LatencyRun[] };
+    const runs = {
+      raw: [] as LatencyRun[],
+      automatic: [] as LatencyRun[],
+      woken: [] as LatencyRun[],
+      notified: [] as LatencyRun[],
+    };
     for (let repeat = 0; repeat < options.sizes.latencyRepeats; repeat++) {
       for (const side of inTurn(order, repeat)) runs[side].push(await sides[side]());
     }
     const raw = pooled(runs.raw);
     const automatic = pooled(runs.automatic);
     const woken = pooled(runs.woken);
+    const notified = pooled(runs.notified);
     // An automatic wake-up (in-process kick or LISTEN) shows as a median far below the poll interval.
     const hasAutomaticWake = automatic.p50 < POLL_MS / 4;
     report.note(
       `${options.sizes.latencyRate}/s for ${options.sizes.latencySeconds} s after an untimed ${WARM_UP_SECONDS} s warm-up, ` +
         `${options.sizes.latencyRepeats} run(s) per side in turns (forward, then backward), events pooled; ` +
         `each side from a checkpoint (achieved: raw ${raw.ratePerS.toFixed(0)}/s, ` +
-        `library ${automatic.ratePerS.toFixed(0)}/s and ${woken.ratePerS.toFixed(0)}/s); ` +
+        `library ${automatic.ratePerS.toFixed(0)}/s, ${woken.ratePerS.toFixed(0)}/s and ${notified.ratePerS.toFixed(0)}/s); ` +
         `library relay scheduled (relay.enabled, poll every ${POLL_MS} ms)`,
     );
     const lines = (name: string, run: LatencyRun, judged: boolean): void => {
@@ -303,9 +339,10 @@ export const latencyScenario: BenchScenario = {
     };
     lines('library as configured (no wake call)', automatic, hasAutomaticWake);
     lines('library + relay.wake() after commit', woken, !hasAutomaticWake);
+    lines('library, relay in another app woken by NOTIFY', notified, true);
     report.note(
       hasAutomaticWake
-        ? 'wake-up path measured: the library wakes itself after commit (median far below the poll interval); goals judged on it'
+        ? 'wake-up path measured: the library wakes itself after commit (median far below the poll interval); goals judged on it and on the relay woken by NOTIFY'
         : `wake-up path measured: none automatic (events wait for the ${POLL_MS} ms poll); ` +
             'goals judged on an explicit relay.wake() after each commit',
     );

@@ -16,6 +16,7 @@ export const OUTBOX_DEFAULTS: ResolvedOutboxOptions = {
     shutdownTimeoutMs: 10_000,
     maxTenantsPerRound: 100,
     notify: true,
+    notifyGapMs: 2,
     listen: true,
     preparedStatements: true,
     vacuumLeasesEvery: 2000,
@@ -67,6 +68,15 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
   positive('relay.leaseMs', options.relay.leaseMs);
   positive('relay.shutdownTimeoutMs', options.relay.shutdownTimeoutMs);
   positive('relay.maxTenantsPerRound', options.relay.maxTenantsPerRound);
+  if (!Number.isSafeInteger(options.relay.notifyGapMs) || options.relay.notifyGapMs < 0) {
+    problems.push(
+      messages.badOption(
+        'relay.notifyGapMs',
+        'an integer number of ms ≥ 0 (0: one NOTIFY per commit)',
+        options.relay.notifyGapMs,
+      ),
+    );
+  }
   if (!Number.isSafeInteger(options.relay.vacuumLeasesEvery) || options.relay.vacuumLeasesEvery < 0) {
     problems.push(
       messages.badOption(

@@ -36,6 +36,13 @@ export interface OutboxRelayOptions {
    * true when this instance's relay is disabled (a web instance that only enqueues), false when it relays itself.
    */
   notify?: boolean;
+  /**
+   * Shortest gap between two of those NOTIFYs from this process, in ms. A commit after a quieter spell notifies
+   * at once; the commits within the gap share one NOTIFY at its end (up to `notifyGapMs` later). Below one commit
+   * per gap every commit wakes the relays at once; above it, this process sends one NOTIFY per gap whatever its
+   * commit rate (each costs about 0.1 ms of CPU here and in PostgreSQL). `0`: one per commit. Default 2.
+   */
+  notifyGapMs?: number;
   /** LISTEN for those wake-ups on a dedicated connection (reconnects by itself). Default true. */
   listen?: boolean;
   /**

@@ -12,19 +12,19 @@ import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.
 import { errorText } from '../delivery/delivery-outcome';
 import { OutboxStore } from '../store/outbox.store';
 import * as q from '../store/outbox.queries';
+import { NotifyPacer } from './notify-pacer';
 import { OutboxRelay } from './outbox.relay';
 
-/** Shortest gap between two NOTIFYs sent by one process: bursts of commits make one wake-up. */
-const NOTIFY_GAP_MS = 5;
 const RECONNECT_MIN_MS = 100;
 const RECONNECT_MAX_MS = 5000;
 
 /**
  * Wakes relays soon after an event commits, instead of at the next poll. Never inside the app's transaction:
  * a NOTIFY there serialises commits on a global lock and defeats group commit. Instead, a TypeORM subscriber
- * sees the commit of a transaction that enqueued, wakes this process's relay at once, and sends one coalesced
- * `pg_notify` on a pooled connection to wake the relays of other processes, which LISTEN on a dedicated
- * connection that reconnects by itself. Polling stays the safety net: a lost notification only delays an
+ * sees the commit of a transaction that enqueued, wakes this process's relay at once, and sends a `pg_notify` on
+ * a pooled connection to wake the relays of other processes — at once after a quiet spell, one per
+ * `relay.notifyGapMs` for commits closer together (see `NotifyPacer`) — which LISTEN on a dedicated connection
+ * that reconnects by itself. Polling stays the safety net: a lost notification only delays an
  * event to the next poll.
  */
 @Injectable()
@@ -35,8 +35,7 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
   /** Tenants for the next NOTIFY. */
   private notifyTenants = new Set<string>();
   private readonly hooked = new WeakSet<DataSource>();
-  private notifyTimer: NodeJS.Timeout | null = null;
-  private lastNotifyAt = 0;
+  private readonly pacer: NotifyPacer;
   private listener: Client | null = null;
   private reconnectTimer: NodeJS.Timeout | null = null;
   private reconnectDelay = RECONNECT_MIN_MS;
@@ -52,7 +51,9 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
     private readonly store: OutboxStore,
     private readonly relay: OutboxRelay,
-  ) {}
+  ) {
+    this.pacer = new NotifyPacer(options.relay.notifyGapMs, () => this.notify());
+  }
 
   async onApplicationBootstrap(): Promise<void> {
     this.hook(this.store.dataSource());
@@ -61,7 +62,7 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
 
   async onModuleDestroy(): Promise<void> {
     this.closed = true;
-    if (this.notifyTimer) clearTimeout(this.notifyTimer);
+    this.pacer.stop();
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
     const listener = this.listener;
     this.listener = null;
@@ -93,22 +94,17 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
     this.relay.wake(tenants);
     if (this.options.relay.notify) {
       for (const tenant of tenants) this.notifyTenants.add(tenant);
-      this.scheduleNotify();
+      if (!this.closed) this.pacer.request();
     }
   }
 
-  private scheduleNotify(): void {
-    if (this.notifyTimer || this.closed) return;
-    const wait = Math.max(0, this.lastNotifyAt + NOTIFY_GAP_MS - Date.now());
-    this.notifyTimer = setTimeout(() => {
-      this.notifyTimer = null;
-      this.lastNotifyAt = Date.now();
-      const tenants = [...this.notifyTenants];
-      this.notifyTenants = new Set();
-      this.store
-        .query(q.notifyWakeup(tenants))
-        .catch((error) => this.logger.warn(`wake-up NOTIFY failed (relays will poll): ${errorText(error)}`));
-    }, wait);
+  /** Sends one NOTIFY naming the tenants of the commits since the last one (not awaited by the commit). */
+  private notify(): void {
+    const tenants = [...this.notifyTenants];
+    this.notifyTenants = new Set();
+    this.store
+      .query(q.notifyWakeup(tenants))
+      .catch((error) => this.logger.warn(`wake-up NOTIFY failed (relays will poll): ${errorText(error)}`));
   }
 
   private async listen(): Promise<void> {
