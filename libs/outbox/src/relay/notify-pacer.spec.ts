@@ -5,11 +5,14 @@ class FakeClock implements PacerClock {
   private at = 1000;
   private timers: { due: number; callback: () => void }[] = [];
 
+  /** @param early how much sooner than asked the timers fire (as Node's may, by up to a millisecond) */
+  constructor(private readonly early = 0) {}
+
   now(): number {
     return this.at;
   }
   setTimeout(callback: () => void, ms: number): unknown {
-    const timer = { due: this.at + ms, callback };
+    const timer = { due: this.at + ms - this.early, callback };
     this.timers.push(timer);
     return timer;
   }
@@ -70,6 +73,19 @@ describe('NotifyPacer', () => {
     expect(sentAt).toEqual([1000, 1005]);
     clock.advance(1);
     expect(sentAt).toEqual([1000, 1005, 1010]);
+  });
+
+  it('never sends two closer than the gap, even when its timer fires early', () => {
+    clock = new FakeClock(1);
+    const p = pacer(2);
+    for (let i = 0; i < 8; i++) {
+      p.request();
+      clock.advance(0.5);
+    }
+    clock.advance(4);
+    expect(sentAt.length).toBeGreaterThan(1);
+    const gaps = sentAt.slice(1).map((at, i) => at - sentAt[i]!);
+    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(2);
   });
 
   it('with a gap of 0, sends every request at once', () => {

@@ -31,20 +31,31 @@ export class NotifyPacer {
   request(): void {
     if (this.timer !== null) return;
     const wait = this.lastSentAt + this.gapMs - this.clock.now();
-    if (wait <= 0) {
-      this.sendNow();
-      return;
-    }
-    this.timer = this.clock.setTimeout(() => {
-      this.timer = null;
-      this.sendNow();
-    }, wait);
+    if (wait <= 0) this.sendNow();
+    else this.sendAfter(wait);
   }
 
   /** Drops a pending send (at shutdown: the relays' polls stand in for it). */
   stop(): void {
     if (this.timer !== null) this.clock.clearTimeout(this.timer);
     this.timer = null;
+  }
+
+  /**
+   * Sends once `wait` ms have passed, and not before: Node fires a timer by its event loop's clock, read at the
+   * start of the loop's turn and in whole milliseconds, so a timer can fire up to a millisecond early — with a
+   * 2 ms gap, half the gap (measured: 0.74 NOTIFYs per commit where at most 0.4 were due).
+   */
+  private sendAfter(wait: number): void {
+    this.timer = this.clock.setTimeout(() => {
+      const left = this.lastSentAt + this.gapMs - this.clock.now();
+      if (left > 0) {
+        this.sendAfter(left);
+        return;
+      }
+      this.timer = null;
+      this.sendNow();
+    }, wait);
   }
 
   private sendNow(): void {
