@@ -119,6 +119,44 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
     });
   });
 
+  it("prepares it again when a round lets the connection go, never in a claim's round trip, and plans it then", async () => {
+    await withApp(undefined, async (t) => {
+      // every round trip of the relay's that prepares the statements
+      const preparing: string[] = [];
+      t.dataSource.subscribers.push({
+        beforeQuery: ({ query }: { query: string }) => {
+          if (query.includes('$outbox_prepare$')) preparing.push(query);
+        },
+      });
+      const claimsForTheTenant = (query: string): boolean =>
+        query.includes('execute outbox_fan_out_') && query.includes(TENANT);
+      await enqueue(t, 1);
+      await t.relay.runOnce();
+      const [first] = await preparedHere(t);
+      await waitFor(
+        async () => {
+          await enqueue(t, 1);
+          await t.relay.runOnce();
+          return preparing.length >= 2;
+        },
+        { timeoutMs: 5000, intervalMs: 100, message: 'the statements prepared again' },
+      );
+      // the first preparation went with the first claim; the next one with no claim of the app's tenant, but
+      // with a claim for no tenant, rolled back, which makes the fan-out's generic plan there and then
+      expect(preparing.map(claimsForTheTenant)).toEqual([true, false]);
+      expect(preparing[1]).toMatch(
+        /execute outbox_fan_out_\w+\('00000000-0000-0000-0000-000000000000'.*;\s*rollback$/s,
+      );
+      const [again] = await preparedHere(t);
+      expect(again!.prepared_at).not.toBe(first!.prepared_at);
+      expect(again).toMatchObject({ custom_plans: 0 });
+      // and the claims go on with it
+      const ids = await enqueue(t, 2);
+      expect((await t.relay.runOnce()).succeeded).toBe(2);
+      expect(t.app.get(Seen).ids).toEqual(expect.arrayContaining(ids));
+    });
+  });
+
   it('prepares it again when the session lost it (discard all, or another server behind a pooler)', async () => {
     await withApp(undefined, async (t, seen) => {
       await enqueue(t, 1);

@@ -48,7 +48,8 @@ export interface OutboxRelayOptions {
   /**
    * Run the claim's fan-out, and the outcome of a batch of in-process handlers, as server-side prepared
    * statements with generic plans, parsed and planned once per connection (again after 1, 2, 4 and 8 s, then
-   * every 10 s, so the plans follow the tables' sizes) instead of on every batch. Default true. Set false behind
+   * every 10 s, so the plans follow the tables' sizes — as a round lets the connection go, not in a claim's
+   * round trip) instead of on every batch. Default true. Set false behind
    * a pooler that does not keep a session's prepared statements (PgBouncer in transaction mode): the relay copes
    * with a lost statement by preparing it again, but pays a failed round trip each time.
    */

@@ -511,12 +511,12 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
         },
         (error: unknown) => this.batchFailed(error, tenantId, assigned, leaseToken, result, unclaimed),
       )
-      .finally(() => {
-        this.committing--;
-        return connection.release();
-      });
+      .finally(() => this.committing--);
     const settled = this.inBackground(commit);
     this.finishing = settled;
+    // The connection goes back to the pool once the commit is done, outside `settled`: the next batch's commit
+    // waits for this one's, not for the refresh of prepared statements that a release may do.
+    void this.inBackground(settled.then(() => connection.release()));
     if (!overlap) await settled;
     // in an object: an async function returning a bare promise would wait for it
     return { settled };
