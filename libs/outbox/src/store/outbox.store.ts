@@ -143,7 +143,7 @@ export class OutboxStore {
    * first 15 s, in the commit-to-handler latency's 99th percentile. Never throws: on failure the next claim on
    * the connection prepares the statements in its round trip, as on a new connection.
    */
-  async refreshPrepared(runner: QueryRunner): Promise<void> {
+  private async refreshPrepared(runner: QueryRunner): Promise<void> {
     // the pg client the runner holds; none when it never connected (nothing was prepared through it)
     const connection = (runner as QueryRunner & { databaseConnection?: object }).databaseConnection;
     if (runner.isReleased || !connection) return;
