@@ -24,8 +24,8 @@ const RECONNECT_MAX_MS = 5000;
  * sees the commit of a transaction that enqueued, wakes this process's relay at once, and sends a `pg_notify` on
  * a pooled connection to wake the relays of other processes — at once after a quiet spell, one per
  * `relay.notifyGapMs` for commits closer together (see `NotifyPacer`) — which LISTEN on a dedicated connection
- * that reconnects by itself. Polling stays the safety net: a lost notification only delays an
- * event to the next poll.
+ * that reconnects by itself. Polling stays the safety net: a lost notification only delays an event to the next
+ * poll.
  */
 @Injectable()
 export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {

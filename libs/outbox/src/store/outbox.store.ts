@@ -129,7 +129,7 @@ export class OutboxStore {
       if (sqlState(error) === PREPARED_STATEMENT_MISSING) this.preparedOn.delete(connection);
       throw error;
     }
-    if (preparing) this.prepared(connection);
+    if (preparing) this.notePrepared(connection);
     return resultAt.map((at) => (at === null ? [] : results[at]!.rows));
   }
 
@@ -172,7 +172,7 @@ export class OutboxStore {
           'rollback',
         ].join(';\n'),
       );
-      this.prepared(connection);
+      this.notePrepared(connection);
     } catch {
       // the warm-up's transaction may be open, aborted: never hand the connection back in it
       await sendSimpleQuery(runner, 'rollback').catch(() => undefined);
@@ -186,7 +186,7 @@ export class OutboxStore {
    * then twice as long each time up to PREPARED_REFRESH_MS (a new database's first claims see nearly empty
    * tables, whose plan should not last while they fill up).
    */
-  private prepared(connection: object): void {
+  private notePrepared(connection: object): void {
     const previous = this.preparedOn.get(connection)?.period;
     const period = previous === undefined ? FIRST_REFRESH_MS : Math.min(PREPARED_REFRESH_MS, 2 * previous);
     this.preparedOn.set(connection, { until: Date.now() + period, period });
