@@ -1,4 +1,4 @@
-import { NotifyPacer, type PacerClock } from './notify-pacer';
+import { NotifyPacer, widenedGap, type PacerClock } from './notify-pacer';
 
 /** A clock that moves only when told, with timers that fire as it passes them. */
 class FakeClock implements PacerClock {
@@ -12,19 +12,27 @@ class FakeClock implements PacerClock {
     return this.at;
   }
   setTimeout(callback: () => void, ms: number): unknown {
-    const timer = { due: this.at + ms - this.early, callback };
+    // as Node's: at least 1 ms, less `early`
+    const timer = { due: this.at + Math.max(ms, 1) - this.early, callback };
     this.timers.push(timer);
     return timer;
   }
   clearTimeout(handle: unknown): void {
     this.timers = this.timers.filter((t) => t !== handle);
   }
+  /** Moves the clock `ms` on, firing each timer it passes at its due time (in due order). */
   advance(ms: number): void {
-    this.at += ms;
-    for (const timer of this.timers.filter((t) => t.due <= this.at)) {
-      this.timers = this.timers.filter((t) => t !== timer);
-      timer.callback();
+    const until = this.at + ms;
+    for (;;) {
+      const next = this.timers
+        .filter((t) => t.due <= until)
+        .reduce<{ due: number; callback: () => void } | null>((a, t) => (a && a.due <= t.due ? a : t), null);
+      if (!next) break;
+      this.timers = this.timers.filter((t) => t !== next);
+      this.at = Math.max(this.at, next.due);
+      next.callback();
     }
+    this.at = until;
   }
   pending(): number {
     return this.timers.length;
@@ -35,6 +43,14 @@ describe('NotifyPacer', () => {
   let clock: FakeClock;
   let sentAt: number[];
   const pacer = (gapMs: number) => new NotifyPacer(gapMs, () => sentAt.push(clock.now()), clock);
+  /** `count` requests, `everyMs` apart. */
+  const requests = (p: NotifyPacer, count: number, everyMs: number) => {
+    for (let i = 0; i < count; i++) {
+      p.request();
+      clock.advance(everyMs);
+    }
+  };
+  const gapsBetweenSends = () => sentAt.slice(1).map((at, i) => at - sentAt[i]!);
 
   beforeEach(() => {
     clock = new FakeClock();
@@ -48,11 +64,7 @@ describe('NotifyPacer', () => {
   });
 
   it('sends each request at once while they come further apart than the gap', () => {
-    const p = pacer(2);
-    for (let i = 0; i < 3; i++) {
-      p.request();
-      clock.advance(4);
-    }
+    requests(pacer(2), 3, 4);
     expect(sentAt).toEqual([1000, 1004, 1008]);
   });
 
@@ -76,16 +88,12 @@ describe('NotifyPacer', () => {
   });
 
   it('never sends two closer than the gap, even when its timer fires early', () => {
-    clock = new FakeClock(1);
+    clock = new FakeClock(0.9);
     const p = pacer(2);
-    for (let i = 0; i < 8; i++) {
-      p.request();
-      clock.advance(0.5);
-    }
+    requests(p, 8, 0.5);
     clock.advance(4);
     expect(sentAt.length).toBeGreaterThan(1);
-    const gaps = sentAt.slice(1).map((at, i) => at - sentAt[i]!);
-    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(2);
+    expect(Math.min(...gapsBetweenSends())).toBeGreaterThanOrEqual(2);
   });
 
   it('with a gap of 0, sends every request at once', () => {
@@ -93,6 +101,46 @@ describe('NotifyPacer', () => {
     p.request();
     p.request();
     expect(sentAt).toEqual([1000, 1000]);
+  });
+
+  it('widens the gap under sustained load, up to five times, and only then', () => {
+    // two requests per ms for 200 ms: a fixed 2 ms gap would send 100 times
+    requests(pacer(2), 400, 0.5);
+    const gaps = gapsBetweenSends();
+    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(2);
+    expect(gaps.slice(-5)).toEqual([10, 10, 10, 10, 10]);
+    expect(sentAt.length).toBeLessThan(30);
+  });
+
+  it('keeps the narrow gap for a short burst after a quiet spell', () => {
+    const p = pacer(2);
+    requests(p, 2, 0.5);
+    p.request();
+    clock.advance(10);
+    expect(sentAt).toEqual([1000, 1002]);
+  });
+
+  it('narrows the gap again once requests slow down', () => {
+    const p = pacer(2);
+    requests(p, 400, 0.5);
+    clock.advance(20);
+    const before = sentAt.length;
+    // one request per 4 ms (250 per second, at the default gap): each is sent at once again
+    for (let i = 0; i < 5; i++) {
+      p.request();
+      expect(sentAt).toHaveLength(before + i + 1);
+      clock.advance(4);
+    }
+  });
+
+  it('computes the gap from the mean interval between requests', () => {
+    expect(widenedGap(2, 8)).toBe(2);
+    expect(widenedGap(2, 4)).toBe(2);
+    expect(widenedGap(2, 2)).toBe(4);
+    expect(widenedGap(2, 1)).toBe(8);
+    expect(widenedGap(2, 0.5)).toBe(10);
+    expect(widenedGap(2, 0)).toBe(10);
+    expect(widenedGap(0, 0.5)).toBe(0);
   });
 
   it('drops the pending send when stopped', () => {
