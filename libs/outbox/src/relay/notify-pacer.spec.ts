@@ -68,6 +68,15 @@ describe('NotifyPacer', () => {
     expect(sentAt).toEqual([1000, 1004, 1008]);
   });
 
+  it('sends each request at once at 250 per second with jitter (every 3 or 5 ms), at the default gap', () => {
+    const p = pacer(2);
+    for (let i = 0; i < 200; i++) {
+      p.request();
+      expect(sentAt).toHaveLength(i + 1);
+      clock.advance(i % 2 === 0 ? 3 : 5);
+    }
+  });
+
   it('makes the requests within the gap share one send, at the end of the gap', () => {
     const p = pacer(5);
     p.request();

@@ -20,7 +20,7 @@ const PROCESS_CLOCK: PacerClock = {
  * Under sustained load the gap widens, up to `WIDEST` times `gapMs`. A NOTIFY is a round trip on a connection
  * of its own, and beside a busy one it costs the process far more than alone (measured here: 300–400 µs of CPU
  * each beside a loop of business transactions, 50 µs alone): at 1,000 commits/s on one connection, a NOTIFY per
- * 2 ms cost 14–21% of the commit rate, the widened gap 4–10%. The gap is `2 × gapMs² / mean interval between
+ * 2 ms cost 14–21% of the commit rate, the widened gap 5–10%. The gap is `2 × gapMs² / mean interval between
  * requests`, within [`gapMs`, `WIDEST × gapMs`]: it stays `gapMs` while requests come one per `2 × gapMs` or
  * slower (with the default 2 ms, up to 250 commits/s: each still wakes the relays at once), and at higher
  * rates a relay in another process — busy at such rates anyway — is woken at least every `WIDEST × gapMs`. The
