@@ -63,29 +63,25 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
     if (!Number.isSafeInteger(value) || value <= 0)
       problems.push(messages.badOption(field, 'a positive integer', value));
   };
+  /** An integer ≥ 0, where 0 has a meaning of its own (`expected` says which). */
+  const nonNegative = (field: string, value: number, expected: string): void => {
+    if (!Number.isSafeInteger(value) || value < 0) problems.push(messages.badOption(field, expected, value));
+  };
   positive('relay.pollIntervalMs', options.relay.pollIntervalMs);
   positive('relay.batchSize', options.relay.batchSize);
   positive('relay.leaseMs', options.relay.leaseMs);
   positive('relay.shutdownTimeoutMs', options.relay.shutdownTimeoutMs);
   positive('relay.maxTenantsPerRound', options.relay.maxTenantsPerRound);
-  if (!Number.isSafeInteger(options.relay.notifyGapMs) || options.relay.notifyGapMs < 0) {
-    problems.push(
-      messages.badOption(
-        'relay.notifyGapMs',
-        'an integer number of ms ≥ 0 (0: one NOTIFY per commit)',
-        options.relay.notifyGapMs,
-      ),
-    );
-  }
-  if (!Number.isSafeInteger(options.relay.vacuumLeasesEvery) || options.relay.vacuumLeasesEvery < 0) {
-    problems.push(
-      messages.badOption(
-        'relay.vacuumLeasesEvery',
-        'an integer ≥ 0 (0: leave the lease table to autovacuum)',
-        options.relay.vacuumLeasesEvery,
-      ),
-    );
-  }
+  nonNegative(
+    'relay.notifyGapMs',
+    options.relay.notifyGapMs,
+    'an integer number of ms ≥ 0 (0: one NOTIFY per commit)',
+  );
+  nonNegative(
+    'relay.vacuumLeasesEvery',
+    options.relay.vacuumLeasesEvery,
+    'an integer ≥ 0 (0: leave the lease table to autovacuum)',
+  );
   positive('maxAttempts', options.maxAttempts);
   positive('handlerTimeoutMs', options.handlerTimeoutMs);
   positive('maxPayloadBytes', options.maxPayloadBytes);
