@@ -15,7 +15,8 @@ const common = {
   transform: { '^.+\\.(t|j|mj)s$': swc },
   // Nest 12 ships ES modules: let swc turn them into CommonJS for jest.
   transformIgnorePatterns: ['/node_modules/(?!(@nestjs|file-type|uid)/)'],
-  moduleNameMapper: { '^@app/outbox$': '<rootDir>/libs/outbox/src/index.ts' },
+  // The workspace package resolves to its TypeScript source (the `@nestjs-pg-outbox/source` export condition).
+  testEnvironmentOptions: { customExportConditions: ['@nestjs-pg-outbox/source', 'node', 'node-addons'] },
   testEnvironment: 'node',
 };
 module.exports = {

@@ -10,7 +10,7 @@ import {
   OutboxValidationError,
   type OutboxEvent,
   type OutboxHandlerContext,
-} from '@app/outbox';
+} from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { buildHttpApp, type HttpTestApp } from './support/http-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';

@@ -1,4 +1,4 @@
-import { OutboxError, OutboxValidationError } from '@app/outbox';
+import { OutboxError, OutboxValidationError } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { EFFECTS_TABLE_SQL, ThingConsumers } from './support/effects';

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { OnOutboxEvent, type OutboxEvent } from '@app/outbox';
+import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { waitFor } from './support/wait-for';

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { QueryFailedError, type EntitySubscriberInterface } from 'typeorm';
-import { OnOutboxEvent, OutboxService, type OutboxEvent, type OutboxHandlerContext } from '@app/outbox';
+import { OnOutboxEvent, OutboxService, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { EFFECTS_TABLE_SQL, recordEffect } from './support/effects';

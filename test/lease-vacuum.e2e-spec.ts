@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Client } from 'pg';
-import { OnOutboxEvent } from '@app/outbox';
+import { OnOutboxEvent } from 'nestjs-pg-outbox';
 import {
   fanOutPendingEvents,
   heartbeatConsumers,

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from '@app/outbox';
+import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { buildApp } from './support/build-app';
 import { drainSideBySide } from './support/drain-side-by-side';
 import { createTestDatabase, type TestDatabase } from './support/test-database';

@@ -5,7 +5,7 @@ import {
   type OutboxEvent,
   type OutboxEventInput,
   type OutboxHandlerContext,
-} from '@app/outbox';
+} from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { Client } from 'pg';
 import { randomUUID } from 'node:crypto';
-import { OnOutboxEvent, type OutboxEvent } from '@app/outbox';
+import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
 import {
   fanOutPendingEvents,
   recordOutcomes,

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { AbstractLogger, type LogLevel, type LogMessage } from 'typeorm';
-import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from '@app/outbox';
+import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { inlineStatement } from '../libs/outbox/src/store/inline-statement';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';

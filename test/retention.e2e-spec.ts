@@ -1,5 +1,5 @@
 import { Client } from 'pg';
-import { OutboxRetention } from '@app/outbox';
+import { OutboxRetention } from 'nestjs-pg-outbox';
 import { RETENTION_LOCK } from '../libs/outbox/src/store/admin.queries';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { buildApp, type TestApp } from './support/build-app';

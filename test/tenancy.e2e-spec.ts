@@ -8,7 +8,7 @@ import {
   SINGLE_TENANT_ID,
   type OutboxEvent,
   type OutboxHandlerContext,
-} from '@app/outbox';
+} from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { createLoginRole, type TestRole } from './support/test-roles';

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { Client } from 'pg';
 import type { EntitySubscriberInterface } from 'typeorm';
-import { OnOutboxEvent, type OutboxEvent } from '@app/outbox';
+import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { waitFor } from './support/wait-for';

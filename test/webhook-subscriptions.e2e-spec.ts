@@ -5,7 +5,7 @@ import {
   OutboxWebhookSubscriptions,
   verifyWebhook,
   type OutboxWebhookEnvelope,
-} from '@app/outbox';
+} from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { startWebhookReceiver, type WebhookReceiver } from './support/webhook-receiver';

@@ -11,7 +11,7 @@ import {
   OutboxWebhookVerificationError,
   verifyWebhook,
   type OutboxWebhookOptions,
-} from '@app/outbox';
+} from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { refusedUrl, startWebhookReceiver, type WebhookReceiver } from './support/webhook-receiver';

@@ -1,5 +1,5 @@
 import { Injectable, Scope } from '@nestjs/common';
-import { OnOutboxEvent, OutboxConfigurationError, OutboxConsumerRegistry } from '@app/outbox';
+import { OnOutboxEvent, OutboxConfigurationError, OutboxConsumerRegistry } from 'nestjs-pg-outbox';
 import { buildApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 

@@ -4,7 +4,7 @@ import { NestFactory } from '@nestjs/core';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { OutboxModule, OutboxRelay, OutboxService, type OutboxRelayOptions } from '@app/outbox';
+import { OutboxModule, OutboxRelay, OutboxService, type OutboxRelayOptions } from 'nestjs-pg-outbox';
 import { QueryProbe } from './query-probe';
 
 /** Options of {@link createBenchApp}. */

@@ -5,7 +5,7 @@
  */
 import { Injectable, type Type } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
-import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from '@app/outbox';
+import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { BENCH_EVENT } from './bench-database';
 
 /** Which consumers run: `no-db` (two in-memory handlers) or `db-write` (one of the two inserts an effect row). */

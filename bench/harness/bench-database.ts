@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { Client, type QueryResultRow } from 'pg';
 import { DataSource } from 'typeorm';
-import { outboxMigrations } from '@app/outbox';
+import { outboxMigrations } from 'nestjs-pg-outbox';
 
 /** The tenant every benchmark event belongs to. */
 export const BENCH_TENANT = '5eb0a1c4-0000-4000-8000-000000000001';

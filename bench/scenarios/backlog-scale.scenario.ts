@@ -3,7 +3,7 @@
  * small and with a large published history in the tables, to show the claim does not grow with history.
  * History is bulk-loaded in SQL: published events, each with delivered delivery rows and inbox rows.
  */
-import { OUTBOX_DEFAULTS } from '@app/outbox';
+import { OUTBOX_DEFAULTS } from 'nestjs-pg-outbox';
 import { createBenchApp } from '../harness/bench-app';
 import { BENCH_TENANT } from '../harness/bench-database';
 import { CONSUMER_NAMES, InMemoryConsumers } from '../harness/bench-consumers';

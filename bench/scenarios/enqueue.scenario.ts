@@ -10,7 +10,7 @@
  * runs of their own, one variant at a time on fresh tables.
  */
 import { randomUUID } from 'node:crypto';
-import type { OutboxEventInput, OutboxRelayOptions } from '@app/outbox';
+import type { OutboxEventInput, OutboxRelayOptions } from 'nestjs-pg-outbox';
 import { createBenchApp } from '../harness/bench-app';
 import { BENCH_EVENT, BENCH_TENANT } from '../harness/bench-database';
 import type { BenchContext, BenchScenario } from '../harness/bench-scenario';

@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Pool } from 'pg';
-import { OUTBOX_DEFAULTS } from '@app/outbox';
+import { OUTBOX_DEFAULTS } from 'nestjs-pg-outbox';
 import { createBenchApp } from '../harness/bench-app';
 import { BENCH_EVENT, BENCH_TENANT } from '../harness/bench-database';
 import { LatencyConsumer } from '../harness/bench-consumers';

@@ -2,7 +2,7 @@
  * 5. Memory. RSS of a relay process (a child process sampling its own RSS, plus the kernel's VmHWM) while it
  * drains a large backlog, at each quarter of the way, against the raw batched relay doing the same.
  */
-import { OUTBOX_DEFAULTS } from '@app/outbox';
+import { OUTBOX_DEFAULTS } from 'nestjs-pg-outbox';
 import type { BenchContext, BenchScenario } from '../harness/bench-scenario';
 import type { ConsumerVariant } from '../harness/bench-consumers';
 import { runRelayWorkers } from '../harness/relay-workers';

@@ -3,7 +3,7 @@
  * processes: the library (`relay.drain()` in a Nest app per process) against the raw batched relay at the same
  * batch size and process count, and the reference CRM's per-event pattern. Also WAL bytes per relayed event.
  */
-import { OUTBOX_DEFAULTS } from '@app/outbox';
+import { OUTBOX_DEFAULTS } from 'nestjs-pg-outbox';
 import type { BenchContext, BenchScenario } from '../harness/bench-scenario';
 import type { ConsumerVariant } from '../harness/bench-consumers';
 import { runRelayWorkers } from '../harness/relay-workers';

@@ -3,7 +3,7 @@
  * TypeORM's query hooks) at several batch sizes, and where a round's time goes (per statement kind, and
  * outside SQL), against the raw batched relay and the reference per-event pattern.
  */
-import { OUTBOX_DEFAULTS } from '@app/outbox';
+import { OUTBOX_DEFAULTS } from 'nestjs-pg-outbox';
 import { createBenchApp } from '../harness/bench-app';
 import { BENCH_TENANT } from '../harness/bench-database';
 import { CONSUMER_NAMES, consumerClass, type ConsumerVariant } from '../harness/bench-consumers';

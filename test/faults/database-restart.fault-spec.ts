@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { Client } from 'pg';
-import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from '@app/outbox';
+import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../tools/embedded-postgres';
-import { outboxMigrations } from '../../migrations';
+import { outboxMigrations } from 'nestjs-pg-outbox';
 import { DataSource } from 'typeorm';
 import { buildApp, type TestApp } from '../support/build-app';
 import type { TestDatabase } from '../support/test-database';

@@ -1,5 +1,5 @@
 import { Injectable, type CanActivate } from '@nestjs/common';
-import { OnOutboxEvent, OutboxAdminModule, OutboxValidationError, type OutboxEvent } from '@app/outbox';
+import { OnOutboxEvent, OutboxAdminModule, OutboxValidationError, type OutboxEvent } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from '../support/build-app';
 import { buildHttpApp, type HttpTestApp } from '../support/http-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';

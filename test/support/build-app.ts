@@ -3,7 +3,7 @@ import { ScheduleModule } from '@nestjs/schedule';
 import { Test, type TestingModule } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { OutboxModule, OutboxRelay, OutboxService, type OutboxModuleOptions } from '@app/outbox';
+import { OutboxModule, OutboxRelay, OutboxService, type OutboxModuleOptions } from 'nestjs-pg-outbox';
 
 /** A Nest app with the outbox wired as a user would, on a test database. */
 export interface TestApp {

@@ -16,12 +16,18 @@ export interface ChildRelay {
   exited: Promise<void>;
 }
 
+/**
+ * How tests run a TypeScript file in a process of its own: swc compiles it on the fly, and the workspace package
+ * resolves to its source (the `@nestjs-pg-outbox/source` export condition), so no build is needed first.
+ */
+export const TYPESCRIPT_NODE_ARGS = ['--conditions=@nestjs-pg-outbox/source', '-r', '@swc-node/register'];
+
 /** Starts a relay script (default `test/support/relay-child.ts`) in a real Node process. */
 export async function startChildRelay(
   env: Record<string, string>,
   { waitReady = true, script = join(__dirname, 'relay-child.ts') } = {},
 ): Promise<ChildRelay> {
-  const child = spawn(process.execPath, ['-r', '@swc-node/register', script], {
+  const child = spawn(process.execPath, [...TYPESCRIPT_NODE_ARGS, script], {
     cwd: join(__dirname, '..', '..'),
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from '@app/outbox';
+import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 
 /** The consumers' own table: no unique constraint, so a duplicate effect shows up as a second row. */
 export const EFFECTS_TABLE_SQL = `create table test_effects (

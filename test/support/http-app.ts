@@ -3,7 +3,7 @@ import type { DynamicModule, INestApplication, LoggerService, Provider, Type } f
 import { ScheduleModule } from '@nestjs/schedule';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { OutboxModule, type OutboxModuleOptions } from '@app/outbox';
+import { OutboxModule, type OutboxModuleOptions } from 'nestjs-pg-outbox';
 
 const silent: LoggerService = { log: () => undefined, warn: () => undefined, error: () => undefined };
 

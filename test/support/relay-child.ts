@@ -10,7 +10,7 @@
  */
 import 'reflect-metadata';
 import { Injectable, type LoggerService } from '@nestjs/common';
-import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from '@app/outbox';
+import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { buildApp } from './build-app';
 import { recordEffect } from './effects';
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
-import { outboxMigrations } from '../../migrations';
+import { outboxMigrations } from 'nestjs-pg-outbox';
 
 /** A database of its own for one spec file, migrated, dropped at the end. */
 export interface TestDatabase {
@@ -30,18 +30,10 @@ function withDatabase(url: string, name: string): string {
 
 /** Creates a fresh database, runs the outbox migrations and `extraSql`, and returns a handle. */
 export async function createTestDatabase(extraSql: string[] = []): Promise<TestDatabase> {
-  const name = `outbox_t_${randomBytes(6).toString('hex')}`;
-  const admin = new Client({ connectionString: adminUrl() });
-  await admin.connect();
-  try {
-    await admin.query(`create database ${name}`);
-  } finally {
-    await admin.end();
-  }
-  const url = withDatabase(adminUrl(), name);
+  const db = await createEmptyDatabase();
   const migrator = new DataSource({
     type: 'postgres',
-    url,
+    url: db.url,
     migrations: outboxMigrations,
     migrationsRun: false,
   });
@@ -52,6 +44,20 @@ export async function createTestDatabase(extraSql: string[] = []): Promise<TestD
   } finally {
     await migrator.destroy();
   }
+  return db;
+}
+
+/** Creates a fresh database with nothing in it (for tests that build the schema their own way). */
+export async function createEmptyDatabase(): Promise<TestDatabase> {
+  const name = `outbox_t_${randomBytes(6).toString('hex')}`;
+  const admin = new Client({ connectionString: adminUrl() });
+  await admin.connect();
+  try {
+    await admin.query(`create database ${name}`);
+  } finally {
+    await admin.end();
+  }
+  const url = withDatabase(adminUrl(), name);
   const client = new Client({ connectionString: url });
   await client.connect();
   return {

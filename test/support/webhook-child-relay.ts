@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { waitFor } from './wait-for';
+import { TYPESCRIPT_NODE_ARGS } from './child-relay';
 
 /** A webhook relay child process. */
 export interface WebhookChildRelay {
@@ -17,7 +18,7 @@ export async function startWebhookChildRelay(env: {
 }): Promise<WebhookChildRelay> {
   const child = spawn(
     process.execPath,
-    ['-r', '@swc-node/register', join(__dirname, 'webhook-relay-child.ts')],
+    [...TYPESCRIPT_NODE_ARGS, join(__dirname, 'webhook-relay-child.ts')],
     {
       cwd: join(__dirname, '..', '..'),
       env: { ...process.env, ...env },

@@ -1,7 +1,7 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { OutboxAdminModule, OutboxModule, outboxMigrations } from '@app/outbox';
+import { OutboxAdminModule, OutboxModule, outboxMigrations } from 'nestjs-pg-outbox';
 import { ContactsModule } from './contacts/contacts.module';
 import { Contact } from './contacts/contact.entity';
 import { ContactActivity } from './contacts/contact-activity.entity';

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { OutboxEvent, OutboxHandlerContext } from '@app/outbox';
+import type { OutboxEvent, OutboxHandlerContext } from 'nestjs-pg-outbox';
 
 /** The consumers' own table for the fault suite: no unique key, so a duplicate effect is a second row. */
 export const FAULT_EFFECTS_SQL = `create table fault_effects (

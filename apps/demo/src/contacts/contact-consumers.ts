@@ -1,5 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
-import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from '@app/outbox';
+import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { ContactActivity } from './contact-activity.entity';
 
 interface ContactCreated {

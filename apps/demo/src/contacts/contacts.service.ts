@@ -1,7 +1,7 @@
 import { BadRequestException, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { OutboxService } from '@app/outbox';
+import { OutboxService } from 'nestjs-pg-outbox';
 import { Contact } from './contact.entity';
 import { ContactActivity } from './contact-activity.entity';
 

@@ -5,12 +5,13 @@ export interface OutboxAdminModuleOptions {
   /**
    * Guards run before every route (at least one, unless `allowUnguarded`). Each sees `request.params.tenantId`
    * and must check that the caller may operate on that tenant: the routes read payloads and replay events.
+   * Default: none (boot fails unless `allowUnguarded` is `true`).
    */
   guards?: (Type<CanActivate> | CanActivate)[];
-  /** Route prefix. Default `outbox` (routes under `/outbox/tenants/:tenantId/…`). */
+  /** Route prefix of the routes (`/<path>/tenants/:tenantId/…`). Default: `'outbox'`. */
   path?: string;
-  /** Register the routes with no guard at all. Default false; for a local demo only, never in production. */
+  /** Register the routes with no guard: for a local demo only, never in production. Default: `false`. */
   allowUnguarded?: boolean;
-  /** Modules that the guards' own dependencies come from. */
+  /** Modules that the guards' own dependencies come from. Default: none. */
   imports?: ModuleMetadata['imports'];
 }

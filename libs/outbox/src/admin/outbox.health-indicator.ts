@@ -8,9 +8,12 @@ import * as q from '../store/admin.queries';
 
 /** Thresholds of {@link OutboxHealthIndicator.isHealthy}. */
 export interface OutboxHealthOptions {
-  /** Down when the oldest pending work is older than this, in seconds. Default 300. */
+  /** Down when the oldest pending work is older than this, in seconds. Default: `300`. */
   maxPendingAgeSeconds?: number;
-  /** Down when the relay's last completed round is older than this, in seconds. Default 60, or 10 poll intervals if longer. */
+  /**
+   * Down when the relay's last completed round is older than this, in seconds. Default: the longer of 60 s
+   * and 10 poll intervals (`relay.pollIntervalMs`).
+   */
   maxRoundAgeSeconds?: number;
 }
 

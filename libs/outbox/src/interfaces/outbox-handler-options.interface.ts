@@ -2,19 +2,19 @@ import type { OutboxBackoffOptions } from './outbox-module-options.interface';
 
 /** Options of `@OnOutboxEvent`. */
 export interface OnOutboxEventOptions {
-  /** Stable consumer name. Default `ClassName.methodName`. Renaming it orphans its delivery rows. */
+  /** Stable consumer name; renaming it orphans its delivery rows. Default: `ClassName.methodName`. */
   consumer?: string;
   /**
    * Receive the events of one aggregate (same tenant, `aggregateType` and `aggregateId`) one at a time, in the
    * order they were enqueued, even with several relays. A dead delivery blocks its aggregate for this consumer
-   * until it is replayed. Events without `aggregateId` are not ordered. Default false.
+   * until it is replayed. Events without `aggregateId` are not ordered. Default: `false`.
    */
   ordered?: boolean;
   /** Attempts before the delivery is dead. Default: the module's `maxAttempts`. */
   maxAttempts?: number;
   /** Time the handler may run, in ms. Default: the module's `handlerTimeoutMs`. */
   timeoutMs?: number;
-  /** Backoff between attempts. Default: the module's `backoff`. */
+  /** Backoff between attempts; fields left out take the module's. Default: the module's `backoff`. */
   backoff?: OutboxBackoffOptions;
 }
 

@@ -5,53 +5,57 @@ import type {
 
 /** Exponential backoff between attempts of one delivery. */
 export interface OutboxBackoffOptions {
-  /** Delay before the second attempt, in ms. Default 1000. */
+  /** Delay before the second attempt, in ms. Default: `1000`. */
   baseMs?: number;
-  /** Longest delay between two attempts, in ms. Default 300000 (5 minutes). */
+  /** Longest delay between two attempts, in ms. Default: `300000` (5 minutes). */
   capMs?: number;
-  /** Random spread applied to each delay, as a fraction (0 to 1). Default 0.2 (±20%). */
+  /** Random spread applied to each delay, as a fraction (0 to 1). Default: `0.2` (±20%). */
   jitter?: number;
 }
 
 /** Options of the relay that delivers committed events to consumers. */
 export interface OutboxRelayOptions {
-  /** Run the relay on this instance. Default true; set false on instances that only enqueue. */
+  /** Run the relay on this instance; set `false` on instances that only enqueue. Default: `true`. */
   enabled?: boolean;
-  /** How often the relay looks for due work, in ms. Default 1000. */
+  /** How often the relay looks for due work, in ms; the safety net behind the wake-ups. Default: `1000`. */
   pollIntervalMs?: number;
-  /** Events (and due retries) claimed per tenant per round. Default 100. */
+  /** Events (and due retries) claimed per tenant per round. Default: `100`. */
   batchSize?: number;
-  /** How long a claim stays owned by this relay before another may take it over, in ms. Default 60000. */
+  /**
+   * How long a claim stays owned by this relay before another may take it over, in ms; must exceed every
+   * handler timeout. Default: `60000`.
+   */
   leaseMs?: number;
-  /** How long `app.close()` waits for in-flight handlers, in ms. Default 10000. */
+  /** How long `app.close()` waits for in-flight handlers, in ms. Default: `10000`. */
   shutdownTimeoutMs?: number;
   /**
    * Tenants one scan for due work lists at most (the rest wait for the next round's scan, which continues after
    * the last one listed). A round also visits, before it scans, up to as many tenants named by wake-ups or whose
-   * last batch came back full. Default 100.
+   * last batch came back full. Default: `100`.
    */
   maxTenantsPerRound?: number;
   /**
    * After a commit that enqueued, send one coalesced NOTIFY so relays in other processes wake at once. Default:
-   * true when this instance's relay is disabled (a web instance that only enqueues), false when it relays itself.
+   * `!relay.enabled` (`true` on an instance that only enqueues, `false` on one that relays itself).
    */
   notify?: boolean;
   /**
    * Shortest gap between two of those NOTIFYs from this process, in ms. A commit after a quieter spell notifies
    * at once; the commits within the gap share one NOTIFY at its end. Under sustained load the gap widens, up to
    * 5× (`2 × notifyGapMs² / mean time between commits`): with 2 ms, up to 250 commits/s each commit wakes the
-   * relays at once, at 1,000/s one NOTIFY per 8 ms does (see `NotifyPacer`). `0`: one per commit. Default 2.
+   * relays at once, at 1,000/s one NOTIFY per 8 ms does (see `NotifyPacer`). `0`: one per commit.
+   * Default: `2`.
    */
   notifyGapMs?: number;
-  /** LISTEN for those wake-ups on a dedicated connection (reconnects by itself). Default true. */
+  /** LISTEN for those wake-ups on a dedicated connection (reconnects by itself). Default: `true`. */
   listen?: boolean;
   /**
    * Run the claim's fan-out, and the outcome of a batch of in-process handlers, as server-side prepared
    * statements with generic plans, parsed and planned once per connection (again after 1, 2, 4 and 8 s, then
    * every 10 s, so the plans follow the tables' sizes — as a round lets the connection go, not in a claim's
-   * round trip) instead of on every batch. Default true. Set false behind
-   * a pooler that does not keep a session's prepared statements (PgBouncer in transaction mode): the relay copes
-   * with a lost statement by preparing it again, but pays a failed round trip each time.
+   * round trip) instead of on every batch. Set `false` behind a pooler that does not keep a session's
+   * prepared statements (PgBouncer in transaction mode): the relay copes with a lost statement by preparing it
+   * again, but pays a failed round trip each time. Default: `true`.
    */
   preparedStatements?: boolean;
   /**
@@ -59,65 +63,82 @@ export interface OutboxRelayOptions {
    * autovacuum). Each in-process batch inserts a lease row per event and its outcome deletes it; until VACUUM
    * runs, new rows go to new pages and every claim reads the dead ones, so a long drain slows down with its
    * length. A vacuum of that small table takes about a millisecond. Only when the relay's role may vacuum it
-   * (owner, database owner or superuser; `MAINTAIN` from PostgreSQL 17). Default 2000.
+   * (owner, database owner or superuser; `MAINTAIN` from PostgreSQL 17). Default: `2000`.
    */
   vacuumLeasesEvery?: number;
   /**
    * Supplies the tenants to visit each round instead of asking the database which have due work (e.g. from the
-   * app's own tenant directory). Every tenant returned is visited; return only active ones. Default: none.
+   * app's own tenant directory). Every tenant returned is visited; return only active ones.
+   * Default: `null` (the relay asks the database).
    */
   tenants?: (() => readonly string[] | Promise<readonly string[]>) | null;
 }
 
 /** Options of the persisted consumer registry that fan-out reads. */
 export interface OutboxRegistryOptions {
-  /** How often each relay instance reports the consumers it hosts, in ms. Default 30000. */
+  /** How often each relay instance reports the consumers it hosts, in ms. Default: `30000`. */
   heartbeatMs?: number;
   /**
-   * A consumer no instance reported for this long stops receiving new events, in ms. Default 604800000 (7 days):
-   * long enough that a consumer whose only hosts are down for a while still gets its rows when they return.
+   * A consumer no instance reported for this long stops receiving new events, in ms; long, so that a consumer
+   * whose only hosts are down for a while still gets its rows when they return.
+   * Default: `604800000` (7 days).
    */
   liveWithinMs?: number;
-  /** A consumer no instance reported for this long is shown as orphaned in stats, in ms. Default 3600000 (1 hour). */
+  /**
+   * A consumer no instance reported for this long is shown as orphaned in stats, in ms.
+   * Default: `3600000` (1 hour).
+   */
   orphanAfterMs?: number;
 }
 
 /** Deleting old rows. */
 export interface OutboxRetentionOptions {
-  /** Published (and no_handlers) events older than this many days are deleted with their delivery and inbox rows. Default 7. `0` turns retention off. */
+  /**
+   * Published (and `no_handlers`) events older than this many days are deleted with their delivery and inbox
+   * rows; `0` turns retention off. Default: `7`.
+   */
   publishedDays?: number;
-  /** How often the purge runs, in ms. Default 60000. */
+  /** How often the purge runs, in ms. Default: `60000`. */
   intervalMs?: number;
-  /** Events deleted per statement (each statement is its own short transaction). Default 1000. */
+  /** Events deleted per statement (each statement is its own short transaction). Default: `1000`. */
   batchSize?: number;
 }
 
 /** Options of `OutboxModule.forRoot()`; every field is optional. */
 export interface OutboxModuleOptions {
-  /** Name of the TypeORM DataSource the outbox uses (as given to `TypeOrmModule.forRoot`). Default: the default one. */
+  /**
+   * Name of the TypeORM DataSource the outbox uses (as given to `TypeOrmModule.forRoot`).
+   * Default: the default DataSource.
+   */
   dataSource?: string;
   /** Relay settings. */
   relay?: OutboxRelayOptions;
-  /** Attempts per delivery before it is dead, unless the consumer sets its own. Default 5. */
+  /** Attempts per delivery before it is dead, unless the consumer sets its own. Default: `5`. */
   maxAttempts?: number;
   /** Backoff between attempts, unless the consumer sets its own. */
   backoff?: OutboxBackoffOptions;
-  /** Time a handler may run before it is cut off and the attempt counts as failed, in ms. Default 30000. */
+  /**
+   * Time a handler may run before it is cut off and the attempt counts as failed, in ms; must be below
+   * `relay.leaseMs`. Default: `30000`.
+   */
   handlerTimeoutMs?: number;
-  /** Largest payload accepted by `enqueue`, in bytes of JSON. Default 262144 (256 KiB). */
+  /** Largest payload accepted by `enqueue`, in bytes of JSON. Default: `262144` (256 KiB). */
   maxPayloadBytes?: number;
-  /** Transaction-local setting that carries the tenant id for row-level security. Default `app.current_tenant_id`. */
+  /**
+   * Transaction-local setting that carries the tenant id for row-level security (the migrations' policies read
+   * the default name). Default: `'app.current_tenant_id'`.
+   */
   tenantSetting?: string;
   /**
-   * `multi` (default): every event names its tenant. `single`: tenancy off; `tenantId` may be omitted and
-   * defaults to `SINGLE_TENANT_ID`, and the app needs no tenant setting of its own.
+   * `'multi'`: every event names its tenant. `'single'`: tenancy off; `tenantId` may be omitted and defaults
+   * to `SINGLE_TENANT_ID`, and the app needs no tenant setting of its own. Default: `'multi'`.
    */
   tenancy?: 'multi' | 'single';
   /** The persisted consumer registry. */
   registry?: OutboxRegistryOptions;
   /** Retention of settled events. */
   retention?: OutboxRetentionOptions;
-  /** HTTP endpoints that receive events, each a consumer named `webhook:<name>`. Default none. */
+  /** HTTP endpoints that receive events, each a consumer named `webhook:<name>`. Default: `[]`. */
   webhooks?: OutboxWebhookOptions[];
   /** Webhook subscriptions that tenants add at run time. */
   webhookSubscriptions?: OutboxWebhookSubscriptionsOptions;

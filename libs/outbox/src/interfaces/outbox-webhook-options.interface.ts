@@ -7,9 +7,9 @@ import type { OutboxBackoffOptions } from './outbox-module-options.interface';
  * opens it again. State is in memory, per relay instance.
  */
 export interface OutboxWebhookCircuitBreakerOptions {
-  /** Consecutive failures that open the circuit. Default 5. */
+  /** Consecutive failures that open the circuit. Default: `5`. */
   failureThreshold?: number;
-  /** How long an open circuit holds deliveries back before a probe, in ms. Default 30000. */
+  /** How long an open circuit holds deliveries back before a probe, in ms. Default: `30000`. */
   cooldownMs?: number;
 }
 
@@ -26,32 +26,41 @@ export interface OutboxWebhookOptions {
   events: readonly string[];
   /** Time for one request, response body included, in ms; must be below `relay.leaseMs`. */
   timeoutMs: number;
-  /** Extra request headers (e.g. `authorization`); the `webhook-*`, `outbox-*` and `content-type` headers are reserved. */
+  /**
+   * Extra request headers (e.g. `authorization`); the `webhook-*`, `outbox-*` and `content-type` headers are
+   * reserved. Default: none.
+   */
   headers?: Readonly<Record<string, string>>;
   /**
    * Signing secret: `whsec_<base64>` (the key is the decoded bytes, as in Standard Webhooks) or any other string
-   * of at least 16 characters (its UTF-8 bytes). Without it, requests are not signed.
+   * of at least 16 characters (its UTF-8 bytes). Default: none (requests are not signed).
    */
   secret?: string;
   /** Attempts before a delivery is dead. Default: the module's `maxAttempts`. */
   maxAttempts?: number;
-  /** Backoff between attempts. Default: the module's `backoff`. */
+  /** Backoff between attempts; fields left out take the module's. Default: the module's `backoff`. */
   backoff?: OutboxBackoffOptions;
-  /** Retry 4xx answers other than 408 and 429 (by default they are dead at once). Default false. */
+  /** Retry 4xx answers other than 408 and 429, which are otherwise dead at once. Default: `false`. */
   retryOn4xx?: boolean;
-  /** Circuit breaker of this endpoint, or `false` for none. Default `{ failureThreshold: 5, cooldownMs: 30000 }`. */
+  /**
+   * Circuit breaker of this endpoint, or `false` for none; fields left out take their defaults. Default:
+   * `{ failureThreshold: 5, cooldownMs: 30000 }`.
+   */
   circuitBreaker?: OutboxWebhookCircuitBreakerOptions | false;
 }
 
 /** Run-time webhook subscriptions per tenant (the `outbox_webhook_subscriptions` table). */
 export interface OutboxWebhookSubscriptionsOptions {
-  /** Deliver to the subscriptions table on this instance. Default true (needs the outbox migrations). */
+  /** Deliver to the subscriptions table on this instance (needs the outbox migrations). Default: `true`. */
   enabled?: boolean;
-  /** How long a relay reuses a tenant's subscriptions before reading them again, in ms. Default 5000. */
+  /** How long a relay reuses a tenant's subscriptions before reading them again, in ms. Default: `5000`. */
   cacheTtlMs?: number;
-  /** How often deliveries of a paused subscription are looked at again, in ms. Default 60000. */
+  /** How often deliveries of a paused subscription are looked at again, in ms. Default: `60000`. */
   pausedRecheckMs?: number;
-  /** Request timeout of subscriptions that set none, in ms. Default 10000 (when unset, capped below `relay.leaseMs`). */
+  /**
+   * Request timeout of subscriptions that set none, in ms; when unset, it is capped below `relay.leaseMs`.
+   * Default: `10000`.
+   */
   timeoutMs?: number;
 }
 
@@ -59,14 +68,30 @@ export interface OutboxWebhookSubscriptionsOptions {
 export interface OutboxWebhookSubscriptionInput {
   /** Unique per tenant (letters, digits, `_`, `.`, `-`; up to 100). Its consumer is named `subscription:<name>`. */
   name: string;
+  /**
+   * `http:` or `https:` URL the events are POSTed to; no credentials in it (use `headers`). Redirects are not
+   * followed.
+   */
   url: string;
+  /** The events it receives, as for a webhook: exact names, prefixes (`crm.contact.*`) or `*`. */
   events: readonly string[];
-  /** Default: `webhookSubscriptions.timeoutMs`. Must be below `relay.leaseMs`. */
+  /**
+   * Time for one request, response body included, in ms; must be below `relay.leaseMs`.
+   * Default: the module's `webhookSubscriptions.timeoutMs`.
+   */
   timeoutMs?: number;
+  /** Extra request headers; `webhook-*`, `outbox-*` and `content-type` are reserved. Default: none. */
   headers?: Readonly<Record<string, string>>;
+  /**
+   * Signing secret, as for a webhook (`whsec_<base64>` or at least 16 characters).
+   * Default: none (requests are not signed).
+   */
   secret?: string;
+  /** Attempts before a delivery is dead. Default: the module's `maxAttempts`. */
   maxAttempts?: number;
+  /** Backoff between attempts; fields left out take the module's. Default: the module's `backoff`. */
   backoff?: OutboxBackoffOptions;
+  /** Retry 4xx answers other than 408 and 429, which are otherwise dead at once. Default: `false`. */
   retryOn4xx?: boolean;
 }
 

@@ -96,6 +96,7 @@ export class OutboxTenancy1764428600000 implements MigrationInterface {
     await q.query(`revoke all on public.event_outbox, public.outbox_deliveries, public.consumer_inbox from outbox_app, outbox_relay`);
     await q.query(`drop table if exists public.outbox_consumer_instances`);
     await q.query(`drop table if exists public.outbox_consumers`);
+    await q.query(`revoke usage on schema public from outbox_app, outbox_relay`);
     // The roles are cluster-wide and may serve other databases: they are left in place.
   }
 }

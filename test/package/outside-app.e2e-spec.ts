@@ -1,0 +1,177 @@
+import { execFileSync, spawnSync, type SpawnSyncReturns } from 'node:child_process';
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createEmptyDatabase, type TestDatabase } from '../support/test-database';
+import { documentedExports, exportsCheckSource } from './documented-exports';
+
+/**
+ * Packs the library and runs a fresh Nest app outside this repository against the tarball: its own package.json
+ * and node_modules (installed from the npm registry, npm's cache makes it quick), `tsc --strict` with
+ * `skipLibCheck: false`, no path aliases, once per supported stack and module system.
+ */
+const ROOT = join(__dirname, '..', '..');
+const TEMPLATE = join(__dirname, 'outside-app');
+
+const STACKS = {
+  'Nest 12 + TypeORM 1': {
+    '@nestjs/common': '12.5.1',
+    '@nestjs/core': '12.5.1',
+    '@nestjs/schedule': '12.0.2',
+    '@nestjs/typeorm': '12.0.2',
+    typeorm: '1.1.1',
+  },
+  'Nest 11 + TypeORM 0.3': {
+    '@nestjs/common': '11.2.10',
+    '@nestjs/core': '11.2.10',
+    '@nestjs/schedule': '6.1.3',
+    '@nestjs/typeorm': '11.0.3',
+    typeorm: '0.3.31',
+  },
+} as const;
+const COMMON = { pg: '8.23.1', 'reflect-metadata': '0.2.2', rxjs: '7.8.2' };
+const DEV = { typescript: '6.0.3', '@types/node': '20.19.43', '@types/pg': '8.23.1' };
+
+/** The environment of a user's shell: none of this repository's npm or node settings leak into the app. */
+function userEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [key, value] of Object.entries(process.env)) {
+    if (!/^(npm_|NODE_OPTIONS$|NODE_PATH$|INIT_CWD$|OUTBOX_|DATABASE_URL$|JEST)/i.test(key)) env[key] = value;
+  }
+  return { ...env, ...extra };
+}
+
+function run(
+  command: string,
+  args: string[],
+  cwd: string,
+  env = userEnv(),
+  timeoutMs = 180_000,
+): SpawnSyncReturns<string> {
+  const started = Date.now();
+  const result = spawnSync(command, args, { cwd, env, encoding: 'utf8', timeout: timeoutMs });
+  if (process.env.OUTBOX_TEST_LOGS)
+    process.stderr.write(`${command} ${args.join(' ')}: ${Date.now() - started} ms\n`);
+  return result;
+}
+
+function ok(result: SpawnSyncReturns<string>, what: string): string {
+  if (result.status !== 0) {
+    throw new Error(
+      `${what} failed (exit ${result.status}${result.signal ? `, ${result.signal}` : ''}):\n${result.stdout}\n${result.stderr}`,
+    );
+  }
+  return result.stdout;
+}
+
+describe('the packed library in a Nest app outside this repository', () => {
+  let tarball: string;
+  const folders: string[] = [];
+  const databases: TestDatabase[] = [];
+
+  beforeAll(() => {
+    const output = execFileSync('npm', ['run', '--silent', 'pack:lib'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      env: userEnv(),
+    });
+    tarball = output.trim().split('\n').at(-1)!;
+    expect(tarball).toMatch(/nestjs-pg-outbox-0\.1\.0\.tgz$/);
+  }, 120_000);
+
+  afterAll(async () => {
+    for (const db of databases) await db.drop();
+    for (const folder of folders) rmSync(folder, { recursive: true, force: true });
+  });
+
+  const cases = Object.keys(STACKS).flatMap((stack) =>
+    (['commonjs', 'module'] as const).map((type) => ({ stack: stack as keyof typeof STACKS, type })),
+  );
+
+  it.each(cases)(
+    '$stack, "type": "$type": installs, compiles strictly, migrates, delivers a commit and nothing of a rollback, closes',
+    async ({ stack, type }) => {
+      const app = mkdtempSync(join(tmpdir(), 'outbox-outside-app-'));
+      folders.push(app);
+      cpSync(join(TEMPLATE, 'src'), join(app, 'src'), { recursive: true });
+      const names = documentedExports();
+      expect(names).toEqual(expect.arrayContaining(['OnOutboxEvent', 'OutboxModule', 'OutboxService']));
+      writeFileSync(join(app, 'src', 'exports-check.ts'), exportsCheckSource(names));
+      writeFileSync(
+        join(app, 'package.json'),
+        JSON.stringify(
+          {
+            name: 'outside-app',
+            private: true,
+            type,
+            dependencies: { 'nestjs-pg-outbox': `file:${tarball}`, ...STACKS[stack], ...COMMON },
+            devDependencies: DEV,
+          },
+          null,
+          2,
+        ),
+      );
+      writeFileSync(
+        join(app, 'tsconfig.json'),
+        JSON.stringify({
+          compilerOptions: {
+            target: 'ES2022',
+            // A CommonJS app needs nodenext to compile against Nest 12's ES modules (node16 refuses: TS1479).
+            module: 'nodenext',
+            moduleResolution: 'nodenext',
+            strict: true,
+            skipLibCheck: false,
+            experimentalDecorators: true,
+            emitDecoratorMetadata: true,
+            esModuleInterop: true,
+            types: ['node'],
+            rootDir: 'src',
+            outDir: 'dist',
+          },
+          include: ['src'],
+        }),
+      );
+
+      ok(
+        run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error'], app),
+        'npm install',
+      );
+      ok(
+        run(process.execPath, [join(app, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', '.'], app),
+        'tsc',
+      );
+
+      const db = await createEmptyDatabase();
+      databases.push(db);
+      const migrate = type === 'module' ? 'sql' : 'classes';
+      if (migrate === 'sql') {
+        const sql = ok(
+          run(join(app, 'node_modules', '.bin', 'nestjs-pg-outbox'), ['sql'], app),
+          'npx nestjs-pg-outbox sql',
+        );
+        await db.sql(sql);
+      }
+
+      const [observer] = await db.sql<{ pid: number }>('select pg_backend_pid() as pid');
+      const started = run(
+        process.execPath,
+        [join(app, 'dist', 'main.js')],
+        app,
+        userEnv({ DATABASE_URL: db.url, MIGRATE: migrate, OBSERVER_PID: String(observer.pid) }),
+        60_000,
+      );
+      if (started.signal)
+        throw new Error(`the app did not exit on its own after app.close(): ${started.stderr}`);
+      const line = ok(started, 'the app')
+        .split('\n')
+        .find((l) => l.startsWith('RESULT '));
+      const result = JSON.parse(line!.slice('RESULT '.length));
+      expect(result.rolledBack).toBe('rolled back on purpose');
+      expect(result.activity).toEqual([{ contact_id: result.contactId, summary: 'created Ada' }]);
+      expect(result.events).toEqual({ all: 1, published: 1 });
+      expect(result.contacts).toBe(1);
+      expect(result.openConnections).toBe(0);
+    },
+    300_000,
+  );
+});
