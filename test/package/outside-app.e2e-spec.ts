@@ -1,9 +1,9 @@
 import { execFileSync, spawnSync, type SpawnSyncReturns } from 'node:child_process';
-import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { createEmptyDatabase, type TestDatabase } from '../support/test-database';
-import { documentedExports, exportsCheckSource } from './documented-exports';
+import { documentedExports, exportsCheckSource, quickStartFiles } from './documented-exports';
 
 /**
  * Packs the library and runs a fresh Nest app outside this repository against the tarball: its own package.json
@@ -12,6 +12,7 @@ import { documentedExports, exportsCheckSource } from './documented-exports';
  */
 const ROOT = join(__dirname, '..', '..');
 const TEMPLATE = join(__dirname, 'outside-app');
+const QUICK_START_MAIN = join(__dirname, 'quick-start', 'main.ts');
 
 const STACKS = {
   'Nest 12 + TypeORM 1': {
@@ -19,6 +20,7 @@ const STACKS = {
     '@nestjs/core': '12.5.1',
     '@nestjs/schedule': '12.0.2',
     '@nestjs/typeorm': '12.0.2',
+    '@nestjs/platform-express': '12.5.1',
     typeorm: '1.1.1',
   },
   'Nest 11 + TypeORM 0.3': {
@@ -26,6 +28,7 @@ const STACKS = {
     '@nestjs/core': '11.2.10',
     '@nestjs/schedule': '6.1.3',
     '@nestjs/typeorm': '11.0.3',
+    '@nestjs/platform-express': '11.2.10',
     typeorm: '0.3.31',
   },
 } as const;
@@ -84,6 +87,25 @@ describe('the packed library in a Nest app outside this repository', () => {
     for (const folder of folders) rmSync(folder, { recursive: true, force: true });
   });
 
+  it('holds only what the package\'s "files" names: the build, the SQL files, README, CHANGELOG, LICENSE', () => {
+    const listed = execFileSync('tar', ['-tzf', tarball], { encoding: 'utf8' }).trim().split('\n');
+    const outside = listed.filter(
+      (path) =>
+        !/^package\/(dist\/.*\.(js|d\.ts)|sql\/\d{4}-[a-z0-9-]+\.(up|down)\.sql|README\.md|CHANGELOG\.md|LICENSE|package\.json)$/.test(
+          path,
+        ),
+    );
+    expect(outside).toEqual([]);
+    expect(listed.filter((path) => /\.spec\.|\/src\//.test(path))).toEqual([]);
+    expect(listed).toEqual(
+      expect.arrayContaining([
+        'package/dist/index.js',
+        'package/dist/index.d.ts',
+        'package/dist/cli/outbox-cli.js',
+      ]),
+    );
+  });
+
   const cases = Object.keys(STACKS).flatMap((stack) =>
     (['commonjs', 'module'] as const).map((type) => ({ stack: stack as keyof typeof STACKS, type })),
   );
@@ -93,7 +115,20 @@ describe('the packed library in a Nest app outside this repository', () => {
     async ({ stack, type }) => {
       const app = mkdtempSync(join(tmpdir(), 'outbox-outside-app-'));
       folders.push(app);
-      cpSync(join(TEMPLATE, 'src'), join(app, 'src'), { recursive: true });
+      // CommonJS: the README's quick start, pasted as it is written (it migrates with the TypeORM classes).
+      // ES modules: an app of the same shape with `.js` import paths, migrated with `npx nestjs-pg-outbox sql`.
+      const readme = type === 'commonjs';
+      if (readme) {
+        const files = quickStartFiles();
+        expect([...files.keys()]).toEqual(expect.arrayContaining(['app.module.ts']));
+        for (const [path, source] of files) {
+          mkdirSync(dirname(join(app, 'src', path)), { recursive: true });
+          writeFileSync(join(app, 'src', path), source);
+        }
+        cpSync(QUICK_START_MAIN, join(app, 'src', 'main.ts'));
+      } else {
+        cpSync(join(TEMPLATE, 'src'), join(app, 'src'), { recursive: true });
+      }
       const names = documentedExports();
       expect(names).toEqual(expect.arrayContaining(['OnOutboxEvent', 'OutboxModule', 'OutboxService']));
       writeFileSync(join(app, 'src', 'exports-check.ts'), exportsCheckSource(names));
@@ -143,7 +178,7 @@ describe('the packed library in a Nest app outside this repository', () => {
 
       const db = await createEmptyDatabase();
       databases.push(db);
-      const migrate = type === 'module' ? 'sql' : 'classes';
+      const migrate = readme ? 'classes' : 'sql';
       if (migrate === 'sql') {
         const sql = ok(
           run(join(app, 'node_modules', '.bin', 'nestjs-pg-outbox'), ['sql'], app),
@@ -167,7 +202,7 @@ describe('the packed library in a Nest app outside this repository', () => {
         .find((l) => l.startsWith('RESULT '));
       const result = JSON.parse(line!.slice('RESULT '.length));
       expect(result.rolledBack).toBe('rolled back on purpose');
-      expect(result.activity).toEqual([{ contact_id: result.contactId, summary: 'created Ada' }]);
+      expect(result.summaries).toEqual([readme ? 'Contact Ada created' : 'created Ada']);
       expect(result.events).toEqual({ all: 1, published: 1 });
       expect(result.contacts).toBe(1);
       expect(result.openConnections).toBe(0);

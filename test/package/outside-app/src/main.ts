@@ -58,7 +58,15 @@ async function main(): Promise<void> {
   }).catch(() => -1);
   await client.end();
 
-  const result = { contactId, rolledBack, activity, events, contacts: contactRows.n, openConnections };
+  const result = {
+    rolledBack,
+    summaries: activity.map((row) =>
+      row.contact_id === contactId ? row.summary : `wrong contact ${row.contact_id}`,
+    ),
+    events,
+    contacts: contactRows.n,
+    openConnections,
+  };
   process.stdout.write(`RESULT ${JSON.stringify(result)}\n`);
 }
 
