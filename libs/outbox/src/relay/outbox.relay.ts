@@ -494,8 +494,11 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
         ...(await this.inProcess.dispatch(this.store.dataSource(), connection.runner, assigned)),
       ];
     } catch (error) {
-      await connection.release();
-      await this.batchFailed(error, tenantId, assigned, leaseToken, result, unclaimed);
+      try {
+        await this.batchFailed(error, tenantId, assigned, leaseToken, result, unclaimed, connection);
+      } finally {
+        await connection.release();
+      }
       return { settled: Promise.resolve() };
     }
     count(outcomes, result);
@@ -509,7 +512,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
           const vacuum = this.leaseVacuum.noteReleased((recorded as { released: number }[])[0]!.released);
           if (vacuum) void this.inBackground(vacuum);
         },
-        (error: unknown) => this.batchFailed(error, tenantId, assigned, leaseToken, result, unclaimed),
+        (error: unknown) =>
+          this.batchFailed(error, tenantId, assigned, leaseToken, result, unclaimed, connection),
       )
       .finally(() => this.committing--);
     const settled = this.inBackground(commit);
@@ -525,7 +529,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   /**
    * The batch transaction failed (a lease taken over, connection lost, a statement refused): every handler's
    * writes were rolled back, so each claimed delivery counts as a failed attempt, recorded in a fresh transaction
-   * (fenced as usual: those whose lease another relay holds now are left to it).
+   * on the batch's own connection (fenced as usual: those whose lease another relay holds now are left to it).
    */
   private async batchFailed(
     error: unknown,
@@ -534,6 +538,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     leaseToken: string,
     result: RelayRoundResult,
     unclaimed: q.DeliveryOutcome[],
+    connection: RoundConnection,
   ): Promise<void> {
     if (sqlState(error) === q.LEASE_LOST_SQLSTATE) {
       this.logger.warn(`batch of ${assigned.length} deliveries for tenant ${tenantId}: ${errorText(error)}`);
@@ -546,7 +551,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const outcomes = assigned.map(({ delivery, consumer }) =>
       failed(delivery, consumer, 'batchError', `the batch transaction failed: ${errorText(error)}`),
     );
-    await this.record(tenantId, [...unclaimed, ...outcomes], leaseToken, result);
+    await this.record(tenantId, [...unclaimed, ...outcomes], leaseToken, result, connection);
   }
 
   /**
@@ -582,7 +587,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   /**
    * Records outcomes in a short transaction of their own (or in the round's open transaction), not fenced as a
    * batch: outcomes whose lease another relay took are left out and counted as `leaseLost`. A failure is logged
-   * and the leases expire.
+   * and the leases expire. With `connection`, on that connection: a round that holds one never asks the pool
+   * for a second (with a pool of one, that would wait forever).
    */
   private async record(
     tenantId: string,
@@ -595,7 +601,11 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       const statement = q.recordOutcomes(outcomes, leaseToken);
       const [recorded] = connection?.inTransaction
         ? await connection.commit([statement])
-        : (await this.store.atomically([this.context(tenantId), statement])).slice(1);
+        : (
+            await (connection && !connection.released
+              ? connection.atomically([this.context(tenantId), statement])
+              : this.store.atomically([this.context(tenantId), statement]))
+          ).slice(1);
       count(outcomes, result);
       result.leaseLost += outcomes.length - (recorded as { recorded: number }[])[0]!.recorded;
     } catch (error) {
