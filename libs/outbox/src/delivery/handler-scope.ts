@@ -1,13 +1,37 @@
+import type { QueryResult as PgResult } from 'pg';
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
-import { OutboxError } from '../errors/outbox.error';
+import { OutboxError, OutboxTransactionEndedError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
-import { inlineParameters } from '../store/inline-statement';
-import { queryWithPrefix } from '../store/simple-query';
+import { sqlState } from '../errors/sql-state';
+import { inlineParameters, inlineStatement } from '../store/inline-statement';
+import { handlerChecks, handlerContext } from '../store/outbox.queries';
+import { queryWithPrefix, sendSimpleQuery } from '../store/simple-query';
+import { errorText } from './delivery-outcome';
+
+/** SQLSTATE `no_active_sql_transaction`: a savepoint command outside a transaction (a handler ended it). */
+export const NO_ACTIVE_TRANSACTION = '25P01';
+
+/** Something a handler did that the batch cannot be committed with; the relay runs the batch again without it. */
+export interface BatchProblem {
+  /** Index of the delivery (in the dispatched list) whose handler did it. */
+  index: number;
+  error: OutboxError;
+}
 
 /** State shared by the scopes of one batch transaction. */
-export interface BatchSavepoints {
+export interface BatchState {
   /** A savepoint whose handler succeeded; released together with the next `savepoint` (or by the commit). */
   pendingRelease: string | null;
+  readonly tenantSetting: string;
+  readonly tenantId: string;
+  /** The batch marker's value (the lease token; see `BATCH_MARKER`). */
+  readonly marker: string;
+  /** Check each handler as it returns (deferred constraints, tenant, marker), at one round trip per handler. */
+  readonly careful: boolean;
+  /** The last handler that opened a savepoint: the next handler's first statement reads what it left. */
+  last: { index: number; consumer: string } | null;
+  /** First problem found; the relay does not commit the batch. */
+  problem: BatchProblem | null;
 }
 
 /**
@@ -31,7 +55,8 @@ export class HandlerScope {
     private readonly runner: QueryRunner,
     private readonly savepointName: string,
     private readonly consumer: string,
-    private readonly batch: BatchSavepoints,
+    private readonly index: number,
+    private readonly batch: BatchState,
   ) {}
 
   /** The manager handed to the handler; created on first access. */
@@ -48,7 +73,33 @@ export class HandlerScope {
     this.settled = true;
     await this.opening;
     if (this.failedQuery) throw this.failedQuery;
-    if (this.savepoint) this.batch.pendingRelease = this.savepoint;
+    if (!this.savepoint) return;
+    if (this.batch.careful) await this.check();
+    this.batch.pendingRelease = this.savepoint;
+  }
+
+  /**
+   * Careful mode (see `BatchState.careful`): the checks of `handlerChecks`, before the savepoint is released,
+   * so what would fail the batch later fails this handler now, alone. Throws `OutboxTransactionEndedError` when
+   * the batch transaction is gone.
+   */
+  private async check(): Promise<void> {
+    let results: PgResult[];
+    try {
+      results = await sendSimpleQuery(this.runner, inlineStatement(handlerChecks(this.batch.tenantSetting)));
+    } catch (error) {
+      if (sqlState(error) === NO_ACTIVE_TRANSACTION)
+        throw new OutboxTransactionEndedError(messages.transactionEnded(this.consumer));
+      throw new OutboxError(messages.deferredViolation(this.consumer, errorText(error)));
+    }
+    const seen = results[results.length - 1]!.rows[0] as { tenant: string | null; batch: string | null };
+    if (seen.batch !== this.batch.marker)
+      throw new OutboxTransactionEndedError(messages.transactionEnded(this.consumer));
+    if (seen.tenant !== this.batch.tenantId) {
+      throw new OutboxError(
+        messages.tenantChanged(this.consumer, this.batch.tenantSetting, seen.tenant, this.batch.tenantId),
+      );
+    }
   }
 
   /** Marks a scope made after its handler returned: it has nothing to keep, and its queries fail. */
@@ -96,16 +147,69 @@ export class HandlerScope {
     return run;
   }
 
-  private openWith(
+  /**
+   * Sends the handler's opening — the batch's context checked and set again (`handlerContext`), the previous
+   * handler's savepoint released, this one's made — with its first query when given, in one round trip.
+   */
+  private async openWith(
     first: { query: string; parameters: unknown[] | undefined; inlined: string; structured?: boolean } | null,
   ): Promise<unknown> {
-    const release = this.batch.pendingRelease ? `release savepoint ${this.batch.pendingRelease}; ` : '';
+    const release = this.batch.pendingRelease ? `;\nrelease savepoint ${this.batch.pendingRelease}` : '';
     this.batch.pendingRelease = null;
-    const prefix = `${release}savepoint ${this.savepointName}`;
+    const context = inlineStatement(handlerContext(this.batch.tenantSetting, this.batch.tenantId));
+    const prefix = `${context}${release};\nsavepoint ${this.savepointName}`;
     this.savepoint = this.savepointName;
-    return first
-      ? queryWithPrefix(this.runner, prefix, first.query, first.parameters, first.inlined, first.structured)
-      : this.runner.query(prefix);
+    const previous = this.batch.last;
+    this.batch.last = { index: this.index, consumer: this.consumer };
+    const inspect = (results: PgResult[]): void => this.inspect(previous, results[0]!);
+    try {
+      if (first)
+        return await queryWithPrefix(
+          this.runner,
+          prefix,
+          first.query,
+          first.parameters,
+          first.inlined,
+          first.structured,
+          inspect,
+        );
+      inspect(await sendSimpleQuery(this.runner, prefix));
+      return undefined;
+    } catch (error) {
+      // the previous handler's savepoint could not be released: that handler ended the batch transaction
+      const cause = (error as { driverError?: unknown }).driverError ?? error;
+      if (previous && release && sqlState(cause) === NO_ACTIVE_TRANSACTION) {
+        this.batch.problem ??= {
+          index: previous.index,
+          error: new OutboxTransactionEndedError(messages.transactionEnded(previous.consumer)),
+        };
+      }
+      throw error;
+    }
+  }
+
+  /** Notes a problem when the previous handler left another tenant, or no batch marker (see `handlerContext`). */
+  private inspect(previous: BatchState['last'], seen: PgResult): void {
+    const row = seen.rows[0] as { tenant: string | null; batch: string | null };
+    if (previous === null || this.batch.problem) return;
+    if (row.batch !== this.batch.marker) {
+      this.batch.problem = {
+        index: previous.index,
+        error: new OutboxTransactionEndedError(messages.transactionEnded(previous.consumer)),
+      };
+    } else if (row.tenant !== this.batch.tenantId) {
+      this.batch.problem = {
+        index: previous.index,
+        error: new OutboxError(
+          messages.tenantChanged(
+            previous.consumer,
+            this.batch.tenantSetting,
+            row.tenant,
+            this.batch.tenantId,
+          ),
+        ),
+      };
+    }
   }
 
   /**
