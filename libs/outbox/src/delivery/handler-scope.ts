@@ -7,6 +7,7 @@ import { inlineParameters, inlineStatement } from '../store/inline-statement';
 import { handlerChecks, handlerContext } from '../store/outbox.queries';
 import { queryWithPrefix, sendSimpleQuery } from '../store/simple-query';
 import { errorText } from './delivery-outcome';
+import { handlerSqlEffects } from './handler-sql';
 
 /** SQLSTATE `no_active_sql_transaction`: a savepoint command outside a transaction (a handler ended it). */
 export const NO_ACTIVE_TRANSACTION = '25P01';
@@ -73,6 +74,7 @@ export class HandlerScope {
     this.settled = true;
     await this.opening;
     if (this.failedQuery) throw this.failedQuery;
+    if (depth(this.runner) !== 1) throw new OutboxError(messages.transactionLeftOpen(this.consumer));
     if (!this.savepoint) return;
     if (this.batch.careful) await this.check();
     this.batch.pendingRelease = this.savepoint;
@@ -113,6 +115,15 @@ export class HandlerScope {
     await this.opening?.catch(() => undefined);
     if (this.savepoint)
       await this.runner.query(`rollback to savepoint ${this.savepoint}; release savepoint ${this.savepoint}`);
+    // nested transactions the handler left open went with its savepoint (none were made without one)
+    setDepth(this.runner, 1);
+  }
+
+  /** Refuses what would end or leave the batch transaction: the handler fails, even when it catches this. */
+  private refuse(what: string): Promise<never> {
+    const error = new OutboxError(messages.transactionControl(this.consumer, what));
+    this.failedQuery = error;
+    return Promise.reject(error);
   }
 
   private async open(): Promise<void> {
@@ -223,6 +234,8 @@ export class HandlerScope {
       get(target, property, receiver) {
         if (property === 'query') {
           return async (...args: QueryArgs) => {
+            const control = handlerSqlEffects(String(args[0])).transactionControl;
+            if (control !== null) return scope.refuse(`"${control}"`);
             try {
               const result = scope.opening
                 ? await scope.open().then(() => target.query(...(args as [string, unknown[]])))
@@ -240,7 +253,14 @@ export class HandlerScope {
         // Once the handler settled, report the runner as live so the next query reaches `open()` and fails
         // with our message, instead of TypeORM's about a released runner.
         if (property === 'isReleased' && scope.settled) return false;
-        if (property === 'release') return async () => undefined;
+        // The batch's own level belongs to the relay; nested levels (savepoints, e.g. of manager.transaction()) to
+        // the handler.
+        if (property === 'commitTransaction' || property === 'rollbackTransaction') {
+          const nested = Reflect.get(target, property, receiver) as () => Promise<void>;
+          return () =>
+            depth(target) > 1 ? nested.call(receiver) : scope.refuse(`queryRunner.${String(property)}()`);
+        }
+        if (property === 'release') return () => scope.refuse('queryRunner.release()');
         return Reflect.get(target, property, receiver);
       },
       set(target, property, value) {
@@ -252,6 +272,15 @@ export class HandlerScope {
       },
     });
   }
+}
+
+/** TypeORM's count of open transaction levels on a runner (protected; see `markTransaction` in the store). */
+function depth(runner: QueryRunner): number {
+  return (runner as QueryRunner & { transactionDepth: number }).transactionDepth;
+}
+
+function setDepth(runner: QueryRunner, value: number): void {
+  (runner as QueryRunner & { transactionDepth: number }).transactionDepth = value;
 }
 
 /** What `QueryRunner.query` takes: a query, its parameters, and whether to answer with a `QueryResult`. */

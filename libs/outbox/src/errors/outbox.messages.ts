@@ -49,6 +49,12 @@ export const messages = {
   transactionEnded: (consumer: string): string =>
     `handler ${consumer} ended the batch transaction (COMMIT, ROLLBACK or the like on its connection); the outbox ` +
     'owns that transaction and commits it with the outcomes: use context.manager.transaction() for a nested one',
+  transactionControl: (consumer: string, what: string): string =>
+    `handler ${consumer} tried ${what} through context.manager, which was refused: the outbox owns the batch ` +
+    'transaction and commits it with the outcomes; use context.manager.transaction() for a nested one',
+  transactionLeftOpen: (consumer: string): string =>
+    `handler ${consumer} returned with a nested transaction (queryRunner.startTransaction()) still open; ` +
+    'commit or roll it back before returning, or use context.manager.transaction()',
   deferredViolation: (consumer: string, error: string): string =>
     `handler ${consumer} left a deferred constraint violated (checked when it returned): ${error}`,
   batchFailed: (error: string): string => `the batch transaction failed: ${error}`,
