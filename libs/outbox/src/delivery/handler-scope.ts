@@ -4,7 +4,7 @@ import { OutboxError, OutboxTransactionEndedError } from '../errors/outbox.error
 import { messages } from '../errors/outbox.messages';
 import { sqlState } from '../errors/sql-state';
 import { inlineParameters, inlineStatement } from '../store/inline-statement';
-import { handlerChecks, handlerContext } from '../store/outbox.queries';
+import { handlerChecks, handlerContext, type SqlStatement } from '../store/outbox.queries';
 import { queryWithPrefix, sendSimpleQuery } from '../store/simple-query';
 import { errorText } from './delivery-outcome';
 import { handlerSqlEffects } from './handler-sql';
@@ -29,6 +29,10 @@ export interface BatchState {
   readonly marker: string;
   /** Check each handler as it returns (deferred constraints, tenant, marker), at one round trip per handler. */
   readonly careful: boolean;
+  /** What restores the relay's context after a handler changed settings (see `resetSession`). */
+  readonly restore: readonly SqlStatement[];
+  /** A handler sent a statement that may change settings since the relay last restored its context. */
+  dirty: boolean;
   /** The last handler that opened a savepoint: the next handler's first statement reads what it left. */
   last: { index: number; consumer: string } | null;
   /** First problem found; the relay does not commit the batch. */
@@ -57,7 +61,7 @@ export class HandlerScope {
     private readonly savepointName: string,
     private readonly consumer: string,
     private readonly index: number,
-    private readonly batch: BatchState,
+    readonly batch: BatchState,
   ) {}
 
   /** The manager handed to the handler; created on first access. */
@@ -168,7 +172,12 @@ export class HandlerScope {
     const release = this.batch.pendingRelease ? `;\nrelease savepoint ${this.batch.pendingRelease}` : '';
     this.batch.pendingRelease = null;
     const context = inlineStatement(handlerContext(this.batch.tenantSetting, this.batch.tenantId));
-    const prefix = `${context}${release};\nsavepoint ${this.savepointName}`;
+    // a handler before this one may have changed settings (or the role): reset them, then the relay's context
+    const restore = this.batch.dirty
+      ? this.batch.restore.map((r) => `;\n${inlineStatement(r)}`).join('')
+      : '';
+    this.batch.dirty = false;
+    const prefix = `${context}${release}${restore};\nsavepoint ${this.savepointName}`;
     this.savepoint = this.savepointName;
     const previous = this.batch.last;
     this.batch.last = { index: this.index, consumer: this.consumer };
@@ -234,7 +243,7 @@ export class HandlerScope {
       get(target, property, receiver) {
         if (property === 'query') {
           return async (...args: QueryArgs) => {
-            const control = handlerSqlEffects(String(args[0])).transactionControl;
+            const { transactionControl: control, changesSettings } = handlerSqlEffects(String(args[0]));
             if (control !== null) return scope.refuse(`"${control}"`);
             try {
               const result = scope.opening
@@ -246,6 +255,9 @@ export class HandlerScope {
             } catch (error) {
               scope.failedQuery = error;
               throw error;
+            } finally {
+              // after the query: the restore goes before the next handler's statements, not before this one
+              if (changesSettings) scope.batch.dirty = true;
             }
           };
         }

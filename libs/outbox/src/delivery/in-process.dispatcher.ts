@@ -4,7 +4,7 @@ import { OutboxHandlerTimeoutError, OutboxTransactionEndedError } from '../error
 import { messages } from '../errors/outbox.messages';
 import { sqlState } from '../errors/sql-state';
 import type { OutboxConsumer } from '../registry/outbox-consumer';
-import type { DeliveryOutcome } from '../store/outbox.queries';
+import type { DeliveryOutcome, SqlStatement } from '../store/outbox.queries';
 import type { ClaimedDelivery } from './claimed-delivery';
 import { delivered, errorText, failed } from './delivery-outcome';
 import { HandlerScope, NO_ACTIVE_TRANSACTION, type BatchProblem, type BatchState } from './handler-scope';
@@ -19,6 +19,8 @@ export interface BatchRun {
   careful: boolean;
   /** Deliveries whose outcome is known already: their handlers are not called. */
   settled?: ReadonlyMap<ClaimedDelivery, DeliveryOutcome>;
+  /** Restores the relay's session and batch context after a handler changed settings (see `resetSession`). */
+  restore: readonly SqlStatement[];
 }
 
 /** What a batch's handlers did: an outcome per delivery, or a problem that keeps the batch from committing. */
@@ -26,6 +28,8 @@ export interface DispatchResult {
   /** One per delivery, in order, as far as the handlers ran (all of them when there is no problem). */
   outcomes: DeliveryOutcome[];
   problem: BatchProblem | null;
+  /** The last handlers may have changed settings since the relay last restored its own: restore before the outcome. */
+  dirty: boolean;
 }
 
 /**
@@ -52,6 +56,8 @@ export class InProcessDispatcher {
       tenantId: run.tenantId,
       marker: run.marker,
       careful: run.careful,
+      restore: run.restore,
+      dirty: false,
       last: null,
       problem: null,
     };
@@ -116,7 +122,7 @@ export class InProcessDispatcher {
       }
       if (batch.problem) break;
     }
-    return { outcomes, problem: batch.problem };
+    return { outcomes, problem: batch.problem, dirty: batch.dirty };
   }
 }
 

@@ -504,6 +504,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     overlap: boolean,
   ): Promise<{ settled: Promise<void> }> {
     let outcomes: q.DeliveryOutcome[];
+    let dirty: boolean;
     try {
       await connection.begin([this.batchContext(tenantId, leaseToken)]);
       const run = await this.inProcess.dispatch(
@@ -514,6 +515,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       );
       if (run.problem) throw run.problem.error;
       outcomes = [...unclaimed.map((u) => u.outcome), ...run.outcomes];
+      dirty = run.dirty;
     } catch (error) {
       try {
         await this.batchFailed(error, tenantId, assigned, leaseToken, result, unclaimed, connection, null);
@@ -526,7 +528,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     await this.finishing;
     this.committing++;
     const commit = connection
-      .commit(this.closing(tenantId, leaseToken, outcomes))
+      .commit(this.closing(tenantId, leaseToken, outcomes, dirty))
       .then(
         (closed) => this.noteReleased(closed),
         (error: unknown) =>
@@ -543,23 +545,39 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     return { settled };
   }
 
-  /** The closing statements of a batch transaction, sent with its `commit`: guard, context, outcomes. */
-  private closing(tenantId: string, leaseToken: string, outcomes: q.DeliveryOutcome[]): q.SqlStatement[] {
+  /**
+   * The closing statements of a batch transaction, sent with its `commit`: guard, the session reset when the
+   * last handlers changed settings (`dirty`), the relay's context, the outcomes (last).
+   */
+  private closing(
+    tenantId: string,
+    leaseToken: string,
+    outcomes: q.DeliveryOutcome[],
+    dirty: boolean,
+  ): q.SqlStatement[] {
     return [
       q.batchGuard(this.options.tenantSetting, tenantId, leaseToken),
+      ...(dirty ? q.resetSession() : []),
       this.context(tenantId),
       q.recordOutcomes(outcomes, leaseToken, { fenced: true }),
     ];
   }
 
-  /** After a batch's commit: the outcome statement says how many event leases it deleted. */
+  /** After a batch's commit: the outcome statement (the last one) says how many event leases it deleted. */
   private noteReleased(closed: unknown[][]): void {
-    const vacuum = this.leaseVacuum.noteReleased((closed[2] as { released: number }[])[0]!.released);
+    const recorded = closed[closed.length - 1] as { released: number }[];
+    const vacuum = this.leaseVacuum.noteReleased(recorded[0]!.released);
     if (vacuum) void this.inBackground(vacuum);
   }
 
   private batchRun(tenantId: string, leaseToken: string, careful: boolean): BatchRun {
-    return { tenantSetting: this.options.tenantSetting, tenantId, marker: leaseToken, careful };
+    return {
+      tenantSetting: this.options.tenantSetting,
+      tenantId,
+      marker: leaseToken,
+      careful,
+      restore: [...q.resetSession(), this.batchContext(tenantId, leaseToken)],
+    };
   }
 
   /**
@@ -665,7 +683,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
           continue;
         }
         const outcomes = [...unclaimed, ...run.outcomes];
-        this.noteReleased(await connection.commit(this.closing(tenantId, leaseToken, outcomes)));
+        this.noteReleased(await connection.commit(this.closing(tenantId, leaseToken, outcomes, run.dirty)));
         count(outcomes, result);
         return null;
       } catch (error) {

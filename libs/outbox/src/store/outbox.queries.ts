@@ -191,6 +191,21 @@ export function handlerChecks(tenantSetting: string): SqlStatement {
   };
 }
 
+/**
+ * Undoes what handlers changed in the session (role, session authorization, every setting) for the rest of the
+ * batch transaction and, once it commits, for the session: run when a handler sent a statement that may change
+ * settings (see `handlerSqlEffects`), before the relay's context is set again. Settings go back to the
+ * session's defaults (server, database, role and connection options): values an app `SET` on a pooled
+ * connection before the relay took it are not kept.
+ */
+export function resetSession(): SqlStatement[] {
+  return [
+    { text: 'reset session authorization', values: [] },
+    { text: 'reset role', values: [] },
+    { text: 'reset all', values: [] },
+  ];
+}
+
 /** SQLSTATE of `batchGuard` when the transaction is not the batch's (a handler ended it). */
 export const BATCH_ENDED_SQLSTATE = 'OB002';
 /** SQLSTATE of `batchGuard` when the tenant setting is not the batch's (a handler changed it). */
