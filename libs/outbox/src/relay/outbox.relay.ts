@@ -69,6 +69,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   /** When the last `outbox_due_tenants` scan ran, and whether it listed every due tenant. */
   private lastScan = { at: 0, complete: false };
   private lastRoundEndedAt: Date | null = null;
+  /** Events (and due deliveries) a claim takes: `relay.batchSize`, less after a claim that timed out. */
+  private claimLimit: number;
 
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
@@ -78,7 +80,9 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly external: ExternalDispatcher,
     private readonly leaseVacuum: LeaseVacuum,
     private readonly moduleRef: ModuleRef,
-  ) {}
+  ) {
+    this.claimLimit = options.relay.batchSize;
+  }
 
   async onApplicationBootstrap(): Promise<void> {
     if (!this.options.relay.enabled) return;
@@ -277,8 +281,9 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
         if (this.stopping) return;
         const run = await this.processTenant(due, overlap);
         // A full batch: more is waiting, the next round can come straight back here.
-        if (run.result.eventsClaimed >= batchSize) this.hinted.add(due.tenant_id);
-        if (run.result.eventsClaimed >= batchSize || run.result.deliveriesClaimed >= batchSize) full = true;
+        // (of the size it claimed: smaller than batchSize after a claim that outlived its bound, see `claim`)
+        if (run.result.eventsClaimed >= run.limit) this.hinted.add(due.tenant_id);
+        if (run.result.eventsClaimed >= run.limit || run.result.deliveriesClaimed >= run.limit) full = true;
         results.push(run.result);
         settled.push(run.settled);
       }
@@ -318,7 +323,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private async processTenant(
     { tenant_id: tenantId, has_new: hasNew, has_due: hasDue }: DueTenant,
     overlap: boolean,
-  ): Promise<{ result: RelayRoundResult; settled: Promise<void> }> {
+  ): Promise<{ result: RelayRoundResult; settled: Promise<void>; limit: number }> {
     const result = { ...emptyRound(), tenants: 1 };
     const leaseToken = randomUUID();
     const tenantConsumers = await this.registry.tenantConsumers(tenantId);
@@ -329,8 +334,9 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     let settled = Promise.resolve();
     // once the local batch takes the connection over, its commit releases it
     let handedOver = false;
+    let claimLimit = this.options.relay.batchSize;
     try {
-      const { claimed, events } = await this.claim(
+      const { claimed, events, limit } = await this.claim(
         connection,
         { tenantId, hasNew, hasDue },
         tenantConsumers,
@@ -338,11 +344,12 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       );
       result.eventsClaimed = events;
       result.deliveriesClaimed = claimed.length;
+      claimLimit = limit;
       if (claimed.length === 0) {
         // Nothing to do: the (empty) batch transaction is rolled back without holding the round up.
         handedOver = true;
         settled = this.inBackground(connection.release());
-        return { result, settled };
+        return { result, settled, limit: claimLimit };
       }
 
       const local: Assigned[] = [];
@@ -406,7 +413,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
           leaseToken,
           result,
         );
-      return { result, settled };
+      return { result, settled, limit: claimLimit };
     } finally {
       if (!handedOver) await connection.release();
     }
@@ -419,11 +426,39 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
    */
   private async claim(
     connection: RoundConnection,
+    due: { tenantId: string; hasNew: boolean; hasDue: boolean },
+    tenantConsumers: readonly OutboxConsumer[],
+    leaseToken: string,
+  ): Promise<{ claimed: ClaimedDelivery[]; events: number; limit: number }> {
+    const { leaseMs, batchSize } = this.options.relay;
+    for (;;) {
+      const limit = this.claimLimit;
+      const began = Date.now();
+      try {
+        const claimed = await this.claimUpTo(limit, connection, due, tenantConsumers, leaseToken);
+        // A claim that came back full well within its bound: the next may take more, up to relay.batchSize.
+        if (limit < batchSize && claimed.full && Date.now() - began < leaseMs / 4)
+          this.claimLimit = Math.min(batchSize, limit * 2);
+        return { ...claimed, limit };
+      } catch (error) {
+        // Its own bound (relay.leaseMs) is too short for a claim of this size here: take fewer at a time.
+        if (sqlState(error) !== QUERY_CANCELED || limit === 1) throw error;
+        this.claimLimit = Math.max(1, Math.floor(limit / 2));
+        this.logger.warn(
+          `a claim of ${limit} for tenant ${due.tenantId} outlived its statement bound (relay.leaseMs = ${leaseMs} ms); claiming ${this.claimLimit} at a time`,
+        );
+      }
+    }
+  }
+
+  private async claimUpTo(
+    limit: number,
+    connection: RoundConnection,
     { tenantId, hasNew, hasDue }: { tenantId: string; hasNew: boolean; hasDue: boolean },
     tenantConsumers: readonly OutboxConsumer[],
     leaseToken: string,
-  ): Promise<{ claimed: ClaimedDelivery[]; events: number }> {
-    const { leaseMs, batchSize } = this.options.relay;
+  ): Promise<{ claimed: ClaimedDelivery[]; events: number; full: boolean }> {
+    const { leaseMs } = this.options.relay;
     const hosted =
       tenantConsumers.length === 0
         ? this.registry.names()
@@ -439,14 +474,12 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
             inProcess,
             tenantConsumers,
             liveWithinMs: this.options.registry.liveWithinMs,
-            limit: batchSize,
+            limit,
             leaseToken,
             leaseMs,
           })
         : null,
-      claimDue
-        ? q.claimDueDeliveries({ tenantId, consumers: hosted, limit: batchSize, leaseToken, leaseMs })
-        : null,
+      claimDue ? q.claimDueDeliveries({ tenantId, consumers: hosted, limit, leaseToken, leaseMs }) : null,
     ];
     const opening = inProcess.length > 0 ? [this.batchContext(tenantId, leaseToken)] : null;
     for (let claims = 1; ; claims++) {
@@ -459,7 +492,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       // lease upsert leaves them to it. When that is all this claim found, claim again, with a fresh snapshot.
       const empty = fresh.deliveries.length === 0 && fresh.events === 0 && due.length === 0;
       if (!empty || fresh.lost === 0 || claims >= MAX_CLAIMS_PER_ROUND) {
-        return { claimed: [...fresh.deliveries, ...due], events: fresh.events };
+        const full = fresh.events >= limit || due.length >= limit;
+        return { claimed: [...fresh.deliveries, ...due], events: fresh.events, full };
       }
     }
   }
@@ -786,6 +820,9 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     });
   }
 }
+
+/** SQLSTATE `query_canceled`: a statement ran past its `statement_timeout`. */
+const QUERY_CANCELED = '57014';
 
 /** Claims in a row for one tenant when each found only events other relays had just leased (see `claim`). */
 const MAX_CLAIMS_PER_ROUND = 3;

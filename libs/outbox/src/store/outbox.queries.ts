@@ -123,9 +123,13 @@ export function dueTenants(limit: number, afterTenant: string | null): SqlStatem
 }
 
 /**
- * Sets the tenant for row-level security and a cap on idle time, both transaction-local (`set_config(…, true)`),
- * so nothing leaks to the pooled connection after commit or rollback. The idle cap makes PostgreSQL end the
- * session of a relay that stalls mid-transaction (paused, hung), releasing its row locks for another relay.
+ * Sets the tenant for row-level security and caps on idle time and on each statement's time, all
+ * transaction-local (`set_config(…, true)`), so nothing leaks to the pooled connection after commit or
+ * rollback. The idle cap makes PostgreSQL end the session of a relay that stalls mid-transaction (paused, hung),
+ * releasing its row locks for another relay. The statement cap is the relay's own bound, whatever the
+ * database's or role's `statement_timeout` (shorter than a claim, it would stop the relay for good; a claim
+ * that outlives this one is made smaller, see `OutboxRelay.claim`); in-process handlers get theirs (see
+ * `handlerContext`).
  * `durable: false` commits without waiting for the WAL flush: used for the claim, whose loss in a database crash
  * only means the work is claimed again (the outcome transaction that follows flushes it anyway).
  *
@@ -143,14 +147,15 @@ export function setTransactionContext(
     // the batch transaction: also marked with its lease token (see `batchGuard`)
     return {
       text: `select set_config($1, $2, true), set_config('idle_in_transaction_session_timeout', $3, true),
-                    set_config('synchronous_commit', $4, true), set_config('jit', 'off', true),
-                    set_config('${BATCH_MARKER}', $5, true)`,
+                    set_config('statement_timeout', $3, true), set_config('synchronous_commit', $4, true),
+                    set_config('jit', 'off', true), set_config('${BATCH_MARKER}', $5, true)`,
       values: [tenantSetting, tenantId, String(idleTimeoutMs), durable ? 'on' : 'off', batch],
     };
   }
   return {
     text: `select set_config($1, $2, true), set_config('idle_in_transaction_session_timeout', $3, true),
-                  set_config('synchronous_commit', $4, true), set_config('jit', 'off', true)`,
+                  set_config('statement_timeout', $3, true), set_config('synchronous_commit', $4, true),
+                  set_config('jit', 'off', true)`,
     values: [tenantSetting, tenantId, String(idleTimeoutMs), durable ? 'on' : 'off'],
   };
 }
