@@ -4,7 +4,7 @@ import { OutboxError, OutboxTransactionEndedError } from '../errors/outbox.error
 import { messages } from '../errors/outbox.messages';
 import { sqlState } from '../errors/sql-state';
 import { inlineParameters, inlineStatement } from '../store/inline-statement';
-import { handlerChecks, handlerContext, type SqlStatement } from '../store/outbox.queries';
+import { handlerBound, handlerChecks, handlerContext, type SqlStatement } from '../store/outbox.queries';
 import { queryWithPrefix, sendSimpleQuery } from '../store/simple-query';
 import { errorText } from './delivery-outcome';
 import { handlerSqlEffects } from './handler-sql';
@@ -62,7 +62,55 @@ export class HandlerScope {
     private readonly consumer: string,
     private readonly index: number,
     readonly batch: BatchState,
+    /** When the handler times out (epoch ms). */
+    private readonly deadline: number,
   ) {}
+
+  /**
+   * The bound for a statement sent now: the handler's time left, but never under BOUND_FLOOR_MS, so that the
+   * relay's own statements that follow the handler's last one in the same transaction (its next handler's
+   * opening, the closing guard) are not cancelled for the handler's lack of time.
+   */
+  private remaining(): number {
+    return Math.max(BOUND_FLOOR_MS, this.deadline - Date.now());
+  }
+
+  /** Until when a statement started now may run under the bound last set (epoch ms). */
+  private boundEnds = 0;
+
+  private noteBound(ms: number): void {
+    this.boundEnds = Date.now() + ms;
+  }
+
+  /**
+   * A query after the first one: sent with a new bound (`handlerBound`) in the same round trip when its values
+   * can be inlined; else the bound goes in a round trip of its own first, only when the last one set would let
+   * it run more than BOUND_FLOOR_MS past the handler's timeout.
+   */
+  private async later(target: QueryRunner, args: QueryArgs): Promise<unknown> {
+    await this.open();
+    const [query, parameters, structured] = args;
+    const ms = this.remaining();
+    const bound = inlineStatement(handlerBound(ms));
+    const inlined =
+      Array.isArray(parameters) || parameters === undefined ? inlineParameters(query, parameters) : null;
+    if (inlined === null) {
+      if (this.boundEnds - this.deadline > BOUND_FLOOR_MS) {
+        await sendSimpleQuery(this.runner, bound);
+        this.noteBound(ms);
+      }
+      return target.query(...(args as [string, unknown[]]));
+    }
+    this.noteBound(ms);
+    return queryWithPrefix(
+      this.runner,
+      bound,
+      query,
+      parameters as unknown[] | undefined,
+      inlined,
+      structured,
+    );
+  }
 
   /** The manager handed to the handler; created on first access. */
   get manager(): EntityManager {
@@ -171,7 +219,9 @@ export class HandlerScope {
   ): Promise<unknown> {
     const release = this.batch.pendingRelease ? `;\nrelease savepoint ${this.batch.pendingRelease}` : '';
     this.batch.pendingRelease = null;
-    const context = inlineStatement(handlerContext(this.batch.tenantSetting, this.batch.tenantId));
+    const ms = this.remaining();
+    const context = inlineStatement(handlerContext(this.batch.tenantSetting, this.batch.tenantId, ms));
+    this.noteBound(ms);
     // a handler before this one may have changed settings (or the role): reset them, then the relay's context
     const restore = this.batch.dirty
       ? this.batch.restore.map((r) => `;\n${inlineStatement(r)}`).join('')
@@ -247,7 +297,7 @@ export class HandlerScope {
             if (control !== null) return scope.refuse(`"${control}"`);
             try {
               const result = scope.opening
-                ? await scope.open().then(() => target.query(...(args as [string, unknown[]])))
+                ? await scope.later(target, args)
                 : await scope.firstQuery(target, args);
               // The handler's own nested transaction rolled back after an error: the transaction is usable again.
               if (/^\s*rollback to savepoint/i.test(String(args[0]))) scope.failedQuery = null;
@@ -285,6 +335,9 @@ export class HandlerScope {
     });
   }
 }
+
+/** The shortest bound a handler's statement gets (see `HandlerScope.remaining`). */
+const BOUND_FLOOR_MS = 50;
 
 /** TypeORM's count of open transaction levels on a runner (protected; see `markTransaction` in the store). */
 function depth(runner: QueryRunner): number {

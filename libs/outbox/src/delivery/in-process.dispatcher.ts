@@ -76,10 +76,11 @@ export class InProcessDispatcher {
       // (typed by an assertion: assigned in the getter, it must not narrow to null below)
       let scope = null as HandlerScope | null;
       let settled = false;
+      const deadline = Date.now() + consumer.timeoutMs;
       const context = {
         get manager() {
           if (scope === null) {
-            scope = new HandlerScope(dataSource, runner, name, consumer.name, at, batch);
+            scope = new HandlerScope(dataSource, runner, name, consumer.name, at, batch, deadline);
             // asked for only after the handler returned (a promise it left running): its queries will fail
             if (settled) scope.settleUnused();
           }
@@ -117,14 +118,25 @@ export class InProcessDispatcher {
             error: new OutboxTransactionEndedError(messages.transactionEnded(consumer.name)),
           };
         }
-        const code = error instanceof OutboxHandlerTimeoutError ? 'timeout' : 'handlerError';
-        outcomes.push(failed(delivery, consumer, code, errorText(error)));
+        // its query cancelled by the bound of its time left (see handlerContext): its timeout, whichever came first
+        const cancelled = sqlState(error) === QUERY_CANCELED && Date.now() >= deadline - TIMER_SLACK_MS;
+        const timedOut = error instanceof OutboxHandlerTimeoutError || cancelled;
+        const text = cancelled
+          ? messages.handlerTimeout(consumer.name, consumer.timeoutMs)
+          : errorText(error);
+        outcomes.push(failed(delivery, consumer, timedOut ? 'timeout' : 'handlerError', text));
       }
       if (batch.problem) break;
     }
     return { outcomes, problem: batch.problem, dirty: batch.dirty };
   }
 }
+
+/** SQLSTATE `query_canceled` (a statement timeout). */
+const QUERY_CANCELED = '57014';
+
+/** How much earlier than the handler's timer the server may cancel its query (timers of two processes). */
+const TIMER_SLACK_MS = 50;
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as PromiseLike<unknown> | null)?.then === 'function';

@@ -170,14 +170,25 @@ export const BATCH_MARKER = 'outbox.batch';
 /**
  * A handler's first statement (before its savepoint, in the same round trip as its first query): reads the
  * tenant setting and the batch marker as the previous handler left them (`tenant`, `batch`: the relay compares
- * them with its own), then sets the batch's tenant again, so no handler runs in a context another one chose.
+ * them with its own), then sets the batch's tenant again, so no handler runs in a context another one chose,
+ * and bounds the handler's statements by the time it has left (`statementTimeoutMs`): a query still running
+ * at the handler's timeout is cancelled by the server, on this connection — no second one is needed.
  */
-export function handlerContext(tenantSetting: string, tenantId: string): SqlStatement {
+export function handlerContext(
+  tenantSetting: string,
+  tenantId: string,
+  statementTimeoutMs: number,
+): SqlStatement {
   return {
     text: `select current_setting($1, true) as tenant, current_setting('${BATCH_MARKER}', true) as batch,
-                  set_config($1, $2, true)`,
-    values: [tenantSetting, tenantId],
+                  set_config($1, $2, true), set_config('statement_timeout', $3, true)`,
+    values: [tenantSetting, tenantId, String(statementTimeoutMs)],
   };
+}
+
+/** Bounds a handler's next statements by the time it has left (see `handlerContext`). */
+export function handlerBound(statementTimeoutMs: number): SqlStatement {
+  return { text: `select set_config('statement_timeout', $1, true)`, values: [String(statementTimeoutMs)] };
 }
 
 /**
