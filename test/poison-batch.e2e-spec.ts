@@ -17,7 +17,8 @@ type Kind =
   | 'throwing-toString'
   | 'throwing-message'
   | 'other-tenant'
-  | 'other-tenant-last';
+  | 'other-tenant-last'
+  | 'mutates-envelope';
 
 /** Rejection values whose conversion to a string throws. */
 function unprintable(kind: Kind): unknown {
@@ -60,6 +61,11 @@ class PoisonConsumers {
     }
     if (kind === 'no-prototype' || kind === 'throwing-toString' || kind === 'throwing-message')
       throw unprintable(kind);
+    if (kind === 'mutates-envelope') {
+      // the envelope is shared, and read-only by contract: writing to it must not move any outcome
+      Object.assign(event, { eventId: '00000000-0000-4000-8000-000000000000', tenantId: OTHER });
+      return;
+    }
     if (kind === 'other-tenant' || kind === 'other-tenant-last') {
       await context.manager.query('select set_config($1, $2, true)', [SETTING, OTHER]);
       return;
@@ -108,7 +114,9 @@ describe('a batch with one poisonous delivery', () => {
     await relayRole?.drop();
   });
   beforeEach(async () => {
-    await db.sql('truncate event_outbox, outbox_deliveries, outbox_event_leases, consumer_inbox, test_effects');
+    await db.sql(
+      'truncate event_outbox, outbox_deliveries, outbox_event_leases, consumer_inbox, test_effects',
+    );
     worker.app.get(PoisonConsumers).readerTenants.length = 0;
   });
 
@@ -129,7 +137,13 @@ describe('a batch with one poisonous delivery', () => {
       .then((rows) => rows.map((r) => r.event_id));
 
   const deliveries = () =>
-    db.sql<{ event_id: string; consumer_name: string; status: string; attempt_count: number; last_error: string | null }>(
+    db.sql<{
+      event_id: string;
+      consumer_name: string;
+      status: string;
+      attempt_count: number;
+      last_error: string | null;
+    }>(
       `select event_id, consumer_name, status, attempt_count, last_error from outbox_deliveries order by event_id, consumer_name`,
     );
 
@@ -154,9 +168,9 @@ describe('a batch with one poisonous delivery', () => {
     expect(bad!.last_error).toMatch(/poisoner/);
     expect(bad!.last_error).toMatch(/foreign key/);
     expect(await db.sql('select count(*)::int as n from fk_child')).toEqual([{ n: 0 }]);
-    expect(
-      await db.sql(`select count(*)::int as n from event_outbox where status = 'published'`),
-    ).toEqual([{ n: 4 }]);
+    expect(await db.sql(`select count(*)::int as n from event_outbox where status = 'published'`)).toEqual([
+      { n: 4 },
+    ]);
   });
 
   it('records a rejection value that cannot be printed as a failure of its own delivery', async () => {
@@ -167,13 +181,27 @@ describe('a batch with one poisonous delivery', () => {
     await deliveredOnce('healthy', ids);
     await deliveredOnce('reader', ids);
     await deliveredOnce('poisoner', [ids[1]!]);
-    const failedRows = (await deliveries()).filter((d) => d.consumer_name === 'poisoner' && d.event_id !== ids[1]);
+    const failedRows = (await deliveries()).filter(
+      (d) => d.consumer_name === 'poisoner' && d.event_id !== ids[1],
+    );
     expect(failedRows.map((d) => [d.status, d.attempt_count])).toEqual([
       ['failed', 1],
       ['failed', 1],
       ['failed', 1],
     ]);
     for (const row of failedRows) expect(row.last_error).toMatch(/unprintable/);
+  });
+
+  it('records every outcome where the claim says, whatever a handler wrote into the shared envelope', async () => {
+    const ids = await enqueue(['good', 'mutates-envelope', 'good']);
+    await worker.relay.drain();
+    const rows = await deliveries();
+    expect(rows.map((d) => [d.event_id, d.consumer_name, d.status])).toEqual(
+      [...ids].sort().flatMap((id) => ['healthy', 'poisoner', 'reader'].map((c) => [id, c, 'delivered'])),
+    );
+    expect(await db.sql(`select count(*)::int as n from event_outbox where status = 'published'`)).toEqual([
+      { n: 3 },
+    ]);
   });
 
   it('fails a handler that changes the tenant setting, alone, and the next handler runs in the batch’s tenant', async () => {

@@ -13,10 +13,10 @@ export function outcomeTarget(delivery: ClaimedDelivery): Pick<DeliveryOutcome, 
   return {
     deliveryId: null,
     pair: {
-      eventId: delivery.event.eventId,
+      eventId: delivery.eventId,
       consumer: delivery.consumerName,
       attempt: delivery.attempt,
-      tenantId: delivery.event.tenantId,
+      tenantId: delivery.tenantId,
       eventSeq: delivery.eventSeq!,
     },
   };
@@ -53,7 +53,7 @@ export function failed(
   options: { dead?: boolean; retryAfterMs?: number; externalRunId?: string | null } = {},
 ): DeliveryOutcome {
   const dead = options.dead === true || delivery.attempt >= consumer.maxAttempts;
-  const where = `event ${delivery.event.eventId} (${delivery.event.eventName}), consumer ${consumer.name}, tenant ${delivery.event.tenantId}`;
+  const where = `event ${delivery.eventId} (${delivery.event.eventName}), consumer ${consumer.name}, tenant ${delivery.tenantId}`;
   if (dead) logger.error(`dead letter after attempt ${delivery.attempt}: ${where}: [${errorCode}] ${error}`);
   else
     logger.warn(

@@ -680,7 +680,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       }
       if (sqlState(error) !== q.LEASE_LOST_SQLSTATE) {
         this.logger.error(
-          `event ${part[0]!.assigned[0]?.delivery.event.eventId ?? '(none)'} for tenant ${tenantId} fails its batch on its own: ${errorText(error)}`,
+          `event ${part[0]!.assigned[0]?.delivery.eventId ?? '(none)'} for tenant ${tenantId} fails its batch on its own: ${errorText(error)}`,
         );
       }
       await this.charge(connection, tenantId, part, leaseToken, result, error, known);
@@ -882,8 +882,8 @@ function byEvent(assigned: readonly Assigned[], unclaimed: readonly Settled[]): 
     if (!g) groups.set(eventId, (g = { assigned: [], unclaimed: [] }));
     return g;
   };
-  for (const a of assigned) group(a.delivery.event.eventId).assigned.push(a);
-  for (const u of unclaimed) group(u.delivery.event.eventId).unclaimed.push(u);
+  for (const a of assigned) group(a.delivery.eventId).assigned.push(a);
+  for (const u of unclaimed) group(u.delivery.eventId).unclaimed.push(u);
   return [...groups.values()];
 }
 
