@@ -100,7 +100,12 @@ describe('settings a handler changes on the batch connection', () => {
     const seen = worker.app.get(SessionChangers).seen;
     expect(seen.map((s) => s.kind).sort()).toEqual([...kinds].sort());
     for (const s of seen)
-      expect(s).toEqual({ kind: s.kind, user: relayRole.name, readOnly: 'off', searchPath: before.searchPath });
+      expect(s).toEqual({
+        kind: s.kind,
+        user: relayRole.name,
+        readOnly: 'off',
+        searchPath: before.searchPath,
+      });
     expect(await session()).toEqual(before);
 
     // and the next batch (claim included) runs on that connection as usual
