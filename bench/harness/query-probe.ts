@@ -26,7 +26,13 @@ const KINDS: readonly [RegExp, string][] = [
   [/with fresh as|execute outbox_fan_out_/i, 'claim + fan out new events + begin/commit'],
   [/with retry as/i, 'claim retries + expired leases + begin/commit'],
   [/with o as.*commit$/is, 'record outcomes + inbox + commit'],
-  [/^(release savepoint \w+; )?savepoint outbox_h\d+;\n/i, 'savepoint + handler query'],
+  // (after the handler's context statement and the previous handler's release, see `handlerContext`)
+  [
+    /^(select current_setting\(.*?;\n)?(release savepoint \w+;\n)?savepoint outbox_h\d+;\n/is,
+    'savepoint + handler query',
+  ],
+  // a handler's later query, after the set_config of its time left (see `handlerBound`)
+  [/^select set_config\('statement_timeout', '\d+', true\);\n/i, 'handler query (bounded)'],
   [/^\s*(start transaction|begin)/i, 'begin'],
   [/^\s*commit/i, 'commit'],
   [/^\s*rollback to savepoint/i, 'rollback to savepoint'],

@@ -14,6 +14,12 @@ export interface ClaimedDelivery {
   recovered: boolean;
   /** The event's insert order (bigint as text); set for in-process pairs, whose row is written with the outcome. */
   eventSeq?: string;
+  /**
+   * The event and tenant as claimed: where the outcome is recorded. Not read from `event`, the envelope
+   * handlers receive (shared by an event's consumers, and writable by them).
+   */
+  eventId: string;
+  tenantId: string;
   event: OutboxEvent;
 }
 
@@ -61,6 +67,8 @@ export function toClaimedDelivery(row: ClaimedRow & { consumer_name: string }): 
     attempt: row.attempt_count,
     recovered: row.recovered,
     eventSeq: row.event_seq ?? undefined,
+    eventId: row.event_id,
+    tenantId: row.tenant_id,
     event: toEvent(row),
   };
 }
@@ -105,6 +113,8 @@ export function fromFanOut(rows: readonly FanOutRow[]): {
           attempt: claims,
           recovered: claims > 1,
           eventSeq: row.event_seq!,
+          eventId: row.event_id,
+          tenantId: row.tenant_id,
           event,
         });
       }

@@ -13,10 +13,10 @@ export function outcomeTarget(delivery: ClaimedDelivery): Pick<DeliveryOutcome, 
   return {
     deliveryId: null,
     pair: {
-      eventId: delivery.event.eventId,
+      eventId: delivery.eventId,
       consumer: delivery.consumerName,
       attempt: delivery.attempt,
-      tenantId: delivery.event.tenantId,
+      tenantId: delivery.tenantId,
       eventSeq: delivery.eventSeq!,
     },
   };
@@ -53,7 +53,7 @@ export function failed(
   options: { dead?: boolean; retryAfterMs?: number; externalRunId?: string | null } = {},
 ): DeliveryOutcome {
   const dead = options.dead === true || delivery.attempt >= consumer.maxAttempts;
-  const where = `event ${delivery.event.eventId} (${delivery.event.eventName}), consumer ${consumer.name}, tenant ${delivery.event.tenantId}`;
+  const where = `event ${delivery.eventId} (${delivery.event.eventName}), consumer ${consumer.name}, tenant ${delivery.tenantId}`;
   if (dead) logger.error(`dead letter after attempt ${delivery.attempt}: ${where}: [${errorCode}] ${error}`);
   else
     logger.warn(
@@ -74,11 +74,41 @@ export function failed(
   };
 }
 
-/** `Error: message` for errors, `String(x)` for anything else thrown; bounded in length. */
+/**
+ * `Error: message` for errors, `String(x)` for anything else thrown; bounded in length. Total: a value whose
+ * `String()`, `name` or `message` throws (`Object.create(null)`, a throwing `toString` or getter, a revoked
+ * Proxy) still gives a text, so one handler's rejection value can never fail the code that records it.
+ */
 export function errorText(error: unknown): string {
-  return boundedText(
-    error instanceof Error ? `${error.name}: ${error.message}` : `thrown non-error: ${String(error)}`,
-  );
+  let isError = false;
+  try {
+    isError = error instanceof Error;
+  } catch {
+    // a revoked Proxy: not inspectable at all
+  }
+  if (isError) {
+    // read inside printable(): `name` and `message` may be getters that throw
+    const e = error as Error;
+    return boundedText(
+      `${printable(() => e.name, 'Error')}: ${printable(() => e.message, '(unprintable message)')}`,
+    );
+  }
+  return boundedText(`thrown non-error: ${printable(() => error, '(unprintable value)')}`);
+}
+
+/** `String(read())`, or `fallback` when reading or converting throws (or gives no string). */
+function printable(read: () => unknown, fallback: string): string {
+  try {
+    const text = String(read());
+    return typeof text === 'string' ? text : fallback;
+  } catch {
+    try {
+      // Object.prototype.toString reads Symbol.toStringTag, which may throw too
+      return `${Object.prototype.toString.call(read())} ${fallback}`;
+    } catch {
+      return fallback;
+    }
+  }
 }
 
 function boundedText(text: string): string {

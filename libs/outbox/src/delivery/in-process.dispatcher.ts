@@ -1,12 +1,36 @@
 import { Injectable } from '@nestjs/common';
 import type { DataSource, QueryRunner } from 'typeorm';
-import { OutboxHandlerTimeoutError } from '../errors/outbox.error';
+import { OutboxHandlerTimeoutError, OutboxTransactionEndedError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
+import { sqlState } from '../errors/sql-state';
 import type { OutboxConsumer } from '../registry/outbox-consumer';
-import type { DeliveryOutcome } from '../store/outbox.queries';
+import type { DeliveryOutcome, SqlStatement } from '../store/outbox.queries';
 import type { ClaimedDelivery } from './claimed-delivery';
 import { delivered, errorText, failed } from './delivery-outcome';
-import { HandlerScope, type BatchSavepoints } from './handler-scope';
+import { HandlerScope, NO_ACTIVE_TRANSACTION, type BatchProblem, type BatchState } from './handler-scope';
+
+/** How one batch transaction's handlers run (see `InProcessDispatcher.dispatch`). */
+export interface BatchRun {
+  tenantSetting: string;
+  tenantId: string;
+  /** The batch marker's value: the lease token (see `BATCH_MARKER`). */
+  marker: string;
+  /** Check each handler as it returns, at a round trip each (see `BatchState.careful`). */
+  careful: boolean;
+  /** Deliveries whose outcome is known already: their handlers are not called. */
+  settled?: ReadonlyMap<ClaimedDelivery, DeliveryOutcome>;
+  /** Restores the relay's session and batch context after a handler changed settings (see `resetSession`). */
+  restore: readonly SqlStatement[];
+}
+
+/** What a batch's handlers did: an outcome per delivery, or a problem that keeps the batch from committing. */
+export interface DispatchResult {
+  /** One per delivery, in order, as far as the handlers ran (all of them when there is no problem). */
+  outcomes: DeliveryOutcome[];
+  problem: BatchProblem | null;
+  /** The last handlers may have changed settings since the relay last restored its own: restore before the outcome. */
+  dirty: boolean;
+}
 
 /**
  * Calls in-process handlers for a batch of claimed deliveries, one after another, inside the caller's open
@@ -15,26 +39,48 @@ import { HandlerScope, type BatchSavepoints } from './handler-scope';
  */
 @Injectable()
 export class InProcessDispatcher {
-  /** Runs every delivery and says what happened to each. Never throws for a handler's failure. */
+  /**
+   * Runs every delivery and says what happened to each. Never throws for a handler's failure; stops at a
+   * handler that left the batch transaction unusable or in another tenant (`problem`).
+   */
   async dispatch(
     dataSource: DataSource,
     runner: QueryRunner,
     deliveries: readonly { delivery: ClaimedDelivery; consumer: OutboxConsumer }[],
-  ): Promise<DeliveryOutcome[]> {
+    run: BatchRun,
+  ): Promise<DispatchResult> {
     const outcomes: DeliveryOutcome[] = [];
-    const batch: BatchSavepoints = { pendingRelease: null };
-    let index = 0;
+    const batch: BatchState = {
+      pendingRelease: null,
+      tenantSetting: run.tenantSetting,
+      tenantId: run.tenantId,
+      marker: run.marker,
+      careful: run.careful,
+      restore: run.restore,
+      dirty: false,
+      last: null,
+      problem: null,
+    };
+    let index = -1;
     for (const { delivery, consumer } of deliveries) {
-      const name = `outbox_h${index++}`;
+      index++;
+      const known = run.settled?.get(delivery);
+      if (known) {
+        outcomes.push(known);
+        continue;
+      }
+      const name = `outbox_h${index}`;
+      const at = index;
       // The scope (and the context's manager) is made on first use: most handlers that do not touch the
       // database never ask, and then settling them costs nothing, not even an await.
       // (typed by an assertion: assigned in the getter, it must not narrow to null below)
       let scope = null as HandlerScope | null;
       let settled = false;
+      const deadline = Date.now() + consumer.timeoutMs;
       const context = {
         get manager() {
           if (scope === null) {
-            scope = new HandlerScope(dataSource, runner, name, consumer.name, batch);
+            scope = new HandlerScope(dataSource, runner, name, consumer.name, at, batch, deadline);
             // asked for only after the handler returned (a promise it left running): its queries will fail
             if (settled) scope.settleUnused();
           }
@@ -58,14 +104,39 @@ export class InProcessDispatcher {
         outcomes.push(delivered(delivery));
       } catch (error) {
         settled = true;
-        if (scope !== null) await scope.rollback();
-        const code = error instanceof OutboxHandlerTimeoutError ? 'timeout' : 'handlerError';
-        outcomes.push(failed(delivery, consumer, code, errorText(error)));
+        if (error instanceof OutboxTransactionEndedError) {
+          batch.problem ??= { index, error };
+          break;
+        }
+        try {
+          if (scope !== null) await scope.rollback();
+        } catch (rollbackError) {
+          // its savepoint is gone with the transaction: this handler (or, as the scope found, an earlier one) ended it
+          if (sqlState(rollbackError) !== NO_ACTIVE_TRANSACTION) throw rollbackError;
+          batch.problem ??= {
+            index,
+            error: new OutboxTransactionEndedError(messages.transactionEnded(consumer.name)),
+          };
+        }
+        // its query cancelled by the bound of its time left (see handlerContext): its timeout, whichever came first
+        const cancelled = sqlState(error) === QUERY_CANCELED && Date.now() >= deadline - TIMER_SLACK_MS;
+        const timedOut = error instanceof OutboxHandlerTimeoutError || cancelled;
+        const text = cancelled
+          ? messages.handlerTimeout(consumer.name, consumer.timeoutMs)
+          : errorText(error);
+        outcomes.push(failed(delivery, consumer, timedOut ? 'timeout' : 'handlerError', text));
       }
+      if (batch.problem) break;
     }
-    return outcomes;
+    return { outcomes, problem: batch.problem, dirty: batch.dirty };
   }
 }
+
+/** SQLSTATE `query_canceled` (a statement timeout). */
+const QUERY_CANCELED = '57014';
+
+/** How much earlier than the handler's timer the server may cancel its query (timers of two processes). */
+const TIMER_SLACK_MS = 50;
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as PromiseLike<unknown> | null)?.then === 'function';

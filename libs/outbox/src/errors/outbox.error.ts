@@ -30,3 +30,6 @@ export class OutboxConfigurationError extends OutboxError {
 export class OutboxHandlerTimeoutError extends OutboxError {
   readonly code = 'timeout';
 }
+
+/** A handler ended the batch transaction it was given (see `messages.transactionEnded`). */
+export class OutboxTransactionEndedError extends OutboxError {}

@@ -43,6 +43,21 @@ export const messages = {
     `option ${field} must be ${expected}, got ${describe(value)}`,
   handlerTimeout: (consumer: string, ms: number): string =>
     `handler ${consumer} did not settle within ${ms} ms`,
+  tenantChanged: (consumer: string, tenantSetting: string, value: unknown, tenantId: string): string =>
+    `handler ${consumer} changed ${tenantSetting} to ${describe(value)} in the batch of tenant ${tenantId}; ` +
+    "handlers run in their event's tenant context: to act for another tenant, open a transaction of your own",
+  transactionEnded: (consumer: string): string =>
+    `handler ${consumer} ended the batch transaction (COMMIT, ROLLBACK or the like on its connection); the outbox ` +
+    'owns that transaction and commits it with the outcomes: use context.manager.transaction() for a nested one',
+  transactionControl: (consumer: string, what: string): string =>
+    `handler ${consumer} tried ${what} through context.manager, which was refused: the outbox owns the batch ` +
+    'transaction and commits it with the outcomes; use context.manager.transaction() for a nested one',
+  transactionLeftOpen: (consumer: string): string =>
+    `handler ${consumer} returned with a nested transaction (queryRunner.startTransaction()) still open; ` +
+    'commit or roll it back before returning, or use context.manager.transaction()',
+  deferredViolation: (consumer: string, error: string): string =>
+    `handler ${consumer} left a deferred constraint violated (checked when it returned): ${error}`,
+  batchFailed: (error: string): string => `the batch transaction failed: ${error}`,
   managerAfterSettle: (consumer: string): string =>
     `handler ${consumer} used context.manager after it returned or timed out; await every query inside the handler`,
   badInteger: (field: string, min: number, max: number | null, value: unknown): string =>

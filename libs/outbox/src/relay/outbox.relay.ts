@@ -22,6 +22,9 @@ import * as q from '../store/outbox.queries';
 import { LeaseVacuum } from '../maintenance/lease-vacuum';
 import { addRound, emptyRound, type RelayRoundResult } from './relay-round';
 import { sqlState } from '../errors/sql-state';
+import { OutboxError, OutboxTransactionEndedError } from '../errors/outbox.error';
+import { messages } from '../errors/outbox.messages';
+import type { BatchRun } from '../delivery/in-process.dispatcher';
 
 /** A claimed delivery with the consumer that will take it. */
 interface Assigned {
@@ -66,6 +69,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   /** When the last `outbox_due_tenants` scan ran, and whether it listed every due tenant. */
   private lastScan = { at: 0, complete: false };
   private lastRoundEndedAt: Date | null = null;
+  /** Events (and due deliveries) a claim takes: `relay.batchSize`, less after a claim that timed out. */
+  private claimLimit: number;
 
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
@@ -75,7 +80,9 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly external: ExternalDispatcher,
     private readonly leaseVacuum: LeaseVacuum,
     private readonly moduleRef: ModuleRef,
-  ) {}
+  ) {
+    this.claimLimit = options.relay.batchSize;
+  }
 
   async onApplicationBootstrap(): Promise<void> {
     if (!this.options.relay.enabled) return;
@@ -274,8 +281,9 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
         if (this.stopping) return;
         const run = await this.processTenant(due, overlap);
         // A full batch: more is waiting, the next round can come straight back here.
-        if (run.result.eventsClaimed >= batchSize) this.hinted.add(due.tenant_id);
-        if (run.result.eventsClaimed >= batchSize || run.result.deliveriesClaimed >= batchSize) full = true;
+        // (of the size it claimed: smaller than batchSize after a claim that outlived its bound, see `claim`)
+        if (run.result.eventsClaimed >= run.limit) this.hinted.add(due.tenant_id);
+        if (run.result.eventsClaimed >= run.limit || run.result.deliveriesClaimed >= run.limit) full = true;
         results.push(run.result);
         settled.push(run.settled);
       }
@@ -315,7 +323,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private async processTenant(
     { tenant_id: tenantId, has_new: hasNew, has_due: hasDue }: DueTenant,
     overlap: boolean,
-  ): Promise<{ result: RelayRoundResult; settled: Promise<void> }> {
+  ): Promise<{ result: RelayRoundResult; settled: Promise<void>; limit: number }> {
     const result = { ...emptyRound(), tenants: 1 };
     const leaseToken = randomUUID();
     const tenantConsumers = await this.registry.tenantConsumers(tenantId);
@@ -326,8 +334,9 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     let settled = Promise.resolve();
     // once the local batch takes the connection over, its commit releases it
     let handedOver = false;
+    let claimLimit = this.options.relay.batchSize;
     try {
-      const { claimed, events } = await this.claim(
+      const { claimed, events, limit } = await this.claim(
         connection,
         { tenantId, hasNew, hasDue },
         tenantConsumers,
@@ -335,32 +344,39 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       );
       result.eventsClaimed = events;
       result.deliveriesClaimed = claimed.length;
+      claimLimit = limit;
       if (claimed.length === 0) {
         // Nothing to do: the (empty) batch transaction is rolled back without holding the round up.
         handedOver = true;
         settled = this.inBackground(connection.release());
-        return { result, settled };
+        return { result, settled, limit: claimLimit };
       }
 
       const local: Assigned[] = [];
       const remote: Assigned[] = [];
-      const unclaimed: q.DeliveryOutcome[] = [];
+      const unclaimed: Settled[] = [];
       for (const delivery of claimed) {
         const consumer = consumerNamed(delivery.consumerName);
         if (!consumer) {
           // Claimed for a tenant-scoped consumer removed in between: give the attempt back; it waits as pending.
           unclaimed.push({
-            ...outcomeTarget(delivery),
-            status: 'deferred',
-            errorCode: 'consumerUnavailable',
-            error: `consumer ${delivery.consumerName} is not available on this instance`,
-            retryInMs: this.options.relay.leaseMs,
+            delivery,
+            outcome: {
+              ...outcomeTarget(delivery),
+              status: 'deferred',
+              errorCode: 'consumerUnavailable',
+              error: `consumer ${delivery.consumerName} is not available on this instance`,
+              retryInMs: this.options.relay.leaseMs,
+            },
           });
         } else if (delivery.recovered && delivery.attempt > consumer.maxAttempts) {
           // Attempts kept starting and never finishing: the process likely dies on this event. Stop here.
-          unclaimed.push(
-            failed(delivery, consumer, 'staleLeaseRecovered', poisonMessage(delivery), { dead: true }),
-          );
+          unclaimed.push({
+            delivery,
+            outcome: failed(delivery, consumer, 'staleLeaseRecovered', poisonMessage(delivery), {
+              dead: true,
+            }),
+          });
         } else {
           (consumer.kind === 'handler' ? local : remote).push({ delivery, consumer });
         }
@@ -379,7 +395,14 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
           overlap,
         ));
       } else {
-        if (unclaimed.length > 0) await this.record(tenantId, unclaimed, leaseToken, result, connection);
+        if (unclaimed.length > 0)
+          await this.record(
+            tenantId,
+            unclaimed.map((u) => u.outcome),
+            leaseToken,
+            result,
+            connection,
+          );
         // No transaction stays open, and no connection is held, across network I/O.
         await connection.release();
       }
@@ -390,7 +413,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
           leaseToken,
           result,
         );
-      return { result, settled };
+      return { result, settled, limit: claimLimit };
     } finally {
       if (!handedOver) await connection.release();
     }
@@ -403,11 +426,39 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
    */
   private async claim(
     connection: RoundConnection,
+    due: { tenantId: string; hasNew: boolean; hasDue: boolean },
+    tenantConsumers: readonly OutboxConsumer[],
+    leaseToken: string,
+  ): Promise<{ claimed: ClaimedDelivery[]; events: number; limit: number }> {
+    const { leaseMs, batchSize } = this.options.relay;
+    for (;;) {
+      const limit = this.claimLimit;
+      const began = Date.now();
+      try {
+        const claimed = await this.claimUpTo(limit, connection, due, tenantConsumers, leaseToken);
+        // A claim that came back full well within its bound: the next may take more, up to relay.batchSize.
+        if (limit < batchSize && claimed.full && Date.now() - began < leaseMs / 4)
+          this.claimLimit = Math.min(batchSize, limit * 2);
+        return { ...claimed, limit };
+      } catch (error) {
+        // Its own bound (relay.leaseMs) is too short for a claim of this size here: take fewer at a time.
+        if (sqlState(error) !== QUERY_CANCELED || limit === 1) throw error;
+        this.claimLimit = Math.max(1, Math.floor(limit / 2));
+        this.logger.warn(
+          `a claim of ${limit} for tenant ${due.tenantId} outlived its statement bound (relay.leaseMs = ${leaseMs} ms); claiming ${this.claimLimit} at a time`,
+        );
+      }
+    }
+  }
+
+  private async claimUpTo(
+    limit: number,
+    connection: RoundConnection,
     { tenantId, hasNew, hasDue }: { tenantId: string; hasNew: boolean; hasDue: boolean },
     tenantConsumers: readonly OutboxConsumer[],
     leaseToken: string,
-  ): Promise<{ claimed: ClaimedDelivery[]; events: number }> {
-    const { leaseMs, batchSize } = this.options.relay;
+  ): Promise<{ claimed: ClaimedDelivery[]; events: number; full: boolean }> {
+    const { leaseMs } = this.options.relay;
     const hosted =
       tenantConsumers.length === 0
         ? this.registry.names()
@@ -423,16 +474,14 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
             inProcess,
             tenantConsumers,
             liveWithinMs: this.options.registry.liveWithinMs,
-            limit: batchSize,
+            limit,
             leaseToken,
             leaseMs,
           })
         : null,
-      claimDue
-        ? q.claimDueDeliveries({ tenantId, consumers: hosted, limit: batchSize, leaseToken, leaseMs })
-        : null,
+      claimDue ? q.claimDueDeliveries({ tenantId, consumers: hosted, limit, leaseToken, leaseMs }) : null,
     ];
-    const opening = inProcess.length > 0 ? [this.context(tenantId)] : null;
+    const opening = inProcess.length > 0 ? [this.batchContext(tenantId, leaseToken)] : null;
     for (let claims = 1; ; claims++) {
       const {
         claimed: [, fanOutRows, dueRows],
@@ -443,7 +492,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       // lease upsert leaves them to it. When that is all this claim found, claim again, with a fresh snapshot.
       const empty = fresh.deliveries.length === 0 && fresh.events === 0 && due.length === 0;
       if (!empty || fresh.lost === 0 || claims >= MAX_CLAIMS_PER_ROUND) {
-        return { claimed: [...fresh.deliveries, ...due], events: fresh.events };
+        const full = fresh.events >= limit || due.length >= limit;
+        return { claimed: [...fresh.deliveries, ...due], events: fresh.events, full };
       }
     }
   }
@@ -472,10 +522,11 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
 
   /**
    * In-process handlers: one transaction for the batch (begun with the claim, or now), committed with the
-   * statement that records the outcomes — fenced, so a lease lost mid-run rolls the batch back. Takes the
+   * statement that records the outcomes — fenced, so a lease lost mid-run rolls the batch back, and guarded
+   * (`batchGuard`), so the outcomes are written only in the batch's own transaction, in its tenant. Takes the
    * connection over: it is released once the commit is done. With `overlap`, returns as soon as the commit is
    * sent (`settled` resolves when it is done), so the next batch can be claimed meanwhile; commits go one at a
-   * time, each after the previous one is done.
+   * time, each after the previous one is done. A batch that cannot be committed is narrowed (see `narrow`).
    */
   private async runLocal(
     connection: RoundConnection,
@@ -483,33 +534,39 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     assigned: Assigned[],
     leaseToken: string,
     result: RelayRoundResult,
-    unclaimed: q.DeliveryOutcome[],
+    unclaimed: Settled[],
     overlap: boolean,
   ): Promise<{ settled: Promise<void> }> {
     let outcomes: q.DeliveryOutcome[];
+    let dirty: boolean;
     try {
-      await connection.begin([this.context(tenantId)]);
-      outcomes = [
-        ...unclaimed,
-        ...(await this.inProcess.dispatch(this.store.dataSource(), connection.runner, assigned)),
-      ];
+      await connection.begin([this.batchContext(tenantId, leaseToken)]);
+      const run = await this.inProcess.dispatch(
+        this.store.dataSource(),
+        connection.runner,
+        assigned,
+        this.batchRun(tenantId, leaseToken, false),
+      );
+      if (run.problem) throw run.problem.error;
+      outcomes = [...unclaimed.map((u) => u.outcome), ...run.outcomes];
+      dirty = run.dirty;
     } catch (error) {
-      await connection.release();
-      await this.batchFailed(error, tenantId, assigned, leaseToken, result, unclaimed);
+      try {
+        await this.batchFailed(error, tenantId, assigned, leaseToken, result, unclaimed, connection, null);
+      } finally {
+        await connection.release();
+      }
       return { settled: Promise.resolve() };
     }
     count(outcomes, result);
     await this.finishing;
     this.committing++;
     const commit = connection
-      .commit([q.recordOutcomes(outcomes, leaseToken, { fenced: true })])
+      .commit(this.closing(tenantId, leaseToken, outcomes, dirty))
       .then(
-        ([recorded]) => {
-          // the outcome statement says how many event leases it deleted
-          const vacuum = this.leaseVacuum.noteReleased((recorded as { released: number }[])[0]!.released);
-          if (vacuum) void this.inBackground(vacuum);
-        },
-        (error: unknown) => this.batchFailed(error, tenantId, assigned, leaseToken, result, unclaimed),
+        (closed) => this.noteReleased(closed),
+        (error: unknown) =>
+          this.batchFailed(error, tenantId, assigned, leaseToken, result, unclaimed, connection, outcomes),
       )
       .finally(() => this.committing--);
     const settled = this.inBackground(commit);
@@ -523,9 +580,46 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   /**
-   * The batch transaction failed (a lease taken over, connection lost, a statement refused): every handler's
-   * writes were rolled back, so each claimed delivery counts as a failed attempt, recorded in a fresh transaction
-   * (fenced as usual: those whose lease another relay holds now are left to it).
+   * The closing statements of a batch transaction, sent with its `commit`: guard, the session reset when the
+   * last handlers changed settings (`dirty`), the relay's context, the outcomes (last).
+   */
+  private closing(
+    tenantId: string,
+    leaseToken: string,
+    outcomes: q.DeliveryOutcome[],
+    dirty: boolean,
+  ): q.SqlStatement[] {
+    return [
+      q.batchGuard(this.options.tenantSetting, tenantId, leaseToken),
+      ...(dirty ? q.resetSession() : []),
+      this.context(tenantId),
+      q.recordOutcomes(outcomes, leaseToken, { fenced: true }),
+    ];
+  }
+
+  /** After a batch's commit: the outcome statement (the last one) says how many event leases it deleted. */
+  private noteReleased(closed: unknown[][]): void {
+    const recorded = closed[closed.length - 1] as { released: number }[];
+    const vacuum = this.leaseVacuum.noteReleased(recorded[0]!.released);
+    if (vacuum) void this.inBackground(vacuum);
+  }
+
+  private batchRun(tenantId: string, leaseToken: string, careful: boolean): BatchRun {
+    return {
+      tenantSetting: this.options.tenantSetting,
+      tenantId,
+      marker: leaseToken,
+      careful,
+      restore: [...q.resetSession(), this.batchContext(tenantId, leaseToken)],
+    };
+  }
+
+  /**
+   * The batch transaction failed (a lease taken over, connection lost, a statement refused, a handler that
+   * ended the transaction or changed its tenant): every handler's writes were rolled back. A failure that one
+   * delivery may have caused is narrowed to it (see `narrow`); a lost lease or a broken connection fails every
+   * claimed delivery, recorded on the batch's own connection (fenced as usual: those whose lease another relay
+   * holds now are left to it). `counted`: outcomes already counted in `result`.
    */
   private async batchFailed(
     error: unknown,
@@ -533,8 +627,21 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     assigned: Assigned[],
     leaseToken: string,
     result: RelayRoundResult,
-    unclaimed: q.DeliveryOutcome[],
+    unclaimed: Settled[],
+    connection: RoundConnection,
+    counted: q.DeliveryOutcome[] | null,
   ): Promise<void> {
+    if (counted) count(counted, result, -1);
+    // a failure before the commit leaves the batch transaction open (aborted, or holding the handlers' writes)
+    await connection.rollback();
+    if (narrowable(error) && !connection.released) {
+      this.logger.warn(
+        `batch of ${assigned.length} deliveries for tenant ${tenantId} was rolled back (${errorText(error)}); ` +
+          'running it again, in parts, to find the deliveries that caused it',
+      );
+      await this.narrow(connection, tenantId, byEvent(assigned, unclaimed), leaseToken, result);
+      return;
+    }
     if (sqlState(error) === q.LEASE_LOST_SQLSTATE) {
       this.logger.warn(`batch of ${assigned.length} deliveries for tenant ${tenantId}: ${errorText(error)}`);
     } else {
@@ -542,11 +649,102 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
         `batch of ${assigned.length} deliveries for tenant ${tenantId} failed and was rolled back: ${errorText(error)}`,
       );
     }
-    Object.assign(result, { succeeded: 0, failed: 0, dead: 0 });
-    const outcomes = assigned.map(({ delivery, consumer }) =>
-      failed(delivery, consumer, 'batchError', `the batch transaction failed: ${errorText(error)}`),
-    );
-    await this.record(tenantId, [...unclaimed, ...outcomes], leaseToken, result);
+    await this.charge(connection, tenantId, [{ assigned, unclaimed }], leaseToken, result, error, new Map());
+  }
+
+  /**
+   * Finds the deliveries that made a batch fail, with its leases still held and no attempt charged to the
+   * others: the batch's events run again, every handler checked as it returns (careful mode: a deferred
+   * constraint violated, the tenant changed, the transaction ended — each fails the handler that did it, alone);
+   * a part that still fails is split in two, by event (the in-process pairs of one event are recorded together,
+   * with its lease), down to one event, whose deliveries are then charged with the failure. A handler that ended
+   * the batch transaction is failed and the part runs again without it. All on the batch's own connection.
+   */
+  private async narrow(
+    connection: RoundConnection,
+    tenantId: string,
+    groups: EventGroup[],
+    leaseToken: string,
+    result: RelayRoundResult,
+  ): Promise<void> {
+    const known = new Map<ClaimedDelivery, q.DeliveryOutcome>();
+    const parts: EventGroup[][] = [groups];
+    while (parts.length > 0) {
+      const part = parts.shift()!;
+      const error = await this.runCarefully(connection, tenantId, part, leaseToken, result, known);
+      if (error === null) continue;
+      if (part.length > 1 && narrowable(error) && !connection.released) {
+        const half = Math.ceil(part.length / 2);
+        parts.unshift(part.slice(0, half), part.slice(half));
+        continue;
+      }
+      if (sqlState(error) !== q.LEASE_LOST_SQLSTATE) {
+        this.logger.error(
+          `event ${part[0]!.assigned[0]?.delivery.eventId ?? '(none)'} for tenant ${tenantId} fails its batch on its own: ${errorText(error)}`,
+        );
+      }
+      await this.charge(connection, tenantId, part, leaseToken, result, error, known);
+    }
+  }
+
+  /**
+   * Runs a part of a batch in careful mode and commits it; returns null, or the error that failed it. A handler
+   * that ended the transaction is settled as failed in `known`, and the part runs again without it.
+   */
+  private async runCarefully(
+    connection: RoundConnection,
+    tenantId: string,
+    part: EventGroup[],
+    leaseToken: string,
+    result: RelayRoundResult,
+    known: Map<ClaimedDelivery, q.DeliveryOutcome>,
+  ): Promise<unknown> {
+    const assigned = part.flatMap((g) => g.assigned);
+    const unclaimed = part.flatMap((g) => g.unclaimed.map((u) => u.outcome));
+    for (;;) {
+      try {
+        await connection.begin([this.batchContext(tenantId, leaseToken)]);
+        const run = await this.inProcess.dispatch(this.store.dataSource(), connection.runner, assigned, {
+          ...this.batchRun(tenantId, leaseToken, true),
+          settled: known,
+        });
+        if (run.problem) {
+          const { delivery, consumer } = assigned[run.problem.index]!;
+          if (!(run.problem.error instanceof OutboxTransactionEndedError) || known.has(delivery))
+            throw run.problem.error;
+          known.set(delivery, failed(delivery, consumer, 'transactionControl', run.problem.error.message));
+          await connection.rollback();
+          continue;
+        }
+        const outcomes = [...unclaimed, ...run.outcomes];
+        this.noteReleased(await connection.commit(this.closing(tenantId, leaseToken, outcomes, run.dirty)));
+        count(outcomes, result);
+        return null;
+      } catch (error) {
+        await connection.rollback();
+        return error;
+      }
+    }
+  }
+
+  /** Records every delivery of `part` not settled in `known` as failed by `error` (see `batchFailed`). */
+  private async charge(
+    connection: RoundConnection,
+    tenantId: string,
+    part: readonly { assigned: Assigned[]; unclaimed: Settled[] }[],
+    leaseToken: string,
+    result: RelayRoundResult,
+    error: unknown,
+    known: ReadonlyMap<ClaimedDelivery, q.DeliveryOutcome>,
+  ): Promise<void> {
+    const text = messages.batchFailed(errorText(error));
+    const outcomes = part.flatMap((g) => [
+      ...g.unclaimed.map((u) => u.outcome),
+      ...g.assigned.map(
+        ({ delivery, consumer }) => known.get(delivery) ?? failed(delivery, consumer, 'batchError', text),
+      ),
+    ]);
+    await this.record(tenantId, outcomes, leaseToken, result, connection);
   }
 
   /**
@@ -582,7 +780,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   /**
    * Records outcomes in a short transaction of their own (or in the round's open transaction), not fenced as a
    * batch: outcomes whose lease another relay took are left out and counted as `leaseLost`. A failure is logged
-   * and the leases expire.
+   * and the leases expire. With `connection`, on that connection: a round that holds one never asks the pool
+   * for a second (with a pool of one, that would wait forever).
    */
   private async record(
     tenantId: string,
@@ -595,7 +794,11 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       const statement = q.recordOutcomes(outcomes, leaseToken);
       const [recorded] = connection?.inTransaction
         ? await connection.commit([statement])
-        : (await this.store.atomically([this.context(tenantId), statement])).slice(1);
+        : (
+            await (connection && !connection.released
+              ? connection.atomically([this.context(tenantId), statement])
+              : this.store.atomically([this.context(tenantId), statement]))
+          ).slice(1);
       count(outcomes, result);
       result.leaseLost += outcomes.length - (recorded as { recorded: number }[])[0]!.recorded;
     } catch (error) {
@@ -609,7 +812,17 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private context(tenantId: string, options: { durable?: boolean } = {}): q.SqlStatement {
     return q.setTransactionContext(this.options.tenantSetting, tenantId, this.options.relay.leaseMs, options);
   }
+
+  /** The context of a batch transaction, marked with its lease token (see `BATCH_MARKER`). */
+  private batchContext(tenantId: string, leaseToken: string): q.SqlStatement {
+    return q.setTransactionContext(this.options.tenantSetting, tenantId, this.options.relay.leaseMs, {
+      batch: leaseToken,
+    });
+  }
 }
+
+/** SQLSTATE `query_canceled`: a statement ran past its `statement_timeout`. */
+const QUERY_CANCELED = '57014';
 
 /** Claims in a row for one tenant when each found only events other relays had just leased (see `claim`). */
 const MAX_CLAIMS_PER_ROUND = 3;
@@ -640,12 +853,50 @@ interface DueTenant {
   has_due: boolean;
 }
 
-function count(outcomes: readonly q.DeliveryOutcome[], result: RelayRoundResult): void {
+/** Adds the outcomes to the counts of `result` (`by` -1: takes them back out). */
+function count(outcomes: readonly q.DeliveryOutcome[], result: RelayRoundResult, by = 1): void {
   for (const outcome of outcomes) {
-    if (outcome.status === 'delivered') result.succeeded++;
-    else if (outcome.status === 'dead') result.dead++;
-    else result.failed++;
+    if (outcome.status === 'delivered') result.succeeded += by;
+    else if (outcome.status === 'dead') result.dead += by;
+    else result.failed += by;
   }
+}
+
+/** A claimed delivery settled without a handler (its consumer is gone, or its attempts kept dying). */
+interface Settled {
+  delivery: ClaimedDelivery;
+  outcome: q.DeliveryOutcome;
+}
+
+/** The deliveries of one event in a batch: the smallest part whose outcomes can be recorded (see `narrow`). */
+interface EventGroup {
+  assigned: Assigned[];
+  unclaimed: Settled[];
+}
+
+/** Groups a batch by event, in the batch's order. */
+function byEvent(assigned: readonly Assigned[], unclaimed: readonly Settled[]): EventGroup[] {
+  const groups = new Map<string, EventGroup>();
+  const group = (eventId: string): EventGroup => {
+    let g = groups.get(eventId);
+    if (!g) groups.set(eventId, (g = { assigned: [], unclaimed: [] }));
+    return g;
+  };
+  for (const a of assigned) group(a.delivery.eventId).assigned.push(a);
+  for (const u of unclaimed) group(u.delivery.eventId).unclaimed.push(u);
+  return [...groups.values()];
+}
+
+/**
+ * Whether a batch's failure may come from one of its deliveries, and running parts of it again may find which:
+ * a statement refused by PostgreSQL, or a handler's misdeed found by the relay. Not a lost lease (the batch is
+ * another relay's now), nor a connection that broke or a server shutting down (nothing to run it on).
+ */
+function narrowable(error: unknown): boolean {
+  if (error instanceof OutboxError) return true;
+  const state = sqlState(error);
+  if (state === undefined || state === q.LEASE_LOST_SQLSTATE) return false;
+  return !state.startsWith('08') && !state.startsWith('57P');
 }
 
 function poisonMessage(delivery: ClaimedDelivery): string {

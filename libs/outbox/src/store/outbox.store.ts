@@ -254,6 +254,11 @@ export class RoundConnection {
     return this.open;
   }
 
+  /** True once the connection went back to the pool. */
+  get released(): boolean {
+    return this.runner.isReleased;
+  }
+
   /**
    * `begin; …claim; commit` (`null`s as in `OutboxStore.atomically`), and with `opening`, `begin; …opening` in
    * the same round trip, leaving the batch transaction open. Returns the claim's rows and the opening's. A
@@ -307,6 +312,17 @@ export class RoundConnection {
     // As TypeORM's own commit does: subscribers (the wake-up of events a handler enqueued) see it.
     await this.runner.broadcaster.broadcast('AfterTransactionCommit');
     return rows.slice(0, -1);
+  }
+
+  /**
+   * Runs statements as one short transaction of their own on this connection (`begin; …; commit`, one round
+   * trip; `null`s as in `OutboxStore.atomically`), after the batch transaction is closed: a batch's failure is
+   * recorded on the connection the batch holds, never on a second one that a small pool may not have.
+   */
+  async atomically(statements: readonly Step[]): Promise<unknown[][]> {
+    if (this.open) await this.rollback();
+    const rows = await this.guard(() => this.send(this.runner, ['begin', ...statements, 'commit']));
+    return rows.slice(1, -1);
   }
 
   /** Rolls the batch transaction back, if open. */

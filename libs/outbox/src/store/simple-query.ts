@@ -54,7 +54,8 @@ export async function sendSimpleQuery(
  * Runs `prefix` (statements without results worth keeping, such as `savepoint …`) and a query in one round trip
  * on a runner's connection, and answers as `runner.query(query, parameters, structured)` would: same result
  * shape, same `QueryFailedError`, the same logger and subscriber calls (with the prefix shown before the
- * query). `inlined` is the query with its parameters written as literals (see `inlineParameters`).
+ * query). `inlined` is the query with its parameters written as literals (see `inlineParameters`); `inspect`
+ * is given the prefix's results.
  */
 export async function queryWithPrefix(
   runner: QueryRunner,
@@ -63,6 +64,7 @@ export async function queryWithPrefix(
   parameters: unknown[] | undefined,
   inlined: string,
   structured = false,
+  inspect?: (prefixResults: PgResult[]) => void,
 ): Promise<unknown> {
   let raw: PgResult;
   try {
@@ -70,6 +72,7 @@ export async function queryWithPrefix(
       text: `${prefix};\n${query}`,
       parameters,
     });
+    inspect?.(results.slice(0, -1));
     raw = results[results.length - 1]!;
   } catch (error) {
     throw new QueryFailedError(query, parameters, error as Error);

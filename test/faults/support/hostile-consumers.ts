@@ -1,0 +1,96 @@
+import { createHash } from 'node:crypto';
+import type { OutboxEvent, OutboxHandlerContext } from '@app/outbox';
+
+/** The hostile-handlers scenario's tables: effects (no unique key: a duplicate is a second row) and a deferred foreign key. */
+export const HOSTILE_SCENARIO_SQL = [
+  `create table hostile_effects (
+     id bigint generated always as identity primary key,
+     event_id uuid not null,
+     consumer text not null,
+     at timestamptz not null default clock_timestamp()
+   )`,
+  'create table hostile_parent (id uuid primary key)',
+  'create table hostile_child (parent_id uuid not null references hostile_parent (id) deferrable initially deferred)',
+];
+
+/** Writes one effect row in the delivery's transaction. */
+export async function recordHostileEffect(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+  await context.manager.query('insert into hostile_effects (event_id, consumer) values ($1, $2)', [
+    event.eventId,
+    context.consumer,
+  ]);
+}
+
+/** What the hostile consumer does, by a roll of the event id and attempt (reproducible per event). */
+export const HOSTILE_ACTS = [
+  'unprintable',
+  'deferred-violation',
+  'commit',
+  'rollback',
+  'session-settings',
+  'tenant-change',
+  'sleep-past-timeout',
+] as const;
+
+function unprintable(roll: number): unknown {
+  if (roll % 3 === 0) return Object.create(null);
+  if (roll % 3 === 1)
+    return {
+      toString(): string {
+        throw new Error('no');
+      },
+    };
+  const error = new Error('hidden');
+  Object.defineProperty(error, 'message', {
+    get(): string {
+      throw new Error('no message');
+    },
+  });
+  return error;
+}
+
+/**
+ * About one call in three misbehaves, each act about as often as the others (sleeping past its timeout rarer:
+ * 1 in 60). Returns false when it behaved (the caller then writes its effect).
+ */
+export async function hostileAct(event: OutboxEvent, context: OutboxHandlerContext): Promise<boolean> {
+  const roll = createHash('sha1').update(`${event.eventId}:${context.attempt}`).digest().readUInt32BE(0) % 60;
+  const m = context.manager;
+  switch (roll) {
+    case 0:
+    case 1:
+    case 2:
+      throw unprintable(roll);
+    case 3:
+    case 4:
+    case 5:
+      await m.query('insert into hostile_child (parent_id) values (gen_random_uuid())');
+      return true;
+    case 6:
+    case 7:
+      await m.query('commit');
+      return true;
+    case 8:
+    case 9:
+      await m.query('rollback');
+      return true;
+    case 10:
+      await m.query('set default_transaction_read_only = on');
+      return true;
+    case 11:
+      await m.query('set search_path = pg_catalog');
+      return true;
+    case 12:
+      await m.query(`select set_config('app.current_tenant_id', $1, false)`, [event.tenantId]);
+      return true;
+    case 13:
+    case 14:
+      await m.query(`select set_config('app.current_tenant_id', gen_random_uuid()::text, true)`);
+      return true;
+    case 15:
+      await m.query('select pg_sleep(10)');
+      return true;
+    default:
+      return false;
+  }
+}

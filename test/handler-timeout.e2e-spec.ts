@@ -1,0 +1,91 @@
+import { Injectable } from '@nestjs/common';
+import { Client } from 'pg';
+import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from '@app/outbox';
+import { buildApp, type TestApp } from './support/build-app';
+import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { EFFECTS_TABLE_SQL, recordEffect } from './support/effects';
+
+const SLEEPING = '71000000-0000-4000-8000-000000000001';
+const WAITING = '72000000-0000-4000-8000-000000000002';
+const HEALTHY = '73000000-0000-4000-8000-000000000003';
+const EVENT = 'test.stuck.v1';
+const TIMEOUT_MS = 300;
+
+/** By the event's kind: a query that sleeps far past the handler's timeout, a lock wait that never ends, or an effect. */
+@Injectable()
+class StuckHandlers {
+  @OnOutboxEvent(EVENT, { consumer: 'stuck', timeoutMs: TIMEOUT_MS, maxAttempts: 1 })
+  async handle(event: OutboxEvent<{ kind: string }>, context: OutboxHandlerContext): Promise<void> {
+    if (event.data.kind === 'sleep') await context.manager.query('select pg_sleep(30)');
+    else if (event.data.kind === 'lock') {
+      // a first query, then the lock wait: the bound must cover every query, not only the first
+      await context.manager.query('select 1');
+      await context.manager.query('update locked_rows set n = n + 1');
+    } else await recordEffect(event, context);
+  }
+}
+
+/** Rejects when `work` has not settled within `ms`: a hang fails the test instead of timing it out. */
+function within<T>(ms: number, work: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    work,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what} did not return within ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * A handler's timeout stops its running query: one handler sleeping in the database, or waiting for a lock
+ * that is never released, delays the relay — every tenant — by its own timeout, not by its query.
+ */
+describe('a handler whose query outlives its timeout', () => {
+  let db: TestDatabase;
+  let t: TestApp;
+  let holder: Client;
+  beforeAll(async () => {
+    db = await createTestDatabase([
+      EFFECTS_TABLE_SQL,
+      'create table locked_rows (n int not null)',
+      'insert into locked_rows values (0)',
+    ]);
+    t = await buildApp({ url: db.url, providers: [StuckHandlers] });
+    // an abandoned lock: held by a session that never commits (until the test ends)
+    holder = new Client({ connectionString: db.url });
+    await holder.connect();
+    await holder.query('begin');
+    await holder.query('lock table locked_rows in exclusive mode');
+  });
+  afterAll(async () => {
+    await holder?.end();
+    await t?.close();
+    await db?.drop();
+  });
+
+  it('has its query cancelled at its timeout, and the other tenants are served', async () => {
+    const enqueue = (tenantId: string, kind: string) =>
+      t.dataSource.transaction((m) => t.outbox.enqueue(m, { tenantId, eventName: EVENT, payload: { kind } }));
+    await enqueue(SLEEPING, 'sleep');
+    await enqueue(WAITING, 'lock');
+    const healthy = await enqueue(HEALTHY, 'effect');
+    // 10 s: far more than three handler timeouts, far less than the sleep or the lock wait
+    const round = await within(10_000, t.relay.drain(), 'drain()');
+    expect(round).toMatchObject({ succeeded: 1, dead: 2 });
+    expect(await db.sql('select event_id from test_effects')).toEqual([{ event_id: healthy }]);
+    const stuck = await db.sql<{ tenant_id: string; error_code: string }>(
+      `select tenant_id, error_code from outbox_deliveries where status = 'dead' order by tenant_id`,
+    );
+    expect(stuck).toEqual([
+      { tenant_id: SLEEPING, error_code: 'timeout' },
+      { tenant_id: WAITING, error_code: 'timeout' },
+    ]);
+    // nothing of theirs still runs on the server
+    expect(
+      await db.sql(
+        `select count(*)::int as n from pg_stat_activity
+          where pid <> pg_backend_pid() and state = 'active' and (query like '%pg_sleep(30)%' or query like '%update locked_rows%')`,
+      ),
+    ).toEqual([{ n: 0 }]);
+  });
+});
