@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { OutboxEvent, OutboxHandlerContext } from '@app/outbox';
+import type { OutboxEvent, OutboxHandlerContext } from 'nestjs-pg-outbox';
 
 /** The hostile-handlers scenario's tables: effects (no unique key: a duplicate is a second row) and a deferred foreign key. */
 export const HOSTILE_SCENARIO_SQL = [

@@ -6,7 +6,7 @@
  */
 import 'reflect-metadata';
 import { Injectable } from '@nestjs/common';
-import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from '@app/outbox';
+import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { buildApp } from '../../support/build-app';
 import { hostileAct, recordHostileEffect } from './hostile-consumers';
 
