@@ -7,7 +7,7 @@ import {
   heartbeatConsumers,
   mayVacuumLeases,
   recordOutcomes,
-} from '../libs/outbox/src/store/outbox.queries';
+} from '../libs/outbox/src/store/sql';
 import { inlineStatement } from '../libs/outbox/src/store/inline-statement';
 import { buildApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';

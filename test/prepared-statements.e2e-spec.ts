@@ -6,7 +6,7 @@ import {
   fanOutPendingEvents,
   recordOutcomes,
   type SqlStatement,
-} from '../libs/outbox/src/store/outbox.queries';
+} from '../libs/outbox/src/store/sql';
 import { executePrepared, preparePrepared } from '../libs/outbox/src/store/inline-statement';
 import { buildApp, type TestApp } from './support/build-app';
 import { waitFor } from './support/wait-for';

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { OUTBOX_DEFAULTS, OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
-import { fanOutPendingEvents, setTransactionContext } from '../libs/outbox/src/store/outbox.queries';
+import { fanOutPendingEvents, setTransactionContext } from '../libs/outbox/src/store/sql';
 import { executePrepared } from '../libs/outbox/src/store/inline-statement';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';

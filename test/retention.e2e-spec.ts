@@ -1,6 +1,6 @@
 import { Client } from 'pg';
 import { OutboxRetention } from 'nestjs-pg-outbox';
-import { RETENTION_LOCK } from '../libs/outbox/src/store/admin.queries';
+import { RETENTION_LOCK } from '../libs/outbox/src/store/sql/admin';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { buildApp, type TestApp } from './support/build-app';
 import { createLoginRole, type TestRole } from './support/test-roles';

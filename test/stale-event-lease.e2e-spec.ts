@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { OnOutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
-import { fanOutPendingEvents, heartbeatConsumers } from '../libs/outbox/src/store/outbox.queries';
+import { fanOutPendingEvents, heartbeatConsumers } from '../libs/outbox/src/store/sql';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { waitFor } from './support/wait-for';

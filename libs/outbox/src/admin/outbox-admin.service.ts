@@ -8,8 +8,8 @@ import { OutboxConsumerRegistry } from '../registry/outbox-consumer.registry';
 import { OutboxRelay } from '../relay/outbox.relay';
 import { OutboxWebhookService } from '../delivery/webhook/outbox-webhook.service';
 import { OutboxStore } from '../store/outbox.store';
-import * as q from '../store/admin.queries';
-import type { SqlStatement } from '../store/outbox.queries';
+import * as q from '../store/sql/admin';
+import type { SqlStatement } from '../store/sql';
 import {
   MAX_PAGE_SIZE,
   checkConsumerName,

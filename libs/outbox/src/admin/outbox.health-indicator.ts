@@ -4,7 +4,7 @@ import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.
 import { errorText } from '../delivery/delivery-outcome';
 import { OutboxRelay } from '../relay/outbox.relay';
 import { OutboxStore } from '../store/outbox.store';
-import * as q from '../store/admin.queries';
+import * as q from '../store/sql/admin';
 
 /** Thresholds of {@link OutboxHealthIndicator.isHealthy}. */
 export interface OutboxHealthOptions {

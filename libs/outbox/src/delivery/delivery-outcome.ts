@@ -1,8 +1,26 @@
 import { Logger } from '@nestjs/common';
 import type { OutboxConsumer } from '../registry/outbox-consumer';
 import { backoffDelayMs } from '../relay/backoff';
-import type { DeliveryOutcome } from '../store/outbox.queries';
 import type { ClaimedDelivery } from './claimed-delivery';
+
+/** What happened to one claimed delivery. */
+export interface DeliveryOutcome {
+  /** The delivery row; null for an in-process pair claimed through its event, whose row is inserted now. */
+  deliveryId: string | null;
+  /** With `deliveryId` null: the event and consumer of the row to insert, its attempt number, the event's tenant and insert order. */
+  pair?: { eventId: string; consumer: string; attempt: number; tenantId: string; eventSeq: string };
+  /**
+   * `delivered`, `failed` (retry after `retryInMs`), `dead` (no more attempts), or `deferred`: not attempted
+   * after all (e.g. the endpoint's circuit is open); the attempt is given back and it is due after `retryInMs`.
+   */
+  status: 'delivered' | 'failed' | 'dead' | 'deferred';
+  errorCode: string | null;
+  error: string | null;
+  /** Delay before the next attempt when `failed` or `deferred`. */
+  retryInMs: number;
+  /** The receiver's own id for the delivery (a webhook's run id), kept on the row. */
+  externalRunId?: string | null;
+}
 
 const ERROR_TEXT_MAX = 2000;
 const logger = new Logger('OutboxDelivery');

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { OutboxConsumer } from '../registry/outbox-consumer';
-import type { DeliveryOutcome } from '../store/outbox.queries';
+import type { DeliveryOutcome } from './delivery-outcome';
 import type { ClaimedDelivery } from './claimed-delivery';
 import { delivered, errorText, failed, outcomeTarget } from './delivery-outcome';
 

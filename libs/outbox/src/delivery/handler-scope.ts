@@ -4,7 +4,7 @@ import { OutboxError, OutboxTransactionEndedError } from '../errors/outbox.error
 import { messages } from '../errors/outbox.messages';
 import { sqlState } from '../errors/sql-state';
 import { inlineParameters, inlineStatement } from '../store/inline-statement';
-import { handlerBound, handlerChecks, handlerContext, type SqlStatement } from '../store/outbox.queries';
+import { handlerBound, handlerChecks, handlerContext, type SqlStatement } from '../store/sql';
 import { queryWithPrefix, sendSimpleQuery } from '../store/simple-query';
 import { errorText } from './delivery-outcome';
 import { handlerSqlEffects } from './handler-sql';

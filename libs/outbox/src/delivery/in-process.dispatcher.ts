@@ -4,9 +4,9 @@ import { OutboxHandlerTimeoutError, OutboxTransactionEndedError } from '../error
 import { messages } from '../errors/outbox.messages';
 import { sqlState } from '../errors/sql-state';
 import type { OutboxConsumer } from '../registry/outbox-consumer';
-import type { DeliveryOutcome, SqlStatement } from '../store/outbox.queries';
+import type { SqlStatement } from '../store/sql';
 import type { ClaimedDelivery } from './claimed-delivery';
-import { delivered, errorText, failed } from './delivery-outcome';
+import { delivered, errorText, failed, type DeliveryOutcome } from './delivery-outcome';
 import { HandlerScope, NO_ACTIVE_TRANSACTION, type BatchProblem, type BatchState } from './handler-scope';
 
 /** How one batch transaction's handlers run (see `InProcessDispatcher.dispatch`). */

@@ -6,7 +6,7 @@ import { OutboxError, OutboxValidationError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import type { OutboxEventInput } from '../interfaces/outbox-event.interface';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
-import * as q from '../store/outbox.queries';
+import * as q from '../store/sql';
 import { SINGLE_TENANT_ID } from '../outbox.constants';
 import { validateEvent } from './event-validation';
 import { OutboxWakeup } from '../relay/outbox-wakeup';

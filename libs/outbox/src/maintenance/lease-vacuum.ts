@@ -3,7 +3,7 @@ import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
 import { errorText } from '../delivery/delivery-outcome';
 import { OutboxStore } from '../store/outbox.store';
-import * as q from '../store/outbox.queries';
+import * as q from '../store/sql';
 
 /**
  * Keeps `outbox_event_leases` small while the relay is busy. Each in-process batch inserts a lease row per

@@ -6,7 +6,7 @@ import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
 import { errorText } from '../delivery/delivery-outcome';
 import { OutboxStore } from '../store/outbox.store';
-import * as q from '../store/admin.queries';
+import * as q from '../store/sql/admin';
 
 /** What one retention run did. */
 export interface RetentionRunResult {

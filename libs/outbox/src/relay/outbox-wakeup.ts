@@ -11,7 +11,7 @@ import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
 import { errorText } from '../delivery/delivery-outcome';
 import { OutboxStore } from '../store/outbox.store';
-import * as q from '../store/outbox.queries';
+import * as q from '../store/sql';
 import { NotifyPacer } from './notify-pacer';
 import { OutboxRelay } from './outbox.relay';
 

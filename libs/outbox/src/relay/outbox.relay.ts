@@ -9,7 +9,7 @@ import { OutboxConsumerRegistry } from '../registry/outbox-consumer.registry';
 import type { OutboxConsumer } from '../registry/outbox-consumer';
 import { InProcessDispatcher } from '../delivery/in-process.dispatcher';
 import { ExternalDispatcher } from '../delivery/external.dispatcher';
-import { errorText, failed, outcomeTarget } from '../delivery/delivery-outcome';
+import { errorText, failed, outcomeTarget, type DeliveryOutcome } from '../delivery/delivery-outcome';
 import {
   fromFanOut,
   toClaimedDelivery,
@@ -18,7 +18,7 @@ import {
   type FanOutRow,
 } from '../delivery/claimed-delivery';
 import { OutboxStore, type RoundConnection } from '../store/outbox.store';
-import * as q from '../store/outbox.queries';
+import * as q from '../store/sql';
 import { LeaseVacuum } from '../maintenance/lease-vacuum';
 import { addRound, emptyRound, type RelayRoundResult } from './relay-round';
 import { sqlState } from '../errors/sql-state';
@@ -537,7 +537,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     unclaimed: Settled[],
     overlap: boolean,
   ): Promise<{ settled: Promise<void> }> {
-    let outcomes: q.DeliveryOutcome[];
+    let outcomes: DeliveryOutcome[];
     let dirty: boolean;
     try {
       await connection.begin([this.batchContext(tenantId, leaseToken)]);
@@ -586,7 +586,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private closing(
     tenantId: string,
     leaseToken: string,
-    outcomes: q.DeliveryOutcome[],
+    outcomes: DeliveryOutcome[],
     dirty: boolean,
   ): q.SqlStatement[] {
     return [
@@ -629,7 +629,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     result: RelayRoundResult,
     unclaimed: Settled[],
     connection: RoundConnection,
-    counted: q.DeliveryOutcome[] | null,
+    counted: DeliveryOutcome[] | null,
   ): Promise<void> {
     if (counted) count(counted, result, -1);
     // a failure before the commit leaves the batch transaction open (aborted, or holding the handlers' writes)
@@ -667,7 +667,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     leaseToken: string,
     result: RelayRoundResult,
   ): Promise<void> {
-    const known = new Map<ClaimedDelivery, q.DeliveryOutcome>();
+    const known = new Map<ClaimedDelivery, DeliveryOutcome>();
     const parts: EventGroup[][] = [groups];
     while (parts.length > 0) {
       const part = parts.shift()!;
@@ -697,7 +697,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     part: EventGroup[],
     leaseToken: string,
     result: RelayRoundResult,
-    known: Map<ClaimedDelivery, q.DeliveryOutcome>,
+    known: Map<ClaimedDelivery, DeliveryOutcome>,
   ): Promise<unknown> {
     const assigned = part.flatMap((g) => g.assigned);
     const unclaimed = part.flatMap((g) => g.unclaimed.map((u) => u.outcome));
@@ -735,7 +735,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     leaseToken: string,
     result: RelayRoundResult,
     error: unknown,
-    known: ReadonlyMap<ClaimedDelivery, q.DeliveryOutcome>,
+    known: ReadonlyMap<ClaimedDelivery, DeliveryOutcome>,
   ): Promise<void> {
     const text = messages.batchFailed(errorText(error));
     const outcomes = part.flatMap((g) => [
@@ -755,7 +755,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     tenantId: string,
     remote: Assigned[],
     leaseToken: string,
-  ): Promise<q.DeliveryOutcome[]> {
+  ): Promise<DeliveryOutcome[]> {
     const { leaseMs } = this.options.relay;
     const ids = remote.flatMap((a) => (a.delivery.deliveryId === null ? [] : [a.delivery.deliveryId]));
     const keeper = setInterval(
@@ -785,7 +785,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
    */
   private async record(
     tenantId: string,
-    outcomes: q.DeliveryOutcome[],
+    outcomes: DeliveryOutcome[],
     leaseToken: string,
     result: RelayRoundResult,
     connection?: RoundConnection,
@@ -854,7 +854,7 @@ interface DueTenant {
 }
 
 /** Adds the outcomes to the counts of `result` (`by` -1: takes them back out). */
-function count(outcomes: readonly q.DeliveryOutcome[], result: RelayRoundResult, by = 1): void {
+function count(outcomes: readonly DeliveryOutcome[], result: RelayRoundResult, by = 1): void {
   for (const outcome of outcomes) {
     if (outcome.status === 'delivered') result.succeeded += by;
     else if (outcome.status === 'dead') result.dead += by;
@@ -865,7 +865,7 @@ function count(outcomes: readonly q.DeliveryOutcome[], result: RelayRoundResult,
 /** A claimed delivery settled without a handler (its consumer is gone, or its attempts kept dying). */
 interface Settled {
   delivery: ClaimedDelivery;
-  outcome: q.DeliveryOutcome;
+  outcome: DeliveryOutcome;
 }
 
 /** The deliveries of one event in a batch: the smallest part whose outcomes can be recorded (see `narrow`). */

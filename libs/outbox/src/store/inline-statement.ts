@@ -3,13 +3,13 @@ import { escapeLiteral } from 'pg';
 // parameters; exported by the package (`pg/lib/*`), though not declared in its types.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const { prepareValue } = require('pg/lib/utils') as { prepareValue(value: unknown): string | null };
-import type { SqlStatement } from './outbox.queries';
+import type { SqlStatement } from './sql';
 
 /**
  * A statement with its `$n` parameters replaced by literals, for sending several statements in one round trip
  * (PostgreSQL's simple protocol takes no parameters). Values go through pg's own text conversion and
  * `escapeLiteral`, so a string can never end its literal; finite numbers and booleans are written as they are;
- * NUL characters, which PostgreSQL text cannot hold, become U+FFFD. The statements of `outbox.queries` never
+ * NUL characters, which PostgreSQL text cannot hold, become U+FFFD. The statements of `store/sql` never
  * hold a `$` of their own outside parameters.
  */
 export function inlineStatement({ text, values }: SqlStatement): string {

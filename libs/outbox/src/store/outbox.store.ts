@@ -6,12 +6,7 @@ import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import { OutboxError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
-import {
-  PREPARED_STATEMENTS,
-  fanOutPendingEvents,
-  setTransactionContext,
-  type SqlStatement,
-} from './outbox.queries';
+import { preparedStatements, fanOutPendingEvents, setTransactionContext, type SqlStatement } from './sql';
 import { executePrepared, inlineStatement, preparePrepared } from './inline-statement';
 import { sendSimpleQuery } from './simple-query';
 import { sqlState } from '../errors/sql-state';
@@ -19,7 +14,7 @@ import { sqlState } from '../errors/sql-state';
 /** A statement of a transaction sent in one round trip, or `null` when this transaction does not need it. */
 export type Step = SqlStatement | null;
 
-/** The one place that runs SQL: finds the app's DataSource and executes statements from `outbox.queries`. */
+/** The one place that runs SQL: finds the app's DataSource and executes statements from `store/sql`. */
 @Injectable()
 export class OutboxStore {
   private resolved: DataSource | undefined;
@@ -222,7 +217,7 @@ interface Freshness {
 }
 
 /** The `prepare` blocks of `PREPARED_STATEMENTS`, sent together (built once: they hold the statements' texts). */
-const PREPARE_ALL = PREPARED_STATEMENTS.map(preparePrepared);
+const PREPARE_ALL = preparedStatements().map(preparePrepared);
 
 /** Makes the transaction's prepared statements run their generic plan. */
 const GENERIC_PLANS = `set local plan_cache_mode = force_generic_plan`;

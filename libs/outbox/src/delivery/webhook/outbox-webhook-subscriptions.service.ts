@@ -9,7 +9,7 @@ import type {
   OutboxWebhookSubscriptionInput,
 } from '../../interfaces/outbox-webhook-options.interface';
 import { OutboxStore } from '../../store/outbox.store';
-import * as wq from '../../store/webhook.queries';
+import * as wq from '../../store/sql/webhooks';
 import { OutboxWebhookService } from './outbox-webhook.service';
 import { WEBHOOK_NAME_PATTERN } from './webhook-endpoint';
 import {

@@ -5,8 +5,8 @@ import type { ResolvedOutboxOptions } from '../../interfaces/outbox-module-optio
 import type { OutboxConsumer } from '../../registry/outbox-consumer';
 import { OutboxConsumerRegistry, type TenantConsumerSource } from '../../registry/outbox-consumer.registry';
 import { OutboxStore } from '../../store/outbox.store';
-import { setTransactionContext } from '../../store/outbox.queries';
-import { tenantSubscriptions, type SubscriptionRow } from '../../store/webhook.queries';
+import { setTransactionContext } from '../../store/sql';
+import { tenantSubscriptions, type SubscriptionRow } from '../../store/sql/webhooks';
 import { WebhookConsumerFactory } from './webhook-consumer.factory';
 import { resolveWebhookEndpoint, type WebhookEndpoint, type WebhookProblem } from './webhook-endpoint';
 import { WEBHOOK_ERROR_CODES } from './webhook-outcome';

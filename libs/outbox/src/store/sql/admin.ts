@@ -3,14 +3,8 @@
  * `{ text, values }`. Every tenant-scoped statement names its tenant in `where` as well as running under the
  * row-level security context: a connection that bypasses RLS (owner, superuser) still sees one tenant only.
  */
-import { OUTBOX_SCHEMA, type SqlStatement } from './outbox.queries';
-
-const EVENTS = `${OUTBOX_SCHEMA}.event_outbox`;
-const DELIVERIES = `${OUTBOX_SCHEMA}.outbox_deliveries`;
-const INBOX = `${OUTBOX_SCHEMA}.consumer_inbox`;
-const CONSUMERS = `${OUTBOX_SCHEMA}.outbox_consumers`;
-const PURGE_SETTLED = `${OUTBOX_SCHEMA}.outbox_purge_settled`;
-const OLDEST_PENDING_AGE = `${OUTBOX_SCHEMA}.outbox_oldest_pending_age`;
+import type { SqlStatement } from './statement';
+import { CONSUMERS, DELIVERIES, EVENTS, INBOX, OLDEST_PENDING_AGE, PURGE_SETTLED } from './schema';
 
 /** Name of the advisory lock (hashed to a key) that one instance at a time holds while purging a batch. */
 export const RETENTION_LOCK = 'outbox:retention';

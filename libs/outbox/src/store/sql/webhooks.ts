@@ -2,11 +2,8 @@
  * Statements on the webhook subscriptions table (and the delivery rows of a subscription), as `{ text, values }`.
  * Every one runs in a transaction with the tenant set, so row-level security applies to the relay role.
  */
-import { OUTBOX_SCHEMA, type SqlStatement } from './outbox.queries';
-
-const SUBSCRIPTIONS = `${OUTBOX_SCHEMA}.outbox_webhook_subscriptions`;
-const DELIVERIES = `${OUTBOX_SCHEMA}.outbox_deliveries`;
-const EVENTS = `${OUTBOX_SCHEMA}.event_outbox`;
+import type { SqlStatement } from './statement';
+import { DELIVERIES, EVENTS, SUBSCRIPTIONS } from './schema';
 
 /** A row of `outbox_webhook_subscriptions`. */
 export interface SubscriptionRow {

@@ -1,0 +1,49 @@
+import type { ValidatedEvent } from '../../enqueue/event-validation';
+import type { SqlStatement } from './statement';
+import { EVENTS } from './schema';
+
+/** One row of `event_outbox` to insert: a checked event and its id. */
+export interface EventRow extends ValidatedEvent {
+  id: string;
+}
+
+/** Inserts one event (the common case: one round trip, no arrays to unpack). */
+export function insertEvent(e: EventRow): SqlStatement {
+  return {
+    text: `insert into ${EVENTS} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at)
+           values ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, coalesce($9::timestamptz, now()))`,
+    values: [
+      e.id,
+      e.tenantId,
+      e.eventName,
+      e.payloadJson,
+      e.aggregateType,
+      e.aggregateId,
+      e.correlationId,
+      e.schemaVersion,
+      e.occurredAt,
+    ],
+  };
+}
+
+/** Inserts many events in one statement; `seq` keeps their order. */
+export function insertEvents(rows: readonly EventRow[]): SqlStatement {
+  return {
+    text: `insert into ${EVENTS} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at)
+           select id, tenant_id, event_name, payload::jsonb, aggregate_type, aggregate_id, correlation_id, schema_version, coalesce(occurred_at, now())
+             from unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[], $9::timestamptz[])
+               with ordinality as t(id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at, n)
+            order by n`,
+    values: [
+      rows.map((r) => r.id),
+      rows.map((r) => r.tenantId),
+      rows.map((r) => r.eventName),
+      rows.map((r) => r.payloadJson),
+      rows.map((r) => r.aggregateType),
+      rows.map((r) => r.aggregateId),
+      rows.map((r) => r.correlationId),
+      rows.map((r) => r.schemaVersion),
+      rows.map((r) => r.occurredAt),
+    ],
+  };
+}
