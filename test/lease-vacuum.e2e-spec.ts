@@ -132,7 +132,7 @@ describe('vacuuming the lease table', () => {
       [TENANT, event],
     );
     const leaseToken = randomUUID();
-    const claimed = await db.sql<{ kind: string; event_id: string; event_seq: string; pairs: string }>(
+    const [claimed] = await db.sql<{ leases: { event_id: string; event_seq: string; pairs: string }[] }>(
       inlineStatement(
         fanOutPendingEvents({
           tenantId: TENANT,
@@ -146,7 +146,7 @@ describe('vacuuming the lease table', () => {
         }),
       ),
     );
-    const outcomes = claimed.flatMap((row) =>
+    const outcomes = claimed!.leases.flatMap((row) =>
       row.pairs.split(' ').map((consumer) => ({
         deliveryId: null,
         pair: { eventId: row.event_id, consumer, attempt: 1, tenantId: TENANT, eventSeq: row.event_seq },

@@ -64,11 +64,14 @@ describe('an event already fanned out whose relay died before recording its in-p
       leaseToken: randomUUID(),
       leaseMs: 1,
     });
-    const claimed = await db.sql<{ kind: string; pairs: string | null }>(claim.text, claim.values);
-    expect(claimed.map((r) => [r.kind, r.pairs]).sort()).toEqual([
-      ['event', null],
-      ['lease', 'local-a local-b'],
-    ]);
+    const [claimed] = await db.sql<{ written: string[]; leases: { pairs: string | null }[] }>(
+      claim.text,
+      claim.values,
+    );
+    expect({ written: claimed!.written, pairs: claimed!.leases.map((l) => l.pairs) }).toEqual({
+      written: [id],
+      pairs: ['local-a local-b'],
+    });
     await waitFor(
       async () =>
         (await db.sql('select 1 from outbox_event_leases where lease_expires_at <= now()')).length === 1,

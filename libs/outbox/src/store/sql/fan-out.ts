@@ -108,34 +108,35 @@ export const FAN_OUT_TEXT = `with fresh as (
        and e.id = o.id
     returning e.id
   )
-  -- Each delivery row, and each leased event (once, whatever the number of its pairs), with its event
-  -- read from the table by primary key (this statement's snapshot: the columns used are ones it does not
-  -- change). Joining two CTEs directly instead makes the planner loop over one for each row of the other;
-  -- the = any() over the ids keeps the read a primary-key probe in a generic plan too, which cannot know
-  -- how few rows a CTE returns (it would hash the whole table).
-  (select 'row' as kind, d.id as delivery_id, d.consumer_name, d.attempt_count, e.id as event_id, e.tenant_id,
-          e.event_name, e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id,
-          e.schema_version, null::bigint as event_seq, null::text as pairs
-     from inserted d join ${EVENTS} e on e.id = d.event_id
-    where e.id = any(array(select event_id from inserted)) and d.status = 'processing'
-    order by e.seq, d.consumer_name)
-  union all
-  -- a leased event, once, with the consumers of its in-process pairs (one row per event, not one per pair):
-  -- a new event's are its name's; only an event already fanned out (\`processing\` in this statement's snapshot)
-  -- looks up its own. Subqueries, not joins: a join of two CTEs can become a loop over one for each row of the
-  -- other (10,000 comparisons per claim in a generic plan made over a large history)
-  (select 'lease', null, null, l.claim_count, e.id, e.tenant_id, e.event_name, e.payload, e.aggregate_type,
-          e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version, e.seq,
-          case when e.status = 'pending' then (select rs.pairs from route_sets rs where rs.event_name = e.event_name)
-               else (select c.pairs from counted c where c.id = e.id) end
-     from leased l join ${EVENTS} e on e.id = l.event_id
-    where e.id = any(array(select event_id from leased))
-    order by e.seq)
-  union all
-  select 'event', null, null, null, m.id, null, null, null, null, null, null, null, null, null, null from marked m
-  union all
-  select 'lost', null, null, null, c.id, null, null, null, null, null, null, null, null, null, null from counted c
-   where c.has_deferred and not c.id = any(array(select event_id from leased))`;
+  -- One row, a column per kind of result. Each delivery row and each leased event (once, whatever the number
+  -- of its pairs) comes with its event read from the table by primary key (this statement's snapshot: the
+  -- columns used are ones it does not change). Joining two CTEs directly instead makes the planner loop over
+  -- one for each row of the other; the = any() over the ids keeps the read a primary-key probe in a generic
+  -- plan too, which cannot know how few rows a CTE returns (it would hash the whole table).
+  select
+    (select coalesce(json_agg(r order by r.event_seq::bigint, r.consumer_name), '[]')
+       from (select d.id::text as delivery_id, d.consumer_name, e.id as event_id, e.tenant_id, e.event_name,
+                    e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id,
+                    e.schema_version, e.seq::text as event_seq
+               from inserted d join ${EVENTS} e on e.id = d.event_id
+              where e.id = any(array(select event_id from inserted)) and d.status = 'processing') r
+    ) as deliveries,
+    -- a leased event, once, with the consumers of its in-process pairs (one entry per event, not one per
+    -- pair): a new event's are its name's; only an event already fanned out (\`processing\` in this
+    -- statement's snapshot) looks up its own. Subqueries, not joins: a join of two CTEs can become a loop over
+    -- one for each row of the other (10,000 comparisons per claim in a generic plan made over a large history)
+    (select coalesce(json_agg(r order by r.event_seq::bigint), '[]')
+       from (select l.claim_count, e.id as event_id, e.tenant_id, e.event_name, e.payload, e.aggregate_type,
+                    e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version, e.seq::text as event_seq,
+                    case when e.status = 'pending'
+                         then (select rs.pairs from route_sets rs where rs.event_name = e.event_name)
+                         else (select c.pairs from counted c where c.id = e.id) end as pairs
+               from leased l join ${EVENTS} e on e.id = l.event_id
+              where e.id = any(array(select event_id from leased))) r
+    ) as leases,
+    array(select id from marked) as written,
+    (select count(*)::int from counted c
+      where c.has_deferred and not c.id = any(array(select event_id from leased))) as lost`;
 
 /**
  * Fans new events of this tenant out to their consumers: claims pending events (`skip locked`, in insert
@@ -157,12 +158,11 @@ export const FAN_OUT_TEXT = `with fresh as (
  * once per event name in the batch (a batch usually holds a few names), and a new event takes its name's
  * consumers; only an event already fanned out is looked at pair by pair.
  *
- * Returns rows of four kinds: `row` (a leased delivery row, with its event), `lease` (an event leased by this
- * claim, with its columns and `seq`, its claim count in `attempt_count`, and in `pairs` the consumers of its
- * in-process pairs, space-separated: each event is read and sent once, whatever the number of its pairs),
- * `event` (an event this claim wrote: `processing` or `no_handlers`) and `lost` (an event this claim locked
- * whose live lease another relay holds: this statement's snapshot was taken before that relay's claim
- * committed).
+ * Returns one row (`FanOutResult`): `deliveries` (the delivery rows leased, each with its event), `leases` (the
+ * events leased by this claim, with their claim count and, in `pairs`, the consumers of their in-process
+ * pairs, space-separated: each event is read and sent once, whatever the number of its pairs), `written` (the
+ * events this claim wrote: `processing` or `no_handlers`) and `lost` (how many events this claim locked whose
+ * live lease another relay holds: this statement's snapshot was taken before that relay's claim committed).
  */
 export function fanOutPendingEvents(p: {
   tenantId: string;
