@@ -1,4 +1,5 @@
 import { DEFAULT_TENANT_SETTING } from './outbox.constants';
+import { stripUndefined } from './strip-undefined';
 import { messages } from './errors/outbox.messages';
 import type {
   OutboxModuleOptions,
@@ -172,8 +173,4 @@ export function backoffProblems(
     problems.push(messages.badOption(`${field}.jitter`, 'a fraction from 0 to 1', backoff.jitter));
   }
   return problems;
-}
-
-function stripUndefined<T extends object>(value: T): Partial<T> {
-  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
 }

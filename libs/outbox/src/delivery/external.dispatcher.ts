@@ -2,7 +2,8 @@ import { Injectable } from '@nestjs/common';
 import type { OutboxConsumer } from '../registry/outbox-consumer';
 import type { DeliveryOutcome } from './delivery-outcome';
 import type { ClaimedDelivery } from './claimed-delivery';
-import { delivered, errorText, failed, outcomeTarget } from './delivery-outcome';
+import { errorText } from '../errors/error-text';
+import { delivered, failed, outcomeTarget } from './delivery-outcome';
 
 /** How many external deliveries of one batch run at once. */
 const CONCURRENCY = 16;

@@ -6,7 +6,7 @@ import { sqlState } from '../errors/sql-state';
 import { inlineParameters, inlineStatement } from '../store/inline-statement';
 import { handlerBound, handlerChecks, handlerContext, type SqlStatement } from '../store/sql';
 import { queryWithPrefix, sendSimpleQuery } from '../store/simple-query';
-import { errorText } from './delivery-outcome';
+import { errorText } from '../errors/error-text';
 import { handlerSqlEffects } from './handler-sql';
 
 /** SQLSTATE `no_active_sql_transaction`: a savepoint command outside a transaction (a handler ended it). */

@@ -6,7 +6,8 @@ import { sqlState } from '../errors/sql-state';
 import type { OutboxConsumer } from '../registry/outbox-consumer';
 import type { SqlStatement } from '../store/sql';
 import type { ClaimedDelivery } from './claimed-delivery';
-import { delivered, errorText, failed, type DeliveryOutcome } from './delivery-outcome';
+import { errorText } from '../errors/error-text';
+import { delivered, failed, type DeliveryOutcome } from './delivery-outcome';
 import { HandlerScope, NO_ACTIVE_TRANSACTION, type BatchProblem, type BatchState } from './handler-scope';
 
 /** How one batch transaction's handlers run (see `InProcessDispatcher.dispatch`). */

@@ -1,5 +1,17 @@
 /** The wording of every error the outbox raises, in one place. */
+/**
+ * The rule "an attempt started and never finished": its relay died or stalled before recording an outcome, and
+ * its lease expired. Written by the claim (SQL, see `claimDueDeliveries`, which takes this text as a parameter)
+ * and by the relay.
+ */
+const STALE_ATTEMPT = 'started but its relay never recorded an outcome (lease expired)';
+
 export const messages = {
+  /** After `attempt `: the text the claim writes on a delivery taken over from an expired lease. */
+  staleAttemptSuffix: (): string => ` ${STALE_ATTEMPT}`,
+  staleLeaseRecovered: (attempt: number): string => `attempt ${attempt} ${STALE_ATTEMPT}`,
+  likelyPoison: (attempt: number): string =>
+    `attempt ${attempt} started but never finished (its relay died or stalled); dead-lettered as a likely poison event`,
   noTransaction: (): string =>
     'OutboxService.enqueue needs an EntityManager inside an open transaction, so the event commits with your ' +
     'business writes (or not at all). Call it inside dataSource.transaction(async (manager) => …) or after ' +

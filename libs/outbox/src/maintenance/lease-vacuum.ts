@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
-import { errorText } from '../delivery/delivery-outcome';
+import { errorText } from '../errors/error-text';
 import { OutboxStore } from '../store/outbox.store';
 import * as q from '../store/sql';
 

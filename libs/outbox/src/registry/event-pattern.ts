@@ -17,3 +17,11 @@ export function matchesEventPattern(pattern: string, eventName: string): boolean
   if (pattern.endsWith('.*')) return eventName.startsWith(pattern.slice(0, -1));
   return pattern === eventName;
 }
+
+/** True when every event `inner` matches is also matched by `outer` (both patterns). */
+export function patternCovers(outer: string, inner: string): boolean {
+  if (outer === '*') return true;
+  if (inner === '*') return false;
+  if (!outer.endsWith('.*')) return false;
+  return inner.startsWith(outer.slice(0, -1));
+}

@@ -9,7 +9,7 @@ import type {
 } from 'typeorm';
 import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
-import { errorText } from '../delivery/delivery-outcome';
+import { errorText } from '../errors/error-text';
 import { OutboxStore } from '../store/outbox.store';
 import * as q from '../store/sql';
 import { NotifyPacer } from './notify-pacer';

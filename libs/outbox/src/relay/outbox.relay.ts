@@ -9,13 +9,14 @@ import { OutboxConsumerRegistry } from '../registry/outbox-consumer.registry';
 import type { OutboxConsumer } from '../registry/outbox-consumer';
 import { InProcessDispatcher } from '../delivery/in-process.dispatcher';
 import { ExternalDispatcher } from '../delivery/external.dispatcher';
-import { errorText, failed, outcomeTarget, type DeliveryOutcome } from '../delivery/delivery-outcome';
+import { errorText } from '../errors/error-text';
+import { failed, outcomeTarget, type DeliveryOutcome } from '../delivery/delivery-outcome';
 import {
   fromFanOut,
   toClaimedDelivery,
   type ClaimedDelivery,
   type ClaimedRow,
-  type FanOutRow,
+  type FanOutResult,
 } from '../delivery/claimed-delivery';
 import { OutboxStore, type RoundConnection } from '../store/outbox.store';
 import * as q from '../store/sql';
@@ -373,9 +374,15 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
           // Attempts kept starting and never finishing: the process likely dies on this event. Stop here.
           unclaimed.push({
             delivery,
-            outcome: failed(delivery, consumer, 'staleLeaseRecovered', poisonMessage(delivery), {
-              dead: true,
-            }),
+            outcome: failed(
+              delivery,
+              consumer,
+              'staleLeaseRecovered',
+              messages.likelyPoison(delivery.attempt - 1),
+              {
+                dead: true,
+              },
+            ),
           });
         } else {
           (consumer.kind === 'handler' ? local : remote).push({ delivery, consumer });
@@ -486,7 +493,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       const {
         claimed: [, fanOutRows, dueRows],
       } = await connection.claim(statements, opening);
-      const fresh = fromFanOut(fanOutRows as FanOutRow[]);
+      const fresh = fromFanOut((fanOutRows[0] as FanOutResult | undefined) ?? NOTHING_FANNED_OUT);
       const due = (dueRows as (ClaimedRow & { consumer_name: string })[]).map(toClaimedDelivery);
       // A claim whose snapshot predates another relay's claim can lock the events that relay just leased; the
       // lease upsert leaves them to it. When that is all this claim found, claim again, with a fresh snapshot.
@@ -824,6 +831,9 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
 /** SQLSTATE `query_canceled`: a statement ran past its `statement_timeout`. */
 const QUERY_CANCELED = '57014';
 
+/** The fan-out's result when it was not run (no new events). */
+const NOTHING_FANNED_OUT: FanOutResult = { deliveries: [], leases: [], written: [], lost: 0 };
+
 /** Claims in a row for one tenant when each found only events other relays had just leased (see `claim`). */
 const MAX_CLAIMS_PER_ROUND = 3;
 
@@ -897,8 +907,4 @@ function narrowable(error: unknown): boolean {
   const state = sqlState(error);
   if (state === undefined || state === q.LEASE_LOST_SQLSTATE) return false;
   return !state.startsWith('08') && !state.startsWith('57P');
-}
-
-function poisonMessage(delivery: ClaimedDelivery): string {
-  return `attempt ${delivery.attempt - 1} started but never finished (its relay died or stalled); dead-lettered as a likely poison event`;
 }

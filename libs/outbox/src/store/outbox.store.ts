@@ -10,6 +10,7 @@ import { preparedStatements, fanOutPendingEvents, setTransactionContext, type Sq
 import { executePrepared, inlineStatement, preparePrepared } from './inline-statement';
 import { sendSimpleQuery } from './simple-query';
 import { sqlState } from '../errors/sql-state';
+import { NIL_UUID } from '../outbox.constants';
 
 /** A statement of a transaction sent in one round trip, or `null` when this transaction does not need it. */
 export type Step = SqlStatement | null;
@@ -223,7 +224,7 @@ const PREPARE_ALL = preparedStatements().map(preparePrepared);
 const GENERIC_PLANS = `set local plan_cache_mode = force_generic_plan`;
 
 /** The tenant of the claim that plans a refreshed fan-out (see `refreshPrepared`): none has this id. */
-const NO_TENANT = '00000000-0000-0000-0000-000000000000';
+const NO_TENANT = NIL_UUID;
 
 /** SQLSTATE `invalid_sql_statement_name`: `execute` of a statement this session does not have. */
 export const PREPARED_STATEMENT_MISSING = '26000';

@@ -8,6 +8,7 @@ import type {
   OutboxWebhookSubscription,
   OutboxWebhookSubscriptionInput,
 } from '../../interfaces/outbox-webhook-options.interface';
+import { UUID_PATTERN } from '../../outbox.constants';
 import { OutboxStore } from '../../store/outbox.store';
 import * as wq from '../../store/sql/webhooks';
 import { OutboxWebhookService } from './outbox-webhook.service';
@@ -18,7 +19,6 @@ import {
   WebhookSubscriptionSource,
 } from './webhook-subscription.source';
 
-const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** The optional settings a subscription stores (the rest have columns of their own). */
 const STORED_OPTIONS = ['headers', 'timeoutMs', 'maxAttempts', 'backoff', 'retryOn4xx'] as const;
 

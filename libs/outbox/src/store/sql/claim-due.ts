@@ -1,3 +1,4 @@
+import { messages } from '../../errors/outbox.messages';
 import type { SqlStatement } from './statement';
 import { DELIVERIES, EVENTS } from './schema';
 
@@ -61,7 +62,7 @@ export function claimDueDeliveries(p: {
                     lease_expires_at = clock_timestamp() + $5 * interval '1 millisecond',
                     error_code = case when d.status = 'processing' then 'staleLeaseRecovered' else d.error_code end,
                     last_error = case when d.status = 'processing'
-                                      then 'attempt ' || d.attempt_count || ' started but its relay never recorded an outcome (lease expired)'
+                                      then 'attempt ' || d.attempt_count || $6::text
                                       else d.last_error end,
                     updated_at = now()
                from (select id, false as recovered from retry union all select id, true from stale) due
@@ -71,6 +72,6 @@ export function claimDueDeliveries(p: {
            select ${CLAIMED_COLUMNS}, d.recovered
              from claimed d join ${EVENTS} e on e.id = d.event_id
             order by e.seq, d.consumer_name`,
-    values: [p.tenantId, p.consumers, p.limit, p.leaseToken, p.leaseMs],
+    values: [p.tenantId, p.consumers, p.limit, p.leaseToken, p.leaseMs, messages.staleAttemptSuffix()],
   };
 }
