@@ -6,9 +6,9 @@ import {
   fanOutPendingEvents,
   heartbeatConsumers,
   mayVacuumLeases,
+  BATCH_MARKER,
   recordOutcomes,
 } from '../libs/outbox/src/store/sql';
-import { inlineStatement } from '../libs/outbox/src/store/inline-statement';
 import { buildApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 
@@ -132,19 +132,19 @@ describe('vacuuming the lease table', () => {
       [TENANT, event],
     );
     const leaseToken = randomUUID();
+    const claim = fanOutPendingEvents({
+      tenantId: TENANT,
+      hosted: consumers,
+      inProcess: consumers,
+      tenantConsumers: [],
+      liveWithinMs: 60_000,
+      limit: 10,
+      leaseToken,
+      leaseMs: 60_000,
+    });
     const [claimed] = await db.sql<{ leases: { event_id: string; event_seq: string; pairs: string }[] }>(
-      inlineStatement(
-        fanOutPendingEvents({
-          tenantId: TENANT,
-          hosted: consumers,
-          inProcess: consumers,
-          tenantConsumers: [],
-          liveWithinMs: 60_000,
-          limit: 10,
-          leaseToken,
-          leaseMs: 60_000,
-        }),
-      ),
+      claim.text,
+      claim.values,
     );
     const outcomes = claimed!.leases.flatMap((row) =>
       row.pairs.split(' ').map((consumer) => ({
@@ -157,7 +157,12 @@ describe('vacuuming the lease table', () => {
       })),
     );
     expect(outcomes).toHaveLength(6);
-    const [recorded] = await db.sql(inlineStatement(recordOutcomes(outcomes, leaseToken, { fenced: true })));
+    // a fenced outcome is written only in its batch's transaction, marked with the lease token
+    const outcome = recordOutcomes(outcomes, leaseToken, { fenced: true });
+    await db.sql('begin');
+    await db.sql(`select set_config('${BATCH_MARKER}', $1, true)`, [leaseToken]);
+    const [recorded] = await db.sql(outcome.text, outcome.values);
+    await db.sql('commit');
     expect(recorded).toEqual({ recorded: 6, events: 3, released: 3 });
   });
 

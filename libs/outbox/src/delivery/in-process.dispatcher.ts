@@ -22,6 +22,8 @@ export interface BatchRun {
   settled?: ReadonlyMap<ClaimedDelivery, DeliveryOutcome>;
   /** Restores the relay's session and batch context after a handler changed settings (see `resetSession`). */
   restore: readonly SqlStatement[];
+  /** Takes what must go first in the batch transaction's next round trip (see `RoundConnection.takePending`). */
+  takePending: () => SqlStatement[];
 }
 
 /** What a batch's handlers did: an outcome per delivery, or a problem that keeps the batch from committing. */
@@ -58,6 +60,7 @@ export class InProcessDispatcher {
       marker: run.marker,
       careful: run.careful,
       restore: run.restore,
+      takePending: run.takePending,
       dirty: false,
       last: null,
       problem: null,

@@ -9,6 +9,7 @@ const STALE_ATTEMPT = 'started but its relay never recorded an outcome (lease ex
 export const messages = {
   /** After `attempt `: the text the claim writes on a delivery taken over from an expired lease. */
   staleAttemptSuffix: (): string => ` ${STALE_ATTEMPT}`,
+  batchEnded: (): string => 'the batch transaction was ended before its outcomes were recorded',
   staleLeaseRecovered: (attempt: number): string => `attempt ${attempt} ${STALE_ATTEMPT}`,
   likelyPoison: (attempt: number): string =>
     `attempt ${attempt} started but never finished (its relay died or stalled); dead-lettered as a likely poison event`,

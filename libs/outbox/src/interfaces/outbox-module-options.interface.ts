@@ -50,12 +50,13 @@ export interface OutboxRelayOptions {
   /** LISTEN for those wake-ups on a dedicated connection (reconnects by itself). Default: `true`. */
   listen?: boolean;
   /**
-   * Run the claim's fan-out, and the outcome of a batch of in-process handlers, as server-side prepared
-   * statements with generic plans, parsed and planned once per connection (again after 1, 2, 4 and 8 s, then
-   * every 10 s, so the plans follow the tables' sizes — as a round lets the connection go, not in a claim's
-   * round trip) instead of on every batch. Set `false` behind a pooler that does not keep a session's
-   * prepared statements (PgBouncer in transaction mode): the relay copes with a lost statement by preparing it
-   * again, but pays a failed round trip each time. Default: `true`.
+   * Run the claim's fan-out, and the outcome of a batch of in-process handlers, as named (protocol-level
+   * prepared) statements with generic plans, parsed and planned once per connection by pg — named anew after
+   * 1, 2, 4 … 512 s, so early plans follow a new database's growth, and planned anew by PostgreSQL after an
+   * ANALYZE of their tables — instead of on every batch. Set `false` behind a pooler that does not keep a
+   * session's prepared statements (PgBouncer in transaction mode before 1.21, or without
+   * `max_prepared_statements`): the relay copes with a lost statement by naming it anew, but pays a failed
+   * round trip each time. See docs/adr/0502-named-statements-and-their-refresh.md. Default: `true`.
    */
   preparedStatements?: boolean;
   /**

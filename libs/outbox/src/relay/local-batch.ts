@@ -15,7 +15,6 @@ import type { OutcomeRecorder } from './outcome-recorder';
 import {
   batchContext,
   count,
-  relayContext,
   RELAY_LOG_CONTEXT,
   type Assigned,
   type Settled,
@@ -79,7 +78,7 @@ export class LocalBatch {
         this.store.dataSource(),
         connection.runner,
         work.assigned,
-        this.batchRun(batch, false),
+        this.batchRun(connection, batch, false),
       );
       if (run.problem) throw run.problem.error;
       outcomes = [...work.unclaimed.map((u) => u.outcome), ...run.outcomes];
@@ -114,13 +113,14 @@ export class LocalBatch {
 
   /**
    * The closing statements of a batch transaction, sent with its `commit`: guard, the session reset when the
-   * last handlers changed settings (`dirty`), the relay's context, the outcomes (last).
+   * last handlers changed settings (`dirty`), the batch's context, the outcomes (last).
    */
   private closing(batch: TenantBatch, outcomes: DeliveryOutcome[], dirty: boolean): q.SqlStatement[] {
     return [
-      q.batchGuard(this.options.tenantSetting, batch.tenantId, batch.leaseToken),
+      ...q.batchGuard(this.options.tenantSetting, batch.tenantId, batch.leaseToken),
       ...(dirty ? q.resetSession() : []),
-      relayContext(this.options, batch.tenantId),
+      // the batch's context again, marker included: the fenced outcome is written only where the marker is
+      batchContext(this.options, batch),
       q.recordOutcomes(outcomes, batch.leaseToken, { fenced: true }),
     ];
   }
@@ -132,8 +132,9 @@ export class LocalBatch {
     if (vacuum) void this.background.track(vacuum);
   }
 
-  private batchRun(batch: TenantBatch, careful: boolean): BatchRun {
+  private batchRun(connection: RoundConnection, batch: TenantBatch, careful: boolean): BatchRun {
     return {
+      takePending: () => connection.takePending(),
       tenantSetting: this.options.tenantSetting,
       tenantId: batch.tenantId,
       marker: batch.leaseToken,
@@ -226,7 +227,7 @@ export class LocalBatch {
       try {
         await connection.begin([batchContext(this.options, batch)]);
         const run = await this.inProcess.dispatch(this.store.dataSource(), connection.runner, assigned, {
-          ...this.batchRun(batch, true),
+          ...this.batchRun(connection, batch, true),
           settled: known,
         });
         if (run.problem) {

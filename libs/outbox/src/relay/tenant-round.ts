@@ -213,9 +213,7 @@ export class TenantRound {
     ];
     const opening = inProcess.length > 0 ? [batchContext(this.options, batch)] : null;
     for (let claims = 1; ; claims++) {
-      const {
-        claimed: [, fanOutRows, dueRows],
-      } = await connection.claim(statements, opening);
+      const [, fanOutRows, dueRows] = await connection.claim(statements, opening);
       const fresh = fromFanOut((fanOutRows[0] as FanOutResult | undefined) ?? NOTHING_FANNED_OUT);
       const due = (dueRows as (ClaimedRow & { consumer_name: string })[]).map(toClaimedDelivery);
       // A claim whose snapshot predates another relay's claim can lock the events that relay just leased; the

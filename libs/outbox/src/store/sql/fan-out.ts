@@ -1,6 +1,5 @@
-import type { SqlStatement } from './statement';
+import { FAN_OUT_NAME, type SqlStatement } from './statement';
 import { CONSUMERS, DELIVERIES, EVENT_LEASES, EVENTS } from './schema';
-import { preparedForms } from './prepared';
 
 // The columns the fan-out needs come straight from the locked rows (the latest versions: `for update` re-checks
 // the conditions on them), not from a second read of the same rows. The live leases of the tenant are read once
@@ -8,18 +7,18 @@ import { preparedForms } from './prepared';
 // of the lease table per event in a generic plan made while that table was nearly empty.
 export const FAN_OUT_TEXT = `with fresh as (
     select e.id, e.seq, e.event_name, e.aggregate_type, e.aggregate_id, false as started from ${EVENTS} e
-     where e.tenant_id = $1 and e.status = 'pending'
-       and e.id not in (select l.event_id from ${EVENT_LEASES} l where l.tenant_id = $1 and l.lease_expires_at > now())
+     where e.tenant_id = $1::uuid and e.status = 'pending'
+       and e.id not in (select l.event_id from ${EVENT_LEASES} l where l.tenant_id = $1::uuid and l.lease_expires_at > now())
      order by e.seq
-     limit $4
+     limit $4::int
        for update of e skip locked
   ), stale as (
     -- processing events whose in-process pairs were claimed by a relay that never recorded them
     select e.id, e.seq, e.event_name, e.aggregate_type, e.aggregate_id, true as started
       from ${EVENT_LEASES} l join ${EVENTS} e on e.id = l.event_id
-     where l.tenant_id = $1 and l.lease_expires_at <= now() and e.status = 'processing'
+     where l.tenant_id = $1::uuid and l.lease_expires_at <= now() and e.status = 'processing'
      order by l.lease_expires_at
-     limit $4
+     limit $4::int
        for update of e skip locked
   ), ev as (
     select * from fresh union all select * from stale
@@ -34,7 +33,7 @@ export const FAN_OUT_TEXT = `with fresh as (
            c.name = any($10::text[]) and not c.ordered as deferred,
            c.name = any($2::text[]) and not c.ordered as leased
       from (select distinct event_name from ev) n join (
-             select name, event_patterns, ordered from ${CONSUMERS} where last_seen_at > now() - $3 * interval '1 millisecond'
+             select name, event_patterns, ordered from ${CONSUMERS} where last_seen_at > now() - $3::int * interval '1 millisecond'
              union all
              select name, string_to_array(patterns, ' '), ordered
                from unnest($7::text[], $8::text[], $9::boolean[]) as t(name, patterns, ordered)
@@ -71,7 +70,7 @@ export const FAN_OUT_TEXT = `with fresh as (
      group by ev.id, ev.seq, ev.started
   ), leased as (
     insert into ${EVENT_LEASES} as l (event_id, tenant_id, lease_token, lease_expires_at)
-    select id, $1, $5, clock_timestamp() + $6 * interval '1 millisecond' from counted where has_deferred order by seq
+    select id, $1::uuid, $5::uuid, clock_timestamp() + $6::int * interval '1 millisecond' from counted where has_deferred order by seq
     on conflict (event_id) do update
       set lease_token = excluded.lease_token, lease_expires_at = excluded.lease_expires_at,
           claim_count = l.claim_count + 1
@@ -88,11 +87,11 @@ export const FAN_OUT_TEXT = `with fresh as (
        and lease_expires_at <= now()
   ), inserted as (
     insert into ${DELIVERIES} (event_id, tenant_id, consumer_name, event_seq, aggregate_key, status, attempt_count, lease_token, lease_expires_at)
-    select event_id, $1, name, seq, aggregate_key,
+    select event_id, $1::uuid, name, seq, aggregate_key,
            case when leased then 'processing' else 'pending' end,
            case when leased then 1 else 0 end,
            case when leased then $5::uuid end,
-           case when leased then clock_timestamp() + $6 * interval '1 millisecond' end
+           case when leased then clock_timestamp() + $6::int * interval '1 millisecond' end
       from matched
      where not deferred and event_id = any(array(select id from owned))
     on conflict (event_id, consumer_name) do nothing
@@ -179,7 +178,7 @@ export function fanOutPendingEvents(p: {
 }): SqlStatement {
   return {
     text: FAN_OUT_TEXT,
-    prepared: preparedForms().fanOut,
+    prepared: FAN_OUT_NAME,
     values: [
       p.tenantId,
       p.hosted,

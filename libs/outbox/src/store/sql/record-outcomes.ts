@@ -1,7 +1,7 @@
 import type { DeliveryOutcome } from '../../delivery/delivery-outcome';
-import type { SqlStatement } from './statement';
+import { PAIR_OUTCOME_NAME, type SqlStatement } from './statement';
 import { DELIVERIES, EVENT_LEASES, EVENTS, INBOX, LEASE_FENCE } from './schema';
-import { preparedForms } from './prepared';
+import { BATCH_MARKER } from './transaction-context';
 
 /** The outcomes sent as arrays, one row each (see `recordOutcomes` for the parameters). */
 const OUTCOME_ROWS = `select id, status, error_code, last_error, retry_ms, external_run_id, event_id, consumer, attempt,
@@ -9,7 +9,10 @@ const OUTCOME_ROWS = `select id, status, error_code, last_error, retry_ms, exter
                from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $7::text[],
                            $8::uuid[], $9::text[], $10::int[], $11::uuid[], $12::bigint[])
                       as o(id, status, error_code, last_error, retry_ms, external_run_id, event_id, consumer, attempt,
-                           tenant_id, seq)`;
+                           tenant_id, seq)
+              -- fenced: only in the batch's own transaction (its marker holds the lease token); anywhere else no
+              -- outcome is written and the fence fails the statement (see \`batchGuard\`, which says why first)
+              where (not $16::boolean or current_setting('${BATCH_MARKER}', true) = $6::uuid::text)`;
 
 /** Per event, from rows `r` of this batch's recorded deliveries: how many, closed, dead, attempts, first death. */
 function perEvent(consumer: string, attempt: string): string {
@@ -120,6 +123,8 @@ const OUTCOME_TEXT = `with o as (
  */
 export const PAIR_OUTCOME_TEXT = `with o as (
              ${OUTCOME_ROWS}
+                -- pairs have no delivery ids ($14 is empty): named here so that the parameter has a type
+                and cardinality($14::bigint[]) = 0
            ), r as (
              select event_id, consumer, status, attempt, last_error from o
            ), per_event as (
@@ -196,7 +201,7 @@ export function recordOutcomes(
   const pairsOnly = fenced && rows === 0;
   return {
     text: pairsOnly ? PAIR_OUTCOME_TEXT : OUTCOME_TEXT,
-    prepared: pairsOnly ? preparedForms().pairOutcome : undefined,
+    prepared: pairsOnly ? PAIR_OUTCOME_NAME : undefined,
     values: [
       column(outcomes, (o) => o.deliveryId),
       outcomes.map((o) => o.status),
@@ -213,6 +218,7 @@ export function recordOutcomes(
       expected,
       rowIds,
       tenants.size === 1 ? tenant : null,
+      fenced,
     ],
   };
 }

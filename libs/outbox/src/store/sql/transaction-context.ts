@@ -77,13 +77,17 @@ export function handlerBound(statementTimeoutMs: number): SqlStatement {
  * constraints' modes and leaves the checked events pending for the commit — so a deferred violation fails the
  * handler that caused it; then the tenant setting and the batch marker as the handler left them.
  */
-export function handlerChecks(tenantSetting: string): SqlStatement {
-  return {
-    text: `savepoint outbox_check; set constraints all immediate; rollback to savepoint outbox_check;
-           release savepoint outbox_check;
-           select current_setting($1, true) as tenant, current_setting('${BATCH_MARKER}', true) as batch`,
-    values: [tenantSetting],
-  };
+export function handlerChecks(tenantSetting: string): SqlStatement[] {
+  return [
+    { text: 'savepoint outbox_check', values: [] },
+    { text: 'set constraints all immediate', values: [] },
+    { text: 'rollback to savepoint outbox_check', values: [] },
+    { text: 'release savepoint outbox_check', values: [] },
+    {
+      text: `select current_setting($1, true) as tenant, current_setting('${BATCH_MARKER}', true) as batch`,
+      values: [tenantSetting],
+    },
+  ];
 }
 
 /**
@@ -106,26 +110,49 @@ export const BATCH_ENDED_SQLSTATE = 'OB002';
 /** SQLSTATE of `batchGuard` when the tenant setting is not the batch's (a handler changed it). */
 export const TENANT_CHANGED_SQLSTATE = 'OB003';
 
+/** Transaction-local settings that carry what `batchGuard` expects (its `do` block takes no parameters). */
+const EXPECTED_BATCH = 'outbox.expected_batch';
+const EXPECTED_TENANT = 'outbox.expected_tenant';
+
 /**
  * First in the batch's closing round trip, before the outcomes: fails the statement — and with it the commit,
- * which does not run — unless this is still the batch's own transaction (its marker holds the lease token) in
- * the batch's tenant. The outcome is written only in the transaction in which the handlers' writes are.
- * (A `do` block: the only way to raise an error of one's own without a function in the schema.)
+ * which then rolls back — unless this is still the batch's own transaction (its marker holds the lease token)
+ * in the batch's tenant. The outcome is written only in the transaction in which the handlers' writes are.
+ * Two statements: the expected values, bound, then a `do` block (the only way to raise an error of one's own
+ * without a function in the schema), which reads them. The tenant setting's name is configuration checked at
+ * boot, written in as a literal like an identifier.
  */
-export function batchGuard(tenantSetting: string, tenantId: string, leaseToken: string): SqlStatement {
-  return {
-    text: `do $outbox_guard$ begin
-  if current_setting('${BATCH_MARKER}', true) is distinct from ${escapeLiteral(leaseToken)} then
+export function batchGuard(tenantSetting: string, tenantId: string, leaseToken: string): SqlStatement[] {
+  const setting = escapeLiteral(tenantSetting);
+  return [
+    {
+      text: `select set_config('${EXPECTED_BATCH}', $1, true), set_config('${EXPECTED_TENANT}', $2, true)`,
+      values: [leaseToken, tenantId],
+    },
+    {
+      text: `do $outbox_guard$ begin
+  if current_setting('${BATCH_MARKER}', true) is distinct from current_setting('${EXPECTED_BATCH}', true) then
     raise exception using errcode = '${BATCH_ENDED_SQLSTATE}',
       message = 'the batch transaction was ended before its outcomes were recorded';
   end if;
-  if current_setting(${escapeLiteral(tenantSetting)}, true) is distinct from ${escapeLiteral(tenantId)} then
+  if current_setting(${setting}, true) is distinct from current_setting('${EXPECTED_TENANT}', true) then
     raise exception using errcode = '${TENANT_CHANGED_SQLSTATE}',
       message = format('the tenant setting %s was changed to %L in the batch of tenant %s',
-                       ${escapeLiteral(tenantSetting)}, current_setting(${escapeLiteral(tenantSetting)}, true),
-                       ${escapeLiteral(tenantId)});
+                       ${setting}, current_setting(${setting}, true), current_setting('${EXPECTED_TENANT}', true));
   end if;
 end $outbox_guard$`,
-    values: [],
-  };
+      values: [],
+    },
+  ];
+}
+
+/**
+ * Makes the named statements that follow in this transaction run their generic plan (`on`), not one planned
+ * anew for their values (the point of naming them), or lets the statements after them be planned as usual.
+ * Transaction-local. See docs/adr/0503-generic-plans-for-named-statements.md.
+ */
+export function genericPlans(on: boolean): SqlStatement {
+  return on
+    ? { text: `select set_config('plan_cache_mode', 'force_generic_plan', true)`, values: [] }
+    : { text: `set local plan_cache_mode to default`, values: [] };
 }
