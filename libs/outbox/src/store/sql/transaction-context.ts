@@ -149,7 +149,7 @@ end $outbox_guard$`,
 /**
  * Makes the named statements that follow in this transaction run their generic plan (`on`), not one planned
  * anew for their values (the point of naming them), or lets the statements after them be planned as usual.
- * Transaction-local. See docs/adr/0503-generic-plans-for-named-statements.md.
+ * Transaction-local. See docs/adr/0502-named-statements-and-their-refresh.md.
  */
 export function genericPlans(on: boolean): SqlStatement {
   return on
