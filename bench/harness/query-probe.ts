@@ -24,7 +24,7 @@ const KINDS: readonly [RegExp, string][] = [
   [/with retry as/i, 'claim retries + expired leases + begin/commit'],
   [/with o as.*commit$/is, 'record outcomes + inbox + commit'],
   // (after the batch's pending context, the handler's context statement and the previous handler's release)
-  [/(^|;\n)savepoint outbox_h\d+;\n/i, 'savepoint + handler query'],
+  [/savepoint outbox_h\d+;\n/i, 'savepoint + handler query'],
   // a handler's later query, after the set_config of its time left (see `handlerBound`)
   [/^select set_config\('statement_timeout', \$1, true\);\n/i, 'handler query (bounded)'],
   [/^\s*(start transaction|begin)/i, 'begin'],

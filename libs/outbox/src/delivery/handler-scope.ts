@@ -207,10 +207,13 @@ export class HandlerScope {
     const statements: SqlStatement[] = [
       ...pending,
       handlerContext(this.batch.tenantSetting, this.batch.tenantId, ms),
-      ...(release ? [{ text: `release savepoint ${release}`, values: [] }] : []),
       // a handler before this one may have changed settings (or the role): reset them, then the relay's context
       ...(this.batch.dirty ? this.batch.restore : []),
-      { text: `savepoint ${this.savepointName}`, values: [] },
+      // no parameters: one simple-protocol query for both
+      {
+        text: `${release ? `release savepoint ${release}; ` : ''}savepoint ${this.savepointName}`,
+        values: [],
+      },
     ];
     this.batch.dirty = false;
     this.savepoint = this.savepointName;

@@ -28,7 +28,8 @@ export interface RelayTransport {
 /**
  * Sends `steps` on a pipelined connection without waiting between them and returns each one's rows (`[]` for
  * a `null`, or for a statement sent only to set something up). A statement with a prepared form goes named,
- * between the settings that make it, and only it, run its generic plan. Waits for every result; throws the
+ * after the setting that makes it run its generic plan, which is set back before the next statement with
+ * parameters that is not named. Waits for every result; throws the
  * first error (a failed statement aborts its transaction: those after it fail too, and a `commit` after it
  * rolls back).
  */
@@ -39,14 +40,21 @@ export async function sendSteps(
   last?: () => Promise<unknown>,
 ): Promise<unknown[][]> {
   const sent: Sent[] = [];
-  const resultAt = steps.map((statement, i) => {
+  let generic = false;
+  const resultAt = steps.map((statement) => {
     if (statement === null) return null;
     const name = transport.prepared.nameOn(connection, statement);
-    if (name === undefined) return sent.push({ statement }) - 1;
-    sent.push({ statement: q.genericPlans(true) });
-    const at = sent.push({ statement, name }) - 1;
-    if (steps.slice(i + 1).some((s) => s !== null)) sent.push({ statement: q.genericPlans(false) });
-    return at;
+    if (name === undefined) {
+      // only a statement with parameters is planned through the plan cache (one without goes as a simple query)
+      if (generic && statement.values.length > 0) {
+        sent.push({ statement: q.genericPlans(false) });
+        generic = false;
+      }
+      return sent.push({ statement }) - 1;
+    }
+    if (!generic) sent.push({ statement: q.genericPlans(true) });
+    generic = true;
+    return sent.push({ statement, name }) - 1;
   });
   const results = sendAll(connection, sent);
   // what TypeORM sends itself (its `START TRANSACTION`, `COMMIT`) goes last, in the same round trip

@@ -98,11 +98,8 @@ export function handlerChecks(tenantSetting: string): SqlStatement[] {
  * connection before the relay took it are not kept.
  */
 export function resetSession(): SqlStatement[] {
-  return [
-    { text: 'reset session authorization', values: [] },
-    { text: 'reset role', values: [] },
-    { text: 'reset all', values: [] },
-  ];
+  // no parameters: one simple-protocol query
+  return [{ text: 'reset session authorization; reset role; reset all', values: [] }];
 }
 
 /** SQLSTATE of `batchGuard` when the transaction is not the batch's (a handler ended it). */
