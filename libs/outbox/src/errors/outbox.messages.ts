@@ -53,6 +53,10 @@ export const messages = {
   unguardedAdmin: (): string =>
     "OutboxAdminModule.forRoot() was given no guard, and its routes read and replay every tenant's events: pass " +
     'guards: [YourAuthGuard] (the guard sees request.params.tenantId), or allowUnguarded: true for a local demo only.',
+  malformedAdminGuards: (given: string): string =>
+    `OutboxAdminModule.forRoot() option guards must be a non-empty array of guards (classes implementing ` +
+    `CanActivate, or instances with canActivate), got ${given}; write guards: [YourAuthGuard]. The routes are not ` +
+    'served until it is fixed.',
   rowLevelSecurity: (tenantId: string, tenantSetting: string): string =>
     `row-level security refused an event for tenant ${tenantId}: the transaction's ${tenantSetting} names another ` +
     `tenant or none. Run select set_config('${tenantSetting}', '${tenantId}', true) in the same transaction before ` +
