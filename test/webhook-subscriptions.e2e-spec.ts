@@ -131,6 +131,16 @@ describe('webhook subscriptions per tenant', () => {
       .add(A, { name: 'other', url: `${receiver.baseUrl}/x`, events: ['*'], timeoutMs: 10 ** 9 })
       .catch((e: unknown) => e);
     expect((slow as OutboxValidationError).field).toBe('timeoutMs');
+    for (const backoff of [{ capMs: 2 ** 31 }, { baseMs: 2 ** 31, capMs: 2 ** 31 }]) {
+      const flood = await subscriptions
+        .add(A, { name: 'other', url: `${receiver.baseUrl}/x`, events: ['*'], backoff })
+        .catch((e: unknown) => e);
+      expect(flood).toBeInstanceOf(OutboxValidationError);
+      expect((flood as OutboxValidationError).field).toBe('backoff');
+      expect((flood as OutboxValidationError).message).toContain(
+        'backoff.capMs must be an integer number of ms',
+      );
+    }
     expect((await subscriptions.list(A)).map((s) => s.name)).toEqual(['crm']);
   });
 

@@ -1,4 +1,4 @@
-import { backoffProblems } from '../../outbox-options';
+import { backoffProblems, countProblem, durationProblem } from '../../outbox-options';
 import { messages } from '../../errors/outbox.messages';
 import { isEventPattern } from '../../registry/event-pattern';
 import type { OutboxBackoffOptions } from '../../interfaces/outbox-module-options.interface';
@@ -99,20 +99,10 @@ export function resolveWebhookEndpoint(
   const eventPatterns = reducePatterns(input.events, at('events'), problem);
 
   const timeoutMs = input.timeoutMs ?? context.timeoutMs;
-  if (
-    !Number.isSafeInteger(timeoutMs) ||
-    (timeoutMs as number) < 1 ||
-    (timeoutMs as number) >= context.leaseMs
-  ) {
-    problem(
-      'timeoutMs',
-      messages.badOption(
-        at('timeoutMs'),
-        `a positive integer below relay.leaseMs (${context.leaseMs})`,
-        timeoutMs,
-      ),
-    );
-  }
+  const timeoutProblem = durationProblem(at('timeoutMs'), timeoutMs, {
+    below: { name: 'relay.leaseMs', ms: context.leaseMs },
+  });
+  if (timeoutProblem) problem('timeoutMs', timeoutProblem);
 
   const headers: Record<string, string> = {};
   if (input.headers !== undefined) {
@@ -147,9 +137,8 @@ export function resolveWebhookEndpoint(
   }
 
   const maxAttempts = input.maxAttempts ?? context.maxAttempts;
-  if (!Number.isSafeInteger(maxAttempts) || (maxAttempts as number) < 1) {
-    problem('maxAttempts', messages.badOption(at('maxAttempts'), 'a positive integer', maxAttempts));
-  }
+  const attemptsProblem = countProblem(at('maxAttempts'), maxAttempts);
+  if (attemptsProblem) problem('maxAttempts', attemptsProblem);
 
   let backoff = context.backoff;
   if (input.backoff !== undefined) {
@@ -186,15 +175,12 @@ export function resolveWebhookEndpoint(
         ...DEFAULT_WEBHOOK_CIRCUIT_BREAKER,
         ...stripUndefined(input.circuitBreaker as OutboxWebhookCircuitBreakerOptions),
       };
-      for (const field of ['failureThreshold', 'cooldownMs'] as const) {
-        const value = circuitBreaker[field];
-        if (!Number.isSafeInteger(value) || value < 1) {
-          problem(
-            'circuitBreaker',
-            messages.badOption(`${at('circuitBreaker')}.${field}`, 'a positive integer', value),
-          );
-        }
-      }
+      const field = at('circuitBreaker');
+      for (const found of [
+        countProblem(`${field}.failureThreshold`, circuitBreaker.failureThreshold),
+        durationProblem(`${field}.cooldownMs`, circuitBreaker.cooldownMs),
+      ])
+        if (found) problem('circuitBreaker', found);
     }
   }
 
