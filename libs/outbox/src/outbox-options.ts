@@ -1,5 +1,7 @@
 import { DEFAULT_TENANT_SETTING } from './outbox.constants';
 import { messages } from './errors/outbox.messages';
+import { secretKeyProblems } from './delivery/webhook/subscription-secret-cipher';
+import { allowedTargetProblem } from './delivery/webhook/webhook-target-guard';
 import type {
   OutboxModuleOptions,
   ResolvedOutboxOptions,
@@ -31,7 +33,15 @@ export const OUTBOX_DEFAULTS: ResolvedOutboxOptions = {
   registry: { heartbeatMs: 30_000, liveWithinMs: 7 * 24 * 3600_000, orphanAfterMs: 3600_000 },
   retention: { publishedDays: 7, intervalMs: 60_000, batchSize: 1000 },
   webhooks: [],
-  webhookSubscriptions: { enabled: true, cacheTtlMs: 5000, pausedRecheckMs: 60_000, timeoutMs: 10_000 },
+  webhookSubscriptions: {
+    enabled: true,
+    cacheTtlMs: 5000,
+    pausedRecheckMs: 60_000,
+    timeoutMs: 10_000,
+    allowPrivateTargets: [],
+    responseBodyInErrors: false,
+    secretKeys: [],
+  },
 };
 
 /** Options merged with defaults, plus every problem found in them (reported together at boot). */
@@ -113,11 +123,27 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
     if (typeof relay[flag] !== 'boolean')
       problems.push(messages.badOption(`relay.${flag}`, 'true or false', relay[flag]));
   }
-  if (typeof webhookSubscriptions.enabled !== 'boolean') {
+  for (const flag of ['enabled', 'responseBodyInErrors'] as const) {
+    if (typeof webhookSubscriptions[flag] !== 'boolean')
+      problems.push(
+        messages.badOption(`webhookSubscriptions.${flag}`, 'true or false', webhookSubscriptions[flag]),
+      );
+  }
+  const allowed = webhookSubscriptions.allowPrivateTargets;
+  if (!Array.isArray(allowed)) {
     problems.push(
-      messages.badOption('webhookSubscriptions.enabled', 'true or false', webhookSubscriptions.enabled),
+      messages.badOption(
+        'webhookSubscriptions.allowPrivateTargets',
+        'an array of addresses or CIDR ranges',
+        allowed,
+      ),
+    );
+  } else {
+    allowed.forEach((entry, i) =>
+      report(allowedTargetProblem(`webhookSubscriptions.allowPrivateTargets[${i}]`, entry)),
     );
   }
+  problems.push(...secretKeyProblems('webhookSubscriptions.secretKeys', webhookSubscriptions.secretKeys));
   report(durationProblem('webhookSubscriptions.cacheTtlMs', webhookSubscriptions.cacheTtlMs));
   report(durationProblem('webhookSubscriptions.pausedRecheckMs', webhookSubscriptions.pausedRecheckMs));
   // When left unset, it is capped below relay.leaseMs where it is used.

@@ -36,6 +36,10 @@ export interface WebhookEndpoint {
   readonly backoff: Required<OutboxBackoffOptions>;
   readonly retryOn4xx: boolean;
   readonly circuitBreaker: Required<OutboxWebhookCircuitBreakerOptions> | null;
+  /** A tenant's subscription: connects only to addresses the target guard lets through. */
+  readonly guarded: boolean;
+  /** Keep a failed answer's body in the delivery's error. */
+  readonly responseBodyInErrors: boolean;
 }
 
 /** The raw settings of a webhook or subscription (options, admin input or a stored row). */
@@ -63,6 +67,10 @@ export interface WebhookEndpointContext {
   backoff: Required<OutboxBackoffOptions>;
   /** Used when the input sets no timeout; undefined makes `timeoutMs` required. */
   timeoutMs?: number;
+  /** A tenant's subscription (see `WebhookTargetGuard`). Default: false (the operator's own webhook). */
+  guarded?: boolean;
+  /** Default: true. */
+  responseBodyInErrors?: boolean;
 }
 
 /** One problem found in webhook settings: the field, and a sentence. */
@@ -199,6 +207,8 @@ export function resolveWebhookEndpoint(
       backoff,
       retryOn4xx: retryOn4xx === true,
       circuitBreaker,
+      guarded: context.guarded === true,
+      responseBodyInErrors: context.responseBodyInErrors !== false,
     },
     problems,
   };
