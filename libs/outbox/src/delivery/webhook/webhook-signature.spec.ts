@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { generateWebhookSecret, signWebhook, verifyWebhook, webhookSecretKey } from './webhook-signature';
 import { OutboxWebhookVerificationError } from './webhook-verification.error';
+import { OutboxValidationError } from '../../errors/outbox.error';
 
 describe('webhook signatures', () => {
   const secret = generateWebhookSecret();
@@ -75,5 +76,16 @@ describe('webhook signatures', () => {
     expect(webhookSecretKey('0123456789abcdef')).toEqual(Buffer.from('0123456789abcdef'));
     expect(webhookSecretKey('short')).toBeNull();
     expect(webhookSecretKey('whsec_c2hvcnQ=')).toBeNull();
+  });
+
+  it('refuses a tolerance that is not a finite number of seconds ≥ 0, before looking at the request', () => {
+    const old = new Date('1970-01-02T00:00:00Z');
+    const ts = Math.floor(old.getTime() / 1000);
+    const signature = signWebhook(webhookSecretKey(secret)!, 'e-1', ts, body);
+    for (const toleranceSeconds of [NaN, Infinity, -Infinity, -1]) {
+      expect(() =>
+        verifyWebhook({ secret, headers: headersFor(signature, ts), body, now, toleranceSeconds }),
+      ).toThrow(OutboxValidationError);
+    }
   });
 });

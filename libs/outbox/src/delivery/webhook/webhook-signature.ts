@@ -1,4 +1,5 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { OutboxValidationError } from '../../errors/outbox.error';
 import { messages } from '../../errors/outbox.messages';
 import { WEBHOOK_HEADERS } from './webhook-headers';
 import type { OutboxWebhookEnvelope } from './webhook-envelope';
@@ -40,7 +41,7 @@ export interface VerifyWebhookOptions {
   headers: WebhookRequestHeaders;
   /** The raw request body, exactly as received (not re-serialised JSON). */
   body: string | Buffer;
-  /** Largest accepted distance between `webhook-timestamp` and now, in seconds. Default 300. */
+  /** Largest accepted distance between `webhook-timestamp` and now, in seconds (finite, ≥ 0). Default 300. */
   toleranceSeconds?: number;
   /** The current time (for tests). Default `new Date()`. */
   now?: Date;
@@ -65,6 +66,12 @@ export function verifyWebhook<TData = unknown>(options: VerifyWebhookOptions): O
     throw new OutboxWebhookVerificationError('badTimestamp', messages.webhookBadTimestamp(timestampText));
   const timestamp = Number(timestampText);
   const tolerance = options.toleranceSeconds ?? 300;
+  // A NaN or infinite tolerance would accept a request signed in 1970, so a replay of any captured request.
+  if (!Number.isFinite(tolerance) || tolerance < 0)
+    throw new OutboxValidationError(
+      'toleranceSeconds',
+      messages.badOption('toleranceSeconds', 'a finite number of seconds ≥ 0', tolerance),
+    );
   const now = Math.floor((options.now ?? new Date()).getTime() / 1000);
   if (Math.abs(now - timestamp) > tolerance) {
     throw new OutboxWebhookVerificationError(
