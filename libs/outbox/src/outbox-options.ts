@@ -92,12 +92,14 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
   report(durationProblem('registry.heartbeatMs', registry.heartbeatMs));
   report(durationProblem('registry.liveWithinMs', registry.liveWithinMs));
   report(durationProblem('registry.orphanAfterMs', registry.orphanAfterMs));
-  if (!Number.isFinite(retention.publishedDays) || retention.publishedDays < 0) {
+  // outbox_purge_settled refuses a cut-off under an hour (migration OutboxPurgeFloor1764450300000).
+  const days = retention.publishedDays;
+  if (!Number.isFinite(days) || (days !== 0 && (days < 1 / 24 || days > 36_500))) {
     problems.push(
       messages.badOption(
         'retention.publishedDays',
-        'a number of days ≥ 0 (0 turns retention off)',
-        retention.publishedDays,
+        'a number of days from 1/24 (one hour) to 36500, or 0 (0 turns retention off)',
+        days,
       ),
     );
   }

@@ -6,6 +6,7 @@ import { OutboxEventLeases1764428800000 } from './1764428800000-outbox-event-lea
 import { OutboxLeaseFence1764432000000 } from './1764432000000-outbox-lease-fence';
 import { OutboxRelayMaintain1764435600000 } from './1764435600000-outbox-relay-maintain';
 import { OutboxAggregateKey1764450000000 } from './1764450000000-outbox-aggregate-key';
+import { OutboxPurgeFloor1764450300000 } from './1764450300000-outbox-purge-floor';
 import { OutboxSubscriptionSecrets1764450200000 } from './1764450200000-outbox-subscription-secrets';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
@@ -19,4 +20,5 @@ export const outboxMigrations = [
   OutboxRelayMaintain1764435600000,
   OutboxAggregateKey1764450000000,
   OutboxSubscriptionSecrets1764450200000,
+  OutboxPurgeFloor1764450300000,
 ];
