@@ -157,4 +157,23 @@ describe('migrations', () => {
       await app.close();
     }
   });
+
+  it('upgrade a 0.1.0 subscription secret without whsec_ to the Standard Webhooks form of the same key', async () => {
+    const old = track(await createEmptyDatabase());
+    for (const file of ['schema.sql', 'typeorm-migrations.sql', 'rows.sql']) {
+      await old.sql(readFileSync(join(FIXTURE_0_1_0, file), 'utf8'));
+    }
+    const legacy = 'a 0.1.0 secret, used as its UTF-8 bytes: é';
+    await old.sql(
+      `insert into public.outbox_webhook_subscriptions (id, tenant_id, name, url, events, secret)
+       values (gen_random_uuid(), 'f1f1f1f1-0000-4000-8000-000000000001', 'legacy', 'https://example.com/h', '{*}', $1),
+              (gen_random_uuid(), 'f1f1f1f1-0000-4000-8000-000000000001', 'standard', 'https://example.com/h', '{*}', $2)`,
+      [legacy, 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'],
+    );
+    await withMigrator(old, (dataSource) => dataSource.runMigrations({ transaction: 'each' }));
+    expect(await old.sql('select name, secret from outbox_webhook_subscriptions order by name')).toEqual([
+      { name: 'legacy', secret: `whsec_${Buffer.from(legacy, 'utf8').toString('base64')}` },
+      { name: 'standard', secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' },
+    ]);
+  });
 });

@@ -32,8 +32,9 @@ export interface OutboxWebhookOptions {
    */
   headers?: Readonly<Record<string, string>>;
   /**
-   * Signing secret: `whsec_<base64>` (the key is the decoded bytes, as in Standard Webhooks) or any other string
-   * of at least 16 characters (its UTF-8 bytes). Default: none (requests are not signed).
+   * Signing secret, as Standard Webhooks writes it: `whsec_<base64>` of at least 16 bytes (the key is the decoded
+   * bytes; `generateWebhookSecret()` makes one). A 0.1.0 secret `s` without the prefix keeps its key as
+   * `'whsec_' + Buffer.from(s).toString('base64')`. Default: none (requests are not signed).
    */
   secret?: string;
   /** Attempts before a delivery is dead. Default: the module's `maxAttempts`. */
@@ -112,7 +113,7 @@ export interface OutboxWebhookSubscriptionInput {
   /** Extra request headers; `webhook-*`, `outbox-*` and `content-type` are reserved. Default: none. */
   headers?: Readonly<Record<string, string>>;
   /**
-   * Signing secret, as for a webhook (`whsec_<base64>` or at least 16 characters).
+   * Signing secret, as for a webhook: `whsec_<base64>` of at least 16 bytes.
    * Default: none (requests are not signed).
    */
   secret?: string;

@@ -7,6 +7,7 @@ import { OutboxLeaseFence1764432000000 } from './1764432000000-outbox-lease-fenc
 import { OutboxRelayMaintain1764435600000 } from './1764435600000-outbox-relay-maintain';
 import { OutboxAggregateKey1764450000000 } from './1764450000000-outbox-aggregate-key';
 import { OutboxPurgeFloor1764450300000 } from './1764450300000-outbox-purge-floor';
+import { OutboxStandardSecrets1764450400000 } from './1764450400000-outbox-standard-secrets';
 import { OutboxSubscriptionSecrets1764450200000 } from './1764450200000-outbox-subscription-secrets';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
@@ -21,4 +22,5 @@ export const outboxMigrations = [
   OutboxAggregateKey1764450000000,
   OutboxSubscriptionSecrets1764450200000,
   OutboxPurgeFloor1764450300000,
+  OutboxStandardSecrets1764450400000,
 ];

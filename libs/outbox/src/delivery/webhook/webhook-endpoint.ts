@@ -4,7 +4,7 @@ import { isEventPattern } from '../../registry/event-pattern';
 import type { OutboxBackoffOptions } from '../../interfaces/outbox-module-options.interface';
 import type { OutboxWebhookCircuitBreakerOptions } from '../../interfaces/outbox-webhook-options.interface';
 import { isReservedWebhookHeader } from './webhook-headers';
-import { webhookSecretKey, MIN_WEBHOOK_SECRET_LENGTH } from './webhook-signature';
+import { webhookSecretKey, WEBHOOK_SECRET_FORMAT } from './webhook-signature';
 
 /** Circuit breaker settings when a webhook sets none. */
 export const DEFAULT_WEBHOOK_CIRCUIT_BREAKER: Required<OutboxWebhookCircuitBreakerOptions> = {
@@ -139,8 +139,7 @@ export function resolveWebhookEndpoint(
   if (input.secret !== undefined && input.secret !== null) {
     secretKey = typeof input.secret === 'string' ? webhookSecretKey(input.secret) : null;
     if (!secretKey) {
-      const expected = `a string of at least ${MIN_WEBHOOK_SECRET_LENGTH} characters, or whsec_ and base64 of at least ${MIN_WEBHOOK_SECRET_LENGTH} bytes`;
-      problem('secret', messages.badOption(at('secret'), expected, '(hidden)'));
+      problem('secret', messages.badOption(at('secret'), WEBHOOK_SECRET_FORMAT, '(hidden)'));
     }
   }
 

@@ -72,10 +72,13 @@ describe('webhook signatures', () => {
     ).toBe('badTimestamp');
   });
 
-  it('takes a plain secret as its UTF-8 bytes and refuses short ones', () => {
-    expect(webhookSecretKey('0123456789abcdef')).toEqual(Buffer.from('0123456789abcdef'));
+  it('takes only whsec_ and strict base64 of at least 16 bytes, as Standard Webhooks reads a secret', () => {
+    const sixteen = Buffer.from('0123456789abcdef');
+    expect(webhookSecretKey(`whsec_${sixteen.toString('base64')}`)).toEqual(sixteen);
+    expect(webhookSecretKey('0123456789abcdef0123456789abcdef')).toBeNull();
     expect(webhookSecretKey('short')).toBeNull();
     expect(webhookSecretKey('whsec_c2hvcnQ=')).toBeNull();
+    expect(webhookSecretKey('whsec_not base64 at all, but long enough!')).toBeNull();
   });
 
   it('refuses a tolerance that is not a finite number of seconds ≥ 0, before looking at the request', () => {
