@@ -72,6 +72,7 @@ export type {
   OutboxWebhookOptions,
   OutboxWebhookCircuitBreakerOptions,
   OutboxWebhookSubscriptionsOptions,
+  OutboxSecretKey,
   OutboxWebhookSubscriptionInput,
   OutboxWebhookSubscription,
   OutboxWebhookCircuitState,

@@ -16,6 +16,8 @@ import { OutboxRetention } from './maintenance/outbox.retention';
 import { LeaseVacuum } from './maintenance/lease-vacuum';
 import { OutboxWebhookService } from './delivery/webhook/outbox-webhook.service';
 import { WebhookTransport } from './delivery/webhook/webhook.transport';
+import { WebhookTargetGuard } from './delivery/webhook/webhook-target-guard';
+import { SubscriptionSecretCipher } from './delivery/webhook/subscription-secret-cipher';
 import { WebhookConsumerFactory } from './delivery/webhook/webhook-consumer.factory';
 import { WebhookSubscriptionSource } from './delivery/webhook/webhook-subscription.source';
 import { OutboxWebhookSubscriptions } from './delivery/webhook/outbox-webhook-subscriptions.service';
@@ -40,6 +42,8 @@ import { OutboxWebhookSubscriptions } from './delivery/webhook/outbox-webhook-su
     OutboxHealthIndicator,
     OutboxRetention,
     LeaseVacuum,
+    WebhookTargetGuard,
+    SubscriptionSecretCipher,
     WebhookTransport,
     OutboxWebhookService,
     WebhookConsumerFactory,

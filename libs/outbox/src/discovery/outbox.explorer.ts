@@ -4,7 +4,7 @@ import { SchedulerRegistry } from '@nestjs/schedule';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import { OUTBOX_HANDLER_METADATA } from '../outbox.constants';
 import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
-import { backoffProblems, type OptionsResolution } from '../outbox-options';
+import { backoffProblems, countProblem, durationProblem, type OptionsResolution } from '../outbox-options';
 import { OutboxConfigurationError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import type { OutboxHandlerMetadata } from '../interfaces/outbox-handler-options.interface';
@@ -123,18 +123,13 @@ export class OutboxExplorer implements OnModuleInit {
       );
     }
     const maxAttempts = options.maxAttempts ?? this.options.maxAttempts;
-    if (!Number.isSafeInteger(maxAttempts) || maxAttempts < 1)
-      problems.push(messages.badOption(`maxAttempts of ${host}`, 'a positive integer', maxAttempts));
     const timeoutMs = options.timeoutMs ?? this.options.handlerTimeoutMs;
-    if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1 || timeoutMs >= this.options.relay.leaseMs) {
-      problems.push(
-        messages.badOption(
-          `timeoutMs of ${host}`,
-          `a positive integer below relay.leaseMs (${this.options.relay.leaseMs})`,
-          timeoutMs,
-        ),
-      );
-    }
+    const leaseMs = this.options.relay.leaseMs;
+    for (const problem of [
+      countProblem(`maxAttempts of ${host}`, maxAttempts),
+      durationProblem(`timeoutMs of ${host}`, timeoutMs, { below: { name: 'relay.leaseMs', ms: leaseMs } }),
+    ])
+      if (problem) problems.push(problem);
     const backoff = { ...this.options.backoff, ...options.backoff };
     problems.push(...backoffProblems(`backoff of ${host}`, backoff));
     const instance = wrapper.instance as Record<string, (...args: unknown[]) => unknown> | undefined;

@@ -68,6 +68,10 @@ export const messages = {
   unguardedAdmin: (): string =>
     "OutboxAdminModule.forRoot() was given no guard, and its routes read and replay every tenant's events: pass " +
     'guards: [YourAuthGuard] (the guard sees request.params.tenantId), or allowUnguarded: true for a local demo only.',
+  malformedAdminGuards: (given: string): string =>
+    `OutboxAdminModule.forRoot() option guards must be a non-empty array of guards (classes implementing ` +
+    `CanActivate, or instances with canActivate), got ${given}; write guards: [YourAuthGuard]. The routes are not ` +
+    'served until it is fixed.',
   rowLevelSecurity: (tenantId: string, tenantSetting: string): string =>
     `row-level security refused an event for tenant ${tenantId}: the transaction's ${tenantSetting} names another ` +
     `tenant or none. Run select set_config('${tenantSetting}', '${tenantId}', true) in the same transaction before ` +
@@ -82,6 +86,20 @@ export const messages = {
     'webhook subscriptions are turned off on this instance (webhookSubscriptions.enabled is false), so a new one would never be delivered; enable them first',
   webhookSubscriptionExists: (name: string): string =>
     `this tenant already has a webhook subscription named ${describe(name)}; remove it first or choose another name`,
+  webhookTargetRefused: (field: string, host: string, address: string): string =>
+    `${field} names ${describe(host)}${address === host ? '' : `, which resolves to ${address}`}: a loopback, private, ` +
+    'link-local (cloud metadata), unique-local, carrier-grade NAT, unspecified or reserved address, which tenant ' +
+    'subscriptions may not reach; use a public address (an operator may allow ranges with ' +
+    'webhookSubscriptions.allowPrivateTargets)',
+  webhookTargetUnresolved: (field: string, host: string, code: string): string =>
+    `${field} names ${describe(host)}, which does not resolve (${code}); a subscription's host must resolve to a public address when it is added`,
+  subscriptionSecretNeedsKey: (): string =>
+    'a subscription secret is stored encrypted, and this app configured no key: set webhookSubscriptions.secretKeys ' +
+    "to [{ id: 'k1', key: '<32 bytes in base64, e.g. openssl rand -base64 32>' }], or add the subscription without a secret",
+  subscriptionSecretKeyMissing: (keyId: string): string =>
+    `the secret was sealed with key ${describe(keyId)}, which webhookSubscriptions.secretKeys no longer lists; put it back (after the current key) until resealSecrets() ran for every tenant`,
+  subscriptionSecretUnreadable: (keyId: string): string =>
+    `the secret sealed with key ${describe(keyId)} does not decrypt: the key under that id changed, or the row was altered`,
   webhookMissingHeaders: (names: string[]): string =>
     `the request lacks one of the headers ${names.join(', ')}: it was not sent by a webhook with a secret`,
   webhookBadTimestamp: (value: string): string =>

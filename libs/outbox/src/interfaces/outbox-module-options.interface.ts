@@ -95,7 +95,8 @@ export interface OutboxRegistryOptions {
 export interface OutboxRetentionOptions {
   /**
    * Published (and `no_handlers`) events older than this many days are deleted with their delivery and inbox
-   * rows; `0` turns retention off. Default: `7`.
+   * rows; at least 1/24 (an hour: the database function refuses younger cut-offs), at most 36500; `0` turns
+   * retention off. Default: `7`.
    */
   publishedDays?: number;
   /** How often the purge runs, in ms. Default: `60000`. */

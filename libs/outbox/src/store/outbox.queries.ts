@@ -375,8 +375,9 @@ const FAN_OUT_TEXT = `with fresh as (
     -- the pairs that need a look of their own: those that get a delivery row now, and every pair of an event
     -- already fanned out (only the consumers whose row the dead relay never wrote)
     select ev.id as event_id, ev.seq, r.name, r.deferred, r.leased,
+           -- a JSON array, so no (type, id) pair shares another's key (migration OutboxAggregateKey1764450000000)
            case when r.ordered and ev.aggregate_id is not null
-                then coalesce(ev.aggregate_type, '') || ':' || ev.aggregate_id end as aggregate_key
+                then json_build_array(ev.aggregate_type, ev.aggregate_id)::text end as aggregate_key
       from ev join routes r on r.event_name = ev.event_name
      where (not r.deferred and not ev.started)
         or (ev.started and not exists (select 1 from written w where w.event_id = ev.id and w.consumer_name = r.name))
