@@ -3,7 +3,21 @@ export { outboxMigrations } from './migrations';
 export { OUTBOX_MODULE_OPTIONS } from './outbox.module-definition';
 export { OutboxService } from './enqueue/outbox.service';
 export { EVENT_NAME_PATTERN, MAX_PAYLOAD_DEPTH } from './enqueue/event-validation';
-export { OnOutboxEvent } from './decorators/on-outbox-event.decorator';
+export { OnOutboxEvent, type OutboxHandlerDecorator } from './decorators/on-outbox-event.decorator';
+export type {
+  OutboxEventMap,
+  OutboxStrictEventNames,
+  OutboxVersioned,
+  OutboxKnownEventName,
+  OutboxStrictMode,
+  OutboxEventName,
+  OutboxEventPattern,
+  OutboxPayloadOf,
+  OutboxEnqueueInput,
+  OutboxNamesMatching,
+  OutboxEventOf,
+  OutboxHandlerFor,
+} from './interfaces/outbox-event-map.interface';
 export { OutboxConsumerRegistry, type TenantConsumerSource } from './registry/outbox-consumer.registry';
 export type { OutboxConsumer, ExternalDeliveryResult } from './registry/outbox-consumer';
 export { OutboxRelay } from './relay/outbox.relay';

@@ -5,16 +5,12 @@ import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import { OutboxError, OutboxValidationError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import type { OutboxEventInput } from '../interfaces/outbox-event.interface';
+import type { OutboxEnqueueInput, OutboxEventName } from '../interfaces/outbox-event-map.interface';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
 import * as q from '../store/outbox.queries';
 import { SINGLE_TENANT_ID } from '../outbox.constants';
 import { validateEvent } from './event-validation';
 import { OutboxWakeup } from '../relay/outbox-wakeup';
-
-/** An event without `tenantId`, accepted when `tenancy` is `single`. */
-export type TenantlessEvent<TPayload> = Omit<OutboxEventInput<TPayload>, 'tenantId'> & {
-  tenantId?: undefined;
-};
 
 /** Writes events into the outbox inside the caller's transaction. */
 @Injectable()
@@ -29,9 +25,9 @@ export class OutboxService {
    * writes or not at all. Returns the event id. Throws `OutboxValidationError` (nothing written) on bad input,
    * `OutboxError` when `manager` has no open transaction.
    */
-  async enqueue<TPayload>(
+  async enqueue<const TName extends OutboxEventName>(
     manager: EntityManager,
-    event: OutboxEventInput<TPayload> | TenantlessEvent<TPayload>,
+    event: OutboxEnqueueInput<TName>,
   ): Promise<string> {
     const runner = transactionRunner(manager);
     const row = {
@@ -48,9 +44,9 @@ export class OutboxService {
   }
 
   /** Adds several events in one statement, all checked before anything is written. Returns their ids in order. */
-  async enqueueMany<TPayload>(
+  async enqueueMany<const TNames extends readonly OutboxEventName[]>(
     manager: EntityManager,
-    events: readonly (OutboxEventInput<TPayload> | TenantlessEvent<TPayload>)[],
+    events: readonly [...{ [I in keyof TNames]: OutboxEnqueueInput<TNames[I]> }],
   ): Promise<string[]> {
     const runner = transactionRunner(manager);
     if (!Array.isArray(events))
