@@ -18,6 +18,13 @@ export type {
   OutboxEventOf,
   OutboxHandlerFor,
 } from './interfaces/outbox-event-map.interface';
+export {
+  defineOutboxEvents,
+  type OutboxEventSchemas,
+  type OutboxSchemaVersions,
+  type OutboxEventMapOf,
+} from './schemas/outbox-event-schemas';
+export type { StandardSchemaV1 } from './schemas/standard-schema';
 export { OutboxConsumerRegistry, type TenantConsumerSource } from './registry/outbox-consumer.registry';
 export type { OutboxConsumer, ExternalDeliveryResult } from './registry/outbox-consumer';
 export { OutboxRelay } from './relay/outbox.relay';
@@ -50,6 +57,7 @@ export {
   OutboxValidationError,
   OutboxConfigurationError,
   OutboxHandlerTimeoutError,
+  OutboxInvalidPayloadError,
 } from './errors/outbox.error';
 export { OUTBOX_DEFAULTS } from './outbox-options';
 export { SINGLE_TENANT_ID, DEFAULT_TENANT_SETTING } from './outbox.constants';

@@ -32,6 +32,7 @@ export const OUTBOX_DEFAULTS: ResolvedOutboxOptions = {
   retention: { publishedDays: 7, intervalMs: 60_000, batchSize: 1000 },
   webhooks: [],
   webhookSubscriptions: { enabled: true, cacheTtlMs: 5000, pausedRecheckMs: 60_000, timeoutMs: 10_000 },
+  events: null,
 };
 
 /** Options merged with defaults, plus every problem found in them (reported together at boot). */

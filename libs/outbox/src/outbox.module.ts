@@ -19,6 +19,7 @@ import { WebhookTransport } from './delivery/webhook/webhook.transport';
 import { WebhookConsumerFactory } from './delivery/webhook/webhook-consumer.factory';
 import { WebhookSubscriptionSource } from './delivery/webhook/webhook-subscription.source';
 import { OutboxWebhookSubscriptions } from './delivery/webhook/outbox-webhook-subscriptions.service';
+import { OutboxSchemaRegistry } from './schemas/outbox-schema.registry';
 
 /**
  * The transactional outbox. Import once with `OutboxModule.forRoot(options)` or `forRootAsync(…)`, next to
@@ -45,6 +46,7 @@ import { OutboxWebhookSubscriptions } from './delivery/webhook/outbox-webhook-su
     WebhookConsumerFactory,
     WebhookSubscriptionSource,
     OutboxWebhookSubscriptions,
+    OutboxSchemaRegistry,
   ],
   exports: [
     OutboxService,

@@ -6,6 +6,7 @@ import {
   type OutboxEvent,
   type OutboxEventOf,
   type OutboxHandlerContext,
+  type OutboxKnownEventName,
   type OutboxPayloadOf,
 } from 'nestjs-pg-outbox';
 import type { ContactCreated, ContactDeleted, OrderPlacedV1, OrderPlacedV2 } from './event-map';
@@ -75,9 +76,9 @@ expectTypeOf<OutboxEventOf<'crm.contact.*'>['data']>().toEqualTypeOf<ContactCrea
 expectTypeOf<OutboxEventOf<'crm.*'>['eventName']>().toEqualTypeOf<
   'crm.contact.created.v1' | 'crm.contact.deleted.v1'
 >();
-expectTypeOf<OutboxEventOf<'*'>['eventName']>().toEqualTypeOf<
-  'crm.contact.created.v1' | 'crm.contact.deleted.v1' | 'shop.order.placed'
->();
+// every declared name, those of schemas.type-spec.ts included
+expectTypeOf<OutboxEventOf<'*'>['eventName']>().toEqualTypeOf<OutboxKnownEventName>();
+expectTypeOf<'shop.order.placed'>().toExtend<OutboxKnownEventName>();
 expectTypeOf<OutboxEventOf<'billing.invoice.paid.v1'>>().toEqualTypeOf<OutboxEvent<unknown>>();
 expectTypeOf<OutboxEventOf<'billing.*'>>().toEqualTypeOf<OutboxEvent<unknown>>();
 expectTypeOf<OutboxPayloadOf<'shop.order.placed'>>().toEqualTypeOf<OrderPlacedV1 | OrderPlacedV2>();

@@ -7,6 +7,7 @@ import type { DeliveryOutcome } from '../store/outbox.queries';
 import type { ClaimedDelivery } from './claimed-delivery';
 import { delivered, errorText, failed } from './delivery-outcome';
 import { HandlerScope, type BatchSavepoints } from './handler-scope';
+import { handlerFailure } from './handler-failure';
 
 /**
  * Calls in-process handlers for a batch of claimed deliveries, one after another, inside the caller's open
@@ -59,8 +60,8 @@ export class InProcessDispatcher {
       } catch (error) {
         settled = true;
         if (scope !== null) await scope.rollback();
-        const code = error instanceof OutboxHandlerTimeoutError ? 'timeout' : 'handlerError';
-        outcomes.push(failed(delivery, consumer, code, errorText(error)));
+        const { code, dead } = handlerFailure(error);
+        outcomes.push(failed(delivery, consumer, code, errorText(error), { dead }));
       }
     }
     return outcomes;

@@ -9,8 +9,9 @@ import type { OutboxEnqueueInput, OutboxEventName } from '../interfaces/outbox-e
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
 import * as q from '../store/outbox.queries';
 import { SINGLE_TENANT_ID } from '../outbox.constants';
-import { validateEvent } from './event-validation';
+import { validateEvent, type ValidatedEvent } from './event-validation';
 import { OutboxWakeup } from '../relay/outbox-wakeup';
+import { OutboxSchemaRegistry } from '../schemas/outbox-schema.registry';
 
 /** Writes events into the outbox inside the caller's transaction. */
 @Injectable()
@@ -18,6 +19,7 @@ export class OutboxService {
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
     private readonly wakeup: OutboxWakeup,
+    private readonly schemas: OutboxSchemaRegistry,
   ) {}
 
   /**
@@ -30,14 +32,7 @@ export class OutboxService {
     event: OutboxEnqueueInput<TName>,
   ): Promise<string> {
     const runner = transactionRunner(manager);
-    const row = {
-      id: newEventId(),
-      ...validateEvent(
-        this.withTenant(event) as OutboxEventInput<unknown>,
-        'event',
-        this.options.maxPayloadBytes,
-      ),
-    };
+    const row = { id: newEventId(), ...(await this.checked(event, 'event')) };
     await this.insert(runner, q.insertEvent(row), [row.tenantId]);
     this.wakeup.enqueuedIn(runner, [row.tenantId]);
     return row.id;
@@ -51,19 +46,25 @@ export class OutboxService {
     const runner = transactionRunner(manager);
     if (!Array.isArray(events))
       throw new OutboxValidationError('events', messages.notAnArray('events', events));
-    const rows = events.map((event, i) => ({
-      id: newEventId(),
-      ...validateEvent(
-        this.withTenant(event) as OutboxEventInput<unknown>,
-        `events[${i}]`,
-        this.options.maxPayloadBytes,
-      ),
-    }));
+    const rows: (ValidatedEvent & { id: string })[] = [];
+    for (const [i, event] of events.entries())
+      rows.push({ id: newEventId(), ...(await this.checked(event, `events[${i}]`)) });
     if (rows.length === 0) return [];
     const tenants = [...new Set(rows.map((r) => r.tenantId))];
     await this.insert(runner, q.insertEvents(rows), tenants);
     this.wakeup.enqueuedIn(runner, tenants);
     return rows.map((row) => row.id);
+  }
+
+  /** Checks an event's envelope and, when its name has a schema, its payload; returns the row to insert. */
+  private async checked(event: unknown, where: string): Promise<ValidatedEvent> {
+    const input = this.withTenant(event as OutboxEventInput<unknown>);
+    const payload = await this.schemas.checkOnEnqueue(input, where);
+    return validateEvent(
+      payload === input?.payload ? input : { ...input, payload },
+      where,
+      this.options.maxPayloadBytes,
+    );
   }
 
   /** Runs the insert; a refusal by row-level security becomes an OutboxError that says how to set the tenant. */

@@ -30,3 +30,11 @@ export class OutboxConfigurationError extends OutboxError {
 export class OutboxHandlerTimeoutError extends OutboxError {
   readonly code = 'timeout';
 }
+
+/**
+ * A consumer that asked for `validatePayload` received a payload its schema rejects: the delivery is dead at once
+ * (error code `invalidPayload`), since no retry changes a stored payload. A handler may throw it too.
+ */
+export class OutboxInvalidPayloadError extends OutboxValidationError {
+  readonly code = 'invalidPayload';
+}

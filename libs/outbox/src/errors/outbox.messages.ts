@@ -6,6 +6,18 @@ export const messages = {
     'queryRunner.startTransaction(), and pass that manager.',
   releasedRunner: (): string =>
     'OutboxService.enqueue was given an EntityManager whose QueryRunner is already released; pass the manager of a live transaction.',
+  payloadRejected: (field: string, schema: string, issues: string): string =>
+    `${field} does not match the ${schema} schema: ${issues}. Fix the payload, or send it as another schemaVersion ` +
+    'that has a schema of its own.',
+  noSchemaForVersion: (field: string, eventName: string, version: number, registered: number[]): string =>
+    `${field} is ${version}, but the events option has schemas for versions ${registered.join(', ')} of ` +
+    `"${eventName}" only; add one for version ${version}, or send one of those.`,
+  notASchema: (field: string, value: unknown): string =>
+    `option ${field} must be a Standard Schema (a zod, valibot or arktype schema…) or an object of them by ` +
+    `schemaVersion ({ 1: schemaV1, 2: schemaV2 }), got ${describe(value)}`,
+  validateWithoutSchema: (host: string, pattern: string): string =>
+    `${host} asks for validatePayload, but the events option has no schema for any event "${pattern}" matches; ` +
+    'add the schema to OutboxModule.forRoot({ events }), or drop validatePayload',
   notUuid: (field: string, value: unknown): string =>
     `${field} must be a UUID like 3f1c6a52-8b7e-4d2a-9c1e-0a5b6c7d8e9f, got ${describe(value)}.`,
   badEventName: (field: string, value: unknown): string =>

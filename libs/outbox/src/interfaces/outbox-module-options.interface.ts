@@ -1,3 +1,4 @@
+import type { OutboxEventSchemas } from '../schemas/outbox-event-schemas';
 import type {
   OutboxWebhookOptions,
   OutboxWebhookSubscriptionsOptions,
@@ -142,6 +143,12 @@ export interface OutboxModuleOptions {
   webhooks?: OutboxWebhookOptions[];
   /** Webhook subscriptions that tenants add at run time. */
   webhookSubscriptions?: OutboxWebhookSubscriptionsOptions;
+  /**
+   * Payload schemas by event name (any Standard Schema: zod, valibot, arktype…; one per `schemaVersion` as
+   * `{ 1: v1, 2: v2 }`), usually from `defineOutboxEvents`: `enqueue` stores the schema's output and refuses a
+   * payload it rejects, and consumers with `validatePayload` check what they receive. Default: `null` (none).
+   */
+  events?: OutboxEventSchemas | null;
 }
 
 /** Options after defaults are merged: what the rest of the module injects. */
@@ -158,4 +165,5 @@ export interface ResolvedOutboxOptions {
   retention: Required<OutboxRetentionOptions>;
   webhooks: readonly OutboxWebhookOptions[];
   webhookSubscriptions: Required<OutboxWebhookSubscriptionsOptions>;
+  events: OutboxEventSchemas | null;
 }
