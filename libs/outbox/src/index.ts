@@ -1,7 +1,7 @@
 export { OutboxModule } from './outbox.module';
 export { outboxMigrations } from './migrations';
 export { OUTBOX_MODULE_OPTIONS } from './outbox.module-definition';
-export { OutboxService } from './enqueue/outbox.service';
+export { OutboxService, type OutboxTransaction } from './enqueue/outbox.service';
 export { EVENT_NAME_PATTERN, MAX_PAYLOAD_DEPTH } from './enqueue/event-validation';
 export { OnOutboxEvent, type OutboxHandlerDecorator } from './decorators/on-outbox-event.decorator';
 export type {

@@ -33,6 +33,7 @@ export const OUTBOX_DEFAULTS: ResolvedOutboxOptions = {
   webhooks: [],
   webhookSubscriptions: { enabled: true, cacheTtlMs: 5000, pausedRecheckMs: 60_000, timeoutMs: 10_000 },
   events: null,
+  transactionHost: false,
 };
 
 /** Options merged with defaults, plus every problem found in them (reported together at boot). */

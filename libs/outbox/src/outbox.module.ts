@@ -20,6 +20,7 @@ import { WebhookConsumerFactory } from './delivery/webhook/webhook-consumer.fact
 import { WebhookSubscriptionSource } from './delivery/webhook/webhook-subscription.source';
 import { OutboxWebhookSubscriptions } from './delivery/webhook/outbox-webhook-subscriptions.service';
 import { OutboxSchemaRegistry } from './schemas/outbox-schema.registry';
+import { AmbientTransactions } from './cls/ambient-transactions';
 
 /**
  * The transactional outbox. Import once with `OutboxModule.forRoot(options)` or `forRootAsync(…)`, next to
@@ -47,6 +48,7 @@ import { OutboxSchemaRegistry } from './schemas/outbox-schema.registry';
     WebhookSubscriptionSource,
     OutboxWebhookSubscriptions,
     OutboxSchemaRegistry,
+    AmbientTransactions,
   ],
   exports: [
     OutboxService,

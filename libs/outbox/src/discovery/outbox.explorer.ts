@@ -17,6 +17,7 @@ import { OUTBOX_OPTIONS_RESOLUTION } from '../outbox-options.provider';
 import { WebhookConsumerFactory } from '../delivery/webhook/webhook-consumer.factory';
 import { OutboxSchemaRegistry } from '../schemas/outbox-schema.registry';
 import { receiptValidated } from '../schemas/receipt-validation';
+import { AmbientTransactions } from '../cls/ambient-transactions';
 
 /**
  * Finds every `@OnOutboxEvent` method on the app's singleton providers and controllers, checks the wiring
@@ -38,10 +39,16 @@ export class OutboxExplorer implements OnModuleInit {
     @Inject(OUTBOX_OPTIONS_RESOLUTION) private readonly resolution: OptionsResolution,
     private readonly webhookConsumers: WebhookConsumerFactory,
     private readonly schemas: OutboxSchemaRegistry,
+    private readonly ambient: AmbientTransactions,
   ) {}
 
   onModuleInit(): void {
-    const problems = [...this.resolution.problems, ...this.wiringProblems(), ...this.schemas.problems()];
+    const problems = [
+      ...this.resolution.problems,
+      ...this.wiringProblems(),
+      ...this.schemas.problems(),
+      ...this.ambient.problems(),
+    ];
     const consumers = this.discover(problems);
     // Static webhooks (the `webhooks` option) are consumers too, named webhook:<name>, checked in the same pass.
     const handlers = [...consumers];
@@ -148,6 +155,8 @@ export class OutboxExplorer implements OnModuleInit {
         problems.push(messages.validateWithoutSchema(host, metadata.eventName));
       handle = receiptValidated(this.schemas, handle);
     }
+    // outermost: the TransactionHost's tx is the delivery's from the first line the wrappers run
+    handle = this.ambient.bound(handle);
     return {
       name,
       kind: 'handler',

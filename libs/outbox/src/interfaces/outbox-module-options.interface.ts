@@ -149,6 +149,15 @@ export interface OutboxModuleOptions {
    * payload it rejects, and consumers with `validatePayload` check what they receive. Default: `null` (none).
    */
   events?: OutboxEventSchemas | null;
+  /**
+   * Join the ambient transactions of `@nestjs-cls/transactional` (TypeORM adapter): `enqueue(event)` without a
+   * manager writes in the transaction of the `@Transactional()` method or `TransactionHost.withTransaction(…)` it
+   * runs in, and code a handler calls that uses the TransactionHost writes in the handler's delivery transaction.
+   * `true`: the default TransactionHost; `{ connectionName }`: a named one. Needs `nestjs-cls`,
+   * `@nestjs-cls/transactional` and `@nestjs-cls/transactional-adapter-typeorm`, with `ClsPluginTransactional`
+   * registered for the outbox's DataSource; none of them is loaded while this is `false`. Default: `false`.
+   */
+  transactionHost?: boolean | { connectionName: string };
 }
 
 /** Options after defaults are merged: what the rest of the module injects. */
@@ -166,4 +175,5 @@ export interface ResolvedOutboxOptions {
   webhooks: readonly OutboxWebhookOptions[];
   webhookSubscriptions: Required<OutboxWebhookSubscriptionsOptions>;
   events: OutboxEventSchemas | null;
+  transactionHost: boolean | { connectionName: string };
 }
