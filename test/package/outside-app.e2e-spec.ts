@@ -133,8 +133,9 @@ describe('the packed library in a Nest app outside this repository', () => {
       }
       const names = documentedExports();
       expect(names.get('nestjs-pg-outbox')).toEqual(
-        expect.arrayContaining(['OnOutboxEvent', 'OutboxModule', 'OutboxService']),
+        expect.arrayContaining(['OnOutboxEvent', 'OutboxModule', 'OutboxService', 'OutboxEventMap']),
       );
+      expect(names.get('nestjs-pg-outbox/testing')).toEqual(['OutboxTestKit', 'OutboxTestKitError']);
       writeFileSync(join(app, 'src', 'exports-check.ts'), exportsCheckSource(names));
       writeFileSync(
         join(app, 'package.json'),
