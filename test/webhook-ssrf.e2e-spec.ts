@@ -45,7 +45,7 @@ describe('tenant webhook subscriptions and the private network', () => {
 
   const enqueue = (t: TestApp, tenantId: string) =>
     t.dataSource.transaction((m) =>
-      t.outbox.enqueue(m, { tenantId, eventName: 'crm.contact.created.v1', payload: {} }),
+      t.outbox.enqueue(m, { tenantId, eventName: 'test.ssrf.probe.v1', payload: {} }),
     );
   const deliveryOf = async (eventId: string) =>
     (

@@ -102,6 +102,8 @@ describe('the packed library in a Nest app outside this repository', () => {
         'package/dist/index.js',
         'package/dist/index.d.ts',
         'package/dist/cli/outbox-cli.js',
+        'package/dist/testing/index.js',
+        'package/dist/testing/index.d.ts',
       ]),
     );
   });
@@ -130,7 +132,10 @@ describe('the packed library in a Nest app outside this repository', () => {
         cpSync(join(TEMPLATE, 'src'), join(app, 'src'), { recursive: true });
       }
       const names = documentedExports();
-      expect(names).toEqual(expect.arrayContaining(['OnOutboxEvent', 'OutboxModule', 'OutboxService']));
+      expect(names.get('nestjs-pg-outbox')).toEqual(
+        expect.arrayContaining(['OnOutboxEvent', 'OutboxModule', 'OutboxService', 'OutboxEventMap']),
+      );
+      expect(names.get('nestjs-pg-outbox/testing')).toEqual(['OutboxTestKit', 'OutboxTestKitError']);
       writeFileSync(join(app, 'src', 'exports-check.ts'), exportsCheckSource(names));
       writeFileSync(
         join(app, 'package.json'),

@@ -13,7 +13,8 @@ import { DemoAdminGuard } from './demo-admin.guard';
 /** The demo CRM: contacts, their events, and the outbox that delivers them. */
 @Module({})
 export class AppModule {
-  static forRoot(databaseUrl: string): DynamicModule {
+  /** `relay: false` leaves the relay to the caller (the demo's own tests drive it with the test kit). */
+  static forRoot(databaseUrl: string, { relay = true }: { relay?: boolean } = {}): DynamicModule {
     return {
       module: AppModule,
       imports: [
@@ -30,7 +31,7 @@ export class AppModule {
           imports: [DemoWebhooksModule],
           inject: [DemoWebhookReceiver],
           useFactory: (receiver: DemoWebhookReceiver) => ({
-            relay: { pollIntervalMs: 500 },
+            relay: { enabled: relay, pollIntervalMs: 500 },
             webhooks: [
               {
                 name: 'contacts-receiver',

@@ -1,9 +1,30 @@
 export { OutboxModule } from './outbox.module';
 export { outboxMigrations } from './migrations';
 export { OUTBOX_MODULE_OPTIONS } from './outbox.module-definition';
-export { OutboxService } from './enqueue/outbox.service';
+export { OutboxService, type OutboxTransaction } from './enqueue/outbox.service';
 export { EVENT_NAME_PATTERN, MAX_PAYLOAD_DEPTH } from './enqueue/event-validation';
-export { OnOutboxEvent } from './decorators/on-outbox-event.decorator';
+export { OnOutboxEvent, type OutboxHandlerDecorator } from './decorators/on-outbox-event.decorator';
+export type {
+  OutboxEventMap,
+  OutboxStrictEventNames,
+  OutboxVersioned,
+  OutboxKnownEventName,
+  OutboxStrictMode,
+  OutboxEventName,
+  OutboxEventPattern,
+  OutboxPayloadOf,
+  OutboxEnqueueInput,
+  OutboxNamesMatching,
+  OutboxEventOf,
+  OutboxHandlerFor,
+} from './interfaces/outbox-event-map.interface';
+export {
+  defineOutboxEvents,
+  type OutboxEventSchemas,
+  type OutboxSchemaVersions,
+  type OutboxEventMapOf,
+} from './schemas/outbox-event-schemas';
+export type { StandardSchemaV1 } from './schemas/standard-schema';
 export { OutboxConsumerRegistry, type TenantConsumerSource } from './registry/outbox-consumer.registry';
 export type { OutboxConsumer, ExternalDeliveryResult } from './registry/outbox-consumer';
 export { OutboxRelay } from './relay/outbox.relay';
@@ -36,6 +57,7 @@ export {
   OutboxValidationError,
   OutboxConfigurationError,
   OutboxHandlerTimeoutError,
+  OutboxInvalidPayloadError,
 } from './errors/outbox.error';
 export { OUTBOX_DEFAULTS } from './outbox-options';
 export { SINGLE_TENANT_ID, DEFAULT_TENANT_SETTING } from './outbox.constants';

@@ -42,6 +42,8 @@ export const OUTBOX_DEFAULTS: ResolvedOutboxOptions = {
     responseBodyInErrors: false,
     secretKeys: [],
   },
+  events: null,
+  transactionHost: false,
 };
 
 /** Options merged with defaults, plus every problem found in them (reported together at boot). */

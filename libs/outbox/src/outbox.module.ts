@@ -21,6 +21,8 @@ import { SubscriptionSecretCipher } from './delivery/webhook/subscription-secret
 import { WebhookConsumerFactory } from './delivery/webhook/webhook-consumer.factory';
 import { WebhookSubscriptionSource } from './delivery/webhook/webhook-subscription.source';
 import { OutboxWebhookSubscriptions } from './delivery/webhook/outbox-webhook-subscriptions.service';
+import { OutboxSchemaRegistry } from './schemas/outbox-schema.registry';
+import { AmbientTransactions } from './cls/ambient-transactions';
 
 /**
  * The transactional outbox. Import once with `OutboxModule.forRoot(options)` or `forRootAsync(…)`, next to
@@ -49,6 +51,8 @@ import { OutboxWebhookSubscriptions } from './delivery/webhook/outbox-webhook-su
     WebhookConsumerFactory,
     WebhookSubscriptionSource,
     OutboxWebhookSubscriptions,
+    OutboxSchemaRegistry,
+    AmbientTransactions,
   ],
   exports: [
     OutboxService,

@@ -31,6 +31,7 @@ export interface DispatchResult {
   /** The last handlers may have changed settings since the relay last restored its own: restore before the outcome. */
   dirty: boolean;
 }
+import { handlerFailure } from './handler-failure';
 
 /**
  * Calls in-process handlers for a batch of claimed deliveries, one after another, inside the caller's open
@@ -120,11 +121,11 @@ export class InProcessDispatcher {
         }
         // its query cancelled by the bound of its time left (see handlerContext): its timeout, whichever came first
         const cancelled = sqlState(error) === QUERY_CANCELED && Date.now() >= deadline - TIMER_SLACK_MS;
-        const timedOut = error instanceof OutboxHandlerTimeoutError || cancelled;
+        const { code, dead } = cancelled ? { code: 'timeout', dead: false } : handlerFailure(error);
         const text = cancelled
           ? messages.handlerTimeout(consumer.name, consumer.timeoutMs)
           : errorText(error);
-        outcomes.push(failed(delivery, consumer, timedOut ? 'timeout' : 'handlerError', text));
+        outcomes.push(failed(delivery, consumer, code, text, { dead }));
       }
       if (batch.problem) break;
     }

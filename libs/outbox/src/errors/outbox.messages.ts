@@ -1,11 +1,44 @@
 /** The wording of every error the outbox raises, in one place. */
 export const messages = {
   noTransaction: (): string =>
-    'OutboxService.enqueue needs an EntityManager inside an open transaction, so the event commits with your ' +
-    'business writes (or not at all). Call it inside dataSource.transaction(async (manager) => …) or after ' +
-    'queryRunner.startTransaction(), and pass that manager.',
+    'OutboxService.enqueue needs an open transaction, so the event commits with your business writes (or not at ' +
+    'all): pass the EntityManager of dataSource.transaction(async (manager) => …), or a QueryRunner after ' +
+    'queryRunner.startTransaction(), or, with the transactionHost option, call it inside a @Transactional() ' +
+    'method or TransactionHost.withTransaction(…).',
+  noManager: (): string =>
+    'OutboxService.enqueue was called without an EntityManager or QueryRunner: pass the one of your open ' +
+    "transaction, or set the outbox option transactionHost to join @nestjs-cls/transactional's ambient transaction.",
+  clsMissing: (why: string): string =>
+    'the outbox option transactionHost needs nestjs-cls, @nestjs-cls/transactional and ' +
+    `@nestjs-cls/transactional-adapter-typeorm installed (${why}); install them, or turn the option off`,
+  clsNoHost: (label: string, connectionName: string | undefined): string =>
+    `the outbox option transactionHost names ${label}, which the app does not provide: import ` +
+    `ClsModule.forRoot({ global: true, plugins: [new ClsPluginTransactional({ ${
+      connectionName === undefined ? '' : `connectionName: '${connectionName}', `
+    }adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken(…) }) })] })`,
+  clsUnsupported: (label: string): string =>
+    `${label} lacks the methods the outbox binds a handler's transaction with; use @nestjs-cls/transactional 3.x`,
+  clsOtherDataSource: (label: string, dataSource: string | undefined): string =>
+    `${label} wraps another DataSource than the outbox's (${dataSource ? `"${dataSource}"` : 'the default'}); ` +
+    'give its TransactionalAdapterTypeOrm the dataSourceToken of that DataSource, or point transactionHost at ' +
+    'the host that does',
+  clsNotReady: (): string =>
+    'OutboxService.enqueue was called without a manager before the outbox module finished its boot; call it ' +
+    'after app.init()',
   releasedRunner: (): string =>
-    'OutboxService.enqueue was given an EntityManager whose QueryRunner is already released; pass the manager of a live transaction.',
+    'OutboxService.enqueue was given a transaction whose QueryRunner is already released; pass the manager (or runner) of a live transaction.',
+  payloadRejected: (field: string, schema: string, issues: string): string =>
+    `${field} does not match the ${schema} schema: ${issues}. Fix the payload, or send it as another schemaVersion ` +
+    'that has a schema of its own.',
+  noSchemaForVersion: (field: string, eventName: string, version: number, registered: number[]): string =>
+    `${field} is ${version}, but the events option has schemas for versions ${registered.join(', ')} of ` +
+    `"${eventName}" only; add one for version ${version}, or send one of those.`,
+  notASchema: (field: string, value: unknown): string =>
+    `option ${field} must be a Standard Schema (a zod, valibot or arktype schema…) or an object of them by ` +
+    `schemaVersion ({ 1: schemaV1, 2: schemaV2 }), got ${describe(value)}`,
+  validateWithoutSchema: (host: string, pattern: string): string =>
+    `${host} asks for validatePayload, but the events option has no schema for any event "${pattern}" matches; ` +
+    'add the schema to OutboxModule.forRoot({ events }), or drop validatePayload',
   notUuid: (field: string, value: unknown): string =>
     `${field} must be a UUID like 3f1c6a52-8b7e-4d2a-9c1e-0a5b6c7d8e9f, got ${describe(value)}.`,
   badEventName: (field: string, value: unknown): string =>
