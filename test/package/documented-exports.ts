@@ -4,9 +4,13 @@ import { join } from 'node:path';
 const ROOT = join(__dirname, '..', '..');
 const PACKAGE = 'nestjs-pg-outbox';
 
-/** Backticked names in prose that read as the package's exports (`OutboxRelay`, `outboxMigrations`, `WEBHOOK_HEADERS`). */
+/**
+ * Backticked names in prose that read as the package's exports (`OutboxRelay`, `outboxMigrations`,
+ * `WEBHOOK_HEADERS`); migration classes (`OutboxCore1764428400000`) are named in docs but reached through
+ * `outboxMigrations`.
+ */
 const EXPORT_LIKE =
-  /^(Outbox[A-Z]\w*|OnOutboxEvent|outboxMigrations|defineOutboxEvents|verifyWebhook|generateWebhookSecret|(OUTBOX|WEBHOOK)_[A-Z_]+)$/;
+  /^(Outbox[A-Z]\w*(?<!\d{13})|OnOutboxEvent|outboxMigrations|defineOutboxEvents|verifyWebhook|generateWebhookSecret|(OUTBOX|WEBHOOK)_[A-Z_]+)$/;
 
 /** The package's entries that docs import from: the root and the documented subpaths. */
 export const ENTRIES = [PACKAGE, `${PACKAGE}/testing`] as const;
