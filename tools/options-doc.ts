@@ -57,6 +57,11 @@ export const OPTION_SECTIONS: readonly OptionSection[] = [
     interfaceName: 'OutboxAdminModuleOptions',
   },
   {
+    heading: '`OutboxBoardModule.forRoot(options)`',
+    file: 'libs/outbox/src/board/outbox-board-options.interface.ts',
+    interfaceName: 'OutboxBoardModuleOptions',
+  },
+  {
     heading: '`OutboxHealthIndicator.isHealthy(key, options)`',
     file: 'libs/outbox/src/admin/outbox.health-indicator.ts',
     interfaceName: 'OutboxHealthOptions',

@@ -1,7 +1,7 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { OutboxAdminModule, OutboxModule, outboxMigrations } from 'nestjs-pg-outbox';
+import { OutboxAdminModule, OutboxBoardModule, OutboxModule, outboxMigrations } from 'nestjs-pg-outbox';
 import { ContactsModule } from './contacts/contacts.module';
 import { Contact } from './contacts/contact.entity';
 import { ContactActivity } from './contacts/contact-activity.entity';
@@ -44,6 +44,8 @@ export class AppModule {
         }),
         // Stats, failed events and replay over HTTP, behind a guard (never expose these routes without one).
         OutboxAdminModule.forRoot({ guards: [DemoAdminGuard] }),
+        // The operator's board at /outbox/board, behind the same guard; the demo's operator sees every tenant.
+        OutboxBoardModule.forRoot({ guards: [DemoAdminGuard], tenants: () => 'all' }),
         ContactsModule,
       ],
     };

@@ -24,6 +24,13 @@ export type {
   OutboxDeliveryRecord,
 } from './admin/outbox-admin.interfaces';
 export { OutboxAdminModule } from './admin/outbox-admin.module';
+export type { OutboxActionOptions, OutboxAuditEntry } from './admin/outbox-admin.interfaces';
+export { OutboxBoardModule } from './board/outbox-board.module';
+export type {
+  OutboxBoardModuleOptions,
+  OutboxBoardRequest,
+  OutboxBoardTenants,
+} from './board/outbox-board-options.interface';
 export type { OutboxAdminModuleOptions } from './admin/outbox-admin-options.interface';
 export {
   OutboxHealthIndicator,

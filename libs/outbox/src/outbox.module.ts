@@ -1,6 +1,6 @@
 import { Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
-import { ConfigurableOutboxModule } from './outbox.module-definition';
+import { ConfigurableOutboxModule, OUTBOX_RESOLVED_OPTIONS } from './outbox.module-definition';
 import { outboxOptionsProviders } from './outbox-options.provider';
 import { OutboxService } from './enqueue/outbox.service';
 import { OutboxExplorer } from './discovery/outbox.explorer';
@@ -19,6 +19,7 @@ import { WebhookTransport } from './delivery/webhook/webhook.transport';
 import { WebhookConsumerFactory } from './delivery/webhook/webhook-consumer.factory';
 import { WebhookSubscriptionSource } from './delivery/webhook/webhook-subscription.source';
 import { OutboxWebhookSubscriptions } from './delivery/webhook/outbox-webhook-subscriptions.service';
+import { OutboxInstrumentation } from './observability/outbox-instrumentation';
 
 /**
  * The transactional outbox. Import once with `OutboxModule.forRoot(options)` or `forRootAsync(…)`, next to
@@ -45,6 +46,7 @@ import { OutboxWebhookSubscriptions } from './delivery/webhook/outbox-webhook-su
     WebhookConsumerFactory,
     WebhookSubscriptionSource,
     OutboxWebhookSubscriptions,
+    OutboxInstrumentation,
   ],
   exports: [
     OutboxService,
@@ -55,6 +57,10 @@ import { OutboxWebhookSubscriptions } from './delivery/webhook/outbox-webhook-su
     OutboxRetention,
     OutboxWebhookService,
     OutboxWebhookSubscriptions,
+    OutboxInstrumentation,
+    // for the board, metrics and tracing modules (internal: not exported by the package's index)
+    OutboxStore,
+    OUTBOX_RESOLVED_OPTIONS,
   ],
 })
 export class OutboxModule extends ConfigurableOutboxModule {}

@@ -7,6 +7,7 @@ import type { DeliveryOutcome } from '../store/outbox.queries';
 import type { ClaimedDelivery } from './claimed-delivery';
 import { delivered, errorText, failed } from './delivery-outcome';
 import { HandlerScope, type BatchSavepoints } from './handler-scope';
+import { OutboxInstrumentation } from '../observability/outbox-instrumentation';
 
 /**
  * Calls in-process handlers for a batch of claimed deliveries, one after another, inside the caller's open
@@ -15,6 +16,8 @@ import { HandlerScope, type BatchSavepoints } from './handler-scope';
  */
 @Injectable()
 export class InProcessDispatcher {
+  constructor(private readonly instrumentation: OutboxInstrumentation) {}
+
   /** Runs every delivery and says what happened to each. Never throws for a handler's failure. */
   async dispatch(
     dataSource: DataSource,
@@ -43,8 +46,13 @@ export class InProcessDispatcher {
         attempt: delivery.attempt,
         consumer: consumer.name,
       };
+      // instrumentation: one observed attempt per handler call (null when nothing observes)
+      const attempt = this.instrumentation.attemptStarted(delivery, consumer);
+      let outcome: DeliveryOutcome;
       try {
-        const returned = consumer.handle!(delivery.event, context);
+        const returned = attempt?.run
+          ? attempt.run(() => consumer.handle!(delivery.event, context))
+          : consumer.handle!(delivery.event, context);
         // A handler that returns no promise has finished: no timer to arm.
         if (isThenable(returned)) {
           await withTimeout(
@@ -55,13 +63,15 @@ export class InProcessDispatcher {
         }
         settled = true;
         if (scope !== null) await scope.commit();
-        outcomes.push(delivered(delivery));
+        outcome = delivered(delivery);
       } catch (error) {
         settled = true;
         if (scope !== null) await scope.rollback();
         const code = error instanceof OutboxHandlerTimeoutError ? 'timeout' : 'handlerError';
-        outcomes.push(failed(delivery, consumer, code, errorText(error)));
+        outcome = failed(delivery, consumer, code, errorText(error));
       }
+      outcomes.push(outcome);
+      attempt?.ended?.(outcome);
     }
     return outcomes;
   }

@@ -10,6 +10,7 @@ import * as q from '../store/outbox.queries';
 import { SINGLE_TENANT_ID } from '../outbox.constants';
 import { validateEvent } from './event-validation';
 import { OutboxWakeup } from '../relay/outbox-wakeup';
+import { OutboxInstrumentation } from '../observability/outbox-instrumentation';
 
 /** An event without `tenantId`, accepted when `tenancy` is `single`. */
 export type TenantlessEvent<TPayload> = Omit<OutboxEventInput<TPayload>, 'tenantId'> & {
@@ -22,6 +23,7 @@ export class OutboxService {
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
     private readonly wakeup: OutboxWakeup,
+    private readonly instrumentation: OutboxInstrumentation,
   ) {}
 
   /**
@@ -44,6 +46,7 @@ export class OutboxService {
     };
     await this.insert(runner, q.insertEvent(row), [row.tenantId]);
     this.wakeup.enqueuedIn(runner, [row.tenantId]);
+    if (this.instrumentation.active) this.instrumentation.eventsEnqueued([row]);
     return row.id;
   }
 
@@ -67,6 +70,7 @@ export class OutboxService {
     const tenants = [...new Set(rows.map((r) => r.tenantId))];
     await this.insert(runner, q.insertEvents(rows), tenants);
     this.wakeup.enqueuedIn(runner, tenants);
+    if (this.instrumentation.active) this.instrumentation.eventsEnqueued(rows);
     return rows.map((row) => row.id);
   }
 

@@ -5,6 +5,7 @@ import { OutboxWebhooks1764428700000 } from './1764428700000-outbox-webhooks';
 import { OutboxEventLeases1764428800000 } from './1764428800000-outbox-event-leases';
 import { OutboxLeaseFence1764432000000 } from './1764432000000-outbox-lease-fence';
 import { OutboxRelayMaintain1764435600000 } from './1764435600000-outbox-relay-maintain';
+import { OutboxBoard1764500100000 } from './1764500100000-outbox-board';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -15,4 +16,5 @@ export const outboxMigrations = [
   OutboxEventLeases1764428800000,
   OutboxLeaseFence1764432000000,
   OutboxRelayMaintain1764435600000,
+  OutboxBoard1764500100000,
 ];

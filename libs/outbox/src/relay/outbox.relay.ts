@@ -22,6 +22,7 @@ import * as q from '../store/outbox.queries';
 import { LeaseVacuum } from '../maintenance/lease-vacuum';
 import { addRound, emptyRound, type RelayRoundResult } from './relay-round';
 import { sqlState } from '../errors/sql-state';
+import { OutboxInstrumentation } from '../observability/outbox-instrumentation';
 
 /** A claimed delivery with the consumer that will take it. */
 interface Assigned {
@@ -75,6 +76,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly external: ExternalDispatcher,
     private readonly leaseVacuum: LeaseVacuum,
     private readonly moduleRef: ModuleRef,
+    private readonly instrumentation: OutboxInstrumentation,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
@@ -222,11 +224,17 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     if (this.stopping)
       return { results: [], settled: Promise.resolve(), committingAtStart: false, full: false };
     this.round = this.processRound(overlap, this.committing > 0);
+    const startedAt = performance.now();
+    let tenants = 0;
     try {
-      return await this.round;
+      const run = await this.round;
+      tenants = run.results.length;
+      return run;
     } finally {
       this.round = null;
       this.lastRoundEndedAt = new Date();
+      // instrumentation: round duration
+      this.instrumentation.roundEnded({ durationMs: performance.now() - startedAt, tenants });
     }
   }
 
@@ -335,6 +343,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       );
       result.eventsClaimed = events;
       result.deliveriesClaimed = claimed.length;
+      // instrumentation: batch size, lease recoveries
+      this.instrumentation.batchClaimed({ tenantId, events, deliveries: claimed });
       if (claimed.length === 0) {
         // Nothing to do: the (empty) batch transaction is rolled back without holding the round up.
         handedOver = true;
@@ -358,9 +368,12 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
           });
         } else if (delivery.recovered && delivery.attempt > consumer.maxAttempts) {
           // Attempts kept starting and never finishing: the process likely dies on this event. Stop here.
-          unclaimed.push(
-            failed(delivery, consumer, 'staleLeaseRecovered', poisonMessage(delivery), { dead: true }),
-          );
+          const poisoned = failed(delivery, consumer, 'staleLeaseRecovered', poisonMessage(delivery), {
+            dead: true,
+          });
+          unclaimed.push(poisoned);
+          // instrumentation: an attempt that ends before it starts
+          this.instrumentation.attemptStarted(delivery, consumer)?.ended?.(poisoned);
         } else {
           (consumer.kind === 'handler' ? local : remote).push({ delivery, consumer });
         }
@@ -543,6 +556,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       );
     }
     Object.assign(result, { succeeded: 0, failed: 0, dead: 0 });
+    // instrumentation: the attempts observed as they ended are undone
+    this.instrumentation.batchRolledBack({ tenantId, deliveries: assigned.length });
     const outcomes = assigned.map(({ delivery, consumer }) =>
       failed(delivery, consumer, 'batchError', `the batch transaction failed: ${errorText(error)}`),
     );
