@@ -62,6 +62,11 @@ export const OPTION_SECTIONS: readonly OptionSection[] = [
     interfaceName: 'OutboxBoardModuleOptions',
   },
   {
+    heading: '`OutboxMetricsModule.forRoot(options)`',
+    file: 'libs/outbox/src/observability/metrics/outbox-metrics-options.interface.ts',
+    interfaceName: 'OutboxMetricsModuleOptions',
+  },
+  {
     heading: '`OutboxHealthIndicator.isHealthy(key, options)`',
     file: 'libs/outbox/src/admin/outbox.health-indicator.ts',
     interfaceName: 'OutboxHealthOptions',

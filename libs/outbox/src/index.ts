@@ -26,6 +26,12 @@ export type {
 export { OutboxAdminModule } from './admin/outbox-admin.module';
 export type { OutboxActionOptions, OutboxAuditEntry } from './admin/outbox-admin.interfaces';
 export { OutboxBoardModule } from './board/outbox-board.module';
+export { OutboxMetricsModule } from './observability/metrics/outbox-metrics.module';
+export { OutboxMetrics } from './observability/metrics/outbox-metrics';
+export type {
+  OutboxMetricsModuleOptions,
+  OutboxMetricsRegistry,
+} from './observability/metrics/outbox-metrics-options.interface';
 export type {
   OutboxBoardModuleOptions,
   OutboxBoardRequest,
