@@ -67,6 +67,11 @@ export const OPTION_SECTIONS: readonly OptionSection[] = [
     interfaceName: 'OutboxMetricsModuleOptions',
   },
   {
+    heading: '`OutboxTracingModule.forRoot(options)`',
+    file: 'libs/outbox/src/observability/tracing/outbox-tracing-options.interface.ts',
+    interfaceName: 'OutboxTracingModuleOptions',
+  },
+  {
     heading: '`OutboxHealthIndicator.isHealthy(key, options)`',
     file: 'libs/outbox/src/admin/outbox.health-indicator.ts',
     interfaceName: 'OutboxHealthOptions',

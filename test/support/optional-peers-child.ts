@@ -6,7 +6,13 @@
  */
 import 'reflect-metadata';
 import { Injectable, type DynamicModule } from '@nestjs/common';
-import { OnOutboxEvent, OutboxBoardModule, OutboxMetricsModule, type OutboxEvent } from 'nestjs-pg-outbox';
+import {
+  OnOutboxEvent,
+  OutboxBoardModule,
+  OutboxMetricsModule,
+  OutboxTracingModule,
+  type OutboxEvent,
+} from 'nestjs-pg-outbox';
 import { buildApp } from './build-app';
 
 @Injectable()
@@ -23,6 +29,7 @@ async function main(): Promise<void> {
   if (modules.includes('board'))
     imports.push(OutboxBoardModule.forRoot({ allowUnguarded: true, tenants: () => 'all' }));
   if (modules.includes('metrics')) imports.push(OutboxMetricsModule.forRoot());
+  if (modules.includes('tracing')) imports.push(OutboxTracingModule.forRoot());
   const t = await buildApp({ url: process.env.DATABASE_URL!, providers: [NoteConsumer], imports });
   await t.dataSource.transaction((m) =>
     t.outbox.enqueue(m, {

@@ -28,6 +28,8 @@ export type { OutboxActionOptions, OutboxAuditEntry } from './admin/outbox-admin
 export { OutboxBoardModule } from './board/outbox-board.module';
 export { OutboxMetricsModule } from './observability/metrics/outbox-metrics.module';
 export { OutboxMetrics } from './observability/metrics/outbox-metrics';
+export { OutboxTracingModule } from './observability/tracing/outbox-tracing.module';
+export type { OutboxTracingModuleOptions } from './observability/tracing/outbox-tracing-options.interface';
 export type {
   OutboxMetricsModuleOptions,
   OutboxMetricsRegistry,

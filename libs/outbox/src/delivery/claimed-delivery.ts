@@ -15,6 +15,8 @@ export interface ClaimedDelivery {
   /** The event's insert order (bigint as text); set for in-process pairs, whose row is written with the outcome. */
   eventSeq?: string;
   event: OutboxEvent;
+  /** The W3C traceparent captured when the event was enqueued (tracing), or null. */
+  traceparent?: string | null;
 }
 
 /** A row of the claim statements. */
@@ -34,6 +36,7 @@ export interface ClaimedRow {
   schema_version: number;
   /** The event's insert order (bigint, as text), on the rows of in-process pairs. */
   event_seq?: string | null;
+  traceparent?: string | null;
 }
 
 /** The envelope handlers receive, from a claim row. */
@@ -62,6 +65,7 @@ export function toClaimedDelivery(row: ClaimedRow & { consumer_name: string }): 
     recovered: row.recovered,
     eventSeq: row.event_seq ?? undefined,
     event: toEvent(row),
+    traceparent: row.traceparent ?? null,
   };
 }
 
@@ -106,6 +110,7 @@ export function fromFanOut(rows: readonly FanOutRow[]): {
           recovered: claims > 1,
           eventSeq: row.event_seq!,
           event,
+          traceparent: row.traceparent ?? null,
         });
       }
     } else if (row.kind === 'event') events.add(row.event_id);

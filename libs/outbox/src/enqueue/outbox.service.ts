@@ -36,7 +36,7 @@ export class OutboxService {
     event: OutboxEventInput<TPayload> | TenantlessEvent<TPayload>,
   ): Promise<string> {
     const runner = transactionRunner(manager);
-    const row = {
+    const row: q.EventRow = {
       id: newEventId(),
       ...validateEvent(
         this.withTenant(event) as OutboxEventInput<unknown>,
@@ -44,6 +44,8 @@ export class OutboxService {
         this.options.maxPayloadBytes,
       ),
     };
+    // instrumentation: the trace context active now goes with the event
+    if (this.instrumentation.active) row.traceparent = this.instrumentation.traceContext();
     await this.insert(runner, q.insertEvent(row), [row.tenantId]);
     this.wakeup.enqueuedIn(runner, [row.tenantId]);
     if (this.instrumentation.active) this.instrumentation.eventsEnqueued([row]);
@@ -58,7 +60,7 @@ export class OutboxService {
     const runner = transactionRunner(manager);
     if (!Array.isArray(events))
       throw new OutboxValidationError('events', messages.notAnArray('events', events));
-    const rows = events.map((event, i) => ({
+    const rows = events.map((event, i): q.EventRow => ({
       id: newEventId(),
       ...validateEvent(
         this.withTenant(event) as OutboxEventInput<unknown>,
@@ -67,6 +69,9 @@ export class OutboxService {
       ),
     }));
     if (rows.length === 0) return [];
+    // instrumentation: one trace context for the call's events
+    const traceparent = this.instrumentation.active ? this.instrumentation.traceContext() : null;
+    if (traceparent) for (const row of rows) row.traceparent = traceparent;
     const tenants = [...new Set(rows.map((r) => r.tenantId))];
     await this.insert(runner, q.insertEvents(rows), tenants);
     this.wakeup.enqueuedIn(runner, tenants);

@@ -6,6 +6,7 @@ import { OutboxEventLeases1764428800000 } from './1764428800000-outbox-event-lea
 import { OutboxLeaseFence1764432000000 } from './1764432000000-outbox-lease-fence';
 import { OutboxRelayMaintain1764435600000 } from './1764435600000-outbox-relay-maintain';
 import { OutboxBoard1764500100000 } from './1764500100000-outbox-board';
+import { OutboxTraceContext1764500200000 } from './1764500200000-outbox-trace-context';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -17,4 +18,5 @@ export const outboxMigrations = [
   OutboxLeaseFence1764432000000,
   OutboxRelayMaintain1764435600000,
   OutboxBoard1764500100000,
+  OutboxTraceContext1764500200000,
 ];

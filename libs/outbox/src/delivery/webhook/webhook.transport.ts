@@ -4,6 +4,7 @@ import type { WebhookEndpoint } from './webhook-endpoint';
 import { WEBHOOK_HEADERS } from './webhook-headers';
 import type { WebhookResponse } from './webhook-outcome';
 import { signWebhook } from './webhook-signature';
+import { OutboxInstrumentation } from '../../observability/outbox-instrumentation';
 
 /** The response body read at most (for `ok: false`, the run id and error text); the rest is discarded. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
@@ -16,11 +17,15 @@ const USER_AGENT = 'nestjs-pg-outbox-webhooks/1';
  */
 @Injectable()
 export class WebhookTransport {
+  constructor(private readonly instrumentation: OutboxInstrumentation) {}
+
   /** Sends `body` for this delivery and reports what came back. */
   async post(endpoint: WebhookEndpoint, delivery: ClaimedDelivery, body: string): Promise<WebhookResponse> {
     const timestamp = Math.floor(Date.now() / 1000);
     const headers: Record<string, string> = {
       ...endpoint.headers,
+      // instrumentation: traceparent of the attempt's span, when tracing is on
+      ...(this.instrumentation.active ? this.instrumentation.outgoingHeaders() : {}),
       'content-type': 'application/json',
       'user-agent': endpoint.headers['user-agent'] ?? USER_AGENT,
       [WEBHOOK_HEADERS.id]: delivery.event.eventId,
