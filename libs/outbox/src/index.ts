@@ -45,6 +45,21 @@ export type {
   OutboxDeliveryRecord,
 } from './admin/outbox-admin.interfaces';
 export { OutboxAdminModule } from './admin/outbox-admin.module';
+export type { OutboxActionOptions, OutboxAuditEntry } from './admin/outbox-admin.interfaces';
+export { OutboxBoardModule } from './board/outbox-board.module';
+export { OutboxMetricsModule } from './observability/metrics/outbox-metrics.module';
+export { OutboxMetrics } from './observability/metrics/outbox-metrics';
+export { OutboxTracingModule } from './observability/tracing/outbox-tracing.module';
+export type { OutboxTracingModuleOptions } from './observability/tracing/outbox-tracing-options.interface';
+export type {
+  OutboxMetricsModuleOptions,
+  OutboxMetricsRegistry,
+} from './observability/metrics/outbox-metrics-options.interface';
+export type {
+  OutboxBoardModuleOptions,
+  OutboxBoardRequest,
+  OutboxBoardTenants,
+} from './board/outbox-board-options.interface';
 export type { OutboxAdminModuleOptions } from './admin/outbox-admin-options.interface';
 export {
   OutboxHealthIndicator,

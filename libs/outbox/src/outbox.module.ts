@@ -1,6 +1,6 @@
 import { Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
-import { ConfigurableOutboxModule } from './outbox.module-definition';
+import { ConfigurableOutboxModule, OUTBOX_RESOLVED_OPTIONS } from './outbox.module-definition';
 import { outboxOptionsProviders } from './outbox-options.provider';
 import { OutboxService } from './enqueue/outbox.service';
 import { OutboxExplorer } from './discovery/outbox.explorer';
@@ -23,6 +23,7 @@ import { WebhookSubscriptionSource } from './delivery/webhook/webhook-subscripti
 import { OutboxWebhookSubscriptions } from './delivery/webhook/outbox-webhook-subscriptions.service';
 import { OutboxSchemaRegistry } from './schemas/outbox-schema.registry';
 import { AmbientTransactions } from './cls/ambient-transactions';
+import { OutboxInstrumentation } from './observability/outbox-instrumentation';
 
 /**
  * The transactional outbox. Import once with `OutboxModule.forRoot(options)` or `forRootAsync(…)`, next to
@@ -53,6 +54,7 @@ import { AmbientTransactions } from './cls/ambient-transactions';
     OutboxWebhookSubscriptions,
     OutboxSchemaRegistry,
     AmbientTransactions,
+    OutboxInstrumentation,
   ],
   exports: [
     OutboxService,
@@ -63,6 +65,10 @@ import { AmbientTransactions } from './cls/ambient-transactions';
     OutboxRetention,
     OutboxWebhookService,
     OutboxWebhookSubscriptions,
+    OutboxInstrumentation,
+    // for the board, metrics and tracing modules (internal: not exported by the package's index)
+    OutboxStore,
+    OUTBOX_RESOLVED_OPTIONS,
   ],
 })
 export class OutboxModule extends ConfigurableOutboxModule {}

@@ -32,6 +32,7 @@ export interface DispatchResult {
   dirty: boolean;
 }
 import { handlerFailure } from './handler-failure';
+import { OutboxInstrumentation } from '../observability/outbox-instrumentation';
 
 /**
  * Calls in-process handlers for a batch of claimed deliveries, one after another, inside the caller's open
@@ -40,6 +41,8 @@ import { handlerFailure } from './handler-failure';
  */
 @Injectable()
 export class InProcessDispatcher {
+  constructor(private readonly instrumentation: OutboxInstrumentation) {}
+
   /**
    * Runs every delivery and says what happened to each. Never throws for a handler's failure; stops at a
    * handler that left the batch transaction unusable or in another tenant (`problem`).
@@ -90,8 +93,13 @@ export class InProcessDispatcher {
         attempt: delivery.attempt,
         consumer: consumer.name,
       };
+      // instrumentation: one observed attempt per handler call (null when nothing observes)
+      const attempt = this.instrumentation.attemptStarted(delivery, consumer);
+      let outcome: DeliveryOutcome;
       try {
-        const returned = consumer.handle!(delivery.event, context);
+        const returned = attempt?.run
+          ? attempt.run(() => consumer.handle!(delivery.event, context))
+          : consumer.handle!(delivery.event, context);
         // A handler that returns no promise has finished: no timer to arm.
         if (isThenable(returned)) {
           await withTimeout(
@@ -102,7 +110,7 @@ export class InProcessDispatcher {
         }
         settled = true;
         if (scope !== null) await scope.commit();
-        outcomes.push(delivered(delivery));
+        outcome = delivered(delivery);
       } catch (error) {
         settled = true;
         if (error instanceof OutboxTransactionEndedError) {
@@ -125,8 +133,10 @@ export class InProcessDispatcher {
         const text = cancelled
           ? messages.handlerTimeout(consumer.name, consumer.timeoutMs)
           : errorText(error);
-        outcomes.push(failed(delivery, consumer, code, text, { dead }));
+        outcome = failed(delivery, consumer, code, text, { dead });
       }
+      outcomes.push(outcome);
+      attempt?.ended?.(outcome);
       if (batch.problem) break;
     }
     return { outcomes, problem: batch.problem, dirty: batch.dirty };

@@ -13,6 +13,7 @@ import { validateEvent, type ValidatedEvent } from './event-validation';
 import { OutboxWakeup } from '../relay/outbox-wakeup';
 import { OutboxSchemaRegistry } from '../schemas/outbox-schema.registry';
 import { AmbientTransactions } from '../cls/ambient-transactions';
+import { OutboxInstrumentation } from '../observability/outbox-instrumentation';
 
 /** The transaction `enqueue` writes in: its EntityManager, or a QueryRunner after `startTransaction()`. */
 export type OutboxTransaction = EntityManager | QueryRunner;
@@ -25,6 +26,7 @@ export class OutboxService {
     private readonly wakeup: OutboxWakeup,
     private readonly schemas: OutboxSchemaRegistry,
     private readonly ambient: AmbientTransactions,
+    private readonly instrumentation: OutboxInstrumentation,
   ) {}
 
   /**
@@ -40,9 +42,12 @@ export class OutboxService {
   ): Promise<string>;
   async enqueue(...args: [unknown] | [OutboxTransaction, unknown]): Promise<string> {
     const [runner, event] = this.target(args);
-    const row = { id: newEventId(), ...(await this.checked(event, 'event')) };
+    const row: q.EventRow = { id: newEventId(), ...(await this.checked(event, 'event')) };
+    // instrumentation: the trace context active now goes with the event
+    if (this.instrumentation.active) row.traceparent = this.instrumentation.traceContext();
     await this.insert(runner, q.insertEvent(row), [row.tenantId]);
     this.wakeup.enqueuedIn(runner, [row.tenantId]);
+    if (this.instrumentation.active) this.instrumentation.eventsEnqueued([row]);
     return row.id;
   }
 
@@ -61,13 +66,17 @@ export class OutboxService {
     const [runner, events] = this.target(args);
     if (!Array.isArray(events))
       throw new OutboxValidationError('events', messages.notAnArray('events', events));
-    const rows: (ValidatedEvent & { id: string })[] = [];
+    const rows: q.EventRow[] = [];
     for (const [i, event] of events.entries())
       rows.push({ id: newEventId(), ...(await this.checked(event, `events[${i}]`)) });
     if (rows.length === 0) return [];
+    // instrumentation: one trace context for the call's events
+    const traceparent = this.instrumentation.active ? this.instrumentation.traceContext() : null;
+    if (traceparent) for (const row of rows) row.traceparent = traceparent;
     const tenants = [...new Set(rows.map((r) => r.tenantId))];
     await this.insert(runner, q.insertEvents(rows), tenants);
     this.wakeup.enqueuedIn(runner, tenants);
+    if (this.instrumentation.active) this.instrumentation.eventsEnqueued(rows);
     return rows.map((row) => row.id);
   }
 

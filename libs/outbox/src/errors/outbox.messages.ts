@@ -105,6 +105,14 @@ export const messages = {
     `OutboxAdminModule.forRoot() option guards must be a non-empty array of guards (classes implementing ` +
     `CanActivate, or instances with canActivate), got ${given}; write guards: [YourAuthGuard]. The routes are not ` +
     'served until it is fixed.',
+  unguardedBoard: (): string =>
+    'OutboxBoardModule.forRoot() was given no guard, and the board shows payloads and replays events: pass ' +
+    'guards: [YourAuthGuard], or allowUnguarded: true for a local demo only.',
+  boardTenants: (): string =>
+    "OutboxBoardModule.forRoot() needs tenants: (request) => the tenant ids this operator may see (or 'all'), " +
+    "since tenancy is 'multi': the board never guesses which tenants a request may read.",
+  missingPeer: (feature: string, pkg: string): string =>
+    `${feature} needs the package ${pkg}, which is not installed: npm install ${pkg}`,
   rowLevelSecurity: (tenantId: string, tenantSetting: string): string =>
     `row-level security refused an event for tenant ${tenantId}: the transaction's ${tenantSetting} names another ` +
     `tenant or none. Run select set_config('${tenantSetting}', '${tenantId}', true) in the same transaction before ` +

@@ -9,6 +9,8 @@ import { OutboxAggregateKey1764450000000 } from './1764450000000-outbox-aggregat
 import { OutboxPurgeFloor1764450300000 } from './1764450300000-outbox-purge-floor';
 import { OutboxStandardSecrets1764450400000 } from './1764450400000-outbox-standard-secrets';
 import { OutboxSubscriptionSecrets1764450200000 } from './1764450200000-outbox-subscription-secrets';
+import { OutboxBoard1764500100000 } from './1764500100000-outbox-board';
+import { OutboxTraceContext1764500200000 } from './1764500200000-outbox-trace-context';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -23,4 +25,6 @@ export const outboxMigrations = [
   OutboxSubscriptionSecrets1764450200000,
   OutboxPurgeFloor1764450300000,
   OutboxStandardSecrets1764450400000,
+  OutboxBoard1764500100000,
+  OutboxTraceContext1764500200000,
 ];

@@ -25,6 +25,7 @@ import { sqlState } from '../errors/sql-state';
 import { OutboxError, OutboxTransactionEndedError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import type { BatchRun } from '../delivery/in-process.dispatcher';
+import { OutboxInstrumentation } from '../observability/outbox-instrumentation';
 
 /** A claimed delivery with the consumer that will take it. */
 interface Assigned {
@@ -80,6 +81,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly external: ExternalDispatcher,
     private readonly leaseVacuum: LeaseVacuum,
     private readonly moduleRef: ModuleRef,
+    private readonly instrumentation: OutboxInstrumentation,
   ) {
     this.claimLimit = options.relay.batchSize;
   }
@@ -229,11 +231,17 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     if (this.stopping)
       return { results: [], settled: Promise.resolve(), committingAtStart: false, full: false };
     this.round = this.processRound(overlap, this.committing > 0);
+    const startedAt = performance.now();
+    let tenants = 0;
     try {
-      return await this.round;
+      const run = await this.round;
+      tenants = run.results.length;
+      return run;
     } finally {
       this.round = null;
       this.lastRoundEndedAt = new Date();
+      // instrumentation: round duration
+      this.instrumentation.roundEnded({ durationMs: performance.now() - startedAt, tenants });
     }
   }
 
@@ -345,6 +353,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       result.eventsClaimed = events;
       result.deliveriesClaimed = claimed.length;
       claimLimit = limit;
+      // instrumentation: batch size, lease recoveries
+      this.instrumentation.batchClaimed({ tenantId, events, deliveries: claimed });
       if (claimed.length === 0) {
         // Nothing to do: the (empty) batch transaction is rolled back without holding the round up.
         handedOver = true;
@@ -371,12 +381,12 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
           });
         } else if (delivery.recovered && delivery.attempt > consumer.maxAttempts) {
           // Attempts kept starting and never finishing: the process likely dies on this event. Stop here.
-          unclaimed.push({
-            delivery,
-            outcome: failed(delivery, consumer, 'staleLeaseRecovered', poisonMessage(delivery), {
-              dead: true,
-            }),
+          const poisoned = failed(delivery, consumer, 'staleLeaseRecovered', poisonMessage(delivery), {
+            dead: true,
           });
+          unclaimed.push({ delivery, outcome: poisoned });
+          // instrumentation: an attempt that ends before it starts
+          this.instrumentation.attemptStarted(delivery, consumer)?.ended?.(poisoned);
         } else {
           (consumer.kind === 'handler' ? local : remote).push({ delivery, consumer });
         }
@@ -634,6 +644,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     if (counted) count(counted, result, -1);
     // a failure before the commit leaves the batch transaction open (aborted, or holding the handlers' writes)
     await connection.rollback();
+    // instrumentation: the attempts observed as they ended are undone
+    this.instrumentation.batchRolledBack({ tenantId, deliveries: assigned.length });
     if (narrowable(error) && !connection.released) {
       this.logger.warn(
         `batch of ${assigned.length} deliveries for tenant ${tenantId} was rolled back (${errorText(error)}); ` +

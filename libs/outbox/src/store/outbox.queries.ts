@@ -66,13 +66,17 @@ export interface PreparedForm {
 /** One row of `event_outbox` to insert: a checked event and its id. */
 export interface EventRow extends ValidatedEvent {
   id: string;
+  /** The W3C traceparent active at enqueue (tracing module only); without it the column is not written. */
+  traceparent?: string | null;
 }
 
 /** Inserts one event (the common case: one round trip, no arrays to unpack). */
 export function insertEvent(e: EventRow): SqlStatement {
+  // tracing: the trace context column only when there is one (an app without tracing sends what it always did)
+  const traced = e.traceparent ? [', traceparent', ', $10'] : ['', ''];
   return {
-    text: `insert into ${EVENTS} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at)
-           values ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, coalesce($9::timestamptz, now()))`,
+    text: `insert into ${EVENTS} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at${traced[0]})
+           values ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, coalesce($9::timestamptz, now())${traced[1]})`,
     values: [
       e.id,
       e.tenantId,
@@ -83,17 +87,21 @@ export function insertEvent(e: EventRow): SqlStatement {
       e.correlationId,
       e.schemaVersion,
       e.occurredAt,
+      ...(e.traceparent ? [e.traceparent] : []),
     ],
   };
 }
 
 /** Inserts many events in one statement; `seq` keeps their order. */
 export function insertEvents(rows: readonly EventRow[]): SqlStatement {
+  // tracing: as in insertEvent, the column only when a trace context was captured
+  const traced = rows.some((r) => r.traceparent);
+  const t = traced ? [', traceparent', ', $10::text[]', ', traceparent'] : ['', '', ''];
   return {
-    text: `insert into ${EVENTS} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at)
-           select id, tenant_id, event_name, payload::jsonb, aggregate_type, aggregate_id, correlation_id, schema_version, coalesce(occurred_at, now())
-             from unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[], $9::timestamptz[])
-               with ordinality as t(id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at, n)
+    text: `insert into ${EVENTS} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at${t[0]})
+           select id, tenant_id, event_name, payload::jsonb, aggregate_type, aggregate_id, correlation_id, schema_version, coalesce(occurred_at, now())${t[2]}
+             from unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[], $9::timestamptz[]${t[1]})
+               with ordinality as t(id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at${t[0]}, n)
             order by n`,
     values: [
       rows.map((r) => r.id),
@@ -105,6 +113,7 @@ export function insertEvents(rows: readonly EventRow[]): SqlStatement {
       rows.map((r) => r.correlationId),
       rows.map((r) => r.schemaVersion),
       rows.map((r) => r.occurredAt),
+      ...(traced ? [rows.map((r) => r.traceparent ?? null)] : []),
     ],
   };
 }
@@ -253,7 +262,7 @@ end $outbox_guard$`,
 
 /** Columns of a claimed delivery joined with its event. */
 const CLAIMED_COLUMNS = `d.id as delivery_id, d.consumer_name, d.attempt_count, e.id as event_id, e.tenant_id, e.event_name,
-  e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version`;
+  e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version, e.traceparent`;
 
 /**
  * For an ordered delivery `d`: an earlier delivery of its aggregate to the same consumer that is not delivered
@@ -439,7 +448,7 @@ const FAN_OUT_TEXT = `with fresh as (
   -- how few rows a CTE returns (it would hash the whole table).
   (select 'row' as kind, d.id as delivery_id, d.consumer_name, d.attempt_count, e.id as event_id, e.tenant_id,
           e.event_name, e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id,
-          e.schema_version, null::bigint as event_seq, null::text as pairs
+          e.schema_version, null::bigint as event_seq, null::text as pairs, e.traceparent
      from inserted d join ${EVENTS} e on e.id = d.event_id
     where e.id = any(array(select event_id from inserted)) and d.status = 'processing'
     order by e.seq, d.consumer_name)
@@ -451,14 +460,15 @@ const FAN_OUT_TEXT = `with fresh as (
   (select 'lease', null, null, l.claim_count, e.id, e.tenant_id, e.event_name, e.payload, e.aggregate_type,
           e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version, e.seq,
           case when e.status = 'pending' then (select rs.pairs from route_sets rs where rs.event_name = e.event_name)
-               else (select c.pairs from counted c where c.id = e.id) end
+               else (select c.pairs from counted c where c.id = e.id) end,
+          e.traceparent
      from leased l join ${EVENTS} e on e.id = l.event_id
     where e.id = any(array(select event_id from leased))
     order by e.seq)
   union all
-  select 'event', null, null, null, m.id, null, null, null, null, null, null, null, null, null, null from marked m
+  select 'event', null, null, null, m.id, null, null, null, null, null, null, null, null, null, null, null from marked m
   union all
-  select 'lost', null, null, null, c.id, null, null, null, null, null, null, null, null, null, null from counted c
+  select 'lost', null, null, null, c.id, null, null, null, null, null, null, null, null, null, null, null from counted c
    where c.has_deferred and not c.id = any(array(select event_id from leased))`;
 
 /**

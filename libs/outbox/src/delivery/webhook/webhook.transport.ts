@@ -7,6 +7,7 @@ import { WEBHOOK_HEADERS } from './webhook-headers';
 import type { WebhookResponse } from './webhook-outcome';
 import { signWebhook } from './webhook-signature';
 import { TARGET_REFUSED, WebhookTargetGuard } from './webhook-target-guard';
+import { OutboxInstrumentation } from '../../observability/outbox-instrumentation';
 
 /** The response body read at most (for `ok: false`, the run id and error text); the rest is discarded. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
@@ -24,7 +25,10 @@ export class WebhookTransport implements OnModuleDestroy {
   private readonly httpAgent: HttpAgent;
   private readonly httpsAgent: HttpsAgent;
 
-  constructor(private readonly guard: WebhookTargetGuard) {
+  constructor(
+    private readonly guard: WebhookTargetGuard,
+    private readonly instrumentation: OutboxInstrumentation,
+  ) {
     // Agents of their own: a pooled socket of the app's (to a private host) is never reused for a tenant.
     this.httpAgent = new HttpAgent({ keepAlive: true, lookup: guard.lookup });
     this.httpsAgent = new HttpsAgent({ keepAlive: true, lookup: guard.lookup });
@@ -40,6 +44,8 @@ export class WebhookTransport implements OnModuleDestroy {
     const timestamp = Math.floor(Date.now() / 1000);
     const headers: Record<string, string> = {
       ...endpoint.headers,
+      // instrumentation: traceparent of the attempt's span, when tracing is on
+      ...(this.instrumentation.active ? this.instrumentation.outgoingHeaders() : {}),
       'content-type': 'application/json',
       'user-agent': endpoint.headers['user-agent'] ?? USER_AGENT,
       [WEBHOOK_HEADERS.id]: delivery.event.eventId,
