@@ -1,3 +1,5 @@
+// Whole for now: every admin action in one service, each scoped to a tenant; split the webhook-subscription and
+// audit parts out when issue 20 merges (it moves their SQL into store/sql/).
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { QueryRunner } from 'typeorm';
 import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';

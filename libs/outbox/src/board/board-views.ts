@@ -1,3 +1,5 @@
+// Whole for now: one page builder per board page in one file (ADR 0401); split it per page when a page is added.
+
 import type { OutboxAuditEntry, OutboxEventDeliveries } from '../admin/outbox-admin.interfaces';
 import { html, withQuery, type SafeHtml } from './board-html';
 import {

@@ -1,3 +1,5 @@
+// Whole for now: split by role (relay/…, store/sql/…) on the branch in wip/core-transport.bundle (issue 20); this
+// file goes once that branch is merged.
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';

@@ -1,3 +1,5 @@
+// Whole for now: split by role (relay/…, store/sql/…) on the branch in wip/core-transport.bundle (issue 20); this
+// file goes once that branch is merged.
 /**
  * Every statement the outbox runs on its tables, as `{ text, values }`. Values are always parameters, never
  * interpolated; identifiers come from the constants below. Bulk work is one statement over arrays.
