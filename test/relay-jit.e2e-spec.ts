@@ -1,6 +1,11 @@
 import { Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
-import { OUTBOX_DEFAULTS, OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
+import {
+  OUTBOX_DEFAULTS,
+  OnOutboxEvent,
+  type OutboxEvent,
+  type OutboxHandlerContext,
+} from 'nestjs-pg-outbox';
 import { fanOutPendingEvents, setTransactionContext } from '../libs/outbox/src/store/outbox.queries';
 import { executePrepared } from '../libs/outbox/src/store/inline-statement';
 import { buildApp, type TestApp } from './support/build-app';
