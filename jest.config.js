@@ -25,7 +25,9 @@ module.exports = {
     {
       ...common,
       displayName: 'e2e',
-      testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'],
+      testMatch: ['<rootDir>/test/**/*.e2e-spec.ts', '<rootDir>/apps/*/test/**/*.e2e-spec.ts'],
+      // test/types holds the docs' samples, compiled by `npm run typecheck`, not run
+      testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/types/'],
       globalSetup: '<rootDir>/test/support/global-setup.ts',
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',
     },

@@ -554,6 +554,32 @@ describe('OutboxAdminModule (REST)', () => {
     expect((await call('POST', `/outbox/tenants/${TENANT}/replay`, { admin: false })).status).toBe(403);
   });
 
+  it('refuses to boot when guards is not a non-empty array of guards, allowUnguarded or not', async () => {
+    const malformed: unknown[] = [
+      HeaderGuard,
+      [],
+      [undefined],
+      [{}],
+      [42],
+      [class NotAGuard {}],
+      'HeaderGuard',
+    ];
+    for (const guards of malformed) {
+      for (const allowUnguarded of [undefined, true]) {
+        const failure = buildHttpApp({
+          url: db.url,
+          imports: [OutboxAdminModule.forRoot({ guards: guards as never, allowUnguarded })],
+        });
+        if (Array.isArray(guards) && guards.length === 0 && allowUnguarded) {
+          await (await failure).close();
+          continue;
+        }
+        await expect(failure).rejects.toBeInstanceOf(OutboxConfigurationError);
+        await expect(failure).rejects.toThrow(/guards/);
+      }
+    }
+  });
+
   it('refuses to boot without a guard unless allowUnguarded is set, and honours a custom path', async () => {
     const failure = buildHttpApp({ url: db.url, imports: [OutboxAdminModule.forRoot({})] });
     await expect(failure).rejects.toBeInstanceOf(OutboxConfigurationError);

@@ -78,9 +78,9 @@ describe('a batch that outlives its lease', () => {
 
     const slow = await slowRound;
     expect(slow).toMatchObject({ succeeded: 0, leaseLost: 2 });
-    expect(
-      await db.sql('select event_id, attempt from test_effects order by attempt, event_id'),
-    ).toEqual(ids.sort().map((id) => ({ event_id: id, attempt: 2 })));
+    expect(await db.sql('select event_id, attempt from test_effects order by attempt, event_id')).toEqual(
+      ids.sort().map((id) => ({ event_id: id, attempt: 2 })),
+    );
     expect(
       await db.sql(
         `select e.status, d.status as delivery, d.attempt_count

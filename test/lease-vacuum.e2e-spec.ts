@@ -35,6 +35,9 @@ describe('vacuuming the lease table', () => {
   let db: TestDatabase;
   beforeAll(async () => {
     db = await createTestDatabase();
+    // Only the relay's own vacuum may shrink the table here: an autovacuum run in the middle of the drain without
+    // it (likelier the slower the machine) would make the "grown" figure depend on the load.
+    await db.sql(`alter table public.outbox_event_leases set (autovacuum_enabled = false)`);
   });
   afterAll(async () => {
     await db?.drop();
@@ -83,7 +86,7 @@ describe('vacuuming the lease table', () => {
     expect(vacuumed.vacuums).toBeLessThanOrEqual(EVENTS / 200);
     expect(grown.vacuums).toBe(0);
     // about a page per hundred leases without vacuum; with it, fewer: how many depends on when each background
-    // vacuum ran (5-11 of 42-48 pages on this machine, 26 of 42 once under a CI run's load)
+    // vacuum of the relay's ran
     expect(grown.pages).toBeGreaterThanOrEqual(30);
     expect(vacuumed.pages).toBeLessThan(grown.pages);
   });

@@ -101,4 +101,79 @@ describe('migrations', () => {
       await app.close();
     }
   });
+
+  it('upgrade 0.1.0 aggregate keys that collide (a:b, c) and (a, b:c): each aggregate keeps its order and its block', async () => {
+    const old = track(await createEmptyDatabase());
+    for (const file of ['schema.sql', 'typeorm-migrations.sql', 'rows.sql']) {
+      await old.sql(readFileSync(join(FIXTURE_0_1_0, file), 'utf8'));
+    }
+    // Ordered deliveries as 0.1.0 wrote them: (a:b, c) #1 dead, so (a:b, c) #3 waits behind it, and so does
+    // (a, b:c) #2, whose key 'a:b:c' 0.1.0 could not tell apart.
+    await old.sql(`
+      with ev as (
+        insert into public.event_outbox (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, status,
+                                         deliveries_open, deliveries_dead, attempts)
+        values ('0190a3e0-0000-7000-8000-0000000000a1', 'f1f1f1f1-0000-4000-8000-000000000001',
+                'fixture.thing.happened.v1', '{"n": 1}', 'a:b', 'c', 'failed', 0, 1, 3),
+               ('0190a3e0-0000-7000-8000-0000000000a2', 'f1f1f1f1-0000-4000-8000-000000000001',
+                'fixture.thing.happened.v1', '{"n": 2}', 'a', 'b:c', 'processing', 1, 0, 0),
+               ('0190a3e0-0000-7000-8000-0000000000a3', 'f1f1f1f1-0000-4000-8000-000000000001',
+                'fixture.thing.happened.v1', '{"n": 3}', 'a:b', 'c', 'processing', 1, 0, 0)
+        returning id, tenant_id, seq, aggregate_type, aggregate_id, deliveries_dead
+      )
+      insert into public.outbox_deliveries (event_id, tenant_id, consumer_name, event_seq, aggregate_key, status,
+                                            attempt_count, last_error)
+      select id, tenant_id, 'fixture-consumer', seq, aggregate_type || ':' || aggregate_id,
+             case when deliveries_dead = 1 then 'dead' else 'pending' end,
+             case when deliveries_dead = 1 then 3 else 0 end,
+             case when deliveries_dead = 1 then 'refused' end
+        from ev`);
+    await withMigrator(old, (dataSource) => dataSource.runMigrations({ transaction: 'each' }));
+    expect(
+      await old.sql(
+        `select e.payload->>'n' as n, d.aggregate_key from outbox_deliveries d join event_outbox e on e.id = d.event_id
+          where d.aggregate_key is not null order by e.seq`,
+      ),
+    ).toEqual([
+      { n: '1', aggregate_key: '["a:b", "c"]' },
+      { n: '2', aggregate_key: '["a", "b:c"]' },
+      { n: '3', aggregate_key: '["a:b", "c"]' },
+    ]);
+    await old.sql('create table fixture_effects (event_id uuid primary key)');
+
+    const app = await buildApp({ url: old.url, providers: [FixtureConsumer] });
+    try {
+      await app.relay.drain();
+      expect(app.app.get(FixtureConsumer).seen.sort()).toEqual(['b:c#2', 't-1#1', 't-1#2']);
+      const waiting = await old.sql<{ n: string; status: string }>(
+        `select e.payload->>'n' as n, d.status from outbox_deliveries d join event_outbox e on e.id = d.event_id
+          where e.aggregate_type = 'a:b' order by e.seq`,
+      );
+      expect(waiting).toEqual([
+        { n: '1', status: 'dead' },
+        { n: '3', status: 'pending' },
+      ]);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('upgrade a 0.1.0 subscription secret without whsec_ to the Standard Webhooks form of the same key', async () => {
+    const old = track(await createEmptyDatabase());
+    for (const file of ['schema.sql', 'typeorm-migrations.sql', 'rows.sql']) {
+      await old.sql(readFileSync(join(FIXTURE_0_1_0, file), 'utf8'));
+    }
+    const legacy = 'a 0.1.0 secret, used as its UTF-8 bytes: é';
+    await old.sql(
+      `insert into public.outbox_webhook_subscriptions (id, tenant_id, name, url, events, secret)
+       values (gen_random_uuid(), 'f1f1f1f1-0000-4000-8000-000000000001', 'legacy', 'https://example.com/h', '{*}', $1),
+              (gen_random_uuid(), 'f1f1f1f1-0000-4000-8000-000000000001', 'standard', 'https://example.com/h', '{*}', $2)`,
+      [legacy, 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'],
+    );
+    await withMigrator(old, (dataSource) => dataSource.runMigrations({ transaction: 'each' }));
+    expect(await old.sql('select name, secret from outbox_webhook_subscriptions order by name')).toEqual([
+      { name: 'legacy', secret: `whsec_${Buffer.from(legacy, 'utf8').toString('base64')}` },
+      { name: 'standard', secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' },
+    ]);
+  });
 });

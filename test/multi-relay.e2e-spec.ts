@@ -127,12 +127,9 @@ describe('several relays, shutdown and crashes', () => {
     const id = await t.dataSource.transaction((m) =>
       t.outbox.enqueue(m, { tenantId: TENANTS[0]!, eventName: 'test.slow.v1', payload: {} }),
     );
-    await waitFor(
-      async () => (await db.sql(`select 1 from outbox_event_leases`)).length > 0,
-      {
-        message: 'the slow delivery to be claimed',
-      },
-    );
+    await waitFor(async () => (await db.sql(`select 1 from outbox_event_leases`)).length > 0, {
+      message: 'the slow delivery to be claimed',
+    });
     await t.close();
     expect(slow.finished).toBe(1);
     expect(await db.sql(`select status from outbox_deliveries where event_id = $1`, [id])).toEqual([

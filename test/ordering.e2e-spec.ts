@@ -154,7 +154,13 @@ describe('ordering per aggregate', () => {
     const [dead] = await db.sql<{ id: string }>(`select id from event_outbox where payload->>'n' = '2'`);
     const stats = await relays[0]!.app.get(OutboxAdminService).stats(TENANT);
     expect(stats.blockedAggregates).toEqual([
-      { consumer: 'ordered', aggregateType: 'order', aggregateId: 'agg-0', deadEventId: dead!.id, waitingDeliveries: 2 },
+      {
+        consumer: 'ordered',
+        aggregateType: 'order',
+        aggregateId: 'agg-0',
+        deadEventId: dead!.id,
+        waitingDeliveries: 2,
+      },
     ]);
     expect(stats.blockedAggregateCount).toBe(1);
 
@@ -168,6 +174,28 @@ describe('ordering per aggregate', () => {
     byAggregate = await arrivals();
     expect(byAggregate.get('agg-0')).toEqual([0, 1, 2, 3, 4]);
     expect((await relays[0]!.app.get(OutboxAdminService).stats(TENANT)).blockedAggregates).toEqual([]);
+  });
+
+  it('keeps apart aggregates whose type and id join to the same text, (a:b, c) and (a, b:c)', async () => {
+    failEveryAttempt([1]);
+    const step = (aggregateType: string, aggregateId: string, n: number): OutboxEventInput<Step> => ({
+      tenantId: TENANT,
+      eventName: 'test.step.v1',
+      aggregateType,
+      aggregateId,
+      payload: { n },
+    });
+    await relays[0]!.dataSource.transaction((m) =>
+      relays[0]!.outbox.enqueueMany(m, [step('a:b', 'c', 1), step('a', 'b:c', 2), step('a:b', 'c', 3)]),
+    );
+    await drainUntilDead();
+    const byAggregate = await arrivals();
+    expect(byAggregate.get('b:c')).toEqual([2]);
+    expect(byAggregate.get('c')).toBeUndefined();
+    const stats = await relays[0]!.app.get(OutboxAdminService).stats(TENANT);
+    expect(stats.blockedAggregates).toMatchObject([
+      { consumer: 'ordered', aggregateType: 'a:b', aggregateId: 'c', waitingDeliveries: 1 },
+    ]);
   });
 
   it('lets a blocked aggregate move on when its dead event is purged (skipped)', async () => {

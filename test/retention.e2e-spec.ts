@@ -109,6 +109,25 @@ describe('retention', () => {
     expect(await t.app.get(OutboxRetention).purgeNow()).toEqual({ deletedEvents: 0, batches: 1 });
   });
 
+  it('refuses, in the database, a cut-off less than an hour old, so no caller purges every tenant at once', async () => {
+    await seed(4, 'published', 0);
+    const relay = new Client({ connectionString: relayRole.url });
+    await relay.connect();
+    try {
+      for (const cutOff of ['now()', "now() - interval '59 minutes'", "'infinity'::timestamptz", 'null'])
+        await expect(relay.query(`select public.outbox_purge_settled(${cutOff}, 1000)`)).rejects.toThrow(
+          /outbox_purge_settled/,
+        );
+      await expect(
+        relay.query(`select public.outbox_purge_settled(now() - interval '2 hours', 0)`),
+      ).rejects.toThrow(/max_events/);
+    } finally {
+      await relay.end();
+    }
+    expect(await count('event_outbox')).toBe(4);
+    await expect(app({ publishedDays: 0.01 })).rejects.toThrow(/retention\.publishedDays/);
+  });
+
   it('keeps the relay delivering while it purges in batches', async () => {
     await seed(5000, 'published');
     const retention = t.app.get(OutboxRetention);

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import {
   generateWebhookSecret,
   OutboxValidationError,
@@ -13,6 +14,12 @@ import { startWebhookReceiver, type WebhookReceiver } from './support/webhook-re
 const A = '8e3f4a5b-6c7d-4e8f-9a0b-1c2d3e4f5a6b';
 const B = '9f4a5b6c-7d8e-4f9a-8b1c-2d3e4f5a6b7c';
 const C = '0a5b6c7d-8e9f-4a0b-9c2d-3e4f5a6b7c8d';
+/** The receiver listens on loopback, which tenant subscriptions may reach only when the operator allows it. */
+const SUBSCRIPTIONS = {
+  cacheTtlMs: 200,
+  allowPrivateTargets: ['127.0.0.1/32'],
+  secretKeys: [{ id: 'test', key: randomBytes(32).toString('base64') }],
+};
 
 describe('webhook subscriptions per tenant', () => {
   let db: TestDatabase;
@@ -23,7 +30,7 @@ describe('webhook subscriptions per tenant', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     receiver = await startWebhookReceiver();
-    t = await buildApp({ url: db.url, outbox: { webhookSubscriptions: { cacheTtlMs: 200 } } });
+    t = await buildApp({ url: db.url, outbox: { webhookSubscriptions: SUBSCRIPTIONS } });
     subscriptions = t.app.get(OutboxWebhookSubscriptions);
   });
   afterAll(async () => {
@@ -131,6 +138,16 @@ describe('webhook subscriptions per tenant', () => {
       .add(A, { name: 'other', url: `${receiver.baseUrl}/x`, events: ['*'], timeoutMs: 10 ** 9 })
       .catch((e: unknown) => e);
     expect((slow as OutboxValidationError).field).toBe('timeoutMs');
+    for (const backoff of [{ capMs: 2 ** 31 }, { baseMs: 2 ** 31, capMs: 2 ** 31 }]) {
+      const flood = await subscriptions
+        .add(A, { name: 'other', url: `${receiver.baseUrl}/x`, events: ['*'], backoff })
+        .catch((e: unknown) => e);
+      expect(flood).toBeInstanceOf(OutboxValidationError);
+      expect((flood as OutboxValidationError).field).toBe('backoff');
+      expect((flood as OutboxValidationError).message).toContain(
+        'backoff.capMs must be an integer number of ms',
+      );
+    }
     expect((await subscriptions.list(A)).map((s) => s.name)).toEqual(['crm']);
   });
 
@@ -168,7 +185,7 @@ describe('webhook subscriptions per tenant', () => {
   });
 
   it('reaches another relay instance within cacheTtlMs', async () => {
-    const other = await buildApp({ url: db.url, outbox: { webhookSubscriptions: { cacheTtlMs: 200 } } });
+    const other = await buildApp({ url: db.url, outbox: { webhookSubscriptions: SUBSCRIPTIONS } });
     try {
       await enqueue(other, C, 'crm.contact.created.v1');
       await other.relay.drain(); // caches "no subscriptions" for tenant C

@@ -1,3 +1,4 @@
+import { Webhook } from 'standardwebhooks';
 import { Test } from '@nestjs/testing';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
@@ -7,6 +8,7 @@ import {
   OutboxAdminService,
   OutboxConsumerRegistry,
   OutboxModule,
+  OutboxValidationError,
   OutboxWebhookService,
   OutboxWebhookVerificationError,
   verifyWebhook,
@@ -139,6 +141,35 @@ describe('webhooks', () => {
     expect(await eventStatus(id)).toBe('published');
     const [registered] = await db.sql('select name, kind, event_patterns from outbox_consumers');
     expect(registered).toEqual({ name: 'webhook:hook', kind: 'webhook', event_patterns: ['test.hook.*'] });
+  });
+
+  it('signs as Standard Webhooks does: the standardwebhooks package verifies the relay, verifyWebhook verifies the package', async () => {
+    const secret = generateWebhookSecret();
+    const app = await start({ secret });
+    const id = await enqueue(app, { name: 'Ada' });
+    await app.relay.drain();
+    const [request] = receiver.requests;
+    const headers = Object.fromEntries(
+      ['webhook-id', 'webhook-timestamp', 'webhook-signature'].map((h) => [h, String(request!.headers[h])]),
+    );
+    expect(new Webhook(secret).verify(request!.body, headers)).toMatchObject({ eventId: id });
+    // The same key without the prefix is base64 too, for the package: still the relay's key.
+    expect(new Webhook(secret.slice('whsec_'.length)).verify(request!.body, headers)).toMatchObject({
+      eventId: id,
+    });
+
+    const body = JSON.stringify({ eventId: 'e-9', data: { a: 1 } });
+    const at = new Date();
+    const signed = {
+      'webhook-id': 'e-9',
+      'webhook-timestamp': String(Math.floor(at.getTime() / 1000)),
+      'webhook-signature': new Webhook(secret).sign('e-9', at, body),
+    };
+    expect(verifyWebhook({ secret, headers: signed, body })).toEqual({ eventId: 'e-9', data: { a: 1 } });
+    // A secret without the whsec_ prefix would be read differently by the two sides: refused, not guessed.
+    const bare = 'a-plain-secret-of-more-than-16-characters';
+    expect(() => verifyWebhook({ secret: bare, headers: signed, body })).toThrow(OutboxValidationError);
+    await expect(start({ secret: bare })).rejects.toThrow(/webhooks\[0\] \("hook"\)\.secret/);
   });
 
   it('retries a 500 and delivers once on the 200 that follows, with the same event id', async () => {

@@ -95,6 +95,58 @@ describe('wiring', () => {
     expect(error.message).toContain('backoff.jitter');
   });
 
+  it('refuses at boot every duration above 2^31-1 ms, naming each option, in one error', async () => {
+    const tooLong = 2 ** 31;
+    @Injectable()
+    class SlowRetryConsumer {
+      @OnOutboxEvent('crm.contact.created.v1', { backoff: { baseMs: 1000, capMs: tooLong } })
+      handle(): void {}
+    }
+    const failure = buildApp({
+      url: db.url,
+      providers: [SlowRetryConsumer],
+      outbox: {
+        backoff: { baseMs: tooLong, capMs: tooLong },
+        relay: { leaseMs: tooLong, pollIntervalMs: tooLong, shutdownTimeoutMs: tooLong },
+        registry: { liveWithinMs: 25 * 24 * 3600_000, heartbeatMs: tooLong, orphanAfterMs: tooLong },
+        retention: { intervalMs: tooLong },
+        webhookSubscriptions: { cacheTtlMs: tooLong, pausedRecheckMs: tooLong },
+        webhooks: [
+          {
+            name: 'w',
+            url: 'https://example.com/hook',
+            events: ['*'],
+            timeoutMs: 1000,
+            backoff: { baseMs: 1000, capMs: tooLong },
+            circuitBreaker: { cooldownMs: tooLong },
+          },
+        ],
+      },
+    });
+    const error = (await failure.catch((e: unknown) => e)) as OutboxConfigurationError;
+    expect(error).toBeInstanceOf(OutboxConfigurationError);
+    const fields = [
+      'backoff.baseMs',
+      'backoff.capMs',
+      'relay.leaseMs',
+      'relay.pollIntervalMs',
+      'relay.shutdownTimeoutMs',
+      'registry.liveWithinMs',
+      'registry.heartbeatMs',
+      'registry.orphanAfterMs',
+      'retention.intervalMs',
+      'webhookSubscriptions.cacheTtlMs',
+      'webhookSubscriptions.pausedRecheckMs',
+      'backoff of SlowRetryConsumer#handle.capMs',
+      'webhooks[0] ("w").backoff.capMs',
+      'webhooks[0] ("w").circuitBreaker.cooldownMs',
+    ];
+    for (const field of fields)
+      expect(error.problems.filter((p) => p.startsWith(`option ${field} must be`))).toHaveLength(1);
+    expect(error.problems).toHaveLength(fields.length);
+    expect(error.message).toContain('2147483647');
+  });
+
   it('registers consumers under stable names, with exact, prefix and catch-all patterns', async () => {
     const t = await buildApp({ url: db.url, providers: [GoodConsumers] });
     try {

@@ -57,6 +57,21 @@ export const OPTION_SECTIONS: readonly OptionSection[] = [
     interfaceName: 'OutboxAdminModuleOptions',
   },
   {
+    heading: '`OutboxBoardModule.forRoot(options)`',
+    file: 'libs/outbox/src/board/outbox-board-options.interface.ts',
+    interfaceName: 'OutboxBoardModuleOptions',
+  },
+  {
+    heading: '`OutboxMetricsModule.forRoot(options)`',
+    file: 'libs/outbox/src/observability/metrics/outbox-metrics-options.interface.ts',
+    interfaceName: 'OutboxMetricsModuleOptions',
+  },
+  {
+    heading: '`OutboxTracingModule.forRoot(options)`',
+    file: 'libs/outbox/src/observability/tracing/outbox-tracing-options.interface.ts',
+    interfaceName: 'OutboxTracingModuleOptions',
+  },
+  {
     heading: '`OutboxHealthIndicator.isHealthy(key, options)`',
     file: 'libs/outbox/src/admin/outbox.health-indicator.ts',
     interfaceName: 'OutboxHealthOptions',

@@ -202,7 +202,10 @@ async function main(): Promise<void> {
       : { events: await drainPlain(relay), memory: null };
     const elapsedMs = performance.now() - began;
     const node = process.cpuUsage(cpuBefore);
-    const cpu: CpuProfile = { nodeMs: (node.user + node.system) / 1000, postgresMs: await backends.spentMs() };
+    const cpu: CpuProfile = {
+      nodeMs: (node.user + node.system) / 1000,
+      postgresMs: await backends.spentMs(),
+    };
     send({ type: 'done', result: { events: outcome.events, elapsedMs, memory: outcome.memory, cpu } });
   } finally {
     await relay.close();

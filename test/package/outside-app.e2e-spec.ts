@@ -91,7 +91,7 @@ describe('the packed library in a Nest app outside this repository', () => {
     const listed = execFileSync('tar', ['-tzf', tarball], { encoding: 'utf8' }).trim().split('\n');
     const outside = listed.filter(
       (path) =>
-        !/^package\/(dist\/.*\.(js|d\.ts)|sql\/\d{4}-[a-z0-9-]+\.(up|down)\.sql|README\.md|CHANGELOG\.md|LICENSE|package\.json)$/.test(
+        !/^package\/(dist\/.*\.(js|d\.ts)|dist\/board\/assets\/[a-z-]+\.(css|js|svg)|sql\/\d{4}-[a-z0-9-]+\.(up|down)\.sql|README\.md|CHANGELOG\.md|LICENSE|package\.json)$/.test(
           path,
         ),
     );
@@ -102,6 +102,10 @@ describe('the packed library in a Nest app outside this repository', () => {
         'package/dist/index.js',
         'package/dist/index.d.ts',
         'package/dist/cli/outbox-cli.js',
+        'package/dist/testing/index.js',
+        'package/dist/testing/index.d.ts',
+        'package/dist/board/assets/board.css',
+        'package/dist/board/assets/board.js',
       ]),
     );
   });
@@ -130,7 +134,10 @@ describe('the packed library in a Nest app outside this repository', () => {
         cpSync(join(TEMPLATE, 'src'), join(app, 'src'), { recursive: true });
       }
       const names = documentedExports();
-      expect(names).toEqual(expect.arrayContaining(['OnOutboxEvent', 'OutboxModule', 'OutboxService']));
+      expect(names.get('nestjs-pg-outbox')).toEqual(
+        expect.arrayContaining(['OnOutboxEvent', 'OutboxModule', 'OutboxService', 'OutboxEventMap']),
+      );
+      expect(names.get('nestjs-pg-outbox/testing')).toEqual(['OutboxTestKit', 'OutboxTestKitError']);
       writeFileSync(join(app, 'src', 'exports-check.ts'), exportsCheckSource(names));
       writeFileSync(
         join(app, 'package.json'),

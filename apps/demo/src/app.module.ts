@@ -1,7 +1,14 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { OutboxAdminModule, OutboxModule, outboxMigrations } from 'nestjs-pg-outbox';
+import { Registry } from 'prom-client';
+import {
+  OutboxAdminModule,
+  OutboxBoardModule,
+  OutboxMetricsModule,
+  OutboxModule,
+  outboxMigrations,
+} from 'nestjs-pg-outbox';
 import { ContactsModule } from './contacts/contacts.module';
 import { Contact } from './contacts/contact.entity';
 import { ContactActivity } from './contacts/contact-activity.entity';
@@ -9,13 +16,19 @@ import { DemoContacts1764428500000 } from './migrations/1764428500000-demo-conta
 import { DemoWebhooksModule } from './webhooks/demo-webhooks.module';
 import { DemoWebhookReceiver } from './webhooks/demo-webhook-receiver';
 import { DemoAdminGuard } from './demo-admin.guard';
+import { DEMO_METRICS_REGISTRY, DemoMetricsController } from './demo-metrics.controller';
 
 /** The demo CRM: contacts, their events, and the outbox that delivers them. */
 @Module({})
 export class AppModule {
-  static forRoot(databaseUrl: string): DynamicModule {
+  /** `relay: false` leaves the relay to the caller (the demo's own tests drive it with the test kit). */
+  static forRoot(databaseUrl: string, { relay = true }: { relay?: boolean } = {}): DynamicModule {
+    // the app's own Prometheus registry, served at /metrics; the outbox registers its metrics on it
+    const registry = new Registry();
     return {
       module: AppModule,
+      controllers: [DemoMetricsController],
+      providers: [{ provide: DEMO_METRICS_REGISTRY, useValue: registry }],
       imports: [
         ScheduleModule.forRoot(),
         TypeOrmModule.forRoot({
@@ -30,7 +43,7 @@ export class AppModule {
           imports: [DemoWebhooksModule],
           inject: [DemoWebhookReceiver],
           useFactory: (receiver: DemoWebhookReceiver) => ({
-            relay: { pollIntervalMs: 500 },
+            relay: { enabled: relay, pollIntervalMs: 500 },
             webhooks: [
               {
                 name: 'contacts-receiver',
@@ -44,6 +57,9 @@ export class AppModule {
         }),
         // Stats, failed events and replay over HTTP, behind a guard (never expose these routes without one).
         OutboxAdminModule.forRoot({ guards: [DemoAdminGuard] }),
+        // The operator's board at /outbox/board, behind the same guard; the demo's operator sees every tenant.
+        OutboxBoardModule.forRoot({ guards: [DemoAdminGuard], tenants: () => 'all' }),
+        OutboxMetricsModule.forRoot({ registry }),
         ContactsModule,
       ],
     };

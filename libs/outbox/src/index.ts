@@ -1,9 +1,30 @@
 export { OutboxModule } from './outbox.module';
 export { outboxMigrations } from './migrations';
 export { OUTBOX_MODULE_OPTIONS } from './outbox.module-definition';
-export { OutboxService } from './enqueue/outbox.service';
+export { OutboxService, type OutboxTransaction } from './enqueue/outbox.service';
 export { EVENT_NAME_PATTERN, MAX_PAYLOAD_DEPTH } from './enqueue/event-validation';
-export { OnOutboxEvent } from './decorators/on-outbox-event.decorator';
+export { OnOutboxEvent, type OutboxHandlerDecorator } from './decorators/on-outbox-event.decorator';
+export type {
+  OutboxEventMap,
+  OutboxStrictEventNames,
+  OutboxVersioned,
+  OutboxKnownEventName,
+  OutboxStrictMode,
+  OutboxEventName,
+  OutboxEventPattern,
+  OutboxPayloadOf,
+  OutboxEnqueueInput,
+  OutboxNamesMatching,
+  OutboxEventOf,
+  OutboxHandlerFor,
+} from './interfaces/outbox-event-map.interface';
+export {
+  defineOutboxEvents,
+  type OutboxEventSchemas,
+  type OutboxSchemaVersions,
+  type OutboxEventMapOf,
+} from './schemas/outbox-event-schemas';
+export type { StandardSchemaV1 } from './schemas/standard-schema';
 export { OutboxConsumerRegistry, type TenantConsumerSource } from './registry/outbox-consumer.registry';
 export type { OutboxConsumer, ExternalDeliveryResult } from './registry/outbox-consumer';
 export { OutboxRelay } from './relay/outbox.relay';
@@ -24,6 +45,21 @@ export type {
   OutboxDeliveryRecord,
 } from './admin/outbox-admin.interfaces';
 export { OutboxAdminModule } from './admin/outbox-admin.module';
+export type { OutboxActionOptions, OutboxAuditEntry } from './admin/outbox-admin.interfaces';
+export { OutboxBoardModule } from './board/outbox-board.module';
+export { OutboxMetricsModule } from './observability/metrics/outbox-metrics.module';
+export { OutboxMetrics } from './observability/metrics/outbox-metrics';
+export { OutboxTracingModule } from './observability/tracing/outbox-tracing.module';
+export type { OutboxTracingModuleOptions } from './observability/tracing/outbox-tracing-options.interface';
+export type {
+  OutboxMetricsModuleOptions,
+  OutboxMetricsRegistry,
+} from './observability/metrics/outbox-metrics-options.interface';
+export type {
+  OutboxBoardModuleOptions,
+  OutboxBoardRequest,
+  OutboxBoardTenants,
+} from './board/outbox-board-options.interface';
 export type { OutboxAdminModuleOptions } from './admin/outbox-admin-options.interface';
 export {
   OutboxHealthIndicator,
@@ -36,6 +72,7 @@ export {
   OutboxValidationError,
   OutboxConfigurationError,
   OutboxHandlerTimeoutError,
+  OutboxInvalidPayloadError,
 } from './errors/outbox.error';
 export { OUTBOX_DEFAULTS } from './outbox-options';
 export { SINGLE_TENANT_ID, DEFAULT_TENANT_SETTING } from './outbox.constants';
@@ -72,6 +109,7 @@ export type {
   OutboxWebhookOptions,
   OutboxWebhookCircuitBreakerOptions,
   OutboxWebhookSubscriptionsOptions,
+  OutboxSecretKey,
   OutboxWebhookSubscriptionInput,
   OutboxWebhookSubscription,
   OutboxWebhookCircuitState,

@@ -1,6 +1,8 @@
 import { DEFAULT_TENANT_SETTING } from './outbox.constants';
 import { stripUndefined } from './strip-undefined';
 import { messages } from './errors/outbox.messages';
+import { secretKeyProblems } from './delivery/webhook/subscription-secret-cipher';
+import { allowedTargetProblem } from './delivery/webhook/webhook-target-guard';
 import type {
   OutboxModuleOptions,
   ResolvedOutboxOptions,
@@ -32,7 +34,17 @@ export const OUTBOX_DEFAULTS: ResolvedOutboxOptions = {
   registry: { heartbeatMs: 30_000, liveWithinMs: 7 * 24 * 3600_000, orphanAfterMs: 3600_000 },
   retention: { publishedDays: 7, intervalMs: 60_000, batchSize: 1000 },
   webhooks: [],
-  webhookSubscriptions: { enabled: true, cacheTtlMs: 5000, pausedRecheckMs: 60_000, timeoutMs: 10_000 },
+  webhookSubscriptions: {
+    enabled: true,
+    cacheTtlMs: 5000,
+    pausedRecheckMs: 60_000,
+    timeoutMs: 10_000,
+    allowPrivateTargets: [],
+    responseBodyInErrors: false,
+    secretKeys: [],
+  },
+  events: null,
+  transactionHost: false,
 };
 
 /** Options merged with defaults, plus every problem found in them (reported together at boot). */
@@ -60,59 +72,46 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
   // its own events at once, and a NOTIFY per commit would cost the app's write path for nothing.
   if (raw.relay?.notify === undefined) options.relay.notify = !options.relay.enabled;
   const problems: string[] = [];
-  const positive = (field: string, value: number): void => {
-    if (!Number.isSafeInteger(value) || value <= 0)
-      problems.push(messages.badOption(field, 'a positive integer', value));
+  const report = (problem: string | null): void => {
+    if (problem) problems.push(problem);
   };
-  /** An integer ≥ 0, where 0 has a meaning of its own (`expected` says which). */
-  const nonNegative = (field: string, value: number, expected: string): void => {
-    if (!Number.isSafeInteger(value) || value < 0) problems.push(messages.badOption(field, expected, value));
-  };
-  positive('relay.pollIntervalMs', options.relay.pollIntervalMs);
-  positive('relay.batchSize', options.relay.batchSize);
-  positive('relay.leaseMs', options.relay.leaseMs);
-  positive('relay.shutdownTimeoutMs', options.relay.shutdownTimeoutMs);
-  positive('relay.maxTenantsPerRound', options.relay.maxTenantsPerRound);
-  nonNegative(
-    'relay.notifyGapMs',
-    options.relay.notifyGapMs,
-    'an integer number of ms ≥ 0 (0: one NOTIFY per commit)',
+  const { relay, registry, retention, webhookSubscriptions } = options;
+  report(durationProblem('relay.pollIntervalMs', relay.pollIntervalMs));
+  report(countProblem('relay.batchSize', relay.batchSize));
+  report(durationProblem('relay.leaseMs', relay.leaseMs));
+  report(durationProblem('relay.shutdownTimeoutMs', relay.shutdownTimeoutMs));
+  report(countProblem('relay.maxTenantsPerRound', relay.maxTenantsPerRound));
+  report(durationProblem('relay.notifyGapMs', relay.notifyGapMs, { zero: 'one NOTIFY per commit' }));
+  report(
+    countProblem('relay.vacuumLeasesEvery', relay.vacuumLeasesEvery, 'leave the lease table to autovacuum'),
   );
-  nonNegative(
-    'relay.vacuumLeasesEvery',
-    options.relay.vacuumLeasesEvery,
-    'an integer ≥ 0 (0: leave the lease table to autovacuum)',
+  report(countProblem('maxAttempts', options.maxAttempts));
+  report(
+    durationProblem('handlerTimeoutMs', options.handlerTimeoutMs, {
+      below: { name: 'relay.leaseMs', ms: relay.leaseMs },
+    }),
   );
-  positive('maxAttempts', options.maxAttempts);
-  positive('handlerTimeoutMs', options.handlerTimeoutMs);
-  positive('maxPayloadBytes', options.maxPayloadBytes);
-  positive('registry.heartbeatMs', options.registry.heartbeatMs);
-  positive('registry.liveWithinMs', options.registry.liveWithinMs);
-  positive('registry.orphanAfterMs', options.registry.orphanAfterMs);
-  if (!Number.isFinite(options.retention.publishedDays) || options.retention.publishedDays < 0) {
+  report(countProblem('maxPayloadBytes', options.maxPayloadBytes));
+  report(durationProblem('registry.heartbeatMs', registry.heartbeatMs));
+  report(durationProblem('registry.liveWithinMs', registry.liveWithinMs));
+  report(durationProblem('registry.orphanAfterMs', registry.orphanAfterMs));
+  // outbox_purge_settled refuses a cut-off under an hour (migration OutboxPurgeFloor1764450300000).
+  const days = retention.publishedDays;
+  if (!Number.isFinite(days) || (days !== 0 && (days < 1 / 24 || days > 36_500))) {
     problems.push(
       messages.badOption(
         'retention.publishedDays',
-        'a number of days ≥ 0 (0 turns retention off)',
-        options.retention.publishedDays,
+        'a number of days from 1/24 (one hour) to 36500, or 0 (0 turns retention off)',
+        days,
       ),
     );
   }
-  positive('retention.intervalMs', options.retention.intervalMs);
-  positive('retention.batchSize', options.retention.batchSize);
+  report(durationProblem('retention.intervalMs', retention.intervalMs));
+  report(countProblem('retention.batchSize', retention.batchSize));
   if (options.tenancy !== 'multi' && options.tenancy !== 'single') {
     problems.push(messages.badOption('tenancy', '"multi" or "single"', options.tenancy));
   }
   problems.push(...backoffProblems('backoff', options.backoff));
-  if (options.handlerTimeoutMs >= options.relay.leaseMs) {
-    problems.push(
-      messages.badOption(
-        'handlerTimeoutMs',
-        `shorter than relay.leaseMs (${options.relay.leaseMs})`,
-        options.handlerTimeoutMs,
-      ),
-    );
-  }
   if (!/^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*$/.test(options.tenantSetting)) {
     problems.push(
       messages.badOption(
@@ -126,33 +125,42 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
   if (raw.webhooks !== undefined && !Array.isArray(raw.webhooks))
     problems.push(messages.badOption('webhooks', 'an array of webhooks', raw.webhooks));
   for (const flag of ['enabled', 'notify', 'listen', 'preparedStatements'] as const) {
-    if (typeof options.relay[flag] !== 'boolean')
-      problems.push(messages.badOption(`relay.${flag}`, 'true or false', options.relay[flag]));
+    if (typeof relay[flag] !== 'boolean')
+      problems.push(messages.badOption(`relay.${flag}`, 'true or false', relay[flag]));
   }
-  if (typeof options.webhookSubscriptions.enabled !== 'boolean') {
+  for (const flag of ['enabled', 'responseBodyInErrors'] as const) {
+    if (typeof webhookSubscriptions[flag] !== 'boolean')
+      problems.push(
+        messages.badOption(`webhookSubscriptions.${flag}`, 'true or false', webhookSubscriptions[flag]),
+      );
+  }
+  const allowed = webhookSubscriptions.allowPrivateTargets;
+  if (!Array.isArray(allowed)) {
     problems.push(
       messages.badOption(
-        'webhookSubscriptions.enabled',
-        'true or false',
-        options.webhookSubscriptions.enabled,
+        'webhookSubscriptions.allowPrivateTargets',
+        'an array of addresses or CIDR ranges',
+        allowed,
       ),
     );
-  }
-  positive('webhookSubscriptions.cacheTtlMs', options.webhookSubscriptions.cacheTtlMs);
-  positive('webhookSubscriptions.pausedRecheckMs', options.webhookSubscriptions.pausedRecheckMs);
-  positive('webhookSubscriptions.timeoutMs', options.webhookSubscriptions.timeoutMs);
-  if (
-    raw.webhookSubscriptions?.timeoutMs !== undefined &&
-    options.webhookSubscriptions.timeoutMs >= options.relay.leaseMs
-  ) {
-    problems.push(
-      messages.badOption(
-        'webhookSubscriptions.timeoutMs',
-        `shorter than relay.leaseMs (${options.relay.leaseMs})`,
-        options.webhookSubscriptions.timeoutMs,
-      ),
+  } else {
+    allowed.forEach((entry, i) =>
+      report(allowedTargetProblem(`webhookSubscriptions.allowPrivateTargets[${i}]`, entry)),
     );
   }
+  problems.push(...secretKeyProblems('webhookSubscriptions.secretKeys', webhookSubscriptions.secretKeys));
+  report(durationProblem('webhookSubscriptions.cacheTtlMs', webhookSubscriptions.cacheTtlMs));
+  report(durationProblem('webhookSubscriptions.pausedRecheckMs', webhookSubscriptions.pausedRecheckMs));
+  // When left unset, it is capped below relay.leaseMs where it is used.
+  report(
+    durationProblem(
+      'webhookSubscriptions.timeoutMs',
+      webhookSubscriptions.timeoutMs,
+      raw.webhookSubscriptions?.timeoutMs === undefined
+        ? {}
+        : { below: { name: 'relay.leaseMs', ms: relay.leaseMs } },
+    ),
+  );
   return { options, problems };
 }
 
@@ -161,16 +169,53 @@ export function backoffProblems(
   field: string,
   backoff: { baseMs: number; capMs: number; jitter: number },
 ): string[] {
-  const problems: string[] = [];
-  if (!Number.isFinite(backoff.baseMs) || backoff.baseMs < 0)
-    problems.push(messages.badOption(`${field}.baseMs`, 'a number ≥ 0', backoff.baseMs));
-  if (!Number.isFinite(backoff.capMs) || backoff.capMs < backoff.baseMs) {
-    problems.push(
-      messages.badOption(`${field}.capMs`, `a number ≥ baseMs (${backoff.baseMs})`, backoff.capMs),
-    );
-  }
-  if (!Number.isFinite(backoff.jitter) || backoff.jitter < 0 || backoff.jitter > 1) {
+  const problems = [
+    durationProblem(`${field}.baseMs`, backoff.baseMs, { zero: 'retry at once' }),
+    durationProblem(`${field}.capMs`, backoff.capMs, { zero: 'retry at once' }) ??
+      (backoff.capMs < backoff.baseMs
+        ? messages.badOption(`${field}.capMs`, `a number ≥ baseMs (${backoff.baseMs})`, backoff.capMs)
+        : null),
+  ];
+  if (!Number.isFinite(backoff.jitter) || backoff.jitter < 0 || backoff.jitter > 1)
     problems.push(messages.badOption(`${field}.jitter`, 'a fraction from 0 to 1', backoff.jitter));
-  }
-  return problems;
+  return problems.filter((p): p is string => p !== null);
+}
+
+/**
+ * Longest duration an option may give, in ms: 2³¹−1 (about 24.8 days). Node runs a longer timer after 1 ms, and
+ * the SQL statements pass durations as 32-bit integers.
+ */
+export const MAX_DURATION_MS = 2 ** 31 - 1;
+
+/** Bounds of {@link durationProblem}. */
+export interface DurationBounds {
+  /** What 0 means, when 0 is allowed; without it the smallest value is 1. */
+  zero?: string;
+  /** Another duration this one must stay below, e.g. `relay.leaseMs`. */
+  below?: { name: string; ms: number };
+}
+
+/** The problem with a duration in ms (an integer from 0 or 1 to {@link MAX_DURATION_MS}), or null. */
+export function durationProblem(field: string, value: unknown, bounds: DurationBounds = {}): string | null {
+  const min = bounds.zero === undefined ? 1 : 0;
+  const max = Math.min(MAX_DURATION_MS, bounds.below ? bounds.below.ms - 1 : MAX_DURATION_MS);
+  if (Number.isSafeInteger(value) && (value as number) >= min && (value as number) <= max) return null;
+  const upper = bounds.below
+    ? `below ${bounds.below.name} (${bounds.below.ms})`
+    : `≤ ${MAX_DURATION_MS} (about 24.8 days)`;
+  const zero = bounds.zero === undefined ? '' : ` (0: ${bounds.zero})`;
+  return messages.badOption(field, `an integer number of ms ≥ ${min} and ${upper}${zero}`, value);
+}
+
+/**
+ * The problem with a count (a positive safe integer; 0 too when `zero` says what it means), or null.
+ */
+export function countProblem(field: string, value: unknown, zero?: string): string | null {
+  const min = zero === undefined ? 1 : 0;
+  if (Number.isSafeInteger(value) && (value as number) >= min) return null;
+  return messages.badOption(
+    field,
+    zero === undefined ? 'a positive integer' : `an integer ≥ 0 (0: ${zero})`,
+    value,
+  );
 }

@@ -1,6 +1,6 @@
 import { Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
-import { ConfigurableOutboxModule } from './outbox.module-definition';
+import { ConfigurableOutboxModule, OUTBOX_RESOLVED_OPTIONS } from './outbox.module-definition';
 import { outboxOptionsProviders } from './outbox-options.provider';
 import { OutboxService } from './enqueue/outbox.service';
 import { OutboxExplorer } from './discovery/outbox.explorer';
@@ -16,9 +16,14 @@ import { OutboxRetention } from './maintenance/outbox.retention';
 import { LeaseVacuum } from './maintenance/lease-vacuum';
 import { OutboxWebhookService } from './delivery/webhook/outbox-webhook.service';
 import { WebhookTransport } from './delivery/webhook/webhook.transport';
+import { WebhookTargetGuard } from './delivery/webhook/webhook-target-guard';
+import { SubscriptionSecretCipher } from './delivery/webhook/subscription-secret-cipher';
 import { WebhookConsumerFactory } from './delivery/webhook/webhook-consumer.factory';
 import { WebhookSubscriptionSource } from './delivery/webhook/webhook-subscription.source';
 import { OutboxWebhookSubscriptions } from './delivery/webhook/outbox-webhook-subscriptions.service';
+import { OutboxSchemaRegistry } from './schemas/outbox-schema.registry';
+import { AmbientTransactions } from './cls/ambient-transactions';
+import { OutboxInstrumentation } from './observability/outbox-instrumentation';
 
 /**
  * The transactional outbox. Import once with `OutboxModule.forRoot(options)` or `forRootAsync(…)`, next to
@@ -40,11 +45,16 @@ import { OutboxWebhookSubscriptions } from './delivery/webhook/outbox-webhook-su
     OutboxHealthIndicator,
     OutboxRetention,
     LeaseVacuum,
+    WebhookTargetGuard,
+    SubscriptionSecretCipher,
     WebhookTransport,
     OutboxWebhookService,
     WebhookConsumerFactory,
     WebhookSubscriptionSource,
     OutboxWebhookSubscriptions,
+    OutboxSchemaRegistry,
+    AmbientTransactions,
+    OutboxInstrumentation,
   ],
   exports: [
     OutboxService,
@@ -55,6 +65,10 @@ import { OutboxWebhookSubscriptions } from './delivery/webhook/outbox-webhook-su
     OutboxRetention,
     OutboxWebhookService,
     OutboxWebhookSubscriptions,
+    OutboxInstrumentation,
+    // for the board, metrics and tracing modules (internal: not exported by the package's index)
+    OutboxStore,
+    OUTBOX_RESOLVED_OPTIONS,
   ],
 })
 export class OutboxModule extends ConfigurableOutboxModule {}

@@ -1,12 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
-import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
+import { OnOutboxEvent, type OutboxEventOf, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { ContactActivity } from './contact-activity.entity';
-
-interface ContactCreated {
-  contactId: string;
-  name: string;
-  email: string;
-}
+import './contact-events';
 
 /** Sends the welcome email (here: logs it; a real app calls its mail provider). */
 @Injectable()
@@ -14,7 +9,7 @@ export class WelcomeEmailConsumer {
   private readonly logger = new Logger(WelcomeEmailConsumer.name);
 
   @OnOutboxEvent('crm.contact.created.v1', { consumer: 'welcome-email' })
-  send(event: OutboxEvent<ContactCreated>, context: OutboxHandlerContext): void {
+  send(event: OutboxEventOf<'crm.contact.created.v1'>, context: OutboxHandlerContext): void {
     this.logger.log(
       `welcome email to ${event.data.email} (event ${event.eventId}, attempt ${context.attempt})`,
     );
@@ -27,7 +22,7 @@ export class ContactTimelineConsumer {
   private readonly logger = new Logger(ContactTimelineConsumer.name);
 
   @OnOutboxEvent('crm.contact.created.v1', { consumer: 'contact-timeline' })
-  async record(event: OutboxEvent<ContactCreated>, context: OutboxHandlerContext): Promise<void> {
+  async record(event: OutboxEventOf<'crm.contact.created.v1'>, context: OutboxHandlerContext): Promise<void> {
     await context.manager.save(
       context.manager.create(ContactActivity, {
         tenantId: event.tenantId,
@@ -46,7 +41,7 @@ export class CrmAuditConsumer {
   private readonly logger = new Logger(CrmAuditConsumer.name);
 
   @OnOutboxEvent('crm.*', { consumer: 'crm-audit' })
-  audit(event: OutboxEvent): void {
+  audit(event: OutboxEventOf<'crm.*'>): void {
     this.logger.log(`${event.eventName} ${event.eventId} for tenant ${event.tenantId}`);
   }
 }

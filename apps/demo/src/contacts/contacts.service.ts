@@ -4,6 +4,7 @@ import { DataSource } from 'typeorm';
 import { OutboxService } from 'nestjs-pg-outbox';
 import { Contact } from './contact.entity';
 import { ContactActivity } from './contact-activity.entity';
+import './contact-events';
 
 /** Contacts, written together with their `crm.contact.created.v1` event. */
 @Injectable()

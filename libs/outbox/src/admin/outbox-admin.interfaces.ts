@@ -134,3 +134,22 @@ export interface OutboxEventDeliveries {
   deliveriesDead: number;
   deliveries: OutboxDeliveryRecord[];
 }
+
+/** Options of the operator's writes (replay, purge, pause): with `audit`, a row of `outbox_audit` commits with the change. */
+export interface OutboxActionOptions {
+  /** Who acted (e.g. the user the app's guard authenticated), recorded with what, which tenant, when and how many rows. */
+  audit?: { actor: string };
+}
+
+/** One row of a tenant's audit log. */
+export interface OutboxAuditEntry {
+  id: string;
+  actor: string;
+  /** `replayEvent`, `replayFailed`, `purgeEvent`, `purgeFailed`, `pauseSubscription` or `resumeSubscription`. */
+  action: string;
+  /** What it was applied to: the event id, consumer, event name or subscription given. */
+  target: Record<string, unknown>;
+  /** Rows changed: deliveries reset, events purged, subscriptions paused or resumed. */
+  rows: number;
+  at: Date;
+}

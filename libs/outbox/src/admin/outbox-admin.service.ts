@@ -1,3 +1,5 @@
+// Whole for now: every admin action in one service, each scoped to a tenant; split the webhook-subscription and
+// audit parts out when issue 20 merges (it moves their SQL into store/sql/).
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { QueryRunner } from 'typeorm';
 import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
@@ -9,6 +11,13 @@ import { OutboxRelay } from '../relay/outbox.relay';
 import { OutboxWebhookService } from '../delivery/webhook/outbox-webhook.service';
 import { OutboxStore } from '../store/outbox.store';
 import * as q from '../store/sql/admin';
+import * as bq from '../store/sql/board';
+import * as wq from '../store/sql/webhooks';
+import { OutboxError } from '../errors/outbox.error';
+import {
+  subscriptionConsumerName,
+  WebhookSubscriptionSource,
+} from '../delivery/webhook/webhook-subscription.source';
 import type { SqlStatement } from '../store/sql';
 import {
   MAX_PAGE_SIZE,
@@ -18,6 +27,8 @@ import {
   checkUuid,
 } from './admin-validation';
 import type {
+  OutboxActionOptions,
+  OutboxAuditEntry,
   OutboxBlockedAggregate,
   OutboxConsumerCounts,
   OutboxDeliveryRecord,
@@ -64,6 +75,7 @@ export class OutboxAdminService {
     private readonly registry: OutboxConsumerRegistry,
     private readonly relay: OutboxRelay,
     private readonly webhooks: OutboxWebhookService,
+    private readonly subscriptions: WebhookSubscriptionSource,
   ) {}
 
   /**
@@ -140,27 +152,40 @@ export class OutboxAdminService {
    * reset, due now. Delivered deliveries are never re-run; pending and in-flight ones are left alone. Returns how
    * many deliveries were reset.
    */
-  async replayEvent(tenantId: string, eventId: string, options: { consumer?: string } = {}): Promise<number> {
+  async replayEvent(
+    tenantId: string,
+    eventId: string,
+    options: { consumer?: string } & OutboxActionOptions = {},
+  ): Promise<number> {
     const tenant = checkUuid('tenantId', tenantId);
     const event = checkUuid('eventId', eventId);
     const consumer = checkConsumerName('consumer', options.consumer);
     return this.replay(
       q.replayDeliveries({ tenantId: tenant, eventId: event, consumer, eventName: null }),
       tenant,
+      audited(options, 'replayEvent', { eventId: event, consumer }),
     );
   }
 
   /** Like `replayEvent`, for every dead or failed delivery of the tenant matching the filter. Returns how many were reset. */
-  async replayFailed(tenantId: string, filter: OutboxFailedFilter = {}): Promise<number> {
+  async replayFailed(
+    tenantId: string,
+    filter: OutboxFailedFilter = {},
+    options: OutboxActionOptions = {},
+  ): Promise<number> {
     const checked = this.failedFilter(tenantId, filter);
-    return this.replay(q.replayDeliveries({ ...checked, eventId: null }), checked.tenantId);
+    return this.replay(
+      q.replayDeliveries({ ...checked, eventId: null }),
+      checked.tenantId,
+      audited(options, 'replayFailed', { consumer: checked.consumer, eventName: checked.eventName }),
+    );
   }
 
   /**
    * Deletes one settled event (failed, published or no_handlers, with no delivery still open) with its delivery
    * and inbox rows, e.g. a dead letter nobody will replay, or personal data to erase. Returns whether it was deleted.
    */
-  async purgeEvent(tenantId: string, eventId: string): Promise<boolean> {
+  async purgeEvent(tenantId: string, eventId: string, options: OutboxActionOptions = {}): Promise<boolean> {
     const tenant = checkUuid('tenantId', tenantId);
     const event = checkUuid('eventId', eventId);
     const statement = q.purgeEvents({
@@ -170,16 +195,82 @@ export class OutboxAdminService {
       eventName: null,
       statuses: ['failed', 'published', 'no_handlers'],
     });
-    return (await this.purge(statement, tenant)) === 1;
+    return (await this.purge(statement, tenant, audited(options, 'purgeEvent', { eventId: event }))) === 1;
   }
 
   /**
    * Deletes the tenant's failed events matching the filter (retention keeps them), with their rows. Events whose
    * other deliveries are still open are skipped until those settle. Returns how many events were deleted.
    */
-  async purgeFailed(tenantId: string, filter: OutboxFailedFilter = {}): Promise<number> {
+  async purgeFailed(
+    tenantId: string,
+    filter: OutboxFailedFilter = {},
+    options: OutboxActionOptions = {},
+  ): Promise<number> {
     const checked = this.failedFilter(tenantId, filter);
-    return this.purge(q.purgeEvents({ ...checked, eventId: null, statuses: ['failed'] }), checked.tenantId);
+    return this.purge(
+      q.purgeEvents({ ...checked, eventId: null, statuses: ['failed'] }),
+      checked.tenantId,
+      audited(options, 'purgeFailed', { consumer: checked.consumer, eventName: checked.eventName }),
+    );
+  }
+
+  /**
+   * Pauses one of the tenant's webhook subscriptions (its deliveries wait, no attempt spent) or resumes it
+   * (`paused: false`). Returns false when the tenant has no subscription of that name.
+   */
+  async setSubscriptionPaused(
+    tenantId: string,
+    name: string,
+    paused: boolean,
+    options: OutboxActionOptions = {},
+  ): Promise<boolean> {
+    if (!this.options.webhookSubscriptions.enabled)
+      throw new OutboxError(messages.webhookSubscriptionsDisabled());
+    const tenant = checkUuid('tenantId', tenantId);
+    const subscription = checkConsumerName('name', name);
+    if (subscription === null) throw new OutboxValidationError('name', messages.badText('name', 200, name));
+    const audit = audited(options, paused ? 'pauseSubscription' : 'resumeSubscription', {
+      subscription,
+    });
+    const found = await this.write(tenant, async (runner) => {
+      const rows = await this.store.rows(
+        runner,
+        wq.setSubscriptionStatus(
+          tenant,
+          subscription,
+          subscriptionConsumerName(subscription),
+          paused ? 'paused' : 'active',
+        ),
+      );
+      if (audit)
+        await this.store.rows(runner, bq.insertAudit({ ...audit, tenantId: tenant, rows: rows.length }));
+      return rows.length > 0;
+    });
+    this.subscriptions.invalidate(tenant);
+    if (found && !paused) this.relay.wake();
+    return found;
+  }
+
+  /** A page of the tenant's audit log (actions taken with `audit`), newest first. */
+  async auditLog(
+    tenantId: string,
+    query: { limit?: number; beforeId?: string } = {},
+  ): Promise<OutboxAuditEntry[]> {
+    const tenant = checkUuid('tenantId', tenantId);
+    const limit = checkInteger('limit', query.limit, 1, MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE);
+    const before = query.beforeId === undefined ? null : checkId('beforeId', query.beforeId);
+    const rows = await this.read(tenant, (runner) =>
+      this.store.rows<AuditRow>(runner, bq.auditLog(tenant, limit, before)),
+    );
+    return rows.map((r) => ({
+      id: r.id,
+      actor: r.actor,
+      action: r.action,
+      target: r.target,
+      rows: r.rows_affected,
+      at: r.created_at,
+    }));
   }
 
   /**
@@ -205,10 +296,12 @@ export class OutboxAdminService {
     return row.deleted > 0;
   }
 
-  private async replay(statement: SqlStatement, tenantId: string): Promise<number> {
-    const [row] = await this.write(tenantId, (runner) =>
-      this.store.rows<{ reset: number; events: number }>(runner, statement),
-    );
+  private async replay(statement: SqlStatement, tenantId: string, audit: Audit | null): Promise<number> {
+    const [row] = await this.write(tenantId, async (runner) => {
+      const rows = await this.store.rows<{ reset: number; events: number }>(runner, statement);
+      if (audit) await this.store.rows(runner, bq.insertAudit({ ...audit, tenantId, rows: rows[0]!.reset }));
+      return rows;
+    });
     if (row.reset > 0) {
       this.logger.log(`replay reset ${row.reset} deliveries of ${row.events} events for tenant ${tenantId}`);
       this.relay.wake();
@@ -216,10 +309,12 @@ export class OutboxAdminService {
     return row.reset;
   }
 
-  private async purge(statement: SqlStatement, tenantId: string): Promise<number> {
-    const [row] = await this.write(tenantId, (runner) =>
-      this.store.rows<{ purged: number }>(runner, statement),
-    );
+  private async purge(statement: SqlStatement, tenantId: string, audit: Audit | null): Promise<number> {
+    const [row] = await this.write(tenantId, async (runner) => {
+      const rows = await this.store.rows<{ purged: number }>(runner, statement);
+      if (audit) await this.store.rows(runner, bq.insertAudit({ ...audit, tenantId, rows: rows[0]!.purged }));
+      return rows;
+    });
     if (row.purged > 0)
       this.logger.log(
         `purged ${row.purged} events (with their deliveries and inbox rows) for tenant ${tenantId}`,
@@ -250,6 +345,39 @@ export class OutboxAdminService {
       return work(runner);
     });
   }
+}
+
+/** An audit row to write with an action, when the caller asked for one. */
+interface Audit {
+  actor: string;
+  action: string;
+  target: Record<string, unknown>;
+}
+
+function audited(
+  options: OutboxActionOptions | undefined,
+  action: string,
+  target: Record<string, unknown>,
+): Audit | null {
+  const actor = options?.audit?.actor;
+  if (actor === undefined) return null;
+  const checked = checkConsumerName('audit.actor', actor);
+  return { actor: checked!, action, target };
+}
+
+function checkId(field: string, value: unknown): string {
+  if (typeof value !== 'string' || !/^\d{1,18}$/.test(value))
+    throw new OutboxValidationError(field, messages.badInteger(field, 1, null, value));
+  return value;
+}
+
+interface AuditRow {
+  id: string;
+  actor: string;
+  action: string;
+  target: Record<string, unknown>;
+  rows_affected: number;
+  created_at: Date;
 }
 
 interface StatsRow {

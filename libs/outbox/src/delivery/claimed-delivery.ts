@@ -21,6 +21,8 @@ export interface ClaimedDelivery {
   eventId: string;
   tenantId: string;
   event: OutboxEvent;
+  /** The W3C traceparent captured when the event was enqueued (tracing), or null. */
+  traceparent?: string | null;
 }
 
 /** A row of the claim statements. */
@@ -40,6 +42,7 @@ export interface ClaimedRow {
   schema_version: number;
   /** The event's insert order (bigint, as text), on the rows of in-process pairs. */
   event_seq?: string | null;
+  traceparent?: string | null;
 }
 
 /** The envelope handlers receive, from a claim row. */
@@ -70,6 +73,7 @@ export function toClaimedDelivery(row: ClaimedRow & { consumer_name: string }): 
     eventId: row.event_id,
     tenantId: row.tenant_id,
     event: toEvent(row),
+    traceparent: row.traceparent ?? null,
   };
 }
 
@@ -86,6 +90,7 @@ interface FanOutEvent {
   schema_version: number;
   /** The event's insert order (bigint, as text). */
   event_seq: string;
+  traceparent?: string | null;
 }
 
 /** The one row of the fan-out statement (see `fanOutPendingEvents`). */
@@ -139,6 +144,7 @@ export function fromFanOut(result: FanOutResult): {
         eventId: row.event_id,
         tenantId: row.tenant_id,
         event,
+        traceparent: row.traceparent ?? null,
       });
     }
   }

@@ -4,6 +4,7 @@ import type { DeliveryOutcome } from './delivery-outcome';
 import type { ClaimedDelivery } from './claimed-delivery';
 import { errorText } from '../errors/error-text';
 import { delivered, failed, outcomeTarget } from './delivery-outcome';
+import { OutboxInstrumentation, runAttempt } from '../observability/outbox-instrumentation';
 
 /** How many external deliveries of one batch run at once. */
 const CONCURRENCY = 16;
@@ -15,6 +16,8 @@ const CONCURRENCY = 16;
  */
 @Injectable()
 export class ExternalDispatcher {
+  constructor(private readonly instrumentation: OutboxInstrumentation) {}
+
   /** Runs every delivery (a few at a time) and says what happened to each. Never throws. */
   async dispatch(
     deliveries: readonly { delivery: ClaimedDelivery; consumer: OutboxConsumer }[],
@@ -24,7 +27,11 @@ export class ExternalDispatcher {
     const worker = async (): Promise<void> => {
       while (next < deliveries.length) {
         const index = next++;
-        outcomes[index] = await this.deliverOne(deliveries[index]!.delivery, deliveries[index]!.consumer);
+        const { delivery, consumer } = deliveries[index]!;
+        // instrumentation: the attempt's context is active while the transport sends (traceparent)
+        const attempt = this.instrumentation.attemptStarted(delivery, consumer);
+        outcomes[index] = await runAttempt(attempt, () => this.deliverOne(delivery, consumer));
+        attempt?.ended?.(outcomes[index]!);
       }
     };
     await Promise.all(Array.from({ length: Math.min(CONCURRENCY, deliveries.length) }, worker));

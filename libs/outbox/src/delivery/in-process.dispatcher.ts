@@ -8,6 +8,8 @@ import type { SqlStatement } from '../store/sql';
 import type { ClaimedDelivery } from './claimed-delivery';
 import { errorText } from '../errors/error-text';
 import { delivered, failed, type DeliveryOutcome } from './delivery-outcome';
+import { handlerFailure } from './handler-failure';
+import { OutboxInstrumentation } from '../observability/outbox-instrumentation';
 import { HandlerScope, NO_ACTIVE_TRANSACTION, type BatchProblem, type BatchState } from './handler-scope';
 
 /** How one batch transaction's handlers run (see `InProcessDispatcher.dispatch`). */
@@ -42,6 +44,8 @@ export interface DispatchResult {
  */
 @Injectable()
 export class InProcessDispatcher {
+  constructor(private readonly instrumentation: OutboxInstrumentation) {}
+
   /**
    * Runs every delivery and says what happened to each. Never throws for a handler's failure; stops at a
    * handler that left the batch transaction unusable or in another tenant (`problem`).
@@ -93,8 +97,13 @@ export class InProcessDispatcher {
         attempt: delivery.attempt,
         consumer: consumer.name,
       };
+      // instrumentation: one observed attempt per handler call (null when nothing observes)
+      const attempt = this.instrumentation.attemptStarted(delivery, consumer);
+      let outcome: DeliveryOutcome;
       try {
-        const returned = consumer.handle!(delivery.event, context);
+        const returned = attempt?.run
+          ? attempt.run(() => consumer.handle!(delivery.event, context))
+          : consumer.handle!(delivery.event, context);
         // A handler that returns no promise has finished: no timer to arm.
         if (isThenable(returned)) {
           await withTimeout(
@@ -105,7 +114,7 @@ export class InProcessDispatcher {
         }
         settled = true;
         if (scope !== null) await scope.commit();
-        outcomes.push(delivered(delivery));
+        outcome = delivered(delivery);
       } catch (error) {
         settled = true;
         if (error instanceof OutboxTransactionEndedError) {
@@ -124,12 +133,14 @@ export class InProcessDispatcher {
         }
         // its query cancelled by the bound of its time left (see handlerContext): its timeout, whichever came first
         const cancelled = sqlState(error) === QUERY_CANCELED && Date.now() >= deadline - TIMER_SLACK_MS;
-        const timedOut = error instanceof OutboxHandlerTimeoutError || cancelled;
+        const { code, dead } = cancelled ? { code: 'timeout', dead: false } : handlerFailure(error);
         const text = cancelled
           ? messages.handlerTimeout(consumer.name, consumer.timeoutMs)
           : errorText(error);
-        outcomes.push(failed(delivery, consumer, timedOut ? 'timeout' : 'handlerError', text));
+        outcome = failed(delivery, consumer, code, text, { dead });
       }
+      outcomes.push(outcome);
+      attempt?.ended?.(outcome);
       if (batch.problem) break;
     }
     return { outcomes, problem: batch.problem, dirty: batch.dirty };

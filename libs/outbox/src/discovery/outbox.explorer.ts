@@ -4,7 +4,7 @@ import { SchedulerRegistry } from '@nestjs/schedule';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import { OUTBOX_HANDLER_METADATA } from '../outbox.constants';
 import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
-import { backoffProblems, type OptionsResolution } from '../outbox-options';
+import { backoffProblems, countProblem, durationProblem, type OptionsResolution } from '../outbox-options';
 import { OutboxConfigurationError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import type { OutboxHandlerMetadata } from '../interfaces/outbox-handler-options.interface';
@@ -15,6 +15,9 @@ import { isEventPattern } from '../registry/event-pattern';
 import { OutboxStore } from '../store/outbox.store';
 import { OUTBOX_OPTIONS_RESOLUTION } from '../outbox-options.provider';
 import { WebhookConsumerFactory } from '../delivery/webhook/webhook-consumer.factory';
+import { OutboxSchemaRegistry } from '../schemas/outbox-schema.registry';
+import { receiptValidated } from '../schemas/receipt-validation';
+import { AmbientTransactions } from '../cls/ambient-transactions';
 
 /**
  * Finds every `@OnOutboxEvent` method on the app's singleton providers and controllers, checks the wiring
@@ -35,10 +38,17 @@ export class OutboxExplorer implements OnModuleInit {
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
     @Inject(OUTBOX_OPTIONS_RESOLUTION) private readonly resolution: OptionsResolution,
     private readonly webhookConsumers: WebhookConsumerFactory,
+    private readonly schemas: OutboxSchemaRegistry,
+    private readonly ambient: AmbientTransactions,
   ) {}
 
   onModuleInit(): void {
-    const problems = [...this.resolution.problems, ...this.wiringProblems()];
+    const problems = [
+      ...this.resolution.problems,
+      ...this.wiringProblems(),
+      ...this.schemas.problems(),
+      ...this.ambient.problems(),
+    ];
     const consumers = this.discover(problems);
     // Static webhooks (the `webhooks` option) are consumers too, named webhook:<name>, checked in the same pass.
     const handlers = [...consumers];
@@ -123,21 +133,25 @@ export class OutboxExplorer implements OnModuleInit {
       );
     }
     const maxAttempts = options.maxAttempts ?? this.options.maxAttempts;
-    if (!Number.isSafeInteger(maxAttempts) || maxAttempts < 1)
-      problems.push(messages.badOption(`maxAttempts of ${host}`, 'a positive integer', maxAttempts));
     const timeoutMs = options.timeoutMs ?? this.options.handlerTimeoutMs;
-    if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1 || timeoutMs >= this.options.relay.leaseMs) {
-      problems.push(
-        messages.badOption(
-          `timeoutMs of ${host}`,
-          `a positive integer below relay.leaseMs (${this.options.relay.leaseMs})`,
-          timeoutMs,
-        ),
-      );
-    }
+    const leaseMs = this.options.relay.leaseMs;
+    for (const problem of [
+      countProblem(`maxAttempts of ${host}`, maxAttempts),
+      durationProblem(`timeoutMs of ${host}`, timeoutMs, { below: { name: 'relay.leaseMs', ms: leaseMs } }),
+    ])
+      if (problem) problems.push(problem);
     const backoff = { ...this.options.backoff, ...options.backoff };
     problems.push(...backoffProblems(`backoff of ${host}`, backoff));
     const instance = wrapper.instance as Record<string, (...args: unknown[]) => unknown> | undefined;
+    let handle: NonNullable<OutboxConsumer['handle']> = (event, context) =>
+      instance![methodName]!(event, context);
+    if (options.validatePayload === true) {
+      if (!this.schemas.covers(metadata.eventName))
+        problems.push(messages.validateWithoutSchema(host, metadata.eventName));
+      handle = receiptValidated(this.schemas, handle);
+    }
+    // outermost: the TransactionHost's tx is the delivery's from the first line the wrappers run
+    handle = this.ambient.bound(handle);
     return {
       name,
       kind: 'handler',
@@ -149,7 +163,7 @@ export class OutboxExplorer implements OnModuleInit {
       maxAttempts,
       timeoutMs,
       backoff,
-      handle: (event, context) => instance![methodName]!(event, context),
+      handle,
     };
   }
 }

@@ -5,16 +5,18 @@ import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import { OutboxError, OutboxValidationError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import type { OutboxEventInput } from '../interfaces/outbox-event.interface';
+import type { OutboxEnqueueInput, OutboxEventName } from '../interfaces/outbox-event-map.interface';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
 import * as q from '../store/sql';
 import { SINGLE_TENANT_ID } from '../outbox.constants';
-import { validateEvent } from './event-validation';
+import { validateEvent, type ValidatedEvent } from './event-validation';
 import { OutboxWakeup } from '../relay/outbox-wakeup';
+import { OutboxSchemaRegistry } from '../schemas/outbox-schema.registry';
+import { AmbientTransactions } from '../cls/ambient-transactions';
+import { OutboxInstrumentation } from '../observability/outbox-instrumentation';
 
-/** An event without `tenantId`, accepted when `tenancy` is `single`. */
-export type TenantlessEvent<TPayload> = Omit<OutboxEventInput<TPayload>, 'tenantId'> & {
-  tenantId?: undefined;
-};
+/** The transaction `enqueue` writes in: its EntityManager, or a QueryRunner after `startTransaction()`. */
+export type OutboxTransaction = EntityManager | QueryRunner;
 
 /** Writes events into the outbox inside the caller's transaction. */
 @Injectable()
@@ -22,52 +24,77 @@ export class OutboxService {
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
     private readonly wakeup: OutboxWakeup,
+    private readonly schemas: OutboxSchemaRegistry,
+    private readonly ambient: AmbientTransactions,
+    private readonly instrumentation: OutboxInstrumentation,
   ) {}
 
   /**
-   * Adds one event to the outbox through `manager`, in its open transaction: the event commits with your
-   * writes or not at all. Returns the event id. Throws `OutboxValidationError` (nothing written) on bad input,
-   * `OutboxError` when `manager` has no open transaction.
+   * Adds one event to the outbox in your open transaction: the event commits with your writes or not at all.
+   * Pass the transaction's `EntityManager` or its `QueryRunner`; with the `transactionHost` option, leave it out
+   * inside `@Transactional()` / `TransactionHost.withTransaction(…)`. Returns the event id. Throws
+   * `OutboxValidationError` (nothing written) on bad input, `OutboxError` when no transaction is open.
    */
-  async enqueue<TPayload>(
-    manager: EntityManager,
-    event: OutboxEventInput<TPayload> | TenantlessEvent<TPayload>,
-  ): Promise<string> {
-    const runner = transactionRunner(manager);
-    const row = {
-      id: newEventId(),
-      ...validateEvent(
-        this.withTenant(event) as OutboxEventInput<unknown>,
-        'event',
-        this.options.maxPayloadBytes,
-      ),
-    };
+  enqueue<const TName extends OutboxEventName>(event: OutboxEnqueueInput<TName>): Promise<string>;
+  enqueue<const TName extends OutboxEventName>(
+    transaction: OutboxTransaction,
+    event: OutboxEnqueueInput<TName>,
+  ): Promise<string>;
+  async enqueue(...args: [unknown] | [OutboxTransaction, unknown]): Promise<string> {
+    const [runner, event] = this.target(args);
+    const row: q.EventRow = { id: newEventId(), ...(await this.checked(event, 'event')) };
+    // instrumentation: the trace context active now goes with the event
+    if (this.instrumentation.active) row.traceparent = this.instrumentation.traceContext();
     await this.insert(runner, q.insertEvent(row), [row.tenantId]);
     this.wakeup.enqueuedIn(runner, [row.tenantId]);
+    if (this.instrumentation.active) this.instrumentation.eventsEnqueued([row]);
     return row.id;
   }
 
-  /** Adds several events in one statement, all checked before anything is written. Returns their ids in order. */
-  async enqueueMany<TPayload>(
-    manager: EntityManager,
-    events: readonly (OutboxEventInput<TPayload> | TenantlessEvent<TPayload>)[],
-  ): Promise<string[]> {
-    const runner = transactionRunner(manager);
+  /**
+   * Adds several events in one statement, all checked before anything is written; the transaction as for
+   * `enqueue`. Returns their ids in order.
+   */
+  enqueueMany<const TNames extends readonly OutboxEventName[]>(
+    events: readonly [...{ [I in keyof TNames]: OutboxEnqueueInput<TNames[I]> }],
+  ): Promise<string[]>;
+  enqueueMany<const TNames extends readonly OutboxEventName[]>(
+    transaction: OutboxTransaction,
+    events: readonly [...{ [I in keyof TNames]: OutboxEnqueueInput<TNames[I]> }],
+  ): Promise<string[]>;
+  async enqueueMany(...args: [unknown] | [OutboxTransaction, unknown]): Promise<string[]> {
+    const [runner, events] = this.target(args);
     if (!Array.isArray(events))
       throw new OutboxValidationError('events', messages.notAnArray('events', events));
-    const rows = events.map((event, i) => ({
-      id: newEventId(),
-      ...validateEvent(
-        this.withTenant(event) as OutboxEventInput<unknown>,
-        `events[${i}]`,
-        this.options.maxPayloadBytes,
-      ),
-    }));
+    const rows: q.EventRow[] = [];
+    for (const [i, event] of events.entries())
+      rows.push({ id: newEventId(), ...(await this.checked(event, `events[${i}]`)) });
     if (rows.length === 0) return [];
+    // instrumentation: one trace context for the call's events
+    const traceparent = this.instrumentation.active ? this.instrumentation.traceContext() : null;
+    if (traceparent) for (const row of rows) row.traceparent = traceparent;
     const tenants = [...new Set(rows.map((r) => r.tenantId))];
     await this.insert(runner, q.insertEvents(rows), tenants);
     this.wakeup.enqueuedIn(runner, tenants);
+    if (this.instrumentation.active) this.instrumentation.eventsEnqueued(rows);
     return rows.map((row) => row.id);
+  }
+
+  /** The open transaction's runner (given, or ambient when only the events were passed), and the events. */
+  private target(args: [unknown] | [OutboxTransaction, unknown]): [QueryRunner, unknown] {
+    if (args.length === 1) return [transactionRunner(this.ambient.manager()), args[0]];
+    return [transactionRunner(args[0]), args[1]];
+  }
+
+  /** Checks an event's envelope and, when its name has a schema, its payload; returns the row to insert. */
+  private async checked(event: unknown, where: string): Promise<ValidatedEvent> {
+    const input = this.withTenant(event as OutboxEventInput<unknown>);
+    const payload = await this.schemas.checkOnEnqueue(input, where);
+    return validateEvent(
+      payload === input?.payload ? input : { ...input, payload },
+      where,
+      this.options.maxPayloadBytes,
+    );
   }
 
   /** Runs the insert; a refusal by row-level security becomes an OutboxError that says how to set the tenant. */
@@ -105,10 +132,15 @@ function newEventId(): string {
   return uuidv7();
 }
 
-/** The manager's query runner, if it is inside an open transaction; otherwise a clear error. */
-function transactionRunner(manager: EntityManager): QueryRunner {
-  const runner = manager?.queryRunner;
+/** The transaction's query runner, if it is open; otherwise a clear error. */
+function transactionRunner(transaction: OutboxTransaction): QueryRunner {
+  const runner = isQueryRunner(transaction) ? transaction : transaction?.queryRunner;
   if (runner?.isReleased) throw new OutboxError(messages.releasedRunner());
   if (!runner || !runner.isTransactionActive) throw new OutboxError(messages.noTransaction());
   return runner;
+}
+
+/** A QueryRunner (it starts transactions); an EntityManager has `queryRunner` instead. */
+function isQueryRunner(value: unknown): value is QueryRunner {
+  return typeof (value as QueryRunner | null)?.startTransaction === 'function';
 }

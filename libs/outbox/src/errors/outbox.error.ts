@@ -33,3 +33,11 @@ export class OutboxHandlerTimeoutError extends OutboxError {
 
 /** A handler ended the batch transaction it was given (see `messages.transactionEnded`). */
 export class OutboxTransactionEndedError extends OutboxError {}
+
+/**
+ * A consumer that asked for `validatePayload` received a payload its schema rejects: the delivery is dead at once
+ * (error code `invalidPayload`), since no retry changes a stored payload. A handler may throw it too.
+ */
+export class OutboxInvalidPayloadError extends OutboxValidationError {
+  readonly code = 'invalidPayload';
+}

@@ -14,11 +14,44 @@ export const messages = {
   likelyPoison: (attempt: number): string =>
     `attempt ${attempt} started but never finished (its relay died or stalled); dead-lettered as a likely poison event`,
   noTransaction: (): string =>
-    'OutboxService.enqueue needs an EntityManager inside an open transaction, so the event commits with your ' +
-    'business writes (or not at all). Call it inside dataSource.transaction(async (manager) => …) or after ' +
-    'queryRunner.startTransaction(), and pass that manager.',
+    'OutboxService.enqueue needs an open transaction, so the event commits with your business writes (or not at ' +
+    'all): pass the EntityManager of dataSource.transaction(async (manager) => …), or a QueryRunner after ' +
+    'queryRunner.startTransaction(), or, with the transactionHost option, call it inside a @Transactional() ' +
+    'method or TransactionHost.withTransaction(…).',
+  noManager: (): string =>
+    'OutboxService.enqueue was called without an EntityManager or QueryRunner: pass the one of your open ' +
+    "transaction, or set the outbox option transactionHost to join @nestjs-cls/transactional's ambient transaction.",
+  clsMissing: (why: string): string =>
+    'the outbox option transactionHost needs nestjs-cls, @nestjs-cls/transactional and ' +
+    `@nestjs-cls/transactional-adapter-typeorm installed (${why}); install them, or turn the option off`,
+  clsNoHost: (label: string, connectionName: string | undefined): string =>
+    `the outbox option transactionHost names ${label}, which the app does not provide: import ` +
+    `ClsModule.forRoot({ global: true, plugins: [new ClsPluginTransactional({ ${
+      connectionName === undefined ? '' : `connectionName: '${connectionName}', `
+    }adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken(…) }) })] })`,
+  clsUnsupported: (label: string): string =>
+    `${label} lacks the methods the outbox binds a handler's transaction with; use @nestjs-cls/transactional 3.x`,
+  clsOtherDataSource: (label: string, dataSource: string | undefined): string =>
+    `${label} wraps another DataSource than the outbox's (${dataSource ? `"${dataSource}"` : 'the default'}); ` +
+    'give its TransactionalAdapterTypeOrm the dataSourceToken of that DataSource, or point transactionHost at ' +
+    'the host that does',
+  clsNotReady: (): string =>
+    'OutboxService.enqueue was called without a manager before the outbox module finished its boot; call it ' +
+    'after app.init()',
   releasedRunner: (): string =>
-    'OutboxService.enqueue was given an EntityManager whose QueryRunner is already released; pass the manager of a live transaction.',
+    'OutboxService.enqueue was given a transaction whose QueryRunner is already released; pass the manager (or runner) of a live transaction.',
+  payloadRejected: (field: string, schema: string, issues: string): string =>
+    `${field} does not match the ${schema} schema: ${issues}. Fix the payload, or send it as another schemaVersion ` +
+    'that has a schema of its own.',
+  noSchemaForVersion: (field: string, eventName: string, version: number, registered: number[]): string =>
+    `${field} is ${version}, but the events option has schemas for versions ${registered.join(', ')} of ` +
+    `"${eventName}" only; add one for version ${version}, or send one of those.`,
+  notASchema: (field: string, value: unknown): string =>
+    `option ${field} must be a Standard Schema (a zod, valibot or arktype schema…) or an object of them by ` +
+    `schemaVersion ({ 1: schemaV1, 2: schemaV2 }), got ${describe(value)}`,
+  validateWithoutSchema: (host: string, pattern: string): string =>
+    `${host} asks for validatePayload, but the events option has no schema for any event "${pattern}" matches; ` +
+    'add the schema to OutboxModule.forRoot({ events }), or drop validatePayload',
   notUuid: (field: string, value: unknown): string =>
     `${field} must be a UUID like 3f1c6a52-8b7e-4d2a-9c1e-0a5b6c7d8e9f, got ${describe(value)}.`,
   badEventName: (field: string, value: unknown): string =>
@@ -81,6 +114,18 @@ export const messages = {
   unguardedAdmin: (): string =>
     "OutboxAdminModule.forRoot() was given no guard, and its routes read and replay every tenant's events: pass " +
     'guards: [YourAuthGuard] (the guard sees request.params.tenantId), or allowUnguarded: true for a local demo only.',
+  malformedAdminGuards: (given: string): string =>
+    `OutboxAdminModule.forRoot() option guards must be a non-empty array of guards (classes implementing ` +
+    `CanActivate, or instances with canActivate), got ${given}; write guards: [YourAuthGuard]. The routes are not ` +
+    'served until it is fixed.',
+  unguardedBoard: (): string =>
+    'OutboxBoardModule.forRoot() was given no guard, and the board shows payloads and replays events: pass ' +
+    'guards: [YourAuthGuard], or allowUnguarded: true for a local demo only.',
+  boardTenants: (): string =>
+    "OutboxBoardModule.forRoot() needs tenants: (request) => the tenant ids this operator may see (or 'all'), " +
+    "since tenancy is 'multi': the board never guesses which tenants a request may read.",
+  missingPeer: (feature: string, pkg: string): string =>
+    `${feature} needs the package ${pkg}, which is not installed: npm install ${pkg}`,
   rowLevelSecurity: (tenantId: string, tenantSetting: string): string =>
     `row-level security refused an event for tenant ${tenantId}: the transaction's ${tenantSetting} names another ` +
     `tenant or none. Run select set_config('${tenantSetting}', '${tenantId}', true) in the same transaction before ` +
@@ -95,6 +140,20 @@ export const messages = {
     'webhook subscriptions are turned off on this instance (webhookSubscriptions.enabled is false), so a new one would never be delivered; enable them first',
   webhookSubscriptionExists: (name: string): string =>
     `this tenant already has a webhook subscription named ${describe(name)}; remove it first or choose another name`,
+  webhookTargetRefused: (field: string, host: string, address: string): string =>
+    `${field} names ${describe(host)}${address === host ? '' : `, which resolves to ${address}`}: a loopback, private, ` +
+    'link-local (cloud metadata), unique-local, carrier-grade NAT, unspecified or reserved address, which tenant ' +
+    'subscriptions may not reach; use a public address (an operator may allow ranges with ' +
+    'webhookSubscriptions.allowPrivateTargets)',
+  webhookTargetUnresolved: (field: string, host: string, code: string): string =>
+    `${field} names ${describe(host)}, which does not resolve (${code}); a subscription's host must resolve to a public address when it is added`,
+  subscriptionSecretNeedsKey: (): string =>
+    'a subscription secret is stored encrypted, and this app configured no key: set webhookSubscriptions.secretKeys ' +
+    "to [{ id: 'k1', key: '<32 bytes in base64, e.g. openssl rand -base64 32>' }], or add the subscription without a secret",
+  subscriptionSecretKeyMissing: (keyId: string): string =>
+    `the secret was sealed with key ${describe(keyId)}, which webhookSubscriptions.secretKeys no longer lists; put it back (after the current key) until resealSecrets() ran for every tenant`,
+  subscriptionSecretUnreadable: (keyId: string): string =>
+    `the secret sealed with key ${describe(keyId)} does not decrypt: the key under that id changed, or the row was altered`,
   webhookMissingHeaders: (names: string[]): string =>
     `the request lacks one of the headers ${names.join(', ')}: it was not sent by a webhook with a secret`,
   webhookBadTimestamp: (value: string): string =>

@@ -22,11 +22,12 @@ export interface OutboxEventInput<TPayload = OutboxJson> {
 
 /**
  * The envelope a handler receives. The in-process consumers of one event, in one batch, receive the same object
- * (as `@nestjs/event-emitter` listeners do): treat it, and its `data`, as read-only.
+ * (as `@nestjs/event-emitter` listeners do): treat it, and its `data`, as read-only. `OutboxEventOf<'name'>` types it
+ * from the app's `OutboxEventMap`.
  */
-export interface OutboxEvent<TData = OutboxJson> {
+export interface OutboxEvent<TData = OutboxJson, TName extends string = string> {
   eventId: string;
-  eventName: string;
+  eventName: TName;
   tenantId: string;
   aggregateType: string | null;
   aggregateId: string | null;

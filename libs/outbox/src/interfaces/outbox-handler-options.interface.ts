@@ -16,6 +16,12 @@ export interface OnOutboxEventOptions {
   timeoutMs?: number;
   /** Backoff between attempts; fields left out take the module's. Default: the module's `backoff`. */
   backoff?: OutboxBackoffOptions;
+  /**
+   * Check each received payload against its schema (the module's `events` option) before the handler runs; the
+   * handler gets the schema's output, and a payload it rejects is dead at once with error code `invalidPayload`
+   * (not retried). Events whose name has no schema pass unchecked. Default: `false`.
+   */
+  validatePayload?: boolean;
 }
 
 /** What the decorator records on a method. */

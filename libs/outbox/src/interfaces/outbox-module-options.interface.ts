@@ -1,3 +1,4 @@
+import type { OutboxEventSchemas } from '../schemas/outbox-event-schemas';
 import type {
   OutboxWebhookOptions,
   OutboxWebhookSubscriptionsOptions,
@@ -96,7 +97,8 @@ export interface OutboxRegistryOptions {
 export interface OutboxRetentionOptions {
   /**
    * Published (and `no_handlers`) events older than this many days are deleted with their delivery and inbox
-   * rows; `0` turns retention off. Default: `7`.
+   * rows; at least 1/24 (an hour: the database function refuses younger cut-offs), at most 36500; `0` turns
+   * retention off. Default: `7`.
    */
   publishedDays?: number;
   /** How often the purge runs, in ms. Default: `60000`. */
@@ -143,6 +145,21 @@ export interface OutboxModuleOptions {
   webhooks?: OutboxWebhookOptions[];
   /** Webhook subscriptions that tenants add at run time. */
   webhookSubscriptions?: OutboxWebhookSubscriptionsOptions;
+  /**
+   * Payload schemas by event name (any Standard Schema: zod, valibot, arktype…; one per `schemaVersion` as
+   * `{ 1: v1, 2: v2 }`), usually from `defineOutboxEvents`: `enqueue` stores the schema's output and refuses a
+   * payload it rejects, and consumers with `validatePayload` check what they receive. Default: `null` (none).
+   */
+  events?: OutboxEventSchemas | null;
+  /**
+   * Join the ambient transactions of `@nestjs-cls/transactional` (TypeORM adapter): `enqueue(event)` without a
+   * manager writes in the transaction of the `@Transactional()` method or `TransactionHost.withTransaction(…)` it
+   * runs in, and code a handler calls that uses the TransactionHost writes in the handler's delivery transaction.
+   * `true`: the default TransactionHost; `{ connectionName }`: a named one. Needs `nestjs-cls`,
+   * `@nestjs-cls/transactional` and `@nestjs-cls/transactional-adapter-typeorm`, with `ClsPluginTransactional`
+   * registered for the outbox's DataSource; none of them is loaded while this is `false`. Default: `false`.
+   */
+  transactionHost?: boolean | { connectionName: string };
 }
 
 /** Options after defaults are merged: what the rest of the module injects. */
@@ -159,4 +176,6 @@ export interface ResolvedOutboxOptions {
   retention: Required<OutboxRetentionOptions>;
   webhooks: readonly OutboxWebhookOptions[];
   webhookSubscriptions: Required<OutboxWebhookSubscriptionsOptions>;
+  events: OutboxEventSchemas | null;
+  transactionHost: boolean | { connectionName: string };
 }

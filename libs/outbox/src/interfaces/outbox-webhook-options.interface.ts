@@ -32,8 +32,9 @@ export interface OutboxWebhookOptions {
    */
   headers?: Readonly<Record<string, string>>;
   /**
-   * Signing secret: `whsec_<base64>` (the key is the decoded bytes, as in Standard Webhooks) or any other string
-   * of at least 16 characters (its UTF-8 bytes). Default: none (requests are not signed).
+   * Signing secret, as Standard Webhooks writes it: `whsec_<base64>` of at least 16 bytes (the key is the decoded
+   * bytes; `generateWebhookSecret()` makes one). A 0.1.0 secret `s` without the prefix keeps its key as
+   * `'whsec_' + Buffer.from(s).toString('base64')`. Default: none (requests are not signed).
    */
   secret?: string;
   /** Attempts before a delivery is dead. Default: the module's `maxAttempts`. */
@@ -62,6 +63,35 @@ export interface OutboxWebhookSubscriptionsOptions {
    * Default: `10000`.
    */
   timeoutMs?: number;
+  /**
+   * Private addresses tenant subscriptions may reach after all: IP addresses or CIDR ranges (`'10.20.0.0/16'`,
+   * `'fd00:ec2::/32'`, `'127.0.0.1'`). Otherwise a subscription whose host is, or resolves to, a loopback,
+   * private, link-local (cloud metadata), unique-local, carrier-grade NAT, unspecified, multicast or reserved
+   * address is refused by `add()`, and again at every request, after the relay resolved the host itself (DNS
+   * rebinding). Static `webhooks` are never checked. Default: `[]`.
+   */
+  allowPrivateTargets?: readonly string[];
+  /**
+   * Keep up to 500 characters of a failed answer's body in the delivery's error, which the tenant reads back
+   * through `deliveries()` and `failedEvents()`; otherwise only the status line is kept. Static `webhooks` always
+   * keep it. Default: `false`.
+   */
+  responseBodyInErrors?: boolean;
+  /**
+   * Keys that encrypt subscription secrets in the database (AES-256-GCM), each `{ id, key }` with `key` 32 bytes
+   * in base64 (`openssl rand -base64 32`) or a Buffer. The first seals new secrets; every key listed opens what it
+   * sealed. To rotate, put a new key first, run `OutboxWebhookSubscriptions.resealSecrets(tenantId)` for every
+   * tenant, then drop the old key. Without a key, `add()` refuses a secret. Default: `[]`.
+   */
+  secretKeys?: readonly OutboxSecretKey[];
+}
+
+/** A key of `webhookSubscriptions.secretKeys`. */
+export interface OutboxSecretKey {
+  /** Stored beside each secret it sealed (letters, digits, `_`, `.`, `-`; up to 64); never reuse an id. */
+  id: string;
+  /** 32 bytes: base64 text or a Buffer. */
+  key: string | Buffer;
 }
 
 /** What a tenant gives to `OutboxWebhookSubscriptions.add()`: a webhook, minus the circuit breaker settings. */
@@ -83,7 +113,7 @@ export interface OutboxWebhookSubscriptionInput {
   /** Extra request headers; `webhook-*`, `outbox-*` and `content-type` are reserved. Default: none. */
   headers?: Readonly<Record<string, string>>;
   /**
-   * Signing secret, as for a webhook (`whsec_<base64>` or at least 16 characters).
+   * Signing secret, as for a webhook: `whsec_<base64>` of at least 16 bytes.
    * Default: none (requests are not signed).
    */
   secret?: string;

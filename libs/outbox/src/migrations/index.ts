@@ -5,6 +5,12 @@ import { OutboxWebhooks1764428700000 } from './1764428700000-outbox-webhooks';
 import { OutboxEventLeases1764428800000 } from './1764428800000-outbox-event-leases';
 import { OutboxLeaseFence1764432000000 } from './1764432000000-outbox-lease-fence';
 import { OutboxRelayMaintain1764435600000 } from './1764435600000-outbox-relay-maintain';
+import { OutboxAggregateKey1764450000000 } from './1764450000000-outbox-aggregate-key';
+import { OutboxPurgeFloor1764450300000 } from './1764450300000-outbox-purge-floor';
+import { OutboxStandardSecrets1764450400000 } from './1764450400000-outbox-standard-secrets';
+import { OutboxSubscriptionSecrets1764450200000 } from './1764450200000-outbox-subscription-secrets';
+import { OutboxBoard1764500100000 } from './1764500100000-outbox-board';
+import { OutboxTraceContext1764500200000 } from './1764500200000-outbox-trace-context';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -15,4 +21,10 @@ export const outboxMigrations = [
   OutboxEventLeases1764428800000,
   OutboxLeaseFence1764432000000,
   OutboxRelayMaintain1764435600000,
+  OutboxAggregateKey1764450000000,
+  OutboxSubscriptionSecrets1764450200000,
+  OutboxPurgeFloor1764450300000,
+  OutboxStandardSecrets1764450400000,
+  OutboxBoard1764500100000,
+  OutboxTraceContext1764500200000,
 ];

@@ -12,6 +12,7 @@ import type { OutboxStore, RoundConnection } from '../store/outbox.store';
 import * as q from '../store/sql';
 import type { BackgroundWork } from './background-work';
 import type { OutcomeRecorder } from './outcome-recorder';
+import type { OutboxInstrumentation } from '../observability/outbox-instrumentation';
 import {
   batchContext,
   count,
@@ -48,6 +49,7 @@ export class LocalBatch {
     private readonly recorder: OutcomeRecorder,
     private readonly leaseVacuum: LeaseVacuum,
     private readonly background: BackgroundWork,
+    private readonly instrumentation: OutboxInstrumentation,
   ) {}
 
   /** The last batch commit in flight (resolved when none is). */
@@ -161,6 +163,8 @@ export class LocalBatch {
     if (counted) count(counted, batch.result, -1);
     // a failure before the commit leaves the batch transaction open (aborted, or holding the handlers' writes)
     await connection.rollback();
+    // instrumentation: the attempts observed as they ended are undone
+    this.instrumentation.batchRolledBack({ tenantId, deliveries: work.assigned.length });
     if (narrowable(error) && !connection.released) {
       this.logger.warn(
         `batch of ${work.assigned.length} deliveries for tenant ${tenantId} was rolled back (${errorText(error)}); ` +

@@ -19,6 +19,7 @@ import { LocalBatch } from './local-batch';
 import { OutcomeRecorder } from './outcome-recorder';
 import { RegistryHeartbeat } from './registry-heartbeat';
 import { TenantRound } from './tenant-round';
+import { OutboxInstrumentation } from '../observability/outbox-instrumentation';
 
 /**
  * Delivers committed events to the consumers this app hosts, tenant by tenant. Runs on an interval registered
@@ -61,12 +62,13 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     external: ExternalDispatcher,
     leaseVacuum: LeaseVacuum,
     moduleRef: ModuleRef,
+    private readonly instrumentation: OutboxInstrumentation,
   ) {
     this.interval = new ScheduledInterval(moduleRef, `outbox-relay:${this.instanceId}`);
     this.planner = new DueTenantPlanner(options, store);
     this.heartbeats = new RegistryHeartbeat(this.instanceId, options, registry, store);
     const recorder = new OutcomeRecorder(options, store);
-    this.local = new LocalBatch(options, store, inProcess, recorder, leaseVacuum, this.background);
+    this.local = new LocalBatch(options, store, inProcess, recorder, leaseVacuum, this.background, instrumentation);
     this.tenantRound = new TenantRound(
       options,
       registry,
@@ -75,6 +77,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       new ExternalBatch(options, store, external),
       recorder,
       this.background,
+      instrumentation,
     );
   }
 
@@ -206,11 +209,17 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     if (this.stopping)
       return { results: [], settled: Promise.resolve(), committingAtStart: false, full: false };
     this.round = this.processRound(overlap, this.local.isCommitting);
+    const startedAt = performance.now();
+    let tenants = 0;
     try {
-      return await this.round;
+      const run = await this.round;
+      tenants = run.results.length;
+      return run;
     } finally {
       this.round = null;
       this.lastRoundEndedAt = new Date();
+      // instrumentation: round duration
+      this.instrumentation.roundEnded({ durationMs: performance.now() - startedAt, tenants });
     }
   }
 

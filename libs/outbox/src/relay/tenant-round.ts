@@ -19,6 +19,7 @@ import type { DueTenant } from './due-tenant-planner';
 import type { ExternalBatch } from './external-batch';
 import type { LocalBatch } from './local-batch';
 import type { OutcomeRecorder } from './outcome-recorder';
+import type { OutboxInstrumentation } from '../observability/outbox-instrumentation';
 import type { RelayRoundResult } from './relay-round';
 import {
   batchContext,
@@ -65,6 +66,7 @@ export class TenantRound {
     private readonly external: ExternalBatch,
     private readonly recorder: OutcomeRecorder,
     private readonly background: BackgroundWork,
+    private readonly instrumentation: OutboxInstrumentation,
   ) {
     this.claimLimit = options.relay.batchSize;
   }
@@ -86,6 +88,8 @@ export class TenantRound {
       result.eventsClaimed = events;
       result.deliveriesClaimed = claimed.length;
       claimLimit = limit;
+      // instrumentation: batch size, lease recoveries
+      this.instrumentation.batchClaimed({ tenantId: batch.tenantId, events, deliveries: claimed });
       if (claimed.length === 0) {
         // Nothing to do: the (empty) batch transaction is rolled back without holding the round up.
         handedOver = true;
@@ -112,16 +116,16 @@ export class TenantRound {
           });
         } else if (delivery.recovered && delivery.attempt > consumer.maxAttempts) {
           // Attempts kept starting and never finishing: the process likely dies on this event. Stop here.
-          unclaimed.push({
+          const poisoned = failed(
             delivery,
-            outcome: failed(
-              delivery,
-              consumer,
-              'staleLeaseRecovered',
-              messages.likelyPoison(delivery.attempt - 1),
-              { dead: true },
-            ),
-          });
+            consumer,
+            'staleLeaseRecovered',
+            messages.likelyPoison(delivery.attempt - 1),
+            { dead: true },
+          );
+          unclaimed.push({ delivery, outcome: poisoned });
+          // instrumentation: an attempt that ends before it starts
+          this.instrumentation.attemptStarted(delivery, consumer)?.ended?.(poisoned);
         } else {
           (consumer.kind === 'handler' ? local : remote).push({ delivery, consumer });
         }

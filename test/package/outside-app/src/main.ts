@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import pg from 'pg';
 import { DataSource } from 'typeorm';
+import { OutboxTestKit } from 'nestjs-pg-outbox/testing';
 import { AppModule } from './app.module.js';
 import { ContactsService } from './contacts/contacts.service.js';
 
@@ -32,12 +33,13 @@ async function main(): Promise<void> {
     () => 'committed',
     (error: Error) => error.message,
   );
-  const activity = await waitFor('the relay to deliver', async () => {
-    const rows: { contact_id: string; summary: string }[] = await dataSource.query(
-      'select contact_id, summary from contact_activity',
-    );
-    return rows.length > 0 ? rows : undefined;
-  });
+  // the test kit, from the package's testing entry: the committed event, then its delivery (the relay drives)
+  const outbox = OutboxTestKit.for(app);
+  const event = await outbox.expectEnqueued('crm.contact.created.v1', { contactId });
+  await outbox.waitForDelivery(event.eventId, 'contact-timeline', { timeoutMs: 20_000 });
+  const activity: { contact_id: string; summary: string }[] = await dataSource.query(
+    'select contact_id, summary from contact_activity',
+  );
   const [events] = await dataSource.query(
     `select count(*)::int as all, count(*) filter (where status = 'published')::int as published from event_outbox`,
   );

@@ -13,7 +13,10 @@ import { OutboxStore } from '../../store/outbox.store';
 import * as wq from '../../store/sql/webhooks';
 import { OutboxWebhookService } from './outbox-webhook.service';
 import { WEBHOOK_NAME_PATTERN } from './webhook-endpoint';
+import { SubscriptionSecretCipher, type SealedSecret } from './subscription-secret-cipher';
+import { WebhookTargetGuard } from './webhook-target-guard';
 import {
+  secretContext,
   subscriptionConsumerName,
   subscriptionEndpointKey,
   WebhookSubscriptionSource,
@@ -34,6 +37,8 @@ export class OutboxWebhookSubscriptions {
     private readonly store: OutboxStore,
     private readonly source: WebhookSubscriptionSource,
     private readonly webhooks: OutboxWebhookService,
+    private readonly guard: WebhookTargetGuard,
+    private readonly cipher: SubscriptionSecretCipher,
   ) {}
 
   /**
@@ -66,11 +71,21 @@ export class OutboxWebhookSubscriptions {
       url: input.url,
       events: [...(input.events ?? [])],
       secret: input.secret ?? null,
+      secret_key_id: null,
+      secret_sealed: null,
       options: stored,
     };
     const { problems } = this.source.endpointOf(row, 'subscription');
     if (problems.length > 0)
       throw new OutboxValidationError(problems[0]!.field, problems.map((p) => p.message).join('; '));
+    const target = await this.guard.urlProblem('url', new URL(row.url));
+    if (target) throw new OutboxValidationError('url', target);
+    let sealed: SealedSecret | null = null;
+    if (row.secret !== null) {
+      if (this.cipher.sealingKeyId === null)
+        throw new OutboxValidationError('secret', messages.subscriptionSecretNeedsKey());
+      sealed = this.cipher.seal(row.secret, secretContext(row));
+    }
     const [created] = await this.source.tenantTransaction(tenant, (runner) =>
       this.store.rows<wq.SubscriptionRow>(
         runner,
@@ -80,7 +95,8 @@ export class OutboxWebhookSubscriptions {
           name: row.name,
           url: row.url,
           events: row.events,
-          secret: row.secret,
+          secretKeyId: sealed?.keyId ?? null,
+          secretSealed: sealed?.sealed ?? null,
           options: stored,
         }),
       ),
@@ -88,6 +104,38 @@ export class OutboxWebhookSubscriptions {
     if (!created) throw new OutboxValidationError('name', messages.webhookSubscriptionExists(input.name));
     this.source.invalidate(tenant);
     return toView(created);
+  }
+
+  /**
+   * Seals again, under the first of `webhookSubscriptions.secretKeys`, every secret of the tenant that another
+   * key sealed or that is still in plaintext; one transaction, all or nothing. Run it for every tenant after
+   * putting a new key first, then drop the old key. Returns how many secrets were sealed again.
+   */
+  async resealSecrets(tenantId: string): Promise<number> {
+    const tenant = checkTenant(tenantId);
+    const keyId = this.cipher.sealingKeyId;
+    if (keyId === null) throw new OutboxError(messages.subscriptionSecretNeedsKey());
+    return this.source.tenantTransaction(tenant, async (runner) => {
+      const rows = await this.store.rows<wq.SubscriptionRow>(runner, wq.subscriptionsToReseal(tenant, keyId));
+      if (rows.length === 0) return 0;
+      const sealed = rows.map((row) => {
+        const secret =
+          row.secret ??
+          this.cipher.open({ keyId: row.secret_key_id!, sealed: row.secret_sealed! }, secretContext(row));
+        return this.cipher.seal(secret, secretContext(row)).sealed;
+      });
+      await this.store.rows(
+        runner,
+        wq.resealSubscriptionSecrets(
+          tenant,
+          rows.map((r) => r.id),
+          keyId,
+          sealed,
+        ),
+      );
+      this.source.invalidate(tenant);
+      return rows.length;
+    });
   }
 
   /** The tenant's subscriptions, by name. */
@@ -173,7 +221,7 @@ function toView(row: wq.SubscriptionRow): OutboxWebhookSubscription {
     url: row.url,
     events: row.events,
     status: row.status,
-    hasSecret: row.secret !== null,
+    hasSecret: row.secret !== null || row.secret_sealed !== null,
     headerNames: Object.keys(options.headers ?? {}),
     timeoutMs: options.timeoutMs ?? null,
     maxAttempts: options.maxAttempts ?? null,

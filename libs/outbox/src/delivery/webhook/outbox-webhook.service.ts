@@ -54,6 +54,8 @@ export class OutboxWebhookService {
     const result = classifyWebhookResponse(
       await this.transport.post(endpoint, delivery, body),
       endpoint.retryOn4xx,
+      Date.now(),
+      endpoint.responseBodyInErrors,
     );
     if (breaker) {
       const before = breaker.snapshot().state;

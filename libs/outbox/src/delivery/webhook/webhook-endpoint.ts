@@ -1,11 +1,11 @@
-import { backoffProblems } from '../../outbox-options';
+import { backoffProblems, countProblem, durationProblem } from '../../outbox-options';
 import { messages } from '../../errors/outbox.messages';
 import { isEventPattern, patternCovers } from '../../registry/event-pattern';
 import { stripUndefined } from '../../strip-undefined';
 import type { OutboxBackoffOptions } from '../../interfaces/outbox-module-options.interface';
 import type { OutboxWebhookCircuitBreakerOptions } from '../../interfaces/outbox-webhook-options.interface';
 import { isReservedWebhookHeader } from './webhook-headers';
-import { webhookSecretKey, MIN_WEBHOOK_SECRET_LENGTH } from './webhook-signature';
+import { webhookSecretKey, WEBHOOK_SECRET_FORMAT } from './webhook-signature';
 
 /** Circuit breaker settings when a webhook sets none. */
 export const DEFAULT_WEBHOOK_CIRCUIT_BREAKER: Required<OutboxWebhookCircuitBreakerOptions> = {
@@ -37,6 +37,10 @@ export interface WebhookEndpoint {
   readonly backoff: Required<OutboxBackoffOptions>;
   readonly retryOn4xx: boolean;
   readonly circuitBreaker: Required<OutboxWebhookCircuitBreakerOptions> | null;
+  /** A tenant's subscription: connects only to addresses the target guard lets through. */
+  readonly guarded: boolean;
+  /** Keep a failed answer's body in the delivery's error. */
+  readonly responseBodyInErrors: boolean;
 }
 
 /** The raw settings of a webhook or subscription (options, admin input or a stored row). */
@@ -64,6 +68,10 @@ export interface WebhookEndpointContext {
   backoff: Required<OutboxBackoffOptions>;
   /** Used when the input sets no timeout; undefined makes `timeoutMs` required. */
   timeoutMs?: number;
+  /** A tenant's subscription (see `WebhookTargetGuard`). Default: false (the operator's own webhook). */
+  guarded?: boolean;
+  /** Default: true. */
+  responseBodyInErrors?: boolean;
 }
 
 /** One problem found in webhook settings: the field, and a sentence. */
@@ -100,20 +108,10 @@ export function resolveWebhookEndpoint(
   const eventPatterns = reducePatterns(input.events, at('events'), problem);
 
   const timeoutMs = input.timeoutMs ?? context.timeoutMs;
-  if (
-    !Number.isSafeInteger(timeoutMs) ||
-    (timeoutMs as number) < 1 ||
-    (timeoutMs as number) >= context.leaseMs
-  ) {
-    problem(
-      'timeoutMs',
-      messages.badOption(
-        at('timeoutMs'),
-        `a positive integer below relay.leaseMs (${context.leaseMs})`,
-        timeoutMs,
-      ),
-    );
-  }
+  const timeoutProblem = durationProblem(at('timeoutMs'), timeoutMs, {
+    below: { name: 'relay.leaseMs', ms: context.leaseMs },
+  });
+  if (timeoutProblem) problem('timeoutMs', timeoutProblem);
 
   const headers: Record<string, string> = {};
   if (input.headers !== undefined) {
@@ -142,15 +140,13 @@ export function resolveWebhookEndpoint(
   if (input.secret !== undefined && input.secret !== null) {
     secretKey = typeof input.secret === 'string' ? webhookSecretKey(input.secret) : null;
     if (!secretKey) {
-      const expected = `a string of at least ${MIN_WEBHOOK_SECRET_LENGTH} characters, or whsec_ and base64 of at least ${MIN_WEBHOOK_SECRET_LENGTH} bytes`;
-      problem('secret', messages.badOption(at('secret'), expected, '(hidden)'));
+      problem('secret', messages.badOption(at('secret'), WEBHOOK_SECRET_FORMAT, '(hidden)'));
     }
   }
 
   const maxAttempts = input.maxAttempts ?? context.maxAttempts;
-  if (!Number.isSafeInteger(maxAttempts) || (maxAttempts as number) < 1) {
-    problem('maxAttempts', messages.badOption(at('maxAttempts'), 'a positive integer', maxAttempts));
-  }
+  const attemptsProblem = countProblem(at('maxAttempts'), maxAttempts);
+  if (attemptsProblem) problem('maxAttempts', attemptsProblem);
 
   let backoff = context.backoff;
   if (input.backoff !== undefined) {
@@ -187,15 +183,12 @@ export function resolveWebhookEndpoint(
         ...DEFAULT_WEBHOOK_CIRCUIT_BREAKER,
         ...stripUndefined(input.circuitBreaker as OutboxWebhookCircuitBreakerOptions),
       };
-      for (const field of ['failureThreshold', 'cooldownMs'] as const) {
-        const value = circuitBreaker[field];
-        if (!Number.isSafeInteger(value) || value < 1) {
-          problem(
-            'circuitBreaker',
-            messages.badOption(`${at('circuitBreaker')}.${field}`, 'a positive integer', value),
-          );
-        }
-      }
+      const field = at('circuitBreaker');
+      for (const found of [
+        countProblem(`${field}.failureThreshold`, circuitBreaker.failureThreshold),
+        durationProblem(`${field}.cooldownMs`, circuitBreaker.cooldownMs),
+      ])
+        if (found) problem('circuitBreaker', found);
     }
   }
 
@@ -214,6 +207,8 @@ export function resolveWebhookEndpoint(
       backoff,
       retryOn4xx: retryOn4xx === true,
       circuitBreaker,
+      guarded: context.guarded === true,
+      responseBodyInErrors: context.responseBodyInErrors !== false,
     },
     problems,
   };

@@ -56,4 +56,21 @@ describe('webhook outcomes', () => {
       { status: 'failed', errorCode: 'connectionError' },
     );
   });
+
+  it('makes what a receiver wrote printable before it reaches logs: no line breaks, ANSI escapes or bidi overrides', () => {
+    const hostile = 'ok\r\n2026-12-01 ERROR forged\u001b[31m red\u202e';
+    const results = [
+      classifyWebhookResponse({ ...response(500, hostile), statusText: hostile }, false),
+      classifyWebhookResponse(response(200, JSON.stringify({ ok: false, runId: hostile })), false),
+      classifyWebhookResponse({ kind: 'connectionError', detail: hostile }, false),
+    ];
+    for (const result of results) {
+      const text = `${'error' in result ? result.error : ''} ${('externalRunId' in result ? result.externalRunId : '') ?? ''}`;
+      expect(text).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202a-\u202e]/);
+      expect(text).toContain('\\r\\n2026-12-01 ERROR forged\\u001b[31m');
+    }
+    expect(classifyWebhookResponse(response(500, 'the body'), false, Date.now(), false)).toMatchObject({
+      error: 'HTTP 500',
+    });
+  });
 });

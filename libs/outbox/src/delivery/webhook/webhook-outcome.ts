@@ -8,6 +8,11 @@ import { WEBHOOK_RUN_ID_HEADER } from './webhook-headers';
 export const WEBHOOK_ERROR_CODES = {
   /** No HTTP answer: refused, reset, DNS failure, TLS failure. Retried. */
   connectionError: 'connectionError',
+  /**
+   * A tenant subscription's host is, or resolved to, an address subscriptions may not reach (see
+   * `webhookSubscriptions.allowPrivateTargets`); nothing was sent. Retried, as DNS may change.
+   */
+  targetRefused: 'targetRefused',
   /** No complete answer (status and body) within `timeoutMs`. Retried. */
   timeout: 'timeout',
   /** A non-2xx status (in `last_error`): 408, 429 and 5xx are retried; other 4xx and 3xx are dead at once unless `retryOn4xx`. */
@@ -28,20 +33,25 @@ export const WEBHOOK_ERROR_CODES = {
 export type WebhookResponse =
   | { kind: 'response'; status: number; statusText: string; headers: Headers; body: string }
   | { kind: 'timeout'; timeoutMs: number }
-  | { kind: 'connectionError'; detail: string };
+  | { kind: 'connectionError'; detail: string }
+  | { kind: 'targetRefused'; detail: string };
 
 const BODY_IN_ERROR = 500;
+const STATUS_TEXT_MAX = 100;
 const RUN_ID_MAX = 200;
 
 /**
  * Turns an HTTP exchange into a delivery result: 2xx is delivered unless its JSON body says `"ok": false`;
  * 408, 429 and 5xx are retried (after `Retry-After` when given); other statuses are dead at once unless
- * `retryOn4xx`. The receiver's run id (JSON `runId` or `event_id`, or the `x-run-id` header) is kept.
+ * `retryOn4xx`. The receiver's run id (JSON `runId` or `event_id`, or the `x-run-id` header) is kept. The
+ * error keeps up to 500 characters of the body only with `withBody`; whatever the receiver wrote is made
+ * printable (control characters escaped), since it goes to logs.
  */
 export function classifyWebhookResponse(
   response: WebhookResponse,
   retryOn4xx: boolean,
   now: number = Date.now(),
+  withBody = true,
 ): ExternalDeliveryResult {
   if (response.kind === 'timeout') {
     return {
@@ -50,27 +60,35 @@ export function classifyWebhookResponse(
       error: `no complete response within ${response.timeoutMs} ms`,
     };
   }
-  if (response.kind === 'connectionError') {
-    return { status: 'failed', errorCode: WEBHOOK_ERROR_CODES.connectionError, error: response.detail };
+  if (response.kind === 'connectionError' || response.kind === 'targetRefused') {
+    return {
+      status: 'failed',
+      errorCode: WEBHOOK_ERROR_CODES[response.kind],
+      error: printable(response.detail),
+    };
   }
   const json = parseJsonObject(response.body);
   const externalRunId = runIdOf(json, response.headers);
   const retryAfterMs = parseRetryAfter(response.headers.get('retry-after'), now);
-  const snippet =
-    response.body.length > BODY_IN_ERROR ? `${response.body.slice(0, BODY_IN_ERROR)}…` : response.body;
+  const snippet = !withBody
+    ? ''
+    : printable(
+        response.body.length > BODY_IN_ERROR ? `${response.body.slice(0, BODY_IN_ERROR)}…` : response.body,
+      );
   if (response.status >= 200 && response.status < 300) {
     if (json?.ok === false) {
       return {
         status: 'failed',
         errorCode: WEBHOOK_ERROR_CODES.remoteReportedFailure,
-        error: `receiver answered ${response.status} with ok: false: ${snippet}`,
+        error: `receiver answered ${response.status} with ok: false${snippet ? `: ${snippet}` : ''}`,
         retryAfterMs,
         externalRunId,
       };
     }
     return { status: 'delivered', externalRunId };
   }
-  const error = `HTTP ${response.status}${response.statusText ? ` ${response.statusText}` : ''}${snippet ? `: ${snippet}` : ''}`;
+  const statusText = printable(response.statusText.slice(0, STATUS_TEXT_MAX));
+  const error = `HTTP ${response.status}${statusText ? ` ${statusText}` : ''}${snippet ? `: ${snippet}` : ''}`;
   if (isRetryableStatus(response.status) || retryOn4xx) {
     return {
       status: 'failed',
@@ -81,6 +99,22 @@ export function classifyWebhookResponse(
     };
   }
   return { status: 'dead', errorCode: WEBHOOK_ERROR_CODES.httpStatus, error, externalRunId };
+}
+
+/**
+ * Text from a receiver made safe for one log line: line breaks, ANSI escapes and other control characters, and
+ * the bidirectional overrides that reorder what a terminal shows, are written as `\n`, `\u001b`…
+ */
+export function printable(text: string): string {
+  return text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, (c) =>
+    c === '\n'
+      ? '\\n'
+      : c === '\r'
+        ? '\\r'
+        : c === '\t'
+          ? '\\t'
+          : `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
 }
 
 /** 408, 429 and 5xx: the receiver may accept the same request later. */
@@ -137,7 +171,7 @@ function runIdOf(json: Record<string, unknown> | null, headers: Headers): string
       (typeof value === 'string' && value.length > 0) ||
       (typeof value === 'number' && Number.isFinite(value))
     ) {
-      return String(value).slice(0, RUN_ID_MAX);
+      return printable(String(value).slice(0, RUN_ID_MAX));
     }
   }
   return null;

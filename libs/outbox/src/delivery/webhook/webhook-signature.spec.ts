@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { generateWebhookSecret, signWebhook, verifyWebhook, webhookSecretKey } from './webhook-signature';
 import { OutboxWebhookVerificationError } from './webhook-verification.error';
+import { OutboxValidationError } from '../../errors/outbox.error';
 
 describe('webhook signatures', () => {
   const secret = generateWebhookSecret();
@@ -71,9 +72,23 @@ describe('webhook signatures', () => {
     ).toBe('badTimestamp');
   });
 
-  it('takes a plain secret as its UTF-8 bytes and refuses short ones', () => {
-    expect(webhookSecretKey('0123456789abcdef')).toEqual(Buffer.from('0123456789abcdef'));
+  it('takes only whsec_ and strict base64 of at least 16 bytes, as Standard Webhooks reads a secret', () => {
+    const sixteen = Buffer.from('0123456789abcdef');
+    expect(webhookSecretKey(`whsec_${sixteen.toString('base64')}`)).toEqual(sixteen);
+    expect(webhookSecretKey('0123456789abcdef0123456789abcdef')).toBeNull();
     expect(webhookSecretKey('short')).toBeNull();
     expect(webhookSecretKey('whsec_c2hvcnQ=')).toBeNull();
+    expect(webhookSecretKey('whsec_not base64 at all, but long enough!')).toBeNull();
+  });
+
+  it('refuses a tolerance that is not a finite number of seconds ≥ 0, before looking at the request', () => {
+    const old = new Date('1970-01-02T00:00:00Z');
+    const ts = Math.floor(old.getTime() / 1000);
+    const signature = signWebhook(webhookSecretKey(secret)!, 'e-1', ts, body);
+    for (const toleranceSeconds of [NaN, Infinity, -Infinity, -1]) {
+      expect(() =>
+        verifyWebhook({ secret, headers: headersFor(signature, ts), body, now, toleranceSeconds }),
+      ).toThrow(OutboxValidationError);
+    }
   });
 });

@@ -10,6 +10,7 @@ import { tenantSubscriptions, type SubscriptionRow } from '../../store/sql/webho
 import { WebhookConsumerFactory } from './webhook-consumer.factory';
 import { resolveWebhookEndpoint, type WebhookEndpoint, type WebhookProblem } from './webhook-endpoint';
 import { WEBHOOK_ERROR_CODES } from './webhook-outcome';
+import { SubscriptionSecretCipher } from './subscription-secret-cipher';
 
 /** Consumer name of a tenant's subscription. */
 export function subscriptionConsumerName(name: string): string {
@@ -19,6 +20,11 @@ export function subscriptionConsumerName(name: string): string {
 /** Circuit breaker key of a subscription: its id, so a subscription removed and added again starts afresh. */
 export function subscriptionEndpointKey(id: string): string {
   return `subscription:${id}`;
+}
+
+/** What a subscription's sealed secret is bound to: its tenant and id (a sealed secret moved to another row fails). */
+export function secretContext(row: Pick<SubscriptionRow, 'id' | 'tenant_id'>): string {
+  return `${row.tenant_id}/${row.id}`;
 }
 
 /** Tenants whose subscriptions are cached at most; older entries are dropped first. */
@@ -35,12 +41,14 @@ const CACHE_MAX_TENANTS = 10_000;
 export class WebhookSubscriptionSource implements TenantConsumerSource, OnModuleInit {
   private readonly logger = new Logger(WebhookSubscriptionSource.name);
   private readonly cache = new Map<string, { expiresAt: number; consumers: Promise<OutboxConsumer[]> }>();
+  private readonly warnedPlaintext = new Set<string>();
 
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
     private readonly registry: OutboxConsumerRegistry,
     private readonly store: OutboxStore,
     private readonly factory: WebhookConsumerFactory,
+    private readonly cipher: SubscriptionSecretCipher,
   ) {}
 
   onModuleInit(): void {
@@ -73,19 +81,42 @@ export class WebhookSubscriptionSource implements TenantConsumerSource, OnModule
     this.cache.delete(tenantId);
   }
 
-  /** Checks and merges a stored (or proposed) subscription; `where` prefixes the problems. */
+  /** Checks and merges a stored (or proposed) subscription, opening its sealed secret; `where` prefixes the problems. */
   endpointOf(
-    row: Pick<SubscriptionRow, 'id' | 'tenant_id' | 'name' | 'url' | 'events' | 'secret' | 'options'>,
+    row: Pick<
+      SubscriptionRow,
+      | 'id'
+      | 'tenant_id'
+      | 'name'
+      | 'url'
+      | 'events'
+      | 'secret'
+      | 'secret_key_id'
+      | 'secret_sealed'
+      | 'options'
+    >,
     where: string,
   ): { endpoint: WebhookEndpoint; problems: WebhookProblem[] } {
     const consumer = subscriptionConsumerName(row.name);
-    return resolveWebhookEndpoint(
+    const sealedProblems: WebhookProblem[] = [];
+    let secret = row.secret ?? undefined;
+    if (row.secret_sealed !== null && row.secret_key_id !== null) {
+      try {
+        secret = this.cipher.open(
+          { keyId: row.secret_key_id, sealed: row.secret_sealed },
+          secretContext(row),
+        );
+      } catch (error) {
+        sealedProblems.push({ field: 'secret', message: `${where}.secret: ${(error as Error).message}` });
+      }
+    }
+    const { endpoint, problems } = resolveWebhookEndpoint(
       {
         ...row.options,
         circuitBreaker: undefined,
         url: row.url,
         events: row.events,
-        secret: row.secret ?? undefined,
+        secret,
       },
       {
         where,
@@ -96,8 +127,11 @@ export class WebhookSubscriptionSource implements TenantConsumerSource, OnModule
         maxAttempts: this.options.maxAttempts,
         backoff: this.options.backoff,
         timeoutMs: Math.min(this.options.webhookSubscriptions.timeoutMs, this.options.relay.leaseMs - 1),
+        guarded: true,
+        responseBodyInErrors: this.options.webhookSubscriptions.responseBodyInErrors,
       },
     );
+    return { endpoint, problems: [...sealedProblems, ...problems] };
   }
 
   /** Runs `work` in a transaction with the tenant set for row-level security. */
@@ -134,6 +168,13 @@ export class WebhookSubscriptionSource implements TenantConsumerSource, OnModule
         error,
         retryAfterMs: recheckMs,
       }));
+    }
+    if (row.secret !== null && !this.warnedPlaintext.has(row.id)) {
+      this.warnedPlaintext.add(row.id);
+      this.logger.warn(
+        `subscription "${row.name}" of tenant ${row.tenant_id} keeps its secret in plaintext (written before secrets ` +
+          'were sealed): configure webhookSubscriptions.secretKeys and run OutboxWebhookSubscriptions.resealSecrets()',
+      );
     }
     if (row.status === 'paused') {
       return this.factory.toConsumer(endpoint, async () => ({

@@ -5,13 +5,17 @@ import { EVENTS } from './schema';
 /** One row of `event_outbox` to insert: a checked event and its id. */
 export interface EventRow extends ValidatedEvent {
   id: string;
+  /** The W3C traceparent active at enqueue (tracing module only); without it the column is not written. */
+  traceparent?: string | null;
 }
 
 /** Inserts one event (the common case: one round trip, no arrays to unpack). */
 export function insertEvent(e: EventRow): SqlStatement {
+  // tracing: the trace context column only when there is one (an app without tracing sends what it always did)
+  const traced = e.traceparent ? [', traceparent', ', $10'] : ['', ''];
   return {
-    text: `insert into ${EVENTS} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at)
-           values ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, coalesce($9::timestamptz, now()))`,
+    text: `insert into ${EVENTS} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at${traced[0]})
+           values ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, coalesce($9::timestamptz, now())${traced[1]})`,
     values: [
       e.id,
       e.tenantId,
@@ -22,17 +26,21 @@ export function insertEvent(e: EventRow): SqlStatement {
       e.correlationId,
       e.schemaVersion,
       e.occurredAt,
+      ...(e.traceparent ? [e.traceparent] : []),
     ],
   };
 }
 
 /** Inserts many events in one statement; `seq` keeps their order. */
 export function insertEvents(rows: readonly EventRow[]): SqlStatement {
+  // tracing: as in insertEvent, the column only when a trace context was captured
+  const traced = rows.some((r) => r.traceparent);
+  const t = traced ? [', traceparent', ', $10::text[]', ', traceparent'] : ['', '', ''];
   return {
-    text: `insert into ${EVENTS} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at)
-           select id, tenant_id, event_name, payload::jsonb, aggregate_type, aggregate_id, correlation_id, schema_version, coalesce(occurred_at, now())
-             from unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[], $9::timestamptz[])
-               with ordinality as t(id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at, n)
+    text: `insert into ${EVENTS} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at${t[0]})
+           select id, tenant_id, event_name, payload::jsonb, aggregate_type, aggregate_id, correlation_id, schema_version, coalesce(occurred_at, now())${t[2]}
+             from unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[], $9::timestamptz[]${t[1]})
+               with ordinality as t(id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at${t[0]}, n)
             order by n`,
     values: [
       rows.map((r) => r.id),
@@ -44,6 +52,7 @@ export function insertEvents(rows: readonly EventRow[]): SqlStatement {
       rows.map((r) => r.correlationId),
       rows.map((r) => r.schemaVersion),
       rows.map((r) => r.occurredAt),
+      ...(traced ? [rows.map((r) => r.traceparent ?? null)] : []),
     ],
   };
 }

@@ -51,8 +51,9 @@ export const FAN_OUT_TEXT = `with fresh as (
     -- the pairs that need a look of their own: those that get a delivery row now, and every pair of an event
     -- already fanned out (only the consumers whose row the dead relay never wrote)
     select ev.id as event_id, ev.seq, r.name, r.deferred, r.leased,
+           -- a JSON array, so no (type, id) pair shares another's key (migration OutboxAggregateKey1764450000000)
            case when r.ordered and ev.aggregate_id is not null
-                then coalesce(ev.aggregate_type, '') || ':' || ev.aggregate_id end as aggregate_key
+                then json_build_array(ev.aggregate_type, ev.aggregate_id)::text end as aggregate_key
       from ev join routes r on r.event_name = ev.event_name
      where (not r.deferred and not ev.started)
         or (ev.started and not exists (select 1 from written w where w.event_id = ev.id and w.consumer_name = r.name))
@@ -116,7 +117,7 @@ export const FAN_OUT_TEXT = `with fresh as (
     (select coalesce(json_agg(r order by r.event_seq::bigint, r.consumer_name), '[]')
        from (select d.id::text as delivery_id, d.consumer_name, e.id as event_id, e.tenant_id, e.event_name,
                     e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id,
-                    e.schema_version, e.seq::text as event_seq
+                    e.schema_version, e.seq::text as event_seq, e.traceparent
                from inserted d join ${EVENTS} e on e.id = d.event_id
               where e.id = any(array(select event_id from inserted)) and d.status = 'processing') r
     ) as deliveries,
@@ -127,6 +128,7 @@ export const FAN_OUT_TEXT = `with fresh as (
     (select coalesce(json_agg(r order by r.event_seq::bigint), '[]')
        from (select l.claim_count, e.id as event_id, e.tenant_id, e.event_name, e.payload, e.aggregate_type,
                     e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version, e.seq::text as event_seq,
+                    e.traceparent,
                     case when e.status = 'pending'
                          then (select rs.pairs from route_sets rs where rs.event_name = e.event_name)
                          else (select c.pairs from counted c where c.id = e.id) end as pairs

@@ -19,3 +19,7 @@ export const SUBSCRIPTIONS = `${OUTBOX_SCHEMA}.outbox_webhook_subscriptions`;
 export const PURGE_SETTLED = `${OUTBOX_SCHEMA}.outbox_purge_settled`;
 export const OLDEST_PENDING_AGE = `${OUTBOX_SCHEMA}.outbox_oldest_pending_age`;
 export const LEASE_FENCE = `${OUTBOX_SCHEMA}.outbox_lease_fence`;
+export const AUDIT = `${OUTBOX_SCHEMA}.outbox_audit`;
+export const ACTIVITY = `${OUTBOX_SCHEMA}.outbox_activity`;
+export const ROW_ESTIMATE = `${OUTBOX_SCHEMA}.outbox_row_estimate`;
+export const RECORD_ACTIVITY = `${OUTBOX_SCHEMA}.outbox_record_activity`;

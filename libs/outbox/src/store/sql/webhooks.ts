@@ -12,7 +12,12 @@ export interface SubscriptionRow {
   name: string;
   url: string;
   events: string[];
+  /** Plaintext: only rows written before secrets were sealed (`resealSecrets` moves them). */
   secret: string | null;
+  /** The key that sealed `secret_sealed`. */
+  secret_key_id: string | null;
+  /** AES-256-GCM `iv ‖ tag ‖ ciphertext` (see `SubscriptionSecretCipher`). */
+  secret_sealed: Buffer | null;
   /** `headers`, `timeoutMs`, `maxAttempts`, `backoff`, `retryOn4xx`: what the tenant set, nothing merged. */
   options: Record<string, unknown>;
   status: 'active' | 'paused';
@@ -27,7 +32,8 @@ export interface NewSubscription {
   name: string;
   url: string;
   events: readonly string[];
-  secret: string | null;
+  secretKeyId: string | null;
+  secretSealed: Buffer | null;
   options: Record<string, unknown>;
 }
 
@@ -47,11 +53,46 @@ export function subscriptionNamed(tenantId: string, name: string): SqlStatement 
 /** Adds a subscription; returns no row when the tenant already has one of that name. */
 export function insertSubscription(s: NewSubscription): SqlStatement {
   return {
-    text: `insert into ${SUBSCRIPTIONS} (id, tenant_id, name, url, events, secret, options)
-           values ($1, $2, $3, $4, $5::text[], $6, $7::jsonb)
+    text: `insert into ${SUBSCRIPTIONS} (id, tenant_id, name, url, events, secret_key_id, secret_sealed, options)
+           values ($1, $2, $3, $4, $5::text[], $6, $7::bytea, $8::jsonb)
            on conflict (tenant_id, name) do nothing
            returning *`,
-    values: [s.id, s.tenantId, s.name, s.url, s.events, s.secret, JSON.stringify(s.options)],
+    values: [
+      s.id,
+      s.tenantId,
+      s.name,
+      s.url,
+      s.events,
+      s.secretKeyId,
+      s.secretSealed,
+      JSON.stringify(s.options),
+    ],
+  };
+}
+
+/** The tenant's subscriptions whose secret is in plaintext or sealed by another key than `keyId`. */
+export function subscriptionsToReseal(tenantId: string, keyId: string): SqlStatement {
+  return {
+    text: `select * from ${SUBSCRIPTIONS}
+            where tenant_id = $1 and (secret is not null or secret_key_id is distinct from $2 and secret_sealed is not null)
+            order by name for update`,
+    values: [tenantId, keyId],
+  };
+}
+
+/** Stores a subscription's secret sealed again (and drops its plaintext). */
+export function resealSubscriptionSecrets(
+  tenantId: string,
+  ids: readonly string[],
+  keyId: string,
+  sealed: readonly Buffer[],
+): SqlStatement {
+  return {
+    text: `update ${SUBSCRIPTIONS} s
+              set secret = null, secret_key_id = $3, secret_sealed = n.sealed, updated_at = now()
+             from unnest($2::uuid[], $4::bytea[]) as n(id, sealed)
+            where s.tenant_id = $1 and s.id = n.id`,
+    values: [tenantId, ids, keyId, sealed],
   };
 }
 

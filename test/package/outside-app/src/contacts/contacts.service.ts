@@ -8,6 +8,13 @@ export interface ContactCreated {
   name: string;
 }
 
+// The app's events, declared once: enqueue and @OnOutboxEvent check their payloads against these.
+declare module 'nestjs-pg-outbox' {
+  interface OutboxEventMap {
+    'crm.contact.created.v1': ContactCreated;
+  }
+}
+
 @Injectable()
 export class ContactsService {
   constructor(

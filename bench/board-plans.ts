@@ -1,0 +1,156 @@
+/**
+ * `node -r @swc-node/register bench/board-plans.ts`: the board's statements on a large tenant, with their plans.
+ * Builds a throwaway database (on `DATABASE_URL`, else an embedded PostgreSQL) with `EVENTS` events of one tenant
+ * (plus four smaller tenants), two consumers each — nearly all delivered, some pending, failed and dead — then
+ * prints `explain (analyze, buffers)` of every statement the board runs per refresh and fails when one of them
+ * reads the big tables sequentially. The figures of docs/adr/0401-board-reads-bounded-queries.md come from here.
+ */
+import { randomBytes } from 'node:crypto';
+import { Client } from 'pg';
+import { DataSource } from 'typeorm';
+import { outboxMigrations } from '../libs/outbox/src';
+import * as bq from '../libs/outbox/src/store/sql/board';
+import { tenantStats } from '../libs/outbox/src/store/sql/admin';
+import type { SqlStatement } from '../libs/outbox/src/store/sql';
+import { resolveDatabase } from '../tools/database-url';
+
+const EVENTS = Number(process.env.EVENTS ?? 1_000_000);
+const TENANT = '11111111-1111-4111-8111-111111111111';
+
+/** The plan's lines, with JIT off as in the board's transactions (see setBoardContext). */
+async function explain(db: Client, options: string, statement: SqlStatement): Promise<Record<string, string>[]> {
+  await db.query('set jit = off');
+  // bound parameters, as the board sends them (a custom plan: explain plans for these values)
+  return (await db.query(`explain (${options}) ${statement.text}`, statement.values as unknown[])).rows;
+}
+
+async function main(): Promise<void> {
+  const server = await resolveDatabase();
+  const name = `outbox_plans_${randomBytes(4).toString('hex')}`;
+  const admin = new Client({ connectionString: server.url });
+  await admin.connect();
+  await admin.query(`create database ${name}`);
+  const url = new URL(server.url);
+  url.pathname = `/${name}`;
+  const migrator = new DataSource({ type: 'postgres', url: url.toString(), migrations: outboxMigrations });
+  await migrator.initialize();
+  await migrator.runMigrations({ transaction: 'each' });
+  await migrator.destroy();
+  const db = new Client({ connectionString: url.toString() });
+  await db.connect();
+  try {
+    const started = Date.now();
+    // the big tenant: EVENTS events; every 1000th pending, every 2000th failed (one dead delivery), the rest published
+    await db.query(
+      `insert into event_outbox (id, tenant_id, event_name, payload, status, published_at, failed_at, deliveries_dead, created_at)
+       select gen_random_uuid(), $1, 'crm.contact.created.v1', jsonb_build_object('n', g),
+              case when g % 1000 = 0 then 'pending' when g % 2000 = 1 then 'failed' else 'published' end,
+              case when g % 1000 <> 0 and g % 2000 <> 1 then now() - (g || ' seconds')::interval end,
+              case when g % 2000 = 1 then now() end, case when g % 2000 = 1 then 1 else 0 end,
+              now() - ((${EVENTS} - g) || ' seconds')::interval
+         from generate_series(1, $2) g`,
+      [TENANT, EVENTS],
+    );
+    for (let t = 0; t < 4; t++) {
+      await db.query(
+        `insert into event_outbox (id, tenant_id, event_name, payload, status, published_at)
+         select gen_random_uuid(), gen_random_uuid(), 'crm.contact.created.v1', '{}'::jsonb, 'published', now()
+           from generate_series(1, $1) g`,
+        [EVENTS / 10],
+      );
+    }
+    await db.query(
+      `insert into outbox_deliveries (event_id, tenant_id, consumer_name, event_seq, status, attempt_count, error_code, last_error, processed_at)
+       select e.id, e.tenant_id, c.name, e.seq,
+              case when e.status = 'pending' then 'pending'
+                   when e.status = 'failed' and c.name = 'billing' then 'dead' else 'delivered' end,
+              case when e.status = 'failed' and c.name = 'billing' then 5 else 1 end,
+              case when e.status = 'failed' and c.name = 'billing' then 'handlerError' end,
+              case when e.status = 'failed' and c.name = 'billing' then 'Error: card declined' end,
+              case when e.status <> 'pending' then now() end
+         from event_outbox e cross join (values ('billing'), ('welcome-email')) as c(name)`,
+    );
+    await db.query(
+      `insert into outbox_consumers (name, event_patterns) values ('billing', '{crm.*}'), ('welcome-email', '{crm.*}')`,
+    );
+    await db.query(`vacuum analyze`);
+    const [{ events, deliveries }] = (
+      await db.query(
+        `select (select count(*) from event_outbox)::int as events, (select count(*) from outbox_deliveries)::int as deliveries`,
+      )
+    ).rows;
+    process.stdout.write(
+      `${events} events, ${deliveries} deliveries (tenant ${TENANT}: ${EVENTS} events) in ${Math.round((Date.now() - started) / 1000)} s; ` +
+        `PostgreSQL ${(await db.query('show server_version')).rows[0].server_version}\n\n`,
+    );
+
+    const statements: [string, { text: string; values: unknown[] }][] = [
+      [
+        'overview (every refresh)',
+        bq.boardOverview({
+          tenantId: TENANT,
+          cap: 10_000,
+          consumers: ['billing', 'welcome-email'],
+          minutes: 30,
+          orphanAfterMs: 60_000,
+        }),
+      ],
+      [
+        'failures, first page',
+        bq.boardTroubles({ tenantId: TENANT, consumer: null, eventName: null, beforeId: null, limit: 50 }),
+      ],
+      [
+        'failures of one consumer and event name',
+        bq.boardTroubles({
+          tenantId: TENANT,
+          consumer: 'billing',
+          eventName: 'crm.contact.created.v1',
+          beforeId: null,
+          limit: 50,
+        }),
+      ],
+      ['blocked aggregates', bq.boardBlockedAggregates(TENANT, 100)],
+      ['audit log', bq.auditLog(TENANT, 50, null)],
+    ];
+    // for comparison, not checked: the admin service's stats read every row of the tenant
+    const baseline = tenantStats({
+      tenantId: TENANT,
+      orphanAfterMs: 60_000,
+      tenantConsumers: [],
+      blockedLimit: 100,
+    });
+    let sequential = 0;
+    for (const [label, statement] of statements) {
+      // as the board runs them: JIT off (see setBoardContext)
+      const plan = (await explain(db, 'analyze, buffers, format text', statement))
+        .map((r: Record<string, string>) => r['QUERY PLAN'])
+        .join('\n');
+      const time = /Execution Time: ([\d.]+) ms/.exec(plan)?.[1];
+      const scans = plan.match(/Seq Scan on (event_outbox|outbox_deliveries)\b.*/g) ?? [];
+      sequential += scans.length;
+      process.stdout.write(
+        `== ${label}: ${time} ms${scans.length ? ` — SEQUENTIAL: ${scans.join('; ')}` : ''}\n`,
+      );
+      if (process.env.PLANS) process.stdout.write(`${plan}\n\n`);
+    }
+    const stats = (await explain(db, 'analyze, buffers', baseline))
+      .map((r: Record<string, string>) => r['QUERY PLAN'])
+      .join('\n');
+    process.stdout.write(
+      `== for comparison, OutboxAdminService.stats: ${/Execution Time: ([\d.]+) ms/.exec(stats)?.[1]} ms, ` +
+        `${(stats.match(/Seq Scan on (event_outbox|outbox_deliveries)/g) ?? []).length} sequential scans of the big tables\n`,
+    );
+    if (sequential > 0) process.exitCode = 1;
+  } finally {
+    await db.end();
+    await admin.query(`drop database if exists ${name} with (force)`);
+    await admin.end();
+    await server.stop();
+  }
+}
+
+void main().catch((error) => {
+  // eslint-disable-next-line no-console
+  console.error(error);
+  process.exit(1);
+});

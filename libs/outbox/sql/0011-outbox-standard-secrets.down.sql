@@ -1,0 +1,1 @@
+-- nestjs-pg-outbox migration 0011-outbox-standard-secrets (down), recorded from the TypeORM class OutboxStandardSecrets1764450400000. Do not edit.

@@ -1,0 +1,353 @@
+import {
+  BadRequestException,
+  Body,
+  ForbiddenException,
+  Get,
+  HttpCode,
+  Inject,
+  NotFoundException,
+  Param,
+  Post,
+  Query,
+  Redirect,
+  Req,
+} from '@nestjs/common';
+import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
+import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+import { SINGLE_TENANT_ID } from '../outbox.constants';
+import { OutboxAdminService } from '../admin/outbox-admin.service';
+import { checkUuid } from '../admin/admin-validation';
+import { BoardAssets } from './board-assets';
+import { BoardResponse } from './board-headers';
+import { BOARD_CONTEXT } from './board-exception.filter';
+import { boardBase, boardPath } from './board-path';
+import {
+  auditPage,
+  confirmPage,
+  consumersPage,
+  eventPage,
+  failuresPage,
+  overviewFragment,
+  overviewPage,
+  pickerPage,
+  type BoardAction,
+  type BoardActionInput,
+  type BoardPageContext,
+} from './board-views';
+import { OutboxBoardService } from './outbox-board.service';
+import { OUTBOX_BOARD_OPTIONS } from './outbox-board.constants';
+import type {
+  OutboxBoardModuleOptions,
+  OutboxBoardRequest,
+  OutboxBoardTenants,
+} from './outbox-board-options.interface';
+
+const HTML = 'text/html; charset=utf-8';
+const ACTIONS: readonly BoardAction[] = [
+  'replay-event',
+  'replay-consumer',
+  'purge-event',
+  'pause-subscription',
+  'resume-subscription',
+];
+/** What the page says after an action, by the `done` code of the redirect (never text from the URL). */
+const DONE: Record<string, (n: number) => string> = {
+  replayed: (n) => `Replayed: ${n} ${n === 1 ? 'delivery' : 'deliveries'} reset to pending, due now.`,
+  purged: (n) => (n === 1 ? 'Purged the event.' : 'Nothing purged: the event is not settled (or gone).'),
+  paused: (n) => (n === 1 ? 'Paused the subscription.' : 'No such subscription.'),
+  resumed: (n) => (n === 1 ? 'Resumed the subscription.' : 'No such subscription.'),
+};
+
+/**
+ * The board's pages, fragments, assets and actions. Not decorated as a controller here: `OutboxBoardModule`
+ * registers a subclass under the chosen path, behind the app's guards (as `OutboxAdminModule` does). Every
+ * tenant-scoped route checks the tenant against `options.tenants(request)` before reading anything.
+ */
+export class OutboxBoardController {
+  private readonly path: string;
+
+  constructor(
+    @Inject(OUTBOX_BOARD_OPTIONS) private readonly options: OutboxBoardModuleOptions,
+    @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly outboxOptions: ResolvedOutboxOptions,
+    private readonly board: OutboxBoardService,
+    private readonly admin: OutboxAdminService,
+    private readonly assets: BoardAssets,
+  ) {
+    this.path = boardPath(options.path);
+  }
+
+  @Get('assets/board.css')
+  @BoardResponse('text/css; charset=utf-8')
+  css(): string {
+    return this.assets.css;
+  }
+
+  @Get('assets/board.js')
+  @BoardResponse('text/javascript; charset=utf-8')
+  js(): string {
+    return this.assets.js;
+  }
+
+  @Get('assets/favicon.svg')
+  @BoardResponse('image/svg+xml')
+  icon(): string {
+    return this.assets.icon;
+  }
+
+  @Get()
+  @BoardResponse(HTML)
+  async root(@Req() request: OutboxBoardRequest): Promise<string> {
+    return pickerPage(await this.context(request, null));
+  }
+
+  @Get('go')
+  @Redirect()
+  async go(
+    @Req() request: OutboxBoardRequest,
+    @Query('tenant') tenant: string,
+  ): Promise<{ url: string; statusCode: number }> {
+    const ctx = await this.context(request, tenant ?? '');
+    return { url: `${ctx.base}/t/${ctx.tenantId}`, statusCode: 303 };
+  }
+
+  @Get('t/:tenantId')
+  @BoardResponse(HTML)
+  async overview(
+    @Req() request: OutboxBoardRequest,
+    @Param('tenantId') tenantId: string,
+    @Query('done') done?: string,
+    @Query('n') n?: string,
+  ): Promise<string> {
+    const ctx = await this.context(request, tenantId, done, n);
+    return overviewPage(ctx, await this.board.overview(ctx.tenantId!));
+  }
+
+  @Get('t/:tenantId/fragments/overview')
+  @BoardResponse(HTML)
+  async overviewFragment(
+    @Req() request: OutboxBoardRequest,
+    @Param('tenantId') tenantId: string,
+  ): Promise<string> {
+    const ctx = await this.context(request, tenantId);
+    return overviewFragment(ctx, await this.board.overview(ctx.tenantId!)).value;
+  }
+
+  @Get('t/:tenantId/failures')
+  @BoardResponse(HTML)
+  async failures(
+    @Req() request: OutboxBoardRequest,
+    @Param('tenantId') tenantId: string,
+    @Query('consumer') consumer?: string,
+    @Query('eventName') eventName?: string,
+    @Query('beforeId') beforeId?: string,
+    @Query('done') done?: string,
+    @Query('n') n?: string,
+  ): Promise<string> {
+    const ctx = await this.context(request, tenantId, done, n);
+    const filter = { consumer: consumer || undefined, eventName: eventName || undefined, beforeId };
+    const [overview, items] = await Promise.all([
+      this.board.overview(ctx.tenantId!),
+      this.board.troubles(ctx.tenantId!, filter),
+    ]);
+    return failuresPage(ctx, overview, items, filter);
+  }
+
+  @Get('t/:tenantId/events/:eventId')
+  @BoardResponse(HTML)
+  async event(
+    @Req() request: OutboxBoardRequest,
+    @Param('tenantId') tenantId: string,
+    @Param('eventId') eventId: string,
+    @Query('done') done?: string,
+    @Query('n') n?: string,
+  ): Promise<string> {
+    const ctx = await this.context(request, tenantId, done, n);
+    const event = await this.admin.deliveries(ctx.tenantId!, eventId);
+    if (!event) throw new NotFoundException(`Tenant ${ctx.tenantId} has no event ${eventId}.`);
+    return eventPage(ctx, event);
+  }
+
+  @Get('t/:tenantId/consumers')
+  @BoardResponse(HTML)
+  async consumers(
+    @Req() request: OutboxBoardRequest,
+    @Param('tenantId') tenantId: string,
+    @Query('done') done?: string,
+    @Query('n') n?: string,
+  ): Promise<string> {
+    const ctx = await this.context(request, tenantId, done, n);
+    return consumersPage(ctx, await this.board.consumers(ctx.tenantId!));
+  }
+
+  @Get('t/:tenantId/audit')
+  @BoardResponse(HTML)
+  async audit(
+    @Req() request: OutboxBoardRequest,
+    @Param('tenantId') tenantId: string,
+    @Query('beforeId') beforeId?: string,
+  ): Promise<string> {
+    const ctx = await this.context(request, tenantId);
+    const entries = await this.admin.auditLog(ctx.tenantId!, {
+      limit: 50,
+      beforeId: beforeId && /^\d{1,18}$/.test(beforeId) ? beforeId : undefined,
+    });
+    return auditPage(ctx, entries, 50);
+  }
+
+  /** The confirmation page of an action (nothing is changed here). */
+  @Post('t/:tenantId/confirm')
+  @HttpCode(200)
+  @BoardResponse(HTML)
+  async confirm(
+    @Req() request: OutboxBoardRequest,
+    @Param('tenantId') tenantId: string,
+    @Body() body: Record<string, unknown> | undefined,
+  ): Promise<string> {
+    const ctx = await this.context(request, tenantId);
+    sameOrigin(request);
+    const input = actionInput(body);
+    return confirmPage(ctx, input, this.returnTo(ctx, input));
+  }
+
+  /** Runs a confirmed action through the admin service, with its audit row, and goes back to where it came from. */
+  @Post('t/:tenantId/act')
+  @Redirect()
+  async act(
+    @Req() request: OutboxBoardRequest,
+    @Param('tenantId') tenantId: string,
+    @Body() body: Record<string, unknown> | undefined,
+  ): Promise<{ url: string; statusCode: number }> {
+    const ctx = await this.context(request, tenantId);
+    sameOrigin(request);
+    const input = actionInput(body);
+    const tenant = ctx.tenantId!;
+    const audit = { actor: this.actor(request) };
+    let done: string;
+    let n: number;
+    switch (input.action) {
+      case 'replay-event':
+        n = await this.admin.replayEvent(tenant, input.eventId!, { consumer: input.consumer, audit });
+        done = 'replayed';
+        break;
+      case 'replay-consumer':
+        n = await this.admin.replayFailed(tenant, { consumer: input.consumer }, { audit });
+        done = 'replayed';
+        break;
+      case 'purge-event':
+        n = (await this.admin.purgeEvent(tenant, input.eventId!, { audit })) ? 1 : 0;
+        done = 'purged';
+        break;
+      case 'pause-subscription':
+      case 'resume-subscription': {
+        const pause = input.action === 'pause-subscription';
+        n = (await this.admin.setSubscriptionPaused(tenant, input.subscription!, pause, { audit })) ? 1 : 0;
+        done = pause ? 'paused' : 'resumed';
+        break;
+      }
+    }
+    const back = this.returnTo(ctx, input, body?.returnTo);
+    // a purged event has no page any more
+    const url = input.action === 'purge-event' && n === 1 ? `${ctx.base}/t/${tenant}/failures` : back;
+    return { url: `${url}${url.includes('?') ? '&' : '?'}done=${done}&n=${n}`, statusCode: 303 };
+  }
+
+  /** Where Cancel and the redirect after an action go: the given board page of this tenant, or the action's own. */
+  private returnTo(ctx: BoardPageContext, input: BoardActionInput, given?: unknown): string {
+    const tenantRoot = `${ctx.base}/t/${ctx.tenantId}`;
+    if (typeof given === 'string' && given.startsWith(`${tenantRoot}`) && !/[\s\\]/.test(given)) {
+      return given.replace(/[?&]done=[^&]*&n=\d*/, '');
+    }
+    if (input.eventId) return `${tenantRoot}/events/${input.eventId}`;
+    if (input.subscription) return `${tenantRoot}/consumers`;
+    return `${tenantRoot}/failures`;
+  }
+
+  /** The page context: the tenants this operator may see, and the tenant asked for, checked against them. */
+  private async context(
+    request: OutboxBoardRequest,
+    tenantId: string | null,
+    done?: string,
+    n?: string,
+  ): Promise<BoardPageContext> {
+    const base = boardBase(request, this.path);
+    const tenants = await this.allowedTenants(request);
+    const ctx: BoardPageContext = {
+      base,
+      tenants,
+      tenantId: null,
+      refreshMs: this.options.refreshMs ?? 5000,
+      notice: done && DONE[done] && /^\d{1,9}$/.test(n ?? '') ? DONE[done]!(Number(n)) : null,
+    };
+    (request as unknown as Record<symbol, unknown>)[BOARD_CONTEXT] = ctx;
+    if (tenantId === null) return ctx;
+    const tenant = checkUuid('tenantId', tenantId);
+    if (tenants !== 'all' && !tenants.includes(tenant))
+      throw new ForbiddenException(`You may not see tenant ${tenant}.`);
+    ctx.tenantId = tenant;
+    return ctx;
+  }
+
+  private async allowedTenants(request: OutboxBoardRequest): Promise<OutboxBoardTenants> {
+    if (!this.options.tenants) return this.outboxOptions.tenancy === 'single' ? [SINGLE_TENANT_ID] : [];
+    const tenants = await this.options.tenants(request);
+    if (tenants === 'all') return 'all';
+    return Array.isArray(tenants)
+      ? tenants.filter((t): t is string => typeof t === 'string').map((t) => t.toLowerCase())
+      : [];
+  }
+
+  private actor(request: OutboxBoardRequest): string {
+    if (this.options.actor) return String(this.options.actor(request)).slice(0, 200) || 'anonymous';
+    const user = request.user as Record<string, unknown> | undefined;
+    for (const key of ['id', 'username', 'email', 'name']) {
+      const value = user?.[key];
+      if (typeof value === 'string' || typeof value === 'number') return String(value).slice(0, 200);
+    }
+    return 'anonymous';
+  }
+}
+
+/** The fields of an action's form, checked (the admin service checks their values again). */
+function actionInput(body: Record<string, unknown> | undefined): BoardActionInput {
+  const field = (name: string): string | undefined => {
+    const value = body?.[name];
+    return typeof value === 'string' && value !== '' ? value : undefined;
+  };
+  const action = field('action') as BoardAction | undefined;
+  if (!action || !ACTIONS.includes(action))
+    throw new BadRequestException(`action must be one of ${ACTIONS.join(', ')}.`);
+  const input: BoardActionInput = {
+    action,
+    eventId: field('eventId'),
+    consumer: field('consumer'),
+    subscription: field('subscription'),
+  };
+  if ((action === 'replay-event' || action === 'purge-event') && !input.eventId)
+    throw new BadRequestException(`${action} needs an eventId.`);
+  if (action === 'replay-consumer' && !input.consumer)
+    throw new BadRequestException('replay-consumer needs a consumer.');
+  if (action.endsWith('-subscription') && !input.subscription)
+    throw new BadRequestException(`${action} needs a subscription.`);
+  return input;
+}
+
+/**
+ * Refuses a cross-site form post (CSRF): a browser says where a request comes from in `Sec-Fetch-Site` and
+ * `Origin`; either one naming another site is refused. Clients that send neither (curl) pass on to the guards.
+ */
+function sameOrigin(request: OutboxBoardRequest): void {
+  const site = request.headers['sec-fetch-site'];
+  if (typeof site === 'string' && site !== 'same-origin')
+    throw new ForbiddenException('The board takes actions only from its own pages.');
+  const origin = request.headers.origin;
+  const host = request.headers.host;
+  if (typeof origin === 'string' && origin !== 'null' && typeof host === 'string') {
+    let originHost: string | null = null;
+    try {
+      originHost = new URL(origin).host;
+    } catch {
+      originHost = null;
+    }
+    if (originHost !== host) throw new ForbiddenException('The board takes actions only from its own pages.');
+  }
+}

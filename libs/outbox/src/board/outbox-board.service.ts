@@ -1,0 +1,238 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { QueryRunner } from 'typeorm';
+import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
+import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+import type {
+  OutboxWebhookCircuitState,
+  OutboxWebhookSubscription,
+} from '../interfaces/outbox-webhook-options.interface';
+import { OutboxConsumerRegistry } from '../registry/outbox-consumer.registry';
+import type { OutboxConsumer } from '../registry/outbox-consumer';
+import { OutboxWebhookService } from '../delivery/webhook/outbox-webhook.service';
+import { OutboxWebhookSubscriptions } from '../delivery/webhook/outbox-webhook-subscriptions.service';
+import { OutboxStore } from '../store/outbox.store';
+import * as bq from '../store/sql/board';
+import { checkConsumerName, checkEventName, checkUuid } from '../admin/admin-validation';
+import type { OutboxBlockedAggregate } from '../admin/outbox-admin.interfaces';
+
+/** Open rows counted exactly up to this many per status; the board shows "10,000+" beyond. */
+export const BOARD_COUNT_CAP = 10_000;
+/** Minutes of activity the chart shows. */
+export const BOARD_ACTIVITY_MINUTES = 30;
+/** Rows per page of the failures list. */
+export const BOARD_PAGE_SIZE = 50;
+
+/** How a consumer delivers, as the board names it. */
+export type BoardConsumerKind = 'in-process' | 'webhook' | 'unknown';
+
+/** One consumer's line of the overview. */
+export interface BoardConsumerCounts {
+  name: string;
+  kind: BoardConsumerKind;
+  patterns: readonly string[];
+  ordered: boolean;
+  pending: number;
+  processing: number;
+  failed: number;
+  dead: number;
+  /** The planner's estimate of the consumer's delivered rows. */
+  deliveredEstimate: number;
+  oldestWaitingAt: Date | null;
+  /** Named in open rows, and no live instance hosts it: its rows wait forever. */
+  orphaned: boolean;
+}
+
+/** The overview of one tenant. */
+export interface BoardOverview {
+  tenantId: string;
+  at: Date;
+  /** Counts of open statuses exact up to `BOARD_COUNT_CAP`; `published` and `no_handlers` are estimates. */
+  events: { pending: number; processing: number; failed: number; published: number; no_handlers: number };
+  consumers: BoardConsumerCounts[];
+  oldestPendingAgeSeconds: number | null;
+  /** One entry per minute, oldest first, every minute present. */
+  activity: { minute: Date; delivered: number; failed: number; dead: number }[];
+}
+
+/** One failed or dead delivery of the failures list. */
+export interface BoardTrouble {
+  id: string;
+  eventId: string;
+  eventName: string;
+  consumer: string;
+  status: 'failed' | 'dead';
+  attempts: number;
+  errorCode: string | null;
+  lastError: string | null;
+  nextAttemptAt: Date;
+  updatedAt: Date;
+}
+
+/** What the consumers page shows besides the counts. */
+export interface BoardConsumersView {
+  overview: BoardOverview;
+  circuits: OutboxWebhookCircuitState[];
+  subscriptions: OutboxWebhookSubscription[];
+  blocked: Omit<OutboxBlockedAggregate, 'waitingDeliveries'>[];
+}
+
+/**
+ * The board's reads of one tenant, each in a read transaction with the tenant set for row-level security, and
+ * each bounded: none reads the tenant's delivered history (see `store/sql/board.ts`).
+ */
+@Injectable()
+export class OutboxBoardService {
+  constructor(
+    @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    private readonly store: OutboxStore,
+    private readonly registry: OutboxConsumerRegistry,
+    private readonly webhooks: OutboxWebhookService,
+    private readonly subscriptions: OutboxWebhookSubscriptions,
+  ) {}
+
+  /** Counts, oldest waiting work and the last minutes' activity of one tenant. */
+  async overview(tenantId: string): Promise<BoardOverview> {
+    const tenant = checkUuid('tenantId', tenantId);
+    const known = await this.knownConsumers(tenant);
+    const [row] = await this.read(tenant, (runner) =>
+      this.store.rows<OverviewRow>(
+        runner,
+        bq.boardOverview({
+          tenantId: tenant,
+          cap: BOARD_COUNT_CAP,
+          consumers: [...known.keys()],
+          minutes: BOARD_ACTIVITY_MINUTES,
+          orphanAfterMs: this.options.registry.orphanAfterMs,
+        }),
+      ),
+    );
+    const at = new Date(row!.now);
+    const consumers = row!.consumers.map((c): BoardConsumerCounts => {
+      const consumer = known.get(c.name);
+      return {
+        ...c,
+        kind: consumer ? (consumer.kind === 'handler' ? 'in-process' : 'webhook') : 'unknown',
+        patterns: consumer?.eventNames ?? [],
+        ordered: consumer?.ordered ?? false,
+        deliveredEstimate: Number(c.deliveredEstimate),
+        oldestWaitingAt: c.oldestWaitingAt ? new Date(c.oldestWaitingAt) : null,
+      };
+    });
+    const waiting = [
+      row!.oldest_pending_event_at ? new Date(row!.oldest_pending_event_at).getTime() : null,
+      ...consumers.filter((c) => !c.orphaned).map((c) => c.oldestWaitingAt?.getTime() ?? null),
+    ].filter((t): t is number => t !== null);
+    const byMinute = new Map(row!.activity.map((a) => [new Date(a.minute).getTime(), a]));
+    const lastMinute = Math.floor(at.getTime() / 60_000) * 60_000;
+    const activity = Array.from({ length: BOARD_ACTIVITY_MINUTES }, (_, i) => {
+      const minute = lastMinute - (BOARD_ACTIVITY_MINUTES - 1 - i) * 60_000;
+      const found = byMinute.get(minute);
+      return {
+        minute: new Date(minute),
+        delivered: found?.delivered ?? 0,
+        failed: found?.failed ?? 0,
+        dead: found?.dead ?? 0,
+      };
+    });
+    return {
+      tenantId: tenant,
+      at,
+      events: {
+        ...row!.events,
+        published: Number(row!.events.published),
+        no_handlers: Number(row!.events.no_handlers),
+      },
+      consumers,
+      oldestPendingAgeSeconds:
+        waiting.length === 0 ? null : Math.max(0, (at.getTime() - Math.min(...waiting)) / 1000),
+      activity,
+    };
+  }
+
+  /** A page of failed (retrying) and dead deliveries, newest first, filtered by consumer and event name. */
+  async troubles(
+    tenantId: string,
+    filter: { consumer?: string; eventName?: string; beforeId?: string },
+  ): Promise<BoardTrouble[]> {
+    const tenant = checkUuid('tenantId', tenantId);
+    const consumer = checkConsumerName('consumer', filter.consumer || undefined);
+    const eventName = checkEventName('eventName', filter.eventName || undefined);
+    const beforeId = filter.beforeId && /^\d{1,18}$/.test(filter.beforeId) ? filter.beforeId : null;
+    const rows = await this.read(tenant, (runner) =>
+      this.store.rows<TroubleRow>(
+        runner,
+        bq.boardTroubles({ tenantId: tenant, consumer, eventName, beforeId, limit: BOARD_PAGE_SIZE }),
+      ),
+    );
+    return rows.map((r) => ({
+      id: r.id,
+      eventId: r.event_id,
+      eventName: r.event_name,
+      consumer: r.consumer_name,
+      status: r.status,
+      attempts: r.attempt_count,
+      errorCode: r.error_code,
+      lastError: r.last_error,
+      nextAttemptAt: r.next_attempt_at,
+      updatedAt: r.updated_at,
+    }));
+  }
+
+  /** The overview plus circuits, subscriptions and blocked aggregates, for the consumers page. */
+  async consumers(tenantId: string): Promise<BoardConsumersView> {
+    const overview = await this.overview(tenantId);
+    const tenant = overview.tenantId;
+    const [blocked, subscriptions] = await Promise.all([
+      this.read(tenant, (runner) =>
+        this.store.rows<Omit<OutboxBlockedAggregate, 'waitingDeliveries'>>(
+          runner,
+          bq.boardBlockedAggregates(tenant, 100),
+        ),
+      ),
+      this.options.webhookSubscriptions.enabled ? this.subscriptions.list(tenant) : Promise.resolve([]),
+    ]);
+    return {
+      overview,
+      circuits: this.webhooks.circuitStates().filter((c) => c.tenantId === null || c.tenantId === tenant),
+      subscriptions,
+      blocked,
+    };
+  }
+
+  /** The consumers this instance knows for the tenant: the registry's and the tenant-scoped ones, by name. */
+  private async knownConsumers(tenantId: string): Promise<Map<string, OutboxConsumer>> {
+    const known = new Map(this.registry.consumers().map((c) => [c.name, c]));
+    for (const c of await this.registry.tenantConsumers(tenantId)) known.set(c.name, c);
+    return known;
+  }
+
+  private read<T>(tenantId: string, work: (runner: QueryRunner) => Promise<T>): Promise<T> {
+    return this.store.transaction(async (runner) => {
+      await this.store.rows(runner, bq.setBoardContext(this.options.tenantSetting, tenantId));
+      return work(runner);
+    });
+  }
+}
+
+interface OverviewRow {
+  events: BoardOverview['events'] & { published: string | number; no_handlers: string | number };
+  consumers: (Omit<BoardConsumerCounts, 'kind' | 'patterns' | 'ordered' | 'oldestWaitingAt'> & {
+    oldestWaitingAt: string | null;
+  })[];
+  oldest_pending_event_at: string | Date | null;
+  now: Date;
+  activity: { minute: string; delivered: number; failed: number; dead: number }[];
+}
+
+interface TroubleRow {
+  id: string;
+  event_id: string;
+  event_name: string;
+  consumer_name: string;
+  status: 'failed' | 'dead';
+  attempt_count: number;
+  error_code: string | null;
+  last_error: string | null;
+  next_attempt_at: Date;
+  updated_at: Date;
+}

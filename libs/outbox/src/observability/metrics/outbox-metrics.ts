@@ -1,0 +1,172 @@
+import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import type * as PromClient from 'prom-client';
+import { OUTBOX_RESOLVED_OPTIONS } from '../../outbox.module-definition';
+import type { ResolvedOutboxOptions } from '../../interfaces/outbox-module-options.interface';
+import { OutboxWebhookService } from '../../delivery/webhook/outbox-webhook.service';
+import { errorText } from '../../errors/error-text';
+import { OutboxStore } from '../../store/outbox.store';
+import { oldestPendingAge } from '../../store/sql/admin';
+import { OutboxInstrumentation } from '../outbox-instrumentation';
+import { loadOptionalPeer } from '../optional-peer';
+import type { OutboxMetricsModuleOptions, OutboxMetricsRegistry } from './outbox-metrics-options.interface';
+
+/** Token of the options given to `OutboxMetricsModule.forRoot()`. */
+export const OUTBOX_METRICS_OPTIONS = Symbol('OUTBOX_METRICS_OPTIONS');
+
+const DEFAULT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+const BATCH_BUCKETS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000];
+/** The label value of the tenants beyond `tenantLabel.maxTenants`. */
+export const OTHER_TENANTS = 'other';
+
+/**
+ * The outbox's Prometheus metrics (prom-client, loaded when this module boots): counters and histograms fed by
+ * the relay's instrumentation, gauges read when scraped. Names and labels: docs/observability.md.
+ */
+@Injectable()
+export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
+  private readonly logger = new Logger(OutboxMetrics.name);
+  private ownRegistry: OutboxMetricsRegistry | null = null;
+  private detach: (() => void) | null = null;
+  private readonly tenantsLabelled = new Set<string>();
+
+  constructor(
+    @Inject(OUTBOX_METRICS_OPTIONS) private readonly options: OutboxMetricsModuleOptions,
+    @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly outboxOptions: ResolvedOutboxOptions,
+    private readonly instrumentation: OutboxInstrumentation,
+    private readonly webhooks: OutboxWebhookService,
+    private readonly store: OutboxStore,
+  ) {}
+
+  /** The registry the metrics are on: the one given, or the module's own. */
+  get registry(): OutboxMetricsRegistry {
+    if (this.options.registry) return this.options.registry;
+    if (!this.ownRegistry) throw new Error('OutboxMetrics is not initialised yet');
+    return this.ownRegistry;
+  }
+
+  onModuleInit(): void {
+    const prom = loadOptionalPeer<typeof PromClient>('prom-client', 'OutboxMetricsModule');
+    const registry = (this.options.registry ??
+      (this.ownRegistry = new prom.Registry())) as PromClient.Registry;
+    const registers = [registry];
+    const p = this.options.prefix ?? 'outbox_';
+    const buckets = this.options.durationBuckets ?? DEFAULT_BUCKETS;
+    const withTenant = this.options.tenantLabel ? ['tenant'] : [];
+
+    const enqueued = new prom.Counter({
+      name: `${p}events_enqueued_total`,
+      help: 'Events written by enqueue (in the caller transaction; counted whether it commits or not).',
+      labelNames: ['event_name', ...withTenant],
+      registers,
+    });
+    const deliveries = new prom.Counter({
+      name: `${p}deliveries_total`,
+      help: 'Delivery attempts by outcome: delivered, failed (retried), dead (no more attempts), deferred (not attempted).',
+      labelNames: ['consumer', 'outcome', ...withTenant],
+      registers,
+    });
+    const duration = new prom.Histogram({
+      name: `${p}delivery_duration_seconds`,
+      help: 'Time of one delivery attempt: the handler call, or the webhook request.',
+      labelNames: ['consumer'],
+      buckets,
+      registers,
+    });
+    const round = new prom.Histogram({
+      name: `${p}relay_round_duration_seconds`,
+      help: 'Time of one relay round over every tenant with due work.',
+      buckets,
+      registers,
+    });
+    const batch = new prom.Histogram({
+      name: `${p}relay_claimed_batch_size`,
+      help: 'Deliveries claimed per batch (one tenant, one claim).',
+      buckets: BATCH_BUCKETS,
+      registers,
+    });
+    const recoveries = new prom.Counter({
+      name: `${p}lease_recoveries_total`,
+      help: 'Deliveries claimed again because the lease of an earlier attempt expired (its relay died or stalled).',
+      labelNames: ['consumer'],
+      registers,
+    });
+    const rolledBack = new prom.Counter({
+      name: `${p}batches_rolled_back_total`,
+      help: 'In-process batches whose transaction failed (e.g. a lease lost); their attempts are counted again as failures.',
+      registers,
+    });
+    const webhooks = this.webhooks;
+    new prom.Gauge({
+      name: `${p}webhook_circuits`,
+      help: 'Webhook endpoints per consumer and circuit state (closed, open, halfOpen), as this instance sees them.',
+      labelNames: ['consumer', 'state'],
+      registers,
+      collect(this: PromClient.Gauge<'consumer' | 'state'>) {
+        this.reset();
+        for (const circuit of webhooks.circuitStates())
+          this.inc({ consumer: circuit.consumer, state: circuit.state });
+      },
+    });
+    if (this.options.oldestPendingAge !== false) {
+      const store = this.store;
+      const orphanAfterMs = this.outboxOptions.registry.orphanAfterMs;
+      const logger = this.logger;
+      new prom.Gauge({
+        name: `${p}oldest_pending_age_seconds`,
+        help: 'Age of the oldest work not done across every tenant (pending events, pending or failed deliveries).',
+        registers,
+        async collect(this: PromClient.Gauge) {
+          try {
+            const [row] = await store.query<{ seconds: number }>(oldestPendingAge(orphanAfterMs));
+            this.set(Math.max(0, row?.seconds ?? 0));
+          } catch (error) {
+            logger.warn(`could not read the oldest pending age: ${errorText(error)}`);
+          }
+        },
+      });
+    }
+
+    this.detach = this.instrumentation.add({
+      eventsEnqueued: (events) => {
+        for (const e of events) enqueued.inc(this.labels({ event_name: e.eventName }, e.tenantId));
+      },
+      roundEnded: ({ durationMs, tenants }) => {
+        if (tenants > 0) round.observe(durationMs / 1000);
+      },
+      batchClaimed: ({ deliveries: claimed }) => {
+        if (claimed.length > 0) batch.observe(claimed.length);
+        for (const d of claimed) if (d.recovered) recoveries.inc({ consumer: d.consumerName });
+      },
+      batchRolledBack: () => rolledBack.inc(),
+      attemptStarted: (delivery, consumer) => {
+        const started = performance.now();
+        return {
+          ended: (outcome) => {
+            deliveries.inc(
+              this.labels({ consumer: consumer.name, outcome: outcome.status }, delivery.event.tenantId),
+            );
+            if (outcome.status !== 'deferred')
+              duration.observe({ consumer: consumer.name }, (performance.now() - started) / 1000);
+          },
+        };
+      },
+    });
+  }
+
+  onModuleDestroy(): void {
+    this.detach?.();
+    this.detach = null;
+  }
+
+  /** Adds the tenant label when on: the first `maxTenants` tenants by name, the rest as "other". */
+  private labels<T extends Record<string, string>>(
+    labels: T,
+    tenantId: string,
+  ): T | (T & { tenant: string }) {
+    const cap = this.options.tenantLabel;
+    if (!cap) return labels;
+    if (!this.tenantsLabelled.has(tenantId) && this.tenantsLabelled.size < cap.maxTenants)
+      this.tenantsLabelled.add(tenantId);
+    return { ...labels, tenant: this.tenantsLabelled.has(tenantId) ? tenantId : OTHER_TENANTS };
+  }
+}
