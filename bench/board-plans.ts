@@ -18,7 +18,11 @@ const EVENTS = Number(process.env.EVENTS ?? 1_000_000);
 const TENANT = '11111111-1111-4111-8111-111111111111';
 
 /** The plan's lines, with JIT off as in the board's transactions (see setBoardContext). */
-async function explain(db: Client, options: string, statement: SqlStatement): Promise<Record<string, string>[]> {
+async function explain(
+  db: Client,
+  options: string,
+  statement: SqlStatement,
+): Promise<Record<string, string>[]> {
   await db.query('set jit = off');
   // bound parameters, as the board sends them (a custom plan: explain plans for these values)
   return (await db.query(`explain (${options}) ${statement.text}`, statement.values as unknown[])).rows;

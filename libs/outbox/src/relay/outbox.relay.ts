@@ -68,7 +68,15 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     this.planner = new DueTenantPlanner(options, store);
     this.heartbeats = new RegistryHeartbeat(this.instanceId, options, registry, store);
     const recorder = new OutcomeRecorder(options, store);
-    this.local = new LocalBatch(options, store, inProcess, recorder, leaseVacuum, this.background, instrumentation);
+    this.local = new LocalBatch(
+      options,
+      store,
+      inProcess,
+      recorder,
+      leaseVacuum,
+      this.background,
+      instrumentation,
+    );
     this.tenantRound = new TenantRound(
       options,
       registry,

@@ -6,7 +6,15 @@
  * Every statement names its tenant in `where` as well as running under the row-level security context.
  */
 import type { SqlStatement } from './statement';
-import { ACTIVITY, AUDIT, CONSUMERS, DELIVERIES, EVENTS, RECORD_ACTIVITY, ROW_ESTIMATE as ESTIMATE } from './schema';
+import {
+  ACTIVITY,
+  AUDIT,
+  CONSUMERS,
+  DELIVERIES,
+  EVENTS,
+  RECORD_ACTIVITY,
+  ROW_ESTIMATE as ESTIMATE,
+} from './schema';
 
 /**
  * Sets the tenant for row-level security, and JIT compilation off, both transaction-local. The overview's
