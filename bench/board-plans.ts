@@ -11,8 +11,11 @@ import { DataSource } from 'typeorm';
 import { outboxMigrations } from '../libs/outbox/src';
 import * as bq from '../libs/outbox/src/store/sql/board';
 import { tenantStats } from '../libs/outbox/src/store/sql/admin';
-import type { SqlStatement } from '../libs/outbox/src/store/sql';
+import { outboxNames, type SqlStatement } from '../libs/outbox/src/store/sql';
 import { resolveDatabase } from '../tools/database-url';
+
+/** The outbox's names in the default schema, which these statements run against. */
+const NAMES = outboxNames();
 
 const EVENTS = Number(process.env.EVENTS ?? 1_000_000);
 const TENANT = '11111111-1111-4111-8111-111111111111';
@@ -91,7 +94,7 @@ async function main(): Promise<void> {
     const statements: [string, { text: string; values: unknown[] }][] = [
       [
         'overview (every refresh)',
-        bq.boardOverview({
+        bq.boardOverview(NAMES, {
           tenantId: TENANT,
           cap: 10_000,
           consumers: ['billing', 'welcome-email'],
@@ -101,11 +104,17 @@ async function main(): Promise<void> {
       ],
       [
         'failures, first page',
-        bq.boardTroubles({ tenantId: TENANT, consumer: null, eventName: null, beforeId: null, limit: 50 }),
+        bq.boardTroubles(NAMES, {
+          tenantId: TENANT,
+          consumer: null,
+          eventName: null,
+          beforeId: null,
+          limit: 50,
+        }),
       ],
       [
         'failures of one consumer and event name',
-        bq.boardTroubles({
+        bq.boardTroubles(NAMES, {
           tenantId: TENANT,
           consumer: 'billing',
           eventName: 'crm.contact.created.v1',
@@ -113,11 +122,11 @@ async function main(): Promise<void> {
           limit: 50,
         }),
       ],
-      ['blocked aggregates', bq.boardBlockedAggregates(TENANT, 100)],
-      ['audit log', bq.auditLog(TENANT, 50, null)],
+      ['blocked aggregates', bq.boardBlockedAggregates(NAMES, TENANT, 100)],
+      ['audit log', bq.auditLog(NAMES, TENANT, 50, null)],
     ];
     // for comparison, not checked: the admin service's stats read every row of the tenant
-    const baseline = tenantStats({
+    const baseline = tenantStats(NAMES, {
       tenantId: TENANT,
       orphanAfterMs: 60_000,
       tenantConsumers: [],

@@ -8,9 +8,13 @@ import {
   mayVacuumLeases,
   BATCH_MARKER,
   recordOutcomes,
+  outboxNames,
 } from '../libs/outbox/src/store/sql';
 import { buildApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
+
+/** The outbox's names in the default schema, which these statements run against. */
+const NAMES = outboxNames();
 
 const TENANT = '5ac0a1c4-0000-4000-8000-000000000001';
 const EVENT = 'test.vacuum.v1';
@@ -96,7 +100,7 @@ describe('vacuuming the lease table', () => {
     const client = new Client({ connectionString: db.url });
     await client.connect();
     try {
-      const check = mayVacuumLeases();
+      const check = mayVacuumLeases(NAMES);
       expect((await client.query(check.text, check.values)).rows).toEqual([{ allowed: true }]);
       await client.query(`create role ${role} nologin`);
       await client.query(`grant select, insert, update, delete on public.outbox_event_leases to ${role}`);
@@ -125,6 +129,7 @@ describe('vacuuming the lease table', () => {
     const event = 'test.vacuum-count.v1';
     const consumers = ['count-a', 'count-b'];
     const registered = heartbeatConsumers(
+      NAMES,
       randomUUID(),
       consumers.map((name) => ({ name, eventNames: [event], kind: 'in_process' })),
     );
@@ -135,7 +140,7 @@ describe('vacuuming the lease table', () => {
       [TENANT, event],
     );
     const leaseToken = randomUUID();
-    const claim = fanOutPendingEvents({
+    const claim = fanOutPendingEvents(NAMES, {
       tenantId: TENANT,
       hosted: consumers,
       inProcess: consumers,
@@ -161,7 +166,7 @@ describe('vacuuming the lease table', () => {
     );
     expect(outcomes).toHaveLength(6);
     // a fenced outcome is written only in its batch's transaction, marked with the lease token
-    const outcome = recordOutcomes(outcomes, leaseToken, { fenced: true });
+    const outcome = recordOutcomes(NAMES, outcomes, leaseToken, { fenced: true });
     await db.sql('begin');
     await db.sql(`select set_config('${BATCH_MARKER}', $1, true)`, [leaseToken]);
     const [recorded] = await db.sql(outcome.text, outcome.values);

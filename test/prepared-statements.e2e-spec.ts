@@ -2,11 +2,19 @@ import { Injectable } from '@nestjs/common';
 import { Client } from 'pg';
 import { randomUUID } from 'node:crypto';
 import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
-import { fanOutPendingEvents, recordOutcomes, type SqlStatement } from '../libs/outbox/src/store/sql';
+import {
+  fanOutPendingEvents,
+  outboxNames,
+  recordOutcomes,
+  type SqlStatement,
+} from '../libs/outbox/src/store/sql';
 import { buildApp, type TestApp } from './support/build-app';
 import { RoundTripProbe } from './support/round-trip-probe';
 import { waitFor } from './support/wait-for';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
+
+/** The outbox's names in the default schema, which these statements run against. */
+const NAMES = outboxNames();
 
 const TENANT = '88888888-8888-4888-8888-888888888888';
 const EVENT = 'test.prepared.v1';
@@ -201,7 +209,7 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
        select id, tenant_id, 'seen', seq, 'pending' from event_outbox where status = 'processing'`,
     );
     await db.sql('analyze');
-    const fanOut = fanOutPendingEvents({
+    const fanOut = fanOutPendingEvents(NAMES, {
       tenantId: TENANT,
       hosted: ['seen'],
       inProcess: ['seen'],
@@ -224,6 +232,7 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
       `select id, seq::text from event_outbox where status = 'pending' order by seq limit 100`,
     );
     const outcome = recordOutcomes(
+      NAMES,
       events.map(({ id, seq }) => ({
         deliveryId: null,
         pair: { eventId: id, consumer: 'seen', attempt: 1, tenantId: TENANT, eventSeq: seq },

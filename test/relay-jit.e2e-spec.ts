@@ -6,9 +6,12 @@ import {
   type OutboxEvent,
   type OutboxHandlerContext,
 } from 'nestjs-pg-outbox';
-import { fanOutPendingEvents, setTransactionContext } from '../libs/outbox/src/store/sql';
+import { fanOutPendingEvents, outboxNames, setTransactionContext } from '../libs/outbox/src/store/sql';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
+
+/** The outbox's names in the default schema, which these statements run against. */
+const NAMES = outboxNames();
 
 const TENANT = '77777777-7777-4777-8777-777777777777';
 const EVENT = 'test.jit.v1';
@@ -69,7 +72,7 @@ describe('JIT compilation in the relay', () => {
     const [prepared] = await t.dataSource.query<{ name: string }[]>(
       `select name from pg_prepared_statements where name like 'outbox\\_fan\\_out\\_%'`,
     );
-    const claim = fanOutPendingEvents({
+    const claim = fanOutPendingEvents(NAMES, {
       tenantId: TENANT,
       hosted: ['jit-probe'],
       inProcess: ['jit-probe'],

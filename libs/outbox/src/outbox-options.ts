@@ -1,5 +1,6 @@
 import { DEFAULT_TENANT_SETTING } from './outbox.constants';
 import { stripUndefined } from './strip-undefined';
+import { DEFAULT_OUTBOX_SCHEMA, outboxNames, schemaProblem } from './store/sql/schema';
 import { messages } from './errors/outbox.messages';
 import { secretKeyProblems } from './delivery/webhook/subscription-secret-cipher';
 import { allowedTargetProblem } from './delivery/webhook/webhook-target-guard';
@@ -11,6 +12,8 @@ import type {
 /** Defaults, written once. */
 export const OUTBOX_DEFAULTS: ResolvedOutboxOptions = {
   dataSource: undefined,
+  schema: DEFAULT_OUTBOX_SCHEMA,
+  names: outboxNames(DEFAULT_OUTBOX_SCHEMA),
   relay: {
     enabled: true,
     pollIntervalMs: 1000,
@@ -75,6 +78,10 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
   const report = (problem: string | null): void => {
     if (problem) problems.push(problem);
   };
+  // the names are spliced into SQL text: made only from a schema that passed the check (boot fails otherwise)
+  const schemaRule = schemaProblem(options.schema);
+  options.names = schemaRule === null ? outboxNames(options.schema) : OUTBOX_DEFAULTS.names;
+  if (schemaRule !== null) problems.push(messages.badOption('schema', schemaRule, options.schema));
   const { relay, registry, retention, webhookSubscriptions } = options;
   report(durationProblem('relay.pollIntervalMs', relay.pollIntervalMs));
   report(countProblem('relay.batchSize', relay.batchSize));

@@ -68,7 +68,7 @@ export class OutboxHealthIndicator {
     let oldestPendingAgeSeconds: number | null = null;
     try {
       const [row] = await this.store.query<{ seconds: number }>(
-        q.oldestPendingAge(this.options.registry.orphanAfterMs),
+        q.oldestPendingAge(this.options.names, this.options.registry.orphanAfterMs),
       );
       oldestPendingAgeSeconds = Math.max(0, Math.round(row.seconds * 10) / 10);
       if (oldestPendingAgeSeconds > maxPendingAgeSeconds) {

@@ -97,7 +97,7 @@ export class OutboxBoardService {
     const [row] = await this.read(tenant, (runner) =>
       this.store.rows<OverviewRow>(
         runner,
-        bq.boardOverview({
+        bq.boardOverview(this.options.names, {
           tenantId: tenant,
           cap: BOARD_COUNT_CAP,
           consumers: [...known.keys()],
@@ -161,7 +161,13 @@ export class OutboxBoardService {
     const rows = await this.read(tenant, (runner) =>
       this.store.rows<TroubleRow>(
         runner,
-        bq.boardTroubles({ tenantId: tenant, consumer, eventName, beforeId, limit: BOARD_PAGE_SIZE }),
+        bq.boardTroubles(this.options.names, {
+          tenantId: tenant,
+          consumer,
+          eventName,
+          beforeId,
+          limit: BOARD_PAGE_SIZE,
+        }),
       ),
     );
     return rows.map((r) => ({
@@ -186,7 +192,7 @@ export class OutboxBoardService {
       this.read(tenant, (runner) =>
         this.store.rows<Omit<OutboxBlockedAggregate, 'waitingDeliveries'>>(
           runner,
-          bq.boardBlockedAggregates(tenant, 100),
+          bq.boardBlockedAggregates(this.options.names, tenant, 100),
         ),
       ),
       this.options.webhookSubscriptions.enabled ? this.subscriptions.list(tenant) : Promise.resolve([]),

@@ -1,4 +1,5 @@
 import type { OutboxEventSchemas } from '../schemas/outbox-event-schemas';
+import type { OutboxNames } from '../store/sql/schema';
 import type {
   OutboxWebhookOptions,
   OutboxWebhookSubscriptionsOptions,
@@ -114,6 +115,13 @@ export interface OutboxModuleOptions {
    * Default: the default DataSource.
    */
   dataSource?: string;
+  /**
+   * PostgreSQL schema of the outbox's tables, functions and policies, and the name of its wake-up channel
+   * (`outbox_wakeup_<schema>`; `outbox_wakeup` in `public`): a lower-case identifier of at most 49 characters.
+   * Migrate the same schema with `outboxMigrationsFor({ schema })` (or `npx nestjs-pg-outbox sql --schema …`).
+   * Apps in one database with different schemas never see each other's events. Default: `'public'`.
+   */
+  schema?: string;
   /** Relay settings. */
   relay?: OutboxRelayOptions;
   /** Attempts per delivery before it is dead, unless the consumer sets its own. Default: `5`. */
@@ -165,6 +173,9 @@ export interface OutboxModuleOptions {
 /** Options after defaults are merged: what the rest of the module injects. */
 export interface ResolvedOutboxOptions {
   dataSource: string | undefined;
+  schema: string;
+  /** The outbox's names in `schema`, made once from it: every statement builder takes them. */
+  names: OutboxNames;
   relay: Required<OutboxRelayOptions>;
   maxAttempts: number;
   backoff: Required<OutboxBackoffOptions>;

@@ -47,7 +47,7 @@ export class LeaseVacuum {
   private async vacuum(): Promise<void> {
     try {
       if (this.allowed === undefined) {
-        const [row] = await this.store.query<{ allowed: boolean }>(q.mayVacuumLeases());
+        const [row] = await this.store.query<{ allowed: boolean }>(q.mayVacuumLeases(this.options.names));
         this.allowed = row?.allowed === true;
         if (!this.allowed) {
           this.logger.log(
@@ -57,7 +57,7 @@ export class LeaseVacuum {
           return;
         }
       }
-      await this.store.query(q.vacuumLeases());
+      await this.store.query(q.vacuumLeases(this.options.names));
     } catch (error) {
       this.logger.warn(`could not vacuum outbox_event_leases: ${errorText(error)}`);
     }

@@ -92,7 +92,7 @@ export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy 
     const result: RetentionRunResult = { deletedEvents: 0, batches: 0 };
     while (!this.stopping) {
       const [row] = await this.store.query<{ deleted: number | null }>(
-        q.purgeSettledBatch(publishedDays, batchSize),
+        q.purgeSettledBatch(this.options.names, publishedDays, batchSize),
       );
       if (row.deleted === null) {
         result.skipped = 'locked';

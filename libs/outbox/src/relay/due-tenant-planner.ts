@@ -67,7 +67,9 @@ export class DueTenantPlanner {
     this.hinted.clear();
     await visit(hinted.map((tenant_id) => ({ tenant_id, has_new: true, has_due: false })));
     if (stopping() || (hinted.length > 0 && this.scanIsFresh())) return false;
-    const scanned = await this.store.query<DueTenant>(q.dueTenants(maxTenantsPerRound, this.lastTenant));
+    const scanned = await this.store.query<DueTenant>(
+      q.dueTenants(this.options.names, maxTenantsPerRound, this.lastTenant),
+    );
     this.lastScan = { at: Date.now(), complete: scanned.length < maxTenantsPerRound };
     // With more due tenants than one round visits, the next round starts after the last one visited.
     this.lastTenant = scanned.length === maxTenantsPerRound ? scanned[scanned.length - 1]!.tenant_id : null;

@@ -31,7 +31,7 @@ export class ExternalBatch {
         this.store
           .atomically([
             relayContext(this.options, tenantId, { durable: false }),
-            q.extendLeases(ids, leaseToken, leaseMs),
+            q.extendLeases(this.options.names, ids, leaseToken, leaseMs),
           ])
           .catch((error) =>
             this.logger.warn(

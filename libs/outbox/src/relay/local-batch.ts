@@ -123,7 +123,7 @@ export class LocalBatch {
       ...(dirty ? q.resetSession() : []),
       // the batch's context again, marker included: the fenced outcome is written only where the marker is
       batchContext(this.options, batch),
-      q.recordOutcomes(outcomes, batch.leaseToken, { fenced: true }),
+      q.recordOutcomes(this.options.names, outcomes, batch.leaseToken, { fenced: true }),
     ];
   }
 

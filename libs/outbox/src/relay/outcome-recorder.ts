@@ -26,7 +26,7 @@ export class OutcomeRecorder {
   async record(batch: TenantBatch, outcomes: DeliveryOutcome[], connection?: RoundConnection): Promise<void> {
     const { tenantId, leaseToken, result } = batch;
     try {
-      const statement = q.recordOutcomes(outcomes, leaseToken);
+      const statement = q.recordOutcomes(this.options.names, outcomes, leaseToken);
       const context = relayContext(this.options, tenantId);
       const [recorded] = connection?.inTransaction
         ? await connection.commit([statement])

@@ -25,7 +25,8 @@ export class RegistryHeartbeat {
   /** Records that this instance hosts its consumers now. */
   async beat(): Promise<void> {
     const consumers = this.registry.consumers();
-    if (consumers.length > 0) await this.store.query(q.heartbeatConsumers(this.instanceId, consumers));
+    if (consumers.length > 0)
+      await this.store.query(q.heartbeatConsumers(this.options.names, this.instanceId, consumers));
     this.last = Date.now();
   }
 
@@ -38,7 +39,7 @@ export class RegistryHeartbeat {
   async leave(): Promise<void> {
     if (this.last === 0) return;
     await this.store
-      .query(q.forgetInstance(this.instanceId))
+      .query(q.forgetInstance(this.options.names, this.instanceId))
       .catch((error) => this.logger.warn(`could not leave the registry: ${errorText(error)}`));
   }
 }

@@ -202,7 +202,7 @@ export class TenantRound {
     const statements = [
       relayContext(this.options, tenantId, { durable: false }),
       hasNew
-        ? q.fanOutPendingEvents({
+        ? q.fanOutPendingEvents(this.options.names, {
             tenantId,
             hosted,
             inProcess,
@@ -213,7 +213,15 @@ export class TenantRound {
             leaseMs,
           })
         : null,
-      claimDue ? q.claimDueDeliveries({ tenantId, consumers: hosted, limit, leaseToken, leaseMs }) : null,
+      claimDue
+        ? q.claimDueDeliveries(this.options.names, {
+            tenantId,
+            consumers: hosted,
+            limit,
+            leaseToken,
+            leaseMs,
+          })
+        : null,
     ];
     const opening = inProcess.length > 0 ? [batchContext(this.options, batch)] : null;
     for (let claims = 1; ; claims++) {

@@ -9,7 +9,7 @@ import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.
 import { pgConnection, setPipeline } from './pipeline';
 import { PreparedStatements } from './prepared-statements';
 import { RoundConnection, sendSteps, type RelayTransport, type Step } from './round-connection';
-import type { SqlStatement } from './sql';
+import { preparedTextsHash, type SqlStatement } from './sql';
 
 export { PREPARED_STATEMENT_MISSING, RoundConnection, type Step } from './round-connection';
 
@@ -24,7 +24,8 @@ export class OutboxStore {
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
   ) {
     this.transport = {
-      prepared: new PreparedStatements(options.relay.preparedStatements),
+      prepared: new PreparedStatements(options.relay.preparedStatements, preparedTextsHash(options.names)),
+      names: options.names,
       tenantSetting: options.tenantSetting,
       leaseMs: options.relay.leaseMs,
     };

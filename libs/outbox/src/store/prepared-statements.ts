@@ -28,7 +28,13 @@ interface Generation {
 export class PreparedStatements {
   private readonly generations = new WeakMap<PoolClient, Generation>();
 
-  constructor(private readonly enabled: boolean) {}
+  /**
+   * @param textsHash the hash of the module's statement texts (see `preparedTextsHash`): part of every name.
+   */
+  constructor(
+    private readonly enabled: boolean,
+    private readonly textsHash: string,
+  ) {}
 
   /** The name `statement` runs under on `connection`, or undefined when it runs unnamed. */
   nameOn(connection: PoolClient, statement: SqlStatement): string | undefined {
@@ -38,7 +44,7 @@ export class PreparedStatements {
       generation = { number: 0, until: Date.now() + REFRESH_AFTER_MS[0]! };
       this.generations.set(connection, generation);
     }
-    return preparedName(statement.prepared, generation.number);
+    return preparedName(statement.prepared, this.textsHash, generation.number);
   }
 
   /** True when the connection's named statements are due for their next generation. */
@@ -54,7 +60,7 @@ export class PreparedStatements {
   next(connection: PoolClient, starts: readonly string[]): string[] {
     const generation = this.generations.get(connection);
     if (!generation) return [];
-    const left = starts.map((start) => preparedName(start, generation.number));
+    const left = starts.map((start) => preparedName(start, this.textsHash, generation.number));
     generation.number++;
     const after = REFRESH_AFTER_MS[generation.number];
     generation.until = after === undefined ? Infinity : Date.now() + after;

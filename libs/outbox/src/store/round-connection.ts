@@ -21,6 +21,7 @@ const ROLLBACK: q.SqlStatement = { text: 'rollback', values: [] };
 /** What the relay needs of the store to send its statements (see `OutboxStore`). */
 export interface RelayTransport {
   readonly prepared: PreparedStatements;
+  readonly names: q.OutboxNames;
   readonly tenantSetting: string;
   readonly leaseMs: number;
 }
@@ -219,10 +220,10 @@ export class RoundConnection {
    * longer). Never throws: on failure the next claim parses what it needs in its own round trip.
    */
   private async refreshPrepared(connection: PoolClient): Promise<void> {
-    const { prepared, tenantSetting, leaseMs } = this.transport;
+    const { prepared, names, tenantSetting, leaseMs } = this.transport;
     if (!prepared.due(connection)) return;
     const left = prepared.next(connection, [q.FAN_OUT_NAME, q.PAIR_OUTCOME_NAME]);
-    const warmUp = q.fanOutPendingEvents({
+    const warmUp = q.fanOutPendingEvents(names, {
       tenantId: NIL_UUID,
       hosted: [],
       inProcess: [],

@@ -147,7 +147,7 @@ export class WebhookSubscriptionSource implements TenantConsumerSource, OnModule
 
   private async load(tenantId: string): Promise<OutboxConsumer[]> {
     const rows = await this.tenantTransaction(tenantId, (runner) =>
-      this.store.rows<SubscriptionRow>(runner, tenantSubscriptions(tenantId)),
+      this.store.rows<SubscriptionRow>(runner, tenantSubscriptions(this.options.names, tenantId)),
     );
     return rows.map((row) => this.toConsumer(row));
   }

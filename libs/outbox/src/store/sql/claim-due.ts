@@ -1,6 +1,6 @@
 import { messages } from '../../errors/outbox.messages';
 import type { SqlStatement } from './statement';
-import { DELIVERIES, EVENTS } from './schema';
+import type { OutboxNames } from './schema';
 
 /** Columns of a claimed delivery joined with its event. */
 const CLAIMED_COLUMNS = `d.id as delivery_id, d.consumer_name, d.attempt_count, e.id as event_id, e.tenant_id, e.event_name,
@@ -11,14 +11,16 @@ const CLAIMED_COLUMNS = `d.id as delivery_id, d.consumer_name, d.attempt_count, 
  * yet (pending, leased, failed or dead), or an earlier event of the aggregate not fanned out yet. Either one
  * makes `d` wait. (Within one aggregate, apps serialise their writes, so insert order is commit order.)
  */
-const EARLIER_IN_AGGREGATE = `
-  select 1 from ${DELIVERIES} p
+function earlierInAggregate(n: OutboxNames): string {
+  return `
+  select 1 from ${n.deliveries} p
    where p.tenant_id = d.tenant_id and p.consumer_name = d.consumer_name and p.aggregate_key = d.aggregate_key
      and p.event_seq < d.event_seq and p.status <> 'delivered'
   union all
-  select 1 from ${EVENTS} pe join ${EVENTS} me on me.id = d.event_id
+  select 1 from ${n.events} pe join ${n.events} me on me.id = d.event_id
    where pe.tenant_id = d.tenant_id and pe.status = 'pending' and pe.aggregate_id = me.aggregate_id
      and pe.aggregate_type is not distinct from me.aggregate_type and pe.seq < me.seq`;
+}
 
 /**
  * Claims deliveries of this tenant that are due for retry, and those whose lease expired (their relay died or
@@ -31,31 +33,34 @@ const EARLIER_IN_AGGREGATE = `
  * poison event cannot crash-loop the relay forever. Two index scans (one per partial index) rather than one
  * `or`, so each stays an ordered, limited scan over due rows only.
  */
-export function claimDueDeliveries(p: {
-  tenantId: string;
-  consumers: readonly string[];
-  limit: number;
-  leaseToken: string;
-  leaseMs: number;
-}): SqlStatement {
+export function claimDueDeliveries(
+  n: OutboxNames,
+  p: {
+    tenantId: string;
+    consumers: readonly string[];
+    limit: number;
+    leaseToken: string;
+    leaseMs: number;
+  },
+): SqlStatement {
   return {
     text: `with retry as (
-             select d.id from ${DELIVERIES} d
+             select d.id from ${n.deliveries} d
               where d.tenant_id = $1 and d.status in ('pending', 'failed') and d.next_attempt_at <= now()
                 and d.consumer_name = any($2::text[])
-                and (d.aggregate_key is null or not exists (${EARLIER_IN_AGGREGATE}))
+                and (d.aggregate_key is null or not exists (${earlierInAggregate(n)}))
               order by d.next_attempt_at
               limit $3
                 for update of d skip locked
            ), stale as (
-             select id from ${DELIVERIES}
+             select id from ${n.deliveries}
               where tenant_id = $1 and status = 'processing' and lease_expires_at <= now()
                 and consumer_name = any($2::text[])
               order by lease_expires_at
               limit $3
                 for update skip locked
            ), claimed as (
-             update ${DELIVERIES} d
+             update ${n.deliveries} d
                 set status = 'processing',
                     attempt_count = d.attempt_count + 1,
                     lease_token = $4,
@@ -70,7 +75,7 @@ export function claimDueDeliveries(p: {
              returning d.*, due.recovered
            )
            select ${CLAIMED_COLUMNS}, d.recovered
-             from claimed d join ${EVENTS} e on e.id = d.event_id
+             from claimed d join ${n.events} e on e.id = d.event_id
             order by e.seq, d.consumer_name`,
     values: [p.tenantId, p.consumers, p.limit, p.leaseToken, p.leaseMs, messages.staleAttemptSuffix()],
   };

@@ -1,5 +1,5 @@
 import type { SqlStatement } from './statement';
-import { DUE_TENANTS } from './schema';
+import type { OutboxNames } from './schema';
 
 /**
  * Tenants with due work, and which kind: new events (`has_new`), or deliveries due for retry or whose lease
@@ -7,9 +7,9 @@ import { DUE_TENANTS } from './schema';
  * function (see the migration) so the relay role can see across tenants under row-level security; it walks the
  * partial indexes one tenant at a time (a loose index scan), so its cost grows with tenants, not rows.
  */
-export function dueTenants(limit: number, afterTenant: string | null): SqlStatement {
+export function dueTenants(n: OutboxNames, limit: number, afterTenant: string | null): SqlStatement {
   return {
-    text: `select tenant_id, has_new, has_due from ${DUE_TENANTS}($1, $2)`,
+    text: `select tenant_id, has_new, has_due from ${n.dueTenants}($1, $2)`,
     values: [limit, afterTenant],
   };
 }

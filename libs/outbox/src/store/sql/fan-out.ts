@@ -1,21 +1,22 @@
 import { FAN_OUT_NAME, type SqlStatement } from './statement';
-import { CONSUMERS, DELIVERIES, EVENT_LEASES, EVENTS } from './schema';
+import type { OutboxNames } from './schema';
 
 // The columns the fan-out needs come straight from the locked rows (the latest versions: `for update` re-checks
 // the conditions on them), not from a second read of the same rows. The live leases of the tenant are read once
 // into a hash (`not in` an uncorrelated subquery; event ids are never null): a check per event would be a scan
 // of the lease table per event in a generic plan made while that table was nearly empty.
-export const FAN_OUT_TEXT = `with fresh as (
-    select e.id, e.seq, e.event_name, e.aggregate_type, e.aggregate_id, false as started from ${EVENTS} e
+export function fanOutText(n: OutboxNames): string {
+  return `with fresh as (
+    select e.id, e.seq, e.event_name, e.aggregate_type, e.aggregate_id, false as started from ${n.events} e
      where e.tenant_id = $1::uuid and e.status = 'pending'
-       and e.id not in (select l.event_id from ${EVENT_LEASES} l where l.tenant_id = $1::uuid and l.lease_expires_at > now())
+       and e.id not in (select l.event_id from ${n.eventLeases} l where l.tenant_id = $1::uuid and l.lease_expires_at > now())
      order by e.seq
      limit $4::int
        for update of e skip locked
   ), stale as (
     -- processing events whose in-process pairs were claimed by a relay that never recorded them
     select e.id, e.seq, e.event_name, e.aggregate_type, e.aggregate_id, true as started
-      from ${EVENT_LEASES} l join ${EVENTS} e on e.id = l.event_id
+      from ${n.eventLeases} l join ${n.events} e on e.id = l.event_id
      where l.tenant_id = $1::uuid and l.lease_expires_at <= now() and e.status = 'processing'
      order by l.lease_expires_at
      limit $4::int
@@ -25,7 +26,7 @@ export const FAN_OUT_TEXT = `with fresh as (
   ), written as (
     -- the delivery rows the relay that claimed a stale event did write (read by the events' ids: an index probe
     -- in any plan, where a subquery per pair may become a hash of the whole table in a generic one)
-    select x.event_id, x.consumer_name from ${DELIVERIES} x where x.event_id = any(array(select id from stale))
+    select x.event_id, x.consumer_name from ${n.deliveries} x where x.event_id = any(array(select id from stale))
   ), routes as materialized (
     -- the consumers of each event name in the batch: patterns are matched once per name, not once per event
     -- (materialized: inlined, the planner joins events to consumers first and matches each pair)
@@ -33,7 +34,7 @@ export const FAN_OUT_TEXT = `with fresh as (
            c.name = any($10::text[]) and not c.ordered as deferred,
            c.name = any($2::text[]) and not c.ordered as leased
       from (select distinct event_name from ev) n join (
-             select name, event_patterns, ordered from ${CONSUMERS} where last_seen_at > now() - $3::int * interval '1 millisecond'
+             select name, event_patterns, ordered from ${n.consumers} where last_seen_at > now() - $3::int * interval '1 millisecond'
              union all
              select name, string_to_array(patterns, ' '), ordered
                from unnest($7::text[], $8::text[], $9::boolean[]) as t(name, patterns, ordered)
@@ -70,7 +71,7 @@ export const FAN_OUT_TEXT = `with fresh as (
      where ev.started
      group by ev.id, ev.seq, ev.started
   ), leased as (
-    insert into ${EVENT_LEASES} as l (event_id, tenant_id, lease_token, lease_expires_at)
+    insert into ${n.eventLeases} as l (event_id, tenant_id, lease_token, lease_expires_at)
     select id, $1::uuid, $5::uuid, clock_timestamp() + $6::int * interval '1 millisecond' from counted where has_deferred order by seq
     on conflict (event_id) do update
       set lease_token = excluded.lease_token, lease_expires_at = excluded.lease_expires_at,
@@ -83,11 +84,11 @@ export const FAN_OUT_TEXT = `with fresh as (
      where not has_deferred or id = any(array(select event_id from leased))
   ), released as (
     -- an expired lease on an event with nothing left to claim through it
-    delete from ${EVENT_LEASES}
+    delete from ${n.eventLeases}
      where event_id = any(array(select id from counted where started and not has_deferred))
        and lease_expires_at <= now()
   ), inserted as (
-    insert into ${DELIVERIES} (event_id, tenant_id, consumer_name, event_seq, aggregate_key, status, attempt_count, lease_token, lease_expires_at)
+    insert into ${n.deliveries} (event_id, tenant_id, consumer_name, event_seq, aggregate_key, status, attempt_count, lease_token, lease_expires_at)
     select event_id, $1::uuid, name, seq, aggregate_key,
            case when leased then 'processing' else 'pending' end,
            case when leased then 1 else 0 end,
@@ -98,7 +99,7 @@ export const FAN_OUT_TEXT = `with fresh as (
     on conflict (event_id, consumer_name) do nothing
     returning id, event_id, consumer_name, attempt_count, status
   ), marked as (
-    update ${EVENTS} e
+    update ${n.events} e
        set status = case when o.n > 0 then 'processing' else 'no_handlers' end,
            deliveries_open = o.n,
            published_at = case when o.n > 0 then null else now() end,
@@ -118,7 +119,7 @@ export const FAN_OUT_TEXT = `with fresh as (
        from (select d.id::text as delivery_id, d.consumer_name, e.id as event_id, e.tenant_id, e.event_name,
                     e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id,
                     e.schema_version, e.seq::text as event_seq, e.traceparent
-               from inserted d join ${EVENTS} e on e.id = d.event_id
+               from inserted d join ${n.events} e on e.id = d.event_id
               where e.id = any(array(select event_id from inserted)) and d.status = 'processing') r
     ) as deliveries,
     -- a leased event, once, with the consumers of its in-process pairs (one entry per event, not one per
@@ -132,12 +133,13 @@ export const FAN_OUT_TEXT = `with fresh as (
                     case when e.status = 'pending'
                          then (select rs.pairs from route_sets rs where rs.event_name = e.event_name)
                          else (select c.pairs from counted c where c.id = e.id) end as pairs
-               from leased l join ${EVENTS} e on e.id = l.event_id
+               from leased l join ${n.events} e on e.id = l.event_id
               where e.id = any(array(select event_id from leased))) r
     ) as leases,
     array(select id from marked) as written,
     (select count(*)::int from counted c
       where c.has_deferred and not c.id = any(array(select event_id from leased))) as lost`;
+}
 
 /**
  * Fans new events of this tenant out to their consumers: claims pending events (`skip locked`, in insert
@@ -165,21 +167,24 @@ export const FAN_OUT_TEXT = `with fresh as (
  * events this claim wrote: `processing` or `no_handlers`) and `lost` (how many events this claim locked whose
  * live lease another relay holds: this statement's snapshot was taken before that relay's claim committed).
  */
-export function fanOutPendingEvents(p: {
-  tenantId: string;
-  /** Names of the consumers this instance hosts (tenant-scoped ones included). */
-  hosted: readonly string[];
-  /** Names of the hosted in-process consumers: their rows are written once, with the outcome. */
-  inProcess: readonly string[];
-  /** Consumers of this tenant only (not in `outbox_consumers`), all hosted here. */
-  tenantConsumers: readonly { name: string; eventNames: readonly string[]; ordered?: boolean }[];
-  liveWithinMs: number;
-  limit: number;
-  leaseToken: string;
-  leaseMs: number;
-}): SqlStatement {
+export function fanOutPendingEvents(
+  n: OutboxNames,
+  p: {
+    tenantId: string;
+    /** Names of the consumers this instance hosts (tenant-scoped ones included). */
+    hosted: readonly string[];
+    /** Names of the hosted in-process consumers: their rows are written once, with the outcome. */
+    inProcess: readonly string[];
+    /** Consumers of this tenant only (not in `outbox_consumers`), all hosted here. */
+    tenantConsumers: readonly { name: string; eventNames: readonly string[]; ordered?: boolean }[];
+    liveWithinMs: number;
+    limit: number;
+    leaseToken: string;
+    leaseMs: number;
+  },
+): SqlStatement {
   return {
-    text: FAN_OUT_TEXT,
+    text: fanOutText(n),
     prepared: FAN_OUT_NAME,
     values: [
       p.tenantId,

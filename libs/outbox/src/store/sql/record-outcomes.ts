@@ -1,6 +1,6 @@
 import type { DeliveryOutcome } from '../../delivery/delivery-outcome';
 import { PAIR_OUTCOME_NAME, type SqlStatement } from './statement';
-import { DELIVERIES, EVENT_LEASES, EVENTS, INBOX, LEASE_FENCE } from './schema';
+import type { OutboxNames } from './schema';
 import { BATCH_MARKER } from './transaction-context';
 
 /** The outcomes sent as arrays, one row each (see `recordOutcomes` for the parameters). */
@@ -43,12 +43,14 @@ const SETTLE_EVENT = `deliveries_open = case when e.status = 'pending' then p.to
                     updated_at = now()`;
 
 /** The delivery row of an in-process pair `o`, inserted with its final status. */
-const INSERT_PAIR_ROW = `insert into ${DELIVERIES} (event_id, tenant_id, consumer_name, event_seq, status, attempt_count, error_code,
+function insertPairRow(n: OutboxNames): string {
+  return `insert into ${n.deliveries} (event_id, tenant_id, consumer_name, event_seq, status, attempt_count, error_code,
                                         last_error, next_attempt_at, processed_at, external_run_id)
              select o.event_id, o.tenant_id, o.consumer, o.seq, o.status, o.attempt, o.error_code, o.last_error,
                     now() + o.retry_ms * interval '1 millisecond',
                     case when o.status = 'delivered' then now() end, o.external_run_id
                from o`;
+}
 
 /**
  * The general outcome statement (see `recordOutcomes`): leased delivery rows updated, pairs inserted where this
@@ -57,10 +59,11 @@ const INSERT_PAIR_ROW = `insert into ${DELIVERIES} (event_id, tenant_id, consume
  * shorter arrays with nulls: a column that is null throughout is sent empty (see `column`), and the pairs'
  * tenant, when they share one, once ($15).
  */
-const OUTCOME_TEXT = `with o as (
+function outcomeText(n: OutboxNames): string {
+  return `with o as (
              ${OUTCOME_ROWS}
            ), updated as (
-             update ${DELIVERIES} d
+             update ${n.deliveries} d
                 set status = case when o.status = 'deferred' then 'pending' else o.status end,
                     attempt_count = case when o.status = 'deferred' then d.attempt_count - 1 else d.attempt_count end,
                     external_run_id = coalesce(o.external_run_id, d.external_run_id),
@@ -80,28 +83,28 @@ const OUTCOME_TEXT = `with o as (
              returning d.event_id, d.tenant_id, d.consumer_name, d.status, d.attempt_count, d.last_error
            ), locked as (
              -- the events of in-process pairs, locked in id order before their leases are deleted (see recordOutcomes)
-             select e.id from ${EVENTS} e
+             select e.id from ${n.events} e
               where e.id = any(array(select event_id from o where id is null))
               order by e.id
                 for update
            ), released as (
              -- the fence for pairs: only the events whose lease this relay still holds
-             delete from ${EVENT_LEASES}
+             delete from ${n.eventLeases}
               where event_id = any(array(select id from locked)) and lease_token = $6
              returning event_id
            ), inserted as (
-             ${INSERT_PAIR_ROW}
+             ${insertPairRow(n)}
               where o.id is null and o.event_id = any(array(select event_id from released))
              returning event_id, tenant_id, consumer_name, status, attempt_count, last_error
            ), r as (
              select * from updated union all select * from inserted
            ), inbox as (
-             insert into ${INBOX} (event_id, consumer_name, tenant_id)
+             insert into ${n.inbox} (event_id, consumer_name, tenant_id)
              select event_id, consumer_name, tenant_id from r where status = 'delivered'
            ), per_event as (
              ${perEvent('consumer_name', 'attempt_count')}
            ), settled as (
-             update ${EVENTS} e
+             update ${n.events} e
                 set ${SETTLE_EVENT}
                from per_event p
               -- the key alone: a primary-key probe per event. With an "= any(ids)" beside it, both plans scanned the
@@ -111,7 +114,8 @@ const OUTCOME_TEXT = `with o as (
            )
            select (select count(*) from r)::int as recorded, (select count(*) from settled)::int as events,
                   (select count(*) from released)::int as released,
-                  ${LEASE_FENCE}($13, ((select count(*) from updated) + (select count(*) from released))::int) as owned`;
+                  ${n.leaseFence}($13, ((select count(*) from updated) + (select count(*) from released))::int) as owned`;
+}
 
 /**
  * The outcomes of a fenced batch of in-process pairs only (the common batch), prepared like the fan-out: it
@@ -121,7 +125,8 @@ const OUTCOME_TEXT = `with o as (
  * — then their leases deleted, then every pair's row and inbox row inserted; if a lease was lost, the fence
  * fails the statement before those inserts run (they are not read by the final select, so they run after it).
  */
-export const PAIR_OUTCOME_TEXT = `with o as (
+export function pairOutcomeText(n: OutboxNames): string {
+  return `with o as (
              ${OUTCOME_ROWS}
                 -- pairs have no delivery ids ($14 is empty): named here so that the parameter has a type
                 and cardinality($14::bigint[]) = 0
@@ -130,24 +135,25 @@ export const PAIR_OUTCOME_TEXT = `with o as (
            ), per_event as (
              ${perEvent('consumer', 'attempt')}
            ), settled as (
-             update ${EVENTS} e
+             update ${n.events} e
                 set ${SETTLE_EVENT}
                from per_event p
               where e.id = p.event_id
              returning e.id
            ), released as (
-             delete from ${EVENT_LEASES}
+             delete from ${n.eventLeases}
               where event_id = any(array(select id from settled)) and lease_token = $6
              returning event_id
            ), inserted as (
-             ${INSERT_PAIR_ROW}
+             ${insertPairRow(n)}
            ), inbox as (
-             insert into ${INBOX} (event_id, consumer_name, tenant_id)
+             insert into ${n.inbox} (event_id, consumer_name, tenant_id)
              select event_id, consumer, tenant_id from o where status = 'delivered'
            )
            select (select count(*) from o)::int as recorded, (select count(*) from settled)::int as events,
                   -- the fence returns the count it checked: the leases released
-                  ${LEASE_FENCE}($13, (select count(*) from released)::int) as released`;
+                  ${n.leaseFence}($13, (select count(*) from released)::int) as released`;
+}
 
 /**
  * Records a batch's outcomes in one statement: updates the leased deliveries still owned (fenced by the lease
@@ -179,6 +185,7 @@ export const PAIR_OUTCOME_TEXT = `with o as (
  * Returns one row: `recorded` (deliveries written), `events` (events settled), `released` (event leases deleted).
  */
 export function recordOutcomes(
+  n: OutboxNames,
   outcomes: readonly DeliveryOutcome[],
   leaseToken: string,
   { fenced = false }: { fenced?: boolean } = {},
@@ -200,7 +207,7 @@ export function recordOutcomes(
   // the prepared statement takes every lease for granted until its fence: only for a fenced batch of pairs
   const pairsOnly = fenced && rows === 0;
   return {
-    text: pairsOnly ? PAIR_OUTCOME_TEXT : OUTCOME_TEXT,
+    text: pairsOnly ? pairOutcomeText(n) : outcomeText(n),
     prepared: pairsOnly ? PAIR_OUTCOME_NAME : undefined,
     values: [
       column(outcomes, (o) => o.deliveryId),
