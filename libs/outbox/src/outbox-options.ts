@@ -9,11 +9,10 @@ import type {
   ResolvedOutboxOptions,
 } from './interfaces/outbox-module-options.interface';
 
-/** Defaults, written once. */
-export const OUTBOX_DEFAULTS: ResolvedOutboxOptions = {
+/** Defaults, written once (the names are not an option: they are made from `schema`). */
+export const OUTBOX_DEFAULTS: Omit<ResolvedOutboxOptions, 'names'> = {
   dataSource: undefined,
   schema: DEFAULT_OUTBOX_SCHEMA,
-  names: outboxNames(DEFAULT_OUTBOX_SCHEMA),
   relay: {
     enabled: true,
     pollIntervalMs: 1000,
@@ -50,6 +49,8 @@ export const OUTBOX_DEFAULTS: ResolvedOutboxOptions = {
   transactionHost: false,
 };
 
+const DEFAULT_NAMES = outboxNames(DEFAULT_OUTBOX_SCHEMA);
+
 /** Options merged with defaults, plus every problem found in them (reported together at boot). */
 export interface OptionsResolution {
   options: ResolvedOutboxOptions;
@@ -61,6 +62,8 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
   const options: ResolvedOutboxOptions = {
     ...OUTBOX_DEFAULTS,
     ...stripUndefined(raw),
+    // replaced below once the schema is checked
+    names: DEFAULT_NAMES,
     relay: { ...OUTBOX_DEFAULTS.relay, ...stripUndefined(raw.relay ?? {}) },
     backoff: { ...OUTBOX_DEFAULTS.backoff, ...stripUndefined(raw.backoff ?? {}) },
     registry: { ...OUTBOX_DEFAULTS.registry, ...stripUndefined(raw.registry ?? {}) },
@@ -80,7 +83,7 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
   };
   // the names are spliced into SQL text: made only from a schema that passed the check (boot fails otherwise)
   const schemaRule = schemaProblem(options.schema);
-  options.names = schemaRule === null ? outboxNames(options.schema) : OUTBOX_DEFAULTS.names;
+  if (schemaRule === null) options.names = outboxNames(options.schema);
   if (schemaRule !== null) problems.push(messages.badOption('schema', schemaRule, options.schema));
   const { relay, registry, retention, webhookSubscriptions } = options;
   report(durationProblem('relay.pollIntervalMs', relay.pollIntervalMs));

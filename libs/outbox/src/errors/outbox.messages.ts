@@ -87,6 +87,9 @@ export const messages = {
     `${host} is request-scoped (or depends on a request-scoped provider); outbox consumers must be singletons`,
   badOption: (field: string, expected: string, value: unknown): string =>
     `option ${field} must be ${expected}, got ${describe(value)}`,
+  unknownPublicInMigration: (migration: string, excerpt: string): string =>
+    `migration ${migration} sends "${excerpt}", and outboxMigrationsFor cannot tell whether that public is the ` +
+    'schema or the PUBLIC role: teach sqlInSchema (migrations/outbox-migrations.factory.ts) this spelling',
   handlerTimeout: (consumer: string, ms: number): string =>
     `handler ${consumer} did not settle within ${ms} ms`,
   tenantChanged: (consumer: string, tenantSetting: string, value: unknown, tenantId: string): string =>
