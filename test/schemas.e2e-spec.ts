@@ -1,6 +1,17 @@
 import { Injectable, type Provider } from '@nestjs/common';
+import { ScheduleModule } from '@nestjs/schedule';
+import { Test } from '@nestjs/testing';
+import { TypeOrmModule } from '@nestjs/typeorm';
 import { Client } from 'pg';
-import { OnOutboxEvent, OutboxConfigurationError, type OutboxEvent } from 'nestjs-pg-outbox';
+import { DataSource } from 'typeorm';
+import {
+  OnOutboxEvent,
+  OutboxConfigurationError,
+  OutboxModule,
+  OutboxRelay,
+  OutboxService,
+  type OutboxEvent,
+} from 'nestjs-pg-outbox';
 import { outboxNames } from '../libs/outbox/src/store/sql';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, migrateOutbox, type TestDatabase } from './support/test-database';
@@ -139,6 +150,38 @@ describe('two apps in one database, each in its own schema', () => {
       expect(received).toEqual([`outbox_wakeup_billing:${TENANT}`, 'outbox_wakeup:marker']);
     } finally {
       await listener.end();
+    }
+  });
+
+  it('takes the schema from forRootAsync as from forRoot', async () => {
+    const module = await Test.createTestingModule({
+      imports: [
+        ScheduleModule.forRoot(),
+        TypeOrmModule.forRoot({ type: 'postgres', url: db.url }),
+        OutboxModule.forRootAsync({
+          useFactory: async () => ({ schema: BILLING, relay: { enabled: false } }),
+        }),
+      ],
+      providers: [Audit],
+    }).compile();
+    module.useLogger(false);
+    await module.init();
+    try {
+      const outbox = module.get(OutboxService);
+      const id = await module
+        .get(DataSource)
+        .transaction((m) => outbox.enqueue(m, { tenantId: TENANT, eventName: EVENT, payload: {} }));
+      const count = async (table: string): Promise<number> =>
+        (await db.sql<{ n: number }>(`select count(*)::int as n from ${table} where id = $1`, [id]))[0]!.n;
+      expect([await count(inPublic.events), await count(inBilling.events)]).toEqual([0, 1]);
+      const billingEvents = await ids(inBilling.events);
+      await module.get(OutboxRelay).drain();
+      // with whatever earlier tests left pending in billing, and nothing of public's
+      const seen = module.get(Audit).seen;
+      expect(seen).toContain(id);
+      expect(seen.filter((e) => !billingEvents.includes(e))).toEqual([]);
+    } finally {
+      await module.close();
     }
   });
 

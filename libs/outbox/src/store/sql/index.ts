@@ -2,7 +2,7 @@
  * The statements of the relay, enqueue and wake-up, one file per operation (the operator's statements are in
  * `admin.ts`, the webhook subscriptions' in `webhooks.ts`). Every statement on the outbox tables is a function
  * returning `{ text, values }`: values are always parameters, never interpolated; identifiers come from
- * `schema.ts`; bulk work is one statement over arrays.
+ * the `OutboxNames` of `schema.ts`, every builder's first parameter; bulk work is one statement over arrays.
  */
 export * from './statement';
 export * from './schema';
