@@ -1,4 +1,6 @@
+import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
 import { jetstream } from '@nats-io/jetstream';
 import {
   OutboxAdminService,
@@ -12,6 +14,7 @@ import {
   type OutboxInboxOutcome,
 } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
+import { TYPESCRIPT_NODE_ARGS } from './support/child-relay';
 import { TestJetStream, TestRabbitQueue, type ForwardedMessage } from './support/brokers';
 import {
   INBOX_EFFECTS_GRANT,
@@ -334,4 +337,33 @@ describe.each([
       inbox.handle(CONSUMER, message, async () => undefined, { maxDeliveries: 0 }),
     ).rejects.toMatchObject({ field: 'maxDeliveries' });
   });
+});
+
+describe('an app with the inbox', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  it('loads no broker client nor @nestjs/microservices (the adapters only type what they use)', () => {
+    const child = (inbox: boolean) => {
+      const result = spawnSync(
+        process.execPath,
+        [...TYPESCRIPT_NODE_ARGS, join(__dirname, 'support', 'inbox-peers-child.ts')],
+        {
+          cwd: join(__dirname, '..'),
+          env: { ...process.env, DATABASE_URL: db.url, INBOX: inbox ? '1' : '0' },
+          encoding: 'utf8',
+          timeout: 60_000,
+        },
+      );
+      if (result.status !== 0) throw new Error(`the child app failed:\n${result.stdout}\n${result.stderr}`);
+      return result.stdout;
+    };
+    expect(child(false)).toContain('INBOX false\nLOADED []');
+    expect(child(true)).toContain('INBOX true\nLOADED []');
+  }, 120_000);
 });
