@@ -52,20 +52,13 @@ async function rabbitConsumer(
   inbox: OutboxInbox,
   handler: Handler,
   outcomes: OutboxInboxOutcome[],
-  { type = 'quorum', crashes = 0 }: { type?: 'quorum' | 'classic'; crashes?: number } = {},
+  { type = 'quorum' }: { type?: 'quorum' | 'classic' } = {},
 ): Promise<PlainConsumer> {
   const q = await TestRabbitQueue.create(type);
   const dead: string[] = [];
-  const returned = new Map<string, number>();
   await q.channel.prefetch(10);
   await q.channel.consume(q.queue, (msg) => {
     if (!msg) return;
-    const id = String(msg.properties.messageId);
-    if ((returned.get(id) ?? 0) < crashes) {
-      // as a consumer that crashed on it: back to the queue, the inbox never saw it
-      returned.set(id, (returned.get(id) ?? 0) + 1);
-      return q.channel.nack(msg, false, true);
-    }
     void inbox
       .handle(CONSUMER, amqpInboxMessage(q.channel, msg), handler, { maxDeliveries: MAX_DELIVERIES })
       .then((outcome) => outcomes.push(outcome));
@@ -86,7 +79,6 @@ async function jetStreamConsumer(
   inbox: OutboxInbox,
   handler: Handler,
   outcomes: OutboxInboxOutcome[],
-  { crashes = 0 }: { crashes?: number } = {},
 ): Promise<PlainConsumer> {
   const s = await TestJetStream.create({ ackWaitMs: 1000 });
   const seqs = new Map<string, number>();
@@ -95,11 +87,6 @@ async function jetStreamConsumer(
   const messages = await consumer.consume({ max_messages: 10 });
   const loop = (async () => {
     for await (const msg of messages) {
-      // as a consumer that crashed on it: the server delivers it again, the inbox never saw it
-      if (msg.info.deliveryCount <= crashes) {
-        msg.nak();
-        continue;
-      }
       const message: OutboxInboxMessage = jetStreamInboxMessage(msg);
       const id = message.id ?? '';
       const settled = loseAck.delete(id) ? { ...message, ack: () => undefined } : message;
@@ -168,10 +155,7 @@ describe.each([
   });
 
   /** Starts consuming; the handler records its effect, then throws while `fails(attempt)` says so. */
-  const start = async (
-    fails: (attempt: number) => boolean = () => false,
-    crashes = 0,
-  ): Promise<PlainConsumer> => {
+  const start = async (fails: (attempt: number) => boolean = () => false): Promise<PlainConsumer> => {
     const handler: Handler = async (_payload, context) => {
       runs.push({ id: context.messageId, attempt: context.attempt });
       await recordInboxEffect(context);
@@ -179,8 +163,8 @@ describe.each([
     };
     consumer =
       broker === 'rabbitmq'
-        ? await rabbitConsumer(inbox, handler, outcomes, { crashes })
-        : await jetStreamConsumer(inbox, handler, outcomes, { crashes });
+        ? await rabbitConsumer(inbox, handler, outcomes)
+        : await jetStreamConsumer(inbox, handler, outcomes);
     return consumer;
   };
   const effects = (id: string) =>
@@ -250,23 +234,33 @@ describe.each([
     expect((await ops.app.get(OutboxAdminService).stats(TENANT_A)).inbox[CONSUMER]?.dead ?? 0).toBe(0);
   });
 
-  it('dead-letters without running the handler a message the broker delivered more than maxDeliveries times', async () => {
-    // the broker's own count (quorum queues' x-delivery-count, JetStream's): crashes leave no inbox record
-    const c = await start(() => false, MAX_DELIVERIES);
+  it('counts no delivery whose record the database refused: after the outage the handler runs once, on run 1', async () => {
+    await db.sql('revoke insert, update on consumer_inbox from outbox_app');
+    const deliveries: (number | null)[] = [];
+    const handler: Handler = async (_payload, context) => {
+      deliveries.push(context.deliveryCount);
+      runs.push({ id: context.messageId, attempt: context.attempt });
+    };
+    consumer =
+      broker === 'rabbitmq'
+        ? await rabbitConsumer(inbox, handler, outcomes)
+        : await jetStreamConsumer(inbox, handler, outcomes);
     const id = randomUUID();
-    await c.publish({ id, tenantId: TENANT_A });
-    await waitFor(() => outcomes.length === 1, { message: 'the delivery after the crashes' });
-    expect(outcomes).toEqual(['dead']);
-    expect(runs).toEqual([]);
+    try {
+      await consumer.publish({ id, tenantId: TENANT_A });
+      // more refused deliveries than maxDeliveries allows failed runs
+      await waitFor(() => outcomes.length > MAX_DELIVERIES, { message: 'deliveries the database refused' });
+    } finally {
+      await db.sql('grant insert, update on consumer_inbox to outbox_app');
+    }
+    await waitFor(() => outcomes.includes('processed'), { message: 'the delivery after the outage' });
+    expect(new Set(outcomes.slice(0, -1))).toEqual(new Set(['retry']));
+    expect(runs).toEqual([{ id, attempt: 1 }]);
+    // the broker counted every delivery
+    expect(deliveries[0]).toBeGreaterThan(MAX_DELIVERIES);
     expect(await inboxRows(id)).toEqual([
-      {
-        status: 'dead',
-        attempts: MAX_DELIVERIES + 1,
-        tenant_id: TENANT_A,
-        last_error: `it was delivered ${MAX_DELIVERIES + 1} times (at most ${MAX_DELIVERIES}) without an outcome: the consumer crashed or timed out on it`,
-      },
+      { status: 'processed', attempts: 1, tenant_id: TENANT_A, last_error: null },
     ]);
-    await waitFor(() => c.isDeadLettered(id), { message: 'the broker to hold the message as dead' });
   });
 
   it("sets the message's tenant for row-level security: a handler of tenant A sees none of B's rows", async () => {
@@ -306,7 +300,7 @@ describe.each([
   });
 
   if (broker === 'rabbitmq') {
-    it('counts the deliveries itself on a classic queue, which only flags a redelivery', async () => {
+    it('dead-letters after maxDeliveries on a classic queue too, which only flags a redelivery', async () => {
       const handler: Handler = async (_payload, context) => {
         runs.push({ id: context.messageId, attempt: context.attempt });
         throw new Error('always');

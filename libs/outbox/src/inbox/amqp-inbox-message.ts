@@ -18,9 +18,10 @@ export interface AmqpInboxChannel<TMessage> {
  * delay (the message stays unacknowledged meanwhile, so it holds a prefetch slot); dead-letter = nack without
  * requeue, which sends it to the queue's dead-letter exchange (dropped when the queue has none).
  *
- * Delivery count: quorum queues send `x-delivery-count` (redeliveries so far) and count every return, a crash
- * of the consumer included; classic queues only flag a redelivery, and the inbox then counts the failed
- * deliveries itself (a consumer killed mid-message is not counted there). Prefer quorum queues.
+ * Delivery count (`context.deliveryCount`, and the pace of redeliveries the database refused): quorum queues send
+ * `x-delivery-count` (returns so far, a crash of the consumer included); classic queues only flag a redelivery
+ * (null then). The dead-letter decision does not depend on it: the inbox counts the handler's failed runs itself.
+ * Bound crashes with a quorum queue's `x-delivery-limit`.
  */
 export function amqpInboxMessage<TMessage extends AmqpInboxSource>(
   channel: AmqpInboxChannel<TMessage>,

@@ -26,8 +26,6 @@ export const inboxMessages = {
       ? `it has no ${header} header, which names the tenant to set for row-level security`
       : `its ${header} header is ${quoted(value)}, not a tenant UUID`,
   badPayload: (why: string): string => `its payload cannot be read: ${why}`,
-  deliveriesUsed: (count: number, max: number): string =>
-    `it was delivered ${count} times (at most ${max}) without an outcome: the consumer crashed or timed out on it`,
 };
 
 function quoted(value: unknown): string {

@@ -15,8 +15,9 @@ export interface JetStreamInboxSource {
  * A JetStream message for `OutboxInbox.handle`: id from `Nats-Msg-Id`, delivery count from the server (every
  * delivery counts, an ack wait that ran out included); ack; retry = nak with the delay; dead-letter = term (the
  * server never delivers it again; an advisory `$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED` tells who listens).
- * Keep the consumer's `max_deliver` at or above the inbox's `maxDeliveries`, and its `ack_wait` above the
- * handler's longest run.
+ * Keep the consumer's `max_deliver` above the inbox's `maxDeliveries` (it bounds the deliveries that never
+ * reached the handler: crashes, a database that refused the record), and its `ack_wait` above the handler's
+ * longest run.
  */
 export function jetStreamInboxMessage(message: JetStreamInboxSource): OutboxInboxMessage {
   const header = (name: string): string | undefined => message.headers?.get(name) || undefined;

@@ -3,8 +3,11 @@ import type { OutboxBackoffOptions } from '../interfaces/outbox-module-options.i
 /** Options of `OutboxInboxModule.forRoot()`. */
 export interface OutboxInboxModuleOptions {
   /**
-   * Deliveries of one message before it is dead-lettered (RabbitMQ: nack without requeue, to the queue's
-   * dead-letter exchange; JetStream: term), the inbox row marked `dead`. Default: `5`.
+   * Runs of a consumer's handler on one message that may fail before the message is dead-lettered (RabbitMQ: nack
+   * without requeue, to the queue's dead-letter exchange; JetStream: term), the inbox row marked `dead`. Counted
+   * by the inbox, on every broker and queue type: deliveries that never reached the handler (the database refused
+   * the record, the consumer crashed) are bounded by the broker's own limit (`x-delivery-limit`, `max_deliver`).
+   * Default: `5`.
    */
   maxDeliveries?: number;
   /**

@@ -9,7 +9,7 @@ export interface OutboxInboxMessage {
   readonly id: string | undefined;
   /** A header's text value, or undefined when the message does not carry it. */
   header(name: string): string | undefined;
-  /** The broker's 1-based delivery number, or null when it does not know it (then the inbox counts). */
+  /** The broker's 1-based delivery number, or null when it does not know it (for the redelivery delay). */
   readonly deliveryCount: number | null;
   /** Whether `retry` makes the broker deliver the message again. Default: true. */
   readonly redeliverable?: boolean;
@@ -38,8 +38,10 @@ export interface OutboxInboxContext {
   readonly tenantId: string;
   /** The event name (`x-outbox-event` header), or null when the message has none. */
   readonly eventName: string | null;
-  /** 1-based number of this delivery (the broker's count, or the inbox's own when it is larger). */
+  /** 1-based number of this run of the handler on the message (failed runs are counted in the inbox row). */
   readonly attempt: number;
+  /** The broker's 1-based delivery number (crashes and refused deliveries included), or null when it has none. */
+  readonly deliveryCount: number | null;
   /** A header of the message, or undefined. */
   header(name: string): string | undefined;
 }
@@ -59,6 +61,6 @@ export type OutboxInboxOutcome = 'processed' | 'duplicate' | 'retry' | 'dead';
 
 /** Options of one consumer of the inbox (`OutboxInbox.handle`, `@InboxHandler`). */
 export interface OutboxInboxConsumerOptions {
-  /** Deliveries before the message is dead-lettered. Default: the module's `maxDeliveries`. */
+  /** Failed runs of the handler before the message is dead-lettered. Default: the module's `maxDeliveries`. */
   maxDeliveries?: number;
 }

@@ -23,8 +23,20 @@ import type {
 
 const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/** One delivery of a message to a consumer, as the failure paths need it. */
+interface Delivery {
+  message: OutboxInboxMessage;
+  key: q.InboxKey;
+  messageId: string;
+  /** The broker's delivery number, or null. */
+  deliveryCount: number | null;
+  maxDeliveries: number;
+}
+
 /** A message's key without its consumer, or why it cannot be processed at all. */
-type Received = { key: Omit<q.InboxKey, 'consumer'>; messageId: string } | { problem: string };
+type Received =
+  | { key: Omit<q.InboxKey, 'consumer'>; messageId: string; deliveryCount: number | null }
+  | { problem: string };
 
 /**
  * The inbox of messages from a broker: runs a consumer's handler once per message, in a transaction that first
@@ -71,22 +83,27 @@ export class OutboxInbox {
       return 'dead';
     }
     const key: q.InboxKey = { ...received.key, consumer };
-    const failure = { message, key, messageId: received.messageId, maxDeliveries };
+    const failure: Delivery = {
+      message,
+      key,
+      messageId: received.messageId,
+      deliveryCount: received.deliveryCount,
+      maxDeliveries,
+    };
     let payload: TPayload;
     try {
       payload = message.payload() as TPayload;
     } catch (error) {
       return this.failed(failure, inboxMessages.badPayload(errorText(error)), true);
     }
-    if (key.deliveryCount !== null && key.deliveryCount > maxDeliveries)
-      return this.failed(failure, inboxMessages.deliveriesUsed(key.deliveryCount, maxDeliveries), true);
 
-    const runner = this.wired().store.dataSource().createQueryRunner();
+    const { store, tenantSetting } = this.wired();
+    const runner = store.dataSource().createQueryRunner();
     let attempt: number | null = null;
     try {
       await runner.startTransaction();
-      await this.wired().store.rows(runner, q.setInboxTenant(this.wired().tenantSetting, key.tenantId));
-      const [claim] = await this.wired().store.rows<q.InboxClaimRow>(runner, q.claimInboxMessage(key));
+      await store.rows(runner, q.setInboxTenant(tenantSetting, key.tenantId));
+      const [claim] = await store.rows<q.InboxClaimRow>(runner, q.claimInboxMessage(key));
       if (claim) {
         attempt = claim.attempts;
         const context: OutboxInboxContext = {
@@ -96,6 +113,7 @@ export class OutboxInbox {
           tenantId: key.tenantId,
           eventName: message.header(OUTBOX_MESSAGE_HEADERS.event) ?? null,
           attempt,
+          deliveryCount: received.deliveryCount,
           header: (name) => message.header(name),
         };
         await this.bound(handler)(payload, context);
@@ -105,13 +123,7 @@ export class OutboxInbox {
       if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
       if (attempt !== null) return this.failed(failure, errorText(error), false);
       // the record could not be written (database unreachable, grants, row-level security): not the message's fault
-      this.logger.error(
-        `inbox ${consumer}: message ${received.messageId} (tenant ${key.tenantId}) could not be recorded, redelivering: ${errorText(error)}`,
-      );
-      await this.settle(consumer, () =>
-        message.retry(backoffDelayMs(key.deliveryCount ?? 1, this.options.redelivery)),
-      );
-      return 'retry';
+      return this.unrecorded(failure, `could not be recorded: ${errorText(error)}`);
     } finally {
       await runner.release();
     }
@@ -135,18 +147,14 @@ export class OutboxInbox {
     else return { problem: inboxMessages.badTenant(header, tenant) };
     const count = message.deliveryCount;
     const deliveryCount = Number.isSafeInteger(count) && (count as number) >= 1 ? (count as number) : null;
-    return { key: { ...inboxEventId(id), tenantId, deliveryCount }, messageId: id };
+    return { key: { ...inboxEventId(id), tenantId }, messageId: id, deliveryCount };
   }
 
   /**
    * Records a failed delivery in a transaction of its own and settles the message: dead-lettered once its
    * deliveries are used up (or at once when `dead`), else handed back for redelivery after the backoff.
    */
-  private async failed(
-    f: { message: OutboxInboxMessage; key: q.InboxKey; messageId: string; maxDeliveries: number },
-    error: string,
-    dead: boolean,
-  ): Promise<OutboxInboxOutcome> {
+  private async failed(f: Delivery, error: string, dead: boolean): Promise<OutboxInboxOutcome> {
     const { message, key, messageId, maxDeliveries } = f;
     const where = `inbox ${key.consumer}: message ${messageId} (tenant ${key.tenantId})`;
     let row: q.InboxFailureRow | undefined;
@@ -160,13 +168,10 @@ export class OutboxInbox {
         );
       });
     } catch (recordError) {
-      this.logger.error(
-        `${where} failed (${error}) and the failure could not be recorded, redelivering: ${errorText(recordError)}`,
+      return this.unrecorded(
+        f,
+        `failed (${error}) and the failure could not be recorded: ${errorText(recordError)}`,
       );
-      await this.settle(key.consumer, () =>
-        message.retry(backoffDelayMs(key.deliveryCount ?? 1, this.options.redelivery)),
-      );
-      return 'retry';
     }
     if (!row) {
       // another delivery of the message committed meanwhile
@@ -188,6 +193,17 @@ export class OutboxInbox {
       );
     await this.settle(key.consumer, () =>
       message.retry(backoffDelayMs(row.attempts, this.options.redelivery)),
+    );
+    return 'retry';
+  }
+
+  /** Hands back a message whose delivery left no record (so it is not counted), after the backoff of its count. */
+  private async unrecorded(f: Delivery, why: string): Promise<OutboxInboxOutcome> {
+    this.logger.error(
+      `inbox ${f.key.consumer}: message ${f.messageId} (tenant ${f.key.tenantId}) ${why}; redelivering`,
+    );
+    await this.settle(f.key.consumer, () =>
+      f.message.retry(backoffDelayMs(f.deliveryCount ?? 1, this.options.redelivery)),
     );
     return 'retry';
   }

@@ -5,8 +5,8 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  *
  * - `status`: `processed` (what every row was so far, and what the relay still writes), `retrying` (the handler
  *   failed, the broker redelivers) or `dead` (dead-lettered after the last delivery allowed).
- * - `attempts`: deliveries that ran the handler (or that the broker counted), for the dead-letter decision on
- *   brokers that do not count redeliveries (RabbitMQ classic queues).
+ * - `attempts`: runs of the handler on the message (the failed ones, and the one that committed), for the
+ *   dead-letter decision: counted by the inbox, whatever the broker counts.
  * - `message_id`: the broker's message id as sent, when it is not a UUID (`event_id` then holds a UUID derived
  *   from it); null for outbox events, whose id is `event_id`.
  * - `last_error`, `first_seen_at`, `last_seen_at`: for the operator; null on the rows the relay writes.

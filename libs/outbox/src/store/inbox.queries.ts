@@ -11,7 +11,7 @@ export function setInboxTenant(tenantSetting: string, tenantId: string): SqlStat
   return { text: `select set_config($1, $2, true)`, values: [tenantSetting, tenantId] };
 }
 
-/** The key of one message for one consumer, and what the broker said of its deliveries. */
+/** The key of one message for one consumer. */
 export interface InboxKey {
   /** `event_id`: the message id, or a UUID derived from it (see `inboxEventId`). */
   eventId: string;
@@ -19,13 +19,11 @@ export interface InboxKey {
   tenantId: string;
   /** The message id as sent, when it is not the UUID in `eventId`. */
   messageId: string | null;
-  /** The broker's 1-based delivery number, or null when it does not count (the inbox counts then). */
-  deliveryCount: number | null;
 }
 
 /** What `claimInboxMessage` returns when the message is this consumer's to process. */
 export interface InboxClaimRow {
-  /** The delivery number: the broker's count, or the inbox's own when that is larger. */
+  /** The handler's runs on this message, this one included. */
   attempts: number;
 }
 
@@ -36,24 +34,23 @@ export interface InboxClaimRow {
  *
  * Locking: the primary key serialises two deliveries of one message (a redelivery while the first is still
  * running): the second insert waits for the first transaction's row, then sees it processed (no row) or, if
- * it rolled back, inserts its own. A `retrying` or `dead` row (a failed delivery, or a message dead-lettered
- * and then published again) is taken over by the update.
+ * it rolled back, inserts its own. A `retrying` or `dead` row (a failed run, or a message dead-lettered and
+ * then published again) is taken over by the update.
  */
 export function claimInboxMessage(key: InboxKey): SqlStatement {
   return {
     text: `insert into ${INBOX} as i (event_id, consumer_name, tenant_id, message_id, status, attempts,
                                       first_seen_at, last_seen_at, processed_at)
-           values ($1, $2, $3, $4, 'processed', greatest(1, $5::int), now(), now(), now())
+           values ($1, $2, $3, $4, 'processed', 1, now(), now(), now())
            on conflict (event_id, consumer_name) do update
-              set status = 'processed', attempts = greatest(i.attempts + 1, $5::int), last_seen_at = now(),
-                  processed_at = now()
+              set status = 'processed', attempts = i.attempts + 1, last_seen_at = now(), processed_at = now()
             where i.status <> 'processed'
            returning i.attempts`,
-    values: [key.eventId, key.consumer, key.tenantId, key.messageId, key.deliveryCount ?? 0],
+    values: [key.eventId, key.consumer, key.tenantId, key.messageId],
   };
 }
 
-/** What `recordInboxFailure` returns: the row's state after this delivery failed. */
+/** What `recordInboxFailure` returns: the row's state after this run failed. */
 export interface InboxFailureRow {
   status: 'retrying' | 'dead';
   attempts: number;
@@ -61,8 +58,8 @@ export interface InboxFailureRow {
 
 /**
  * After the handler's transaction rolled back (or before it began, for a message that cannot be processed),
- * in a transaction of its own: counts the failed delivery and marks the message `dead` once `maxDeliveries`
- * are used (or at once when `dead` is true), else `retrying`. No row: the consumer has processed the message
+ * in a transaction of its own: counts the failed run and marks the message `dead` once `maxDeliveries` runs
+ * failed (or at once when `dead` is true), else `retrying`. No row: the consumer has processed the message
  * meanwhile (a concurrent delivery committed): nothing failed.
  */
 export function recordInboxFailure(
@@ -72,25 +69,15 @@ export function recordInboxFailure(
   return {
     text: `insert into ${INBOX} as i (event_id, consumer_name, tenant_id, message_id, status, attempts, last_error,
                                       first_seen_at, last_seen_at, processed_at)
-           values ($1, $2, $3, $4,
-                   case when $8::boolean or greatest(1, $5::int) >= $7 then 'dead' else 'retrying' end,
-                   greatest(1, $5::int), $6, now(), now(), null)
+           values ($1, $2, $3, $4, case when $7::boolean or $6 <= 1 then 'dead' else 'retrying' end, 1, $5,
+                   now(), now(), null)
            on conflict (event_id, consumer_name) do update
-              set attempts = greatest(i.attempts + 1, $5::int),
-                  status = case when $8::boolean or greatest(i.attempts + 1, $5::int) >= $7 then 'dead' else 'retrying' end,
+              set attempts = i.attempts + 1,
+                  status = case when $7::boolean or i.attempts + 1 >= $6 then 'dead' else 'retrying' end,
                   last_error = excluded.last_error, last_seen_at = now()
             where i.status <> 'processed'
            returning i.status, i.attempts`,
-    values: [
-      key.eventId,
-      key.consumer,
-      key.tenantId,
-      key.messageId,
-      key.deliveryCount ?? 0,
-      p.error,
-      p.maxDeliveries,
-      p.dead,
-    ],
+    values: [key.eventId, key.consumer, key.tenantId, key.messageId, p.error, p.maxDeliveries, p.dead],
   };
 }
 
