@@ -157,7 +157,7 @@ describe('the inbox on @nestjs/microservices handlers (@InboxHandler, @InboxCont
     let queue: TestRabbitQueue;
     let micro: INestMicroservice;
     let probe: InboxProbe;
-    beforeAll(async () => {
+    beforeEach(async () => {
       queue = await TestRabbitQueue.create('quorum');
       ({ micro, probe } = await startMicroservice(
         appRole.url,
@@ -177,7 +177,7 @@ describe('the inbox on @nestjs/microservices handlers (@InboxHandler, @InboxCont
         new CapturingLogger(),
       ));
     });
-    afterAll(async () => {
+    afterEach(async () => {
       await micro?.close();
       await queue?.close();
     });
@@ -244,7 +244,7 @@ describe('the inbox on @nestjs/microservices handlers (@InboxHandler, @InboxCont
     let micro: INestMicroservice;
     let probe: InboxProbe;
     let logger: CapturingLogger;
-    beforeAll(async () => {
+    beforeEach(async () => {
       stream = await TestJetStream.create({ deliverSubject: PUSH_SUBJECT });
       nc = await natsConnect({ servers: NATS_SERVERS });
       logger = new CapturingLogger();
@@ -258,7 +258,7 @@ describe('the inbox on @nestjs/microservices handlers (@InboxHandler, @InboxCont
         logger,
       ));
     });
-    afterAll(async () => {
+    afterEach(async () => {
       await micro?.close();
       await nc?.close();
       await stream?.close();
