@@ -100,6 +100,7 @@ export class OutboxInbox {
     const { store, tenantSetting } = this.wired();
     const runner = store.dataSource().createQueryRunner();
     let attempt: number | null = null;
+    let thrown: { error: unknown } | null = null;
     try {
       await runner.startTransaction();
       await store.rows(runner, q.setInboxTenant(tenantSetting, key.tenantId));
@@ -120,13 +121,14 @@ export class OutboxInbox {
       }
       await runner.commitTransaction();
     } catch (error) {
+      thrown = { error };
       if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
-      if (attempt !== null) return this.failed(failure, errorText(error), false);
-      // the record could not be written (database unreachable, grants, row-level security): not the message's fault
-      return this.unrecorded(failure, `could not be recorded: ${errorText(error)}`);
     } finally {
       await runner.release();
     }
+    if (thrown && attempt !== null) return this.failed(failure, errorText(thrown.error), false);
+    // the record could not be written (database unreachable, grants, row-level security): not the message's fault
+    if (thrown) return this.unrecorded(failure, `could not be recorded: ${errorText(thrown.error)}`);
     await this.settle(consumer, () => message.ack());
     if (attempt === null) {
       this.logger.debug(`inbox ${consumer}: message ${received.messageId} is a duplicate, skipped`);
