@@ -257,6 +257,8 @@ describe('the inbox on @nestjs/microservices handlers (@InboxHandler, @InboxCont
         },
         logger,
       ));
+      // core NATS drops what no subscription takes: wait until the server has the microservice's subscriptions
+      await (micro as unknown as { unwrap<T>(): T }).unwrap<NatsConnection>().flush();
     });
     afterEach(async () => {
       await micro?.close();
