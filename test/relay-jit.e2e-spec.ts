@@ -28,9 +28,10 @@ class JitProbe {
 /**
  * PostgreSQL JIT-compiles a plan whose estimated cost passes `jit_above_cost` (on by default where PostgreSQL
  * is built with LLVM, as Debian's packages are). The relay's statements are small but their estimates are not
- * (a generic plan's least of all): compiled on each execution, a claim took 1.8 s instead of 4 ms on
- * PostgreSQL 15. The relay turns JIT off in its own transactions. Here the database asks for JIT on every
- * statement (all thresholds at 0), so any plan the relay runs with JIT would show it.
+ * (a generic plan's least of all), and a plan is compiled on each of its executions
+ * (docs/adr/0605-no-jit-and-asynchronous-commit-for-the-claim.md). The relay turns JIT off in its own
+ * transactions. Here the database asks for JIT on every statement (all thresholds at 0), so any plan the relay
+ * runs with JIT would show it.
  */
 describe('JIT compilation in the relay', () => {
   let db: TestDatabase;

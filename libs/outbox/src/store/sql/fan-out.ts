@@ -124,7 +124,7 @@ export const FAN_OUT_TEXT = `with fresh as (
     -- a leased event, once, with the consumers of its in-process pairs (one entry per event, not one per
     -- pair): a new event's are its name's; only an event already fanned out (\`processing\` in this
     -- statement's snapshot) looks up its own. Subqueries, not joins: a join of two CTEs can become a loop over
-    -- one for each row of the other (10,000 comparisons per claim in a generic plan made over a large history)
+    -- one for each row of the other (quadratic in the batch, in a generic plan made over a large history)
     (select coalesce(json_agg(r order by r.event_seq::bigint), '[]')
        from (select l.claim_count, e.id as event_id, e.tenant_id, e.event_name, e.payload, e.aggregate_type,
                     e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version, e.seq::text as event_seq,
@@ -143,15 +143,16 @@ export const FAN_OUT_TEXT = `with fresh as (
  * Fans new events of this tenant out to their consumers: claims pending events (`skip locked`, in insert
  * order) and inserts one delivery row per matching consumer of the persisted registry (`outbox_consumers`,
  * every consumer some instance reported within `liveWithinMs`), so that a consumer hosted only by other
- * instances (a rolling deploy, dedicated workers) still gets its rows. Rows of consumers this instance hosts
- * are leased to it at once (attempt 1), except ordered ones, which the due-claim that follows in the same
- * transaction takes when nothing earlier in their aggregate is open; tenant-scoped consumers (run-time webhook
- * subscriptions) come as arrays; the others wait as `pending` for an instance that hosts them.
+ * instances (a rolling deploy, dedicated workers) still gets its rows (docs/adr/0608-persisted-consumer-registry.md).
+ * Rows of consumers this instance hosts are leased to it at once (attempt 1), except ordered ones, which the
+ * due-claim that follows in the same transaction takes when nothing earlier in their aggregate is open;
+ * tenant-scoped consumers (run-time webhook subscriptions) come as arrays; the others wait as `pending` for an
+ * instance that hosts them.
  *
  * Hosted in-process consumers (not ordered) get no row here: their pairs are claimed through the event, with a
- * lease in `outbox_event_leases` (unlogged), and their rows are written once, with the outcome. An event whose
- * consumers are all of that kind is not written at all by the claim: it stays `pending` (with a live lease, the
- * next claims pass it by) until the outcome statement settles it. Other events become `processing` with their
+ * lease in `outbox_event_leases` (unlogged: docs/adr/0601-event-leases-in-an-unlogged-table.md), and their rows
+ * are written once, with the outcome. An event whose consumers are all of that kind is not written at all by the
+ * claim: it stays `pending` (with a live lease, the next claims pass it by) until the outcome statement settles it. Other events become `processing` with their
  * count of open deliveries, or `no_handlers` when nothing listens. An expired event lease means the relay that
  * held it never recorded its outcomes: the event is claimed again (`claim_count` + 1) for the pairs whose row
  * was never written. The lease upsert is the arbiter between relays: a claim whose lease insert loses leaves the
