@@ -9,8 +9,8 @@ import {
 import { fanOutPendingEvents, setTransactionContext } from '../libs/outbox/src/store/sql';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { enqueueIn, enqueueManyIn, TENANT } from './support/outbox-fixture';
 
-const TENANT = '77777777-7777-4777-8777-777777777777';
 const EVENT = 'test.jit.v1';
 
 /** Reads, in the batch transaction it runs in, whether PostgreSQL may JIT-compile its plans. */
@@ -52,20 +52,16 @@ describe('JIT compilation in the relay', () => {
 
   it('is off in the transactions where handlers run, though the database turns it on', async () => {
     expect(await t.dataSource.query(`select current_setting('jit') as jit`)).toEqual([{ jit: 'on' }]);
-    await t.dataSource.transaction((m) =>
-      t.outbox.enqueueMany(
-        m,
-        [1, 2, 3].map((i) => ({ tenantId: TENANT, eventName: EVENT, payload: { i } })),
-      ),
+    await enqueueManyIn(
+      t,
+      [1, 2, 3].map((i) => ({ eventName: EVENT, payload: { i } })),
     );
     expect((await t.relay.runOnce()).succeeded).toBe(3);
     expect(t.app.get(JitProbe).seen).toEqual(['off', 'off', 'off']);
   });
 
   it("compiles nothing when the claim's prepared plan runs as the relay runs it", async () => {
-    await t.dataSource.transaction((m) =>
-      t.outbox.enqueue(m, { tenantId: TENANT, eventName: EVENT, payload: { i: 4 } }),
-    );
+    await enqueueIn(t, { eventName: EVENT, payload: { i: 4 } });
     expect((await t.relay.runOnce()).succeeded).toBe(1);
     const [prepared] = await t.dataSource.query<{ name: string }[]>(
       `select name from pg_prepared_statements where name like 'outbox\\_fan\\_out\\_%'`,

@@ -12,7 +12,13 @@ import {
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { createLoginRole, type TestRole } from './support/test-roles';
-import { EFFECTS_TABLE_SQL, recordEffect } from './support/effects';
+import {
+  EFFECTS_GRANT,
+  EFFECTS_TABLE,
+  EFFECTS_TABLE_SQL,
+  recordEffect,
+  truncateOutbox,
+} from './support/outbox-fixture';
 
 const A = '0a0a0a0a-0000-4000-8000-00000000000a';
 const B = '0b0b0b0b-0000-4000-8000-00000000000b';
@@ -45,7 +51,7 @@ describe('tenancy and row-level security (app and relay on non-superuser, non-ow
   beforeAll(async () => {
     db = await createTestDatabase([EFFECTS_TABLE_SQL]);
     appRole = await createLoginRole(db, 'outbox_app');
-    relayRole = await createLoginRole(db, 'outbox_relay', ['grant insert on test_effects to $ROLE']);
+    relayRole = await createLoginRole(db, 'outbox_relay', [EFFECTS_GRANT]);
     web = await buildApp({ url: appRole.url });
     worker = await buildApp({ url: relayRole.url, providers: [TenantConsumers], poolSize: 1 });
     admin = worker.app.get(OutboxAdminService);
@@ -59,7 +65,7 @@ describe('tenancy and row-level security (app and relay on non-superuser, non-ow
     await relayRole?.drop();
   });
   beforeEach(async () => {
-    await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox, test_effects');
+    await truncateOutbox(db, EFFECTS_TABLE);
   });
 
   /** Enqueues through the web app in a transaction whose tenant context is `context` (or none). */
@@ -227,7 +233,7 @@ describe('single-tenant mode (tenancy off)', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase([EFFECTS_TABLE_SQL]);
-    relayRole = await createLoginRole(db, 'outbox_relay', ['grant insert on test_effects to $ROLE']);
+    relayRole = await createLoginRole(db, 'outbox_relay', [EFFECTS_GRANT]);
     appRole = await createLoginRole(db, 'outbox_app');
     // Neither the app nor the relay is the owner, and the app sets no tenant: an unset setting means the
     // single tenant in the policies.

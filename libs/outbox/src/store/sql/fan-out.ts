@@ -1,5 +1,6 @@
 import { FAN_OUT_NAME, type SqlStatement } from './statement';
 import { CONSUMERS, DELIVERIES, EVENT_LEASES, EVENTS } from './schema';
+import { eventPatternMatch } from './event-pattern';
 
 // The columns the fan-out needs come straight from the locked rows (the latest versions: `for update` re-checks
 // the conditions on them), not from a second read of the same rows. The live leases of the tenant are read once
@@ -39,8 +40,7 @@ export const FAN_OUT_TEXT = `with fresh as (
                from unnest($7::text[], $8::text[], $9::boolean[]) as t(name, patterns, ordered)
            ) c
         on exists (select 1 from unnest(c.event_patterns) as p(pattern)
-                    where p.pattern = '*' or p.pattern = n.event_name
-                       or (right(p.pattern, 2) = '.*' and starts_with(n.event_name, left(p.pattern, -1))))
+                    where ${eventPatternMatch('p.pattern', 'n.event_name')})
   ), route_sets as (
     -- per event name: how many consumers, whether in-process pairs, and which (space-separated: names of this
     -- instance's own in-process consumers, which never hold a space — checked at boot — so no array to parse)
@@ -156,9 +156,9 @@ export const FAN_OUT_TEXT = `with fresh as (
  * count of open deliveries, or `no_handlers` when nothing listens. An expired event lease means the relay that
  * held it never recorded its outcomes: the event is claimed again (`claim_count` + 1) for the pairs whose row
  * was never written. The lease upsert is the arbiter between relays: a claim whose lease insert loses leaves the
- * event alone. Pattern matching mirrors `matchesEventPattern`: `*`, an exact name, or a `prefix.*`; it is done
- * once per event name in the batch (a batch usually holds a few names), and a new event takes its name's
- * consumers; only an event already fanned out is looked at pair by pair.
+ * event alone. Patterns are matched by `eventPatternMatch` (the rule of `matchesEventPattern`) once per event
+ * name in the batch (a batch usually holds a few names), and a new event takes its name's consumers; only an
+ * event already fanned out is looked at pair by pair.
  *
  * Returns one row (`FanOutResult`): `deliveries` (the delivery rows leased, each with its event), `leases` (the
  * events leased by this claim, with their claim count and, in `pairs`, the consumers of their in-process
