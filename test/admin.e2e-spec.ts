@@ -14,11 +14,21 @@ import {
 import { buildApp, type TestApp } from './support/build-app';
 import { buildHttpApp, type HttpTestApp } from './support/http-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
-import { EFFECTS_TABLE_SQL, recordEffect } from './support/effects';
+import {
+  deliveryOf,
+  EFFECTS_TABLE,
+  EFFECTS_TABLE_SQL,
+  enqueueIn,
+  eventOf,
+  makeRetriesDue,
+  recordEffect,
+  TENANT,
+  TENANTS,
+  truncateOutbox,
+} from './support/outbox-fixture';
 import { waitFor } from './support/wait-for';
 
-const TENANT = 'c4d5e6f7-0a1b-4c2d-8e3f-405162738495';
-const OTHER = 'd5e6f708-1b2c-4d3e-9f40-516273849506';
+const OTHER = TENANTS[1];
 const fast = { maxAttempts: 2, backoff: { baseMs: 1, capMs: 1, jitter: 0 } };
 
 /** `billing` takes every order event, `shipping` only placed ones; each fails while broken or when the payload says so. */
@@ -71,20 +81,18 @@ afterAll(async () => {
   await db?.drop();
 });
 beforeEach(async () => {
-  await db.sql(
-    'truncate event_outbox, outbox_deliveries, consumer_inbox, test_effects, outbox_consumers, outbox_consumer_instances',
-  );
+  await truncateOutbox(db, EFFECTS_TABLE, 'outbox_consumers', 'outbox_consumer_instances');
   await t.relay.heartbeat();
   consumers.calls.length = 0;
   consumers.broken.clear();
 });
 
 const enqueue = (eventName: string, payload: Record<string, unknown> = {}, tenantId = TENANT) =>
-  t.dataSource.transaction((m) => t.outbox.enqueue(m, { tenantId, eventName, payload }));
+  enqueueIn(t, { tenantId, eventName, payload });
 /** Drains, making retries due at once, until no delivery is waiting. */
 const settle = async (): Promise<void> => {
   for (let round = 0; round < 10; round++) {
-    await db.sql(`update outbox_deliveries set next_attempt_at = now() where status = 'failed'`);
+    await makeRetriesDue(db);
     await t.relay.drain();
     const [{ n }] = await db.sql<{ n: number }>(
       `select count(*)::int as n from outbox_deliveries where status in ('pending', 'failed', 'processing')`,
@@ -93,11 +101,6 @@ const settle = async (): Promise<void> => {
   }
   throw new Error('deliveries did not settle');
 };
-const row = async (table: string, where: string, values: unknown[]) =>
-  (await db.sql(`select * from ${table} where ${where}`, values))[0];
-const delivery = (eventId: string, consumer: string) =>
-  row('outbox_deliveries', 'event_id = $1 and consumer_name = $2', [eventId, consumer]);
-const eventRow = (id: string) => row('event_outbox', 'id = $1', [id]);
 
 describe('OutboxAdminService', () => {
   it('counts events per status and deliveries per consumer, the oldest pending age, and orphaned consumers', async () => {
@@ -279,24 +282,28 @@ describe('OutboxAdminService', () => {
     consumers.broken.add('billing');
     const id = await enqueue('test.order.placed.v1');
     await settle();
-    const shippingBefore = await delivery(id, 'shipping');
-    expect(await eventRow(id)).toMatchObject({ status: 'failed', deliveries_open: 0, deliveries_dead: 1 });
+    const shippingBefore = await deliveryOf(db, id, 'shipping');
+    expect(await eventOf(db, id)).toMatchObject({ status: 'failed', deliveries_open: 0, deliveries_dead: 1 });
 
     consumers.broken.clear();
     consumers.calls.length = 0;
     expect(await admin.replayEvent(TENANT, id, { consumer: 'billing' })).toBe(1);
-    expect(await eventRow(id)).toMatchObject({
+    expect(await eventOf(db, id)).toMatchObject({
       status: 'processing',
       deliveries_open: 1,
       deliveries_dead: 0,
       failed_at: null,
     });
-    expect(await delivery(id, 'billing')).toMatchObject({ status: 'pending', attempt_count: 0 });
-    expect(await delivery(id, 'shipping')).toEqual(shippingBefore);
+    expect(await deliveryOf(db, id, 'billing')).toMatchObject({ status: 'pending', attempt_count: 0 });
+    expect(await deliveryOf(db, id, 'shipping')).toEqual(shippingBefore);
 
     await t.relay.drain();
     expect(consumers.calls).toEqual([{ consumer: 'billing', eventId: id }]);
-    expect(await eventRow(id)).toMatchObject({ status: 'published', deliveries_open: 0, deliveries_dead: 0 });
+    expect(await eventOf(db, id)).toMatchObject({
+      status: 'published',
+      deliveries_open: 0,
+      deliveries_dead: 0,
+    });
     expect(
       await db.sql(
         'select consumer, count(*)::int as n from test_effects group by consumer order by consumer',
@@ -313,19 +320,19 @@ describe('OutboxAdminService', () => {
     consumers.broken.add('shipping');
     const id = await enqueue('test.order.placed.v1');
     await settle();
-    expect(await eventRow(id)).toMatchObject({ status: 'failed', deliveries_dead: 2 });
+    expect(await eventOf(db, id)).toMatchObject({ status: 'failed', deliveries_dead: 2 });
 
     expect(await admin.replayEvent(TENANT, id, { consumer: 'shipping' })).toBe(1);
-    expect(await eventRow(id)).toMatchObject({ status: 'failed', deliveries_open: 1, deliveries_dead: 1 });
+    expect(await eventOf(db, id)).toMatchObject({ status: 'failed', deliveries_open: 1, deliveries_dead: 1 });
     consumers.broken.clear();
     expect(await admin.replayEvent(TENANT, id)).toBe(1);
-    expect(await eventRow(id)).toMatchObject({
+    expect(await eventOf(db, id)).toMatchObject({
       status: 'processing',
       deliveries_open: 2,
       deliveries_dead: 0,
     });
     await t.relay.drain();
-    expect(await eventRow(id)).toMatchObject({ status: 'published', deliveries_open: 0 });
+    expect(await eventOf(db, id)).toMatchObject({ status: 'published', deliveries_open: 0 });
   });
 
   it('replays the dead and failed deliveries matching a filter, with attempts reset and due now', async () => {
@@ -339,13 +346,13 @@ describe('OutboxAdminService', () => {
       `update outbox_deliveries set next_attempt_at = now() + interval '1 hour' where event_id = $1 and status = 'failed'`,
       [retrying],
     );
-    expect(await delivery(retrying, 'billing')).toMatchObject({ status: 'failed', attempt_count: 1 });
+    expect(await deliveryOf(db, retrying, 'billing')).toMatchObject({ status: 'failed', attempt_count: 1 });
 
     expect(await admin.replayFailed(TENANT, { eventName: 'test.order.cancelled.v1' })).toBe(1);
-    expect(await delivery(cancelled, 'billing')).toMatchObject({ status: 'pending', attempt_count: 0 });
+    expect(await deliveryOf(db, cancelled, 'billing')).toMatchObject({ status: 'pending', attempt_count: 0 });
     expect(await admin.replayFailed(TENANT, { consumer: 'shipping' })).toBe(0);
     expect(await admin.replayFailed(TENANT, { consumer: 'billing' })).toBe(2);
-    expect(await delivery(placed, 'billing')).toMatchObject({ status: 'pending', attempt_count: 0 });
+    expect(await deliveryOf(db, placed, 'billing')).toMatchObject({ status: 'pending', attempt_count: 0 });
     const replayedRetry = (
       await db.sql<{ attempt_count: number; due: boolean }>(
         `select attempt_count, next_attempt_at <= now() as due from outbox_deliveries where event_id = $1 and consumer_name = 'billing'`,
@@ -353,7 +360,7 @@ describe('OutboxAdminService', () => {
       )
     )[0];
     expect(replayedRetry).toEqual({ attempt_count: 0, due: true });
-    expect(await eventRow(retrying)).toMatchObject({
+    expect(await eventOf(db, retrying)).toMatchObject({
       status: 'processing',
       deliveries_open: 1,
       deliveries_dead: 0,
@@ -426,7 +433,7 @@ describe('OutboxAdminService', () => {
         await db.sql(`select count(*)::int as n from ${table} where ${column} = $1`, [deadLetter]),
       ).toEqual([{ n: 0 }]);
     }
-    expect(await eventRow(stillRetrying)).toMatchObject({ status: 'failed' });
+    expect(await eventOf(db, stillRetrying)).toMatchObject({ status: 'failed' });
 
     const pending = await enqueue('test.order.placed.v1');
     expect(await admin.purgeEvent(TENANT, pending)).toBe(false);
@@ -434,7 +441,7 @@ describe('OutboxAdminService', () => {
     const published = await enqueue('test.order.placed.v1');
     await t.relay.drain();
     expect(await admin.purgeEvent(TENANT, published)).toBe(true);
-    expect(await eventRow(published)).toBeUndefined();
+    expect(await eventOf(db, published)).toBeUndefined();
   });
 
   it('forgets a consumer no instance hosts any more, and refuses to forget a live one', async () => {
@@ -532,7 +539,7 @@ describe('OutboxAdminModule (REST)', () => {
       body: { reset: 1 },
     });
     await t.relay.drain();
-    expect(await eventRow(id)).toMatchObject({ status: 'published' });
+    expect(await eventOf(db, id)).toMatchObject({ status: 'published' });
   });
 
   it('answers 400 naming the field for bad input, and 404 for an unknown event', async () => {

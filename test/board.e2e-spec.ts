@@ -20,9 +20,9 @@ import { DataSource } from 'typeorm';
 import { buildHttpApp, type HttpTestApp } from './support/http-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { waitFor } from './support/wait-for';
+import { TENANTS } from './support/outbox-fixture';
 
-const TENANT_A = 'a1b2c3d4-0a1b-4c2d-8e3f-405162738495';
-const TENANT_B = 'b2c3d4e5-1b2c-4d3e-9f40-516273849506';
+const [TENANT_A, TENANT_B] = TENANTS;
 /** Screenshots go here (gitignored); docs/images/board.png is a copy of one of them. */
 const OUTPUT = join(__dirname, '..', 'test-output', 'board');
 const CHROMIUM_ARGS = [

@@ -2,11 +2,17 @@ import { Injectable } from '@nestjs/common';
 import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
-import { EFFECTS_TABLE_SQL, recordEffect } from './support/effects';
+import {
+  EFFECTS_TABLE,
+  EFFECTS_TABLE_SQL,
+  effects,
+  enqueueIn,
+  recordEffect,
+  truncateOutbox,
+} from './support/outbox-fixture';
 import { startChildRelay } from './support/child-relay';
 import { waitFor } from './support/wait-for';
 
-const TENANT = '33333333-3333-4333-8333-333333333333';
 const LEASE_MS = 1500;
 
 @Injectable()
@@ -32,12 +38,9 @@ describe('crash recovery', () => {
     await t?.close();
     await db?.drop();
   });
-  beforeEach(() => db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox, test_effects'));
+  beforeEach(() => truncateOutbox(db, EFFECTS_TABLE));
 
-  const enqueue = (payload: Record<string, unknown>) =>
-    t.dataSource.transaction((m) =>
-      t.outbox.enqueue(m, { tenantId: TENANT, eventName: 'test.crash.v1', payload }),
-    );
+  const enqueue = (payload: Record<string, unknown>) => enqueueIn(t, { eventName: 'test.crash.v1', payload });
 
   it('refuses the late outcome of a relay paused past its lease, and the effect happens once', async () => {
     const child = await startChildRelay({
@@ -46,7 +49,7 @@ describe('crash recovery', () => {
       MAX_ATTEMPTS: '2',
     });
     try {
-      const id = await enqueue({ mode: 'pause', pauseMs: 200 });
+      const id = await enqueue({ mode: 'pause' });
       await child.line(`HANDLER_STARTED ${id}`);
       child.signal('SIGSTOP');
       // The paused relay holds its batch transaction open; PostgreSQL ends its idle session after the lease,
@@ -59,9 +62,7 @@ describe('crash recovery', () => {
       await child.line(`HANDLER_RETURNED ${id}`);
       // The paused relay wakes up, finds its connection gone and its lease taken: its outcome must not land.
       await child.line('RELAY_ERROR');
-      expect(await db.sql('select event_id, attempt from test_effects')).toEqual([
-        { event_id: id, attempt: 2 },
-      ]);
+      expect(await effects(db)).toEqual([{ event_id: id, consumer: 'victim', attempt: 2 }]);
       expect(await db.sql('select status, attempt_count from outbox_deliveries')).toEqual([
         { status: 'delivered', attempt_count: 2 },
       ]);
@@ -107,6 +108,6 @@ describe('crash recovery', () => {
     expect(await db.sql('select status from event_outbox where id = $1', [id])).toEqual([
       { status: 'failed' },
     ]);
-    expect(await db.sql('select * from test_effects')).toEqual([]);
+    expect(await effects(db)).toEqual([]);
   });
 });

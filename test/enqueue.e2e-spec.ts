@@ -1,9 +1,14 @@
 import { OutboxError, OutboxValidationError } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
-import { EFFECTS_TABLE_SQL, ThingConsumers } from './support/effects';
-
-const TENANT = '5b0e6a5e-2a1c-4c1e-9a57-3f0a2b1c4d5e';
+import {
+  EFFECTS_TABLE,
+  EFFECTS_TABLE_SQL,
+  effectIds,
+  TENANT,
+  ThingConsumers,
+  truncateOutbox,
+} from './support/outbox-fixture';
 const event = (...args: unknown[]) => ({
   tenantId: TENANT,
   eventName: 'test.thing.created.v1',
@@ -26,7 +31,7 @@ describe('enqueue', () => {
     await db?.drop();
   });
   beforeEach(async () => {
-    await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox, test_effects, things');
+    await truncateOutbox(db, EFFECTS_TABLE, 'things');
   });
 
   const countEvents = async (): Promise<number> =>
@@ -43,7 +48,7 @@ describe('enqueue', () => {
     expect(await countEvents()).toBe(0);
     const round = await t.relay.drain();
     expect(round.eventsClaimed).toBe(0);
-    expect(await db.sql('select * from test_effects')).toHaveLength(0);
+    expect(await effectIds(db)).toEqual([]);
   });
 
   it('relays an event whose transaction committed, with the business row', async () => {
@@ -53,8 +58,7 @@ describe('enqueue', () => {
     });
     expect(id).toMatch(/^[0-9a-f-]{36}$/);
     await t.relay.drain();
-    const effects = await db.sql<{ event_id: string }>('select event_id from test_effects');
-    expect(effects.map((e) => e.event_id)).toEqual([id]);
+    expect(await effectIds(db)).toEqual([id]);
     expect(t.app.get(ThingConsumers).memoryCalls).toContain(id);
     expect(
       (await db.sql<{ status: string }>('select status from event_outbox where id = $1', [id]))[0]!.status,

@@ -1,9 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
-import { RoundTripProbe } from './support/round-trip-probe';
+import { relayStatement, RoundTripProbe } from './support/round-trip-probe';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { waitFor } from './support/wait-for';
+import { enqueueIn, enqueueManyIn, truncateOutbox } from './support/outbox-fixture';
 
 const BUSY = '44444444-4444-4444-8444-444444444444';
 const QUIET = '55555555-5555-4555-8555-555555555555';
@@ -35,9 +36,7 @@ describe('fairness between tenants', () => {
        select gen_random_uuid(), $1, 'test.tick.v1', jsonb_build_object('n', n) from generate_series(1, 100000) n`,
       [BUSY],
     );
-    const quietId = await t.dataSource.transaction((m) =>
-      t.outbox.enqueue(m, { tenantId: QUIET, eventName: 'test.tick.v1', payload: {} }),
-    );
+    const quietId = await enqueueIn(t, { tenantId: QUIET, eventName: 'test.tick.v1' });
     const counter = t.app.get(TenantCounter);
     const rounds = [await t.relay.runOnce()];
     if (!counter.seen.get(QUIET)) rounds.push(await t.relay.runOnce());
@@ -53,7 +52,7 @@ describe('fairness between tenants', () => {
   it('finds a tenant that gets its first event while the relay goes straight back to a busy tenant', async () => {
     // While a tenant's batches come back full, rounds return to it without scanning for due tenants; a scan
     // still runs at least every 100 ms, so the quiet tenant's event is delivered long before the backlog ends.
-    await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox');
+    await truncateOutbox(db);
     await db.sql(
       `insert into event_outbox (id, tenant_id, event_name, payload)
        select gen_random_uuid(), $1, 'test.tick.v1', jsonb_build_object('n', n) from generate_series(1, 30000) n`,
@@ -80,18 +79,16 @@ describe('fairness between tenants', () => {
   });
 
   it('visits only the tenants the app supplies when relay.tenants is set', async () => {
-    await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox');
+    await truncateOutbox(db);
     const supplied = await buildApp({
       url: db.url,
       providers: [TenantCounter],
       outbox: { relay: { tenants: async () => [QUIET, 'not-a-uuid'] } },
     });
     try {
-      await supplied.dataSource.transaction((m) =>
-        supplied.outbox.enqueueMany(
-          m,
-          [BUSY, QUIET].map((tenantId) => ({ tenantId, eventName: 'test.tick.v1', payload: {} })),
-        ),
+      await enqueueManyIn(
+        supplied,
+        [BUSY, QUIET].map((tenantId) => ({ tenantId, eventName: 'test.tick.v1' })),
       );
       const round = await supplied.relay.drain();
       expect(round.tenants).toBeGreaterThanOrEqual(1);
@@ -115,23 +112,19 @@ describe('fairness between tenants', () => {
     const probe = RoundTripProbe.attach(named.dataSource);
     const [first, second] = ['88888881-8888-4888-8888-888888888888', '88888882-8888-4888-8888-888888888888'];
     try {
-      await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox');
-      await named.dataSource.transaction((m) =>
-        named.outbox.enqueueMany(m, [
-          ...Array.from({ length: 5 }, () => ({ tenantId: first, eventName: 'test.tick.v1', payload: {} })),
-          { tenantId: second, eventName: 'test.tick.v1', payload: {} },
-        ]),
-      );
+      await truncateOutbox(db);
+      await enqueueManyIn(named, [
+        ...Array.from({ length: 5 }, () => ({ tenantId: first, eventName: 'test.tick.v1' })),
+        { tenantId: second, eventName: 'test.tick.v1' },
+      ]);
       const counter = named.app.get(TenantCounter);
       counter.seen.clear();
       expect((await named.relay.runOnce()).tenants).toBe(1); // the scan lists the first tenant only
       probe.take();
       expect((await named.relay.runOnce()).tenants).toBe(2);
       const statements = probe.take().statements;
-      const claimOfFirst = statements.findIndex(
-        (s) => s.values[0] === first && s.text.includes('with fresh as'),
-      );
-      const scan = statements.findIndex((s) => s.text.includes('outbox_due_tenants'));
+      const claimOfFirst = statements.findIndex((s) => relayStatement.claim(s, first));
+      const scan = statements.findIndex(relayStatement.dueTenantScan);
       expect(claimOfFirst).toBeGreaterThanOrEqual(0);
       expect(scan).toBeGreaterThan(claimOfFirst);
       expect(counter.seen).toEqual(
@@ -152,14 +145,12 @@ describe('fairness between tenants', () => {
       outbox: { relay: { batchSize: 10, maxTenantsPerRound: 2 } },
     });
     try {
-      await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox');
+      await truncateOutbox(db);
       const tenants = Array.from({ length: 5 }, (_, i) => `6666666${i}-6666-4666-8666-666666666666`);
-      await small.dataSource.transaction((m) =>
-        small.outbox.enqueueMany(
-          m,
-          tenants.flatMap((tenantId) =>
-            Array.from({ length: 30 }, () => ({ tenantId, eventName: 'test.tick.v1', payload: {} })),
-          ),
+      await enqueueManyIn(
+        small,
+        tenants.flatMap((tenantId) =>
+          Array.from({ length: 30 }, () => ({ tenantId, eventName: 'test.tick.v1' })),
         ),
       );
       const counter = small.app.get(TenantCounter);

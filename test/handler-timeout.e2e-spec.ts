@@ -3,7 +3,8 @@ import { Client } from 'pg';
 import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
-import { EFFECTS_TABLE_SQL, recordEffect } from './support/effects';
+import { within } from './support/wait-for';
+import { effectIds, EFFECTS_TABLE_SQL, enqueueIn, recordEffect } from './support/outbox-fixture';
 
 const SLEEPING = '71000000-0000-4000-8000-000000000001';
 const WAITING = '72000000-0000-4000-8000-000000000002';
@@ -23,17 +24,6 @@ class StuckHandlers {
       await context.manager.query('update locked_rows set n = n + 1');
     } else await recordEffect(event, context);
   }
-}
-
-/** Rejects when `work` has not settled within `ms`: a hang fails the test instead of timing it out. */
-function within<T>(ms: number, work: Promise<T>, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    work,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what} did not return within ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
 }
 
 /**
@@ -65,14 +55,14 @@ describe('a handler whose query outlives its timeout', () => {
 
   it('has its query cancelled at its timeout, and the other tenants are served', async () => {
     const enqueue = (tenantId: string, kind: string) =>
-      t.dataSource.transaction((m) => t.outbox.enqueue(m, { tenantId, eventName: EVENT, payload: { kind } }));
+      enqueueIn(t, { tenantId, eventName: EVENT, payload: { kind } });
     await enqueue(SLEEPING, 'sleep');
     await enqueue(WAITING, 'lock');
     const healthy = await enqueue(HEALTHY, 'effect');
     // 10 s: far more than three handler timeouts, far less than the sleep or the lock wait
     const round = await within(10_000, t.relay.drain(), 'drain()');
     expect(round).toMatchObject({ succeeded: 1, dead: 2 });
-    expect(await db.sql('select event_id from test_effects')).toEqual([{ event_id: healthy }]);
+    expect(await effectIds(db)).toEqual([healthy]);
     const stuck = await db.sql<{ tenant_id: string; error_code: string }>(
       `select tenant_id, error_code from outbox_deliveries where status = 'dead' order by tenant_id`,
     );

@@ -2,16 +2,17 @@ import { Injectable } from '@nestjs/common';
 import { QueryFailedError } from 'typeorm';
 import { OnOutboxEvent, OutboxService, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
-import { RoundTripProbe } from './support/round-trip-probe';
+import { relayStatement, RoundTripProbe } from './support/round-trip-probe';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
-import { EFFECTS_TABLE_SQL, recordEffect } from './support/effects';
-
-const TENANT = '99999999-9999-4999-8999-999999999999';
+import { EFFECTS_TABLE_SQL, enqueueIn, recordEffect } from './support/outbox-fixture';
 
 /** Handlers that use `context.manager` in the ways real code does, including the awkward ones. */
 @Injectable()
 class ManagerUsers {
   lateQuery: Promise<unknown> | null = null;
+  /** Whether the late query settled while the batch transaction was still open (`witness` waited for it). */
+  lateSettledInBatch = false;
+  private releaseLate: (() => void) | null = null;
 
   @OnOutboxEvent('test.nested.v1', { consumer: 'nested' })
   async nested(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
@@ -95,10 +96,18 @@ class ManagerUsers {
 
   @OnOutboxEvent('test.late.v1', { consumer: 'late' })
   async late(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
-    // Not awaited: the query would run after the handler returned.
-    this.lateQuery = new Promise((resolve) => setTimeout(resolve, 50))
-      .then(() => recordEffect(event, context))
-      .catch((error) => error);
+    // Not awaited: the query goes once this handler has returned, while its batch goes on (see `witness`).
+    const gate = new Promise<void>((resolve) => (this.releaseLate = resolve));
+    this.lateQuery = gate.then(() => recordEffect(event, context)).catch((error) => error);
+  }
+
+  /** The event's next handler (pairs run in name order): lets the late query go, in the open batch. */
+  @OnOutboxEvent('test.late.v1', { consumer: 'witness' })
+  async witness(): Promise<void> {
+    if (!this.releaseLate || !this.lateQuery) throw new Error('witness ran before late');
+    this.releaseLate();
+    await this.lateQuery;
+    this.lateSettledInBatch = true;
   }
 }
 
@@ -133,8 +142,7 @@ describe('context.manager', () => {
     await db?.drop();
   });
 
-  const enqueue = (eventName: string) =>
-    t.dataSource.transaction((m) => t.outbox.enqueue(m, { tenantId: TENANT, eventName, payload: {} }));
+  const enqueue = (eventName: string) => enqueueIn(t, { eventName });
 
   it('supports a nested transaction inside the handler, committed with the delivery', async () => {
     const id = await enqueue('test.nested.v1');
@@ -159,9 +167,7 @@ describe('context.manager', () => {
 
   it('drains a chain of events each enqueued by the previous one’s handler, in one drain()', async () => {
     // Each batch's commit overlaps the next claim: drain() must still see what a commit made due.
-    await t.dataSource.transaction((m) =>
-      t.outbox.enqueue(m, { tenantId: TENANT, eventName: 'test.step.v1', payload: { step: 1, last: 12 } }),
-    );
+    await enqueueIn(t, { eventName: 'test.step.v1', payload: { step: 1, last: 12 } });
     expect(await t.relay.drain()).toMatchObject({ succeeded: 12, failed: 0 });
     const published = `select count(*)::int as n from event_outbox where event_name = 'test.step.v1' and status = 'published'`;
     expect(await db.sql(published)).toEqual([{ n: 12 }]);
@@ -206,9 +212,9 @@ describe('context.manager', () => {
     const sent = probe.take().statements;
     const query = sent.find((s) => s.text.startsWith('insert into typed_values') && s.values.length > 0)!;
     expect(query.values).toEqual(TYPED_VALUES);
-    const trip = sent.filter((s) => s.trip === query.trip).map((s) => s.text);
-    expect(trip.slice(-2)).toEqual(['savepoint outbox_h0', query.text]);
-    expect(trip.some((text) => text.startsWith('select current_setting('))).toBe(true);
+    const trip = sent.filter((s) => s.trip === query.trip);
+    expect(trip.slice(-2).map((s) => s.text)).toEqual(['savepoint outbox_h0', query.text]);
+    expect(trip.some(relayStatement.handlerContext)).toBe(true);
   });
 
   it('sends the savepoint with a first query whatever its values (binary ones included)', async () => {
@@ -233,7 +239,8 @@ describe('context.manager', () => {
 
   it('refuses queries made through context.manager after the handler returned', async () => {
     const id = await enqueue('test.late.v1');
-    expect(await t.relay.drain()).toMatchObject({ succeeded: 1 });
+    expect(await t.relay.drain()).toMatchObject({ succeeded: 2, failed: 0 });
+    expect(t.app.get(ManagerUsers).lateSettledInBatch).toBe(true);
     const error = await t.app.get(ManagerUsers).lateQuery;
     expect(error).toBeInstanceOf(Error);
     expect((error as Error).message).toContain('after it returned');

@@ -2,10 +2,9 @@ import { Injectable } from '@nestjs/common';
 import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
-import { EFFECTS_TABLE_SQL, recordEffect } from './support/effects';
+import { EFFECTS_TABLE_SQL, enqueueManyIn, recordEffect } from './support/outbox-fixture';
 import { waitFor } from './support/wait-for';
 
-const TENANT = '44444444-4444-4444-8444-444444444444';
 const LEASE_MS = 1500;
 
 /**
@@ -56,12 +55,9 @@ describe('a batch that outlives its lease', () => {
   });
 
   it('is rolled back when another relay took it over: each effect lands once, from the relay that recorded it', async () => {
-    const ids = await a.dataSource.transaction((m) =>
-      Promise.all(
-        [1, 2].map((order) =>
-          a.outbox.enqueue(m, { tenantId: TENANT, eventName: 'test.fence.v1', payload: { order } }),
-        ),
-      ),
+    const ids = await enqueueManyIn(
+      a,
+      [1, 2].map((order) => ({ eventName: 'test.fence.v1', payload: { order } })),
     );
     const slowRound = a.relay.runOnce();
     await waitFor(

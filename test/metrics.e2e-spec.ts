@@ -12,10 +12,10 @@ import { buildApp } from './support/build-app';
 import { TYPESCRIPT_NODE_ARGS } from './support/child-relay';
 import { createEmptyDatabase, createTestDatabase, type TestDatabase } from './support/test-database';
 import { waitFor } from './support/wait-for';
+import { enqueueIn, makeRetriesDue, TENANTS } from './support/outbox-fixture';
 
 const run = promisify(execFile);
-const TENANT_A = 'a1b2c3d4-0a1b-4c2d-8e3f-405162738495';
-const TENANT_B = 'b2c3d4e5-1b2c-4d3e-9f40-516273849506';
+const [TENANT_A, TENANT_B] = TENANTS;
 
 /** The value of one sample of a Prometheus text exposition, or undefined. */
 function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
@@ -123,17 +123,14 @@ describe('OutboxMetricsModule', () => {
       imports: [OutboxMetricsModule.forRoot({ registry, tenantLabel: { maxTenants: 1 } })],
     });
     try {
-      const enqueue = (tenantId: string) =>
-        t.dataSource.transaction((m) =>
-          t.outbox.enqueue(m, { tenantId, eventName: 'test.metric.v1', payload: {} }),
-        );
+      const enqueue = (tenantId: string) => enqueueIn(t, { tenantId, eventName: 'test.metric.v1' });
       await enqueue(TENANT_A);
       await t.relay.drain();
       t.app.get(Consumers).fail = true;
       await enqueue(TENANT_B);
       await enqueue(TENANT_B);
       await t.relay.drain();
-      await db.sql(`update outbox_deliveries set next_attempt_at = now() where status = 'failed'`);
+      await makeRetriesDue(db);
       await t.relay.drain();
       const text = await registry.metrics();
       expect(

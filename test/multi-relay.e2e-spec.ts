@@ -3,14 +3,20 @@ import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nest
 import { buildApp } from './support/build-app';
 import { drainSideBySide } from './support/drain-side-by-side';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
-import { EFFECTS_TABLE_SQL, recordEffect } from './support/effects';
+import {
+  EFFECTS_TABLE,
+  EFFECTS_TABLE_SQL,
+  enqueueIn,
+  enqueueManyIn,
+  recordEffect,
+  TENANTS,
+  truncateOutbox,
+} from './support/outbox-fixture';
 import { startChildRelay } from './support/child-relay';
 import { waitFor } from './support/wait-for';
 
 /** The relay's default batch size. */
 const BATCH_SIZE = 100;
-
-const TENANTS = ['11111111-1111-4111-8111-111111111111', '22222222-2222-4222-8222-222222222222'];
 
 @Injectable()
 class CountingConsumers {
@@ -25,14 +31,23 @@ class CountingConsumers {
   }
 }
 
+/** A handler that runs until the test lets it go, and says when it started and when it finished. */
 @Injectable()
-class SlowConsumer {
-  finished = 0;
+class GatedConsumer {
+  readonly steps: string[] = [];
+  private open!: () => void;
+  private readonly gate = new Promise<void>((resolve) => (this.open = resolve));
+
   @OnOutboxEvent('test.slow.v1', { consumer: 'slow' })
   async handle(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    this.steps.push('handler started');
+    await this.gate;
     await recordEffect(event, context);
-    this.finished++;
+    this.steps.push('handler finished');
+  }
+
+  release(): void {
+    this.open();
   }
 }
 
@@ -58,12 +73,12 @@ describe('several relays, shutdown and crashes', () => {
     const b = await buildApp({ url: db.url, providers: [CountingConsumers] });
     try {
       const events = Array.from({ length: 5000 }, (_, i) => ({
-        tenantId: TENANTS[i % 2]!,
+        tenantId: TENANTS[i % 2],
         eventName: 'test.load.v1',
         payload: { i },
       }));
       for (let i = 0; i < events.length; i += 1000) {
-        await a.dataSource.transaction((m) => a.outbox.enqueueMany(m, events.slice(i, i + 1000)));
+        await enqueueManyIn(a, events.slice(i, i + 1000));
       }
       const [byA, byB] = await drainSideBySide([a, b]);
       expect(byA + byB).toBe(10_000);
@@ -81,7 +96,7 @@ describe('several relays, shutdown and crashes', () => {
     } finally {
       await a.close();
       await b.close();
-      await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox, test_effects');
+      await truncateOutbox(db, EFFECTS_TABLE);
     }
   });
 
@@ -99,11 +114,11 @@ describe('several relays, shutdown and crashes', () => {
     try {
       for (let run = 0; run < 3; run++) {
         const events = Array.from({ length: 3000 }, (_, i) => ({
-          tenantId: TENANTS[0]!,
+          tenantId: TENANTS[0],
           eventName: 'test.load.v1',
           payload: { i },
         }));
-        await a.dataSource.transaction((m) => a.outbox.enqueueMany(m, events));
+        await enqueueManyIn(a, events);
         // Checked as each drain returns: at most the other relay's claim in flight (one batch, not committed yet,
         // so not leased as far as this query sees) can be left.
         const left = await Promise.all([a, b].map((t) => t.relay.drain().then(unclaimed)));
@@ -113,32 +128,31 @@ describe('several relays, shutdown and crashes', () => {
     } finally {
       await a.close();
       await b.close();
-      await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox, test_effects');
+      await truncateOutbox(db, EFFECTS_TABLE);
     }
   });
 
   it('app.close() stops claiming and waits for the handlers in flight', async () => {
     const t = await buildApp({
       url: db.url,
-      providers: [SlowConsumer],
+      providers: [GatedConsumer],
       outbox: { relay: { enabled: true, pollIntervalMs: 20 } },
     });
-    const slow = t.app.get(SlowConsumer);
-    const id = await t.dataSource.transaction((m) =>
-      t.outbox.enqueue(m, { tenantId: TENANTS[0]!, eventName: 'test.slow.v1', payload: {} }),
-    );
-    await waitFor(async () => (await db.sql(`select 1 from outbox_event_leases`)).length > 0, {
-      message: 'the slow delivery to be claimed',
-    });
-    await t.close();
-    expect(slow.finished).toBe(1);
+    const gated = t.app.get(GatedConsumer);
+    const id = await enqueueIn(t, { tenantId: TENANTS[0], eventName: 'test.slow.v1' });
+    await waitFor(() => gated.steps.includes('handler started'), { message: 'the handler to start' });
+    const closing = t.close().then(() => gated.steps.push('app closed'));
+    // the handler is let go only once the relay is stopping: close() must wait for it
+    await waitFor(() => !t.relay.isRunning, { message: 'the relay to stop claiming' });
+    gated.release();
+    await closing;
+    expect(gated.steps).toEqual(['handler started', 'handler finished', 'app closed']);
     expect(await db.sql(`select status from outbox_deliveries where event_id = $1`, [id])).toEqual([
       { status: 'delivered' },
     ]);
-    expect(t.relay.isRunning).toBe(false);
     // A second stop is harmless.
     await t.relay.stop();
-    await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox, test_effects');
+    await truncateOutbox(db, EFFECTS_TABLE);
   });
 
   it('takes over a delivery whose relay process was killed mid-handler, after its lease, with one effect', async () => {
@@ -149,9 +163,11 @@ describe('several relays, shutdown and crashes', () => {
       outbox: { handlerTimeoutMs: 1000, relay: { leaseMs: 1500 } },
     });
     try {
-      const id = await t.dataSource.transaction((m) =>
-        t.outbox.enqueue(m, { tenantId: TENANTS[1]!, eventName: 'test.crash.v1', payload: { mode: 'hang' } }),
-      );
+      const id = await enqueueIn(t, {
+        tenantId: TENANTS[1],
+        eventName: 'test.crash.v1',
+        payload: { mode: 'hang' },
+      });
       expect(await child.line('HANDLER_STARTED')).toBe(`HANDLER_STARTED ${id}`);
       await child.kill('SIGKILL');
       // Before the lease expires, nobody may take the delivery.

@@ -8,8 +8,8 @@ import {
 } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
-
-const TENANT = '88888888-8888-4888-8888-888888888888';
+import { enqueueManyIn, TENANT, truncateOutbox } from './support/outbox-fixture';
+import { enqueueIn, makeRetriesDue } from './support/outbox-fixture';
 
 interface Step {
   n: number;
@@ -55,7 +55,7 @@ describe('ordering per aggregate', () => {
     for (const relay of relays) await relay.close();
     await db?.drop();
   });
-  beforeEach(() => db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox, arrivals'));
+  beforeEach(() => truncateOutbox(db, 'arrivals'));
 
   /** Runs all relays side by side until none finds work three times in a row. */
   const drainTogether = async (): Promise<void> => {
@@ -84,9 +84,7 @@ describe('ordering per aggregate', () => {
     }
     // Several transactions, so the relays see the aggregates grow while they work.
     for (let i = 0; i < events.length; i += 50) {
-      await relays[0]!.dataSource.transaction((m) =>
-        relays[0]!.outbox.enqueueMany(m, events.slice(i, i + 50)),
-      );
+      await enqueueManyIn(relays[0]!, events.slice(i, i + 50));
     }
   };
   /** Every relay's consumer refuses these steps on every attempt (and no other step ever). */
@@ -101,7 +99,7 @@ describe('ordering per aggregate', () => {
   const drainUntilDead = async (): Promise<void> => {
     for (let pass = 0; pass < 4; pass++) {
       await drainTogether();
-      await db.sql(`update outbox_deliveries set next_attempt_at = now() where status = 'failed'`);
+      await makeRetriesDue(db);
     }
   };
   const arrivals = async (): Promise<Map<string, number[]>> => {
@@ -125,7 +123,7 @@ describe('ordering per aggregate', () => {
       await drainTogether();
       const pending = await db.sql(`select 1 from outbox_deliveries where status <> 'delivered' limit 1`);
       if (pending.length === 0) break;
-      await db.sql(`update outbox_deliveries set next_attempt_at = now() where status = 'failed'`);
+      await makeRetriesDue(db);
     }
     const byAggregate = await arrivals();
     expect(byAggregate.size).toBe(8);
@@ -135,15 +133,12 @@ describe('ordering per aggregate', () => {
   it('blocks an aggregate behind a dead delivery until it is replayed, without holding up other aggregates', async () => {
     failEveryAttempt([2]);
     await enqueueInterleaved(1, 5);
-    await relays[0]!.dataSource.transaction((m) =>
-      relays[0]!.outbox.enqueue(m, {
-        tenantId: TENANT,
-        eventName: 'test.step.v1',
-        aggregateType: 'order',
-        aggregateId: 'other',
-        payload: { n: 0 },
-      }),
-    );
+    await enqueueIn(relays[0]!, {
+      eventName: 'test.step.v1',
+      aggregateType: 'order',
+      aggregateId: 'other',
+      payload: { n: 0 },
+    });
     await drainUntilDead();
     let byAggregate = await arrivals();
     expect(byAggregate.get('agg-0')).toEqual([0, 1]);
@@ -185,9 +180,7 @@ describe('ordering per aggregate', () => {
       aggregateId,
       payload: { n },
     });
-    await relays[0]!.dataSource.transaction((m) =>
-      relays[0]!.outbox.enqueueMany(m, [step('a:b', 'c', 1), step('a', 'b:c', 2), step('a:b', 'c', 3)]),
-    );
+    await enqueueManyIn(relays[0]!, [step('a:b', 'c', 1), step('a', 'b:c', 2), step('a:b', 'c', 3)]);
     await drainUntilDead();
     const byAggregate = await arrivals();
     expect(byAggregate.get('b:c')).toEqual([2]);

@@ -10,8 +10,7 @@ import {
 } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
-
-const TENANT = '5c1d2e3f-4a5b-4c6d-8e7f-8091a2b3c4d5';
+import { TENANT, truncateOutbox } from './support/outbox-fixture';
 
 /** v1 put the whole name in one field; v2 splits it. One schema per version, zod for one, valibot for the other. */
 const events = defineOutboxEvents({
@@ -62,7 +61,7 @@ describe('payload schemas', () => {
     await db.drop();
   });
   beforeEach(async () => {
-    await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox');
+    await truncateOutbox(db);
     t = await buildApp({ url: db.url, outbox: { events }, providers: [ContactDirectory] });
   });
   afterEach(async () => {

@@ -1,12 +1,11 @@
 import { Injectable } from '@nestjs/common';
 import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
-import { EFFECTS_TABLE_SQL, recordEffect } from './support/effects';
+import { EFFECTS_TABLE_SQL, enqueueIn, enqueueManyIn, recordEffect } from './support/outbox-fixture';
 import { startPgBouncer, type PgBouncer } from './support/pgbouncer';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { startWebhookReceiver, type WebhookReceiver } from './support/webhook-receiver';
 
-const TENANT = '5bb0a1c4-0000-4000-8000-00000000000b';
 const EVENT = 'test.bouncer.created.v1';
 
 /** Two in-process consumers: one writes through the batch transaction, one queries twice (a later query). */
@@ -67,17 +66,13 @@ describe.each([
   });
 
   it('delivers every event to its handlers and its webhook once, over several batches', async () => {
-    const ids = await t.dataSource.transaction((m) =>
-      t.outbox.enqueueMany(
-        m,
-        Array.from({ length: 12 }, (_, i) => ({ tenantId: TENANT, eventName: EVENT, payload: { i } })),
-      ),
+    const ids = await enqueueManyIn(
+      t,
+      Array.from({ length: 12 }, (_, i) => ({ eventName: EVENT, payload: { i } })),
     );
     // a second round of claims on connections that already ran one (named statements reused)
     const first = await t.relay.drain();
-    const more = await t.dataSource.transaction((m) =>
-      t.outbox.enqueue(m, { tenantId: TENANT, eventName: EVENT, payload: { i: 12 } }),
-    );
+    const more = await enqueueIn(t, { eventName: EVENT, payload: { i: 12 } });
     const second = await t.relay.drain();
     expect(first.succeeded + second.succeeded).toBe(3 * 13);
     expect(first.failed + second.failed + first.dead + second.dead).toBe(0);

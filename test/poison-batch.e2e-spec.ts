@@ -3,9 +3,16 @@ import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nest
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { createLoginRole, type TestRole } from './support/test-roles';
-import { EFFECTS_TABLE_SQL, recordEffect } from './support/effects';
+import {
+  EFFECTS_GRANT,
+  EFFECTS_TABLE,
+  EFFECTS_TABLE_SQL,
+  enqueueManyIn,
+  recordEffect,
+  TENANT,
+  truncateOutbox,
+} from './support/outbox-fixture';
 
-const TENANT = '0a1b2c3d-0000-4000-8000-00000000000a';
 const OTHER = '0a1b2c3d-0000-4000-8000-00000000000b';
 const SETTING = 'app.current_tenant_id';
 const EVENT = 'test.poison.v1';
@@ -101,7 +108,7 @@ describe('a batch with one poisonous delivery', () => {
       `create table fk_child (parent_id uuid not null references fk_parent (id) deferrable initially deferred)`,
     ]);
     relayRole = await createLoginRole(db, 'outbox_relay', [
-      'grant insert on test_effects to $ROLE',
+      EFFECTS_GRANT,
       'grant select, insert on fk_child, fk_parent to $ROLE',
     ]);
     producer = await buildApp({ url: db.url });
@@ -114,19 +121,15 @@ describe('a batch with one poisonous delivery', () => {
     await relayRole?.drop();
   });
   beforeEach(async () => {
-    await db.sql(
-      'truncate event_outbox, outbox_deliveries, outbox_event_leases, consumer_inbox, test_effects',
-    );
+    await truncateOutbox(db, EFFECTS_TABLE);
     worker.app.get(PoisonConsumers).readerTenants.length = 0;
   });
 
   /** Enqueues one event per kind, in one transaction (so one batch). */
   const enqueue = (kinds: Kind[]): Promise<string[]> =>
-    producer.dataSource.transaction((m) =>
-      producer.outbox.enqueueMany(
-        m,
-        kinds.map((kind) => ({ tenantId: TENANT, eventName: EVENT, payload: { kind } })),
-      ),
+    enqueueManyIn(
+      producer,
+      kinds.map((kind) => ({ eventName: EVENT, payload: { kind } })),
     );
 
   const effects = (consumer: string) =>

@@ -9,14 +9,13 @@ import {
   type SqlStatement,
 } from '../libs/outbox/src/store/sql';
 import { buildApp, type TestApp } from './support/build-app';
-import { RoundTripProbe } from './support/round-trip-probe';
+import { relayStatement, RoundTripProbe } from './support/round-trip-probe';
 import { waitFor } from './support/wait-for';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { enqueueManyIn, TENANT } from './support/outbox-fixture';
 
 /** The outbox's names in the default schema, which these statements run against. */
 const NAMES = outboxNames();
-
-const TENANT = '88888888-8888-4888-8888-888888888888';
 const EVENT = 'test.prepared.v1';
 
 @Injectable()
@@ -68,11 +67,9 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
   }
 
   async function enqueue(t: TestApp, count: number): Promise<string[]> {
-    return t.dataSource.transaction((m) =>
-      t.outbox.enqueueMany(
-        m,
-        Array.from({ length: count }, (_, i) => ({ tenantId: TENANT, eventName: EVENT, payload: { i } })),
-      ),
+    return enqueueManyIn(
+      t,
+      Array.from({ length: count }, (_, i) => ({ eventName: EVENT, payload: { i } })),
     );
   }
 
@@ -108,7 +105,7 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
       await enqueue(t, 1);
       await t.relay.runOnce();
       const fanOut = async (): Promise<PreparedRow | undefined> =>
-        (await preparedHere(t)).find((p) => p.name.startsWith('outbox_fan_out_'));
+        (await preparedHere(t)).find((p) => relayStatement.fanOutName(p.name));
       const first = await fanOut();
       // the first period is 1 s: well within the deadline
       const again = await waitFor(
@@ -134,7 +131,7 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
       await enqueue(t, 1);
       await t.relay.runOnce();
       const names = (): string[] => [
-        ...new Set(probe.seen.flatMap((s) => (s.name?.startsWith('outbox_fan_out_') ? [s.name] : []))),
+        ...new Set(probe.seen.flatMap((s) => (relayStatement.fanOutName(s.name) ? [s.name] : []))),
       ];
       await waitFor(
         async () => {

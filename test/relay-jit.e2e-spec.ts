@@ -9,11 +9,10 @@ import {
 import { fanOutPendingEvents, outboxNames, setTransactionContext } from '../libs/outbox/src/store/sql';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { enqueueIn, enqueueManyIn, TENANT } from './support/outbox-fixture';
 
 /** The outbox's names in the default schema, which these statements run against. */
 const NAMES = outboxNames();
-
-const TENANT = '77777777-7777-4777-8777-777777777777';
 const EVENT = 'test.jit.v1';
 
 /** Reads, in the batch transaction it runs in, whether PostgreSQL may JIT-compile its plans. */
@@ -31,9 +30,10 @@ class JitProbe {
 /**
  * PostgreSQL JIT-compiles a plan whose estimated cost passes `jit_above_cost` (on by default where PostgreSQL
  * is built with LLVM, as Debian's packages are). The relay's statements are small but their estimates are not
- * (a generic plan's least of all): compiled on each execution, a claim took 1.8 s instead of 4 ms on
- * PostgreSQL 15. The relay turns JIT off in its own transactions. Here the database asks for JIT on every
- * statement (all thresholds at 0), so any plan the relay runs with JIT would show it.
+ * (a generic plan's least of all), and a plan is compiled on each of its executions
+ * (docs/adr/0605-no-jit-and-asynchronous-commit-for-the-claim.md). The relay turns JIT off in its own
+ * transactions. Here the database asks for JIT on every statement (all thresholds at 0), so any plan the relay
+ * runs with JIT would show it.
  */
 describe('JIT compilation in the relay', () => {
   let db: TestDatabase;
@@ -54,20 +54,16 @@ describe('JIT compilation in the relay', () => {
 
   it('is off in the transactions where handlers run, though the database turns it on', async () => {
     expect(await t.dataSource.query(`select current_setting('jit') as jit`)).toEqual([{ jit: 'on' }]);
-    await t.dataSource.transaction((m) =>
-      t.outbox.enqueueMany(
-        m,
-        [1, 2, 3].map((i) => ({ tenantId: TENANT, eventName: EVENT, payload: { i } })),
-      ),
+    await enqueueManyIn(
+      t,
+      [1, 2, 3].map((i) => ({ eventName: EVENT, payload: { i } })),
     );
     expect((await t.relay.runOnce()).succeeded).toBe(3);
     expect(t.app.get(JitProbe).seen).toEqual(['off', 'off', 'off']);
   });
 
   it("compiles nothing when the claim's prepared plan runs as the relay runs it", async () => {
-    await t.dataSource.transaction((m) =>
-      t.outbox.enqueue(m, { tenantId: TENANT, eventName: EVENT, payload: { i: 4 } }),
-    );
+    await enqueueIn(t, { eventName: EVENT, payload: { i: 4 } });
     expect((await t.relay.runOnce()).succeeded).toBe(1);
     const [prepared] = await t.dataSource.query<{ name: string }[]>(
       `select name from pg_prepared_statements where name like 'outbox\\_fan\\_out\\_%'`,

@@ -5,8 +5,7 @@ import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nest
 import { buildApp, type TestApp } from './support/build-app';
 import { RoundTripProbe } from './support/round-trip-probe';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
-
-const TENANT = '77777777-7777-4777-8777-777777777777';
+import { enqueueIn, TENANT } from './support/outbox-fixture';
 
 /** Throws the message its event carries: the relay records it as the delivery's last error. */
 @Injectable()
@@ -60,9 +59,7 @@ describe('relay statements sent in one round trip', () => {
     ['unicode', 'ünïcødé ✓ 𝄞 — 北京'],
     ['a parameter marker', '$1'],
   ])('records an error with %s exactly as thrown', async (_, message) => {
-    const id = await t.dataSource.transaction((m) =>
-      t.outbox.enqueue(m, { tenantId: TENANT, eventName: 'test.throw.v1', payload: { message } }),
-    );
+    const id = await enqueueIn(t, { eventName: 'test.throw.v1', payload: { message } });
     const round = await t.relay.runOnce();
     expect(round.failed).toBe(1);
     const [row] = await db.sql<{ last_error: string; error_code: string }>(
@@ -76,9 +73,7 @@ describe('relay statements sent in one round trip', () => {
   it('sends every value as a bound parameter, never in the text of a statement', async () => {
     const probe = RoundTripProbe.attach(t.dataSource);
     const message = `'); select 'injected' -- ${'x'.repeat(8)}`;
-    await t.dataSource.transaction((m) =>
-      t.outbox.enqueue(m, { tenantId: TENANT, eventName: 'test.throw.v1', payload: { message } }),
-    );
+    await enqueueIn(t, { eventName: 'test.throw.v1', payload: { message } });
     expect((await t.relay.runOnce()).failed).toBe(1);
     probe.detach();
     const sent = probe.take().statements;
@@ -108,9 +103,7 @@ describe('statements sent in one round trip and TypeORM options', () => {
   });
 
   it("reports a handler's slow first query to the slow-query log, as TypeORM's own query() does", async () => {
-    await t.dataSource.transaction((m) =>
-      t.outbox.enqueue(m, { tenantId: TENANT, eventName: 'test.sleep.v1', payload: {} }),
-    );
+    await enqueueIn(t, { eventName: 'test.sleep.v1' });
     expect((await t.relay.runOnce()).succeeded).toBe(1);
     const sleeps = logger.slow.filter((s) => s.query.includes('pg_sleep'));
     expect(sleeps).toHaveLength(1);

@@ -1,11 +1,20 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, type LoggerService } from '@nestjs/common';
 import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
-import { EFFECTS_TABLE_SQL, recordEffect } from './support/effects';
+import {
+  deliveryOf,
+  EFFECTS_TABLE,
+  EFFECTS_TABLE_SQL,
+  effectIds,
+  enqueueIn,
+  eventOf,
+  makeRetriesDue,
+  recordEffect,
+  TENANT,
+  truncateOutbox,
+} from './support/outbox-fixture';
 import { waitFor } from './support/wait-for';
-
-const TENANT = 'a3e1c1de-0f5b-4a51-8a3e-7b2f3c4d5e6f';
 
 /** Consumers whose behaviour each test sets through `plan`. */
 @Injectable()
@@ -72,48 +81,21 @@ describe('relay', () => {
     await db?.drop();
   });
   beforeEach(async () => {
-    await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox, test_effects');
+    await truncateOutbox(db, EFFECTS_TABLE);
     consumers.failNext.clear();
     consumers.calls.length = 0;
     consumers.hang = false;
   });
 
   const enqueue = (eventName: string, payload: Record<string, unknown> = {}) =>
-    t.dataSource.transaction((m) =>
-      t.outbox.enqueue(m, {
-        tenantId: TENANT,
-        eventName,
-        payload,
-        aggregateType: 'order',
-        aggregateId: 'o-1',
-      }),
-    );
-  const effects = async (consumer: string) =>
-    (
-      await db.sql<{ event_id: string }>(
-        'select event_id from test_effects where consumer = $1 order by id',
-        [consumer],
-      )
-    ).map((r) => r.event_id);
-  const delivery = async (eventId: string, consumer: string) =>
-    (
-      await db.sql<Record<string, unknown>>(
-        'select * from outbox_deliveries where event_id = $1 and consumer_name = $2',
-        [eventId, consumer],
-      )
-    )[0]!;
-  const eventRow = async (id: string) =>
-    (await db.sql<Record<string, unknown>>('select * from event_outbox where id = $1', [id]))[0]!;
-  /** Makes every scheduled retry due now, so a test does not wait for backoff. */
-  const makeRetriesDue = () =>
-    db.sql(`update outbox_deliveries set next_attempt_at = now() where status = 'failed'`);
+    enqueueIn(t, { eventName, payload, aggregateType: 'order', aggregateId: 'o-1' });
 
   it('delivers every committed event to each consumer registered for it, with the envelope', async () => {
     const id = await enqueue('test.order.placed.v1', { total: 12 });
     const round = await t.relay.drain();
     expect(round).toMatchObject({ eventsClaimed: 1, succeeded: 2, failed: 0, dead: 0 });
-    expect(await effects('billing')).toEqual([id]);
-    expect(await effects('shipping')).toEqual([id]);
+    expect(await effectIds(db, 'billing')).toEqual([id]);
+    expect(await effectIds(db, 'shipping')).toEqual([id]);
     expect(consumers.calls[0]!.event).toMatchObject({
       eventId: id,
       eventName: 'test.order.placed.v1',
@@ -129,7 +111,7 @@ describe('relay', () => {
       [id],
     );
     expect(inbox).toEqual([{ consumer_name: 'billing' }, { consumer_name: 'shipping' }]);
-    expect(await eventRow(id)).toMatchObject({ status: 'published', deliveries_open: 0 });
+    expect(await eventOf(db, id)).toMatchObject({ status: 'published', deliveries_open: 0 });
   });
 
   it('returns every connection to the pool with no transaction open, after rounds with and without work', async () => {
@@ -149,25 +131,25 @@ describe('relay', () => {
     const id = await enqueue('test.order.placed.v1');
     const first = await t.relay.runOnce();
     expect(first).toMatchObject({ succeeded: 1, failed: 1 });
-    expect(await effects('billing')).toEqual([]);
-    expect(await effects('shipping')).toEqual([id]);
+    expect(await effectIds(db, 'billing')).toEqual([]);
+    expect(await effectIds(db, 'shipping')).toEqual([id]);
     expect(await db.sql('select consumer_name from consumer_inbox where event_id = $1', [id])).toEqual([
       { consumer_name: 'shipping' },
     ]);
-    const failed = await delivery(id, 'billing');
+    const failed = await deliveryOf(db, id, 'billing');
     expect(failed).toMatchObject({ status: 'failed', attempt_count: 1, error_code: 'handlerError' });
-    expect(failed.last_error).toContain('planned failure of billing');
-    expect((failed.next_attempt_at as Date).getTime()).toBeGreaterThan(Date.now() - 60_000);
-    expect(await eventRow(id)).toMatchObject({ status: 'processing', deliveries_open: 1 });
+    expect(failed!.last_error).toContain('planned failure of billing');
+    expect((failed!.next_attempt_at as Date).getTime()).toBeGreaterThan(Date.now() - 60_000);
+    expect(await eventOf(db, id)).toMatchObject({ status: 'processing', deliveries_open: 1 });
 
-    await makeRetriesDue();
+    await makeRetriesDue(db);
     const second = await t.relay.drain();
     expect(second).toMatchObject({ succeeded: 1, failed: 0 });
-    expect(await effects('billing')).toEqual([id]);
-    expect(await effects('shipping')).toEqual([id]);
+    expect(await effectIds(db, 'billing')).toEqual([id]);
+    expect(await effectIds(db, 'shipping')).toEqual([id]);
     expect(consumers.calls.filter((c) => c.consumer === 'shipping')).toHaveLength(1);
     expect(consumers.calls.filter((c) => c.consumer === 'billing').map((c) => c.attempt)).toEqual([1, 2]);
-    expect(await eventRow(id)).toMatchObject({ status: 'published' });
+    expect(await eventOf(db, id)).toMatchObject({ status: 'published' });
   });
 
   it('dead-letters a consumer after maxAttempts, marks the event failed, and leaves the other consumer delivered', async () => {
@@ -175,15 +157,15 @@ describe('relay', () => {
     const id = await enqueue('test.order.placed.v1');
     for (let round = 0; round < 3; round++) {
       await t.relay.drain();
-      await makeRetriesDue();
+      await makeRetriesDue(db);
     }
-    expect(await delivery(id, 'billing')).toMatchObject({ status: 'dead', attempt_count: 3 });
-    expect(await delivery(id, 'shipping')).toMatchObject({ status: 'delivered', attempt_count: 1 });
-    const row = await eventRow(id);
+    expect(await deliveryOf(db, id, 'billing')).toMatchObject({ status: 'dead', attempt_count: 3 });
+    expect(await deliveryOf(db, id, 'shipping')).toMatchObject({ status: 'delivered', attempt_count: 1 });
+    const row = await eventOf(db, id);
     expect(row).toMatchObject({ status: 'failed', attempts: 3 });
-    expect(row.error_message).toContain('billing');
-    expect(row.failed_at).toBeInstanceOf(Date);
-    expect(await effects('shipping')).toEqual([id]);
+    expect(row!.error_message).toContain('billing');
+    expect(row!.failed_at).toBeInstanceOf(Date);
+    expect(await effectIds(db, 'shipping')).toEqual([id]);
     expect((await t.relay.drain()).deliveriesClaimed).toBe(0);
   });
 
@@ -191,8 +173,8 @@ describe('relay', () => {
     consumers.failNext.set('shipping', 1);
     const id = await enqueue('test.order.shipped.v1');
     await t.relay.runOnce();
-    const row = await delivery(id, 'shipping');
-    expect(row.status).toBe('failed');
+    const row = await deliveryOf(db, id, 'shipping');
+    expect(row!.status).toBe('failed');
     // billing does not listen to this event at all: exact names do not match other events.
     expect(
       await db.sql('select * from outbox_deliveries where consumer_name = $1', ['billing']),
@@ -203,7 +185,7 @@ describe('relay', () => {
     const id = await enqueue('test.nobody.listens.v1');
     const round = await t.relay.drain();
     expect(round.eventsClaimed).toBe(1);
-    expect(await eventRow(id)).toMatchObject({ status: 'no_handlers' });
+    expect(await eventOf(db, id)).toMatchObject({ status: 'no_handlers' });
     expect(await db.sql('select * from outbox_deliveries where event_id = $1', [id])).toHaveLength(0);
   });
 
@@ -212,7 +194,7 @@ describe('relay', () => {
     const id = await enqueue('test.slow.v1');
     const round = await t.relay.runOnce();
     expect(round.failed).toBe(1);
-    expect(await delivery(id, 'slow')).toMatchObject({
+    expect(await deliveryOf(db, id, 'slow')).toMatchObject({
       status: 'failed',
       error_code: 'timeout',
       attempt_count: 1,
@@ -235,23 +217,36 @@ describe('relay', () => {
   });
 
   it('runs on its own schedule when enabled, and a failing round does not stop it', async () => {
+    const failedRounds: string[] = [];
+    const logger: LoggerService = {
+      log: () => undefined,
+      warn: () => undefined,
+      debug: () => undefined,
+      verbose: () => undefined,
+      error: (message: unknown) => void failedRounds.push(String(message)),
+    };
     const scheduled = await buildApp({
       url: db.url,
       providers: [PlannedConsumers],
       outbox: { relay: { enabled: true, pollIntervalMs: 50 } },
+      logger,
     });
     try {
       expect(scheduled.relay.isRunning).toBe(true);
       const id = await enqueue('test.order.placed.v1');
-      await waitFor(async () => (await effects('billing')).includes(id), {
+      await waitFor(async () => (await effectIds(db, 'billing')).includes(id), {
         message: 'the scheduled relay to deliver',
       });
-      // Break the store for a moment: rounds fail and are logged, the schedule survives.
+      expect(failedRounds).toEqual([]);
+      // Break the store until rounds have failed twice: the schedule survived a failed round.
       await db.sql('alter function outbox_due_tenants(integer, uuid) rename to outbox_due_tenants_off');
-      await new Promise((resolve) => setTimeout(resolve, 150));
+      await waitFor(() => failedRounds.filter((m) => m.includes('relay round failed')).length >= 2, {
+        message: 'two failed rounds, logged',
+      });
+      expect(scheduled.relay.isRunning).toBe(true);
       await db.sql('alter function outbox_due_tenants_off(integer, uuid) rename to outbox_due_tenants');
       const later = await enqueue('test.order.placed.v1');
-      await waitFor(async () => (await effects('billing')).includes(later), {
+      await waitFor(async () => (await effectIds(db, 'billing')).includes(later), {
         message: 'delivery after failed rounds',
       });
     } finally {

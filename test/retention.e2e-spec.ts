@@ -4,7 +4,13 @@ import { outboxNames } from '../libs/outbox/src/store/sql';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { buildApp, type TestApp } from './support/build-app';
 import { createLoginRole, type TestRole } from './support/test-roles';
-import { EFFECTS_TABLE_SQL, ThingConsumers } from './support/effects';
+import {
+  EFFECTS_GRANT,
+  EFFECTS_TABLE,
+  EFFECTS_TABLE_SQL,
+  ThingConsumers,
+  truncateOutbox,
+} from './support/outbox-fixture';
 import { waitFor } from './support/wait-for';
 
 const A = '1a1a1a1a-0000-4000-8000-00000000001a';
@@ -32,7 +38,7 @@ describe('retention', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase([EFFECTS_TABLE_SQL]);
-    relayRole = await createLoginRole(db, 'outbox_relay', ['grant insert on test_effects to $ROLE']);
+    relayRole = await createLoginRole(db, 'outbox_relay', [EFFECTS_GRANT]);
     t = await app();
   });
   afterAll(async () => {
@@ -41,7 +47,7 @@ describe('retention', () => {
     await relayRole?.drop();
   });
   beforeEach(async () => {
-    await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox, test_effects');
+    await truncateOutbox(db, EFFECTS_TABLE);
   });
 
   /**

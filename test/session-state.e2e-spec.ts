@@ -3,9 +3,14 @@ import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nest
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { createLoginRole, type TestRole } from './support/test-roles';
-import { EFFECTS_TABLE_SQL, recordEffect } from './support/effects';
+import {
+  EFFECTS_GRANT,
+  EFFECTS_TABLE_SQL,
+  enqueueManyIn,
+  recordEffect,
+  TENANT,
+} from './support/outbox-fixture';
 
-const TENANT = '5e55104e-0000-4000-8000-000000000001';
 const SETTING = 'app.current_tenant_id';
 const EVENT = 'test.session.v1';
 
@@ -61,7 +66,7 @@ describe('settings a handler changes on the batch connection', () => {
   let worker: TestApp;
   beforeAll(async () => {
     db = await createTestDatabase([EFFECTS_TABLE_SQL]);
-    relayRole = await createLoginRole(db, 'outbox_relay', ['grant insert on test_effects to $ROLE']);
+    relayRole = await createLoginRole(db, 'outbox_relay', [EFFECTS_GRANT]);
     producer = await buildApp({ url: db.url });
     worker = await buildApp({ url: relayRole.url, providers: [SessionChangers], poolSize: 1 });
   });
@@ -73,11 +78,9 @@ describe('settings a handler changes on the batch connection', () => {
   });
 
   const enqueue = (kinds: string[]): Promise<string[]> =>
-    producer.dataSource.transaction((m) =>
-      producer.outbox.enqueueMany(
-        m,
-        kinds.map((kind) => ({ tenantId: TENANT, eventName: EVENT, payload: { kind } })),
-      ),
+    enqueueManyIn(
+      producer,
+      kinds.map((kind) => ({ eventName: EVENT, payload: { kind } })),
     );
 
   /** The pooled connection's session as the app would get it. */

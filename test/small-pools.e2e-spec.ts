@@ -2,13 +2,16 @@ import { Injectable } from '@nestjs/common';
 import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
-import { EFFECTS_TABLE_SQL, recordEffect } from './support/effects';
-
-const TENANTS = [
-  '51000000-0000-4000-8000-000000000001',
-  '52000000-0000-4000-8000-000000000002',
-  '53000000-0000-4000-8000-000000000003',
-];
+import {
+  EFFECTS_TABLE,
+  EFFECTS_TABLE_SQL,
+  effects,
+  enqueueIn,
+  recordEffect,
+  TENANTS,
+  truncateOutbox,
+} from './support/outbox-fixture';
+import { within } from './support/wait-for';
 
 /** A stand-in for another relay: takes the lease of the event being handled away, so the fenced commit fails (OB001). */
 @Injectable()
@@ -25,17 +28,6 @@ class LeaseThief {
       );
     }
   }
-}
-
-/** Rejects when `work` has not settled within `ms`: a hang fails the test instead of timing it out. */
-function within<T>(ms: number, work: Promise<T>, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    work,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what} did not return within ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
 }
 
 /**
@@ -58,27 +50,22 @@ describe.each([1, 2])('a relay whose pool holds %i connection(s)', (poolSize) =>
     await db?.drop();
   });
   beforeEach(async () => {
-    await db.sql(
-      'truncate event_outbox, outbox_deliveries, outbox_event_leases, consumer_inbox, test_effects',
-    );
+    await truncateOutbox(db, EFFECTS_TABLE);
   });
 
-  const enqueue = (tenantId: string) =>
-    t.dataSource.transaction((m) =>
-      t.outbox.enqueue(m, { tenantId, eventName: 'test.pool.v1', payload: {} }),
-    );
+  const enqueue = (tenantId: string) => enqueueIn(t, { tenantId, eventName: 'test.pool.v1' });
 
   it('returns from runOnce() when a batch’s fenced commit fails (lease lost)', async () => {
-    await enqueue(TENANTS[0]!);
+    await enqueue(TENANTS[0]);
     const round = await within(10_000, t.relay.runOnce(), 'runOnce()');
     expect(round).toMatchObject({ succeeded: 0, leaseLost: 1 });
-    expect(await db.sql('select count(*)::int as n from test_effects')).toEqual([{ n: 0 }]);
+    expect(await effects(db)).toEqual([]);
   });
 
   it('returns from drain() over several tenants when their fenced commits fail', async () => {
     for (const tenant of TENANTS) await enqueue(tenant);
     const drained = await within(10_000, t.relay.drain(), 'drain()');
     expect(drained).toMatchObject({ succeeded: 0, leaseLost: 3 });
-    expect(await db.sql('select count(*)::int as n from test_effects')).toEqual([{ n: 0 }]);
+    expect(await effects(db)).toEqual([]);
   });
 });

@@ -5,11 +5,10 @@ import { fanOutPendingEvents, heartbeatConsumers, outboxNames } from '../libs/ou
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { waitFor } from './support/wait-for';
+import { enqueueIn, TENANT } from './support/outbox-fixture';
 
 /** The outbox's names in the default schema, which these statements run against. */
 const NAMES = outboxNames();
-
-const TENANT = '5a1e0000-0000-4000-8000-000000000001';
 const EVENT = 'test.mixed.v1';
 
 @Injectable()
@@ -52,9 +51,7 @@ describe('an event already fanned out whose relay died before recording its in-p
   });
 
   it('is claimed again for its unrecorded pairs alone, once each, as attempt 2', async () => {
-    const id = await t.dataSource.transaction((m) =>
-      t.outbox.enqueue(m, { tenantId: TENANT, eventName: EVENT, payload: {} }),
-    );
+    const id = await enqueueIn(t, { eventName: EVENT });
     await t.relay.heartbeat(); // registers the local consumers, as a running relay has
     // the claim of a relay that dies at once: its lease lasts 1 ms and it records nothing
     const claim = fanOutPendingEvents(NAMES, {

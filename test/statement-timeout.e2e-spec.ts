@@ -3,9 +3,15 @@ import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nest
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { createLoginRole, type TestRole } from './support/test-roles';
-import { EFFECTS_TABLE_SQL, recordEffect } from './support/effects';
+import {
+  EFFECTS_GRANT,
+  EFFECTS_TABLE,
+  EFFECTS_TABLE_SQL,
+  enqueueManyIn,
+  recordEffect,
+  truncateOutbox,
+} from './support/outbox-fixture';
 
-const TENANT = '57014000-0000-4000-8000-000000000001';
 const EVENT = 'test.bounded.v1';
 
 @Injectable()
@@ -36,7 +42,7 @@ describe('a statement_timeout shorter than a claim', () => {
   beforeAll(async () => {
     db = await createTestDatabase(SLOW_CLAIMS_SQL);
     relayRole = await createLoginRole(db, 'outbox_relay', [
-      'grant insert on test_effects to $ROLE',
+      EFFECTS_GRANT,
       // the database's own bound for this role's statements, shorter than a claim of the batches below
       `alter role $ROLE in database ${db.name} set statement_timeout = '200ms'`,
     ]);
@@ -45,9 +51,7 @@ describe('a statement_timeout shorter than a claim', () => {
   afterEach(async () => {
     await worker?.close();
     worker = undefined;
-    await db.sql(
-      'truncate event_outbox, outbox_deliveries, outbox_event_leases, consumer_inbox, test_effects',
-    );
+    await truncateOutbox(db, EFFECTS_TABLE);
   });
   afterAll(async () => {
     await producer?.close();
@@ -56,11 +60,9 @@ describe('a statement_timeout shorter than a claim', () => {
   });
 
   const enqueue = (count: number): Promise<string[]> =>
-    producer.dataSource.transaction((m) =>
-      producer.outbox.enqueueMany(
-        m,
-        Array.from({ length: count }, (_, i) => ({ tenantId: TENANT, eventName: EVENT, payload: { i } })),
-      ),
+    enqueueManyIn(
+      producer,
+      Array.from({ length: count }, (_, i) => ({ eventName: EVENT, payload: { i } })),
     );
 
   const delivered = async (): Promise<number> =>

@@ -13,7 +13,13 @@ import { buildApp, type TestApp } from './support/build-app';
 import { outboxNames } from '../libs/outbox/src/store/sql';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { createLoginRole, type TestRole } from './support/test-roles';
-import { EFFECTS_TABLE_SQL, recordEffect } from './support/effects';
+import {
+  EFFECTS_GRANT,
+  EFFECTS_TABLE,
+  EFFECTS_TABLE_SQL,
+  recordEffect,
+  truncateOutbox,
+} from './support/outbox-fixture';
 
 const A = '0a0a0a0a-0000-4000-8000-00000000000a';
 const B = '0b0b0b0b-0000-4000-8000-00000000000b';
@@ -51,7 +57,7 @@ describe.each(SCHEMAS)('tenancy and row-level security on non-owner roles, schem
   beforeAll(async () => {
     db = await createTestDatabase([EFFECTS_TABLE_SQL], { schema });
     appRole = await createLoginRole(db, 'outbox_app');
-    relayRole = await createLoginRole(db, 'outbox_relay', ['grant insert on test_effects to $ROLE']);
+    relayRole = await createLoginRole(db, 'outbox_relay', [EFFECTS_GRANT]);
     web = await buildApp({ url: appRole.url, outbox: { schema } });
     worker = await buildApp({
       url: relayRole.url,
@@ -242,7 +248,7 @@ describe.each(SCHEMAS)('single-tenant mode (tenancy off) in schema %s', (schema)
 
   beforeAll(async () => {
     db = await createTestDatabase([EFFECTS_TABLE_SQL], { schema });
-    relayRole = await createLoginRole(db, 'outbox_relay', ['grant insert on test_effects to $ROLE']);
+    relayRole = await createLoginRole(db, 'outbox_relay', [EFFECTS_GRANT]);
     appRole = await createLoginRole(db, 'outbox_app');
     // Neither the app nor the relay is the owner, and the app sets no tenant: an unset setting means the
     // single tenant in the policies.

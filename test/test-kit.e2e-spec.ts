@@ -3,8 +3,7 @@ import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
 import { OutboxTestKit, OutboxTestKitError } from 'nestjs-pg-outbox/testing';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
-
-const TENANT = '6e7f8091-a2b3-4c4d-8e6f-708192a3b4c5';
+import { TENANT, truncateOutbox } from './support/outbox-fixture';
 
 /** Fails its first two attempts; the module's backoff (a minute) would make a test wait for the retries. */
 @Injectable()
@@ -35,7 +34,7 @@ describe('the test kit (nestjs-pg-outbox/testing)', () => {
     await db.drop();
   });
   beforeEach(async () => {
-    await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox');
+    await truncateOutbox(db);
     t = await buildApp({
       url: db.url,
       outbox: { backoff: { baseMs: 60_000, capMs: 60_000, jitter: 0 } },

@@ -15,10 +15,9 @@ import { buildApp, type TestApp } from './support/build-app';
 import { TYPESCRIPT_NODE_ARGS } from './support/child-relay';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { startWebhookReceiver, type WebhookReceiver } from './support/webhook-receiver';
+import { enqueueIn, enqueueManyIn, makeRetriesDue, TENANT } from './support/outbox-fixture';
 
 const run = promisify(execFile);
-const TENANT = 'c4d5e6f7-0a1b-4c2d-8e3f-405162738495';
-
 /** Fails its first attempt, then succeeds; records the span that is active while it runs. */
 @Injectable()
 class TracedConsumer {
@@ -68,14 +67,11 @@ async function app(tracing: boolean): Promise<TestApp> {
 /** Enqueues one event inside a producer span (as an HTTP handler's span would be); returns both. */
 async function enqueueInSpan(t: TestApp): Promise<{ eventId: string; producer: SpanContext }> {
   return producerTracer.startActiveSpan('POST /orders', { kind: SpanKind.SERVER }, async (span) => {
-    const eventId = await t.dataSource.transaction((m) =>
-      t.outbox.enqueue(m, {
-        tenantId: TENANT,
-        eventName: 'test.trace.v1',
-        correlationId: 'order-7',
-        payload: { order: 7 },
-      }),
-    );
+    const eventId = await enqueueIn(t, {
+      eventName: 'test.trace.v1',
+      correlationId: 'order-7',
+      payload: { order: 7 },
+    });
     span.end();
     return { eventId, producer: span.spanContext() };
   });
@@ -99,7 +95,7 @@ describe('OutboxTracingModule', () => {
       expect(row.traceparent).toBe(`00-${producer.traceId}-${producer.spanId}-01`);
 
       await t.relay.drain();
-      await db.sql(`update outbox_deliveries set next_attempt_at = now() where status = 'failed'`);
+      await makeRetriesDue(db);
       await t.relay.drain();
 
       const [first, retry] = consumerSpans('traced');
@@ -153,12 +149,10 @@ describe('OutboxTracingModule', () => {
     const t = await app(true);
     try {
       const many = (tenantId: string) =>
-        t.dataSource.transaction((m) =>
-          t.outbox.enqueueMany(m, [
-            { tenantId, eventName: 'test.other.v1', payload: { n: 1 } },
-            { tenantId, eventName: 'test.other.v1', payload: { n: 2 } },
-          ]),
-        );
+        enqueueManyIn(t, [
+          { tenantId, eventName: 'test.other.v1', payload: { n: 1 } },
+          { tenantId, eventName: 'test.other.v1', payload: { n: 2 } },
+        ]);
       const { ids, producer } = await producerTracer.startActiveSpan('batch', async (span) => {
         const result = { ids: await many(TENANT), producer: span.spanContext() };
         span.end();
@@ -182,7 +176,7 @@ describe('OutboxTracingModule', () => {
     try {
       const { eventId } = await enqueueInSpan(t);
       await t.relay.drain();
-      await db.sql(`update outbox_deliveries set next_attempt_at = now() where status = 'failed'`);
+      await makeRetriesDue(db);
       await t.relay.drain();
       const [row] = await db.sql<{ traceparent: string | null }>(
         'select traceparent from event_outbox where id = $1',

@@ -2,9 +2,8 @@ import { Injectable } from '@nestjs/common';
 import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
-import { EFFECTS_TABLE_SQL, recordEffect } from './support/effects';
+import { EFFECTS_TABLE_SQL, enqueueManyIn, recordEffect } from './support/outbox-fixture';
 
-const TENANT = '7c000000-0000-4000-8000-00000000007c';
 const EVENT = 'test.txctl.v1';
 
 /** What `b-hostile` does through `context.manager` after writing its effect. */
@@ -87,11 +86,9 @@ describe('a handler that tries to control the batch transaction', () => {
       'nested transaction rolled back',
       'do block',
     ];
-    const ids = await t.dataSource.transaction((m) =>
-      t.outbox.enqueueMany(
-        m,
-        kinds.map((kind) => ({ tenantId: TENANT, eventName: EVENT, payload: { kind } })),
-      ),
+    const ids = await enqueueManyIn(
+      t,
+      kinds.map((kind) => ({ eventName: EVENT, payload: { kind } })),
     );
     await t.relay.drain();
     const effects = await db.sql<{ event_id: string; consumer: string; n: number }>(

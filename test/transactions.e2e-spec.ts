@@ -22,8 +22,8 @@ import {
   type OutboxModuleOptions,
 } from 'nestjs-pg-outbox';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { TENANT, truncateOutbox } from './support/outbox-fixture';
 
-const TENANT = '3a4b5c6d-7e8f-4a0b-9c1d-2e3f4a5b6c7d';
 const APP_TABLES = [
   'create table contacts (name text primary key)',
   'create table timeline (event_id uuid not null, attempt int not null)',
@@ -199,7 +199,7 @@ describe('transactions the way apps write them', () => {
     await db.drop();
   });
   beforeEach(async () => {
-    await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox, contacts, timeline');
+    await truncateOutbox(db, 'contacts', 'timeline');
   });
 
   async function stored(): Promise<{ events: number; contacts: string[] }> {

@@ -2,11 +2,11 @@ import { Injectable } from '@nestjs/common';
 import { Client } from 'pg';
 import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
-import { RoundTripProbe } from './support/round-trip-probe';
+import { relayStatement, RoundTripProbe } from './support/round-trip-probe';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { waitFor } from './support/wait-for';
+import { enqueueIn, TENANT } from './support/outbox-fixture';
 
-const TENANT = '77777777-7777-4777-8777-777777777777';
 /** So long that only a wake-up can deliver within a test's deadline. */
 const NEVER_POLL = 600_000;
 
@@ -37,10 +37,7 @@ describe('wake-ups', () => {
     apps.push(app);
     return app;
   };
-  const enqueue = (t: TestApp) =>
-    t.dataSource.transaction((m) =>
-      t.outbox.enqueue(m, { tenantId: TENANT, eventName: 'test.wake.v1', payload: {} }),
-    );
+  const enqueue = (t: TestApp) => enqueueIn(t, { eventName: 'test.wake.v1' });
 
   it("wakes this process's relay right after the enqueuing transaction commits, not at the next poll", async () => {
     const t = await start({ enabled: true, pollIntervalMs: NEVER_POLL, listen: false, notify: false });
@@ -67,8 +64,8 @@ describe('wake-ups', () => {
     expect(t.app.get(Recorder).seen).toEqual([id]);
     const seen = probe.take().statements;
     const sent = {
-      claims: seen.filter((s) => s.text.includes('with fresh as') && s.values[0] === TENANT).length,
-      scans: seen.filter((s) => s.text.includes('outbox_due_tenants(')).length,
+      claims: seen.filter((s) => relayStatement.claim(s, TENANT)).length,
+      scans: seen.filter(relayStatement.dueTenantScan).length,
     };
     expect(sent).toEqual({ claims: 1, scans: 1 });
   });

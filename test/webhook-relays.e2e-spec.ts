@@ -5,8 +5,7 @@ import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { startWebhookChildRelay } from './support/webhook-child-relay';
 import { startWebhookReceiver, type WebhookReceiver } from './support/webhook-receiver';
 import { waitFor } from './support/wait-for';
-
-const TENANTS = ['6c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f', '7d2e3f4a-5b6c-4d7e-8f9a-0b1c2d3e4f5a'];
+import { enqueueIn, enqueueManyIn, TENANTS, truncateOutbox } from './support/outbox-fixture';
 
 describe('webhooks across relays and crashes', () => {
   let db: TestDatabase;
@@ -42,9 +41,7 @@ describe('webhooks across relays and crashes', () => {
       outbox: { handlerTimeoutMs: 1000, relay: { leaseMs: 3000 }, webhooks: [webhook] },
     });
     try {
-      const id = await t.dataSource.transaction((m) =>
-        t.outbox.enqueue(m, { tenantId: TENANTS[0]!, eventName: 'test.crash.v1', payload: {} }),
-      );
+      const id = await enqueueIn(t, { eventName: 'test.crash.v1' });
       await waitFor(() => receiver.requests.length === 1, { message: 'the child relay to send the request' });
       await child.kill('SIGKILL');
       await waitFor(() => receiver.requests[0]!.outcome === 'aborted', {
@@ -77,7 +74,7 @@ describe('webhooks across relays and crashes', () => {
   }, 30_000);
 
   it('never has two relays send the same delivery at the same time', async () => {
-    await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox');
+    await truncateOutbox(db);
     receiver.requests.length = 0;
     // Slow enough to overlap, and a first attempt that fails now and then so retries are claimed too.
     receiver.reply = (request, index) => ({
@@ -97,11 +94,11 @@ describe('webhooks across relays and crashes', () => {
     const b = await buildApp({ url: db.url, outbox: { relay: { batchSize: 40 }, webhooks: [webhook] } });
     try {
       const events = Array.from({ length: 400 }, (_, i) => ({
-        tenantId: TENANTS[i % 2]!,
+        tenantId: TENANTS[i % 2],
         eventName: 'test.pair.v1',
         payload: { i },
       }));
-      await a.dataSource.transaction((m) => a.outbox.enqueueMany(m, events));
+      await enqueueManyIn(a, events);
       const [byA, byB] = await drainSideBySide([a, b]);
       expect(byA + byB).toBe(400);
       expect(byA).toBeGreaterThan(0);

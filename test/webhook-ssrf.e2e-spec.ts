@@ -9,6 +9,7 @@ import {
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { startWebhookReceiver, type WebhookReceiver } from './support/webhook-receiver';
+import { enqueueIn, truncateOutbox } from './support/outbox-fixture';
 
 const A = '1b2c3d4e-5f60-4a1b-8c2d-3e4f5a6b7c8d';
 const B = '2c3d4e5f-6071-4b2c-9d3e-4f5a6b7c8d9e';
@@ -34,7 +35,7 @@ describe('tenant webhook subscriptions and the private network', () => {
   });
   afterEach(async () => {
     for (const t of apps.splice(0)) await t.close();
-    await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox, outbox_webhook_subscriptions');
+    await truncateOutbox(db, 'outbox_webhook_subscriptions');
     receiver.requests.length = 0;
     receiver.reply = () => ({});
   });
@@ -44,9 +45,7 @@ describe('tenant webhook subscriptions and the private network', () => {
   });
 
   const enqueue = (t: TestApp, tenantId: string) =>
-    t.dataSource.transaction((m) =>
-      t.outbox.enqueue(m, { tenantId, eventName: 'test.ssrf.probe.v1', payload: {} }),
-    );
+    enqueueIn(t, { tenantId, eventName: 'test.ssrf.probe.v1' });
   const deliveryOf = async (eventId: string) =>
     (
       await db.sql<{ status: string; error_code: string | null; last_error: string | null }>(

@@ -9,6 +9,7 @@ import {
 } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { enqueueIn } from './support/outbox-fixture';
 import { startWebhookReceiver, type WebhookReceiver } from './support/webhook-receiver';
 
 const A = '8e3f4a5b-6c7d-4e8f-9a0b-1c2d3e4f5a6b';
@@ -20,6 +21,27 @@ const SUBSCRIPTIONS = {
   allowPrivateTargets: ['127.0.0.1/32'],
   secretKeys: [{ id: 'test', key: randomBytes(32).toString('base64') }],
 };
+
+/** Fake timers for `Date` alone, running on with real time: every other API jest can replace stays real. */
+const FAKE_DATE_ONLY = {
+  advanceTimers: true,
+  doNotFake: [
+    'hrtime',
+    'nextTick',
+    'performance',
+    'queueMicrotask',
+    'requestAnimationFrame',
+    'cancelAnimationFrame',
+    'requestIdleCallback',
+    'cancelIdleCallback',
+    'setImmediate',
+    'clearImmediate',
+    'setInterval',
+    'clearInterval',
+    'setTimeout',
+    'clearTimeout',
+  ],
+} satisfies Parameters<typeof jest.useFakeTimers>[0];
 
 describe('webhook subscriptions per tenant', () => {
   let db: TestDatabase;
@@ -47,7 +69,7 @@ describe('webhook subscriptions per tenant', () => {
     tenantId: string,
     eventName: string,
     payload: Record<string, unknown> = {},
-  ) => app.dataSource.transaction((m) => app.outbox.enqueue(m, { tenantId, eventName, payload }));
+  ) => enqueueIn(app, { tenantId, eventName, payload });
   const deliveryOf = async (eventId: string) =>
     (
       await db.sql<Record<string, unknown>>(
@@ -184,17 +206,27 @@ describe('webhook subscriptions per tenant', () => {
     expect(receiver.requests).toHaveLength(0);
   });
 
-  it('reaches another relay instance within cacheTtlMs', async () => {
-    const other = await buildApp({ url: db.url, outbox: { webhookSubscriptions: SUBSCRIPTIONS } });
+  it('reaches another relay instance once its cacheTtlMs has passed, and not before', async () => {
+    const ttlMs = 60_000;
+    const other = await buildApp({
+      url: db.url,
+      outbox: { webhookSubscriptions: { ...SUBSCRIPTIONS, cacheTtlMs: ttlMs } },
+    });
+    // The cache's clock is Date's: faked alone (timers stay real), it runs on and the test moves it past the TTL.
+    jest.useFakeTimers(FAKE_DATE_ONLY);
     try {
       await enqueue(other, C, 'crm.contact.created.v1');
       await other.relay.drain(); // caches "no subscriptions" for tenant C
       await subscriptions.add(C, { name: 'late', url: `${receiver.baseUrl}/c`, events: ['*'] });
-      await new Promise((resolve) => setTimeout(resolve, 250)); // the cache lifetime, not a race
+      const early = await enqueue(other, C, 'crm.contact.created.v1');
+      await other.relay.drain();
+      expect(await eventStatus(early)).toBe('no_handlers');
+      jest.setSystemTime(Date.now() + ttlMs);
       const id = await enqueue(other, C, 'crm.contact.created.v1');
       await other.relay.drain();
       expect(receiver.to('/c').map((r) => r.id)).toEqual([id]);
     } finally {
+      jest.useRealTimers();
       await other.close();
     }
   });

@@ -18,8 +18,8 @@ import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { refusedUrl, startWebhookReceiver, type WebhookReceiver } from './support/webhook-receiver';
 import { waitFor } from './support/wait-for';
+import { deliveryOf, enqueueIn, TENANT, truncateOutbox } from './support/outbox-fixture';
 
-const TENANT = '5b0c7e1a-3d2f-4e6a-9b8c-1d2e3f4a5b6c';
 const FAST = { baseMs: 1, capMs: 60_000, jitter: 0 };
 
 describe('webhooks', () => {
@@ -36,7 +36,7 @@ describe('webhooks', () => {
     await db?.drop();
   });
   beforeEach(async () => {
-    await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox, outbox_consumers cascade');
+    await truncateOutbox(db, 'outbox_consumers', 'outbox_consumer_instances');
     receiver.requests.length = 0;
     receiver.reply = () => ({});
   });
@@ -71,23 +71,15 @@ describe('webhooks', () => {
     payload: Record<string, unknown> = { n: 1 },
     eventName = 'test.hook.created.v1',
   ) =>
-    app.dataSource.transaction((m) =>
-      app.outbox.enqueue(m, {
-        tenantId: TENANT,
-        eventName,
-        payload,
-        aggregateType: 'thing',
-        aggregateId: 't-1',
-        correlationId: 'corr-1',
-      }),
-    );
+    enqueueIn(app, {
+      eventName,
+      payload,
+      aggregateType: 'thing',
+      aggregateId: 't-1',
+      correlationId: 'corr-1',
+    });
   const delivery = async (eventId: string, consumer = 'webhook:hook') =>
-    (
-      await db.sql<Record<string, unknown>>(
-        'select * from outbox_deliveries where event_id = $1 and consumer_name = $2',
-        [eventId, consumer],
-      )
-    )[0]!;
+    (await deliveryOf(db, eventId, consumer))!;
   const eventStatus = async (id: string) =>
     (await db.sql<{ status: string }>('select status from event_outbox where id = $1', [id]))[0]!.status;
   const makeRetriesDue = () =>

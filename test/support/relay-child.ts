@@ -3,8 +3,8 @@
  * Env: DATABASE_URL; LEASE_MS; MAX_ATTEMPTS. The consumer `victim` of `test.crash.v1` writes its effect, then
  * acts on the payload's `mode`:
  * - `hang`: prints `HANDLER_STARTED <eventId>` and never returns (to be killed mid-handler);
- * - `pause`: prints `HANDLER_STARTED <eventId>`, waits `pauseMs` (to be stopped with SIGSTOP), then returns
- *   and prints `HANDLER_RETURNED <eventId>`;
+ * - `pause`: prints `HANDLER_STARTED <eventId>` and waits to be stopped (SIGSTOP) and continued (SIGCONT): it
+ *   returns once continued, and prints `HANDLER_RETURNED <eventId>`;
  * - `poison`: kills its own process with SIGKILL, as a handler that crashes the process would.
  * Relay errors are printed as `RELAY_ERROR <message>`.
  */
@@ -12,20 +12,22 @@ import 'reflect-metadata';
 import { Injectable, type LoggerService } from '@nestjs/common';
 import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { buildApp } from './build-app';
-import { recordEffect } from './effects';
+import { recordEffect } from './outbox-fixture';
 
 @Injectable()
 class VictimConsumer {
   @OnOutboxEvent('test.crash.v1', { consumer: 'victim', maxAttempts: Number(process.env.MAX_ATTEMPTS ?? 5) })
   async handle(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
     await recordEffect(event, context);
-    const data = event.data as { mode?: string; pauseMs?: number };
+    const data = event.data as { mode?: string };
     if (data.mode === 'hang') {
       process.stdout.write(`HANDLER_STARTED ${event.eventId}\n`);
       await new Promise(() => undefined);
     } else if (data.mode === 'pause') {
+      // a latch, not a timer: the handler is still running whenever the test gets to stop the process
+      const continued = new Promise((resolve) => process.once('SIGCONT', resolve));
       process.stdout.write(`HANDLER_STARTED ${event.eventId}\n`);
-      await new Promise((resolve) => setTimeout(resolve, data.pauseMs ?? 300));
+      await continued;
       process.stdout.write(`HANDLER_RETURNED ${event.eventId}\n`);
     } else if (data.mode === 'poison') {
       process.kill(process.pid, 'SIGKILL');

@@ -1,1 +1,33 @@
+import {
+  dueTenants,
+  FAN_OUT_NAME,
+  fanOutText,
+  outboxNames,
+  handlerContext,
+  type SqlStatement,
+} from '../../libs/outbox/src/store/sql';
+import type { ProbedStatement } from '../../tools/round-trip-probe';
+
 export { RoundTripProbe, type ProbedStatement } from '../../tools/round-trip-probe';
+
+/** The outbox's names in the default schema, where the probed specs run. */
+const NAMES = outboxNames();
+
+/** The text the relay sends for a statement, whatever its values. */
+const textOf = (statement: SqlStatement): string => statement.text;
+
+/**
+ * The relay's statements a spec looks for in what a probe saw, told apart by the library's own statement texts
+ * and names rather than by patterns over SQL, so that a spec follows the statements when they change.
+ */
+export const relayStatement = {
+  /** The claim of new events (the fan-out, named or not), of `tenantId` when given. */
+  claim: (s: ProbedStatement, tenantId?: string): boolean =>
+    s.text === fanOutText(NAMES) && (tenantId === undefined || s.values[0] === tenantId),
+  /** A name the fan-out runs under (one per generation of a connection's named statements). */
+  fanOutName: (name: string | undefined): name is string => name?.startsWith(`${FAN_OUT_NAME}_`) === true,
+  /** The scan for tenants with due work. */
+  dueTenantScan: (s: ProbedStatement): boolean => s.text === textOf(dueTenants(NAMES, 1, null)),
+  /** A handler's first statement: reads the context the previous handler left and sets the batch's again. */
+  handlerContext: (s: ProbedStatement): boolean => s.text === textOf(handlerContext('setting', 'tenant', 1)),
+};

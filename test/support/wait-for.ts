@@ -22,3 +22,14 @@ export async function waitFor<T>(
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
 }
+
+/** Rejects when `work` has not settled within `ms`: a hang fails the test with `what`, instead of timing it out. */
+export function within<T>(ms: number, work: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    work,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what} did not return within ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}

@@ -126,7 +126,7 @@ export class OutboxService {
 
 /**
  * Event ids are UUIDv7 (time-ordered): new rows land at the right edge of the primary-key and inbox indexes
- * instead of at random pages, so inserts stay cheap as the tables grow (see the benchmark's backlog scale).
+ * instead of at random pages, so inserts stay cheap as the tables grow (docs/adr/0607-event-ids-are-uuidv7.md).
  */
 function newEventId(): string {
   return uuidv7();

@@ -10,8 +10,8 @@ import * as q from '../store/sql';
  * event and its outcome deletes it. Until VACUUM runs, the dead rows stay in their pages and new rows go to new
  * pages (only VACUUM records the space freed), so the table grows by a page per hundred events, and every claim
  * and outcome reads those pages. Autovacuum comes by once per `autovacuum_naptime` (a minute by default): at
- * thousands of events per second that is tens of thousands of dead rows. Measured over a 50,000-event drain:
- * the claim's fan-out took 3.3 ms per batch, 1.8 ms with the table vacuumed every few thousand events.
+ * thousands of events per second that is tens of thousands of dead rows, and the claims slow down with the
+ * drain's length (measured: docs/adr/0601-event-leases-in-an-unlogged-table.md).
  *
  * So the relay vacuums it after every `relay.vacuumLeasesEvery` leases it released, in the background, one
  * vacuum at a time per instance, when its role may (checked once; otherwise it says so once and leaves the

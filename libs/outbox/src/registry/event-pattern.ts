@@ -11,7 +11,7 @@ export function isEventPattern(pattern: unknown): pattern is string {
   return isEventName(pattern);
 }
 
-/** True when an event named `eventName` is for a consumer listening to `pattern`. Mirrors the SQL in store/sql/fan-out.ts. */
+/** True when an event named `eventName` is for a consumer listening to `pattern` (in SQL: `eventPatternMatch`). */
 export function matchesEventPattern(pattern: string, eventName: string): boolean {
   if (pattern === '*') return true;
   if (pattern.endsWith('.*')) return eventName.startsWith(pattern.slice(0, -1));

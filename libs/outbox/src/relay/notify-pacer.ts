@@ -17,14 +17,13 @@ const PROCESS_CLOCK: PacerClock = {
  * follow within the gap share one send, when the gap ends. So below one commit per gap every commit wakes the
  * relays at once, and above it the NOTIFYs stay at one per gap at most, whatever the commit rate.
  *
- * Under sustained load the gap widens, up to `WIDEST` times `gapMs`. A NOTIFY is a round trip on a connection
- * of its own, and beside a busy one it costs the process far more than alone (measured here: 300–400 µs of CPU
- * each beside a loop of business transactions, 50 µs alone): at 1,000 commits/s on one connection, a NOTIFY per
- * 2 ms cost 14–21% of the commit rate, the widened gap 5–10%. The gap is `2 × gapMs² / mean interval between
- * requests`, within [`gapMs`, `WIDEST × gapMs`]: it stays `gapMs` while requests come one per `2 × gapMs` or
- * slower (with the default 2 ms, up to 250 commits/s: each still wakes the relays at once), and at higher
- * rates a relay in another process — busy at such rates anyway — is woken at least every `WIDEST × gapMs`. The
- * mean is weighted towards recent requests and starts quiet, so a short burst keeps the narrow gap.
+ * Under sustained load the gap widens, up to `WIDEST` times `gapMs`: a NOTIFY is a round trip on a connection
+ * of its own, and beside a busy one it costs the process several times its own cost. The gap is
+ * `2 × gapMs² / mean interval between requests`, within [`gapMs`, `WIDEST × gapMs`]: it stays `gapMs` while
+ * requests come one per `2 × gapMs` or slower (with the default 2 ms, up to 250 commits/s: each still wakes the
+ * relays at once), and at higher rates a relay in another process — busy at such rates anyway — is woken at
+ * least every `WIDEST × gapMs`. The mean is weighted towards recent requests and starts quiet, so a short burst
+ * keeps the narrow gap. Why, and what was measured: docs/adr/0606-no-notify-in-the-app-transaction-and-the-pacer.md.
  */
 export class NotifyPacer {
   private lastSentAt = Number.NEGATIVE_INFINITY;
@@ -63,7 +62,7 @@ export class NotifyPacer {
   /**
    * Sends once `wait` ms have passed, and not before: Node fires a timer by its event loop's clock, read at the
    * start of the loop's turn and in whole milliseconds, so a timer can fire up to a millisecond early — with a
-   * 2 ms gap, half the gap (measured: 0.74 NOTIFYs per commit where at most 0.4 were due).
+   * 2 ms gap, half the gap (ADR 0606).
    */
   private sendAfter(wait: number): void {
     this.timer = this.clock.setTimeout(() => {

@@ -25,7 +25,7 @@ const RECONNECT_MAX_MS = 5000;
  * a pooled connection to wake the relays of other processes — at once after a quiet spell, one per
  * `relay.notifyGapMs` for commits closer together (see `NotifyPacer`) — which LISTEN on a dedicated connection
  * that reconnects by itself. Polling stays the safety net: a lost notification only delays an event to the next
- * poll.
+ * poll. See docs/adr/0606-no-notify-in-the-app-transaction-and-the-pacer.md.
  */
 @Injectable()
 export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {

@@ -35,7 +35,8 @@ import { OutboxInstrumentation } from '../observability/outbox-instrumentation';
  * meanwhile rolls the whole batch back, so a handler's writes never land twice; (3) external deliveries
  * (webhooks) run with no transaction open, and their outcomes are recorded in a short transaction fenced by the
  * lease token. Two round trips per batch, whatever its size, besides the handlers' own queries; a batch's
- * commit overlaps the claim of the next one.
+ * commit overlaps the claim of the next one. Why: docs/adr/0602-claim-commits-with-a-lease-outcome-is-fenced.md
+ * and docs/adr/0604-round-trips-per-transaction.md.
  */
 @Injectable()
 export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {

@@ -9,7 +9,7 @@ import { RELAY_LOG_CONTEXT } from './tenant-batch';
 /**
  * This instance's entry in the persisted registry: which consumers it hosts, so that fan-out (on any instance)
  * creates their delivery rows. Refreshed at bootstrap, then before a round once `registry.heartbeatMs` passed;
- * left at shutdown.
+ * left at shutdown. Why a persisted registry: docs/adr/0608-persisted-consumer-registry.md.
  */
 export class RegistryHeartbeat {
   private readonly logger = new Logger(RELAY_LOG_CONTEXT);

@@ -76,8 +76,9 @@ export async function sendSteps(
  * through TypeORM's own `startTransaction()`, so handlers see it open (their `manager.transaction()` makes a
  * savepoint) and its subscribers hear of its commit or rollback. That transaction closes with the statements
  * that record the outcomes, sent with TypeORM's `commitTransaction()`. So a round costs two round trips besides
- * the handlers' own queries. The batch's context statement (tenant, bounds, marker) waits in `pending` and
- * goes first in the next round trip inside the batch transaction: a handler's first query, or the closing.
+ * the handlers' own queries (docs/adr/0604-round-trips-per-transaction.md). The batch's context statement
+ * (tenant, bounds, marker) waits in `pending` and goes first in the next round trip inside the batch
+ * transaction: a handler's first query, or the closing.
  */
 export class RoundConnection {
   private open = false;

@@ -2,7 +2,7 @@
  * The statements of the operator's board and its audit log, as `{ text, values }`. The board refreshes every few
  * seconds, so none of them reads a tenant's history: open work is read through partial indexes that hold only
  * rows not delivered (counts capped at `cap`), settled rows are the planner's estimate, and throughput comes from
- * the per-minute `outbox_activity` table. Plans measured with 1M events: docs/adr/0401-board-reads-bounded-queries.md.
+ * the per-minute `outbox_activity` table. Plans measured with 1M events: docs/adr/0402-board-reads-bounded-queries.md.
  * Every statement names its tenant in `where` as well as running under the row-level security context.
  */
 import type { SqlStatement } from './statement';
@@ -11,7 +11,7 @@ import type { OutboxNames } from './schema';
 /**
  * Sets the tenant for row-level security, and JIT compilation off, both transaction-local. The overview's
  * estimated cost (the estimate function is planned as an expensive call) passes `jit_above_cost`: measured on
- * PostgreSQL 15 with 1M events, JIT took 53 of its 58 ms (see the ADR).
+ * PostgreSQL 15 with 1M events, JIT took most of its time (docs/adr/0402-board-reads-bounded-queries.md).
  */
 export function setBoardContext(tenantSetting: string, tenantId: string): SqlStatement {
   return {

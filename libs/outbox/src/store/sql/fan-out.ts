@@ -1,5 +1,6 @@
 import { FAN_OUT_NAME, type SqlStatement } from './statement';
 import type { OutboxNames } from './schema';
+import { eventPatternMatch } from './event-pattern';
 
 // The columns the fan-out needs come straight from the locked rows (the latest versions: `for update` re-checks
 // the conditions on them), not from a second read of the same rows. The live leases of the tenant are read once
@@ -40,8 +41,7 @@ export function fanOutText(n: OutboxNames): string {
                from unnest($7::text[], $8::text[], $9::boolean[]) as t(name, patterns, ordered)
            ) c
         on exists (select 1 from unnest(c.event_patterns) as p(pattern)
-                    where p.pattern = '*' or p.pattern = n.event_name
-                       or (right(p.pattern, 2) = '.*' and starts_with(n.event_name, left(p.pattern, -1))))
+                    where ${eventPatternMatch('p.pattern', 'n.event_name')})
   ), route_sets as (
     -- per event name: how many consumers, whether in-process pairs, and which (space-separated: names of this
     -- instance's own in-process consumers, which never hold a space — checked at boot — so no array to parse)
@@ -125,7 +125,7 @@ export function fanOutText(n: OutboxNames): string {
     -- a leased event, once, with the consumers of its in-process pairs (one entry per event, not one per
     -- pair): a new event's are its name's; only an event already fanned out (\`processing\` in this
     -- statement's snapshot) looks up its own. Subqueries, not joins: a join of two CTEs can become a loop over
-    -- one for each row of the other (10,000 comparisons per claim in a generic plan made over a large history)
+    -- one for each row of the other (quadratic in the batch, in a generic plan made over a large history)
     (select coalesce(json_agg(r order by r.event_seq::bigint), '[]')
        from (select l.claim_count, e.id as event_id, e.tenant_id, e.event_name, e.payload, e.aggregate_type,
                     e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version, e.seq::text as event_seq,
@@ -145,21 +145,22 @@ export function fanOutText(n: OutboxNames): string {
  * Fans new events of this tenant out to their consumers: claims pending events (`skip locked`, in insert
  * order) and inserts one delivery row per matching consumer of the persisted registry (`outbox_consumers`,
  * every consumer some instance reported within `liveWithinMs`), so that a consumer hosted only by other
- * instances (a rolling deploy, dedicated workers) still gets its rows. Rows of consumers this instance hosts
- * are leased to it at once (attempt 1), except ordered ones, which the due-claim that follows in the same
- * transaction takes when nothing earlier in their aggregate is open; tenant-scoped consumers (run-time webhook
- * subscriptions) come as arrays; the others wait as `pending` for an instance that hosts them.
+ * instances (a rolling deploy, dedicated workers) still gets its rows (docs/adr/0608-persisted-consumer-registry.md).
+ * Rows of consumers this instance hosts are leased to it at once (attempt 1), except ordered ones, which the
+ * due-claim that follows in the same transaction takes when nothing earlier in their aggregate is open;
+ * tenant-scoped consumers (run-time webhook subscriptions) come as arrays; the others wait as `pending` for an
+ * instance that hosts them.
  *
  * Hosted in-process consumers (not ordered) get no row here: their pairs are claimed through the event, with a
- * lease in `outbox_event_leases` (unlogged), and their rows are written once, with the outcome. An event whose
- * consumers are all of that kind is not written at all by the claim: it stays `pending` (with a live lease, the
- * next claims pass it by) until the outcome statement settles it. Other events become `processing` with their
+ * lease in `outbox_event_leases` (unlogged: docs/adr/0601-event-leases-in-an-unlogged-table.md), and their rows
+ * are written once, with the outcome. An event whose consumers are all of that kind is not written at all by the
+ * claim: it stays `pending` (with a live lease, the next claims pass it by) until the outcome statement settles it. Other events become `processing` with their
  * count of open deliveries, or `no_handlers` when nothing listens. An expired event lease means the relay that
  * held it never recorded its outcomes: the event is claimed again (`claim_count` + 1) for the pairs whose row
  * was never written. The lease upsert is the arbiter between relays: a claim whose lease insert loses leaves the
- * event alone. Pattern matching mirrors `matchesEventPattern`: `*`, an exact name, or a `prefix.*`; it is done
- * once per event name in the batch (a batch usually holds a few names), and a new event takes its name's
- * consumers; only an event already fanned out is looked at pair by pair.
+ * event alone. Patterns are matched by `eventPatternMatch` (the rule of `matchesEventPattern`) once per event
+ * name in the batch (a batch usually holds a few names), and a new event takes its name's consumers; only an
+ * event already fanned out is looked at pair by pair.
  *
  * Returns one row (`FanOutResult`): `deliveries` (the delivery rows leased, each with its event), `leases` (the
  * events leased by this claim, with their claim count and, in `pairs`, the consumers of their in-process

@@ -108,7 +108,7 @@ function outcomeText(n: OutboxNames): string {
                 set ${SETTLE_EVENT}
                from per_event p
               -- the key alone: a primary-key probe per event. With an "= any(ids)" beside it, both plans scanned the
-              -- ids once per event (125,000 comparisons, 17 ms, in a batch of 500)
+              -- ids once per event (quadratic in the batch size)
               where e.id = p.event_id
              returning e.id
            )
@@ -162,7 +162,8 @@ export function pairOutcomeText(n: OutboxNames): string {
  * pair), inserts the inbox rows of those delivered (in the handlers' transaction, so they commit with the
  * handlers' writes), and settles each event from counters. Counters, not a recount: an `update … set n = n - k`
  * re-reads the latest row under its lock, so two relays finishing different consumers of one event never both
- * miss each other's commit.
+ * miss each other's commit, and a recount in this statement would not see the rows it writes
+ * (docs/adr/0603-counters-not-recounts.md). The fence: docs/adr/0602-claim-commits-with-a-lease-outcome-is-fenced.md.
  *
  * The events of pairs are locked (in id order) before their leases are deleted: every statement that changes an
  * event's lease row holds the event's row lock first (a claim locks the events it takes, `skip locked`). Without

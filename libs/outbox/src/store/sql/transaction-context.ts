@@ -14,7 +14,7 @@ import type { SqlStatement } from './statement';
  *
  * JIT compilation is off in these transactions: the relay's statements touch a batch of rows each, and a plan
  * whose estimated cost passes `jit_above_cost` (a generic plan's estimates are rough) would be compiled on every
- * execution — measured on PostgreSQL 15 with its default `jit = on`: 1.8 s per claim instead of 4 ms.
+ * execution. Both settings, and what was measured: docs/adr/0605-no-jit-and-asynchronous-commit-for-the-claim.md.
  */
 export function setTransactionContext(
   tenantSetting: string,

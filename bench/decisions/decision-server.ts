@@ -1,0 +1,100 @@
+/**
+ * What the scripts of `bench/decisions/` share: a server (DATABASE_URL, else an embedded PostgreSQL with the
+ * settings a script asks for), a throwaway outbox database on it, and a printer for "A against B" lines. Each
+ * script measures the figures of one or a few ADRs in docs/adr/ (06xx), taking turns between the variants it
+ * compares, as the benchmark does: the machine's speed drifts by more than some of the differences.
+ */
+import { loadavg } from 'node:os';
+import { resolveDatabase, type ResolvedDatabase } from '../../tools/database-url';
+import { startEmbeddedPostgres } from '../../tools/embedded-postgres';
+import { BenchDatabase } from '../harness/bench-database';
+import { median } from '../harness/stats';
+
+/** A server and a fresh database on it; `close()` drops the database and stops an embedded server. */
+export interface DecisionDatabase {
+  db: BenchDatabase;
+  serverVersion: string;
+  close(): Promise<void>;
+}
+
+/**
+ * DATABASE_URL when set (the script checks there what it needs, such as `pg_stat_statements`), else an
+ * embedded PostgreSQL started with `settings`.
+ */
+export async function openDecisionDatabase(settings: Record<string, string> = {}): Promise<DecisionDatabase> {
+  let server: ResolvedDatabase;
+  if (process.env.DATABASE_URL?.trim() || Object.keys(settings).length === 0)
+    server = await resolveDatabase();
+  else {
+    const embedded = await startEmbeddedPostgres({ settings });
+    server = { url: embedded.url, embedded, stop: () => embedded.stop() };
+  }
+  const db = await BenchDatabase.create(server.url);
+  const [row] = await db.sql<{ version: string }>(`select current_setting('server_version') as version`);
+  return {
+    db,
+    serverVersion: row!.version,
+    close: async () => {
+      await db.drop();
+      await server.stop();
+    },
+  };
+}
+
+/** Prints the script's heading: what it measures, where, when, and that the machine may be shared. */
+export function heading(title: string, serverVersion: string): void {
+  print(`${title}`);
+  print(
+    `  ${new Date().toISOString()} · PostgreSQL ${serverVersion} · ${process.env.DATABASE_URL ? 'DATABASE_URL' : 'embedded'} · ` +
+      `Node ${process.version} · load average ${loadAverage()}`,
+  );
+}
+
+/** One figure per variant, with each variant's runs and its ratio to the first variant's median. */
+export function compare(label: string, unit: string, runs: ReadonlyMap<string, readonly number[]>): void {
+  const [first] = runs.values();
+  const base = median(first ?? []);
+  print(`  ${label}`);
+  for (const [variant, values] of runs) {
+    const m = median(values);
+    const all = values.map((v) => format(v)).join(' / ');
+    print(
+      `    ${variant.padEnd(34)} ${format(m).padStart(10)} ${unit}  (runs: ${all}; ${(m / base).toFixed(2)}×)`,
+    );
+  }
+}
+
+/** Runs `measure` for each variant, `turns` times, forward then backward (see `inTurn`), collecting its figures. */
+export async function inTurns<V extends string, F extends string>(
+  variants: readonly V[],
+  turns: number,
+  measure: (variant: V) => Promise<Record<F, number>>,
+): Promise<Map<F, Map<V, number[]>>> {
+  const figures = new Map<F, Map<V, number[]>>();
+  for (let turn = 0; turn < turns; turn++) {
+    const order = turn % 2 === 0 ? variants : [...variants].reverse();
+    for (const variant of order) {
+      const result = await measure(variant);
+      for (const [figure, value] of Object.entries(result) as [F, number][]) {
+        if (!figures.has(figure)) figures.set(figure, new Map(variants.map((v) => [v, []])));
+        figures.get(figure)!.get(variant)!.push(value);
+      }
+    }
+  }
+  return figures;
+}
+
+export function print(line: string): void {
+  process.stdout.write(`${line}\n`);
+}
+
+function format(value: number): string {
+  if (Math.abs(value) >= 100) return Math.round(value).toLocaleString('en-US');
+  return value.toFixed(Math.abs(value) >= 10 ? 1 : 3);
+}
+
+function loadAverage(): string {
+  return loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
+}
