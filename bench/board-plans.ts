@@ -162,8 +162,7 @@ async function main(): Promise<void> {
   }
 }
 
-void main().catch((error) => {
-  // eslint-disable-next-line no-console
+main().catch((error) => {
   console.error(error);
   process.exit(1);
 });

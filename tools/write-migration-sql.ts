@@ -11,4 +11,7 @@ async function main(): Promise<void> {
   process.stdout.write(`wrote ${expected.size} files to ${SQL_DIR}\n`);
 }
 
-void main();
+main().catch((error: unknown) => {
+  process.stderr.write(`${String(error)}\n`);
+  process.exitCode = 1;
+});

@@ -28,9 +28,9 @@ import {
   setTransactionContext,
   type SqlStatement,
 } from '../../libs/outbox/src/store/sql';
+import { compare, heading, inTurns, openDecisionDatabase, print } from './decision-server';
 
 const NAMES = outboxNames();
-import { compare, heading, inTurns, openDecisionDatabase, print } from './decision-server';
 
 const CLAIMS = Number(process.env.CLAIMS ?? 30);
 const BATCH = Number(process.env.BATCH ?? 100);

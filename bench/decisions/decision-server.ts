@@ -14,7 +14,7 @@ import { median } from '../harness/stats';
 export interface DecisionDatabase {
   db: BenchDatabase;
   serverVersion: string;
-  close(): Promise<void>;
+  close: () => Promise<void>;
 }
 
 /**

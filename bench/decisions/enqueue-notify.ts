@@ -15,10 +15,10 @@ import { WalFlushCounter } from '../harness/server-info';
 import { now } from '../harness/stats';
 import { insertContact } from '../raw/raw.queries';
 import { insertEvent, outboxNames } from '../../libs/outbox/src/store/sql';
+import { compare, heading, inTurns, openDecisionDatabase, print } from './decision-server';
 
 const NAMES = outboxNames();
 const WAKEUP_CHANNEL = NAMES.wakeupChannel;
-import { compare, heading, inTurns, openDecisionDatabase, print } from './decision-server';
 
 const BLOCK_MS = Number(process.env.BLOCK_MS ?? 3000);
 const TURNS = Number(process.env.TURNS ?? 3);

@@ -13,9 +13,9 @@ import { v4, v7 } from 'uuid';
 import { BENCH_EVENT, BENCH_TENANT, type BenchDatabase } from '../harness/bench-database';
 import { now } from '../harness/stats';
 import { insertEvents, outboxNames } from '../../libs/outbox/src/store/sql';
+import { compare, heading, inTurns, openDecisionDatabase } from './decision-server';
 
 const NAMES = outboxNames();
-import { compare, heading, inTurns, openDecisionDatabase } from './decision-server';
 
 const ROWS = Number(process.env.ROWS ?? 200_000);
 const PER_TRANSACTION = 500;

@@ -12,7 +12,7 @@ export const RAW_NOTIFY_CHANNEL = 'bench_outbox';
 export class NotifyRelay {
   private draining: Promise<void> | null = null;
   private again = false;
-  private failure: unknown = null;
+  private failure: { error: unknown } | null = null;
 
   private constructor(
     private readonly listener: RawSession,
@@ -34,7 +34,7 @@ export class NotifyRelay {
     await this.listener.end();
     await this.draining;
     await this.worker.end();
-    if (this.failure) throw this.failure;
+    if (this.failure) throw this.failure.error;
   }
 
   private kick(): void {
@@ -52,7 +52,7 @@ export class NotifyRelay {
         await drainBatched(this.worker, this.plan);
       } while (this.again);
     } catch (error) {
-      this.failure ??= error;
+      this.failure ??= { error };
     }
   }
 }

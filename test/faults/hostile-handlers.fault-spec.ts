@@ -111,7 +111,6 @@ describe('fault: hostile handlers beside healthy consumers', () => {
         where d.consumer_name = 'hx-hostile' and d.status = 'delivered'
           and not exists (select 1 from hostile_effects x where x.event_id = d.event_id and x.consumer = 'hx-hostile')`,
     );
-    // eslint-disable-next-line no-console
     console.log(
       `[faults] hostile handlers: events=${history!.events} lost=${history!.lost} duplicated=${history!.duplicated} ` +
         `phantom=${history!.phantom} healthy-not-delivered=${history!.healthy_not_delivered} ` +

@@ -169,7 +169,6 @@ describe('fault: hostile and malformed input through the public API and the admi
       timeoutMs: 10_000,
       message: 'the relay to deliver after the hostile input',
     });
-    // eslint-disable-next-line no-console
     console.log(
       `[faults] hostile input: ${tried} inputs tried, all refused with a clear error, nothing partial written, relay running`,
     );

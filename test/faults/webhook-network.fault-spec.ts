@@ -120,7 +120,6 @@ describe('fault: network faults toward a webhook receiver', () => {
       recoveryMs,
       expectedEvents: ids,
     });
-    // eslint-disable-next-line no-console
     console.log(
       `[faults] webhook receiver: distinct events=${receiver.seen.size} redelivered (deduped by webhook-id)=${redelivered} lost=${missing.length}`,
     );

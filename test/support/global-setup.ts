@@ -9,7 +9,6 @@ export default async function globalSetup(): Promise<void> {
   process.env.OUTBOX_TEST_ADMIN_URL = database.url;
   (globalThis as { __outboxDatabase__?: typeof database }).__outboxDatabase__ = database;
   writeFileSync(join(tmpdir(), `outbox-test-${process.pid}.url`), database.url);
-  // eslint-disable-next-line no-console
   console.log(
     `\n[outbox tests] PostgreSQL: ${database.embedded ? `embedded ${database.embedded.version}` : 'DATABASE_URL'}`,
   );

@@ -46,7 +46,7 @@ async function main(): Promise<void> {
   process.stdout.write(`DELIVERED ${succeeded}\nLOADED ${JSON.stringify(loaded)}\n`);
 }
 
-void main().catch((error) => {
+main().catch((error) => {
   process.stderr.write(`${String(error?.stack ?? error)}\n`);
   process.exit(1);
 });

@@ -21,7 +21,7 @@ async function main(): Promise<void> {
   ];
   if (withCls) {
     // loaded by the app itself only in this mode: a static import would load them in both
-    /* eslint-disable @typescript-eslint/no-require-imports */
+    /* eslint-disable @typescript-eslint/no-require-imports -- loaded only in this mode, as said above */
     const { ClsModule } = require('nestjs-cls');
     const { ClsPluginTransactional } = require('@nestjs-cls/transactional');
     const { TransactionalAdapterTypeOrm } = require('@nestjs-cls/transactional-adapter-typeorm');

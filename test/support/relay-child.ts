@@ -12,6 +12,7 @@ import 'reflect-metadata';
 import { Injectable, type LoggerService } from '@nestjs/common';
 import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { buildApp } from './build-app';
+import { closeOnSigterm, runChildMain } from './child-main';
 import { recordEffect } from './outbox-fixture';
 
 @Injectable()
@@ -53,10 +54,7 @@ async function main(): Promise<void> {
     outbox: { handlerTimeoutMs: leaseMs - 1, relay: { enabled: true, pollIntervalMs: 50, leaseMs } },
   });
   process.stdout.write('READY\n');
-  process.on('SIGTERM', () => void t.close().then(() => process.exit(0)));
+  closeOnSigterm(() => t.close());
 }
 
-void main().catch((error) => {
-  process.stderr.write(`${error}\n`);
-  process.exit(1);
-});
+runChildMain(main);

@@ -86,7 +86,7 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
         open.set(id, open.get(id)! - 1);
       };
       res.on('close', () => finish(res.writableFinished ? 'answered' : 'aborted'));
-      void (async () => {
+      (async () => {
         const reply = await receiver.reply(request, index);
         if (reply.hang) return;
         if (reply.delayMs) await new Promise((resolve) => setTimeout(resolve, reply.delayMs));
@@ -99,7 +99,7 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
           ...reply.headers,
         });
         res.end(text);
-      })();
+      })().catch((error: unknown) => res.destroy(error instanceof Error ? error : new Error(String(error))));
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

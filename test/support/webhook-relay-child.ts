@@ -6,6 +6,7 @@
  */
 import 'reflect-metadata';
 import { buildApp } from './build-app';
+import { closeOnSigterm, runChildMain } from './child-main';
 
 async function main(): Promise<void> {
   const leaseMs = Number(process.env.LEASE_MS ?? 2000);
@@ -25,10 +26,7 @@ async function main(): Promise<void> {
     },
   });
   process.stdout.write('READY\n');
-  process.on('SIGTERM', () => void t.close().then(() => process.exit(0)));
+  closeOnSigterm(() => t.close());
 }
 
-void main().catch((error) => {
-  process.stderr.write(`${error}\n`);
-  process.exit(1);
-});
+runChildMain(main);

@@ -31,12 +31,16 @@ async function main(): Promise<void> {
     await database.stop();
     process.exit(0);
   };
-  process.once('SIGINT', () => void shutdown());
-  process.once('SIGTERM', () => void shutdown());
+  const onSignal = (): void => {
+    shutdown().catch(fail);
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
 }
 
-void main().catch((error) => {
-  // eslint-disable-next-line no-console
+function fail(error: unknown): never {
   console.error(error);
   process.exit(1);
-});
+}
+
+main().catch(fail);

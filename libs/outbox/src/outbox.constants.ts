@@ -19,5 +19,5 @@ export function isUuid(value: string): boolean {
 }
 
 /** Control characters (C0 and DEL): refused in names, ids and texts an operator reads. */
-// eslint-disable-next-line no-control-regex
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
 export const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;

@@ -52,7 +52,7 @@ async function main(): Promise<void> {
   process.stdout.write('READY\n');
 }
 
-void main().catch((error) => {
+main().catch((error) => {
   process.stderr.write(`${error}\n`);
   process.exit(1);
 });

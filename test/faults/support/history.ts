@@ -71,7 +71,6 @@ export async function checkHistory(
     recoveryMs: p.recoveryMs,
   };
   // One line per scenario, for the README's reliability section.
-  // eslint-disable-next-line no-console
   console.log(
     `[faults] ${report.scenario}: events=${report.events} faults=${report.faults} lost=${report.lost} ` +
       `duplicated=${report.duplicated} phantom=${report.phantom} left-open=${report.leftOpen} recovery=${report.recoveryMs}ms`,

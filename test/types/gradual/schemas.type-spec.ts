@@ -6,7 +6,7 @@ import { z } from 'zod';
 import {
   defineOutboxEvents,
   OutboxModule,
-  OutboxService,
+  type OutboxService,
   type OutboxEventMapOf,
   type OutboxEventOf,
   type StandardSchemaV1,
@@ -29,6 +29,8 @@ OutboxModule.forRoot({ events: schemaEvents });
 
 declare const outbox: OutboxService;
 declare const manager: EntityManager;
+
+// Compiled, never run: the promises `void`ed below are never made.
 
 void outbox.enqueue(manager, { eventName: 'sales.lead.created.v1', payload: { leadId: 'l1', score: 3 } });
 // @ts-expect-error the schema says score is a number

@@ -15,6 +15,8 @@ declare const outbox: OutboxService;
 declare const manager: EntityManager;
 const tenantId = '7d0f2a43-5a8e-4c2b-9d0e-1f2a3b4c5d6e';
 
+// Compiled, never run: the promises `void`ed below are never made.
+
 // enqueue: a declared name takes its payload
 void outbox.enqueue(manager, {
   tenantId,

@@ -5,6 +5,8 @@ import './event-map';
 declare const outbox: OutboxService;
 declare const manager: EntityManager;
 
+// Compiled, never run: the promises `void`ed below are never made.
+
 void outbox.enqueue(manager, {
   eventName: 'crm.contact.created.v1',
   payload: { contactId: 'c1', name: 'Ada' },

@@ -61,7 +61,7 @@ export class DemoWebhookReceiver implements OnApplicationShutdown {
         const runId = `demo-${event.eventId.slice(0, 8)}`;
         if (this.seen.has(event.eventId)) {
           this.logger.log(
-            `duplicate ${event.eventName} ${event.eventId} ignored (attempt ${req.headers['outbox-attempt']})`,
+            `duplicate ${event.eventName} ${event.eventId} ignored (attempt ${String(req.headers['outbox-attempt'])})`,
           );
         } else {
           this.seen.add(event.eventId);

@@ -49,7 +49,8 @@ export class OutboxAdminModule implements OnModuleInit {
 
 /** A guard class (with `canActivate` on its prototype) or a guard instance. */
 function isGuard(guard: unknown): boolean {
-  if (typeof guard === 'function') return typeof guard.prototype?.canActivate === 'function';
+  if (typeof guard === 'function')
+    return typeof (guard.prototype as { canActivate?: unknown } | undefined)?.canActivate === 'function';
   return typeof (guard as { canActivate?: unknown } | null)?.canActivate === 'function';
 }
 

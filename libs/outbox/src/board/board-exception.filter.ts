@@ -43,10 +43,10 @@ export class BoardExceptionFilter implements ExceptionFilter {
     } else if (exception instanceof HttpException) {
       status = exception.getStatus();
       const body = exception.getResponse();
+      const detail = typeof body === 'string' ? body : (body as { message?: unknown }).message;
+      // Nest's ValidationPipe answers with a list of messages
       message =
-        typeof body === 'string'
-          ? body
-          : String((body as { message?: unknown }).message ?? exception.message);
+        typeof detail === 'string' ? detail : Array.isArray(detail) ? detail.join(', ') : exception.message;
     } else {
       this.logger.error(`board request failed: ${errorText(exception)}`);
     }

@@ -50,6 +50,7 @@ export class OutboxActivityRecorder implements OnApplicationBootstrap, OnModuleD
     });
     this.moduleRef.get(SchedulerRegistry, { strict: false }).addInterval(
       this.intervalName,
+      // flush() logs a failed write and never rejects
       setInterval(() => void this.flush(), this.options.activityFlushMs ?? 5000),
     );
   }

@@ -342,7 +342,7 @@ function sameOrigin(request: OutboxBoardRequest): void {
   const origin = request.headers.origin;
   const host = request.headers.host;
   if (typeof origin === 'string' && origin !== 'null' && typeof host === 'string') {
-    let originHost: string | null = null;
+    let originHost: string | null;
     try {
       originHost = new URL(origin).host;
     } catch {

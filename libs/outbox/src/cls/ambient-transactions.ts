@@ -64,10 +64,10 @@ export class AmbientTransactions {
     let clsModule: { ClsService: unknown };
     try {
       // Loaded here and only here: an app that leaves the option off never loads the optional peers.
-      // eslint-disable-next-line @typescript-eslint/no-require-imports
-      transactional = require('@nestjs-cls/transactional');
-      // eslint-disable-next-line @typescript-eslint/no-require-imports
-      clsModule = require('nestjs-cls');
+      // eslint-disable-next-line @typescript-eslint/no-require-imports -- an optional peer, loaded when configured
+      transactional = require('@nestjs-cls/transactional') as typeof transactional;
+      // eslint-disable-next-line @typescript-eslint/no-require-imports -- an optional peer, loaded when configured
+      clsModule = require('nestjs-cls') as typeof clsModule;
     } catch (error) {
       return [messages.clsMissing(String((error as Error).message).split('\n')[0]!)];
     }

@@ -22,7 +22,7 @@ export class ExternalDispatcher {
   async dispatch(
     deliveries: readonly { delivery: ClaimedDelivery; consumer: OutboxConsumer }[],
   ): Promise<DeliveryOutcome[]> {
-    const outcomes: DeliveryOutcome[] = new Array(deliveries.length);
+    const outcomes = new Array<DeliveryOutcome>(deliveries.length);
     let next = 0;
     const worker = async (): Promise<void> => {
       while (next < deliveries.length) {

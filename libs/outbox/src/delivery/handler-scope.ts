@@ -1,9 +1,8 @@
-import type { QueryResult as PgResult } from 'pg';
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { OutboxError, OutboxTransactionEndedError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { sqlState } from '../errors/sql-state';
-import { allResults, inTransactionBlock, pgConnection, sendAll } from '../store/pipeline';
+import { allResults, inTransactionBlock, pgConnection, sendAll, type PgResult } from '../store/pipeline';
 import { handlerBound, handlerChecks, handlerContext, type SqlStatement } from '../store/sql';
 import { errorText } from '../errors/error-text';
 import { handlerSqlEffects } from './handler-sql';
@@ -53,7 +52,7 @@ export class HandlerScope {
   private opening: Promise<void> | null = null;
   private settled = false;
   /** A query of this handler failed and no rollback to a savepoint of its own undid that since. */
-  private failedQuery: unknown = null;
+  private failedQuery: { error: unknown } | null = null;
   private scopedManager: EntityManager | null = null;
   /** Transaction levels the handler opened inside its own (`manager.transaction()`: savepoints) and not closed. */
   private nested = 0;
@@ -102,7 +101,7 @@ export class HandlerScope {
   async commit(): Promise<void> {
     this.settled = true;
     await this.opening;
-    if (this.failedQuery) throw this.failedQuery;
+    if (this.failedQuery) throw this.failedQuery.error;
     if (this.nested !== 0) throw new OutboxError(messages.transactionLeftOpen(this.consumer));
     if (!this.savepoint) return;
     if (this.batch.careful) await this.check();
@@ -161,7 +160,7 @@ export class HandlerScope {
   /** Refuses what would end or leave the batch transaction: the handler fails, even when it catches this. */
   private refuse(what: string): Promise<never> {
     const error = new OutboxError(messages.transactionControl(this.consumer, what));
-    this.failedQuery = error;
+    this.failedQuery = { error };
     return Promise.reject(error);
   }
 
@@ -271,54 +270,53 @@ export class HandlerScope {
    */
   private scopedRunner(): QueryRunner {
     let manager: EntityManager | undefined;
-    const scope = this;
     return new Proxy(this.runner, {
-      get(target, property, receiver) {
+      get: (target, property, receiver) => {
         if (property === 'query') {
           return async (...args: QueryArgs) => {
             const { transactionControl: control, changesSettings } = handlerSqlEffects(String(args[0]));
-            if (control !== null) return scope.refuse(`"${control}"`);
+            if (control !== null) return this.refuse(`"${control}"`);
             try {
-              const result = scope.opening
-                ? await scope.later(target, args)
-                : await scope.firstQuery(target, args);
+              const result = this.opening
+                ? await this.later(target, args)
+                : await this.firstQuery(target, args);
               // The handler's own nested transaction rolled back after an error: the transaction is usable again.
-              if (/^\s*rollback to savepoint/i.test(String(args[0]))) scope.failedQuery = null;
+              if (/^\s*rollback to savepoint/i.test(String(args[0]))) this.failedQuery = null;
               return result;
             } catch (error) {
-              scope.failedQuery = error;
+              this.failedQuery = { error };
               throw error;
             } finally {
               // after the query: the restore goes before the next handler's statements, not before this one
-              if (changesSettings) scope.batch.dirty = true;
+              if (changesSettings) this.batch.dirty = true;
             }
           };
         }
         if (property === 'manager') return manager ?? target.manager;
         // Once the handler settled, report the runner as live so the next query reaches `open()` and fails
         // with our message, instead of TypeORM's about a released runner.
-        if (property === 'isReleased' && scope.settled) return false;
+        if (property === 'isReleased' && this.settled) return false;
         // The batch's own level belongs to the relay; the levels the handler opens (savepoints, e.g. of
         // manager.transaction()) to the handler, which the scope counts.
         if (property === 'startTransaction') {
           const start = Reflect.get(target, property, receiver) as (level?: unknown) => Promise<void>;
           return async (level?: unknown) => {
             await start.call(receiver, level);
-            scope.nested++;
+            this.nested++;
           };
         }
         if (property === 'commitTransaction' || property === 'rollbackTransaction') {
           const close = Reflect.get(target, property, receiver) as () => Promise<void>;
           return async () => {
-            if (scope.nested === 0) return scope.refuse(`queryRunner.${String(property)}()`);
+            if (this.nested === 0) return this.refuse(`queryRunner.${String(property)}()`);
             await close.call(receiver);
-            scope.nested--;
+            this.nested--;
           };
         }
-        if (property === 'release') return () => scope.refuse('queryRunner.release()');
-        return Reflect.get(target, property, receiver);
+        if (property === 'release') return () => this.refuse('queryRunner.release()');
+        return Reflect.get(target, property, receiver) as unknown;
       },
-      set(target, property, value) {
+      set: (target, property, value) => {
         if (property === 'manager') {
           manager = value as EntityManager;
           return true;

@@ -80,9 +80,13 @@ function statementHeads(text: string): string[][] {
       let depth = 1;
       i += 2;
       while (i < n && depth > 0) {
-        if (text[i] === '/' && text[i + 1] === '*') (depth++, (i += 2));
-        else if (text[i] === '*' && text[i + 1] === '/') (depth--, (i += 2));
-        else i++;
+        if (text[i] === '/' && text[i + 1] === '*') {
+          depth++;
+          i += 2;
+        } else if (text[i] === '*' && text[i + 1] === '/') {
+          depth--;
+          i += 2;
+        } else i++;
       }
     } else if (c === "'") {
       i = skipQuoted(text, i, "'");

@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, Logger, OnModuleInit, type Type } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner, ModuleRef, Reflector } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
@@ -91,12 +91,14 @@ export class OutboxExplorer implements OnModuleInit {
     const hostsByName = new Map<string, string[]>();
     const wrappers = [...this.discovery.getProviders(), ...this.discovery.getControllers()];
     for (const wrapper of wrappers) {
-      const type = (wrapper.instance?.constructor ?? wrapper.metatype) as Function | undefined;
+      const instance = wrapper.instance as object | null | undefined;
+      const type = (instance?.constructor ?? wrapper.metatype) as Type | undefined;
       if (!type?.prototype || typeof type !== 'function') continue;
-      for (const methodName of this.scanner.getAllMethodNames(type.prototype)) {
+      const prototype = type.prototype as Record<string, (...args: never[]) => unknown>;
+      for (const methodName of this.scanner.getAllMethodNames(prototype)) {
         const metadata = this.reflector.get<OutboxHandlerMetadata | undefined>(
           OUTBOX_HANDLER_METADATA,
-          type.prototype[methodName],
+          prototype[methodName],
         );
         if (!metadata) continue;
         const host = `${type.name}#${methodName}`;
@@ -115,7 +117,7 @@ export class OutboxExplorer implements OnModuleInit {
 
   private toConsumer(
     wrapper: InstanceWrapper,
-    type: Function,
+    type: Type,
     methodName: string,
     metadata: OutboxHandlerMetadata,
     host: string,

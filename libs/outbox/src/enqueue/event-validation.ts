@@ -134,10 +134,10 @@ function checkJsonValue(value: unknown, path: string, depth: number, ancestors: 
       checkJsonValue(object[i], `${path}[${i}]`, depth + 1, ancestors);
     }
   } else {
-    const proto = Object.getPrototypeOf(object);
+    const proto = Object.getPrototypeOf(object) as { constructor?: { name?: string } } | null;
     if (proto !== Object.prototype && proto !== null) {
       fail(
-        `it is a ${proto?.constructor?.name ?? 'non-plain'} instance, not a plain object` +
+        `it is a ${proto.constructor?.name ?? 'non-plain'} instance, not a plain object` +
           (object instanceof Date
             ? '; send the date as an ISO string'
             : '; convert it to a plain object first'),

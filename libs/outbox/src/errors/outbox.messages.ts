@@ -175,5 +175,6 @@ function describe(value: unknown): string {
   if (typeof value === 'bigint') return `${value}n`;
   if (typeof value === 'object')
     return Array.isArray(value) ? 'an array' : `an object (${value.constructor?.name ?? 'no prototype'})`;
-  return String(value);
+  if (typeof value === 'function') return `a function (${value.name || 'anonymous'})`;
+  return String(value as number | boolean | symbol);
 }

@@ -33,7 +33,7 @@ export function amqpInboxMessage<TMessage extends AmqpInboxSource>(
     id: headerText(message.properties.messageId),
     header: (name) => headerText(headers[name]),
     deliveryCount: redeliveries !== undefined ? redeliveries + 1 : message.fields.redelivered ? null : 1,
-    payload: () => JSON.parse(Buffer.from(message.content).toString('utf8')),
+    payload: (): unknown => JSON.parse(Buffer.from(message.content).toString('utf8')) as unknown,
     ack: () => channel.ack(message),
     retry: (delayMs) => {
       const requeue = (): void => {

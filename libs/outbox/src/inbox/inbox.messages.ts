@@ -30,5 +30,9 @@ export const inboxMessages = {
 
 function quoted(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}…` : value);
-  return value === undefined ? 'undefined' : typeof value === 'object' ? 'an object' : String(value);
+  return value === undefined
+    ? 'undefined'
+    : typeof value === 'object'
+      ? 'an object'
+      : String(value as string | number | boolean | bigint | symbol | null);
 }

@@ -29,7 +29,7 @@ export interface OutboxVersioned<TVersions extends { [version: number]: unknown 
 }
 
 /** The names declared in {@link OutboxEventMap}. */
-export type OutboxKnownEventName = keyof OutboxEventMap & string;
+export type OutboxKnownEventName = Extract<keyof OutboxEventMap, string>;
 
 /** True when the app merged `{ strict: true }` into {@link OutboxStrictEventNames}. */
 export type OutboxStrictMode = OutboxStrictEventNames extends { strict: true } ? true : false;

@@ -46,6 +46,7 @@ export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy 
 
   onApplicationBootstrap(): void {
     if (!this.options.relay.enabled || this.options.retention.publishedDays === 0) return;
+    // tick() logs a failed run and never rejects
     this.interval.schedule(this.options.retention.intervalMs, () => void this.tick());
     this.logger.log(
       `retention: published events older than ${this.options.retention.publishedDays} days are deleted every ${this.options.retention.intervalMs} ms, ${this.options.retention.batchSize} at a time`,

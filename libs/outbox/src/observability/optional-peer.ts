@@ -8,7 +8,7 @@ import { messages } from '../errors/outbox.messages';
  */
 export function loadOptionalPeer<T>(pkg: string, feature: string): T {
   try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- an optional peer, loaded when configured
     return require(pkg) as T;
   } catch (error) {
     if ((error as { code?: string }).code === 'MODULE_NOT_FOUND' && String(error).includes(pkg))

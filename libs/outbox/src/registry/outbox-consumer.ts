@@ -1,3 +1,4 @@
+import type { Type } from '@nestjs/common';
 import type { OutboxBackoffOptions } from '../interfaces/outbox-module-options.interface';
 import type { OutboxEvent, OutboxHandlerContext } from '../interfaces/outbox-event.interface';
 import type { ClaimedDelivery } from '../delivery/claimed-delivery';
@@ -29,7 +30,7 @@ export interface OutboxConsumer {
   /** The patterns it listens to: exact event names, `prefix.*`, or `*`. */
   readonly eventNames: readonly string[];
   /** The class that hosts the handler (for external consumers, the transport's class). */
-  readonly hostClass: Function;
+  readonly hostClass: Type;
   /** The method name (for external consumers, the transport's delivery method). */
   readonly methodName: string;
   /**

@@ -107,7 +107,7 @@ export class LocalBatch {
     this.finishingCommit = settled;
     // The connection goes back to the pool once the commit is done, outside `settled`: the next batch's commit
     // waits for this one's, not for the refresh of prepared statements that a release may do.
-    void this.background.track(settled.then(() => connection.release()));
+    void this.background.track(settled.then(() => connection.release())); // track() logs a failure, never rejects
     if (!overlap) await settled;
     // in an object: an async function returning a bare promise would wait for it
     return { settled };
@@ -131,7 +131,7 @@ export class LocalBatch {
   private noteReleased(closed: unknown[][]): void {
     const recorded = closed[closed.length - 1] as { released: number }[];
     const vacuum = this.leaseVacuum.noteReleased(recorded[0]!.released);
-    if (vacuum) void this.background.track(vacuum);
+    if (vacuum) void this.background.track(vacuum); // track() logs a failure, never rejects
   }
 
   private batchRun(connection: RoundConnection, batch: TenantBatch, careful: boolean): BatchRun {

@@ -1,5 +1,4 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
-import { Client, type ClientConfig, type Pool } from 'pg';
 import type {
   DataSource,
   EntitySubscriberInterface,
@@ -10,7 +9,7 @@ import type {
 import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
 import { errorText } from '../errors/error-text';
-import { OutboxStore } from '../store/outbox.store';
+import { OutboxStore, type ListenConnection } from '../store/outbox.store';
 import * as q from '../store/sql';
 import { NotifyPacer } from './notify-pacer';
 import { OutboxRelay } from './outbox.relay';
@@ -36,7 +35,7 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
   private notifyTenants = new Set<string>();
   private readonly hooked = new WeakSet<DataSource>();
   private readonly pacer: NotifyPacer;
-  private listener: Client | null = null;
+  private listener: ListenConnection | null = null;
   private reconnectTimer: NodeJS.Timeout | null = null;
   private reconnectDelay = RECONNECT_MIN_MS;
   private closed = false;
@@ -66,7 +65,7 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
     const listener = this.listener;
     this.listener = null;
-    await listener?.end().catch(() => undefined);
+    await listener?.close();
     const subscribers = this.store.dataSource().subscribers;
     const index = subscribers.indexOf(this.subscriber);
     if (index >= 0) subscribers.splice(index, 1);
@@ -107,36 +106,33 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
       .catch((error) => this.logger.warn(`wake-up NOTIFY failed (relays will poll): ${errorText(error)}`));
   }
 
+  /** Never rejects once boot resolved the DataSource: a failure to connect or to LISTEN goes to `reconnect`. */
   private async listen(): Promise<void> {
-    const pool = (this.store.dataSource().driver as unknown as { master: Pool }).master;
-    const client = new Client(pool.options as ClientConfig);
-    client.on('notification', (message) => this.relay.wake(q.wakeupTenants(message.payload)));
-    client.on('error', (error) => this.reconnect(client, error));
-    client.on('end', () => this.reconnect(client, new Error('connection ended')));
+    const connection = this.store.listenConnection({
+      notification: (payload) => this.relay.wake(q.wakeupTenants(payload)),
+      lost: (error) => this.reconnect(connection, error),
+    });
     try {
-      await client.connect();
-      await client.query(q.listenWakeup(this.options.names).text);
-      this.listener = client;
+      await connection.listen(this.options.names);
+      this.listener = connection;
       this.reconnectDelay = RECONNECT_MIN_MS;
       // Events committed while we were not listening: look now rather than at the next poll.
       this.relay.wake();
     } catch (error) {
-      this.reconnect(client, error);
+      this.reconnect(connection, error);
     }
   }
 
-  private reconnect(client: Client, error: unknown): void {
-    if (this.closed || this.reconnectTimer || (this.listener && this.listener !== client)) return;
+  private reconnect(connection: ListenConnection, error: unknown): void {
+    if (this.closed || this.reconnectTimer || (this.listener && this.listener !== connection)) return;
     this.listener = null;
-    client.removeAllListeners();
-    client.on('error', () => undefined);
-    void client.end().catch(() => undefined);
+    void connection.close(); // never rejects
     this.logger.warn(
       `wake-up listener lost (${errorText(error)}); reconnecting in ${this.reconnectDelay} ms, polling meanwhile`,
     );
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = null;
-      void this.listen();
+      void this.listen(); // never rejects here: its failures reconnect
     }, this.reconnectDelay);
     this.reconnectDelay = Math.min(RECONNECT_MAX_MS, this.reconnectDelay * 2);
   }

@@ -113,6 +113,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   /** Starts polling (done at bootstrap when `relay.enabled`). */
   start(): void {
     if (this.interval.isScheduled || this.stopping) return;
+    // tick() logs a failed round and never rejects
     this.interval.schedule(this.options.relay.pollIntervalMs, () => void this.tick());
     this.logger.log(
       `relay ${this.instanceId} started: every ${this.options.relay.pollIntervalMs} ms, batches of ${this.options.relay.batchSize}`,
@@ -128,7 +129,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     if (!this.interval.isScheduled || this.stopping) return;
     this.planner.hint(tenants ?? []);
     this.wakeRequested = true;
-    if (!this.ticking) setImmediate(() => void this.tick());
+    if (!this.ticking) setImmediate(() => void this.tick()); // tick() never rejects
   }
 
   /**

@@ -82,19 +82,17 @@ export class TenantRound {
     let settled = Promise.resolve();
     // once the local batch takes the connection over, its commit releases it
     let handedOver = false;
-    let claimLimit = this.options.relay.batchSize;
     try {
       const { claimed, events, limit } = await this.claim(connection, batch, due, tenantConsumers);
       result.eventsClaimed = events;
       result.deliveriesClaimed = claimed.length;
-      claimLimit = limit;
       // instrumentation: batch size, lease recoveries
       this.instrumentation.batchClaimed({ tenantId: batch.tenantId, events, deliveries: claimed });
       if (claimed.length === 0) {
         // Nothing to do: the (empty) batch transaction is rolled back without holding the round up.
         handedOver = true;
         settled = this.background.track(connection.release());
-        return { result, settled, limit: claimLimit };
+        return { result, settled, limit };
       }
 
       const local: Assigned[] = [];
@@ -146,7 +144,7 @@ export class TenantRound {
         await connection.release();
       }
       if (remote.length > 0) await this.recorder.record(batch, await this.external.send(batch, remote));
-      return { result, settled, limit: claimLimit };
+      return { result, settled, limit };
     } finally {
       if (!handedOver) await connection.release();
     }

@@ -6,12 +6,14 @@ import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import { OutboxError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+import { ListenConnection, type ListenHandlers } from './listen-connection';
 import { pgConnection, setPipeline } from './pipeline';
 import { PreparedStatements } from './prepared-statements';
 import { RoundConnection, sendSteps, type RelayTransport, type Step } from './round-connection';
 import { preparedTextsHash, type SqlStatement } from './sql';
 
 export { PREPARED_STATEMENT_MISSING, RoundConnection, type Step } from './round-connection';
+export type { ListenConnection, ListenHandlers } from './listen-connection';
 
 /** The one place that runs SQL: finds the app's DataSource and executes statements from `store/sql`. */
 @Injectable()
@@ -93,6 +95,11 @@ export class OutboxStore {
   /** A pooled connection held for one relay round (see `RoundConnection`); release it when done. */
   round(): RoundConnection {
     return new RoundConnection(this.dataSource().createQueryRunner(), this.transport);
+  }
+
+  /** A connection of its own that LISTENs for wake-ups (not connected yet: call `listen()`). */
+  listenConnection(handlers: ListenHandlers): ListenConnection {
+    return new ListenConnection(this.dataSource(), handlers);
   }
 
   /** Runs one statement outside any transaction of the app. */

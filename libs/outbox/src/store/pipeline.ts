@@ -2,6 +2,9 @@ import type { PoolClient, QueryConfig, QueryResult } from 'pg';
 import type { QueryRunner } from 'typeorm';
 import type { SqlStatement } from './sql';
 
+/** A statement's result as pg gives it (rows, command, row count). */
+export type PgResult = QueryResult;
+
 /**
  * A statement as the relay sends it: its text and bound values, and, for a statement with a prepared form
  * while `relay.preparedStatements` is on, the name under which pg parses it once per connection (pg keeps the

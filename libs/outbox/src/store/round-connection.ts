@@ -67,7 +67,7 @@ export async function sendSteps(
     await closing?.catch(() => undefined);
   }
   await closing;
-  return resultAt.map((at) => (at === null ? [] : settled[at]!.rows));
+  return resultAt.map((at) => (at === null ? [] : (settled[at]!.rows as unknown[])));
 }
 
 /**

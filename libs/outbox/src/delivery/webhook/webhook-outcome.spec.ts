@@ -66,6 +66,7 @@ describe('webhook outcomes', () => {
     ];
     for (const result of results) {
       const text = `${'error' in result ? result.error : ''} ${('externalRunId' in result ? result.externalRunId : '') ?? ''}`;
+      // eslint-disable-next-line no-control-regex -- no control character may reach the log line
       expect(text).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202a-\u202e]/);
       expect(text).toContain('\\r\\n2026-12-01 ERROR forged\\u001b[31m');
     }

@@ -106,6 +106,7 @@ export function classifyWebhookResponse(
  * the bidirectional overrides that reorder what a terminal shows, are written as `\n`, `\u001b`…
  */
 export function printable(text: string): string {
+  // eslint-disable-next-line no-control-regex -- these characters are what it escapes
   return text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, (c) =>
     c === '\n'
       ? '\\n'

@@ -168,7 +168,7 @@ function toHeaders(raw: IncomingMessage['headers']): Headers {
 
 async function readBounded(response: Response): Promise<string> {
   if (!response.body) return '';
-  const reader = response.body.getReader();
+  const reader: ReadableStreamDefaultReader<Uint8Array> = response.body.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
   try {
