@@ -21,7 +21,16 @@ const common = {
 };
 module.exports = {
   projects: [
-    { ...common, displayName: 'unit', testMatch: ['<rootDir>/libs/**/*.spec.ts', '<rootDir>/tools/**/*.spec.ts'] },
+    {
+      ...common,
+      displayName: 'unit',
+      // test/ holds unit specs of its own helpers (e.g. the fault suite's seeded choices) beside the e2e specs
+      testMatch: [
+        '<rootDir>/libs/**/*.spec.ts',
+        '<rootDir>/tools/**/*.spec.ts',
+        '<rootDir>/test/**/*.spec.ts',
+      ],
+    },
     {
       ...common,
       displayName: 'e2e',

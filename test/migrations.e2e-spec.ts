@@ -92,6 +92,9 @@ class FixtureConsumer {
   }
 }
 
+/** This spec tests the migrations: its databases run them, rather than copy the run's migrated template. */
+const MIGRATED = { runMigrations: true };
+
 describe('migrations', () => {
   const databases: TestDatabase[] = [];
   const track = (db: TestDatabase): TestDatabase => (databases.push(db), db);
@@ -100,7 +103,7 @@ describe('migrations', () => {
   });
 
   it('build the same schema from the shipped SQL files as from the TypeORM classes', async () => {
-    const byClasses = track(await createTestDatabase());
+    const byClasses = track(await createTestDatabase([], MIGRATED));
     const bySql = track(await createEmptyDatabase());
     for (const file of sqlFiles('up')) await bySql.sql(file);
 
@@ -111,13 +114,20 @@ describe('migrations', () => {
     expect(await catalogSnapshot(bySql)).toEqual(expected);
   });
 
+  it('build the schema that each spec file gets as a copy of the run’s template database', async () => {
+    const migrated = await catalogSnapshot(track(await createTestDatabase([], MIGRATED)));
+    expect(process.env.OUTBOX_TEST_TEMPLATE_DB).toMatch(/^outbox_template_/); // else it would migrate too
+    const copied = track(await createTestDatabase());
+    expect(await catalogSnapshot(copied)).toEqual(migrated);
+  });
+
   it('take the schema away again, both the down SQL files and the classes', async () => {
     const empty = await catalogSnapshot(track(await createEmptyDatabase()));
-    const bySql = track(await createTestDatabase());
+    const bySql = track(await createTestDatabase([], MIGRATED));
     for (const file of sqlFiles('down')) await bySql.sql(file);
     expect(await catalogSnapshot(bySql)).toEqual(empty);
 
-    const byClasses = track(await createTestDatabase());
+    const byClasses = track(await createTestDatabase([], MIGRATED));
     await withMigrator(byClasses, async (dataSource) => {
       for (let i = 0; i < outboxMigrations.length; i++) await dataSource.undoLastMigration();
     });
@@ -177,7 +187,7 @@ describe('migrations', () => {
   });
 
   it('upgrade a 0.1.0 database with rows in it, and the relay then delivers its pending events once', async () => {
-    const fresh = await catalogSnapshot(track(await createTestDatabase()));
+    const fresh = await catalogSnapshot(track(await createTestDatabase([], MIGRATED)));
     const old = track(await createEmptyDatabase());
     for (const file of ['schema.sql', 'typeorm-migrations.sql', 'rows.sql']) {
       await old.sql(readFileSync(join(FIXTURE_0_1_0, file), 'utf8'));

@@ -1,11 +1,12 @@
 import { useFaultFixture } from './support/fault-fixture';
+import { faultRandom } from './support/fault-random';
 import { checkHistory, timeToQuiet } from './support/history';
 import { enqueueLoad } from './support/load';
 
 const EVENTS = 2000;
 
 describe('fault: consumers that throw, hang past their timeout, or run 10× slower', () => {
-  const fixture = useFaultFixture();
+  const fixture = useFaultFixture(faultRandom(__filename));
 
   it('retries failures and timeouts until every event reached both consumers exactly once', async () => {
     const ids = await enqueueLoad(fixture.db.url, EVENTS);

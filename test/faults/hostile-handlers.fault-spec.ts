@@ -6,6 +6,7 @@ import { waitFor } from '../support/wait-for';
 import { HOSTILE_SCENARIO_SQL } from './support/hostile-consumers';
 import { FAULT_TENANTS } from './support/load';
 import { pace } from './support/fault-fleet';
+import { faultRandom } from './support/fault-random';
 
 const EVENTS = 3000;
 /** Events enqueued per producer transaction, and the pause between two (about 100 events/s in all). */
@@ -23,6 +24,7 @@ const HEALTHY = ['hx-audit', 'hx-writer'];
 const SCRIPT = join(__dirname, 'support', 'hostile-relay-child.ts');
 
 describe('fault: hostile handlers beside healthy consumers', () => {
+  const random = faultRandom(__filename);
   let db: TestDatabase;
   let producer: TestApp;
   const relays: ChildRelay[] = [];
@@ -37,7 +39,7 @@ describe('fault: hostile handlers beside healthy consumers', () => {
   });
 
   it('loses, dead-letters or duplicates no healthy delivery, and delays no tenant beyond one handler timeout', async () => {
-    const env = { DATABASE_URL: db.url, TIMEOUT_MS: String(TIMEOUT_MS) };
+    const env = { DATABASE_URL: db.url, TIMEOUT_MS: String(TIMEOUT_MS), ...random.env() };
     relays.push(...(await Promise.all([1, 2].map(() => startChildRelay(env, { script: SCRIPT })))));
     const began = Date.now();
     for (let n = 0; n < EVENTS; n += PER_COMMIT) {

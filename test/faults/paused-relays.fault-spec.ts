@@ -1,5 +1,6 @@
 import { useFaultFixture } from './support/fault-fixture';
-import { pace, randomIndex } from './support/fault-fleet';
+import { pace } from './support/fault-fleet';
+import { faultRandom } from './support/fault-random';
 import { checkHistory, timeToQuiet } from './support/history';
 import { enqueueLoad } from './support/load';
 
@@ -7,7 +8,8 @@ const EVENTS = 20_000;
 const LEASE_MS = 1000;
 
 describe('fault: relays paused (SIGSTOP) past their lease, then resumed', () => {
-  const fixture = useFaultFixture();
+  const random = faultRandom(__filename);
+  const fixture = useFaultFixture(random);
 
   it('refuses the late outcomes of resumed relays, so no effect happens twice', async () => {
     const ids = await enqueueLoad(fixture.db.url, EVENTS);
@@ -22,7 +24,7 @@ describe('fault: relays paused (SIGSTOP) past their lease, then resumed', () => 
         `select count(*)::int n from event_outbox where status = 'pending'`,
       );
       if (left!.n === 0 || pauses >= 12) break;
-      const victim = fleet.relays[randomIndex(3)]!;
+      const victim = fleet.relays[random.int(3)]!;
       victim.signal('SIGSTOP');
       pauses++;
       await pace(LEASE_MS + 500);

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { buildApp, type TestApp } from '../support/build-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { checkHistory, timeToQuiet } from './support/history';
-import { randomIndex } from './support/fault-fleet';
+import { faultRandom, type FaultRandom } from './support/fault-random';
 
 const EVENTS = 1000;
 const TIMEOUT_MS = 300;
@@ -13,9 +13,10 @@ const TENANT = 'e0000000-0000-4000-8000-00000000000e';
  * A receiver with network faults: it processes every request it reads in full (the effect), then answers in
  * one of four ways — properly, by resetting the connection in the middle of the response body, by never
  * answering, or with a 200 that comes after the sender's timeout fired. Its dedup by `webhook-id` is what
- * turns at-least-once delivery into exactly-once processing.
+ * turns at-least-once delivery into exactly-once processing. The answer is chosen by the seed, the event's
+ * number (`data.n`) and how many times the receiver has seen it, whatever order requests arrive in.
  */
-function startFaultyReceiver(): Promise<{
+function startFaultyReceiver(random: FaultRandom): Promise<{
   url: string;
   seen: Map<string, number>;
   faults: () => number;
@@ -28,8 +29,9 @@ function startFaultyReceiver(): Promise<{
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
       const id = String(req.headers['webhook-id']);
-      seen.set(id, (seen.get(id) ?? 0) + 1);
-      const roll = randomIndex(100);
+      const times = (seen.get(id) ?? 0) + 1;
+      seen.set(id, times);
+      const roll = random.intFor(`${eventNumber(Buffer.concat(chunks)) ?? id}:${times}`, 100);
       if (roll < 15) {
         faults++;
         res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
@@ -64,13 +66,24 @@ function startFaultyReceiver(): Promise<{
   );
 }
 
+/** The `data.n` of a webhook body, or undefined when the body is not one of this spec's events. */
+function eventNumber(body: Buffer): number | undefined {
+  try {
+    const n = (JSON.parse(body.toString('utf8')) as { data?: { n?: unknown } }).data?.n;
+    return typeof n === 'number' ? n : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 describe('fault: network faults toward a webhook receiver', () => {
+  const random = faultRandom(__filename);
   let db: TestDatabase;
   const relays: TestApp[] = [];
   let receiver: Awaited<ReturnType<typeof startFaultyReceiver>>;
   beforeAll(async () => {
     db = await createTestDatabase();
-    receiver = await startFaultyReceiver();
+    receiver = await startFaultyReceiver(random);
   });
   afterAll(async () => {
     for (const relay of relays) await relay.close();

@@ -1,5 +1,12 @@
-/** Stops the embedded PostgreSQL started by global-setup (a no-op with DATABASE_URL). */
+/** Drops the template database and stops the embedded PostgreSQL started by global-setup (if any). */
 export default async function globalTeardown(): Promise<void> {
-  const database = (globalThis as { __outboxDatabase__?: { stop(): Promise<void> } }).__outboxDatabase__;
-  await database?.stop();
+  const state = globalThis as {
+    __outboxTemplate__?: { drop(): Promise<void> };
+    __outboxDatabase__?: { stop(): Promise<void> };
+  };
+  try {
+    await state.__outboxTemplate__?.drop();
+  } finally {
+    await state.__outboxDatabase__?.stop();
+  }
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
-import { DataSource } from 'typeorm';
 import { outboxMigrationsFor } from 'nestjs-pg-outbox';
+import { migrate, runSql, TEMPLATE_DATABASE_ENV, withDatabase } from './template-database';
 
 /** A database of its own for one spec file, migrated, dropped at the end. */
 export interface TestDatabase {
@@ -10,6 +10,17 @@ export interface TestDatabase {
   /** Runs SQL as the superuser (for set-up and for checking results, never to prove isolation). */
   sql<T = Record<string, unknown>>(text: string, values?: unknown[]): Promise<T[]>;
   drop(): Promise<void>;
+}
+
+/** Options for {@link createTestDatabase}. */
+export interface CreateTestDatabaseOptions {
+  /**
+   * Run the outbox migrations in the new database rather than copy global-setup's migrated template: for specs
+   * that test the migrations themselves. Default false (a copy, as fast as an empty database).
+   */
+  runMigrations?: boolean;
+  /** The outbox's schema (default `public`): another one is migrated in place, in that schema. */
+  schema?: string;
 }
 
 /** The URL of the server the tests run against (embedded, or DATABASE_URL). */
@@ -22,22 +33,23 @@ export function adminUrl(): string {
   return url;
 }
 
-function withDatabase(url: string, name: string): string {
-  const parsed = new URL(url);
-  parsed.pathname = `/${name}`;
-  return parsed.toString();
-}
-
 /**
- * Creates a fresh database, runs the outbox migrations (in `schema`, default `public`) and `extraSql`, and
- * returns a handle.
+ * Creates a fresh database with the outbox (a copy of the migrated template; migrated in place when asked to,
+ * when the outbox goes in another `schema` than `public`, or when no global setup made a template), runs
+ * `extraSql`, and returns a handle.
  */
 export async function createTestDatabase(
   extraSql: string[] = [],
-  { schema }: { schema?: string } = {},
+  { runMigrations = false, schema }: CreateTestDatabaseOptions = {},
 ): Promise<TestDatabase> {
-  const db = await createEmptyDatabase();
-  await migrateOutbox(db, schema, extraSql);
+  const template = process.env[TEMPLATE_DATABASE_ENV];
+  if (runMigrations || !template || (schema !== undefined && schema !== 'public')) {
+    const db = await createEmptyDatabase();
+    await migrateOutbox(db, schema, extraSql);
+    return db;
+  }
+  const db = await createDatabase(template);
+  if (extraSql.length > 0) await runSql(db.url, extraSql);
   return db;
 }
 
@@ -50,31 +62,17 @@ export async function migrateOutbox(
   schema?: string,
   extraSql: string[] = [],
 ): Promise<void> {
-  const migrator = new DataSource({
-    type: 'postgres',
-    url: db.url,
-    migrations: outboxMigrationsFor({ schema }),
-    migrationsRun: false,
-  });
-  await migrator.initialize();
-  try {
-    await migrator.runMigrations({ transaction: 'each' });
-    for (const statement of extraSql) await migrator.query(statement);
-  } finally {
-    await migrator.destroy();
-  }
+  await migrate(db.url, outboxMigrationsFor({ schema }), extraSql);
 }
 
 /** Creates a fresh database with nothing in it (for tests that build the schema their own way). */
-export async function createEmptyDatabase(): Promise<TestDatabase> {
+export function createEmptyDatabase(): Promise<TestDatabase> {
+  return createDatabase(null);
+}
+
+async function createDatabase(template: string | null): Promise<TestDatabase> {
   const name = `outbox_t_${randomBytes(6).toString('hex')}`;
-  const admin = new Client({ connectionString: adminUrl() });
-  await admin.connect();
-  try {
-    await admin.query(`create database ${name}`);
-  } finally {
-    await admin.end();
-  }
+  await runSql(adminUrl(), [`create database ${name}${template ? ` template ${template}` : ''}`]);
   const url = withDatabase(adminUrl(), name);
   const client = new Client({ connectionString: url });
   await client.connect();
@@ -84,13 +82,7 @@ export async function createEmptyDatabase(): Promise<TestDatabase> {
     sql: async <T>(text: string, values?: unknown[]) => (await client.query(text, values)).rows as T[],
     drop: async () => {
       await client.end();
-      const dropper = new Client({ connectionString: adminUrl() });
-      await dropper.connect();
-      try {
-        await dropper.query(`drop database if exists ${name} with (force)`);
-      } finally {
-        await dropper.end();
-      }
+      await runSql(adminUrl(), [`drop database if exists ${name} with (force)`]);
     },
   };
 }

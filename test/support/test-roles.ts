@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
+import { runSql } from './template-database';
 import { adminUrl, type TestDatabase } from './test-database';
 
 /**
@@ -46,12 +47,6 @@ export async function createLoginRole(
   };
 }
 
-async function onServer(text: string): Promise<void> {
-  const client = new Client({ connectionString: adminUrl() });
-  await client.connect();
-  try {
-    await client.query(text);
-  } finally {
-    await client.end();
-  }
+function onServer(text: string): Promise<void> {
+  return runSql(adminUrl(), [text]);
 }

@@ -30,11 +30,6 @@ export class FaultFleet {
   }
 }
 
-/** A random integer in [0, n). */
-export function randomIndex(n: number): number {
-  return Math.floor(Math.random() * n);
-}
-
 /** Resolves after `ms`: used to pace fault injection, never to decide a result. */
 export function pace(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));

@@ -2,7 +2,7 @@
  * A relay process for the fault suite: `node -r @swc-node/register test/faults/support/fault-relay-child.ts`.
  * Env: DATABASE_URL, LEASE_MS, TIMEOUT_MS, BATCH_SIZE (default 100; small batches keep a scenario's drain long
  * enough for its faults to land), FLAKY ("1": the consumers sometimes throw, hang past their timeout,
- * or take 10× longer).
+ * or take 10× longer, as OUTBOX_FAULT_SEED decides).
  * Both consumers of `fault.load.v1` write their effect through `context.manager`.
  */
 import 'reflect-metadata';
@@ -10,6 +10,10 @@ import { Injectable } from '@nestjs/common';
 import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { buildApp } from '../../support/build-app';
 import { flakyPause, recordFaultEffect } from './fault-consumers';
+import { faultRandomFromEnv } from './fault-random';
+
+/** The spec's choices of which calls misbehave, or null when the consumers behave. */
+const flaky = process.env.FLAKY === '1' ? faultRandomFromEnv() : null;
 
 @Injectable()
 class FaultConsumers {
@@ -19,7 +23,7 @@ class FaultConsumers {
     backoff: { baseMs: 20, capMs: 500, jitter: 0.5 },
   })
   async writer(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
-    await flakyPause(event, context, process.env.FLAKY === '1');
+    await flakyPause(event, context, flaky);
     await recordFaultEffect(event, context);
   }
 
@@ -30,7 +34,7 @@ class FaultConsumers {
   })
   async audit(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
     await recordFaultEffect(event, context);
-    await flakyPause(event, context, process.env.FLAKY === '1');
+    await flakyPause(event, context, flaky);
   }
 }
 

@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
 import type { OutboxEvent, OutboxHandlerContext } from 'nestjs-pg-outbox';
+import type { FaultRandom } from './fault-random';
 
 /** The hostile-handlers scenario's tables: effects (no unique key: a duplicate is a second row) and a deferred foreign key. */
 export const HOSTILE_SCENARIO_SQL = [
@@ -21,7 +21,7 @@ export async function recordHostileEffect(event: OutboxEvent, context: OutboxHan
   ]);
 }
 
-/** What the hostile consumer does, by a roll of the event id and attempt (reproducible per event). */
+/** What the hostile consumer does, by a roll of the seed, the event's number and the attempt (see `hostileAct`). */
 export const HOSTILE_ACTS = [
   'unprintable',
   'deferred-violation',
@@ -50,11 +50,18 @@ function unprintable(roll: number): unknown {
 }
 
 /**
- * About one call in three misbehaves, each act about as often as the others (sleeping past its timeout rarer:
- * 1 in 60). Returns false when it behaved (the caller then writes its effect).
+ * About one call in four misbehaves, each act about as often as the others (sleeping past its timeout rarer:
+ * 1 in 60). Decided by the seed, the event's number in the load (`payload.n`) and the attempt, so that a seed
+ * replays the same acts whichever relay runs them. Returns false when it behaved (the caller then writes its
+ * effect).
  */
-export async function hostileAct(event: OutboxEvent, context: OutboxHandlerContext): Promise<boolean> {
-  const roll = createHash('sha1').update(`${event.eventId}:${context.attempt}`).digest().readUInt32BE(0) % 60;
+export async function hostileAct(
+  event: OutboxEvent,
+  context: OutboxHandlerContext,
+  random: FaultRandom,
+): Promise<boolean> {
+  const n = (event.data as { n?: unknown } | null)?.n;
+  const roll = random.intFor(`${typeof n === 'number' ? n : event.eventId}:${context.attempt}`, 60);
   const m = context.manager;
   switch (roll) {
     case 0:
