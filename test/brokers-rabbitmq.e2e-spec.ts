@@ -5,6 +5,7 @@ import { createTestDatabase, type TestDatabase } from './support/test-database';
 import {
   createRabbitVhost,
   createTcpGate,
+  outOfOrder,
   RABBITMQ,
   type RabbitVhost,
   type TcpGate,
@@ -21,18 +22,6 @@ interface Received {
   messageId: string;
   headers: Record<string, unknown>;
   body: { eventId: string; aggregate: { id: string } | null; data: { n: number } };
-}
-
-/** The aggregates whose events did not arrive in commit order (payload `n` grows with the commit order). */
-export function outOfOrder(received: readonly { body: Received['body'] }[]): string[] {
-  const last = new Map<string, number>();
-  const wrong = new Set<string>();
-  for (const { body } of received) {
-    const aggregate = body.aggregate!.id;
-    if ((last.get(aggregate) ?? -1) > body.data.n) wrong.add(aggregate);
-    last.set(aggregate, body.data.n);
-  }
-  return [...wrong];
 }
 
 describe('the RabbitMQ forwarder', () => {

@@ -174,3 +174,17 @@ function canConnect(port: number): Promise<boolean> {
     socket.connect(port, '127.0.0.1');
   });
 }
+
+/** The aggregates whose messages did not arrive in commit order (the test's payload `n` grows with it). */
+export function outOfOrder(
+  received: readonly { body: { aggregate: { id: string } | null; data: { n: number } } }[],
+): string[] {
+  const last = new Map<string, number>();
+  const wrong = new Set<string>();
+  for (const { body } of received) {
+    const aggregate = body.aggregate!.id;
+    if ((last.get(aggregate) ?? -1) > body.data.n) wrong.add(aggregate);
+    last.set(aggregate, body.data.n);
+  }
+  return [...wrong];
+}
