@@ -68,6 +68,12 @@ export interface TcpGate {
   open(): Promise<void>;
   close(): Promise<void>;
   dropAll(): void;
+  /**
+   * Lets the next chunk a client sends reach the broker, then cuts that client off at once while the broker side is
+   * closed gracefully: what the chunk published is taken by the broker, but its acknowledgements never come back
+   * (the outcome a client cannot know).
+   */
+  cutAfterNextWrite(): void;
   /** Connections accepted so far. */
   readonly accepted: number;
 }
@@ -77,6 +83,7 @@ export async function createTcpGate(target: { host: string; port: number }): Pro
   const sockets = new Set<Socket>();
   let server: Server | null = null;
   let accepted = 0;
+  let cutNext = false;
   const dropAll = (): void => {
     for (const socket of sockets) socket.destroy();
     sockets.clear();
@@ -92,16 +99,28 @@ export async function createTcpGate(target: { host: string; port: number }): Pro
         accepted++;
         const upstream = new Socket();
         sockets.add(client).add(upstream);
+        let cut = false;
         const end = (): void => {
           client.destroy();
-          upstream.destroy();
+          // a cut connection's broker side closes by itself once the last chunk and the FIN went out
+          if (!cut) upstream.destroy();
           sockets.delete(client);
           sockets.delete(upstream);
         };
         client.on('error', end).on('close', end);
         upstream.on('error', end).on('close', end);
         upstream.connect(target.port, target.host, () => {
-          client.pipe(upstream);
+          client.on('data', (chunk: Buffer) => {
+            if (!cutNext) {
+              upstream.write(chunk);
+              return;
+            }
+            cutNext = false;
+            cut = true;
+            upstream.unpipe(client);
+            upstream.end(chunk);
+            client.destroy();
+          });
           upstream.pipe(client);
         });
       });
@@ -114,6 +133,9 @@ export async function createTcpGate(target: { host: string; port: number }): Pro
       if (closing) await new Promise((resolve) => closing.close(resolve));
     },
     dropAll,
+    cutAfterNextWrite: () => {
+      cutNext = true;
+    },
   };
 }
 

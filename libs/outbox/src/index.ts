@@ -110,8 +110,8 @@ export type {
   OutboxTransportBatch,
   OutboxTransportDelivery,
   OutboxTransportOutcome,
-  OutboxTransportOptions,
 } from './transport/outbox-transport.interface';
+export type { OutboxTransportOptions } from './transport/outbox-transport-options.interface';
 export { TRANSPORT_ERROR_CODES } from './transport/transport-batch';
 export { BROKER_ERROR_CODES } from './delivery/broker/broker-error-codes';
 export { BROKER_HEADERS } from './delivery/broker/broker-headers';
@@ -120,6 +120,8 @@ export type {
   OutboxBrokerCommonOptions,
   OutboxRabbitMqBrokerOptions,
   OutboxNatsBrokerOptions,
+  OutboxRabbitMqBrokerSettings,
+  OutboxNatsBrokerSettings,
 } from './interfaces/outbox-broker-options.interface';
 export type {
   OutboxWebhookOptions,

@@ -35,8 +35,9 @@ export interface OutboxBrokerCommonOptions {
   reconnect?: { baseMs?: number; capMs?: number };
 }
 
-/** A RabbitMQ forwarder: `brokers: [{ type: 'rabbitmq', … }]`, through `amqplib` (an optional peer to install). */
-export interface OutboxRabbitMqBrokerOptions extends OutboxBrokerCommonOptions {
+/** What a RabbitMQ forwarder has besides the common options. */
+export interface OutboxRabbitMqBrokerSettings {
+  /** A RabbitMQ forwarder. */
   type: 'rabbitmq';
   /** `amqp://` or `amqps://` URL, vhost included (`amqp://user:pass@host:5672/vhost`). */
   url: string;
@@ -53,11 +54,9 @@ export interface OutboxRabbitMqBrokerOptions extends OutboxBrokerCommonOptions {
   routingKey?: (event: OutboxEvent) => string;
 }
 
-/**
- * A NATS JetStream forwarder: `brokers: [{ type: 'nats', … }]`, through `@nats-io/transport-node` and
- * `@nats-io/jetstream` (optional peers to install).
- */
-export interface OutboxNatsBrokerOptions extends OutboxBrokerCommonOptions {
+/** What a NATS JetStream forwarder has besides the common options. */
+export interface OutboxNatsBrokerSettings {
+  /** A NATS JetStream forwarder. */
   type: 'nats';
   /** Server URLs (`nats://127.0.0.1:4222`, or `host:port`). */
   servers: string | readonly string[];
@@ -68,9 +67,21 @@ export interface OutboxNatsBrokerOptions extends OutboxBrokerCommonOptions {
   stream?: string;
   /** Subject of an event's message. Default: the event name. */
   subject?: (event: OutboxEvent) => string;
-  /** Extra options for the NATS connection (user, pass, token, tls…), passed to `connect()` as given. */
+  /**
+   * Extra options for the NATS connection (user, pass, token, tls…), passed to `connect()` as given. Default:
+   * none.
+   */
   connectionOptions?: Readonly<Record<string, unknown>>;
 }
+
+/** A RabbitMQ forwarder: `brokers: [{ type: 'rabbitmq', … }]`, through `amqplib` (an optional peer to install). */
+export type OutboxRabbitMqBrokerOptions = OutboxBrokerCommonOptions & OutboxRabbitMqBrokerSettings;
+
+/**
+ * A NATS JetStream forwarder: `brokers: [{ type: 'nats', … }]`, through `@nats-io/transport-node` and
+ * `@nats-io/jetstream` (optional peers to install).
+ */
+export type OutboxNatsBrokerOptions = OutboxBrokerCommonOptions & OutboxNatsBrokerSettings;
 
 /** One entry of `OutboxModule.forRoot({ brokers: [ … ] })`. */
 export type OutboxBrokerOptions = OutboxRabbitMqBrokerOptions | OutboxNatsBrokerOptions;

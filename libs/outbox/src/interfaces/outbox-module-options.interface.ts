@@ -1,5 +1,5 @@
 import type { OutboxEventSchemas } from '../schemas/outbox-event-schemas';
-import type { OutboxTransportOptions } from '../transport/outbox-transport.interface';
+import type { OutboxTransportOptions } from '../transport/outbox-transport-options.interface';
 import type { OutboxBrokerOptions } from './outbox-broker-options.interface';
 import type {
   OutboxWebhookOptions,

@@ -5,7 +5,8 @@ import { messages } from '../errors/outbox.messages';
 import { errorText } from '../delivery/delivery-outcome';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
 import type { OutboxConsumer } from '../registry/outbox-consumer';
-import type { OutboxTransport, OutboxTransportOptions } from './outbox-transport.interface';
+import type { OutboxTransport } from './outbox-transport.interface';
+import type { OutboxTransportOptions } from './outbox-transport-options.interface';
 import { batchSender } from './transport-batch';
 import {
   entryLabel,
