@@ -1,5 +1,10 @@
 import * as amqp from 'amqplib';
-import { BROKER_HEADERS, OutboxConfigurationError, type OutboxRabbitMqBrokerOptions } from 'nestjs-pg-outbox';
+import {
+  BROKER_HEADERS,
+  OutboxAdminService,
+  OutboxConfigurationError,
+  type OutboxRabbitMqBrokerOptions,
+} from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import {
@@ -195,6 +200,15 @@ describe('the RabbitMQ forwarder', () => {
     expect(row).toEqual({ status: 'delivered', attempt_count: 1 });
     const [registered] = await db.sql('select name, kind from outbox_consumers');
     expect(registered).toEqual({ name: 'broker:rabbit', kind: 'broker' });
+    const stats = await app.app.get(OutboxAdminService).stats(TENANT);
+    expect(stats.consumers['broker:rabbit']).toMatchObject({ delivered: 1 });
+    expect(stats.brokerCircuits).toEqual([
+      expect.objectContaining({
+        consumer: 'broker:rabbit',
+        state: 'closed',
+        url: expect.stringContaining('guest:***@'),
+      }),
+    ]);
   });
 
   it('records a returned (unroutable) message as unroutable, and a missing exchange under topology: check as exchangeNotFound', async () => {

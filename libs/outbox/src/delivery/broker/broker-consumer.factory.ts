@@ -16,6 +16,8 @@ import { errorText } from '../delivery-outcome';
 import { DEFAULT_WEBHOOK_CIRCUIT_BREAKER } from '../webhook/webhook-endpoint';
 import { WebhookCircuitBreaker } from '../webhook/webhook-circuit-breaker';
 import { BrokerForwarder, type BrokerPublisher } from './broker-forwarder';
+import { displayUrl } from './broker-wait';
+import type { OutboxWebhookCircuitState } from '../../interfaces/outbox-webhook-options.interface';
 import { RabbitMqPublisher, type AmqpLibLike } from './rabbitmq/rabbitmq.publisher';
 import { NatsPublisher, type NatsJetStreamLike, type NatsTransportLike } from './nats/nats.publisher';
 
@@ -39,7 +41,12 @@ const PROBE_MARGIN_MS = 1000;
 @Injectable()
 export class BrokerConsumerFactory implements BeforeApplicationShutdown {
   private readonly logger = new Logger(BrokerConsumerFactory.name);
-  private readonly forwarders: { name: string; forwarder: BrokerForwarder }[] = [];
+  private readonly forwarders: {
+    name: string;
+    forwarder: BrokerForwarder;
+    address: string;
+    breaker: WebhookCircuitBreaker | null;
+  }[] = [];
   private closing: Promise<void> | null = null;
 
   constructor(@Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions) {}
@@ -101,13 +108,24 @@ export class BrokerConsumerFactory implements BeforeApplicationShutdown {
       }
       if (!publisher || !destination) return;
       const forwarder = new BrokerForwarder(name, destination.of, destination.valid, publisher, breaker);
-      this.forwarders.push({ name, forwarder });
+      const address =
+        type === 'rabbitmq'
+          ? displayUrl(String((entry as { url?: unknown }).url))
+          : [(entry as { servers?: unknown }).servers].flat().join(', ');
+      this.forwarders.push({ name, forwarder, address, breaker });
       const sendTimeoutMs = Math.min(settings.timeoutMs + SEND_MARGIN_MS, this.options.relay.leaseMs - 1);
       consumers.push(
         batchConsumer(name, 'broker', settings, BrokerForwarder, batchSender(forwarder, name, sendTimeoutMs)),
       );
     });
     return consumers;
+  }
+
+  /** Every forwarder's circuit on this instance, for stats. */
+  circuitStates(): OutboxWebhookCircuitState[] {
+    return this.forwarders.flatMap(({ name, address, breaker }) =>
+      breaker ? [{ consumer: name, tenantId: null, url: address, ...breaker.snapshot() }] : [],
+    );
   }
 
   /** Closes every forwarder's connection, once, after the relay has stopped. */
