@@ -9,18 +9,26 @@ import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { outboxMigrations } from '../libs/outbox/src';
-import * as bq from '../libs/outbox/src/store/board.queries';
-import { tenantStats } from '../libs/outbox/src/store/admin.queries';
-import { inlineStatement } from '../libs/outbox/src/store/inline-statement';
+import * as bq from '../libs/outbox/src/store/sql/board';
+import { tenantStats } from '../libs/outbox/src/store/sql/admin';
+import { outboxNames, type SqlStatement } from '../libs/outbox/src/store/sql';
 import { resolveDatabase } from '../tools/database-url';
+
+/** The outbox's names in the default schema, which these statements run against. */
+const NAMES = outboxNames();
 
 const EVENTS = Number(process.env.EVENTS ?? 1_000_000);
 const TENANT = '11111111-1111-4111-8111-111111111111';
 
 /** The plan's lines, with JIT off as in the board's transactions (see setBoardContext). */
-async function explain(db: Client, text: string): Promise<Record<string, string>[]> {
+async function explain(
+  db: Client,
+  options: string,
+  statement: SqlStatement,
+): Promise<Record<string, string>[]> {
   await db.query('set jit = off');
-  return (await db.query(text)).rows;
+  // bound parameters, as the board sends them (a custom plan: explain plans for these values)
+  return (await db.query(`explain (${options}) ${statement.text}`, statement.values as unknown[])).rows;
 }
 
 async function main(): Promise<void> {
@@ -86,7 +94,7 @@ async function main(): Promise<void> {
     const statements: [string, { text: string; values: unknown[] }][] = [
       [
         'overview (every refresh)',
-        bq.boardOverview({
+        bq.boardOverview(NAMES, {
           tenantId: TENANT,
           cap: 10_000,
           consumers: ['billing', 'welcome-email'],
@@ -96,11 +104,17 @@ async function main(): Promise<void> {
       ],
       [
         'failures, first page',
-        bq.boardTroubles({ tenantId: TENANT, consumer: null, eventName: null, beforeId: null, limit: 50 }),
+        bq.boardTroubles(NAMES, {
+          tenantId: TENANT,
+          consumer: null,
+          eventName: null,
+          beforeId: null,
+          limit: 50,
+        }),
       ],
       [
         'failures of one consumer and event name',
-        bq.boardTroubles({
+        bq.boardTroubles(NAMES, {
           tenantId: TENANT,
           consumer: 'billing',
           eventName: 'crm.contact.created.v1',
@@ -108,11 +122,11 @@ async function main(): Promise<void> {
           limit: 50,
         }),
       ],
-      ['blocked aggregates', bq.boardBlockedAggregates(TENANT, 100)],
-      ['audit log', bq.auditLog(TENANT, 50, null)],
+      ['blocked aggregates', bq.boardBlockedAggregates(NAMES, TENANT, 100)],
+      ['audit log', bq.auditLog(NAMES, TENANT, 50, null)],
     ];
     // for comparison, not checked: the admin service's stats read every row of the tenant
-    const baseline = tenantStats({
+    const baseline = tenantStats(NAMES, {
       tenantId: TENANT,
       orphanAfterMs: 60_000,
       tenantConsumers: [],
@@ -120,9 +134,8 @@ async function main(): Promise<void> {
     });
     let sequential = 0;
     for (const [label, statement] of statements) {
-      const text = inlineStatement(statement);
       // as the board runs them: JIT off (see setBoardContext)
-      const plan = (await explain(db, `explain (analyze, buffers, format text) ${text}`))
+      const plan = (await explain(db, 'analyze, buffers, format text', statement))
         .map((r: Record<string, string>) => r['QUERY PLAN'])
         .join('\n');
       const time = /Execution Time: ([\d.]+) ms/.exec(plan)?.[1];
@@ -133,7 +146,7 @@ async function main(): Promise<void> {
       );
       if (process.env.PLANS) process.stdout.write(`${plan}\n\n`);
     }
-    const stats = (await explain(db, `explain (analyze, buffers) ${inlineStatement(baseline)}`))
+    const stats = (await explain(db, 'analyze, buffers', baseline))
       .map((r: Record<string, string>) => r['QUERY PLAN'])
       .join('\n');
     process.stdout.write(

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
+import { RoundTripProbe } from './support/round-trip-probe';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { waitFor } from './support/wait-for';
 
@@ -111,8 +112,7 @@ describe('fairness between tenants', () => {
       providers: [TenantCounter],
       outbox: { relay: { batchSize: 2, maxTenantsPerRound: 1 } },
     });
-    const statements: string[] = [];
-    named.dataSource.subscribers.push({ beforeQuery: (event) => void statements.push(event.query) });
+    const probe = RoundTripProbe.attach(named.dataSource);
     const [first, second] = ['88888881-8888-4888-8888-888888888888', '88888882-8888-4888-8888-888888888888'];
     try {
       await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox');
@@ -125,12 +125,13 @@ describe('fairness between tenants', () => {
       const counter = named.app.get(TenantCounter);
       counter.seen.clear();
       expect((await named.relay.runOnce()).tenants).toBe(1); // the scan lists the first tenant only
-      statements.length = 0;
+      probe.take();
       expect((await named.relay.runOnce()).tenants).toBe(2);
+      const statements = probe.take().statements;
       const claimOfFirst = statements.findIndex(
-        (q) => q.includes(first) && /outbox_fan_out|with fresh as/.test(q),
+        (s) => s.values[0] === first && s.text.includes('with fresh as'),
       );
-      const scan = statements.findIndex((q) => q.includes('outbox_due_tenants'));
+      const scan = statements.findIndex((s) => s.text.includes('outbox_due_tenants'));
       expect(claimOfFirst).toBeGreaterThanOrEqual(0);
       expect(scan).toBeGreaterThan(claimOfFirst);
       expect(counter.seen).toEqual(

@@ -6,11 +6,15 @@ import {
   fanOutPendingEvents,
   heartbeatConsumers,
   mayVacuumLeases,
+  BATCH_MARKER,
   recordOutcomes,
-} from '../libs/outbox/src/store/outbox.queries';
-import { inlineStatement } from '../libs/outbox/src/store/inline-statement';
+  outboxNames,
+} from '../libs/outbox/src/store/sql';
 import { buildApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
+
+/** The outbox's names in the default schema, which these statements run against. */
+const NAMES = outboxNames();
 
 const TENANT = '5ac0a1c4-0000-4000-8000-000000000001';
 const EVENT = 'test.vacuum.v1';
@@ -96,7 +100,7 @@ describe('vacuuming the lease table', () => {
     const client = new Client({ connectionString: db.url });
     await client.connect();
     try {
-      const check = mayVacuumLeases();
+      const check = mayVacuumLeases(NAMES);
       expect((await client.query(check.text, check.values)).rows).toEqual([{ allowed: true }]);
       await client.query(`create role ${role} nologin`);
       await client.query(`grant select, insert, update, delete on public.outbox_event_leases to ${role}`);
@@ -125,6 +129,7 @@ describe('vacuuming the lease table', () => {
     const event = 'test.vacuum-count.v1';
     const consumers = ['count-a', 'count-b'];
     const registered = heartbeatConsumers(
+      NAMES,
       randomUUID(),
       consumers.map((name) => ({ name, eventNames: [event], kind: 'in_process' })),
     );
@@ -135,21 +140,21 @@ describe('vacuuming the lease table', () => {
       [TENANT, event],
     );
     const leaseToken = randomUUID();
-    const claimed = await db.sql<{ kind: string; event_id: string; event_seq: string; pairs: string }>(
-      inlineStatement(
-        fanOutPendingEvents({
-          tenantId: TENANT,
-          hosted: consumers,
-          inProcess: consumers,
-          tenantConsumers: [],
-          liveWithinMs: 60_000,
-          limit: 10,
-          leaseToken,
-          leaseMs: 60_000,
-        }),
-      ),
+    const claim = fanOutPendingEvents(NAMES, {
+      tenantId: TENANT,
+      hosted: consumers,
+      inProcess: consumers,
+      tenantConsumers: [],
+      liveWithinMs: 60_000,
+      limit: 10,
+      leaseToken,
+      leaseMs: 60_000,
+    });
+    const [claimed] = await db.sql<{ leases: { event_id: string; event_seq: string; pairs: string }[] }>(
+      claim.text,
+      claim.values,
     );
-    const outcomes = claimed.flatMap((row) =>
+    const outcomes = claimed!.leases.flatMap((row) =>
       row.pairs.split(' ').map((consumer) => ({
         deliveryId: null,
         pair: { eventId: row.event_id, consumer, attempt: 1, tenantId: TENANT, eventSeq: row.event_seq },
@@ -160,7 +165,12 @@ describe('vacuuming the lease table', () => {
       })),
     );
     expect(outcomes).toHaveLength(6);
-    const [recorded] = await db.sql(inlineStatement(recordOutcomes(outcomes, leaseToken, { fenced: true })));
+    // a fenced outcome is written only in its batch's transaction, marked with the lease token
+    const outcome = recordOutcomes(NAMES, outcomes, leaseToken, { fenced: true });
+    await db.sql('begin');
+    await db.sql(`select set_config('${BATCH_MARKER}', $1, true)`, [leaseToken]);
+    const [recorded] = await db.sql(outcome.text, outcome.values);
+    await db.sql('commit');
     expect(recorded).toEqual({ recorded: 6, events: 3, released: 3 });
   });
 

@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Injectable } from '@nestjs/common';
@@ -5,12 +6,18 @@ import { DataSource } from 'typeorm';
 import {
   OnOutboxEvent,
   outboxMigrations,
+  outboxMigrationsFor,
   type OutboxEvent,
   type OutboxHandlerContext,
 } from 'nestjs-pg-outbox';
 import { buildApp } from './support/build-app';
 import { catalogSnapshot } from './support/catalog';
-import { createEmptyDatabase, createTestDatabase, type TestDatabase } from './support/test-database';
+import {
+  createEmptyDatabase,
+  createTestDatabase,
+  migrateOutbox,
+  type TestDatabase,
+} from './support/test-database';
 
 const SQL_DIR = join(__dirname, '..', 'libs', 'outbox', 'sql');
 const FIXTURE_0_1_0 = join(__dirname, 'fixtures', 'outbox-0.1.0');
@@ -24,8 +31,48 @@ function sqlFiles(direction: 'up' | 'down'): string[] {
   );
 }
 
-async function withMigrator<T>(db: TestDatabase, work: (dataSource: DataSource) => Promise<T>): Promise<T> {
-  const dataSource = new DataSource({ type: 'postgres', url: db.url, migrations: outboxMigrations });
+/** A schema of its own for the outbox; its name appears nowhere else in the catalog. */
+const SCHEMA = 'billing_outbox';
+
+/** What `npx nestjs-pg-outbox sql` prints with `args`, run from the source like the packaged command. */
+function cliSql(...args: string[]): string {
+  const cli = join(__dirname, '..', 'libs', 'outbox', 'src', 'cli', 'outbox-cli.ts');
+  const run = spawnSync(process.execPath, ['-r', '@swc-node/register', cli, 'sql', ...args], {
+    encoding: 'utf8',
+  });
+  if (run.status !== 0) throw new Error(`nestjs-pg-outbox sql ${args.join(' ')} failed: ${run.stderr}`);
+  return run.stdout;
+}
+
+/**
+ * A snapshot of `schema` read as if it were `public`: every spelling of the schema's name the catalog prints
+ * (qualified names, quoted ones in function bodies, search paths) put back to `public`, and a foreign key's
+ * table unqualified, as PostgreSQL prints it for a schema on the search path. The schema's own grants are left
+ * out: `public` comes with PostgreSQL's, a new schema has its owner's only.
+ */
+async function asIfPublic(db: TestDatabase, schema: string): Promise<Record<string, string[]>> {
+  const { schemaAcl: _, ...snapshot } = await catalogSnapshot(db, schema);
+  const spellings = new RegExp(`"${schema}"|\\b${schema}\\b`, 'g');
+  return Object.fromEntries(
+    Object.entries(snapshot).map(([kind, lines]) => [
+      kind,
+      lines
+        .map((line) => line.replace(`REFERENCES ${schema}.`, 'REFERENCES ').replace(spellings, 'public'))
+        .sort(),
+    ]),
+  );
+}
+
+async function withMigrator<T>(
+  db: TestDatabase,
+  work: (dataSource: DataSource) => Promise<T>,
+  schema?: string,
+): Promise<T> {
+  const dataSource = new DataSource({
+    type: 'postgres',
+    url: db.url,
+    migrations: outboxMigrationsFor({ schema }),
+  });
   await dataSource.initialize();
   try {
     return await work(dataSource);
@@ -75,6 +122,58 @@ describe('migrations', () => {
       for (let i = 0; i < outboxMigrations.length; i++) await dataSource.undoLastMigration();
     });
     expect(await catalogSnapshot(byClasses)).toEqual(empty);
+  });
+
+  it('build in a schema of its own from `sql --schema` what outboxMigrationsFor({ schema }) builds, and what public would hold', async () => {
+    const byClasses = track(await createTestDatabase([], { schema: SCHEMA }));
+    const bySql = track(await createEmptyDatabase());
+    await bySql.sql(cliSql('--schema', SCHEMA));
+
+    const expected = await catalogSnapshot(byClasses, SCHEMA);
+    expect(expected.tables.length).toBeGreaterThan(5);
+    expect(expected.functions.length).toBeGreaterThan(1);
+    expect(expected.schemaAcl.join()).toMatch(/outbox_app=U\//);
+    expect(expected.schemaAcl.join()).toMatch(/outbox_relay=U\//);
+    expect(await catalogSnapshot(bySql, SCHEMA)).toEqual(expected);
+    // nothing in the schema names public: no table, function body, search path or grant was left behind
+    expect(JSON.stringify(expected)).not.toMatch(/\bpublic\b/);
+
+    const inPublic = track(await createTestDatabase());
+    const { schemaAcl: _, ...publicSnapshot } = await catalogSnapshot(inPublic);
+    expect(await asIfPublic(byClasses, SCHEMA)).toEqual(publicSnapshot);
+    // and nothing of the outbox in public
+    const empty = await catalogSnapshot(track(await createEmptyDatabase()));
+    expect(await catalogSnapshot(byClasses)).toEqual(empty);
+  });
+
+  it("migrate a second schema into a database through the same TypeORM migrations table, and take it away again without touching the first's", async () => {
+    const db = track(await createTestDatabase());
+    const publicBefore = await catalogSnapshot(db);
+    await migrateOutbox(db, SCHEMA);
+    const ran = await db.sql<{ name: string }>('select name from migrations order by id');
+    expect(ran.map((r) => r.name)).toEqual([
+      ...outboxMigrations.map((M) => new M().name),
+      ...outboxMigrations.map((M) => new M().name!.replace(/(\d{13})$/, `_${SCHEMA}_$1`)),
+    ]);
+
+    await withMigrator(
+      db,
+      async (dataSource) => {
+        for (let i = 0; i < outboxMigrations.length; i++) await dataSource.undoLastMigration();
+      },
+      SCHEMA,
+    );
+    const emptySchema = track(await createEmptyDatabase());
+    await emptySchema.sql(`create schema ${SCHEMA}`);
+    expect(await catalogSnapshot(db, SCHEMA)).toEqual(await catalogSnapshot(emptySchema, SCHEMA));
+    // the roles are cluster-wide, the grants per schema: public keeps every grant, policy and function
+    expect(await catalogSnapshot(db)).toEqual(publicBefore);
+
+    const bySql = track(await createTestDatabase());
+    await bySql.sql(cliSql('--schema', SCHEMA));
+    await bySql.sql(cliSql('--schema', SCHEMA, '--down'));
+    expect(await catalogSnapshot(bySql, SCHEMA)).toEqual(await catalogSnapshot(emptySchema, SCHEMA));
+    expect(await catalogSnapshot(bySql)).toEqual(publicBefore);
   });
 
   it('upgrade a 0.1.0 database with rows in it, and the relay then delivers its pending events once', async () => {

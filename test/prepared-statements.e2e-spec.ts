@@ -4,13 +4,17 @@ import { randomUUID } from 'node:crypto';
 import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
 import {
   fanOutPendingEvents,
+  outboxNames,
   recordOutcomes,
   type SqlStatement,
-} from '../libs/outbox/src/store/outbox.queries';
-import { executePrepared, preparePrepared } from '../libs/outbox/src/store/inline-statement';
+} from '../libs/outbox/src/store/sql';
 import { buildApp, type TestApp } from './support/build-app';
+import { RoundTripProbe } from './support/round-trip-probe';
 import { waitFor } from './support/wait-for';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
+
+/** The outbox's names in the default schema, which these statements run against. */
+const NAMES = outboxNames();
 
 const TENANT = '88888888-8888-4888-8888-888888888888';
 const EVENT = 'test.prepared.v1';
@@ -99,61 +103,62 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
     });
   });
 
-  it('prepares it again within about a second of the first time (a new database fills up)', async () => {
+  it('names it anew within about a second of the first time (a new database fills up)', async () => {
     await withApp(undefined, async (t) => {
       await enqueue(t, 1);
       await t.relay.runOnce();
-      const [first] = await preparedHere(t);
-      // the first period is 1 s: well within the deadline (with the 10 s period only, this would time out)
+      const fanOut = async (): Promise<PreparedRow | undefined> =>
+        (await preparedHere(t)).find((p) => p.name.startsWith('outbox_fan_out_'));
+      const first = await fanOut();
+      // the first period is 1 s: well within the deadline
       const again = await waitFor(
         async () => {
           // a claim runs only when there is work
           await enqueue(t, 1);
           await t.relay.runOnce();
-          const [now] = await preparedHere(t);
-          return now!.prepared_at !== first!.prepared_at ? now : null;
+          const now = await fanOut();
+          return now && now.name !== first!.name ? now : null;
         },
-        { timeoutMs: 5000, intervalMs: 100, message: 'the fan-out prepared again' },
+        { timeoutMs: 5000, intervalMs: 100, message: 'the fan-out named anew' },
       );
-      expect(again.name).toBe(first!.name);
+      expect(again.name).toMatch(/^outbox_fan_out_[0-9a-f]{12}$/);
+      expect(again.prepared_at).not.toBe(first!.prepared_at);
+      // the generation it left is gone from the server
+      expect((await preparedHere(t)).map((p) => p.name)).not.toContain(first!.name);
     });
   });
 
-  it("prepares it again when a round lets the connection go, never in a claim's round trip, and plans it then", async () => {
+  it("names it anew when a round lets the connection go, never in a claim's round trip, and plans it then", async () => {
     await withApp(undefined, async (t) => {
-      // every round trip of the relay's that prepares the statements
-      const preparing: string[] = [];
-      t.dataSource.subscribers.push({
-        beforeQuery: ({ query }: { query: string }) => {
-          if (query.includes('$outbox_prepare$')) preparing.push(query);
-        },
-      });
-      const claimsForTheTenant = (query: string): boolean =>
-        query.includes('execute outbox_fan_out_') && query.includes(TENANT);
+      const probe = RoundTripProbe.attach(t.dataSource);
       await enqueue(t, 1);
       await t.relay.runOnce();
-      const [first] = await preparedHere(t);
+      const names = (): string[] => [
+        ...new Set(probe.seen.flatMap((s) => (s.name?.startsWith('outbox_fan_out_') ? [s.name] : []))),
+      ];
       await waitFor(
         async () => {
           await enqueue(t, 1);
           await t.relay.runOnce();
-          return preparing.length >= 2;
+          return names().length >= 2;
         },
-        { timeoutMs: 5000, intervalMs: 100, message: 'the statements prepared again' },
+        { timeoutMs: 5000, intervalMs: 100, message: 'the fan-out named anew' },
       );
-      // the first preparation went with the first claim; the next one with no claim of the app's tenant, but
-      // with a claim for no tenant, rolled back, which makes the fan-out's generic plan there and then
-      expect(preparing.map(claimsForTheTenant)).toEqual([true, false]);
-      expect(preparing[1]).toMatch(
-        /execute outbox_fan_out_\w+\('00000000-0000-0000-0000-000000000000'.*;\s*rollback$/s,
-      );
-      const [again] = await preparedHere(t);
-      expect(again!.prepared_at).not.toBe(first!.prepared_at);
+      // the new name's first use: a claim for no tenant, rolled back in the same round trip, which makes the
+      // fan-out's generic plan there and then; no claim of the app's tenant goes with it
+      const seen = probe.seen;
+      const firstUse = seen.find((s) => s.name === names()[1])!;
+      const trip = seen.filter((s) => s.trip === firstUse.trip);
+      expect(firstUse.values[0]).toBe('00000000-0000-0000-0000-000000000000');
+      expect(trip.map((s) => s.text)).toContain('rollback');
+      expect(trip.some((s) => s.values[0] === TENANT)).toBe(false);
+      const [again] = (await preparedHere(t)).filter((p) => p.name === names()[1]);
       expect(again).toMatchObject({ custom_plans: 0 });
       // and the claims go on with it
       const ids = await enqueue(t, 2);
       expect((await t.relay.runOnce()).succeeded).toBe(2);
       expect(t.app.get(Seen).ids).toEqual(expect.arrayContaining(ids));
+      probe.detach();
     });
   });
 
@@ -189,8 +194,8 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
    * A generic plan is made without the values, so it cannot know that a CTE returns a handful of rows: joined
    * the usual way, the claimed events would be read by hashing the whole events table. Over tables of some size,
    * it must reach events and deliveries through their indexes. (Over empty tables a plan may still read them
-   * whole; the relay prepares the statement again after 1, 2, 4, 8 s, then every 10 s, so such a plan does not outlive
-   * their growth long.)
+   * whole; the relay names the statement anew after 1, 2, 4, 8 s, and PostgreSQL plans it anew after an ANALYZE of
+   * its tables, so such a plan does not outlive their growth long.)
    */
   it('has generic plans that read no whole table of events or deliveries', async () => {
     await db.sql(
@@ -204,7 +209,7 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
        select id, tenant_id, 'seen', seq, 'pending' from event_outbox where status = 'processing'`,
     );
     await db.sql('analyze');
-    const fanOut = fanOutPendingEvents({
+    const fanOut = fanOutPendingEvents(NAMES, {
       tenantId: TENANT,
       hosted: ['seen'],
       inProcess: ['seen'],
@@ -227,6 +232,7 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
       `select id, seq::text from event_outbox where status = 'pending' order by seq limit 100`,
     );
     const outcome = recordOutcomes(
+      NAMES,
       events.map(({ id, seq }) => ({
         deliveryId: null,
         pair: { eventId: id, consumer: 'seen', attempt: 1, tenantId: TENANT, eventSeq: seq },
@@ -249,11 +255,13 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
     const client = new Client({ connectionString: db.url });
     await client.connect();
     try {
-      await client.query(preparePrepared(statement));
+      // every parameter has its type in the text: no list of types
+      await client.query(`prepare outbox_test_plan as ${statement.text}`);
       await client.query('begin');
       await client.query(`set local plan_cache_mode = force_generic_plan`);
+      // a generic plan does not depend on the values: nulls of the statement's own types
       const { rows } = await client.query<{ 'QUERY PLAN': string }>(
-        `explain (costs off) ${executePrepared(statement)}`,
+        `explain (costs off) execute outbox_test_plan(${statement.values.map(() => 'null').join(', ')})`,
       );
       await client.query('rollback');
       return rows.map((r) => r['QUERY PLAN']).join('\n');

@@ -6,10 +6,12 @@ import {
   type OutboxEvent,
   type OutboxHandlerContext,
 } from 'nestjs-pg-outbox';
-import { fanOutPendingEvents, setTransactionContext } from '../libs/outbox/src/store/outbox.queries';
-import { executePrepared } from '../libs/outbox/src/store/inline-statement';
+import { fanOutPendingEvents, outboxNames, setTransactionContext } from '../libs/outbox/src/store/sql';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
+
+/** The outbox's names in the default schema, which these statements run against. */
+const NAMES = outboxNames();
 
 const TENANT = '77777777-7777-4777-8777-777777777777';
 const EVENT = 'test.jit.v1';
@@ -70,7 +72,7 @@ describe('JIT compilation in the relay', () => {
     const [prepared] = await t.dataSource.query<{ name: string }[]>(
       `select name from pg_prepared_statements where name like 'outbox\\_fan\\_out\\_%'`,
     );
-    const claim = fanOutPendingEvents({
+    const claim = fanOutPendingEvents(NAMES, {
       tenantId: TENANT,
       hosted: ['jit-probe'],
       inProcess: ['jit-probe'],
@@ -80,8 +82,8 @@ describe('JIT compilation in the relay', () => {
       leaseToken: randomUUID(),
       leaseMs: 30_000,
     });
-    // the statement the relay prepared on this session, not one prepared for the test
-    expect(prepared?.name).toBe(claim.prepared!.name);
+    // the statement the relay named on this session, not one prepared for the test
+    expect(prepared?.name).toMatch(new RegExp(`^${claim.prepared!}_[0-9a-f]{12}$`));
     const [{ available }] = await t.dataSource.query<{ available: boolean }[]>(
       `select pg_jit_available() as available`,
     );
@@ -93,8 +95,9 @@ describe('JIT compilation in the relay', () => {
       });
       await runner.query(context.text, context.values);
       await runner.query(`set local plan_cache_mode = force_generic_plan`);
+      // a generic plan does not depend on the values: nulls of the statement's own types
       const plan: { 'QUERY PLAN': string }[] = await runner.query(
-        `explain (analyze) ${executePrepared(claim)}`,
+        `explain execute ${prepared!.name}(${claim.values.map(() => 'null').join(', ')})`,
       );
       const text = plan.map((row) => row['QUERY PLAN']).join('\n');
       expect(text).toContain('event_outbox_pending_idx');

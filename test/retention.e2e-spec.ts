@@ -1,6 +1,6 @@
 import { Client } from 'pg';
 import { OutboxRetention } from 'nestjs-pg-outbox';
-import { RETENTION_LOCK } from '../libs/outbox/src/store/admin.queries';
+import { outboxNames } from '../libs/outbox/src/store/sql';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { buildApp, type TestApp } from './support/build-app';
 import { createLoginRole, type TestRole } from './support/test-roles';
@@ -185,7 +185,9 @@ describe('retention', () => {
     await holder.connect();
     try {
       await holder.query('begin');
-      await holder.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [RETENTION_LOCK]);
+      await holder.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [
+        outboxNames().retentionLock,
+      ]);
       expect(await retention.purgeNow()).toEqual({ deletedEvents: 0, batches: 0, skipped: 'locked' });
       await holder.query('rollback');
     } finally {

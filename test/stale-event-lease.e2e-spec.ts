@@ -1,10 +1,13 @@
 import { Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { OnOutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
-import { fanOutPendingEvents, heartbeatConsumers } from '../libs/outbox/src/store/outbox.queries';
+import { fanOutPendingEvents, heartbeatConsumers, outboxNames } from '../libs/outbox/src/store/sql';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { waitFor } from './support/wait-for';
+
+/** The outbox's names in the default schema, which these statements run against. */
+const NAMES = outboxNames();
 
 const TENANT = '5a1e0000-0000-4000-8000-000000000001';
 const EVENT = 'test.mixed.v1';
@@ -38,7 +41,7 @@ describe('an event already fanned out whose relay died before recording its in-p
     db = await createTestDatabase();
     t = await buildApp({ url: db.url, providers: [LocalConsumers] });
     // a consumer only another instance hosts
-    const other = heartbeatConsumers(randomUUID(), [
+    const other = heartbeatConsumers(NAMES, randomUUID(), [
       { name: 'remote', eventNames: [EVENT], kind: 'in_process' },
     ]);
     await db.sql(other.text, other.values);
@@ -54,7 +57,7 @@ describe('an event already fanned out whose relay died before recording its in-p
     );
     await t.relay.heartbeat(); // registers the local consumers, as a running relay has
     // the claim of a relay that dies at once: its lease lasts 1 ms and it records nothing
-    const claim = fanOutPendingEvents({
+    const claim = fanOutPendingEvents(NAMES, {
       tenantId: TENANT,
       hosted: ['local-a', 'local-b'],
       inProcess: ['local-a', 'local-b'],
@@ -64,11 +67,14 @@ describe('an event already fanned out whose relay died before recording its in-p
       leaseToken: randomUUID(),
       leaseMs: 1,
     });
-    const claimed = await db.sql<{ kind: string; pairs: string | null }>(claim.text, claim.values);
-    expect(claimed.map((r) => [r.kind, r.pairs]).sort()).toEqual([
-      ['event', null],
-      ['lease', 'local-a local-b'],
-    ]);
+    const [claimed] = await db.sql<{ written: string[]; leases: { pairs: string | null }[] }>(
+      claim.text,
+      claim.values,
+    );
+    expect({ written: claimed!.written, pairs: claimed!.leases.map((l) => l.pairs) }).toEqual({
+      written: [id],
+      pairs: ['local-a local-b'],
+    });
     await waitFor(
       async () =>
         (await db.sql('select 1 from outbox_event_leases where lease_expires_at <= now()')).length === 1,

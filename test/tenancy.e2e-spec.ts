@@ -10,6 +10,7 @@ import {
   type OutboxHandlerContext,
 } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
+import { outboxNames } from '../libs/outbox/src/store/sql';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { createLoginRole, type TestRole } from './support/test-roles';
 import { EFFECTS_TABLE_SQL, recordEffect } from './support/effects';
@@ -32,7 +33,12 @@ class TenantConsumers {
   }
 }
 
-describe('tenancy and row-level security (app and relay on non-superuser, non-owner roles)', () => {
+/** The default schema, and one of the app's own: every test below runs in each. */
+const SCHEMAS = ['public', 'tenant_outbox'];
+
+describe.each(SCHEMAS)('tenancy and row-level security on non-owner roles, schema %s', (schema) => {
+  /** The outbox's tables and functions in this schema, for the raw SQL of the tests. */
+  const n = outboxNames(schema);
   let db: TestDatabase;
   let appRole: TestRole;
   let relayRole: TestRole;
@@ -43,11 +49,16 @@ describe('tenancy and row-level security (app and relay on non-superuser, non-ow
   let admin: OutboxAdminService;
 
   beforeAll(async () => {
-    db = await createTestDatabase([EFFECTS_TABLE_SQL]);
+    db = await createTestDatabase([EFFECTS_TABLE_SQL], { schema });
     appRole = await createLoginRole(db, 'outbox_app');
     relayRole = await createLoginRole(db, 'outbox_relay', ['grant insert on test_effects to $ROLE']);
-    web = await buildApp({ url: appRole.url });
-    worker = await buildApp({ url: relayRole.url, providers: [TenantConsumers], poolSize: 1 });
+    web = await buildApp({ url: appRole.url, outbox: { schema } });
+    worker = await buildApp({
+      url: relayRole.url,
+      providers: [TenantConsumers],
+      poolSize: 1,
+      outbox: { schema },
+    });
     admin = worker.app.get(OutboxAdminService);
     await worker.relay.heartbeat();
   });
@@ -59,7 +70,7 @@ describe('tenancy and row-level security (app and relay on non-superuser, non-ow
     await relayRole?.drop();
   });
   beforeEach(async () => {
-    await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox, test_effects');
+    await db.sql(`truncate ${n.events}, ${n.deliveries}, ${n.inbox}, test_effects`);
   });
 
   /** Enqueues through the web app in a transaction whose tenant context is `context` (or none). */
@@ -101,7 +112,9 @@ describe('tenancy and row-level security (app and relay on non-superuser, non-ow
     for (const dataSource of [web.dataSource, worker.dataSource] as DataSource[]) {
       const [row] = await dataSource.query(
         `select r.rolsuper, r.rolbypassrls, pg_has_role(current_user, t.tableowner, 'member') as owner
-           from pg_roles r, pg_tables t where r.rolname = current_user and t.tablename = 'event_outbox'`,
+           from pg_roles r, pg_tables t
+          where r.rolname = current_user and t.schemaname = $1 and t.tablename = 'event_outbox'`,
+        [schema],
       );
       expect(row).toEqual({ rolsuper: false, rolbypassrls: false, owner: false });
     }
@@ -110,7 +123,7 @@ describe('tenancy and row-level security (app and relay on non-superuser, non-ow
   it("enqueues for the transaction's own tenant, and the relay delivers it under that tenant's context", async () => {
     const id = await enqueueAs(A, A);
     await worker.relay.drain();
-    expect(await db.sql('select status, tenant_id from event_outbox where id = $1', [id])).toEqual([
+    expect(await db.sql(`select status, tenant_id from ${n.events} where id = $1`, [id])).toEqual([
       { status: 'published', tenant_id: A },
     ]);
   });
@@ -121,63 +134,63 @@ describe('tenancy and row-level security (app and relay on non-superuser, non-ow
       /row-level security refused an event for tenant .*set_config/,
     );
     await expect(enqueueAs(null, A)).rejects.toThrow(/row-level security/);
-    expect(await db.sql('select count(*)::int as n from event_outbox')).toEqual([{ n: 0 }]);
+    expect(await db.sql(`select count(*)::int as n from ${n.events}`)).toEqual([{ n: 0 }]);
   });
 
   it('gives the app role no way to read the outbox or to call the functions that cross tenants', async () => {
     await enqueueAs(A, A);
-    await expect(inTenant(appRole, A, (c) => c.query('select count(*) from event_outbox'))).rejects.toThrow(
+    await expect(inTenant(appRole, A, (c) => c.query(`select count(*) from ${n.events}`))).rejects.toThrow(
       /permission denied/,
     );
-    await expect(inTenant(appRole, A, (c) => c.query('select * from outbox_deliveries'))).rejects.toThrow(
+    await expect(inTenant(appRole, A, (c) => c.query(`select * from ${n.deliveries}`))).rejects.toThrow(
       /permission denied/,
     );
-    await expect(
-      inTenant(appRole, A, (c) => c.query('select public.outbox_purge_settled(now(), 10)')),
-    ).rejects.toThrow(/permission denied/);
-    await expect(
-      inTenant(appRole, A, (c) => c.query('select public.outbox_due_tenants(10)')),
-    ).rejects.toThrow(/permission denied/);
+    await expect(inTenant(appRole, A, (c) => c.query(`select ${n.purgeSettled}(now(), 10)`))).rejects.toThrow(
+      /permission denied/,
+    );
+    await expect(inTenant(appRole, A, (c) => c.query(`select ${n.dueTenants}(10)`))).rejects.toThrow(
+      /permission denied/,
+    );
   });
 
   it("lets tenant A's context see, count, update, delete and insert none of tenant B's rows in raw SQL on the relay role", async () => {
     const ids = await seedBothTenants();
-    const before = await db.sql('select * from event_outbox order by id');
+    const before = await db.sql(`select * from ${n.events} order by id`);
     await inTenant(relayRole, A, async (c) => {
       expect(
-        (await c.query('select tenant_id, count(*)::int as n from event_outbox group by tenant_id')).rows,
+        (await c.query(`select tenant_id, count(*)::int as n from ${n.events} group by tenant_id`)).rows,
       ).toEqual([{ tenant_id: A, n: 2 }]);
       expect(
-        (await c.query('select count(*)::int as n from event_outbox where id = $1', [ids.b])).rows,
+        (await c.query(`select count(*)::int as n from ${n.events} where id = $1`, [ids.b])).rows,
       ).toEqual([{ n: 0 }]);
       expect(
-        (await c.query('select count(*)::int as n from outbox_deliveries where tenant_id = $1', [B])).rows,
+        (await c.query(`select count(*)::int as n from ${n.deliveries} where tenant_id = $1`, [B])).rows,
       ).toEqual([{ n: 0 }]);
       expect(
-        (await c.query('select count(*)::int as n from consumer_inbox where tenant_id = $1', [B])).rows,
+        (await c.query(`select count(*)::int as n from ${n.inbox} where tenant_id = $1`, [B])).rows,
       ).toEqual([{ n: 0 }]);
       expect(
         (
           await c.query(
-            `update outbox_deliveries set status = 'pending', attempt_count = 0 where tenant_id = $1`,
+            `update ${n.deliveries} set status = 'pending', attempt_count = 0 where tenant_id = $1`,
             [B],
           )
         ).rowCount,
       ).toBe(0);
-      expect((await c.query('delete from consumer_inbox where tenant_id = $1', [B])).rowCount).toBe(0);
-      expect((await c.query('delete from outbox_deliveries where tenant_id = $1', [B])).rowCount).toBe(0);
-      expect((await c.query('delete from event_outbox where tenant_id = $1', [B])).rowCount).toBe(0);
+      expect((await c.query(`delete from ${n.inbox} where tenant_id = $1`, [B])).rowCount).toBe(0);
+      expect((await c.query(`delete from ${n.deliveries} where tenant_id = $1`, [B])).rowCount).toBe(0);
+      expect((await c.query(`delete from ${n.events} where tenant_id = $1`, [B])).rowCount).toBe(0);
       await expect(
         c.query(
-          `insert into event_outbox (id, tenant_id, event_name, payload) values (gen_random_uuid(), $1, 'test.tenant.v1', '{}')`,
+          `insert into ${n.events} (id, tenant_id, event_name, payload) values (gen_random_uuid(), $1, 'test.tenant.v1', '{}')`,
           [B],
         ),
       ).rejects.toThrow(/row-level security/);
     });
     await inTenant(relayRole, null, async (c) => {
-      expect((await c.query('select count(*)::int as n from event_outbox')).rows).toEqual([{ n: 0 }]);
+      expect((await c.query(`select count(*)::int as n from ${n.events}`)).rows).toEqual([{ n: 0 }]);
     });
-    expect(await db.sql('select * from event_outbox order by id')).toEqual(before);
+    expect(await db.sql(`select * from ${n.events} order by id`)).toEqual(before);
   });
 
   it("lets tenant A's context see, count, replay or purge none of tenant B's rows through the admin service", async () => {
@@ -196,12 +209,12 @@ describe('tenancy and row-level security (app and relay on non-superuser, non-ow
     expect(await admin.purgeFailed(A)).toBe(0); // A's failed event was replayed: it has an open delivery again
 
     expect(
-      await db.sql('select status from outbox_deliveries where event_id = $1 and consumer_name = $2', [
+      await db.sql(`select status from ${n.deliveries} where event_id = $1 and consumer_name = $2`, [
         ids.bFailed,
         'fragile',
       ]),
     ).toEqual([{ status: 'dead' }]);
-    expect(await db.sql('select count(*)::int as n from event_outbox where tenant_id = $1', [B])).toEqual([
+    expect(await db.sql(`select count(*)::int as n from ${n.events} where tenant_id = $1`, [B])).toEqual([
       { n: 2 },
     ]);
     expect(await admin.replayEvent(B, ids.bFailed)).toBe(1);
@@ -218,7 +231,9 @@ describe('tenancy and row-level security (app and relay on non-superuser, non-ow
   });
 });
 
-describe('single-tenant mode (tenancy off)', () => {
+describe.each(SCHEMAS)('single-tenant mode (tenancy off) in schema %s', (schema) => {
+  /** The outbox's tables in this schema. */
+  const n = outboxNames(schema);
   let db: TestDatabase;
   let relayRole: TestRole;
   let appRole: TestRole;
@@ -226,16 +241,16 @@ describe('single-tenant mode (tenancy off)', () => {
   let worker: TestApp;
 
   beforeAll(async () => {
-    db = await createTestDatabase([EFFECTS_TABLE_SQL]);
+    db = await createTestDatabase([EFFECTS_TABLE_SQL], { schema });
     relayRole = await createLoginRole(db, 'outbox_relay', ['grant insert on test_effects to $ROLE']);
     appRole = await createLoginRole(db, 'outbox_app');
     // Neither the app nor the relay is the owner, and the app sets no tenant: an unset setting means the
     // single tenant in the policies.
-    app = await buildApp({ url: appRole.url, outbox: { tenancy: 'single' } });
+    app = await buildApp({ url: appRole.url, outbox: { schema, tenancy: 'single' } });
     worker = await buildApp({
       url: relayRole.url,
       providers: [TenantConsumers],
-      outbox: { tenancy: 'single' },
+      outbox: { schema, tenancy: 'single' },
     });
     await worker.relay.heartbeat();
   });
@@ -252,7 +267,7 @@ describe('single-tenant mode (tenancy off)', () => {
       app.outbox.enqueue(manager, { eventName: 'test.tenant.v1', payload: {} }),
     );
     await worker.relay.drain();
-    expect(await db.sql('select tenant_id, status from event_outbox where id = $1', [id])).toEqual([
+    expect(await db.sql(`select tenant_id, status from ${n.events} where id = $1`, [id])).toEqual([
       { tenant_id: SINGLE_TENANT_ID, status: 'published' },
     ]);
     const stats = await worker.app.get(OutboxAdminService).stats(SINGLE_TENANT_ID);

@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { Client } from 'pg';
-import type { EntitySubscriberInterface } from 'typeorm';
 import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
+import { RoundTripProbe } from './support/round-trip-probe';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { waitFor } from './support/wait-for';
 
@@ -53,14 +53,8 @@ describe('wake-ups', () => {
 
   it('claims a lone event once: after a short batch the relay waits for the next wake-up instead of going round again', async () => {
     const t = await start({ enabled: true, pollIntervalMs: NEVER_POLL, listen: false, notify: false });
-    // every claim the relay sends (the fan-out, prepared or not) and every scan for due tenants
-    const sent = { claims: 0, scans: 0 };
-    t.dataSource.subscribers.push({
-      beforeQuery: ({ query }: { query: string }) => {
-        if (/execute outbox_fan_out_|with fresh as/.test(query)) sent.claims++;
-        if (query.includes('outbox_due_tenants(')) sent.scans++;
-      },
-    } as EntitySubscriberInterface);
+    // every claim the relay sends (the fan-out, named or not) and every scan for due tenants
+    const probe = RoundTripProbe.attach(t.dataSource);
     const id = await enqueue(t);
     await waitFor(
       async () =>
@@ -71,6 +65,11 @@ describe('wake-ups', () => {
     // waits for whatever round is still in flight (a second round would have begun before the batch committed)
     await t.relay.stop();
     expect(t.app.get(Recorder).seen).toEqual([id]);
+    const seen = probe.take().statements;
+    const sent = {
+      claims: seen.filter((s) => s.text.includes('with fresh as') && s.values[0] === TENANT).length,
+      scans: seen.filter((s) => s.text.includes('outbox_due_tenants(')).length,
+    };
     expect(sent).toEqual({ claims: 1, scans: 1 });
   });
 

@@ -28,7 +28,7 @@ export interface BenchApp {
   relay: OutboxRelay;
   outbox: OutboxService;
   dataSource: DataSource;
-  /** Counts and times every statement the app's DataSource sends (unless created with `probe: false`). */
+  /** Counts and times every round trip the app's pool makes (unless created with `probe: false`). */
   probe: QueryProbe;
   close(): Promise<void>;
 }
@@ -66,7 +66,7 @@ export async function createBenchApp(options: BenchAppOptions): Promise<BenchApp
     relay: context.get(OutboxRelay),
     outbox: context.get(OutboxService),
     dataSource,
-    probe: options.probe === false ? new QueryProbe() : QueryProbe.attach(dataSource),
+    probe: options.probe === false ? QueryProbe.none() : QueryProbe.attach(dataSource),
     close: () => (closing ??= context.close()),
   };
 }

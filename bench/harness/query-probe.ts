@@ -1,38 +1,32 @@
 /**
- * Counts and times every statement a TypeORM DataSource sends, by kind, through TypeORM's own query hooks
- * (a subscriber's `beforeQuery`/`afterQuery`). Used for the deterministic figure "round trips per batch" and
- * for the time split of a relay round.
+ * Counts and times every round trip a TypeORM DataSource's pool makes, by kind, at the driver (see
+ * `RoundTripProbe`: the relay writes its statements on the pg connection itself, in pipeline mode). Used for the
+ * deterministic figures "round trips per batch" and "statements per batch", and for the time split of a relay
+ * round.
  */
-import { performance } from 'node:perf_hooks';
-import type { DataSource, EntitySubscriberInterface, QueryRunner } from 'typeorm';
+import type { DataSource } from 'typeorm';
+import { RoundTripProbe, type ProbedStatement } from '../../tools/round-trip-probe';
 
-type BeforeQueryEvent = Parameters<NonNullable<EntitySubscriberInterface['beforeQuery']>>[0];
-type AfterQueryEvent = Parameters<NonNullable<EntitySubscriberInterface['afterQuery']>>[0];
-
-/** Statements of one kind: how many, and milliseconds from send to result. */
+/** Round trips of one kind: how many, and milliseconds from send to result. */
 export interface QueryKindStats {
+  /** Round trips. */
   count: number;
   ms: number;
+  /** Statements those round trips carried. */
+  statements?: number;
 }
 
 /** Names a statement by what it does, so a time split reads as the relay's steps. Unknown ones keep their start. */
 const KINDS: readonly [RegExp, string][] = [
-  // statements sent together in one round trip (the relay's): named by their main statement
-  // (the fan-out runs as `execute outbox_fan_out_…`, or its text in full when prepared statements are off; the
-  // outcome of a batch of pairs as `execute outbox_outcome_…`, first since its round trip may carry the
-  // preparation of both statements, texts included)
-  [/execute outbox_outcome_\w+\(.*commit$/is, 'record outcomes + inbox + commit'],
-  [/(with fresh as|execute outbox_fan_out_).*with retry as/is, 'claim (fan out + due) + begin/commit'],
-  [/with fresh as|execute outbox_fan_out_/i, 'claim + fan out new events + begin/commit'],
+  // a round trip is named by its main statement (its statements joined with ";\n", in the order written)
+  [/with fresh as.*with retry as/is, 'claim (fan out + due) + begin/commit'],
+  [/with fresh as/i, 'claim + fan out new events + begin/commit'],
   [/with retry as/i, 'claim retries + expired leases + begin/commit'],
   [/with o as.*commit$/is, 'record outcomes + inbox + commit'],
-  // (after the handler's context statement and the previous handler's release, see `handlerContext`)
-  [
-    /^(select current_setting\(.*?;\n)?(release savepoint \w+;\n)?savepoint outbox_h\d+;\n/is,
-    'savepoint + handler query',
-  ],
+  // (after the batch's pending context, the handler's context statement and the previous handler's release)
+  [/savepoint outbox_h\d+;\n/i, 'savepoint + handler query'],
   // a handler's later query, after the set_config of its time left (see `handlerBound`)
-  [/^select set_config\('statement_timeout', '\d+', true\);\n/i, 'handler query (bounded)'],
+  [/^select set_config\('statement_timeout', \$1, true\);\n/i, 'handler query (bounded)'],
   [/^\s*(start transaction|begin)/i, 'begin'],
   [/^\s*commit/i, 'commit'],
   [/^\s*rollback to savepoint/i, 'rollback to savepoint'],
@@ -69,60 +63,47 @@ export const TIME_BASED_KINDS: ReadonlySet<string> = new Set([
  */
 export const PER_EVENTS_KINDS: ReadonlySet<string> = new Set(['lease table vacuum']);
 
-/** Quoted literals (with doubled quotes inside), and E'' literals' backslash escapes. */
-const LITERALS = /E?'(?:[^'\\]|''|\\.)*'/g;
-
 function kindOf(query: string): string {
   for (const [pattern, kind] of KINDS) if (pattern.test(query)) return kind;
   return query.replace(/\s+/g, ' ').trim().slice(0, 40);
 }
 
 /**
- * Attach with {@link QueryProbe.attach}; read and reset with {@link QueryProbe.take}. The hooks run on the app's
- * query path (TypeORM calls them before a query's result is returned), where the raw baseline has nothing of the
- * kind: they only note the statement and its time, and `take()` — after the timed part — sorts them out.
+ * Attach with {@link QueryProbe.attach}; read and reset with {@link QueryProbe.take}. The driver hooks only note
+ * each statement and its time; `take()` — after the timed part — sorts them out.
  */
-export class QueryProbe implements EntitySubscriberInterface {
-  private readonly started = new Map<QueryRunner, number>();
-  private queries: string[] = [];
-  private times: number[] = [];
-  private total = 0;
+export class QueryProbe {
+  private constructor(private readonly probe: RoundTripProbe | null) {}
 
-  /** Registers the probe on a live DataSource (TypeORM reads `subscribers` on every broadcast). */
+  /** Starts watching a live DataSource's pool. */
   static attach(dataSource: DataSource): QueryProbe {
-    const probe = new QueryProbe();
-    dataSource.subscribers.push(probe);
-    return probe;
+    return new QueryProbe(RoundTripProbe.attach(dataSource));
   }
 
-  beforeQuery(event: BeforeQueryEvent): void {
-    this.total++;
-    this.started.set(event.queryRunner, performance.now());
+  /** A probe that sees nothing (for timed runs that must not carry it). */
+  static none(): QueryProbe {
+    return new QueryProbe(null);
   }
 
-  afterQuery(event: AfterQueryEvent): void {
-    const began = this.started.get(event.queryRunner);
-    this.started.delete(event.queryRunner);
-    this.queries.push(event.query);
-    this.times.push(began === undefined ? 0 : performance.now() - began);
-  }
-
-  /** Statements since the last `take()`, in total and by kind; then starts counting afresh. */
-  take(): { total: number; kinds: Map<string, QueryKindStats> } {
-    // The relay's statements carry their values as literals: keyed without them, few distinct texts to name.
-    const byText = new Map<string, QueryKindStats>();
-    this.queries.forEach((query, i) => {
-      const template = query.replace(LITERALS, '?');
-      const stats = byText.get(template) ?? { count: 0, ms: 0 };
-      byText.set(template, { count: stats.count + 1, ms: stats.ms + this.times[i]! });
-    });
+  /**
+   * Round trips since the last `take()` (`total`), statements, and both by kind (a kind counts round trips;
+   * `statements` the statements they carried); then starts counting afresh.
+   */
+  take(): { total: number; statements: number; kinds: Map<string, QueryKindStats> } {
+    const { statements, roundTrips } = this.probe?.take() ?? { statements: [], roundTrips: 0 };
+    const trips = new Map<number, ProbedStatement[]>();
+    for (const statement of statements) {
+      const trip = trips.get(statement.trip) ?? [];
+      trip.push(statement);
+      trips.set(statement.trip, trip);
+    }
     const kinds = new Map<string, QueryKindStats>();
-    for (const [text, stats] of byText) addKinds(kinds, new Map([[kindOf(text), stats]]));
-    const result = { total: this.total, kinds };
-    this.total = 0;
-    this.queries = [];
-    this.times = [];
-    return result;
+    for (const trip of trips.values()) {
+      const kind = kindOf(trip.map((s) => s.text).join(';\n'));
+      const ms = Math.max(...trip.map((s) => s.ms));
+      addKinds(kinds, new Map([[kind, { count: 1, ms, statements: trip.length }]]));
+    }
+    return { total: roundTrips, statements: statements.length, kinds };
   }
 }
 
@@ -130,7 +111,11 @@ export class QueryProbe implements EntitySubscriberInterface {
 export function addKinds(into: Map<string, QueryKindStats>, more: ReadonlyMap<string, QueryKindStats>): void {
   for (const [kind, stats] of more) {
     const sum = into.get(kind) ?? { count: 0, ms: 0 };
-    into.set(kind, { count: sum.count + stats.count, ms: sum.ms + stats.ms });
+    into.set(kind, {
+      count: sum.count + stats.count,
+      ms: sum.ms + stats.ms,
+      statements: (sum.statements ?? 0) + (stats.statements ?? 0),
+    });
   }
 }
 

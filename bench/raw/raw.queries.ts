@@ -1,6 +1,6 @@
 /**
  * The raw-SQL baselines: what a careful engineer would write by hand with `pg` on the same tables, with no
- * library around it. Each statement is a `{ text, values }`, like the library's own `outbox.queries.ts`.
+ * library around it. Each statement is a `{ text, values }`, like the library's own `store/sql/`.
  */
 import { INSERT_EFFECT_SQL } from '../harness/bench-consumers';
 

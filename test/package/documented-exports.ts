@@ -10,7 +10,7 @@ const PACKAGE = 'nestjs-pg-outbox';
  * `outboxMigrations`.
  */
 const EXPORT_LIKE =
-  /^(Outbox[A-Z]\w*(?<!\d{13})|OnOutboxEvent|outboxMigrations|defineOutboxEvents|verifyWebhook|generateWebhookSecret|(OUTBOX|WEBHOOK)_[A-Z_]+)$/;
+  /^(Outbox[A-Z]\w*(?<!\d{13})|OnOutboxEvent|outboxMigrations(?:For)?|defineOutboxEvents|verifyWebhook|generateWebhookSecret|(OUTBOX|WEBHOOK)_[A-Z_]+)$/;
 
 /** The package's entries that docs import from: the root and the documented subpaths. */
 export const ENTRIES = [PACKAGE, `${PACKAGE}/testing`] as const;

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
-import { outboxMigrations } from 'nestjs-pg-outbox';
+import { outboxMigrationsFor } from 'nestjs-pg-outbox';
 
 /** A database of its own for one spec file, migrated, dropped at the end. */
 export interface TestDatabase {
@@ -28,13 +28,32 @@ function withDatabase(url: string, name: string): string {
   return parsed.toString();
 }
 
-/** Creates a fresh database, runs the outbox migrations and `extraSql`, and returns a handle. */
-export async function createTestDatabase(extraSql: string[] = []): Promise<TestDatabase> {
+/**
+ * Creates a fresh database, runs the outbox migrations (in `schema`, default `public`) and `extraSql`, and
+ * returns a handle.
+ */
+export async function createTestDatabase(
+  extraSql: string[] = [],
+  { schema }: { schema?: string } = {},
+): Promise<TestDatabase> {
   const db = await createEmptyDatabase();
+  await migrateOutbox(db, schema, extraSql);
+  return db;
+}
+
+/**
+ * Runs the outbox migrations in `schema` (default `public`) on `db`, then `extraSql`: another schema's
+ * migrations go to the same TypeORM migrations table, under names of their own.
+ */
+export async function migrateOutbox(
+  db: TestDatabase,
+  schema?: string,
+  extraSql: string[] = [],
+): Promise<void> {
   const migrator = new DataSource({
     type: 'postgres',
     url: db.url,
-    migrations: outboxMigrations,
+    migrations: outboxMigrationsFor({ schema }),
     migrationsRun: false,
   });
   await migrator.initialize();
@@ -44,7 +63,6 @@ export async function createTestDatabase(extraSql: string[] = []): Promise<TestD
   } finally {
     await migrator.destroy();
   }
-  return db;
 }
 
 /** Creates a fresh database with nothing in it (for tests that build the schema their own way). */

@@ -1,5 +1,10 @@
 export { OutboxModule } from './outbox.module';
 export { outboxMigrations } from './migrations';
+export {
+  outboxMigrationsFor,
+  type OutboxMigrationsOptions,
+  type OutboxMigrationClass,
+} from './migrations/outbox-migrations.factory';
 export { OUTBOX_MODULE_OPTIONS } from './outbox.module-definition';
 export { OutboxService, type OutboxTransaction } from './enqueue/outbox.service';
 export { EVENT_NAME_PATTERN, MAX_PAYLOAD_DEPTH } from './enqueue/event-validation';

@@ -1,4 +1,6 @@
 import { DEFAULT_TENANT_SETTING } from './outbox.constants';
+import { stripUndefined } from './strip-undefined';
+import { DEFAULT_OUTBOX_SCHEMA, outboxNames, schemaProblem } from './store/sql/schema';
 import { messages } from './errors/outbox.messages';
 import { secretKeyProblems } from './delivery/webhook/subscription-secret-cipher';
 import { allowedTargetProblem } from './delivery/webhook/webhook-target-guard';
@@ -7,9 +9,10 @@ import type {
   ResolvedOutboxOptions,
 } from './interfaces/outbox-module-options.interface';
 
-/** Defaults, written once. */
-export const OUTBOX_DEFAULTS: ResolvedOutboxOptions = {
+/** Defaults, written once (the names are not an option: they are made from `schema`). */
+export const OUTBOX_DEFAULTS: Omit<ResolvedOutboxOptions, 'names'> = {
   dataSource: undefined,
+  schema: DEFAULT_OUTBOX_SCHEMA,
   relay: {
     enabled: true,
     pollIntervalMs: 1000,
@@ -48,6 +51,8 @@ export const OUTBOX_DEFAULTS: ResolvedOutboxOptions = {
   transactionHost: false,
 };
 
+const DEFAULT_NAMES = outboxNames(DEFAULT_OUTBOX_SCHEMA);
+
 /** Options merged with defaults, plus every problem found in them (reported together at boot). */
 export interface OptionsResolution {
   options: ResolvedOutboxOptions;
@@ -59,6 +64,8 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
   const options: ResolvedOutboxOptions = {
     ...OUTBOX_DEFAULTS,
     ...stripUndefined(raw),
+    // replaced below once the schema is checked
+    names: DEFAULT_NAMES,
     relay: { ...OUTBOX_DEFAULTS.relay, ...stripUndefined(raw.relay ?? {}) },
     backoff: { ...OUTBOX_DEFAULTS.backoff, ...stripUndefined(raw.backoff ?? {}) },
     registry: { ...OUTBOX_DEFAULTS.registry, ...stripUndefined(raw.registry ?? {}) },
@@ -78,6 +85,10 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
   const report = (problem: string | null): void => {
     if (problem) problems.push(problem);
   };
+  // the names are spliced into SQL text: made only from a schema that passed the check (boot fails otherwise)
+  const schemaRule = schemaProblem(options.schema);
+  if (schemaRule === null) options.names = outboxNames(options.schema);
+  if (schemaRule !== null) problems.push(messages.badOption('schema', schemaRule, options.schema));
   const { relay, registry, retention, webhookSubscriptions } = options;
   report(durationProblem('relay.pollIntervalMs', relay.pollIntervalMs));
   report(countProblem('relay.batchSize', relay.batchSize));
@@ -224,8 +235,4 @@ export function countProblem(field: string, value: unknown, zero?: string): stri
     zero === undefined ? 'a positive integer' : `an integer ≥ 0 (0: ${zero})`,
     value,
   );
-}
-
-function stripUndefined<T extends object>(value: T): Partial<T> {
-  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
 }

@@ -1,10 +1,8 @@
 import { OutboxValidationError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { isEventName } from '../enqueue/event-validation';
+import { CONTROL_CHARS, UUID_PATTERN } from '../outbox.constants';
 
-const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-// eslint-disable-next-line no-control-regex
-const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
 const NAME_MAX = 200;
 
 /** Largest page `failedEvents` returns. */

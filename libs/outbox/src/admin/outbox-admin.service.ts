@@ -11,15 +11,15 @@ import { OutboxConsumerRegistry } from '../registry/outbox-consumer.registry';
 import { OutboxRelay } from '../relay/outbox.relay';
 import { OutboxWebhookService } from '../delivery/webhook/outbox-webhook.service';
 import { OutboxStore } from '../store/outbox.store';
-import * as q from '../store/admin.queries';
-import * as bq from '../store/board.queries';
-import * as wq from '../store/webhook.queries';
+import * as q from '../store/sql/admin';
+import * as bq from '../store/sql/board';
+import * as wq from '../store/sql/webhooks';
 import { OutboxError } from '../errors/outbox.error';
 import {
   subscriptionConsumerName,
   WebhookSubscriptionSource,
 } from '../delivery/webhook/webhook-subscription.source';
-import type { SqlStatement } from '../store/outbox.queries';
+import type { SqlStatement } from '../store/sql';
 import {
   MAX_PAGE_SIZE,
   checkConsumerName,
@@ -90,7 +90,7 @@ export class OutboxAdminService {
     const [row] = await this.read(tenant, (runner) =>
       this.store.rows<StatsRow>(
         runner,
-        q.tenantStats({
+        q.tenantStats(this.options.names, {
           tenantId: tenant,
           orphanAfterMs: this.options.registry.orphanAfterMs,
           tenantConsumers,
@@ -134,7 +134,7 @@ export class OutboxAdminService {
     const [row] = await this.read(filter.tenantId, (runner) =>
       this.store.rows<{ total: number; items: FailedEventJson[] }>(
         runner,
-        q.failedEventsPage({ ...filter, limit, offset }),
+        q.failedEventsPage(this.options.names, { ...filter, limit, offset }),
       ),
     );
     return { total: row.total, limit, offset, items: row.items.map(toFailedEvent) };
@@ -145,7 +145,7 @@ export class OutboxAdminService {
     const tenant = checkUuid('tenantId', tenantId);
     const event = checkUuid('eventId', eventId);
     const [row] = await this.read(tenant, (runner) =>
-      this.store.rows<EventDeliveriesRow>(runner, q.eventDeliveries(tenant, event)),
+      this.store.rows<EventDeliveriesRow>(runner, q.eventDeliveries(this.options.names, tenant, event)),
     );
     return row ? toEventDeliveries(row) : null;
   }
@@ -164,7 +164,7 @@ export class OutboxAdminService {
     const event = checkUuid('eventId', eventId);
     const consumer = checkConsumerName('consumer', options.consumer);
     return this.replay(
-      q.replayDeliveries({ tenantId: tenant, eventId: event, consumer, eventName: null }),
+      q.replayDeliveries(this.options.names, { tenantId: tenant, eventId: event, consumer, eventName: null }),
       tenant,
       audited(options, 'replayEvent', { eventId: event, consumer }),
     );
@@ -178,7 +178,7 @@ export class OutboxAdminService {
   ): Promise<number> {
     const checked = this.failedFilter(tenantId, filter);
     return this.replay(
-      q.replayDeliveries({ ...checked, eventId: null }),
+      q.replayDeliveries(this.options.names, { ...checked, eventId: null }),
       checked.tenantId,
       audited(options, 'replayFailed', { consumer: checked.consumer, eventName: checked.eventName }),
     );
@@ -191,7 +191,7 @@ export class OutboxAdminService {
   async purgeEvent(tenantId: string, eventId: string, options: OutboxActionOptions = {}): Promise<boolean> {
     const tenant = checkUuid('tenantId', tenantId);
     const event = checkUuid('eventId', eventId);
-    const statement = q.purgeEvents({
+    const statement = q.purgeEvents(this.options.names, {
       tenantId: tenant,
       eventId: event,
       consumer: null,
@@ -212,7 +212,7 @@ export class OutboxAdminService {
   ): Promise<number> {
     const checked = this.failedFilter(tenantId, filter);
     return this.purge(
-      q.purgeEvents({ ...checked, eventId: null, statuses: ['failed'] }),
+      q.purgeEvents(this.options.names, { ...checked, eventId: null, statuses: ['failed'] }),
       checked.tenantId,
       audited(options, 'purgeFailed', { consumer: checked.consumer, eventName: checked.eventName }),
     );
@@ -240,6 +240,7 @@ export class OutboxAdminService {
       const rows = await this.store.rows(
         runner,
         wq.setSubscriptionStatus(
+          this.options.names,
           tenant,
           subscription,
           subscriptionConsumerName(subscription),
@@ -247,7 +248,10 @@ export class OutboxAdminService {
         ),
       );
       if (audit)
-        await this.store.rows(runner, bq.insertAudit({ ...audit, tenantId: tenant, rows: rows.length }));
+        await this.store.rows(
+          runner,
+          bq.insertAudit(this.options.names, { ...audit, tenantId: tenant, rows: rows.length }),
+        );
       return rows.length > 0;
     });
     this.subscriptions.invalidate(tenant);
@@ -264,7 +268,7 @@ export class OutboxAdminService {
     const limit = checkInteger('limit', query.limit, 1, MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE);
     const before = query.beforeId === undefined ? null : checkId('beforeId', query.beforeId);
     const rows = await this.read(tenant, (runner) =>
-      this.store.rows<AuditRow>(runner, bq.auditLog(tenant, limit, before)),
+      this.store.rows<AuditRow>(runner, bq.auditLog(this.options.names, tenant, limit, before)),
     );
     return rows.map((r) => ({
       id: r.id,
@@ -285,7 +289,7 @@ export class OutboxAdminService {
     const consumer = checkConsumerName('name', name);
     if (consumer === null) throw new OutboxValidationError('name', messages.badText('name', 200, name));
     const [row] = await this.store.query<{ found: number; live: boolean; deleted: number }>(
-      q.forgetConsumer(consumer, this.options.registry.orphanAfterMs),
+      q.forgetConsumer(this.options.names, consumer, this.options.registry.orphanAfterMs),
     );
     if (row.live)
       throw new OutboxValidationError(
@@ -302,7 +306,11 @@ export class OutboxAdminService {
   private async replay(statement: SqlStatement, tenantId: string, audit: Audit | null): Promise<number> {
     const [row] = await this.write(tenantId, async (runner) => {
       const rows = await this.store.rows<{ reset: number; events: number }>(runner, statement);
-      if (audit) await this.store.rows(runner, bq.insertAudit({ ...audit, tenantId, rows: rows[0]!.reset }));
+      if (audit)
+        await this.store.rows(
+          runner,
+          bq.insertAudit(this.options.names, { ...audit, tenantId, rows: rows[0]!.reset }),
+        );
       return rows;
     });
     if (row.reset > 0) {
@@ -315,7 +323,11 @@ export class OutboxAdminService {
   private async purge(statement: SqlStatement, tenantId: string, audit: Audit | null): Promise<number> {
     const [row] = await this.write(tenantId, async (runner) => {
       const rows = await this.store.rows<{ purged: number }>(runner, statement);
-      if (audit) await this.store.rows(runner, bq.insertAudit({ ...audit, tenantId, rows: rows[0]!.purged }));
+      if (audit)
+        await this.store.rows(
+          runner,
+          bq.insertAudit(this.options.names, { ...audit, tenantId, rows: rows[0]!.purged }),
+        );
       return rows;
     });
     if (row.purged > 0)
@@ -344,7 +356,10 @@ export class OutboxAdminService {
   /** A transaction with the tenant set, holding the tenant's admin lock (operators' writes run one at a time). */
   private write<T>(tenantId: string, work: (runner: QueryRunner) => Promise<T>): Promise<T> {
     return this.store.transaction(async (runner) => {
-      await this.store.rows(runner, q.setAdminTenantForWrite(this.options.tenantSetting, tenantId));
+      await this.store.rows(
+        runner,
+        q.setAdminTenantForWrite(this.options.names, this.options.tenantSetting, tenantId),
+      );
       return work(runner);
     });
   }

@@ -1,10 +1,10 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
-import { errorText } from '../delivery/delivery-outcome';
+import { errorText } from '../errors/error-text';
 import { OutboxRelay } from '../relay/outbox.relay';
 import { OutboxStore } from '../store/outbox.store';
-import * as q from '../store/admin.queries';
+import * as q from '../store/sql/admin';
 
 /** Thresholds of {@link OutboxHealthIndicator.isHealthy}. */
 export interface OutboxHealthOptions {
@@ -68,7 +68,7 @@ export class OutboxHealthIndicator {
     let oldestPendingAgeSeconds: number | null = null;
     try {
       const [row] = await this.store.query<{ seconds: number }>(
-        q.oldestPendingAge(this.options.registry.orphanAfterMs),
+        q.oldestPendingAge(this.options.names, this.options.registry.orphanAfterMs),
       );
       oldestPendingAgeSeconds = Math.max(0, Math.round(row.seconds * 10) / 10);
       if (oldestPendingAgeSeconds > maxPendingAgeSeconds) {

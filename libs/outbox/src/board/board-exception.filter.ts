@@ -1,7 +1,7 @@
 import { ArgumentsHost, Catch, HttpException, Inject, Logger, type ExceptionFilter } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { OutboxValidationError } from '../errors/outbox.error';
-import { errorText } from '../delivery/delivery-outcome';
+import { errorText } from '../errors/error-text';
 import { errorPage, type BoardPageContext } from './board-views';
 import { BOARD_HEADERS } from './board-headers';
 import { boardBase, boardPath } from './board-path';

@@ -8,10 +8,12 @@ import {
 import { ModuleRef } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { randomUUID } from 'node:crypto';
-import { errorText } from '../delivery/delivery-outcome';
+import { errorText } from '../errors/error-text';
 import { OutboxInstrumentation } from '../observability/outbox-instrumentation';
+import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
+import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
 import { OutboxStore } from '../store/outbox.store';
-import { recordActivity, type ActivityRow } from '../store/board.queries';
+import { recordActivity, type ActivityRow } from '../store/sql/board';
 import type { OutboxBoardModuleOptions } from './outbox-board-options.interface';
 import { OUTBOX_BOARD_OPTIONS } from './outbox-board.constants';
 
@@ -34,6 +36,7 @@ export class OutboxActivityRecorder implements OnApplicationBootstrap, OnModuleD
   constructor(
     @Inject(OUTBOX_BOARD_OPTIONS) private readonly options: OutboxBoardModuleOptions,
     private readonly instrumentation: OutboxInstrumentation,
+    @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly outboxOptions: ResolvedOutboxOptions,
     private readonly store: OutboxStore,
     private readonly moduleRef: ModuleRef,
   ) {}
@@ -67,7 +70,7 @@ export class OutboxActivityRecorder implements OnApplicationBootstrap, OnModuleD
     const rows = [...this.counts.values()];
     this.counts = new Map();
     this.flushing = this.store
-      .query(recordActivity(rows))
+      .query(recordActivity(this.outboxOptions.names, rows))
       .then(() => undefined)
       .catch((error: unknown) =>
         this.logger.warn(`could not record the board's activity of ${rows.length} rows: ${errorText(error)}`),

@@ -11,7 +11,7 @@ import type { OutboxConsumer } from '../registry/outbox-consumer';
 import { OutboxWebhookService } from '../delivery/webhook/outbox-webhook.service';
 import { OutboxWebhookSubscriptions } from '../delivery/webhook/outbox-webhook-subscriptions.service';
 import { OutboxStore } from '../store/outbox.store';
-import * as bq from '../store/board.queries';
+import * as bq from '../store/sql/board';
 import { checkConsumerName, checkEventName, checkUuid } from '../admin/admin-validation';
 import type { OutboxBlockedAggregate } from '../admin/outbox-admin.interfaces';
 
@@ -78,7 +78,7 @@ export interface BoardConsumersView {
 
 /**
  * The board's reads of one tenant, each in a read transaction with the tenant set for row-level security, and
- * each bounded: none reads the tenant's delivered history (see `board.queries`).
+ * each bounded: none reads the tenant's delivered history (see `store/sql/board.ts`).
  */
 @Injectable()
 export class OutboxBoardService {
@@ -97,7 +97,7 @@ export class OutboxBoardService {
     const [row] = await this.read(tenant, (runner) =>
       this.store.rows<OverviewRow>(
         runner,
-        bq.boardOverview({
+        bq.boardOverview(this.options.names, {
           tenantId: tenant,
           cap: BOARD_COUNT_CAP,
           consumers: [...known.keys()],
@@ -161,7 +161,13 @@ export class OutboxBoardService {
     const rows = await this.read(tenant, (runner) =>
       this.store.rows<TroubleRow>(
         runner,
-        bq.boardTroubles({ tenantId: tenant, consumer, eventName, beforeId, limit: BOARD_PAGE_SIZE }),
+        bq.boardTroubles(this.options.names, {
+          tenantId: tenant,
+          consumer,
+          eventName,
+          beforeId,
+          limit: BOARD_PAGE_SIZE,
+        }),
       ),
     );
     return rows.map((r) => ({
@@ -186,7 +192,7 @@ export class OutboxBoardService {
       this.read(tenant, (runner) =>
         this.store.rows<Omit<OutboxBlockedAggregate, 'waitingDeliveries'>>(
           runner,
-          bq.boardBlockedAggregates(tenant, 100),
+          bq.boardBlockedAggregates(this.options.names, tenant, 100),
         ),
       ),
       this.options.webhookSubscriptions.enabled ? this.subscriptions.list(tenant) : Promise.resolve([]),

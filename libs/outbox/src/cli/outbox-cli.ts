@@ -1,15 +1,39 @@
 #!/usr/bin/env node
 import { migrationSql, sqlHeader } from './migration-sql';
+import { schemaProblem } from '../store/sql/schema';
 
-const USAGE = `Usage: nestjs-pg-outbox sql [--down] [--no-transaction]
+const USAGE = `Usage: nestjs-pg-outbox sql [--schema <name>] [--down] [--no-transaction]
 
   sql               print the up SQL of every outbox migration, in order, in one transaction
                     (e.g. npx nestjs-pg-outbox sql | psql "$DATABASE_URL")
+  --schema <name>   build the outbox in this schema (created if missing) instead of public: the schema
+                    given to OutboxModule.forRoot({ schema }) and outboxMigrationsFor({ schema })
   --down            print the down SQL instead, newest migration first
   --no-transaction  leave out the surrounding begin/commit (for tools that add their own)
 
-The same SQL ships as numbered files in node_modules/nestjs-pg-outbox/sql/ (NNNN-name.up.sql, .down.sql).
+The public SQL ships as numbered files in node_modules/nestjs-pg-outbox/sql/ (NNNN-name.up.sql, .down.sql).
 `;
+
+/** The parsed command line, or the reason it is refused. */
+type Parsed = { down: boolean; transaction: boolean; schema?: string } | { problem: string };
+
+function parse(flags: readonly string[]): Parsed {
+  const parsed = { down: false, transaction: true, schema: undefined as string | undefined };
+  for (let i = 0; i < flags.length; i++) {
+    const flag = flags[i]!;
+    if (flag === '--down') parsed.down = true;
+    else if (flag === '--no-transaction') parsed.transaction = false;
+    else if (flag === '--schema' || flag.startsWith('--schema=')) {
+      const value = flag === '--schema' ? flags[++i] : flag.slice('--schema='.length);
+      if (value === undefined)
+        return { problem: '--schema needs a schema name after it, e.g. --schema outbox' };
+      const problem = schemaProblem(value);
+      if (problem !== null) return { problem: `--schema must be ${problem}, got ${JSON.stringify(value)}` };
+      parsed.schema = value;
+    } else return { problem: `unknown option "${flag}"` };
+  }
+  return parsed;
+}
 
 /** `npx nestjs-pg-outbox sql`: prints the migrations as plain SQL, for review or for another migration tool. */
 async function main(args: string[]): Promise<number> {
@@ -18,20 +42,18 @@ async function main(args: string[]): Promise<number> {
     process.stdout.write(USAGE);
     return command === undefined ? 1 : 0;
   }
-  const unknown = flags.filter((flag) => flag !== '--down' && flag !== '--no-transaction');
-  if (command !== 'sql' || unknown.length > 0) {
-    process.stderr.write(
-      `nestjs-pg-outbox: unknown ${command !== 'sql' ? `command "${command}"` : `option "${unknown[0]}"`}\n\n${USAGE}`,
-    );
+  const parsed: Parsed = command === 'sql' ? parse(flags) : { problem: `unknown command "${command}"` };
+  if ('problem' in parsed) {
+    process.stderr.write(`nestjs-pg-outbox: ${parsed.problem}\n\n${USAGE}`);
     return 2;
   }
-  const down = flags.includes('--down');
-  const entries = await migrationSql();
+  const { down } = parsed;
+  const entries = await migrationSql({ schema: parsed.schema });
   const parts = (down ? [...entries].reverse() : entries).map(
     (entry) => sqlHeader(entry, down ? 'down' : 'up') + (down ? entry.down : entry.up),
   );
   const body = parts.join('\n');
-  process.stdout.write(flags.includes('--no-transaction') ? body : `begin;\n\n${body}\ncommit;\n`);
+  process.stdout.write(parsed.transaction ? `begin;\n\n${body}\ncommit;\n` : body);
   return 0;
 }
 

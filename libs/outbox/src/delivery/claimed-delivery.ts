@@ -77,14 +77,33 @@ export function toClaimedDelivery(row: ClaimedRow & { consumer_name: string }): 
   };
 }
 
-/** A row of the fan-out statement (see `fanOutPendingEvents` for its four kinds). */
-export type FanOutRow = Omit<ClaimedRow, 'recovered' | 'consumer_name' | 'attempt_count'> & {
-  kind: 'row' | 'lease' | 'event' | 'lost';
-  consumer_name: string | null;
-  attempt_count: number | null;
-  /** On a `lease` row: the consumers of the event's in-process pairs, space-separated. */
-  pairs: string | null;
-};
+/** An event as the fan-out sends it (JSON: its time as text). */
+interface FanOutEvent {
+  event_id: string;
+  tenant_id: string;
+  event_name: string;
+  payload: OutboxEvent['data'];
+  aggregate_type: string | null;
+  aggregate_id: string | null;
+  occurred_at: string;
+  correlation_id: string | null;
+  schema_version: number;
+  /** The event's insert order (bigint, as text). */
+  event_seq: string;
+  traceparent?: string | null;
+}
+
+/** The one row of the fan-out statement (see `fanOutPendingEvents`). */
+export interface FanOutResult {
+  /** Delivery rows leased by the claim, each with its event. */
+  deliveries: (FanOutEvent & { delivery_id: string; consumer_name: string })[];
+  /** Events leased by the claim, with their claim count and the consumers of their in-process pairs. */
+  leases: (FanOutEvent & { claim_count: number; pairs: string | null })[];
+  /** Events the claim wrote (`processing` or `no_handlers`). */
+  written: string[];
+  /** Events the claim locked whose live lease another relay holds. */
+  lost: number;
+}
 
 /**
  * The deliveries a fan-out claimed, and how many events it took: the delivery rows it leased, in the order
@@ -92,39 +111,42 @@ export type FanOutRow = Omit<ClaimedRow, 'recovered' | 'consumer_name' | 'attemp
  * attempt the event's claim count (above one: an earlier claim never recorded its outcome).
  * `lost`: events the claim locked but another relay holds the lease of.
  */
-export function fromFanOut(rows: readonly FanOutRow[]): {
+export function fromFanOut(result: FanOutResult): {
   deliveries: ClaimedDelivery[];
   events: number;
   lost: number;
 } {
   // an event with pairs and rows both is leased and written
-  const events = new Set<string>();
+  const events = new Set<string>(result.written);
   const deliveries: ClaimedDelivery[] = [];
-  let lost = 0;
-  for (const row of rows) {
-    if (row.kind === 'row') {
-      deliveries.push(
-        toClaimedDelivery({ ...row, consumer_name: row.consumer_name!, attempt_count: 1, recovered: false }),
-      );
-    } else if (row.kind === 'lease') {
-      events.add(row.event_id);
-      const event = toEvent(row);
-      const claims = row.attempt_count!;
-      for (const consumerName of row.pairs?.split(' ') ?? []) {
-        deliveries.push({
-          deliveryId: null,
-          consumerName,
-          attempt: claims,
-          recovered: claims > 1,
-          eventSeq: row.event_seq!,
-          eventId: row.event_id,
-          tenantId: row.tenant_id,
-          event,
-          traceparent: row.traceparent ?? null,
-        });
-      }
-    } else if (row.kind === 'event') events.add(row.event_id);
-    else lost++;
+  for (const row of result.deliveries) {
+    deliveries.push(
+      toClaimedDelivery({
+        ...row,
+        occurred_at: new Date(row.occurred_at),
+        event_seq: null,
+        attempt_count: 1,
+        recovered: false,
+      }),
+    );
   }
-  return { deliveries, events: events.size, lost };
+  for (const row of result.leases) {
+    events.add(row.event_id);
+    const event = toEvent({ ...row, occurred_at: new Date(row.occurred_at) });
+    const claims = row.claim_count;
+    for (const consumerName of row.pairs?.split(' ') ?? []) {
+      deliveries.push({
+        deliveryId: null,
+        consumerName,
+        attempt: claims,
+        recovered: claims > 1,
+        eventSeq: row.event_seq,
+        eventId: row.event_id,
+        tenantId: row.tenant_id,
+        event,
+        traceparent: row.traceparent ?? null,
+      });
+    }
+  }
+  return { deliveries, events: events.size, lost: result.lost };
 }

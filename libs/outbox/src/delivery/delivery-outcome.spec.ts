@@ -1,4 +1,4 @@
-import { errorText } from './delivery-outcome';
+import { errorText } from '../errors/error-text';
 
 describe('errorText', () => {
   it('gives name and message of an Error, and String() of anything else', () => {

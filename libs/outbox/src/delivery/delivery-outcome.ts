@@ -1,10 +1,29 @@
 import { Logger } from '@nestjs/common';
 import type { OutboxConsumer } from '../registry/outbox-consumer';
 import { backoffDelayMs } from '../relay/backoff';
-import type { DeliveryOutcome } from '../store/outbox.queries';
 import type { ClaimedDelivery } from './claimed-delivery';
+import { boundedText } from '../errors/error-text';
+import { messages } from '../errors/outbox.messages';
 
-const ERROR_TEXT_MAX = 2000;
+/** What happened to one claimed delivery. */
+export interface DeliveryOutcome {
+  /** The delivery row; null for an in-process pair claimed through its event, whose row is inserted now. */
+  deliveryId: string | null;
+  /** With `deliveryId` null: the event and consumer of the row to insert, its attempt number, the event's tenant and insert order. */
+  pair?: { eventId: string; consumer: string; attempt: number; tenantId: string; eventSeq: string };
+  /**
+   * `delivered`, `failed` (retry after `retryInMs`), `dead` (no more attempts), or `deferred`: not attempted
+   * after all (e.g. the endpoint's circuit is open); the attempt is given back and it is due after `retryInMs`.
+   */
+  status: 'delivered' | 'failed' | 'dead' | 'deferred';
+  errorCode: string | null;
+  error: string | null;
+  /** Delay before the next attempt when `failed` or `deferred`. */
+  retryInMs: number;
+  /** The receiver's own id for the delivery (a webhook's run id), kept on the row. */
+  externalRunId?: string | null;
+}
+
 const logger = new Logger('OutboxDelivery');
 
 /** Which row an outcome is for: the leased delivery row, or the in-process pair whose row is written now. */
@@ -32,9 +51,7 @@ export function delivered(delivery: ClaimedDelivery, externalRunId: string | nul
     pair,
     status: 'delivered',
     errorCode: recoveredPair ? 'staleLeaseRecovered' : null,
-    error: recoveredPair
-      ? `attempt ${delivery.attempt - 1} started but its relay never recorded an outcome (lease expired)`
-      : null,
+    error: recoveredPair ? messages.staleLeaseRecovered(delivery.attempt - 1) : null,
     retryInMs: 0,
     externalRunId,
   };
@@ -72,45 +89,4 @@ export function failed(
         : backoff,
     externalRunId: options.externalRunId ?? null,
   };
-}
-
-/**
- * `Error: message` for errors, `String(x)` for anything else thrown; bounded in length. Total: a value whose
- * `String()`, `name` or `message` throws (`Object.create(null)`, a throwing `toString` or getter, a revoked
- * Proxy) still gives a text, so one handler's rejection value can never fail the code that records it.
- */
-export function errorText(error: unknown): string {
-  let isError = false;
-  try {
-    isError = error instanceof Error;
-  } catch {
-    // a revoked Proxy: not inspectable at all
-  }
-  if (isError) {
-    // read inside printable(): `name` and `message` may be getters that throw
-    const e = error as Error;
-    return boundedText(
-      `${printable(() => e.name, 'Error')}: ${printable(() => e.message, '(unprintable message)')}`,
-    );
-  }
-  return boundedText(`thrown non-error: ${printable(() => error, '(unprintable value)')}`);
-}
-
-/** `String(read())`, or `fallback` when reading or converting throws (or gives no string). */
-function printable(read: () => unknown, fallback: string): string {
-  try {
-    const text = String(read());
-    return typeof text === 'string' ? text : fallback;
-  } catch {
-    try {
-      // Object.prototype.toString reads Symbol.toStringTag, which may throw too
-      return `${Object.prototype.toString.call(read())} ${fallback}`;
-    } catch {
-      return fallback;
-    }
-  }
-}
-
-function boundedText(text: string): string {
-  return text.length > ERROR_TEXT_MAX ? `${text.slice(0, ERROR_TEXT_MAX)}…` : text;
 }

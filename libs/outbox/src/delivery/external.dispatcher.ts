@@ -1,8 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import type { ExternalDeliveryResult, OutboxConsumer } from '../registry/outbox-consumer';
-import type { DeliveryOutcome } from '../store/outbox.queries';
+import type { DeliveryOutcome } from './delivery-outcome';
 import type { ClaimedDelivery } from './claimed-delivery';
-import { delivered, errorText, failed, outcomeTarget } from './delivery-outcome';
+import { errorText } from '../errors/error-text';
+import { delivered, failed, outcomeTarget } from './delivery-outcome';
 import { OutboxInstrumentation, runAttempt } from '../observability/outbox-instrumentation';
 
 /** How many external deliveries of one batch run at once. */

@@ -3,10 +3,9 @@ import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { OutboxError, OutboxTransactionEndedError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { sqlState } from '../errors/sql-state';
-import { inlineParameters, inlineStatement } from '../store/inline-statement';
-import { handlerBound, handlerChecks, handlerContext, type SqlStatement } from '../store/outbox.queries';
-import { queryWithPrefix, sendSimpleQuery } from '../store/simple-query';
-import { errorText } from './delivery-outcome';
+import { allResults, inTransactionBlock, pgConnection, sendAll } from '../store/pipeline';
+import { handlerBound, handlerChecks, handlerContext, type SqlStatement } from '../store/sql';
+import { errorText } from '../errors/error-text';
 import { handlerSqlEffects } from './handler-sql';
 
 /** SQLSTATE `no_active_sql_transaction`: a savepoint command outside a transaction (a handler ended it). */
@@ -31,6 +30,8 @@ export interface BatchState {
   readonly careful: boolean;
   /** What restores the relay's context after a handler changed settings (see `resetSession`). */
   readonly restore: readonly SqlStatement[];
+  /** Takes what must go first in the batch transaction's next round trip (the batch's context, once). */
+  readonly takePending: () => SqlStatement[];
   /** A handler sent a statement that may change settings since the relay last restored its context. */
   dirty: boolean;
   /** The last handler that opened a savepoint: the next handler's first statement reads what it left. */
@@ -43,9 +44,9 @@ export interface BatchState {
  * Gives one handler call an EntityManager inside the batch transaction, and opens a savepoint for it only when
  * the handler first sends a query. Handlers that never touch the database cost no round trip; those that do can
  * be rolled back alone when they throw, without undoing the other handlers of the batch. The savepoint goes in
- * the same round trip as the handler's first query (and releases the previous handler's savepoint), so a
- * writing handler costs no round trip beyond its own queries — unless that query cannot be sent with its
- * values inlined (see `inlineParameters`), which then costs one.
+ * the same round trip as the handler's first query (and releases the previous handler's savepoint): the relay's
+ * statements are written on the pipelined connection first, then the handler's query, through TypeORM's own
+ * `query()`, with its parameters bound — so a writing handler costs no round trip beyond its own queries.
  */
 export class HandlerScope {
   private savepoint: string | null = null;
@@ -54,6 +55,8 @@ export class HandlerScope {
   /** A query of this handler failed and no rollback to a savepoint of its own undid that since. */
   private failedQuery: unknown = null;
   private scopedManager: EntityManager | null = null;
+  /** Transaction levels the handler opened inside its own (`manager.transaction()`: savepoints) and not closed. */
+  private nested = 0;
 
   constructor(
     private readonly dataSource: DataSource,
@@ -75,41 +78,15 @@ export class HandlerScope {
     return Math.max(BOUND_FLOOR_MS, this.deadline - Date.now());
   }
 
-  /** Until when a statement started now may run under the bound last set (epoch ms). */
-  private boundEnds = 0;
-
-  private noteBound(ms: number): void {
-    this.boundEnds = Date.now() + ms;
-  }
-
-  /**
-   * A query after the first one: sent with a new bound (`handlerBound`) in the same round trip when its values
-   * can be inlined; else the bound goes in a round trip of its own first, only when the last one set would let
-   * it run more than BOUND_FLOOR_MS past the handler's timeout.
-   */
+  /** A query after the first one: sent with a new bound (`handlerBound`) in the same round trip. */
   private async later(target: QueryRunner, args: QueryArgs): Promise<unknown> {
     await this.open();
-    const [query, parameters, structured] = args;
-    const ms = this.remaining();
-    const bound = inlineStatement(handlerBound(ms));
-    const inlined =
-      Array.isArray(parameters) || parameters === undefined ? inlineParameters(query, parameters) : null;
-    if (inlined === null) {
-      if (this.boundEnds - this.deadline > BOUND_FLOOR_MS) {
-        await sendSimpleQuery(this.runner, bound);
-        this.noteBound(ms);
-      }
-      return target.query(...(args as [string, unknown[]]));
-    }
-    this.noteBound(ms);
-    return queryWithPrefix(
-      this.runner,
-      bound,
-      query,
-      parameters as unknown[] | undefined,
-      inlined,
-      structured,
-    );
+    const connection = await pgConnection(this.runner);
+    const [bound] = sendAll(connection, [{ statement: handlerBound(this.remaining()) }]);
+    const query = target.query(...(args as [string, unknown[]]));
+    query.catch(() => undefined);
+    await bound;
+    return query;
   }
 
   /** The manager handed to the handler; created on first access. */
@@ -126,7 +103,7 @@ export class HandlerScope {
     this.settled = true;
     await this.opening;
     if (this.failedQuery) throw this.failedQuery;
-    if (depth(this.runner) !== 1) throw new OutboxError(messages.transactionLeftOpen(this.consumer));
+    if (this.nested !== 0) throw new OutboxError(messages.transactionLeftOpen(this.consumer));
     if (!this.savepoint) return;
     if (this.batch.careful) await this.check();
     this.batch.pendingRelease = this.savepoint;
@@ -138,9 +115,17 @@ export class HandlerScope {
    * the batch transaction is gone.
    */
   private async check(): Promise<void> {
+    const connection = await pgConnection(this.runner);
+    if (!inTransactionBlock(connection))
+      throw new OutboxTransactionEndedError(messages.transactionEnded(this.consumer));
     let results: PgResult[];
     try {
-      results = await sendSimpleQuery(this.runner, inlineStatement(handlerChecks(this.batch.tenantSetting)));
+      results = await allResults(
+        sendAll(
+          connection,
+          handlerChecks(this.batch.tenantSetting).map((statement) => ({ statement })),
+        ),
+      );
     } catch (error) {
       if (sqlState(error) === NO_ACTIVE_TRANSACTION)
         throw new OutboxTransactionEndedError(messages.transactionEnded(this.consumer));
@@ -161,14 +146,16 @@ export class HandlerScope {
     this.settled = true;
   }
 
-  /** Undoes the handler's writes (rolls back to its savepoint, if any). */
+  /**
+   * Undoes the handler's writes: closes the nested transactions it left open, through TypeORM (so its own
+   * count of levels comes back to the batch's), then rolls back to the handler's savepoint, if any.
+   */
   async rollback(): Promise<void> {
     this.settled = true;
     await this.opening?.catch(() => undefined);
+    for (; this.nested > 0; this.nested--) await this.runner.rollbackTransaction();
     if (this.savepoint)
       await this.runner.query(`rollback to savepoint ${this.savepoint}; release savepoint ${this.savepoint}`);
-    // nested transactions the handler left open went with its savepoint (none were made without one)
-    setDepth(this.runner, 1);
   }
 
   /** Refuses what would end or leave the batch transaction: the handler fails, even when it catches this. */
@@ -184,23 +171,10 @@ export class HandlerScope {
     await this.opening;
   }
 
-  /**
-   * The handler's first query: opens the savepoint (releasing the previous handler's) in the same round trip
-   * when the query can be inlined, else in a round trip of its own before it.
-   */
+  /** The handler's first query: sent in the round trip that opens the savepoint (see `openWith`). */
   private firstQuery(target: QueryRunner, args: QueryArgs): Promise<unknown> {
     if (this.settled) return Promise.reject(new OutboxError(messages.managerAfterSettle(this.consumer)));
-    const [query, parameters, structured] = args;
-    // named parameters (an object) are refused by the PostgreSQL driver itself: let it say so
-    const inlined =
-      Array.isArray(parameters) || parameters === undefined ? inlineParameters(query, parameters) : null;
-    if (inlined === null) return this.open().then(() => target.query(...(args as [string, unknown[]])));
-    const run = this.openWith({
-      query,
-      parameters: parameters as unknown[] | undefined,
-      inlined,
-      structured,
-    });
+    const run = this.openWith({ target, args });
     // Statements run in order: even when the query fails, the savepoint before it was made (the transaction is
     // healthy when a handler starts: the previous one's failure was rolled back to its savepoint).
     this.opening = run.then(
@@ -211,51 +185,60 @@ export class HandlerScope {
   }
 
   /**
-   * Sends the handler's opening — the batch's context checked and set again (`handlerContext`), the previous
-   * handler's savepoint released, this one's made — with its first query when given, in one round trip.
+   * Sends the handler's opening — what the batch has pending (its context), the batch's context checked and
+   * set again (`handlerContext`), the previous handler's savepoint released, this one's made — then its first
+   * query when given, all in one round trip. Nothing is sent when the batch transaction is gone (a previous
+   * handler ended it behind the relay's back): outside a transaction each statement would commit on its own.
    */
-  private async openWith(
-    first: { query: string; parameters: unknown[] | undefined; inlined: string; structured?: boolean } | null,
-  ): Promise<unknown> {
-    const release = this.batch.pendingRelease ? `;\nrelease savepoint ${this.batch.pendingRelease}` : '';
+  private async openWith(first: { target: QueryRunner; args: QueryArgs } | null): Promise<unknown> {
+    const previous = this.batch.last;
+    const connection = await pgConnection(this.runner);
+    if (!inTransactionBlock(connection)) {
+      const ended = new OutboxTransactionEndedError(
+        messages.transactionEnded(previous?.consumer ?? this.consumer),
+      );
+      if (previous) this.batch.problem ??= { index: previous.index, error: ended };
+      throw ended;
+    }
+    const release = this.batch.pendingRelease;
     this.batch.pendingRelease = null;
     const ms = this.remaining();
-    const context = inlineStatement(handlerContext(this.batch.tenantSetting, this.batch.tenantId, ms));
-    this.noteBound(ms);
-    // a handler before this one may have changed settings (or the role): reset them, then the relay's context
-    const restore = this.batch.dirty
-      ? this.batch.restore.map((r) => `;\n${inlineStatement(r)}`).join('')
-      : '';
+    const pending = this.batch.takePending();
+    const statements: SqlStatement[] = [
+      ...pending,
+      handlerContext(this.batch.tenantSetting, this.batch.tenantId, ms),
+      // a handler before this one may have changed settings (or the role): reset them, then the relay's context
+      ...(this.batch.dirty ? this.batch.restore : []),
+      // no parameters: one simple-protocol query for both
+      {
+        text: `${release ? `release savepoint ${release}; ` : ''}savepoint ${this.savepointName}`,
+        values: [],
+      },
+    ];
     this.batch.dirty = false;
-    const prefix = `${context}${release}${restore};\nsavepoint ${this.savepointName}`;
     this.savepoint = this.savepointName;
-    const previous = this.batch.last;
     this.batch.last = { index: this.index, consumer: this.consumer };
-    const inspect = (results: PgResult[]): void => this.inspect(previous, results[0]!);
+    const sent = sendAll(
+      connection,
+      statements.map((statement) => ({ statement })),
+    );
+    const query = first ? first.target.query(...(first.args as [string, unknown[]])) : null;
+    query?.catch(() => undefined);
     try {
-      if (first)
-        return await queryWithPrefix(
-          this.runner,
-          prefix,
-          first.query,
-          first.parameters,
-          first.inlined,
-          first.structured,
-          inspect,
-        );
-      inspect(await sendSimpleQuery(this.runner, prefix));
-      return undefined;
+      const results = await allResults(sent);
+      this.inspect(previous, results[pending.length]!);
     } catch (error) {
       // the previous handler's savepoint could not be released: that handler ended the batch transaction
-      const cause = (error as { driverError?: unknown }).driverError ?? error;
-      if (previous && release && sqlState(cause) === NO_ACTIVE_TRANSACTION) {
+      if (previous && release && sqlState(error) === NO_ACTIVE_TRANSACTION) {
         this.batch.problem ??= {
           index: previous.index,
           error: new OutboxTransactionEndedError(messages.transactionEnded(previous.consumer)),
         };
       }
+      await query?.catch(() => undefined);
       throw error;
     }
+    return query;
   }
 
   /** Notes a problem when the previous handler left another tenant, or no batch marker (see `handlerContext`). */
@@ -315,12 +298,22 @@ export class HandlerScope {
         // Once the handler settled, report the runner as live so the next query reaches `open()` and fails
         // with our message, instead of TypeORM's about a released runner.
         if (property === 'isReleased' && scope.settled) return false;
-        // The batch's own level belongs to the relay; nested levels (savepoints, e.g. of manager.transaction()) to
-        // the handler.
+        // The batch's own level belongs to the relay; the levels the handler opens (savepoints, e.g. of
+        // manager.transaction()) to the handler, which the scope counts.
+        if (property === 'startTransaction') {
+          const start = Reflect.get(target, property, receiver) as (level?: unknown) => Promise<void>;
+          return async (level?: unknown) => {
+            await start.call(receiver, level);
+            scope.nested++;
+          };
+        }
         if (property === 'commitTransaction' || property === 'rollbackTransaction') {
-          const nested = Reflect.get(target, property, receiver) as () => Promise<void>;
-          return () =>
-            depth(target) > 1 ? nested.call(receiver) : scope.refuse(`queryRunner.${String(property)}()`);
+          const close = Reflect.get(target, property, receiver) as () => Promise<void>;
+          return async () => {
+            if (scope.nested === 0) return scope.refuse(`queryRunner.${String(property)}()`);
+            await close.call(receiver);
+            scope.nested--;
+          };
         }
         if (property === 'release') return () => scope.refuse('queryRunner.release()');
         return Reflect.get(target, property, receiver);
@@ -338,15 +331,6 @@ export class HandlerScope {
 
 /** The shortest bound a handler's statement gets (see `HandlerScope.remaining`). */
 const BOUND_FLOOR_MS = 50;
-
-/** TypeORM's count of open transaction levels on a runner (protected; see `markTransaction` in the store). */
-function depth(runner: QueryRunner): number {
-  return (runner as QueryRunner & { transactionDepth: number }).transactionDepth;
-}
-
-function setDepth(runner: QueryRunner, value: number): void {
-  (runner as QueryRunner & { transactionDepth: number }).transactionDepth = value;
-}
 
 /** What `QueryRunner.query` takes: a query, its parameters, and whether to answer with a `QueryResult`. */
 type QueryArgs = [query: string, parameters?: unknown[] | object, structured?: boolean];

@@ -4,9 +4,12 @@ import { OutboxHandlerTimeoutError, OutboxTransactionEndedError } from '../error
 import { messages } from '../errors/outbox.messages';
 import { sqlState } from '../errors/sql-state';
 import type { OutboxConsumer } from '../registry/outbox-consumer';
-import type { DeliveryOutcome, SqlStatement } from '../store/outbox.queries';
+import type { SqlStatement } from '../store/sql';
 import type { ClaimedDelivery } from './claimed-delivery';
-import { delivered, errorText, failed } from './delivery-outcome';
+import { errorText } from '../errors/error-text';
+import { delivered, failed, type DeliveryOutcome } from './delivery-outcome';
+import { handlerFailure } from './handler-failure';
+import { OutboxInstrumentation } from '../observability/outbox-instrumentation';
 import { HandlerScope, NO_ACTIVE_TRANSACTION, type BatchProblem, type BatchState } from './handler-scope';
 
 /** How one batch transaction's handlers run (see `InProcessDispatcher.dispatch`). */
@@ -21,6 +24,8 @@ export interface BatchRun {
   settled?: ReadonlyMap<ClaimedDelivery, DeliveryOutcome>;
   /** Restores the relay's session and batch context after a handler changed settings (see `resetSession`). */
   restore: readonly SqlStatement[];
+  /** Takes what must go first in the batch transaction's next round trip (see `RoundConnection.takePending`). */
+  takePending: () => SqlStatement[];
 }
 
 /** What a batch's handlers did: an outcome per delivery, or a problem that keeps the batch from committing. */
@@ -31,8 +36,6 @@ export interface DispatchResult {
   /** The last handlers may have changed settings since the relay last restored its own: restore before the outcome. */
   dirty: boolean;
 }
-import { handlerFailure } from './handler-failure';
-import { OutboxInstrumentation } from '../observability/outbox-instrumentation';
 
 /**
  * Calls in-process handlers for a batch of claimed deliveries, one after another, inside the caller's open
@@ -61,6 +64,7 @@ export class InProcessDispatcher {
       marker: run.marker,
       careful: run.careful,
       restore: run.restore,
+      takePending: run.takePending,
       dirty: false,
       last: null,
       problem: null,

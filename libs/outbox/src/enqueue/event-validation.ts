@@ -1,16 +1,14 @@
 import { OutboxValidationError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import type { OutboxEventInput } from '../interfaces/outbox-event.interface';
+import { CONTROL_CHARS, UUID_PATTERN } from '../outbox.constants';
 
 /** Event names: lowercase dotted words, at least two parts, e.g. `crm.contact.created.v1`. */
 export const EVENT_NAME_PATTERN = /^[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)+$/;
 const EVENT_NAME_MAX = 200;
-const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const TEXT_MAX = 200;
 /** Deeper payloads are refused: they are almost always a bug, and deep recursion is a denial-of-service vector. */
 export const MAX_PAYLOAD_DEPTH = 64;
-// eslint-disable-next-line no-control-regex
-const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
 
 /** An event checked and ready to insert: the payload already serialised. */
 export interface ValidatedEvent {

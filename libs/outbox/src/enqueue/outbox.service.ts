@@ -7,7 +7,7 @@ import { messages } from '../errors/outbox.messages';
 import type { OutboxEventInput } from '../interfaces/outbox-event.interface';
 import type { OutboxEnqueueInput, OutboxEventName } from '../interfaces/outbox-event-map.interface';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
-import * as q from '../store/outbox.queries';
+import * as q from '../store/sql';
 import { SINGLE_TENANT_ID } from '../outbox.constants';
 import { validateEvent, type ValidatedEvent } from './event-validation';
 import { OutboxWakeup } from '../relay/outbox-wakeup';
@@ -45,7 +45,7 @@ export class OutboxService {
     const row: q.EventRow = { id: newEventId(), ...(await this.checked(event, 'event')) };
     // instrumentation: the trace context active now goes with the event
     if (this.instrumentation.active) row.traceparent = this.instrumentation.traceContext();
-    await this.insert(runner, q.insertEvent(row), [row.tenantId]);
+    await this.insert(runner, q.insertEvent(this.options.names, row), [row.tenantId]);
     this.wakeup.enqueuedIn(runner, [row.tenantId]);
     if (this.instrumentation.active) this.instrumentation.eventsEnqueued([row]);
     return row.id;
@@ -74,7 +74,7 @@ export class OutboxService {
     const traceparent = this.instrumentation.active ? this.instrumentation.traceContext() : null;
     if (traceparent) for (const row of rows) row.traceparent = traceparent;
     const tenants = [...new Set(rows.map((r) => r.tenantId))];
-    await this.insert(runner, q.insertEvents(rows), tenants);
+    await this.insert(runner, q.insertEvents(this.options.names, rows), tenants);
     this.wakeup.enqueuedIn(runner, tenants);
     if (this.instrumentation.active) this.instrumentation.eventsEnqueued(rows);
     return rows.map((row) => row.id);

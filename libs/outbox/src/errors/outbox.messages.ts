@@ -1,5 +1,18 @@
 /** The wording of every error the outbox raises, in one place. */
+/**
+ * The rule "an attempt started and never finished": its relay died or stalled before recording an outcome, and
+ * its lease expired. Written by the claim (SQL, see `claimDueDeliveries`, which takes this text as a parameter)
+ * and by the relay.
+ */
+const STALE_ATTEMPT = 'started but its relay never recorded an outcome (lease expired)';
+
 export const messages = {
+  /** After `attempt `: the text the claim writes on a delivery taken over from an expired lease. */
+  staleAttemptSuffix: (): string => ` ${STALE_ATTEMPT}`,
+  batchEnded: (): string => 'the batch transaction was ended before its outcomes were recorded',
+  staleLeaseRecovered: (attempt: number): string => `attempt ${attempt} ${STALE_ATTEMPT}`,
+  likelyPoison: (attempt: number): string =>
+    `attempt ${attempt} started but never finished (its relay died or stalled); dead-lettered as a likely poison event`,
   noTransaction: (): string =>
     'OutboxService.enqueue needs an open transaction, so the event commits with your business writes (or not at ' +
     'all): pass the EntityManager of dataSource.transaction(async (manager) => …), or a QueryRunner after ' +
@@ -74,6 +87,9 @@ export const messages = {
     `${host} is request-scoped (or depends on a request-scoped provider); outbox consumers must be singletons`,
   badOption: (field: string, expected: string, value: unknown): string =>
     `option ${field} must be ${expected}, got ${describe(value)}`,
+  unknownPublicInMigration: (migration: string, excerpt: string): string =>
+    `migration ${migration} sends "${excerpt}", and outboxMigrationsFor cannot tell whether that public is the ` +
+    'schema or the PUBLIC role: teach sqlInSchema (migrations/outbox-migrations.factory.ts) this spelling',
   handlerTimeout: (consumer: string, ms: number): string =>
     `handler ${consumer} did not settle within ${ms} ms`,
   tenantChanged: (consumer: string, tenantSetting: string, value: unknown, tenantId: string): string =>

@@ -1,6 +1,7 @@
 import type { OutboxEventSchemas } from '../schemas/outbox-event-schemas';
 import type { OutboxTransportOptions } from '../transport/outbox-transport-options.interface';
 import type { OutboxBrokerOptions } from './outbox-broker-options.interface';
+import type { OutboxNames } from '../store/sql/schema';
 import type {
   OutboxWebhookOptions,
   OutboxWebhookSubscriptionsOptions,
@@ -53,12 +54,13 @@ export interface OutboxRelayOptions {
   /** LISTEN for those wake-ups on a dedicated connection (reconnects by itself). Default: `true`. */
   listen?: boolean;
   /**
-   * Run the claim's fan-out, and the outcome of a batch of in-process handlers, as server-side prepared
-   * statements with generic plans, parsed and planned once per connection (again after 1, 2, 4 and 8 s, then
-   * every 10 s, so the plans follow the tables' sizes — as a round lets the connection go, not in a claim's
-   * round trip) instead of on every batch. Set `false` behind a pooler that does not keep a session's
-   * prepared statements (PgBouncer in transaction mode): the relay copes with a lost statement by preparing it
-   * again, but pays a failed round trip each time. Default: `true`.
+   * Run the claim's fan-out, and the outcome of a batch of in-process handlers, as named (protocol-level
+   * prepared) statements with generic plans, parsed and planned once per connection by pg — named anew after
+   * 1, 2, 4 … 512 s, so early plans follow a new database's growth, and planned anew by PostgreSQL after an
+   * ANALYZE of their tables — instead of on every batch. Set `false` behind a pooler that does not keep a
+   * session's prepared statements (PgBouncer in transaction mode before 1.21, or without
+   * `max_prepared_statements`): the relay copes with a lost statement by naming it anew, but pays a failed
+   * round trip each time. See docs/adr/0502-named-statements-and-their-refresh.md. Default: `true`.
    */
   preparedStatements?: boolean;
   /**
@@ -115,6 +117,13 @@ export interface OutboxModuleOptions {
    * Default: the default DataSource.
    */
   dataSource?: string;
+  /**
+   * PostgreSQL schema of the outbox's tables, functions and policies, and the name of its wake-up channel
+   * (`outbox_wakeup_<schema>`; `outbox_wakeup` in `public`): a lower-case identifier of at most 49 characters.
+   * Migrate the same schema with `outboxMigrationsFor({ schema })` (or `npx nestjs-pg-outbox sql --schema …`).
+   * Apps in one database with different schemas never see each other's events. Default: `'public'`.
+   */
+  schema?: string;
   /** Relay settings. */
   relay?: OutboxRelayOptions;
   /** Attempts per delivery before it is dead, unless the consumer sets its own. Default: `5`. */
@@ -176,6 +185,9 @@ export interface OutboxModuleOptions {
 /** Options after defaults are merged: what the rest of the module injects. */
 export interface ResolvedOutboxOptions {
   dataSource: string | undefined;
+  schema: string;
+  /** The outbox's names in `schema`, made once from it: every statement builder takes them. */
+  names: OutboxNames;
   relay: Required<OutboxRelayOptions>;
   maxAttempts: number;
   backoff: Required<OutboxBackoffOptions>;

@@ -1,9 +1,9 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
-import { errorText } from '../delivery/delivery-outcome';
+import { errorText } from '../errors/error-text';
 import { OutboxStore } from '../store/outbox.store';
-import * as q from '../store/outbox.queries';
+import * as q from '../store/sql';
 
 /**
  * Keeps `outbox_event_leases` small while the relay is busy. Each in-process batch inserts a lease row per
@@ -47,7 +47,7 @@ export class LeaseVacuum {
   private async vacuum(): Promise<void> {
     try {
       if (this.allowed === undefined) {
-        const [row] = await this.store.query<{ allowed: boolean }>(q.mayVacuumLeases());
+        const [row] = await this.store.query<{ allowed: boolean }>(q.mayVacuumLeases(this.options.names));
         this.allowed = row?.allowed === true;
         if (!this.allowed) {
           this.logger.log(
@@ -57,7 +57,7 @@ export class LeaseVacuum {
           return;
         }
       }
-      await this.store.query(q.vacuumLeases());
+      await this.store.query(q.vacuumLeases(this.options.names));
     } catch (error) {
       this.logger.warn(`could not vacuum outbox_event_leases: ${errorText(error)}`);
     }

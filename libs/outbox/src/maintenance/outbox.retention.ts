@@ -1,12 +1,12 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import { SchedulerRegistry } from '@nestjs/schedule';
+import { ScheduledInterval } from '../scheduled-interval';
 import { randomUUID } from 'node:crypto';
 import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
-import { errorText } from '../delivery/delivery-outcome';
+import { errorText } from '../errors/error-text';
 import { OutboxStore } from '../store/outbox.store';
-import * as q from '../store/admin.queries';
+import * as q from '../store/sql/admin';
 
 /** What one retention run did. */
 export interface RetentionRunResult {
@@ -32,25 +32,21 @@ export interface RetentionRunResult {
 @Injectable()
 export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly logger = new Logger(OutboxRetention.name);
-  private readonly intervalName = `outbox-retention:${randomUUID().slice(0, 8)}`;
-  private scheduled = false;
+  private readonly interval: ScheduledInterval;
   private stopping: Promise<void> | null = null;
   private running: Promise<RetentionRunResult> | null = null;
 
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
     private readonly store: OutboxStore,
-    private readonly moduleRef: ModuleRef,
-  ) {}
+    moduleRef: ModuleRef,
+  ) {
+    this.interval = new ScheduledInterval(moduleRef, `outbox-retention:${randomUUID().slice(0, 8)}`);
+  }
 
   onApplicationBootstrap(): void {
     if (!this.options.relay.enabled || this.options.retention.publishedDays === 0) return;
-    const scheduler = this.moduleRef.get(SchedulerRegistry, { strict: false });
-    scheduler.addInterval(
-      this.intervalName,
-      setInterval(() => void this.tick(), this.options.retention.intervalMs),
-    );
-    this.scheduled = true;
+    this.interval.schedule(this.options.retention.intervalMs, () => void this.tick());
     this.logger.log(
       `retention: published events older than ${this.options.retention.publishedDays} days are deleted every ${this.options.retention.intervalMs} ms, ${this.options.retention.batchSize} at a time`,
     );
@@ -62,7 +58,7 @@ export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy 
 
   /** True while the purge is scheduled on this instance. */
   get isScheduled(): boolean {
-    return this.scheduled;
+    return this.interval.isScheduled;
   }
 
   /** Runs retention now (or joins the run in flight) and says what it deleted. */
@@ -96,7 +92,7 @@ export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy 
     const result: RetentionRunResult = { deletedEvents: 0, batches: 0 };
     while (!this.stopping) {
       const [row] = await this.store.query<{ deleted: number | null }>(
-        q.purgeSettledBatch(publishedDays, batchSize),
+        q.purgeSettledBatch(this.options.names, publishedDays, batchSize),
       );
       if (row.deleted === null) {
         result.skipped = 'locked';
@@ -119,12 +115,7 @@ export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy 
   }
 
   private async stopNow(): Promise<void> {
-    if (this.scheduled) {
-      const scheduler = this.moduleRef.get(SchedulerRegistry, { strict: false });
-      // @nestjs/schedule deletes every interval at shutdown, ours included: check before deleting.
-      if (scheduler.doesExist('interval', this.intervalName)) scheduler.deleteInterval(this.intervalName);
-      this.scheduled = false;
-    }
+    this.interval.unschedule();
     await this.running?.catch(() => undefined);
   }
 }

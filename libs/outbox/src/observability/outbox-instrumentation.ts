@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { ClaimedDelivery } from '../delivery/claimed-delivery';
 import type { OutboxConsumer } from '../registry/outbox-consumer';
-import type { DeliveryOutcome } from '../store/outbox.queries';
+import type { DeliveryOutcome } from '../delivery/delivery-outcome';
 
 /** An event `enqueue` wrote (in the caller's transaction, not committed yet). */
 export interface EnqueuedEventInfo {

@@ -11,9 +11,17 @@ export function isEventPattern(pattern: unknown): pattern is string {
   return isEventName(pattern);
 }
 
-/** True when an event named `eventName` is for a consumer listening to `pattern`. Mirrors the SQL in outbox.queries. */
+/** True when an event named `eventName` is for a consumer listening to `pattern`. Mirrors the SQL in store/sql/fan-out.ts. */
 export function matchesEventPattern(pattern: string, eventName: string): boolean {
   if (pattern === '*') return true;
   if (pattern.endsWith('.*')) return eventName.startsWith(pattern.slice(0, -1));
   return pattern === eventName;
+}
+
+/** True when every event `inner` matches is also matched by `outer` (both patterns). */
+export function patternCovers(outer: string, inner: string): boolean {
+  if (outer === '*') return true;
+  if (inner === '*') return false;
+  if (!outer.endsWith('.*')) return false;
+  return inner.startsWith(outer.slice(0, -1));
 }

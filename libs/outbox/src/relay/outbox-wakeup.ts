@@ -9,9 +9,9 @@ import type {
 } from 'typeorm';
 import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
-import { errorText } from '../delivery/delivery-outcome';
+import { errorText } from '../errors/error-text';
 import { OutboxStore } from '../store/outbox.store';
-import * as q from '../store/outbox.queries';
+import * as q from '../store/sql';
 import { NotifyPacer } from './notify-pacer';
 import { OutboxRelay } from './outbox.relay';
 
@@ -103,7 +103,7 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
     const tenants = [...this.notifyTenants];
     this.notifyTenants = new Set();
     this.store
-      .query(q.notifyWakeup(tenants))
+      .query(q.notifyWakeup(this.options.names, tenants))
       .catch((error) => this.logger.warn(`wake-up NOTIFY failed (relays will poll): ${errorText(error)}`));
   }
 
@@ -115,7 +115,7 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
     client.on('end', () => this.reconnect(client, new Error('connection ended')));
     try {
       await client.connect();
-      await client.query(q.listenWakeup().text);
+      await client.query(q.listenWakeup(this.options.names).text);
       this.listener = client;
       this.reconnectDelay = RECONNECT_MIN_MS;
       // Events committed while we were not listening: look now rather than at the next poll.

@@ -10,9 +10,9 @@ import type {
 import { OutboxRelay } from '../relay/outbox.relay';
 import { addRound, emptyRound, type RelayRoundResult } from '../relay/relay-round';
 import { OutboxStore } from '../store/outbox.store';
-import { setAdminTenant } from '../store/admin.queries';
-import type { SqlStatement } from '../store/outbox.queries';
-import * as q from '../store/testing.queries';
+import { setAdminTenant } from '../store/sql/admin';
+import type { SqlStatement } from '../store/sql';
+import * as q from '../store/sql/testing';
 import { matchesPayload, type OutboxPayloadMatcher } from './payload-matcher';
 
 /** Options of {@link OutboxTestKit.for}. */
@@ -89,7 +89,9 @@ export class OutboxTestKit {
     for (let round = 1; ; round++) {
       total = addRound(total, await this.relay.drain());
       if (!retries) return total;
-      const [{ made_due: madeDue }] = await this.run<{ made_due: number }>(q.makeRetriesDue(this.tenantId));
+      const [{ made_due: madeDue }] = await this.run<{ made_due: number }>(
+        q.makeRetriesDue(this.options.names, this.tenantId),
+      );
       if (madeDue === 0) return total;
       if (round >= maxRounds)
         throw new OutboxTestKitError(
@@ -133,7 +135,9 @@ export class OutboxTestKit {
 
   /** The deliveries of an event, one per consumer, by consumer name. */
   async deliveries(eventId: string): Promise<OutboxTestDelivery[]> {
-    const rows = await this.run<q.EventDeliveryRow>(q.eventDeliveries(eventId, this.tenantId));
+    const rows = await this.run<q.EventDeliveryRow>(
+      q.eventDeliveries(this.options.names, eventId, this.tenantId),
+    );
     return rows.map((row) => ({
       consumer: row.consumer_name,
       status: row.status as OutboxTestDelivery['status'],
@@ -149,7 +153,9 @@ export class OutboxTestKit {
   async enqueued<const TName extends OutboxEventName>(
     eventName?: TName,
   ): Promise<OutboxEnqueuedEvent<TName>[]> {
-    const rows = await this.run<q.EnqueuedEventRow>(q.enqueuedEvents(eventName ?? null, this.tenantId));
+    const rows = await this.run<q.EnqueuedEventRow>(
+      q.enqueuedEvents(this.options.names, eventName ?? null, this.tenantId),
+    );
     return rows.map(
       (row) =>
         ({
@@ -191,7 +197,9 @@ export class OutboxTestKit {
   }
 
   private async describeEvent(eventId: string): Promise<string> {
-    const rows = await this.run<q.EnqueuedEventRow>(q.enqueuedEvents(null, this.tenantId));
+    const rows = await this.run<q.EnqueuedEventRow>(
+      q.enqueuedEvents(this.options.names, null, this.tenantId),
+    );
     const event = rows.find((row) => row.id === eventId);
     return event
       ? `the event is ${event.status}; does a consumer of that name listen to "${event.event_name}"?`
@@ -199,7 +207,9 @@ export class OutboxTestKit {
   }
 
   private async countOthers(): Promise<string> {
-    const rows = await this.run<q.EnqueuedEventRow>(q.enqueuedEvents(null, this.tenantId));
+    const rows = await this.run<q.EnqueuedEventRow>(
+      q.enqueuedEvents(this.options.names, null, this.tenantId),
+    );
     const names = [...new Set(rows.map((row) => row.event_name))];
     return rows.length === 0
       ? 'the outbox is empty'

@@ -1,6 +1,6 @@
 import type { ExternalDeliveryResult, OutboxConsumer } from '../registry/outbox-consumer';
 import type { ClaimedDelivery } from '../delivery/claimed-delivery';
-import { errorText } from '../delivery/delivery-outcome';
+import { errorText } from '../errors/error-text';
 import { MAX_DURATION_MS } from '../outbox-options';
 import type { OutboxTransport, OutboxTransportBatch } from './outbox-transport.interface';
 

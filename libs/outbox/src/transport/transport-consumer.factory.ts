@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type Type }
 import { ModuleRef } from '@nestjs/core';
 import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import { messages } from '../errors/outbox.messages';
-import { errorText } from '../delivery/delivery-outcome';
+import { errorText } from '../errors/error-text';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
 import type { OutboxConsumer } from '../registry/outbox-consumer';
 import type { OutboxTransport } from './outbox-transport.interface';

@@ -8,7 +8,7 @@ import type { OutboxConsumer } from '../../registry/outbox-consumer';
 import { batchConsumer } from '../../transport/transport-consumer.factory';
 import { batchSender } from '../../transport/transport-batch';
 import { entryLabel, resolveExternalConsumer } from '../../transport/external-consumer-settings';
-import { errorText } from '../delivery-outcome';
+import { errorText } from '../../errors/error-text';
 import { DEFAULT_WEBHOOK_CIRCUIT_BREAKER } from '../webhook/webhook-endpoint';
 import { WebhookCircuitBreaker } from '../webhook/webhook-circuit-breaker';
 import { BrokerForwarder, type BrokerPublisher } from './broker-forwarder';

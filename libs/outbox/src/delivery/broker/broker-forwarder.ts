@@ -6,7 +6,7 @@ import type {
   OutboxTransportDelivery,
   OutboxTransportOutcome,
 } from '../../transport/outbox-transport.interface';
-import { errorText } from '../delivery-outcome';
+import { errorText } from '../../errors/error-text';
 import { WebhookCircuitBreaker } from '../webhook/webhook-circuit-breaker';
 import { webhookBody } from '../webhook/webhook-envelope';
 import { BROKER_ERROR_CODES } from './broker-error-codes';

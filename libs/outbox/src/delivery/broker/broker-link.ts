@@ -1,5 +1,5 @@
 import { OutboxError } from '../../errors/outbox.error';
-import { errorText } from '../delivery-outcome';
+import { errorText } from '../../errors/error-text';
 
 /** No connection to the broker now; `retryAfterMs` says when the next attempt to open one may go. */
 export class BrokerUnavailableError extends OutboxError {

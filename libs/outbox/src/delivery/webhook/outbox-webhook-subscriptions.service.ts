@@ -8,8 +8,9 @@ import type {
   OutboxWebhookSubscription,
   OutboxWebhookSubscriptionInput,
 } from '../../interfaces/outbox-webhook-options.interface';
+import { UUID_PATTERN } from '../../outbox.constants';
 import { OutboxStore } from '../../store/outbox.store';
-import * as wq from '../../store/webhook.queries';
+import * as wq from '../../store/sql/webhooks';
 import { OutboxWebhookService } from './outbox-webhook.service';
 import { WEBHOOK_NAME_PATTERN } from './webhook-endpoint';
 import { SubscriptionSecretCipher, type SealedSecret } from './subscription-secret-cipher';
@@ -21,7 +22,6 @@ import {
   WebhookSubscriptionSource,
 } from './webhook-subscription.source';
 
-const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** The optional settings a subscription stores (the rest have columns of their own). */
 const STORED_OPTIONS = ['headers', 'timeoutMs', 'maxAttempts', 'backoff', 'retryOn4xx'] as const;
 
@@ -89,7 +89,7 @@ export class OutboxWebhookSubscriptions {
     const [created] = await this.source.tenantTransaction(tenant, (runner) =>
       this.store.rows<wq.SubscriptionRow>(
         runner,
-        wq.insertSubscription({
+        wq.insertSubscription(this.options.names, {
           id: row.id,
           tenantId: tenant,
           name: row.name,
@@ -116,7 +116,10 @@ export class OutboxWebhookSubscriptions {
     const keyId = this.cipher.sealingKeyId;
     if (keyId === null) throw new OutboxError(messages.subscriptionSecretNeedsKey());
     return this.source.tenantTransaction(tenant, async (runner) => {
-      const rows = await this.store.rows<wq.SubscriptionRow>(runner, wq.subscriptionsToReseal(tenant, keyId));
+      const rows = await this.store.rows<wq.SubscriptionRow>(
+        runner,
+        wq.subscriptionsToReseal(this.options.names, tenant, keyId),
+      );
       if (rows.length === 0) return 0;
       const sealed = rows.map((row) => {
         const secret =
@@ -127,6 +130,7 @@ export class OutboxWebhookSubscriptions {
       await this.store.rows(
         runner,
         wq.resealSubscriptionSecrets(
+          this.options.names,
           tenant,
           rows.map((r) => r.id),
           keyId,
@@ -142,7 +146,7 @@ export class OutboxWebhookSubscriptions {
   async list(tenantId: string): Promise<OutboxWebhookSubscription[]> {
     const tenant = checkTenant(tenantId);
     const rows = await this.source.tenantTransaction(tenant, (runner) =>
-      this.store.rows<wq.SubscriptionRow>(runner, wq.tenantSubscriptions(tenant)),
+      this.store.rows<wq.SubscriptionRow>(runner, wq.tenantSubscriptions(this.options.names, tenant)),
     );
     return rows.map(toView);
   }
@@ -151,7 +155,7 @@ export class OutboxWebhookSubscriptions {
   async get(tenantId: string, name: string): Promise<OutboxWebhookSubscription | null> {
     const tenant = checkTenant(tenantId);
     const [row] = await this.source.tenantTransaction(tenant, (runner) =>
-      this.store.rows<wq.SubscriptionRow>(runner, wq.subscriptionNamed(tenant, name)),
+      this.store.rows<wq.SubscriptionRow>(runner, wq.subscriptionNamed(this.options.names, tenant, name)),
     );
     return row ? toView(row) : null;
   }
@@ -175,7 +179,7 @@ export class OutboxWebhookSubscriptions {
     const [result] = await this.source.tenantTransaction(tenant, (runner) =>
       this.store.rows<{ id: string | null; dropped: number }>(
         runner,
-        wq.removeSubscription(tenant, name, subscriptionConsumerName(name)),
+        wq.removeSubscription(this.options.names, tenant, name, subscriptionConsumerName(name)),
       ),
     );
     this.source.invalidate(tenant);
@@ -192,7 +196,7 @@ export class OutboxWebhookSubscriptions {
     const [row] = await this.source.tenantTransaction(tenant, (runner) =>
       this.store.rows<wq.SubscriptionRow>(
         runner,
-        wq.setSubscriptionStatus(tenant, name, subscriptionConsumerName(name), status),
+        wq.setSubscriptionStatus(this.options.names, tenant, name, subscriptionConsumerName(name), status),
       ),
     );
     this.source.invalidate(tenant);

@@ -1,6 +1,7 @@
 import { backoffProblems, countProblem, durationProblem } from '../../outbox-options';
 import { messages } from '../../errors/outbox.messages';
-import { isEventPattern } from '../../registry/event-pattern';
+import { isEventPattern, patternCovers } from '../../registry/event-pattern';
+import { stripUndefined } from '../../strip-undefined';
 import type { OutboxBackoffOptions } from '../../interfaces/outbox-module-options.interface';
 import type { OutboxWebhookCircuitBreakerOptions } from '../../interfaces/outbox-webhook-options.interface';
 import { isReservedWebhookHeader } from './webhook-headers';
@@ -230,18 +231,6 @@ export function reducePatterns(
   for (const pattern of bad) problem('events', messages.badPattern(field, pattern));
   if (bad.length > 0) return [];
   const patterns = [...new Set(events as string[])];
-  const kept = patterns.filter((p) => !patterns.some((q) => q !== p && covers(q, p)));
+  const kept = patterns.filter((p) => !patterns.some((q) => q !== p && patternCovers(q, p)));
   return kept;
-}
-
-/** True when every event `inner` matches is also matched by `outer`. */
-function covers(outer: string, inner: string): boolean {
-  if (outer === '*') return true;
-  if (inner === '*') return false;
-  if (!outer.endsWith('.*')) return false;
-  return inner.startsWith(outer.slice(0, -1));
-}
-
-function stripUndefined<T extends object>(value: T): Partial<T> {
-  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
 }

@@ -5,8 +5,8 @@ import type { ResolvedOutboxOptions } from '../../interfaces/outbox-module-optio
 import type { OutboxConsumer } from '../../registry/outbox-consumer';
 import { OutboxConsumerRegistry, type TenantConsumerSource } from '../../registry/outbox-consumer.registry';
 import { OutboxStore } from '../../store/outbox.store';
-import { setTransactionContext } from '../../store/outbox.queries';
-import { tenantSubscriptions, type SubscriptionRow } from '../../store/webhook.queries';
+import { setTransactionContext } from '../../store/sql';
+import { tenantSubscriptions, type SubscriptionRow } from '../../store/sql/webhooks';
 import { WebhookConsumerFactory } from './webhook-consumer.factory';
 import { resolveWebhookEndpoint, type WebhookEndpoint, type WebhookProblem } from './webhook-endpoint';
 import { WEBHOOK_ERROR_CODES } from './webhook-outcome';
@@ -147,7 +147,7 @@ export class WebhookSubscriptionSource implements TenantConsumerSource, OnModule
 
   private async load(tenantId: string): Promise<OutboxConsumer[]> {
     const rows = await this.tenantTransaction(tenantId, (runner) =>
-      this.store.rows<SubscriptionRow>(runner, tenantSubscriptions(tenantId)),
+      this.store.rows<SubscriptionRow>(runner, tenantSubscriptions(this.options.names, tenantId)),
     );
     return rows.map((row) => this.toConsumer(row));
   }

@@ -3,9 +3,9 @@ import type * as PromClient from 'prom-client';
 import { OUTBOX_RESOLVED_OPTIONS } from '../../outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../../interfaces/outbox-module-options.interface';
 import { OutboxWebhookService } from '../../delivery/webhook/outbox-webhook.service';
-import { errorText } from '../../delivery/delivery-outcome';
+import { errorText } from '../../errors/error-text';
 import { OutboxStore } from '../../store/outbox.store';
-import { oldestPendingAge } from '../../store/admin.queries';
+import { oldestPendingAge } from '../../store/sql/admin';
 import { OutboxInstrumentation } from '../outbox-instrumentation';
 import { loadOptionalPeer } from '../optional-peer';
 import type { OutboxMetricsModuleOptions, OutboxMetricsRegistry } from './outbox-metrics-options.interface';
@@ -109,7 +109,7 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
     });
     if (this.options.oldestPendingAge !== false) {
       const store = this.store;
-      const orphanAfterMs = this.outboxOptions.registry.orphanAfterMs;
+      const { names, registry } = this.outboxOptions;
       const logger = this.logger;
       new prom.Gauge({
         name: `${p}oldest_pending_age_seconds`,
@@ -117,7 +117,9 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
         registers,
         async collect(this: PromClient.Gauge) {
           try {
-            const [row] = await store.query<{ seconds: number }>(oldestPendingAge(orphanAfterMs));
+            const [row] = await store.query<{ seconds: number }>(
+              oldestPendingAge(names, registry.orphanAfterMs),
+            );
             this.set(Math.max(0, row?.seconds ?? 0));
           } catch (error) {
             logger.warn(`could not read the oldest pending age: ${errorText(error)}`);

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import type { OutboxTransportOutcome } from '../../../transport/outbox-transport.interface';
-import { errorText } from '../../delivery-outcome';
+import { errorText } from '../../../errors/error-text';
 import { BROKER_ERROR_CODES } from '../broker-error-codes';
 import { BrokerLink, BrokerUnavailableError } from '../broker-link';
 import type { BrokerMessage, BrokerPublisher } from '../broker-forwarder';

@@ -5,15 +5,8 @@
  * the per-minute `outbox_activity` table. Plans measured with 1M events: docs/adr/0401-board-reads-bounded-queries.md.
  * Every statement names its tenant in `where` as well as running under the row-level security context.
  */
-import { OUTBOX_SCHEMA, type SqlStatement } from './outbox.queries';
-
-const EVENTS = `${OUTBOX_SCHEMA}.event_outbox`;
-const DELIVERIES = `${OUTBOX_SCHEMA}.outbox_deliveries`;
-const CONSUMERS = `${OUTBOX_SCHEMA}.outbox_consumers`;
-const AUDIT = `${OUTBOX_SCHEMA}.outbox_audit`;
-const ACTIVITY = `${OUTBOX_SCHEMA}.outbox_activity`;
-const ESTIMATE = `${OUTBOX_SCHEMA}.outbox_row_estimate`;
-const RECORD_ACTIVITY = `${OUTBOX_SCHEMA}.outbox_record_activity`;
+import type { SqlStatement } from './statement';
+import type { OutboxNames } from './schema';
 
 /**
  * Sets the tenant for row-level security, and JIT compilation off, both transaction-local. The overview's
@@ -34,14 +27,16 @@ export const OPEN_DELIVERY_STATUSES = ['pending', 'processing', 'failed', 'dead'
  * The consumer names in a tenant's open (not delivered) rows: a loose index scan over
  * `outbox_deliveries_open_idx`, one probe per name, whatever the number of rows.
  */
-const OPEN_NAMES = `open_names(name) as (
-    (select consumer_name from ${DELIVERIES} where tenant_id = $1 and status <> 'delivered' order by consumer_name limit 1)
+function openNames(n: OutboxNames): string {
+  return `open_names(name) as (
+    (select consumer_name from ${n.deliveries} where tenant_id = $1 and status <> 'delivered' order by consumer_name limit 1)
     union all
-    select (select d.consumer_name from ${DELIVERIES} d
+    select (select d.consumer_name from ${n.deliveries} d
              where d.tenant_id = $1 and d.status <> 'delivered' and d.consumer_name > o.name
              order by d.consumer_name limit 1)
       from open_names o where o.name is not null
   )`;
+}
 
 /** A count of the rows `from_where` selects, stopping at `cap` (the caller shows `cap` as "cap or more"). */
 function capped(fromWhere: string, cap: string): string {
@@ -54,17 +49,20 @@ function capped(fromWhere: string, cap: string): string {
  * pending event, the consumers that no live instance hosts, and deliveries per minute over the last `minutes`.
  * `consumers` are the names the app knows (registry and tenant-scoped); names found only in open rows are added.
  */
-export function boardOverview(p: {
-  tenantId: string;
-  cap: number;
-  consumers: readonly string[];
-  minutes: number;
-  orphanAfterMs: number;
-}): SqlStatement {
+export function boardOverview(
+  n: OutboxNames,
+  p: {
+    tenantId: string;
+    cap: number;
+    consumers: readonly string[];
+    minutes: number;
+    orphanAfterMs: number;
+  },
+): SqlStatement {
   const d = (status: string) =>
-    `${DELIVERIES} d where d.tenant_id = $1 and d.consumer_name = n.name and d.status = '${status}' and d.status <> 'delivered'`;
+    `${n.deliveries} d where d.tenant_id = $1 and d.consumer_name = n.name and d.status = '${status}' and d.status <> 'delivered'`;
   return {
-    text: `with recursive ${OPEN_NAMES}, names as (
+    text: `with recursive ${openNames(n)}, names as (
              select name from open_names where name is not null
              union
              select unnest($3::text[])
@@ -74,31 +72,31 @@ export function boardOverview(p: {
                     ${capped(d('processing'), '$2')} as processing,
                     ${capped(d('failed'), '$2')} as failed,
                     ${capped(d('dead'), '$2')} as dead,
-                    ${ESTIMATE}($1, 'delivered', n.name) as delivered_estimate,
+                    ${n.rowEstimate}($1, 'delivered', n.name) as delivered_estimate,
                     least((select d.created_at from ${d('pending')} order by d.id limit 1),
                           (select d.created_at from ${d('failed')} order by d.id limit 1)) as oldest_waiting_at,
                     n.name in (select name from open_names) and not exists (
-                      select 1 from ${CONSUMERS} c where c.name = n.name and c.last_seen_at > now() - $5 * interval '1 millisecond'
+                      select 1 from ${n.consumers} c where c.name = n.name and c.last_seen_at > now() - $5 * interval '1 millisecond'
                     ) and not n.name = any($3::text[]) as orphaned
                from names n
            ), minutes as (
              select a.minute, sum(a.delivered)::int as delivered, sum(a.failed)::int as failed, sum(a.dead)::int as dead
-               from ${ACTIVITY} a
+               from ${n.activity} a
               where a.tenant_id = $1 and a.minute >= date_trunc('minute', now()) - ($4 - 1) * interval '1 minute'
               group by a.minute
            )
            select json_build_object(
-                    'pending', ${capped(`${EVENTS} e where e.tenant_id = $1 and e.status = 'pending'`, '$2')},
-                    'processing', ${capped(`${EVENTS} e where e.tenant_id = $1 and e.status = 'processing'`, '$2')},
-                    'failed', ${capped(`${EVENTS} e where e.tenant_id = $1 and e.status = 'failed'`, '$2')},
-                    'published', ${ESTIMATE}($1, 'published'),
-                    'no_handlers', ${ESTIMATE}($1, 'no_handlers')
+                    'pending', ${capped(`${n.events} e where e.tenant_id = $1 and e.status = 'pending'`, '$2')},
+                    'processing', ${capped(`${n.events} e where e.tenant_id = $1 and e.status = 'processing'`, '$2')},
+                    'failed', ${capped(`${n.events} e where e.tenant_id = $1 and e.status = 'failed'`, '$2')},
+                    'published', ${n.rowEstimate}($1, 'published'),
+                    'no_handlers', ${n.rowEstimate}($1, 'no_handlers')
                   ) as events,
                   coalesce((select json_agg(json_build_object(
                               'name', name, 'pending', pending, 'processing', processing, 'failed', failed, 'dead', dead,
                               'deliveredEstimate', delivered_estimate, 'oldestWaitingAt', oldest_waiting_at, 'orphaned', orphaned)
                             order by name) from per_consumer), '[]'::json) as consumers,
-                  (select e.created_at from ${EVENTS} e where e.tenant_id = $1 and e.status = 'pending' order by e.seq limit 1)
+                  (select e.created_at from ${n.events} e where e.tenant_id = $1 and e.status = 'pending' order by e.seq limit 1)
                     as oldest_pending_event_at,
                   now() as now,
                   coalesce((select json_agg(json_build_object('minute', minute, 'delivered', delivered, 'failed', failed, 'dead', dead)
@@ -122,17 +120,17 @@ export interface TroublesQuery {
  * consumer and status, a backward walk of `outbox_deliveries_open_idx` that stops at `limit`, then merged. With
  * an event name, each walk skips other events' rows (bounded by that consumer's failures, never its history).
  */
-export function boardTroubles(p: TroublesQuery): SqlStatement {
+export function boardTroubles(n: OutboxNames, p: TroublesQuery): SqlStatement {
   const branch = (
     status: string,
   ) => `(select d.id, d.event_id, d.consumer_name, d.status, d.attempt_count, d.error_code,
                         d.last_error, d.next_attempt_at, d.updated_at, e.event_name
-                   from ${DELIVERIES} d join ${EVENTS} e on e.id = d.event_id
+                   from ${n.deliveries} d join ${n.events} e on e.id = d.event_id
                   where d.tenant_id = $1 and d.consumer_name = n.name and d.status = '${status}' and d.status <> 'delivered'
                     and ($3::bigint is null or d.id < $3) and ($4::text is null or e.event_name = $4)
                   order by d.id desc limit $2)`;
   return {
-    text: `with recursive ${OPEN_NAMES}
+    text: `with recursive ${openNames(n)}
            select t.id::text, t.event_id, t.consumer_name, t.status, t.attempt_count, t.error_code, t.last_error,
                   t.next_attempt_at, t.updated_at, t.event_name
              from open_names n
@@ -148,13 +146,13 @@ export function boardTroubles(p: TroublesQuery): SqlStatement {
  * Aggregates an ordered consumer cannot move past because a delivery is dead, oldest first (at most `limit`):
  * the dead rows with an aggregate key, through `outbox_deliveries_ordering_idx`.
  */
-export function boardBlockedAggregates(tenantId: string, limit: number): SqlStatement {
+export function boardBlockedAggregates(n: OutboxNames, tenantId: string, limit: number): SqlStatement {
   return {
     text: `select d.consumer_name as consumer, e.aggregate_type as "aggregateType", e.aggregate_id as "aggregateId",
                   d.event_id as "deadEventId"
-             from ${DELIVERIES} d join ${EVENTS} e on e.id = d.event_id
+             from ${n.deliveries} d join ${n.events} e on e.id = d.event_id
             where d.tenant_id = $1 and d.status = 'dead' and d.aggregate_key is not null and d.status <> 'delivered'
-              and not exists (select 1 from ${DELIVERIES} p
+              and not exists (select 1 from ${n.deliveries} p
                                where p.tenant_id = $1 and p.consumer_name = d.consumer_name and p.aggregate_key = d.aggregate_key
                                  and p.status = 'dead' and p.status <> 'delivered' and p.event_seq < d.event_seq)
             order by d.consumer_name, d.event_seq
@@ -164,23 +162,31 @@ export function boardBlockedAggregates(tenantId: string, limit: number): SqlStat
 }
 
 /** One row of the audit log, written in the transaction of the action it records. */
-export function insertAudit(p: {
-  tenantId: string;
-  actor: string;
-  action: string;
-  target: Record<string, unknown>;
-  rows: number;
-}): SqlStatement {
+export function insertAudit(
+  n: OutboxNames,
+  p: {
+    tenantId: string;
+    actor: string;
+    action: string;
+    target: Record<string, unknown>;
+    rows: number;
+  },
+): SqlStatement {
   return {
-    text: `insert into ${AUDIT} (tenant_id, actor, action, target, rows_affected) values ($1, $2, $3, $4::jsonb, $5)`,
+    text: `insert into ${n.audit} (tenant_id, actor, action, target, rows_affected) values ($1, $2, $3, $4::jsonb, $5)`,
     values: [p.tenantId, p.actor, p.action, JSON.stringify(p.target), p.rows],
   };
 }
 
 /** A page of a tenant's audit log, newest first (through `outbox_audit_tenant_idx`, backwards). */
-export function auditLog(tenantId: string, limit: number, beforeId: string | null): SqlStatement {
+export function auditLog(
+  n: OutboxNames,
+  tenantId: string,
+  limit: number,
+  beforeId: string | null,
+): SqlStatement {
   return {
-    text: `select id::text, actor, action, target, rows_affected, created_at from ${AUDIT}
+    text: `select id::text, actor, action, target, rows_affected, created_at from ${n.audit}
             where tenant_id = $1 and ($3::bigint is null or id < $3)
             order by id desc limit $2`,
     values: [tenantId, limit, beforeId],
@@ -199,9 +205,9 @@ export interface ActivityRow {
 }
 
 /** Adds a flush's counts to `outbox_activity`, every tenant in one statement (see `outbox_record_activity`). */
-export function recordActivity(rows: readonly ActivityRow[]): SqlStatement {
+export function recordActivity(n: OutboxNames, rows: readonly ActivityRow[]): SqlStatement {
   return {
-    text: `select ${RECORD_ACTIVITY}($1::uuid[], $2::timestamptz[], $3::text[], $4::int[], $5::int[], $6::int[], $7::int[])`,
+    text: `select ${n.recordActivity}($1::uuid[], $2::timestamptz[], $3::text[], $4::int[], $5::int[], $6::int[], $7::int[])`,
     values: [
       rows.map((r) => r.tenantId),
       rows.map((r) => r.minute),

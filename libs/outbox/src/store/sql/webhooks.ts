@@ -2,11 +2,8 @@
  * Statements on the webhook subscriptions table (and the delivery rows of a subscription), as `{ text, values }`.
  * Every one runs in a transaction with the tenant set, so row-level security applies to the relay role.
  */
-import { OUTBOX_SCHEMA, type SqlStatement } from './outbox.queries';
-
-const SUBSCRIPTIONS = `${OUTBOX_SCHEMA}.outbox_webhook_subscriptions`;
-const DELIVERIES = `${OUTBOX_SCHEMA}.outbox_deliveries`;
-const EVENTS = `${OUTBOX_SCHEMA}.event_outbox`;
+import type { SqlStatement } from './statement';
+import type { OutboxNames } from './schema';
 
 /** A row of `outbox_webhook_subscriptions`. */
 export interface SubscriptionRow {
@@ -41,22 +38,22 @@ export interface NewSubscription {
 }
 
 /** A tenant's subscriptions, by name (one index probe on the unique key). */
-export function tenantSubscriptions(tenantId: string): SqlStatement {
-  return { text: `select * from ${SUBSCRIPTIONS} where tenant_id = $1 order by name`, values: [tenantId] };
+export function tenantSubscriptions(n: OutboxNames, tenantId: string): SqlStatement {
+  return { text: `select * from ${n.subscriptions} where tenant_id = $1 order by name`, values: [tenantId] };
 }
 
 /** One subscription of a tenant. */
-export function subscriptionNamed(tenantId: string, name: string): SqlStatement {
+export function subscriptionNamed(n: OutboxNames, tenantId: string, name: string): SqlStatement {
   return {
-    text: `select * from ${SUBSCRIPTIONS} where tenant_id = $1 and name = $2`,
+    text: `select * from ${n.subscriptions} where tenant_id = $1 and name = $2`,
     values: [tenantId, name],
   };
 }
 
 /** Adds a subscription; returns no row when the tenant already has one of that name. */
-export function insertSubscription(s: NewSubscription): SqlStatement {
+export function insertSubscription(n: OutboxNames, s: NewSubscription): SqlStatement {
   return {
-    text: `insert into ${SUBSCRIPTIONS} (id, tenant_id, name, url, events, secret_key_id, secret_sealed, options)
+    text: `insert into ${n.subscriptions} (id, tenant_id, name, url, events, secret_key_id, secret_sealed, options)
            values ($1, $2, $3, $4, $5::text[], $6, $7::bytea, $8::jsonb)
            on conflict (tenant_id, name) do nothing
            returning *`,
@@ -74,9 +71,9 @@ export function insertSubscription(s: NewSubscription): SqlStatement {
 }
 
 /** The tenant's subscriptions whose secret is in plaintext or sealed by another key than `keyId`. */
-export function subscriptionsToReseal(tenantId: string, keyId: string): SqlStatement {
+export function subscriptionsToReseal(n: OutboxNames, tenantId: string, keyId: string): SqlStatement {
   return {
-    text: `select * from ${SUBSCRIPTIONS}
+    text: `select * from ${n.subscriptions}
             where tenant_id = $1 and (secret is not null or secret_key_id is distinct from $2 and secret_sealed is not null)
             order by name for update`,
     values: [tenantId, keyId],
@@ -85,13 +82,14 @@ export function subscriptionsToReseal(tenantId: string, keyId: string): SqlState
 
 /** Stores a subscription's secret sealed again (and drops its plaintext). */
 export function resealSubscriptionSecrets(
+  n: OutboxNames,
   tenantId: string,
   ids: readonly string[],
   keyId: string,
   sealed: readonly Buffer[],
 ): SqlStatement {
   return {
-    text: `update ${SUBSCRIPTIONS} s
+    text: `update ${n.subscriptions} s
               set secret = null, secret_key_id = $3, secret_sealed = n.sealed, updated_at = now()
              from unnest($2::uuid[], $4::bytea[]) as n(id, sealed)
             where s.tenant_id = $1 and s.id = n.id`,
@@ -104,6 +102,7 @@ export function resealSubscriptionSecrets(
  * it was paused (those the relay deferred with `subscriptionPaused`); deliveries waiting out a backoff keep it.
  */
 export function setSubscriptionStatus(
+  n: OutboxNames,
   tenantId: string,
   name: string,
   consumer: string,
@@ -111,11 +110,11 @@ export function setSubscriptionStatus(
 ): SqlStatement {
   return {
     text: `with s as (
-             update ${SUBSCRIPTIONS} set status = $3, updated_at = now()
+             update ${n.subscriptions} set status = $3, updated_at = now()
               where tenant_id = $1 and name = $2
              returning *
            ), woken as (
-             update ${DELIVERIES} d set next_attempt_at = now(), updated_at = now()
+             update ${n.deliveries} d set next_attempt_at = now(), updated_at = now()
               where $3 = 'active' and exists (select 1 from s)
                 and d.tenant_id = $1 and d.consumer_name = $4 and d.status = 'pending' and d.error_code = 'subscriptionPaused'
                 and d.next_attempt_at > now()
@@ -132,19 +131,24 @@ export function setSubscriptionStatus(
  * consumer dead-lettered it). Deliveries in flight under a live lease are left to their relay. Delivered and
  * dead rows stay as history.
  */
-export function removeSubscription(tenantId: string, name: string, consumer: string): SqlStatement {
+export function removeSubscription(
+  n: OutboxNames,
+  tenantId: string,
+  name: string,
+  consumer: string,
+): SqlStatement {
   return {
     text: `with s as (
-             delete from ${SUBSCRIPTIONS} where tenant_id = $1 and name = $2 returning id
+             delete from ${n.subscriptions} where tenant_id = $1 and name = $2 returning id
            ), dropped as (
-             delete from ${DELIVERIES} d
+             delete from ${n.deliveries} d
               where exists (select 1 from s) and d.tenant_id = $1 and d.consumer_name = $3
                 and (d.status in ('pending', 'failed') or (d.status = 'processing' and d.lease_expires_at <= now()))
              returning d.event_id
            ), per_event as (
              select event_id, count(*)::int as n from dropped group by event_id
            ), settled as (
-             update ${EVENTS} e
+             update ${n.events} e
                 set deliveries_open = e.deliveries_open - p.n,
                     status = case when e.deliveries_dead > 0 then 'failed'
                                   when e.deliveries_open - p.n = 0 then 'published'

@@ -3,17 +3,8 @@
  * `{ text, values }`. Every tenant-scoped statement names its tenant in `where` as well as running under the
  * row-level security context: a connection that bypasses RLS (owner, superuser) still sees one tenant only.
  */
-import { OUTBOX_SCHEMA, type SqlStatement } from './outbox.queries';
-
-const EVENTS = `${OUTBOX_SCHEMA}.event_outbox`;
-const DELIVERIES = `${OUTBOX_SCHEMA}.outbox_deliveries`;
-const INBOX = `${OUTBOX_SCHEMA}.consumer_inbox`;
-const CONSUMERS = `${OUTBOX_SCHEMA}.outbox_consumers`;
-const PURGE_SETTLED = `${OUTBOX_SCHEMA}.outbox_purge_settled`;
-const OLDEST_PENDING_AGE = `${OUTBOX_SCHEMA}.outbox_oldest_pending_age`;
-
-/** Name of the advisory lock (hashed to a key) that one instance at a time holds while purging a batch. */
-export const RETENTION_LOCK = 'outbox:retention';
+import type { SqlStatement } from './statement';
+import type { OutboxNames } from './schema';
 
 /** Sets the tenant for row-level security, transaction-local: nothing leaks to the pooled connection. */
 export function setAdminTenant(tenantSetting: string, tenantId: string): SqlStatement {
@@ -25,9 +16,13 @@ export function setAdminTenant(tenantSetting: string, tenantId: string): SqlStat
  * advisory lock: a replay and a purge of the same event could otherwise lock its rows in opposite orders and
  * deadlock. The relay does not take this lock; see the statements below for why they cannot deadlock with it.
  */
-export function setAdminTenantForWrite(tenantSetting: string, tenantId: string): SqlStatement {
+export function setAdminTenantForWrite(
+  n: OutboxNames,
+  tenantSetting: string,
+  tenantId: string,
+): SqlStatement {
   return {
-    text: `select set_config($1, $2, true), pg_advisory_xact_lock(hashtextextended('outbox:admin:' || $2, 0))`,
+    text: `select set_config($1, $2, true), pg_advisory_xact_lock(hashtextextended('${n.adminLock}' || $2, 0))`,
     values: [tenantSetting, tenantId],
   };
 }
@@ -39,48 +34,51 @@ export function setAdminTenantForWrite(tenantSetting: string, tenantId: string):
  * excepted. The counts read every row of the tenant (there is no index on tenant alone, to keep the relay's
  * writes cheap): fine for an operator, not for a probe — the health check uses `oldestPendingAge`.
  */
-export function tenantStats(p: {
-  tenantId: string;
-  orphanAfterMs: number;
-  tenantConsumers: readonly string[];
-  /** Most blocked aggregates listed (all are counted). */
-  blockedLimit: number;
-}): SqlStatement {
+export function tenantStats(
+  n: OutboxNames,
+  p: {
+    tenantId: string;
+    orphanAfterMs: number;
+    tenantConsumers: readonly string[];
+    /** Most blocked aggregates listed (all are counted). */
+    blockedLimit: number;
+  },
+): SqlStatement {
   return {
     text: `with delivery_counts as (
-             select consumer_name, status, count(*)::int as n from ${DELIVERIES} where tenant_id = $1 group by consumer_name, status
+             select consumer_name, status, count(*)::int as n from ${n.deliveries} where tenant_id = $1 group by consumer_name, status
            ), live as (
-             select name from ${CONSUMERS} where last_seen_at > now() - $2 * interval '1 millisecond'
+             select name from ${n.consumers} where last_seen_at > now() - $2 * interval '1 millisecond'
              union all
              select unnest($3::text[])
            ), blocked as (
              -- an ordered consumer's earliest dead delivery per aggregate: what holds the aggregate up
-             select d.consumer_name, d.aggregate_key, d.event_id, d.event_seq from ${DELIVERIES} d
+             select d.consumer_name, d.aggregate_key, d.event_id, d.event_seq from ${n.deliveries} d
               where d.tenant_id = $1 and d.status = 'dead' and d.aggregate_key is not null
-                and not exists (select 1 from ${DELIVERIES} p
+                and not exists (select 1 from ${n.deliveries} p
                                  where p.tenant_id = $1 and p.consumer_name = d.consumer_name
                                    and p.aggregate_key = d.aggregate_key and p.status = 'dead' and p.event_seq < d.event_seq)
            )
            select coalesce((select json_object_agg(status, n)
-                              from (select status, count(*)::int as n from ${EVENTS} where tenant_id = $1 group by status) s),
+                              from (select status, count(*)::int as n from ${n.events} where tenant_id = $1 group by status) s),
                            '{}'::json) as events,
                   coalesce((select json_agg(json_build_array(consumer_name, status, n)) from delivery_counts), '[]'::json) as deliveries,
                   array(select distinct d.consumer_name from delivery_counts d
                          where not exists (select 1 from live l where l.name = d.consumer_name)
                          order by d.consumer_name) as orphaned,
                   extract(epoch from now() - least(
-                    (select min(created_at) from ${EVENTS} where tenant_id = $1 and status = 'pending'),
-                    (select min(created_at) from ${DELIVERIES} where tenant_id = $1 and status in ('pending', 'failed'))
+                    (select min(created_at) from ${n.events} where tenant_id = $1 and status = 'pending'),
+                    (select min(created_at) from ${n.deliveries} where tenant_id = $1 and status in ('pending', 'failed'))
                   ))::float8 as oldest_pending_age_seconds,
                   (select count(*)::int from blocked) as blocked_count,
                   coalesce((select json_agg(b order by b.consumer, b.seq) from (
                               select k.consumer_name as consumer, e.aggregate_type as "aggregateType",
                                      e.aggregate_id as "aggregateId", k.event_id as "deadEventId", k.event_seq as seq,
-                                     (select count(*)::int from ${DELIVERIES} w
+                                     (select count(*)::int from ${n.deliveries} w
                                        where w.tenant_id = $1 and w.consumer_name = k.consumer_name
                                          and w.aggregate_key = k.aggregate_key and w.event_seq > k.event_seq
                                          and w.status <> 'delivered') as "waitingDeliveries"
-                                from blocked k join ${EVENTS} e on e.id = k.event_id
+                                from blocked k join ${n.events} e on e.id = k.event_id
                                order by k.consumer_name, k.event_seq
                                limit $4) b),
                            '[]'::json) as blocked`,
@@ -100,13 +98,16 @@ export interface FailedFilter {
  * delivery state and last error, plus the total matching. `consumer` keeps the events dead for that consumer.
  * Walks `event_outbox_failed_idx` backwards.
  */
-export function failedEventsPage(p: FailedFilter & { limit: number; offset: number }): SqlStatement {
+export function failedEventsPage(
+  n: OutboxNames,
+  p: FailedFilter & { limit: number; offset: number },
+): SqlStatement {
   return {
     text: `with f as (
-             select e.id, e.seq, e.failed_at from ${EVENTS} e
+             select e.id, e.seq, e.failed_at from ${n.events} e
               where e.tenant_id = $1 and e.status = 'failed'
                 and ($4::text is null or e.event_name = $4)
-                and ($5::text is null or exists (select 1 from ${DELIVERIES} d
+                and ($5::text is null or exists (select 1 from ${n.deliveries} d
                                                   where d.event_id = e.id and d.consumer_name = $5 and d.status = 'dead'))
            ), page as (
              select id, seq, failed_at from f order by failed_at desc nulls last, seq desc limit $2 offset $3
@@ -121,16 +122,16 @@ export function failedEventsPage(p: FailedFilter & { limit: number; offset: numb
                                                      'consumer', d.consumer_name, 'status', d.status, 'attempts', d.attempt_count,
                                                      'errorCode', d.error_code, 'lastError', d.last_error, 'updatedAt', d.updated_at)
                                                    order by d.consumer_name)
-                                              from ${DELIVERIES} d where d.event_id = e.id and d.tenant_id = $1))
+                                              from ${n.deliveries} d where d.event_id = e.id and d.tenant_id = $1))
                            order by p.failed_at desc nulls last, p.seq desc)
-                      from page p join ${EVENTS} e on e.id = p.id
+                      from page p join ${n.events} e on e.id = p.id
                   ), '[]'::json) as items`,
     values: [p.tenantId, p.limit, p.offset, p.eventName, p.consumer],
   };
 }
 
 /** One event of a tenant with the state of its delivery to each consumer (and when its inbox row was written). */
-export function eventDeliveries(tenantId: string, eventId: string): SqlStatement {
+export function eventDeliveries(n: OutboxNames, tenantId: string, eventId: string): SqlStatement {
   return {
     text: `select e.id as event_id, e.event_name, e.status, e.payload, e.aggregate_type, e.aggregate_id, e.correlation_id,
                   e.schema_version, e.occurred_at, e.created_at, e.published_at, e.failed_at, e.error_message,
@@ -142,10 +143,10 @@ export function eventDeliveries(tenantId: string, eventId: string): SqlStatement
                                      'inboxAt', i.processed_at, 'externalRunId', d.external_run_id,
                                      'createdAt', d.created_at, 'updatedAt', d.updated_at)
                                    order by d.consumer_name)
-                              from ${DELIVERIES} d
-                              left join ${INBOX} i on i.event_id = d.event_id and i.consumer_name = d.consumer_name
+                              from ${n.deliveries} d
+                              left join ${n.inbox} i on i.event_id = d.event_id and i.consumer_name = d.consumer_name
                              where d.event_id = e.id and d.tenant_id = $1), '[]'::json) as deliveries
-             from ${EVENTS} e
+             from ${n.events} e
             where e.tenant_id = $1 and e.id = $2`,
     values: [tenantId, eventId],
   };
@@ -160,18 +161,18 @@ export function eventDeliveries(tenantId: string, eventId: string): SqlStatement
  * outcomes, so replay cannot deadlock with a relay. `for update` (no skip): a failed delivery that a relay is
  * claiming right now is waited for and then re-checked — once it is `processing` it is left alone.
  */
-export function replayDeliveries(p: FailedFilter & { eventId: string | null }): SqlStatement {
+export function replayDeliveries(n: OutboxNames, p: FailedFilter & { eventId: string | null }): SqlStatement {
   return {
     text: `with targets as (
-             select d.id, d.status = 'dead' as was_dead from ${DELIVERIES} d
+             select d.id, d.status = 'dead' as was_dead from ${n.deliveries} d
               where d.tenant_id = $1 and d.status in ('dead', 'failed')
                 and ($2::uuid is null or d.event_id = $2)
                 and ($3::text is null or d.consumer_name = $3)
-                and ($4::text is null or exists (select 1 from ${EVENTS} e where e.id = d.event_id and e.event_name = $4))
+                and ($4::text is null or exists (select 1 from ${n.events} e where e.id = d.event_id and e.event_name = $4))
               order by d.id
                 for update of d
            ), reset as (
-             update ${DELIVERIES} d
+             update ${n.deliveries} d
                 set status = 'pending', attempt_count = 0, next_attempt_at = now(),
                     lease_token = null, lease_expires_at = null, updated_at = now()
                from targets t
@@ -180,7 +181,7 @@ export function replayDeliveries(p: FailedFilter & { eventId: string | null }): 
            ), per_event as (
              select event_id, count(*) filter (where was_dead)::int as revived from reset group by event_id
            ), events as (
-             update ${EVENTS} e
+             update ${n.events} e
                 set deliveries_dead = e.deliveries_dead - p.revived,
                     deliveries_open = e.deliveries_open + p.revived,
                     status = case when e.deliveries_dead - p.revived > 0 then 'failed' else 'processing' end,
@@ -201,23 +202,24 @@ export function replayDeliveries(p: FailedFilter & { eventId: string | null }): 
  * locking the event first cannot deadlock with it, and no inbox row goes while its event could be redelivered.
  */
 export function purgeEvents(
+  n: OutboxNames,
   p: FailedFilter & { eventId: string | null; statuses: readonly string[] },
 ): SqlStatement {
   return {
     text: `with doomed as (
-             select e.id from ${EVENTS} e
+             select e.id from ${n.events} e
               where e.tenant_id = $1 and e.status = any($2::text[]) and e.deliveries_open = 0
                 and ($3::uuid is null or e.id = $3)
                 and ($4::text is null or e.event_name = $4)
-                and ($5::text is null or exists (select 1 from ${DELIVERIES} d
+                and ($5::text is null or exists (select 1 from ${n.deliveries} d
                                                   where d.event_id = e.id and d.consumer_name = $5 and d.status = 'dead'))
                 for update of e
            ), inbox as (
-             delete from ${INBOX} i using doomed where i.event_id = doomed.id and i.tenant_id = $1
+             delete from ${n.inbox} i using doomed where i.event_id = doomed.id and i.tenant_id = $1
            ), deliveries as (
-             delete from ${DELIVERIES} d using doomed where d.event_id = doomed.id and d.tenant_id = $1
+             delete from ${n.deliveries} d using doomed where d.event_id = doomed.id and d.tenant_id = $1
            ), events as (
-             delete from ${EVENTS} e using doomed where e.id = doomed.id returning 1
+             delete from ${n.events} e using doomed where e.id = doomed.id returning 1
            )
            select count(*)::int as purged from events`,
     values: [p.tenantId, p.statuses, p.eventId, p.eventName, p.consumer],
@@ -229,12 +231,12 @@ export function purgeEvents(
  * reported it within `orphanAfterMs`; says whether it was found, live, and deleted. Not tenant-scoped: the
  * registry is shared.
  */
-export function forgetConsumer(name: string, orphanAfterMs: number): SqlStatement {
+export function forgetConsumer(n: OutboxNames, name: string, orphanAfterMs: number): SqlStatement {
   return {
     text: `with target as (
-             select name, last_seen_at > now() - $2 * interval '1 millisecond' as live from ${CONSUMERS} where name = $1
+             select name, last_seen_at > now() - $2 * interval '1 millisecond' as live from ${n.consumers} where name = $1
            ), deleted as (
-             delete from ${CONSUMERS} c using target t where c.name = t.name and not t.live returning 1
+             delete from ${n.consumers} c using target t where c.name = t.name and not t.live returning 1
            )
            select (select count(*) from target)::int as found, coalesce((select live from target), false) as live,
                   (select count(*) from deleted)::int as deleted`,
@@ -248,19 +250,19 @@ export function forgetConsumer(name: string, orphanAfterMs: number): SqlStatemen
  * older than `days` with their rows, through the SECURITY DEFINER function that crosses tenants. Returns the
  * number deleted, or null when another instance holds the lock. `case` evaluates the lock first.
  */
-export function purgeSettledBatch(days: number, batchSize: number): SqlStatement {
+export function purgeSettledBatch(n: OutboxNames, days: number, batchSize: number): SqlStatement {
   return {
     text: `select case when pg_try_advisory_xact_lock(hashtextextended($1, 0))
-                       then ${PURGE_SETTLED}(now() - $2::float8 * interval '1 day', $3)
+                       then ${n.purgeSettled}(now() - $2::float8 * interval '1 day', $3)
                   end as deleted`,
-    values: [RETENTION_LOCK, days, batchSize],
+    values: [n.retentionLock, days, batchSize],
   };
 }
 
 /** Age in seconds of the oldest work not done, across tenants, leaving out consumers orphaned for `orphanAfterMs`. */
-export function oldestPendingAge(orphanAfterMs: number): SqlStatement {
+export function oldestPendingAge(n: OutboxNames, orphanAfterMs: number): SqlStatement {
   return {
-    text: `select ${OLDEST_PENDING_AGE}($1 * interval '1 millisecond') as seconds`,
+    text: `select ${n.oldestPendingAge}($1 * interval '1 millisecond') as seconds`,
     values: [orphanAfterMs],
   };
 }

@@ -3,10 +3,8 @@
  * tenant: the kit runs them under that tenant's row-level security context when the app's role needs one, and
  * names it in `where` too, so a connection that bypasses RLS sees that tenant only.
  */
-import { OUTBOX_SCHEMA, type SqlStatement } from './outbox.queries';
-
-const EVENTS = `${OUTBOX_SCHEMA}.event_outbox`;
-const DELIVERIES = `${OUTBOX_SCHEMA}.outbox_deliveries`;
+import type { SqlStatement } from './statement';
+import type { OutboxNames } from './schema';
 
 /** A row of `enqueuedEvents`. */
 export interface EnqueuedEventRow {
@@ -23,11 +21,15 @@ export interface EnqueuedEventRow {
 }
 
 /** The committed events of a name (every name when null), in enqueue order. */
-export function enqueuedEvents(eventName: string | null, tenantId: string | null): SqlStatement {
+export function enqueuedEvents(
+  n: OutboxNames,
+  eventName: string | null,
+  tenantId: string | null,
+): SqlStatement {
   return {
     text: `select id, tenant_id, event_name, payload, aggregate_type, aggregate_id, occurred_at, correlation_id,
                   schema_version, status
-             from ${EVENTS}
+             from ${n.events}
             where ($1::text is null or event_name = $1) and ($2::uuid is null or tenant_id = $2)
             order by seq`,
     values: [eventName, tenantId],
@@ -46,10 +48,10 @@ export interface EventDeliveryRow {
 }
 
 /** The delivery rows of one event, by consumer name. */
-export function eventDeliveries(eventId: string, tenantId: string | null): SqlStatement {
+export function eventDeliveries(n: OutboxNames, eventId: string, tenantId: string | null): SqlStatement {
   return {
     text: `select consumer_name, status, attempt_count, error_code, last_error, next_attempt_at, processed_at
-             from ${DELIVERIES}
+             from ${n.deliveries}
             where event_id = $1 and ($2::uuid is null or tenant_id = $2)
             order by consumer_name`,
     values: [eventId, tenantId],
@@ -61,10 +63,10 @@ export function eventDeliveries(eventId: string, tenantId: string | null): SqlSt
  * waiting out the backoff (or faking the clock the relay's SQL reads: it uses the database's `now()`). Returns
  * how many.
  */
-export function makeRetriesDue(tenantId: string | null): SqlStatement {
+export function makeRetriesDue(n: OutboxNames, tenantId: string | null): SqlStatement {
   return {
     text: `with due as (
-             update ${DELIVERIES} set next_attempt_at = now()
+             update ${n.deliveries} set next_attempt_at = now()
               where status = 'failed' and next_attempt_at > now() and ($1::uuid is null or tenant_id = $1)
              returning 1)
            select count(*)::int as made_due from due`,

@@ -1,0 +1,24 @@
+import { Logger } from '@nestjs/common';
+import { errorText } from '../errors/error-text';
+import { RELAY_LOG_CONTEXT } from './tenant-batch';
+
+/** Work the relay does not wait for in the round (commits, releases, vacuums); `stop()` waits for it. */
+export class BackgroundWork {
+  private readonly logger = new Logger(RELAY_LOG_CONTEXT);
+  private readonly pending = new Set<Promise<void>>();
+
+  /** Runs `work` without holding the round up: never rejects (logs), and `settle()` waits for it. */
+  track(work: Promise<unknown>): Promise<void> {
+    const tracked: Promise<void> = work
+      .then(() => undefined)
+      .catch((error: unknown) => this.logger.error(`relay background work failed: ${errorText(error)}`))
+      .finally(() => this.pending.delete(tracked));
+    this.pending.add(tracked);
+    return tracked;
+  }
+
+  /** Waits until no background work is left (work may start more of it: a commit, then a vacuum). */
+  async settle(): Promise<void> {
+    while (this.pending.size > 0) await Promise.all(this.pending);
+  }
+}

@@ -1,0 +1,102 @@
+import { Logger } from '@nestjs/common';
+import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+import type { OutboxStore } from '../store/outbox.store';
+import * as q from '../store/sql';
+import { isUuid } from '../outbox.constants';
+import { RELAY_LOG_CONTEXT } from './tenant-batch';
+
+/** A tenant with due work, and which kind (a row of `outbox_due_tenants`). */
+export interface DueTenant {
+  tenant_id: string;
+  has_new: boolean;
+  has_due: boolean;
+}
+
+/** Longest time between two scans for due tenants while rounds go by hints (see `DueTenantPlanner.plan`). */
+const FULL_SCAN_EVERY_MS = 100;
+
+/**
+ * Which tenants a round visits, and in what order: the tenants that wake-ups named (or whose last batch came
+ * back full) first, then those a scan of `outbox_due_tenants` finds, from a cursor when there are more than one
+ * round visits; or the tenants `relay.tenants` supplies.
+ */
+export class DueTenantPlanner {
+  private readonly logger = new Logger(RELAY_LOG_CONTEXT);
+  /** Tenants known to have new events (woken with their id, or their last batch came back full). */
+  private readonly hinted = new Set<string>();
+  /** When the last `outbox_due_tenants` scan ran, and whether it listed every due tenant. */
+  private lastScan = { at: 0, complete: false };
+  /** The last tenant a scan listed when it listed as many as one round visits: the next scan starts after it. */
+  private lastTenant: string | null = null;
+
+  constructor(
+    private readonly options: ResolvedOutboxOptions,
+    private readonly store: OutboxStore,
+  ) {}
+
+  /** Notes tenants with new events (ids that are not UUIDs are ignored). */
+  hint(tenants: Iterable<string>): void {
+    for (const tenant of tenants) if (isUuid(tenant)) this.hinted.add(tenant.toLowerCase());
+  }
+
+  /** A batch of this tenant came back full: more is waiting, the next round can come straight back here. */
+  noteFull(tenantId: string): void {
+    this.hinted.add(tenantId);
+  }
+
+  /**
+   * Hands the round its tenants, in one or two goes (`visit`), and says whether due tenants were left for the
+   * next round. The named tenants first: a round that also scans for due tenants does so after them, so a
+   * wake-up never waits for the scan. Scans come when the last one is older than FULL_SCAN_EVERY_MS or did not
+   * list every due tenant, and whenever no tenant was named: while rounds keep coming, no tenant waits longer
+   * than that for a scan to find it (between rounds, the poll is the bound). Too many named tenants for one
+   * round: the scan takes them in turn with the others.
+   */
+  async plan(
+    visit: (tenants: readonly DueTenant[]) => Promise<void>,
+    stopping: () => boolean,
+  ): Promise<boolean> {
+    const { maxTenantsPerRound } = this.options.relay;
+    if (this.options.relay.tenants) {
+      const supplied = await this.suppliedTenants();
+      this.hinted.clear();
+      await visit(supplied.map((tenant_id) => ({ tenant_id, has_new: true, has_due: true })));
+      return false;
+    }
+    const hinted = this.hinted.size <= maxTenantsPerRound ? [...this.hinted] : [];
+    this.hinted.clear();
+    await visit(hinted.map((tenant_id) => ({ tenant_id, has_new: true, has_due: false })));
+    if (stopping() || (hinted.length > 0 && this.scanIsFresh())) return false;
+    const scanned = await this.store.query<DueTenant>(
+      q.dueTenants(this.options.names, maxTenantsPerRound, this.lastTenant),
+    );
+    this.lastScan = { at: Date.now(), complete: scanned.length < maxTenantsPerRound };
+    // With more due tenants than one round visits, the next round starts after the last one visited.
+    this.lastTenant = scanned.length === maxTenantsPerRound ? scanned[scanned.length - 1]!.tenant_id : null;
+    // a tenant visited above for its new events is visited again only for the retries the scan says are due
+    const visited = new Set(hinted);
+    await visit(
+      scanned
+        .filter((due) => !visited.has(due.tenant_id) || due.has_due)
+        .map((due) => (visited.has(due.tenant_id) ? { ...due, has_new: false } : due)),
+    );
+    return this.lastTenant !== null;
+  }
+
+  /** True when the last scan for due tenants listed every one of them, less than FULL_SCAN_EVERY_MS ago. */
+  private scanIsFresh(): boolean {
+    return this.lastScan.complete && Date.now() - this.lastScan.at < FULL_SCAN_EVERY_MS;
+  }
+
+  /** The tenants from `relay.tenants`; ids that are not UUIDs are skipped with a warning. */
+  private async suppliedTenants(): Promise<string[]> {
+    const tenants = await this.options.relay.tenants!();
+    const valid = tenants.filter((tenant) => typeof tenant === 'string' && isUuid(tenant));
+    if (valid.length < tenants.length) {
+      this.logger.warn(
+        `relay.tenants returned ${tenants.length - valid.length} ids that are not UUIDs; they were skipped`,
+      );
+    }
+    return valid;
+  }
+}

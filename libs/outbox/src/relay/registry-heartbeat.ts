@@ -1,0 +1,45 @@
+import { Logger } from '@nestjs/common';
+import { errorText } from '../errors/error-text';
+import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+import type { OutboxConsumerRegistry } from '../registry/outbox-consumer.registry';
+import type { OutboxStore } from '../store/outbox.store';
+import * as q from '../store/sql';
+import { RELAY_LOG_CONTEXT } from './tenant-batch';
+
+/**
+ * This instance's entry in the persisted registry: which consumers it hosts, so that fan-out (on any instance)
+ * creates their delivery rows. Refreshed at bootstrap, then before a round once `registry.heartbeatMs` passed;
+ * left at shutdown.
+ */
+export class RegistryHeartbeat {
+  private readonly logger = new Logger(RELAY_LOG_CONTEXT);
+  private last = 0;
+
+  constructor(
+    private readonly instanceId: string,
+    private readonly options: ResolvedOutboxOptions,
+    private readonly registry: OutboxConsumerRegistry,
+    private readonly store: OutboxStore,
+  ) {}
+
+  /** Records that this instance hosts its consumers now. */
+  async beat(): Promise<void> {
+    const consumers = this.registry.consumers();
+    if (consumers.length > 0)
+      await this.store.query(q.heartbeatConsumers(this.options.names, this.instanceId, consumers));
+    this.last = Date.now();
+  }
+
+  /** Beats when the last beat is `registry.heartbeatMs` old. */
+  async beatIfDue(): Promise<void> {
+    if (Date.now() - this.last >= this.options.registry.heartbeatMs) await this.beat();
+  }
+
+  /** Removes this instance from the registry's host lists, if it ever joined them; never throws (logs). */
+  async leave(): Promise<void> {
+    if (this.last === 0) return;
+    await this.store
+      .query(q.forgetInstance(this.options.names, this.instanceId))
+      .catch((error) => this.logger.warn(`could not leave the registry: ${errorText(error)}`));
+  }
+}

@@ -1,0 +1,245 @@
+import { Logger } from '@nestjs/common';
+import {
+  fromFanOut,
+  toClaimedDelivery,
+  type ClaimedDelivery,
+  type ClaimedRow,
+  type FanOutResult,
+} from '../delivery/claimed-delivery';
+import { failed, outcomeTarget } from '../delivery/delivery-outcome';
+import { messages } from '../errors/outbox.messages';
+import { sqlState } from '../errors/sql-state';
+import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+import type { OutboxConsumer } from '../registry/outbox-consumer';
+import type { OutboxConsumerRegistry } from '../registry/outbox-consumer.registry';
+import type { OutboxStore, RoundConnection } from '../store/outbox.store';
+import * as q from '../store/sql';
+import type { BackgroundWork } from './background-work';
+import type { DueTenant } from './due-tenant-planner';
+import type { ExternalBatch } from './external-batch';
+import type { LocalBatch } from './local-batch';
+import type { OutcomeRecorder } from './outcome-recorder';
+import type { OutboxInstrumentation } from '../observability/outbox-instrumentation';
+import type { RelayRoundResult } from './relay-round';
+import {
+  batchContext,
+  newTenantBatch,
+  relayContext,
+  RELAY_LOG_CONTEXT,
+  type Assigned,
+  type Settled,
+  type TenantBatch,
+} from './tenant-batch';
+
+/** SQLSTATE `query_canceled`: a statement ran past its `statement_timeout`. */
+const QUERY_CANCELED = '57014';
+
+/** Claims in a row for one tenant when each found only events other relays had just leased (see `claimUpTo`). */
+const MAX_CLAIMS_PER_ROUND = 3;
+
+/** The fan-out's result when it was not run (no new events). */
+const NOTHING_FANNED_OUT: FanOutResult = { deliveries: [], leases: [], written: [], lost: 0 };
+
+/** What one tenant's visit did: its counts (final once `settled` resolves), and the size its claim took. */
+export interface TenantVisit {
+  result: RelayRoundResult;
+  settled: Promise<void>;
+  limit: number;
+}
+
+/**
+ * One tenant's visit in a round: the claim — one transaction, one round trip, which also begins the batch
+ * transaction when in-process handlers may have work — then the routing of what it claimed: in-process
+ * deliveries to the local batch, webhooks and brokers to the external batch, deliveries that need no handler
+ * recorded at once.
+ */
+export class TenantRound {
+  private readonly logger = new Logger(RELAY_LOG_CONTEXT);
+  /** Events (and due deliveries) a claim takes: `relay.batchSize`, less after a claim that timed out. */
+  private claimLimit: number;
+
+  constructor(
+    private readonly options: ResolvedOutboxOptions,
+    private readonly registry: OutboxConsumerRegistry,
+    private readonly store: OutboxStore,
+    private readonly local: LocalBatch,
+    private readonly external: ExternalBatch,
+    private readonly recorder: OutcomeRecorder,
+    private readonly background: BackgroundWork,
+    private readonly instrumentation: OutboxInstrumentation,
+  ) {
+    this.claimLimit = options.relay.batchSize;
+  }
+
+  async visit(due: DueTenant, overlap: boolean): Promise<TenantVisit> {
+    const batch = newTenantBatch(due.tenant_id);
+    const { result } = batch;
+    const tenantConsumers = await this.registry.tenantConsumers(batch.tenantId);
+    const scoped = new Map(tenantConsumers.map((c) => [c.name, c]));
+    const consumerNamed = (name: string): OutboxConsumer | undefined =>
+      this.registry.get(name) ?? scoped.get(name);
+    const connection = this.store.round();
+    let settled = Promise.resolve();
+    // once the local batch takes the connection over, its commit releases it
+    let handedOver = false;
+    let claimLimit = this.options.relay.batchSize;
+    try {
+      const { claimed, events, limit } = await this.claim(connection, batch, due, tenantConsumers);
+      result.eventsClaimed = events;
+      result.deliveriesClaimed = claimed.length;
+      claimLimit = limit;
+      // instrumentation: batch size, lease recoveries
+      this.instrumentation.batchClaimed({ tenantId: batch.tenantId, events, deliveries: claimed });
+      if (claimed.length === 0) {
+        // Nothing to do: the (empty) batch transaction is rolled back without holding the round up.
+        handedOver = true;
+        settled = this.background.track(connection.release());
+        return { result, settled, limit: claimLimit };
+      }
+
+      const local: Assigned[] = [];
+      const remote: Assigned[] = [];
+      const unclaimed: Settled[] = [];
+      for (const delivery of claimed) {
+        const consumer = consumerNamed(delivery.consumerName);
+        if (!consumer) {
+          // Claimed for a tenant-scoped consumer removed in between: give the attempt back; it waits as pending.
+          unclaimed.push({
+            delivery,
+            outcome: {
+              ...outcomeTarget(delivery),
+              status: 'deferred',
+              errorCode: 'consumerUnavailable',
+              error: `consumer ${delivery.consumerName} is not available on this instance`,
+              retryInMs: this.options.relay.leaseMs,
+            },
+          });
+        } else if (delivery.recovered && delivery.attempt > consumer.maxAttempts) {
+          // Attempts kept starting and never finishing: the process likely dies on this event. Stop here.
+          const poisoned = failed(
+            delivery,
+            consumer,
+            'staleLeaseRecovered',
+            messages.likelyPoison(delivery.attempt - 1),
+            { dead: true },
+          );
+          unclaimed.push({ delivery, outcome: poisoned });
+          // instrumentation: an attempt that ends before it starts
+          this.instrumentation.attemptStarted(delivery, consumer)?.ended?.(poisoned);
+        } else {
+          (consumer.kind === 'handler' ? local : remote).push({ delivery, consumer });
+        }
+      }
+      // Outcomes settled without a handler go with the local batch when there is one: an event's lease is released
+      // only once every one of its in-process pairs is recorded, and pairs of one event may be split between lists.
+      if (local.length > 0) {
+        handedOver = true;
+        ({ settled } = await this.local.run(connection, batch, { assigned: local, unclaimed }, overlap));
+      } else {
+        if (unclaimed.length > 0)
+          await this.recorder.record(
+            batch,
+            unclaimed.map((u) => u.outcome),
+            connection,
+          );
+        // No transaction stays open, and no connection is held, across network I/O.
+        await connection.release();
+      }
+      if (remote.length > 0) await this.recorder.record(batch, await this.external.send(batch, remote));
+      return { result, settled, limit: claimLimit };
+    } finally {
+      if (!handedOver) await connection.release();
+    }
+  }
+
+  /**
+   * The claim, made smaller when it outlives its own bound (`relay.leaseMs`), and larger again, up to
+   * `relay.batchSize`, after a full claim that took under a quarter of it. Fan-out first: the due-claim in the
+   * same transaction then takes the new rows of ordered consumers.
+   */
+  private async claim(
+    connection: RoundConnection,
+    batch: TenantBatch,
+    due: DueTenant,
+    tenantConsumers: readonly OutboxConsumer[],
+  ): Promise<{ claimed: ClaimedDelivery[]; events: number; limit: number }> {
+    const { leaseMs, batchSize } = this.options.relay;
+    for (;;) {
+      const limit = this.claimLimit;
+      const began = Date.now();
+      try {
+        const claimed = await this.claimUpTo(limit, connection, batch, due, tenantConsumers);
+        // A claim that came back full well within its bound: the next may take more, up to relay.batchSize.
+        if (limit < batchSize && claimed.full && Date.now() - began < leaseMs / 4)
+          this.claimLimit = Math.min(batchSize, limit * 2);
+        return { ...claimed, limit };
+      } catch (error) {
+        // Its own bound (relay.leaseMs) is too short for a claim of this size here: take fewer at a time.
+        if (sqlState(error) !== QUERY_CANCELED || limit === 1) throw error;
+        this.claimLimit = Math.max(1, Math.floor(limit / 2));
+        this.logger.warn(
+          `a claim of ${limit} for tenant ${batch.tenantId} outlived its statement bound (relay.leaseMs = ${leaseMs} ms); claiming ${this.claimLimit} at a time`,
+        );
+      }
+    }
+  }
+
+  private async claimUpTo(
+    limit: number,
+    connection: RoundConnection,
+    batch: TenantBatch,
+    { has_new: hasNew, has_due: hasDue }: DueTenant,
+    tenantConsumers: readonly OutboxConsumer[],
+  ): Promise<{ claimed: ClaimedDelivery[]; events: number; full: boolean }> {
+    const { leaseMs } = this.options.relay;
+    const { tenantId, leaseToken } = batch;
+    const hosted =
+      tenantConsumers.length === 0
+        ? this.registry.names()
+        : [...this.registry.names(), ...tenantConsumers.map((c) => c.name)];
+    const inProcess = this.registry.inProcessNames();
+    const claimDue = hasDue || (hasNew && this.hostsOrdered(tenantConsumers));
+    const statements = [
+      relayContext(this.options, tenantId, { durable: false }),
+      hasNew
+        ? q.fanOutPendingEvents(this.options.names, {
+            tenantId,
+            hosted,
+            inProcess,
+            tenantConsumers,
+            liveWithinMs: this.options.registry.liveWithinMs,
+            limit,
+            leaseToken,
+            leaseMs,
+          })
+        : null,
+      claimDue
+        ? q.claimDueDeliveries(this.options.names, {
+            tenantId,
+            consumers: hosted,
+            limit,
+            leaseToken,
+            leaseMs,
+          })
+        : null,
+    ];
+    const opening = inProcess.length > 0 ? [batchContext(this.options, batch)] : null;
+    for (let claims = 1; ; claims++) {
+      const [, fanOutRows, dueRows] = await connection.claim(statements, opening);
+      const fresh = fromFanOut((fanOutRows[0] as FanOutResult | undefined) ?? NOTHING_FANNED_OUT);
+      const due = (dueRows as (ClaimedRow & { consumer_name: string })[]).map(toClaimedDelivery);
+      // A claim whose snapshot predates another relay's claim can lock the events that relay just leased; the
+      // lease upsert leaves them to it. When that is all this claim found, claim again, with a fresh snapshot.
+      const empty = fresh.deliveries.length === 0 && fresh.events === 0 && due.length === 0;
+      if (!empty || fresh.lost === 0 || claims >= MAX_CLAIMS_PER_ROUND) {
+        const full = fresh.events >= limit || due.length >= limit;
+        return { claimed: [...fresh.deliveries, ...due], events: fresh.events, full };
+      }
+    }
+  }
+
+  /** True when an ordered consumer is hosted here: its new rows wait as pending for the due-claim. */
+  private hostsOrdered(tenantConsumers: readonly OutboxConsumer[]): boolean {
+    return this.registry.hasOrdered() || tenantConsumers.some((c) => c.ordered);
+  }
+}

@@ -1,0 +1,59 @@
+import type { PoolClient, QueryConfig, QueryResult } from 'pg';
+import type { QueryRunner } from 'typeorm';
+import type { SqlStatement } from './sql';
+
+/**
+ * A statement as the relay sends it: its text and bound values, and, for a statement with a prepared form
+ * while `relay.preparedStatements` is on, the name under which pg parses it once per connection (pg keeps the
+ * names it parsed on the connection and sends only Bind/Execute after the first time).
+ */
+export interface Sent {
+  statement: SqlStatement;
+  name?: string;
+}
+
+/** The pg connection a TypeORM runner holds (connected on first use). */
+export async function pgConnection(runner: QueryRunner): Promise<PoolClient> {
+  return (await runner.connect()) as PoolClient;
+}
+
+/**
+ * Switches pg's pipeline mode on for a connection the relay holds, or off before it goes back to the pool: in
+ * pipeline mode pg writes each query as soon as it is given, without waiting for the results of the ones before,
+ * so the statements of one transaction travel in one round trip (see docs/adr/0501-bound-parameters-on-pg-pipeline.md).
+ * pg reads the flag each time it sends; the relay changes it only while nothing is queued on the connection (it
+ * waits for all it sent). The app's pool stays as the app made it: outside the relay's rounds, cursors and
+ * streams (refused in pipeline mode) keep working.
+ */
+export function setPipeline(connection: PoolClient, on: boolean): void {
+  if (connection.pipeline !== on) (connection as { pipeline: boolean }).pipeline = on;
+}
+
+/**
+ * Writes the statements on the connection, in order, without waiting (the connection must be in pipeline mode
+ * for them to share a round trip), and returns each one's result. Every promise is observed, so a statement
+ * that fails after an earlier failure (an aborted transaction fails the rest) never goes unhandled.
+ */
+export function sendAll(connection: PoolClient, statements: readonly Sent[]): Promise<QueryResult>[] {
+  return statements.map(({ statement, name }) => {
+    const config: QueryConfig = { text: statement.text, values: statement.values };
+    if (name !== undefined) config.name = name;
+    const result = connection.query(config);
+    result.catch(() => undefined);
+    return result;
+  });
+}
+
+/** Waits for every result; throws the first statement's error (the cause: those after it fail because of it). */
+export async function allResults(results: readonly Promise<QueryResult>[]): Promise<QueryResult[]> {
+  const settled = await Promise.allSettled(results);
+  const failure = settled.find((s) => s.status === 'rejected');
+  if (failure) throw (failure as PromiseRejectedResult).reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<QueryResult>).value);
+}
+
+/** True while the connection is inside a transaction block (healthy or aborted), as its last result said. */
+export function inTransactionBlock(connection: PoolClient): boolean {
+  const status = connection.getTransactionStatus();
+  return status === 'T' || status === 'E';
+}

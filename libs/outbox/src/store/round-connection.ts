@@ -1,0 +1,258 @@
+import type { PoolClient, QueryResult } from 'pg';
+import type { QueryRunner } from 'typeorm';
+import { OutboxTransactionEndedError } from '../errors/outbox.error';
+import { messages } from '../errors/outbox.messages';
+import { sqlState } from '../errors/sql-state';
+import { NIL_UUID } from '../outbox.constants';
+import { allResults, inTransactionBlock, pgConnection, sendAll, setPipeline, type Sent } from './pipeline';
+import type { PreparedStatements } from './prepared-statements';
+import * as q from './sql';
+
+/** A statement of a transaction sent in one round trip, or `null` when this transaction does not need it. */
+export type Step = q.SqlStatement | null;
+
+/** SQLSTATE `invalid_sql_statement_name`: a named statement this session does not have. */
+export const PREPARED_STATEMENT_MISSING = '26000';
+
+const BEGIN: q.SqlStatement = { text: 'begin', values: [] };
+const COMMIT: q.SqlStatement = { text: 'commit', values: [] };
+const ROLLBACK: q.SqlStatement = { text: 'rollback', values: [] };
+
+/** What the relay needs of the store to send its statements (see `OutboxStore`). */
+export interface RelayTransport {
+  readonly prepared: PreparedStatements;
+  readonly names: q.OutboxNames;
+  readonly tenantSetting: string;
+  readonly leaseMs: number;
+}
+
+/**
+ * Sends `steps` on a pipelined connection without waiting between them and returns each one's rows (`[]` for
+ * a `null`, or for a statement sent only to set something up). A statement with a prepared form goes named,
+ * after the setting that makes it run its generic plan, which is set back before the next statement with
+ * parameters that is not named. Waits for every result; throws the
+ * first error (a failed statement aborts its transaction: those after it fail too, and a `commit` after it
+ * rolls back).
+ */
+export async function sendSteps(
+  transport: RelayTransport,
+  connection: PoolClient,
+  steps: readonly Step[],
+  last?: () => Promise<unknown>,
+): Promise<unknown[][]> {
+  const sent: Sent[] = [];
+  let generic = false;
+  const resultAt = steps.map((statement) => {
+    if (statement === null) return null;
+    const name = transport.prepared.nameOn(connection, statement);
+    if (name === undefined) {
+      // only a statement with parameters is planned through the plan cache (one without goes as a simple query)
+      if (generic && statement.values.length > 0) {
+        sent.push({ statement: q.genericPlans(false) });
+        generic = false;
+      }
+      return sent.push({ statement }) - 1;
+    }
+    if (!generic) sent.push({ statement: q.genericPlans(true) });
+    generic = true;
+    return sent.push({ statement, name }) - 1;
+  });
+  const results = sendAll(connection, sent);
+  // what TypeORM sends itself (its `START TRANSACTION`, `COMMIT`) goes last, in the same round trip
+  const closing = last?.();
+  let settled: QueryResult[];
+  try {
+    settled = await allResults(results);
+  } finally {
+    await closing?.catch(() => undefined);
+  }
+  await closing;
+  return resultAt.map((at) => (at === null ? [] : settled[at]!.rows));
+}
+
+/**
+ * One relay round's connection, in pg's pipeline mode while the round holds it (see `setPipeline`). The claim
+ * commits on it and, in the same round trip, the batch transaction in which in-process handlers run begins —
+ * through TypeORM's own `startTransaction()`, so handlers see it open (their `manager.transaction()` makes a
+ * savepoint) and its subscribers hear of its commit or rollback. That transaction closes with the statements
+ * that record the outcomes, sent with TypeORM's `commitTransaction()`. So a round costs two round trips besides
+ * the handlers' own queries. The batch's context statement (tenant, bounds, marker) waits in `pending` and
+ * goes first in the next round trip inside the batch transaction: a handler's first query, or the closing.
+ */
+export class RoundConnection {
+  private open = false;
+  private connection: PoolClient | null = null;
+  private pending: q.SqlStatement[] = [];
+
+  constructor(
+    readonly runner: QueryRunner,
+    private readonly transport: RelayTransport,
+  ) {}
+
+  /** True while the batch transaction is open. */
+  get inTransaction(): boolean {
+    return this.open;
+  }
+
+  /** True once the connection went back to the pool. */
+  get released(): boolean {
+    return this.runner.isReleased;
+  }
+
+  /** The statements that must go first in the batch transaction's next round trip; taken once. */
+  takePending(): q.SqlStatement[] {
+    const pending = this.pending;
+    this.pending = [];
+    return pending;
+  }
+
+  /**
+   * `begin; …claim; commit` (`null`s as in `OutboxStore.atomically`), and with `opening`, the batch transaction
+   * begun in the same round trip, `opening` pending in it. Returns the claim's rows. A batch transaction still
+   * open (begun by a claim that found nothing) is rolled back first.
+   */
+  async claim(claim: readonly Step[], opening: readonly q.SqlStatement[] | null): Promise<unknown[][]> {
+    try {
+      return await this.claimOnce(claim, opening);
+    } catch (error) {
+      // The connection lost its named statements: the next generation's names are parsed anew.
+      if (sqlState(error) !== PREPARED_STATEMENT_MISSING || !this.connection) throw error;
+      this.transport.prepared.next(this.connection, []);
+      return this.claimOnce(claim, opening);
+    }
+  }
+
+  private async claimOnce(
+    claim: readonly Step[],
+    opening: readonly q.SqlStatement[] | null,
+  ): Promise<unknown[][]> {
+    if (this.open) await this.rollback();
+    const connection = await this.pipelined();
+    const start = opening ? () => this.runner.startTransaction() : undefined;
+    let rows: unknown[][];
+    try {
+      rows = await sendSteps(this.transport, connection, [BEGIN, ...claim, COMMIT], start);
+    } catch (error) {
+      // the batch transaction may have begun after the failed claim (a `commit` after a failure rolls back)
+      if (opening && this.runner.isTransactionActive) {
+        this.open = true;
+        await this.rollback();
+      }
+      throw error;
+    }
+    if (opening) {
+      this.open = true;
+      this.pending = [...opening];
+    }
+    return rows.slice(1, 1 + claim.length);
+  }
+
+  /** Begins the batch transaction (one round trip), `opening` pending in it, unless the claim began it. */
+  async begin(opening: readonly q.SqlStatement[]): Promise<void> {
+    if (this.open) return;
+    await this.pipelined();
+    await this.runner.startTransaction();
+    this.open = true;
+    this.pending = [...opening];
+  }
+
+  /**
+   * Sends `closing` and TypeORM's commit in one round trip; returns the rows of `closing`. A batch transaction
+   * that a handler ended behind the relay's back is not written to: nothing is sent. Rolls back on failure.
+   */
+  async commit(closing: readonly q.SqlStatement[]): Promise<unknown[][]> {
+    const connection = await this.pipelined();
+    try {
+      // outside a transaction every statement would commit on its own: nothing is sent
+      if (!inTransactionBlock(connection)) throw new OutboxTransactionEndedError(messages.batchEnded());
+      const pending = this.takePending();
+      const rows = await sendSteps(this.transport, connection, [...pending, ...closing], () =>
+        this.runner.commitTransaction(),
+      );
+      this.open = false;
+      return rows.slice(pending.length);
+    } catch (error) {
+      await this.rollback();
+      throw error;
+    }
+  }
+
+  /**
+   * Runs statements as one short transaction of their own on this connection (`begin; …; commit`, one round
+   * trip; `null`s as in `OutboxStore.atomically`), after the batch transaction is closed: a batch's failure is
+   * recorded on the connection the batch holds, never on a second one that a small pool may not have.
+   */
+  async atomically(statements: readonly Step[]): Promise<unknown[][]> {
+    if (this.open) await this.rollback();
+    const connection = await this.pipelined();
+    const rows = await sendSteps(this.transport, connection, [BEGIN, ...statements, COMMIT]);
+    return rows.slice(1, -1);
+  }
+
+  /** Rolls the batch transaction back, if open (TypeORM's rollback: its subscribers hear of it). */
+  async rollback(): Promise<void> {
+    if (!this.open) return;
+    this.open = false;
+    this.pending = [];
+    if (this.runner.isTransactionActive) await this.runner.rollbackTransaction().catch(() => undefined);
+  }
+
+  /**
+   * Rolls back what is still open, makes the connection's next generation of named statements when it is due
+   * (see `refreshPrepared`), leaves pipeline mode and returns the connection to the pool (once; later calls do
+   * nothing).
+   */
+  async release(): Promise<void> {
+    if (this.runner.isReleased) return;
+    await this.rollback();
+    if (this.connection) {
+      await this.refreshPrepared(this.connection);
+      setPipeline(this.connection, false);
+    }
+    await this.runner.release();
+  }
+
+  /**
+   * The next generation of the connection's named statements, when due (see `PreparedStatements`): the old
+   * names deallocated on the server, and the fan-out's new one parsed and planned at once by a claim for no
+   * tenant that is rolled back — off the claim's path, as a round lets its connection go, mostly after the
+   * batch's commit, in the background (a claim that parses and makes a generic plan first takes a few ms
+   * longer). Never throws: on failure the next claim parses what it needs in its own round trip.
+   */
+  private async refreshPrepared(connection: PoolClient): Promise<void> {
+    const { prepared, names, tenantSetting, leaseMs } = this.transport;
+    if (!prepared.due(connection)) return;
+    const left = prepared.next(connection, [q.FAN_OUT_NAME, q.PAIR_OUTCOME_NAME]);
+    const warmUp = q.fanOutPendingEvents(names, {
+      tenantId: NIL_UUID,
+      hosted: [],
+      inProcess: [],
+      tenantConsumers: [],
+      liveWithinMs: 1,
+      limit: 1,
+      leaseToken: NIL_UUID,
+      leaseMs: 1,
+    });
+    // a name the server no longer has (or never parsed, as the outcome's may be) fails alone: no transaction
+    const deallocated = sendAll(
+      connection,
+      left.map((name) => ({ statement: { text: `deallocate ${name}`, values: [] } })),
+    );
+    await sendSteps(this.transport, connection, [
+      BEGIN,
+      q.setTransactionContext(tenantSetting, NIL_UUID, leaseMs),
+      warmUp,
+      ROLLBACK,
+    ]).catch(() => sendAll(connection, [{ statement: ROLLBACK }])[0]!.catch(() => undefined));
+    await Promise.allSettled(deallocated);
+  }
+
+  /** The runner's pg connection, in pipeline mode. */
+  private async pipelined(): Promise<PoolClient> {
+    if (!this.connection) {
+      this.connection = await pgConnection(this.runner);
+      setPipeline(this.connection, true);
+    }
+    return this.connection;
+  }
+}

@@ -1,0 +1,82 @@
+import { messages } from '../../errors/outbox.messages';
+import type { SqlStatement } from './statement';
+import type { OutboxNames } from './schema';
+
+/** Columns of a claimed delivery joined with its event. */
+const CLAIMED_COLUMNS = `d.id as delivery_id, d.consumer_name, d.attempt_count, e.id as event_id, e.tenant_id, e.event_name,
+  e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version, e.traceparent`;
+
+/**
+ * For an ordered delivery `d`: an earlier delivery of its aggregate to the same consumer that is not delivered
+ * yet (pending, leased, failed or dead), or an earlier event of the aggregate not fanned out yet. Either one
+ * makes `d` wait. (Within one aggregate, apps serialise their writes, so insert order is commit order.)
+ */
+function earlierInAggregate(n: OutboxNames): string {
+  return `
+  select 1 from ${n.deliveries} p
+   where p.tenant_id = d.tenant_id and p.consumer_name = d.consumer_name and p.aggregate_key = d.aggregate_key
+     and p.event_seq < d.event_seq and p.status <> 'delivered'
+  union all
+  select 1 from ${n.events} pe join ${n.events} me on me.id = d.event_id
+   where pe.tenant_id = d.tenant_id and pe.status = 'pending' and pe.aggregate_id = me.aggregate_id
+     and pe.aggregate_type is not distinct from me.aggregate_type and pe.seq < me.seq`;
+}
+
+/**
+ * Claims deliveries of this tenant that are due for retry, and those whose lease expired (their relay died or
+ * stalled), for the consumers this instance hosts.
+ *
+ * Locking: `for update skip locked` lets several relays claim side by side without waiting on each other; the
+ * claim commits at once with a lease (deadline + random token) instead of holding row locks while handlers run,
+ * so a crashed relay's work is taken over after `lease_expires_at`, and only the holder of the current token
+ * can record an outcome (fencing). The attempt is counted here, at claim time, so a crash still counts and a
+ * poison event cannot crash-loop the relay forever. Two index scans (one per partial index) rather than one
+ * `or`, so each stays an ordered, limited scan over due rows only.
+ */
+export function claimDueDeliveries(
+  n: OutboxNames,
+  p: {
+    tenantId: string;
+    consumers: readonly string[];
+    limit: number;
+    leaseToken: string;
+    leaseMs: number;
+  },
+): SqlStatement {
+  return {
+    text: `with retry as (
+             select d.id from ${n.deliveries} d
+              where d.tenant_id = $1 and d.status in ('pending', 'failed') and d.next_attempt_at <= now()
+                and d.consumer_name = any($2::text[])
+                and (d.aggregate_key is null or not exists (${earlierInAggregate(n)}))
+              order by d.next_attempt_at
+              limit $3
+                for update of d skip locked
+           ), stale as (
+             select id from ${n.deliveries}
+              where tenant_id = $1 and status = 'processing' and lease_expires_at <= now()
+                and consumer_name = any($2::text[])
+              order by lease_expires_at
+              limit $3
+                for update skip locked
+           ), claimed as (
+             update ${n.deliveries} d
+                set status = 'processing',
+                    attempt_count = d.attempt_count + 1,
+                    lease_token = $4,
+                    lease_expires_at = clock_timestamp() + $5 * interval '1 millisecond',
+                    error_code = case when d.status = 'processing' then 'staleLeaseRecovered' else d.error_code end,
+                    last_error = case when d.status = 'processing'
+                                      then 'attempt ' || d.attempt_count || $6::text
+                                      else d.last_error end,
+                    updated_at = now()
+               from (select id, false as recovered from retry union all select id, true from stale) due
+              where d.id = any(array(select id from retry union all select id from stale)) and d.id = due.id
+             returning d.*, due.recovered
+           )
+           select ${CLAIMED_COLUMNS}, d.recovered
+             from claimed d join ${n.events} e on e.id = d.event_id
+            order by e.seq, d.consumer_name`,
+    values: [p.tenantId, p.consumers, p.limit, p.leaseToken, p.leaseMs, messages.staleAttemptSuffix()],
+  };
+}

@@ -1,0 +1,202 @@
+import { FAN_OUT_NAME, type SqlStatement } from './statement';
+import type { OutboxNames } from './schema';
+
+// The columns the fan-out needs come straight from the locked rows (the latest versions: `for update` re-checks
+// the conditions on them), not from a second read of the same rows. The live leases of the tenant are read once
+// into a hash (`not in` an uncorrelated subquery; event ids are never null): a check per event would be a scan
+// of the lease table per event in a generic plan made while that table was nearly empty.
+export function fanOutText(n: OutboxNames): string {
+  return `with fresh as (
+    select e.id, e.seq, e.event_name, e.aggregate_type, e.aggregate_id, false as started from ${n.events} e
+     where e.tenant_id = $1::uuid and e.status = 'pending'
+       and e.id not in (select l.event_id from ${n.eventLeases} l where l.tenant_id = $1::uuid and l.lease_expires_at > now())
+     order by e.seq
+     limit $4::int
+       for update of e skip locked
+  ), stale as (
+    -- processing events whose in-process pairs were claimed by a relay that never recorded them
+    select e.id, e.seq, e.event_name, e.aggregate_type, e.aggregate_id, true as started
+      from ${n.eventLeases} l join ${n.events} e on e.id = l.event_id
+     where l.tenant_id = $1::uuid and l.lease_expires_at <= now() and e.status = 'processing'
+     order by l.lease_expires_at
+     limit $4::int
+       for update of e skip locked
+  ), ev as (
+    select * from fresh union all select * from stale
+  ), written as (
+    -- the delivery rows the relay that claimed a stale event did write (read by the events' ids: an index probe
+    -- in any plan, where a subquery per pair may become a hash of the whole table in a generic one)
+    select x.event_id, x.consumer_name from ${n.deliveries} x where x.event_id = any(array(select id from stale))
+  ), routes as materialized (
+    -- the consumers of each event name in the batch: patterns are matched once per name, not once per event
+    -- (materialized: inlined, the planner joins events to consumers first and matches each pair)
+    select n.event_name, c.name, c.ordered,
+           c.name = any($10::text[]) and not c.ordered as deferred,
+           c.name = any($2::text[]) and not c.ordered as leased
+      from (select distinct event_name from ev) n join (
+             select name, event_patterns, ordered from ${n.consumers} where last_seen_at > now() - $3::int * interval '1 millisecond'
+             union all
+             select name, string_to_array(patterns, ' '), ordered
+               from unnest($7::text[], $8::text[], $9::boolean[]) as t(name, patterns, ordered)
+           ) c
+        on exists (select 1 from unnest(c.event_patterns) as p(pattern)
+                    where p.pattern = '*' or p.pattern = n.event_name
+                       or (right(p.pattern, 2) = '.*' and starts_with(n.event_name, left(p.pattern, -1))))
+  ), route_sets as (
+    -- per event name: how many consumers, whether in-process pairs, and which (space-separated: names of this
+    -- instance's own in-process consumers, which never hold a space — checked at boot — so no array to parse)
+    select event_name, count(*)::int as n, bool_or(deferred) as has_deferred, bool_and(deferred) as all_deferred,
+           string_agg(name, ' ' order by name) filter (where deferred) as pairs
+      from routes group by event_name
+  ), matched as (
+    -- the pairs that need a look of their own: those that get a delivery row now, and every pair of an event
+    -- already fanned out (only the consumers whose row the dead relay never wrote)
+    select ev.id as event_id, ev.seq, r.name, r.deferred, r.leased,
+           -- a JSON array, so no (type, id) pair shares another's key (migration OutboxAggregateKey1764450000000)
+           case when r.ordered and ev.aggregate_id is not null
+                then json_build_array(ev.aggregate_type, ev.aggregate_id)::text end as aggregate_key
+      from ev join routes r on r.event_name = ev.event_name
+     where (not r.deferred and not ev.started)
+        or (ev.started and not exists (select 1 from written w where w.event_id = ev.id and w.consumer_name = r.name))
+  ), counted as (
+    -- a new event counts the consumers of its name; an event already fanned out, those left to it
+    select ev.id, ev.seq, ev.started, coalesce(rs.n, 0) as n, coalesce(rs.has_deferred, false) as has_deferred,
+           coalesce(rs.all_deferred, false) as all_deferred, rs.pairs
+      from ev left join route_sets rs on rs.event_name = ev.event_name
+     where not ev.started
+    union all
+    select ev.id, ev.seq, ev.started, count(m.name)::int, coalesce(bool_or(m.deferred), false),
+           coalesce(bool_and(m.deferred), false), string_agg(m.name, ' ' order by m.name) filter (where m.deferred)
+      from ev left join matched m on m.event_id = ev.id
+     where ev.started
+     group by ev.id, ev.seq, ev.started
+  ), leased as (
+    insert into ${n.eventLeases} as l (event_id, tenant_id, lease_token, lease_expires_at)
+    select id, $1::uuid, $5::uuid, clock_timestamp() + $6::int * interval '1 millisecond' from counted where has_deferred order by seq
+    on conflict (event_id) do update
+      set lease_token = excluded.lease_token, lease_expires_at = excluded.lease_expires_at,
+          claim_count = l.claim_count + 1
+    where l.lease_expires_at <= now()
+    returning l.event_id, l.claim_count
+  ), owned as (
+    -- events with in-process pairs are this claim's only if its lease won
+    select id, started, n, all_deferred from counted
+     where not has_deferred or id = any(array(select event_id from leased))
+  ), released as (
+    -- an expired lease on an event with nothing left to claim through it
+    delete from ${n.eventLeases}
+     where event_id = any(array(select id from counted where started and not has_deferred))
+       and lease_expires_at <= now()
+  ), inserted as (
+    insert into ${n.deliveries} (event_id, tenant_id, consumer_name, event_seq, aggregate_key, status, attempt_count, lease_token, lease_expires_at)
+    select event_id, $1::uuid, name, seq, aggregate_key,
+           case when leased then 'processing' else 'pending' end,
+           case when leased then 1 else 0 end,
+           case when leased then $5::uuid end,
+           case when leased then clock_timestamp() + $6::int * interval '1 millisecond' end
+      from matched
+     where not deferred and event_id = any(array(select id from owned))
+    on conflict (event_id, consumer_name) do nothing
+    returning id, event_id, consumer_name, attempt_count, status
+  ), marked as (
+    update ${n.events} e
+       set status = case when o.n > 0 then 'processing' else 'no_handlers' end,
+           deliveries_open = o.n,
+           published_at = case when o.n > 0 then null else now() end,
+           updated_at = now()
+      from owned o
+     where e.id = any(array(select id from owned where not started and not all_deferred))
+       and e.id = o.id
+    returning e.id
+  )
+  -- One row, a column per kind of result. Each delivery row and each leased event (once, whatever the number
+  -- of its pairs) comes with its event read from the table by primary key (this statement's snapshot: the
+  -- columns used are ones it does not change). Joining two CTEs directly instead makes the planner loop over
+  -- one for each row of the other; the = any() over the ids keeps the read a primary-key probe in a generic
+  -- plan too, which cannot know how few rows a CTE returns (it would hash the whole table).
+  select
+    (select coalesce(json_agg(r order by r.event_seq::bigint, r.consumer_name), '[]')
+       from (select d.id::text as delivery_id, d.consumer_name, e.id as event_id, e.tenant_id, e.event_name,
+                    e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id,
+                    e.schema_version, e.seq::text as event_seq, e.traceparent
+               from inserted d join ${n.events} e on e.id = d.event_id
+              where e.id = any(array(select event_id from inserted)) and d.status = 'processing') r
+    ) as deliveries,
+    -- a leased event, once, with the consumers of its in-process pairs (one entry per event, not one per
+    -- pair): a new event's are its name's; only an event already fanned out (\`processing\` in this
+    -- statement's snapshot) looks up its own. Subqueries, not joins: a join of two CTEs can become a loop over
+    -- one for each row of the other (10,000 comparisons per claim in a generic plan made over a large history)
+    (select coalesce(json_agg(r order by r.event_seq::bigint), '[]')
+       from (select l.claim_count, e.id as event_id, e.tenant_id, e.event_name, e.payload, e.aggregate_type,
+                    e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version, e.seq::text as event_seq,
+                    e.traceparent,
+                    case when e.status = 'pending'
+                         then (select rs.pairs from route_sets rs where rs.event_name = e.event_name)
+                         else (select c.pairs from counted c where c.id = e.id) end as pairs
+               from leased l join ${n.events} e on e.id = l.event_id
+              where e.id = any(array(select event_id from leased))) r
+    ) as leases,
+    array(select id from marked) as written,
+    (select count(*)::int from counted c
+      where c.has_deferred and not c.id = any(array(select event_id from leased))) as lost`;
+}
+
+/**
+ * Fans new events of this tenant out to their consumers: claims pending events (`skip locked`, in insert
+ * order) and inserts one delivery row per matching consumer of the persisted registry (`outbox_consumers`,
+ * every consumer some instance reported within `liveWithinMs`), so that a consumer hosted only by other
+ * instances (a rolling deploy, dedicated workers) still gets its rows. Rows of consumers this instance hosts
+ * are leased to it at once (attempt 1), except ordered ones, which the due-claim that follows in the same
+ * transaction takes when nothing earlier in their aggregate is open; tenant-scoped consumers (run-time webhook
+ * subscriptions) come as arrays; the others wait as `pending` for an instance that hosts them.
+ *
+ * Hosted in-process consumers (not ordered) get no row here: their pairs are claimed through the event, with a
+ * lease in `outbox_event_leases` (unlogged), and their rows are written once, with the outcome. An event whose
+ * consumers are all of that kind is not written at all by the claim: it stays `pending` (with a live lease, the
+ * next claims pass it by) until the outcome statement settles it. Other events become `processing` with their
+ * count of open deliveries, or `no_handlers` when nothing listens. An expired event lease means the relay that
+ * held it never recorded its outcomes: the event is claimed again (`claim_count` + 1) for the pairs whose row
+ * was never written. The lease upsert is the arbiter between relays: a claim whose lease insert loses leaves the
+ * event alone. Pattern matching mirrors `matchesEventPattern`: `*`, an exact name, or a `prefix.*`; it is done
+ * once per event name in the batch (a batch usually holds a few names), and a new event takes its name's
+ * consumers; only an event already fanned out is looked at pair by pair.
+ *
+ * Returns one row (`FanOutResult`): `deliveries` (the delivery rows leased, each with its event), `leases` (the
+ * events leased by this claim, with their claim count and, in `pairs`, the consumers of their in-process
+ * pairs, space-separated: each event is read and sent once, whatever the number of its pairs), `written` (the
+ * events this claim wrote: `processing` or `no_handlers`) and `lost` (how many events this claim locked whose
+ * live lease another relay holds: this statement's snapshot was taken before that relay's claim committed).
+ */
+export function fanOutPendingEvents(
+  n: OutboxNames,
+  p: {
+    tenantId: string;
+    /** Names of the consumers this instance hosts (tenant-scoped ones included). */
+    hosted: readonly string[];
+    /** Names of the hosted in-process consumers: their rows are written once, with the outcome. */
+    inProcess: readonly string[];
+    /** Consumers of this tenant only (not in `outbox_consumers`), all hosted here. */
+    tenantConsumers: readonly { name: string; eventNames: readonly string[]; ordered?: boolean }[];
+    liveWithinMs: number;
+    limit: number;
+    leaseToken: string;
+    leaseMs: number;
+  },
+): SqlStatement {
+  return {
+    text: fanOutText(n),
+    prepared: FAN_OUT_NAME,
+    values: [
+      p.tenantId,
+      p.hosted,
+      p.liveWithinMs,
+      p.limit,
+      p.leaseToken,
+      p.leaseMs,
+      p.tenantConsumers.map((c) => c.name),
+      p.tenantConsumers.map((c) => c.eventNames.join(' ')),
+      p.tenantConsumers.map((c) => c.ordered === true),
+      p.inProcess,
+    ],
+  };
+}

@@ -1,0 +1,246 @@
+import type { DeliveryOutcome } from '../../delivery/delivery-outcome';
+import { PAIR_OUTCOME_NAME, type SqlStatement } from './statement';
+import type { OutboxNames } from './schema';
+import { BATCH_MARKER } from './transaction-context';
+
+/** The outcomes sent as arrays, one row each (see `recordOutcomes` for the parameters). */
+const OUTCOME_ROWS = `select id, status, error_code, last_error, retry_ms, external_run_id, event_id, consumer, attempt,
+                    coalesce(tenant_id, $15::uuid) as tenant_id, seq
+               from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $7::text[],
+                           $8::uuid[], $9::text[], $10::int[], $11::uuid[], $12::bigint[])
+                      as o(id, status, error_code, last_error, retry_ms, external_run_id, event_id, consumer, attempt,
+                           tenant_id, seq)
+              -- fenced: only in the batch's own transaction (its marker holds the lease token); anywhere else no
+              -- outcome is written and the fence fails the statement (see \`batchGuard\`, which says why first)
+              where (not $16::boolean or current_setting('${BATCH_MARKER}', true) = $6::uuid::text)`;
+
+/** Per event, from rows `r` of this batch's recorded deliveries: how many, closed, dead, attempts, first death. */
+function perEvent(consumer: string, attempt: string): string {
+  return `select event_id,
+                    count(*)::int as total,
+                    count(*) filter (where status in ('delivered', 'dead'))::int as closed,
+                    count(*) filter (where status = 'dead')::int as dead,
+                    max(${attempt}) as attempts,
+                    max(${consumer} || ': ' || last_error) filter (where status = 'dead') as dead_error
+               from r group by event_id`;
+}
+
+/**
+ * Settles each event `e` from `p`, its row of `perEvent`. An event still 'pending' was claimed only through
+ * its lease: all its pairs are in this batch.
+ */
+const SETTLE_EVENT = `deliveries_open = case when e.status = 'pending' then p.total else e.deliveries_open end - p.closed,
+                    deliveries_dead = e.deliveries_dead + p.dead,
+                    status = case when e.deliveries_dead + p.dead > 0 then 'failed'
+                                  when case when e.status = 'pending' then p.total else e.deliveries_open end - p.closed = 0 then 'published'
+                                  else 'processing' end,
+                    published_at = case when e.deliveries_dead + p.dead = 0
+                                         and case when e.status = 'pending' then p.total else e.deliveries_open end - p.closed = 0
+                                        then now() else e.published_at end,
+                    failed_at = case when p.dead > 0 then now() else e.failed_at end,
+                    error_message = coalesce(p.dead_error, e.error_message),
+                    attempts = greatest(e.attempts, p.attempts),
+                    updated_at = now()`;
+
+/** The delivery row of an in-process pair `o`, inserted with its final status. */
+function insertPairRow(n: OutboxNames): string {
+  return `insert into ${n.deliveries} (event_id, tenant_id, consumer_name, event_seq, status, attempt_count, error_code,
+                                        last_error, next_attempt_at, processed_at, external_run_id)
+             select o.event_id, o.tenant_id, o.consumer, o.seq, o.status, o.attempt, o.error_code, o.last_error,
+                    now() + o.retry_ms * interval '1 millisecond',
+                    case when o.status = 'delivered' then now() end, o.external_run_id
+               from o`;
+}
+
+/**
+ * The general outcome statement (see `recordOutcomes`): leased delivery rows updated, pairs inserted where this
+ * relay still holds their event's lease, fenced or not. Planned for each batch, never prepared: a plan that
+ * updated delivery rows, made while that table was empty, would scan it whole on every batch. unnest pads
+ * shorter arrays with nulls: a column that is null throughout is sent empty (see `column`), and the pairs'
+ * tenant, when they share one, once ($15).
+ */
+function outcomeText(n: OutboxNames): string {
+  return `with o as (
+             ${OUTCOME_ROWS}
+           ), updated as (
+             update ${n.deliveries} d
+                set status = case when o.status = 'deferred' then 'pending' else o.status end,
+                    attempt_count = case when o.status = 'deferred' then d.attempt_count - 1 else d.attempt_count end,
+                    external_run_id = coalesce(o.external_run_id, d.external_run_id),
+                    -- a success keeps the last error seen (e.g. staleLeaseRecovered): operators see how it got there
+                    error_code = coalesce(o.error_code, d.error_code),
+                    last_error = coalesce(o.last_error, d.last_error),
+                    next_attempt_at = case when o.status in ('failed', 'deferred') then now() + o.retry_ms * interval '1 millisecond'
+                                           else d.next_attempt_at end,
+                    processed_at = case when o.status = 'delivered' then now() else null end,
+                    lease_token = null,
+                    lease_expires_at = null,
+                    updated_at = now()
+               from o
+              -- = any() over the ids alone as well as the join: the planner probes the primary key, or skips the
+              -- table when there are none, instead of scanning it
+              where d.id = any($14::bigint[]) and d.id = o.id and d.lease_token = $6
+             returning d.event_id, d.tenant_id, d.consumer_name, d.status, d.attempt_count, d.last_error
+           ), locked as (
+             -- the events of in-process pairs, locked in id order before their leases are deleted (see recordOutcomes)
+             select e.id from ${n.events} e
+              where e.id = any(array(select event_id from o where id is null))
+              order by e.id
+                for update
+           ), released as (
+             -- the fence for pairs: only the events whose lease this relay still holds
+             delete from ${n.eventLeases}
+              where event_id = any(array(select id from locked)) and lease_token = $6
+             returning event_id
+           ), inserted as (
+             ${insertPairRow(n)}
+              where o.id is null and o.event_id = any(array(select event_id from released))
+             returning event_id, tenant_id, consumer_name, status, attempt_count, last_error
+           ), r as (
+             select * from updated union all select * from inserted
+           ), inbox as (
+             insert into ${n.inbox} (event_id, consumer_name, tenant_id)
+             select event_id, consumer_name, tenant_id from r where status = 'delivered'
+           ), per_event as (
+             ${perEvent('consumer_name', 'attempt_count')}
+           ), settled as (
+             update ${n.events} e
+                set ${SETTLE_EVENT}
+               from per_event p
+              -- the key alone: a primary-key probe per event. With an "= any(ids)" beside it, both plans scanned the
+              -- ids once per event (125,000 comparisons, 17 ms, in a batch of 500)
+              where e.id = p.event_id
+             returning e.id
+           )
+           select (select count(*) from r)::int as recorded, (select count(*) from settled)::int as events,
+                  (select count(*) from released)::int as released,
+                  ${n.leaseFence}($13, ((select count(*) from updated) + (select count(*) from released))::int) as owned`;
+}
+
+/**
+ * The outcomes of a fenced batch of in-process pairs only (the common batch), prepared like the fan-out: it
+ * reads only events (by primary key) and the small lease table, so a generic plan stays sound (see
+ * `prepared-statements.e2e-spec.ts`). Fenced, it may take every step for granted and check once at the end:
+ * the events are settled first — the update locks them, before any lease row is touched (see `recordOutcomes`)
+ * — then their leases deleted, then every pair's row and inbox row inserted; if a lease was lost, the fence
+ * fails the statement before those inserts run (they are not read by the final select, so they run after it).
+ */
+export function pairOutcomeText(n: OutboxNames): string {
+  return `with o as (
+             ${OUTCOME_ROWS}
+                -- pairs have no delivery ids ($14 is empty): named here so that the parameter has a type
+                and cardinality($14::bigint[]) = 0
+           ), r as (
+             select event_id, consumer, status, attempt, last_error from o
+           ), per_event as (
+             ${perEvent('consumer', 'attempt')}
+           ), settled as (
+             update ${n.events} e
+                set ${SETTLE_EVENT}
+               from per_event p
+              where e.id = p.event_id
+             returning e.id
+           ), released as (
+             delete from ${n.eventLeases}
+              where event_id = any(array(select id from settled)) and lease_token = $6
+             returning event_id
+           ), inserted as (
+             ${insertPairRow(n)}
+           ), inbox as (
+             insert into ${n.inbox} (event_id, consumer_name, tenant_id)
+             select event_id, consumer, tenant_id from o where status = 'delivered'
+           )
+           select (select count(*) from o)::int as recorded, (select count(*) from settled)::int as events,
+                  -- the fence returns the count it checked: the leases released
+                  ${n.leaseFence}($13, (select count(*) from released)::int) as released`;
+}
+
+/**
+ * Records a batch's outcomes in one statement: updates the leased deliveries still owned (fenced by the lease
+ * token), inserts the rows of in-process pairs claimed through their event (once, with their final status;
+ * fenced by deleting the event's lease in `outbox_event_leases` — only this relay's token — so no probe per
+ * pair), inserts the inbox rows of those delivered (in the handlers' transaction, so they commit with the
+ * handlers' writes), and settles each event from counters. Counters, not a recount: an `update … set n = n - k`
+ * re-reads the latest row under its lock, so two relays finishing different consumers of one event never both
+ * miss each other's commit.
+ *
+ * The events of pairs are locked (in id order) before their leases are deleted: every statement that changes an
+ * event's lease row holds the event's row lock first (a claim locks the events it takes, `skip locked`). Without
+ * it, a claim whose snapshot predates another relay's claim could lock an event leased by that relay while the
+ * relay's outcome deletes the lease, and each would wait for the other; with it, the outcome waits for that
+ * claim, which finds the lease taken and leaves the event alone. (In the general statement the lock is the
+ * `released` delete's initplan, so it is taken before any lease row is touched; in the prepared statement of a
+ * fenced batch of pairs, the update that settles the events runs first and takes it — an `update` takes the
+ * same lock, and a settle that turns out to be over a lost lease is rolled back by the fence.)
+ *
+ * A pair's row is inserted plainly: only the holder of the event's lease inserts it, and a claim leases only the
+ * pairs whose row does not exist, so a duplicate would be a broken invariant — it fails the batch, loudly,
+ * instead of being skipped (and `on conflict` would cost a speculative insertion, two WAL records per row).
+ *
+ * With `fenced`, every outcome must still hold its lease, or the statement fails (SQLSTATE `OB001`, see
+ * `outbox_lease_fence`) and takes the batch transaction with it — for in-process handlers, whose writes share
+ * that transaction: a takeover mid-run (the batch outlived its lease) then costs this relay its batch, never a
+ * second effect. Without it, outcomes that lost their lease are simply not written (external deliveries).
+ *
+ * Returns one row: `recorded` (deliveries written), `events` (events settled), `released` (event leases deleted).
+ */
+export function recordOutcomes(
+  n: OutboxNames,
+  outcomes: readonly DeliveryOutcome[],
+  leaseToken: string,
+  { fenced = false }: { fenced?: boolean } = {},
+): SqlStatement {
+  const rowIds: string[] = [];
+  const pairEvents = new Set<string>();
+  const tenants = new Set<string>();
+  for (const o of outcomes) {
+    if (o.deliveryId !== null) rowIds.push(o.deliveryId);
+    else {
+      pairEvents.add(o.pair!.eventId);
+      tenants.add(o.pair!.tenantId);
+    }
+  }
+  const rows = rowIds.length;
+  // what the fence expects recorded (0: no fence): each leased row updated, each pair event's lease released
+  const expected = fenced ? rows + pairEvents.size : 0;
+  const [tenant] = tenants;
+  // the prepared statement takes every lease for granted until its fence: only for a fenced batch of pairs
+  const pairsOnly = fenced && rows === 0;
+  return {
+    text: pairsOnly ? pairOutcomeText(n) : outcomeText(n),
+    prepared: pairsOnly ? PAIR_OUTCOME_NAME : undefined,
+    values: [
+      column(outcomes, (o) => o.deliveryId),
+      outcomes.map((o) => o.status),
+      column(outcomes, (o) => o.errorCode),
+      column(outcomes, (o) => o.error),
+      outcomes.map((o) => Math.round(o.retryInMs)),
+      leaseToken,
+      column(outcomes, (o) => o.externalRunId ?? null),
+      column(outcomes, (o) => o.pair?.eventId ?? null),
+      column(outcomes, (o) => o.pair?.consumer ?? null),
+      column(outcomes, (o) => o.pair?.attempt ?? null),
+      tenants.size === 1 ? [] : column(outcomes, (o) => o.pair?.tenantId ?? null),
+      column(outcomes, (o) => o.pair?.eventSeq ?? null),
+      expected,
+      rowIds,
+      tenants.size === 1 ? tenant : null,
+      fenced,
+    ],
+  };
+}
+
+/**
+ * One value per outcome, or no values at all when every one is null: `unnest` pads a shorter array with nulls,
+ * so the statement reads the same, and a batch of successes does not send hundreds of `NULL`s per column.
+ */
+function column<T>(
+  outcomes: readonly DeliveryOutcome[],
+  value: (o: DeliveryOutcome) => T | null,
+): (T | null)[] {
+  const values = outcomes.map(value);
+  return values.every((v) => v === null) ? [] : values;
+}
+
+/** The SQLSTATE of `outbox_lease_fence`: a fenced batch lost a lease and was rolled back. */
+export const LEASE_LOST_SQLSTATE = 'OB001';

@@ -1,0 +1,16 @@
+/** A statement ready for `queryRunner.query(text, values)`: `$1…$n` bound parameters, casts in the text. */
+export interface SqlStatement {
+  text: string;
+  values: unknown[];
+  /**
+   * Set on a statement the relay runs as a named statement on each connection (`relay.preparedStatements`):
+   * the start of its name (see `preparedName`). Only for statements whose generic plan does not depend on table
+   * sizes (checked by `prepared-statements.e2e-spec.ts`). Every parameter has its type in the text.
+   */
+  prepared?: string;
+}
+
+/** The start of the fan-out's statement name. */
+export const FAN_OUT_NAME = 'outbox_fan_out';
+/** The start of the statement name of a fenced batch of in-process pairs' outcome. */
+export const PAIR_OUTCOME_NAME = 'outbox_outcome';

@@ -1,0 +1,155 @@
+import { escapeLiteral } from 'pg';
+import type { SqlStatement } from './statement';
+
+/**
+ * Sets the tenant for row-level security and caps on idle time and on each statement's time, all
+ * transaction-local (`set_config(…, true)`), so nothing leaks to the pooled connection after commit or
+ * rollback. The idle cap makes PostgreSQL end the session of a relay that stalls mid-transaction (paused, hung),
+ * releasing its row locks for another relay. The statement cap is the relay's own bound, whatever the
+ * database's or role's `statement_timeout` (shorter than a claim, it would stop the relay for good; a claim
+ * that outlives this one is made smaller, see `OutboxRelay.claim`); in-process handlers get theirs (see
+ * `handlerContext`).
+ * `durable: false` commits without waiting for the WAL flush: used for the claim, whose loss in a database crash
+ * only means the work is claimed again (the outcome transaction that follows flushes it anyway).
+ *
+ * JIT compilation is off in these transactions: the relay's statements touch a batch of rows each, and a plan
+ * whose estimated cost passes `jit_above_cost` (a generic plan's estimates are rough) would be compiled on every
+ * execution — measured on PostgreSQL 15 with its default `jit = on`: 1.8 s per claim instead of 4 ms.
+ */
+export function setTransactionContext(
+  tenantSetting: string,
+  tenantId: string,
+  idleTimeoutMs: number,
+  { durable = true, batch = null }: { durable?: boolean; batch?: string | null } = {},
+): SqlStatement {
+  if (batch !== null) {
+    // the batch transaction: also marked with its lease token (see `batchGuard`)
+    return {
+      text: `select set_config($1, $2, true), set_config('idle_in_transaction_session_timeout', $3, true),
+                    set_config('statement_timeout', $3, true), set_config('synchronous_commit', $4, true),
+                    set_config('jit', 'off', true), set_config('${BATCH_MARKER}', $5, true)`,
+      values: [tenantSetting, tenantId, String(idleTimeoutMs), durable ? 'on' : 'off', batch],
+    };
+  }
+  return {
+    text: `select set_config($1, $2, true), set_config('idle_in_transaction_session_timeout', $3, true),
+                  set_config('statement_timeout', $3, true), set_config('synchronous_commit', $4, true),
+                  set_config('jit', 'off', true)`,
+    values: [tenantSetting, tenantId, String(idleTimeoutMs), durable ? 'on' : 'off'],
+  };
+}
+
+/**
+ * The transaction-local setting that marks a batch transaction with its lease token. A handler cannot end the
+ * batch transaction and leave the marker: a transaction begun after it (or none, autocommit) has no such
+ * setting, so `batchGuard` tells the batch's own transaction from any other.
+ */
+export const BATCH_MARKER = 'outbox.batch';
+
+/**
+ * A handler's first statement (before its savepoint, in the same round trip as its first query): reads the
+ * tenant setting and the batch marker as the previous handler left them (`tenant`, `batch`: the relay compares
+ * them with its own), then sets the batch's tenant again, so no handler runs in a context another one chose,
+ * and bounds the handler's statements by the time it has left (`statementTimeoutMs`): a query still running
+ * at the handler's timeout is cancelled by the server, on this connection — no second one is needed.
+ */
+export function handlerContext(
+  tenantSetting: string,
+  tenantId: string,
+  statementTimeoutMs: number,
+): SqlStatement {
+  return {
+    text: `select current_setting($1, true) as tenant, current_setting('${BATCH_MARKER}', true) as batch,
+                  set_config($1, $2, true), set_config('statement_timeout', $3, true)`,
+    values: [tenantSetting, tenantId, String(statementTimeoutMs)],
+  };
+}
+
+/** Bounds a handler's next statements by the time it has left (see `handlerContext`). */
+export function handlerBound(statementTimeoutMs: number): SqlStatement {
+  return { text: `select set_config('statement_timeout', $1, true)`, values: [String(statementTimeoutMs)] };
+}
+
+/**
+ * The checks run after a handler returns, when a batch is run again to find the delivery that failed it (see
+ * `OutboxRelay.narrow`), before the handler's savepoint is released: every deferred constraint is checked now
+ * (`set constraints all immediate`) inside a savepoint that is rolled back at once — which restores the
+ * constraints' modes and leaves the checked events pending for the commit — so a deferred violation fails the
+ * handler that caused it; then the tenant setting and the batch marker as the handler left them.
+ */
+export function handlerChecks(tenantSetting: string): SqlStatement[] {
+  return [
+    { text: 'savepoint outbox_check', values: [] },
+    { text: 'set constraints all immediate', values: [] },
+    { text: 'rollback to savepoint outbox_check', values: [] },
+    { text: 'release savepoint outbox_check', values: [] },
+    {
+      text: `select current_setting($1, true) as tenant, current_setting('${BATCH_MARKER}', true) as batch`,
+      values: [tenantSetting],
+    },
+  ];
+}
+
+/**
+ * Undoes what handlers changed in the session (role, session authorization, every setting) for the rest of the
+ * batch transaction and, once it commits, for the session: run when a handler sent a statement that may change
+ * settings (see `handlerSqlEffects`), before the relay's context is set again. Settings go back to the
+ * session's defaults (server, database, role and connection options): values an app `SET` on a pooled
+ * connection before the relay took it are not kept.
+ */
+export function resetSession(): SqlStatement[] {
+  // no parameters: one simple-protocol query
+  return [{ text: 'reset session authorization; reset role; reset all', values: [] }];
+}
+
+/** SQLSTATE of `batchGuard` when the transaction is not the batch's (a handler ended it). */
+export const BATCH_ENDED_SQLSTATE = 'OB002';
+/** SQLSTATE of `batchGuard` when the tenant setting is not the batch's (a handler changed it). */
+export const TENANT_CHANGED_SQLSTATE = 'OB003';
+
+/** Transaction-local settings that carry what `batchGuard` expects (its `do` block takes no parameters). */
+const EXPECTED_BATCH = 'outbox.expected_batch';
+const EXPECTED_TENANT = 'outbox.expected_tenant';
+
+/**
+ * First in the batch's closing round trip, before the outcomes: fails the statement — and with it the commit,
+ * which then rolls back — unless this is still the batch's own transaction (its marker holds the lease token)
+ * in the batch's tenant. The outcome is written only in the transaction in which the handlers' writes are.
+ * Two statements: the expected values, bound, then a `do` block (the only way to raise an error of one's own
+ * without a function in the schema), which reads them. The tenant setting's name is configuration checked at
+ * boot, written in as a literal like an identifier.
+ */
+export function batchGuard(tenantSetting: string, tenantId: string, leaseToken: string): SqlStatement[] {
+  const setting = escapeLiteral(tenantSetting);
+  return [
+    {
+      text: `select set_config('${EXPECTED_BATCH}', $1, true), set_config('${EXPECTED_TENANT}', $2, true)`,
+      values: [leaseToken, tenantId],
+    },
+    {
+      text: `do $outbox_guard$ begin
+  if current_setting('${BATCH_MARKER}', true) is distinct from current_setting('${EXPECTED_BATCH}', true) then
+    raise exception using errcode = '${BATCH_ENDED_SQLSTATE}',
+      message = 'the batch transaction was ended before its outcomes were recorded';
+  end if;
+  if current_setting(${setting}, true) is distinct from current_setting('${EXPECTED_TENANT}', true) then
+    raise exception using errcode = '${TENANT_CHANGED_SQLSTATE}',
+      message = format('the tenant setting %s was changed to %L in the batch of tenant %s',
+                       ${setting}, current_setting(${setting}, true), current_setting('${EXPECTED_TENANT}', true));
+  end if;
+end $outbox_guard$`,
+      values: [],
+    },
+  ];
+}
+
+/**
+ * Makes the named statements that follow in this transaction run their generic plan (`on`), not one planned
+ * anew for their values (the point of naming them), or lets the statements after them be planned as usual.
+ * Transaction-local. See docs/adr/0502-named-statements-and-their-refresh.md.
+ */
+export function genericPlans(on: boolean): SqlStatement {
+  return on
+    ? { text: `select set_config('plan_cache_mode', 'force_generic_plan', true)`, values: [] }
+    : { text: `set local plan_cache_mode to default`, values: [] };
+}

@@ -1,0 +1,1 @@
+export { RoundTripProbe, type ProbedStatement } from '../../tools/round-trip-probe';
