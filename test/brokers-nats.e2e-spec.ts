@@ -1,10 +1,11 @@
 import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import { BROKER_HEADERS, type OutboxNatsBrokerOptions } from 'nestjs-pg-outbox';
+import { OUTBOX_MESSAGE_HEADERS, type OutboxNatsBrokerOptions } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
-import { createNatsServer, createTcpGate, outOfOrder, uniqueName, type NatsServer } from './support/brokers';
+import { createNatsServer, createTcpGate, outOfOrder, type NatsServer } from './support/broker-servers';
+import { uniqueName } from './support/brokers';
 import { startChildRelay, type ChildRelay } from './support/child-relay';
 import { waitFor } from './support/wait-for';
 import { deliveredCount, deliveryCounts, enqueueOrders, forwardTenThousand } from './support/forwarding';
@@ -125,12 +126,12 @@ describe('the NATS JetStream forwarder', () => {
     const [message] = await readStream(name);
     expect(message!.msgId).toBe(id);
     expect(message!.headers).toMatchObject({
-      [BROKER_HEADERS.eventName]: 'test.nats.created.v1',
-      [BROKER_HEADERS.tenant]: TENANT,
-      [BROKER_HEADERS.aggregate]: 'order:o-0',
-      [BROKER_HEADERS.correlationId]: 'corr-9',
-      [BROKER_HEADERS.schemaVersion]: '1',
-      [BROKER_HEADERS.attempt]: '1',
+      [OUTBOX_MESSAGE_HEADERS.event]: 'test.nats.created.v1',
+      [OUTBOX_MESSAGE_HEADERS.tenant]: TENANT,
+      [OUTBOX_MESSAGE_HEADERS.aggregate]: 'order:o-0',
+      [OUTBOX_MESSAGE_HEADERS.correlationId]: 'corr-9',
+      [OUTBOX_MESSAGE_HEADERS.schemaVersion]: '1',
+      [OUTBOX_MESSAGE_HEADERS.attempt]: '1',
     });
     expect(message!.body).toEqual({
       eventId: id,

@@ -1,6 +1,6 @@
 import * as amqp from 'amqplib';
 import {
-  BROKER_HEADERS,
+  OUTBOX_MESSAGE_HEADERS,
   OutboxAdminService,
   OutboxConfigurationError,
   type OutboxRabbitMqBrokerOptions,
@@ -14,7 +14,7 @@ import {
   RABBITMQ,
   type RabbitVhost,
   type TcpGate,
-} from './support/brokers';
+} from './support/broker-servers';
 import { startChildRelay } from './support/child-relay';
 import { waitFor } from './support/wait-for';
 import { deliveredCount, deliveryCounts, enqueueOrders, forwardTenThousand } from './support/forwarding';
@@ -179,12 +179,12 @@ describe('the RabbitMQ forwarder', () => {
       type: 'test.rmq.created.v1',
     });
     expect(message.properties.headers).toMatchObject({
-      [BROKER_HEADERS.eventName]: 'test.rmq.created.v1',
-      [BROKER_HEADERS.tenant]: TENANT,
-      [BROKER_HEADERS.aggregate]: 'order:o-0',
-      [BROKER_HEADERS.correlationId]: 'corr-7',
-      [BROKER_HEADERS.schemaVersion]: '1',
-      [BROKER_HEADERS.attempt]: '1',
+      [OUTBOX_MESSAGE_HEADERS.event]: 'test.rmq.created.v1',
+      [OUTBOX_MESSAGE_HEADERS.tenant]: TENANT,
+      [OUTBOX_MESSAGE_HEADERS.aggregate]: 'order:o-0',
+      [OUTBOX_MESSAGE_HEADERS.correlationId]: 'corr-7',
+      [OUTBOX_MESSAGE_HEADERS.schemaVersion]: '1',
+      [OUTBOX_MESSAGE_HEADERS.attempt]: '1',
     });
     expect(JSON.parse(message.content.toString())).toEqual({
       eventId: id,

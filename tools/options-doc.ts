@@ -92,6 +92,16 @@ export const OPTION_SECTIONS: readonly OptionSection[] = [
     interfaceName: 'OutboxTracingModuleOptions',
   },
   {
+    heading: '`OutboxInboxModule.forRoot(options)`',
+    file: 'libs/outbox/src/inbox/outbox-inbox-options.interface.ts',
+    interfaceName: 'OutboxInboxModuleOptions',
+  },
+  {
+    heading: '`@InboxHandler(consumer, options)` and `OutboxInbox.handle(…, options)`',
+    file: 'libs/outbox/src/inbox/outbox-inbox.interfaces.ts',
+    interfaceName: 'OutboxInboxConsumerOptions',
+  },
+  {
     heading: '`OutboxHealthIndicator.isHealthy(key, options)`',
     file: 'libs/outbox/src/admin/outbox.health-indicator.ts',
     interfaceName: 'OutboxHealthOptions',

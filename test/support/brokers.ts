@@ -1,212 +1,178 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, Socket, type AddressInfo, type Server } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
-import { waitFor } from './wait-for';
+import { connect as amqpConnect, type Channel, type ChannelModel } from 'amqplib';
+import {
+  connect as natsConnect,
+  headers as natsHeaders,
+  nanos,
+  type NatsConnection,
+} from '@nats-io/transport-node';
+import { AckPolicy, jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { OUTBOX_MESSAGE_HEADERS } from 'nestjs-pg-outbox';
 
-const run = promisify(execFile);
+/** The brokers of this machine (see ../../../shared/ECOSYSTEM.md); .ci/run starts them when they are down. */
+export const RABBITMQ_URL = process.env.OUTBOX_TEST_RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
+export const NATS_SERVERS = process.env.OUTBOX_TEST_NATS_SERVERS ?? '127.0.0.1:4222';
 
-/** The machine's RabbitMQ (ECOSYSTEM.md): guest/guest on loopback. */
-export const RABBITMQ = { host: '127.0.0.1', port: 5672, user: 'guest', password: 'guest' };
-
-/** A short random suffix for exchange, queue, stream and vhost names. */
+/** A name no other test (or run) uses. */
 export function uniqueName(prefix: string): string {
-  return `${prefix}-${randomBytes(4).toString('hex')}`;
+  return `${prefix}_${randomBytes(5).toString('hex')}`;
 }
 
-/** A free TCP port on loopback. */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
+/** What an outbox forwarder sends with a message: the headers of `OUTBOX_MESSAGE_HEADERS`. */
+export interface ForwardedMessage {
+  id: string;
+  tenantId?: string;
+  eventName?: string;
+  body?: unknown;
+}
+
+function outboxHeaders(m: ForwardedMessage): Record<string, string> {
+  const headers: Record<string, string> = { [OUTBOX_MESSAGE_HEADERS.attempt]: '1' };
+  if (m.tenantId !== undefined) headers[OUTBOX_MESSAGE_HEADERS.tenant] = m.tenantId;
+  if (m.eventName !== undefined) headers[OUTBOX_MESSAGE_HEADERS.event] = m.eventName;
+  return headers;
+}
+
+/** The JSON body the forwarder sends (the webhook envelope), unless the test gives its own. */
+function body(m: ForwardedMessage): Buffer {
+  const envelope = m.body ?? {
+    eventId: m.id,
+    eventName: m.eventName ?? 'test.inbox.v1',
+    tenantId: m.tenantId,
+    occurredAt: new Date().toISOString(),
+    correlationId: null,
+    aggregate: null,
+    schemaVersion: 1,
+    data: {},
+  };
+  return Buffer.from(typeof envelope === 'string' ? envelope : JSON.stringify(envelope));
 }
 
 /**
- * A RabbitMQ vhost of one test (so that closing "all connections" closes only the test's own, not those of other
- * users of the machine's broker), deleted with everything in it by `drop()`.
+ * A RabbitMQ queue of its own with a dead-letter exchange and queue, on one connection; `close()` deletes them.
+ * `type`: quorum queues count deliveries (`x-delivery-count`), classic ones only flag a redelivery.
  */
-export interface RabbitVhost {
-  name: string;
-  /** AMQP URL of the vhost, straight to the broker, or through `port` (a {@link TcpGate}). */
-  url(port?: number): string;
-  /** `rabbitmqctl close_all_connections` for this vhost: the broker closes them (CONNECTION_FORCED). */
-  closeAllConnections(): Promise<void>;
-  drop(): Promise<void>;
-}
+export class TestRabbitQueue {
+  readonly queue = uniqueName('inbox_q');
+  readonly deadLetterExchange = `${this.queue}.dlx`;
+  readonly deadLetterQueue = `${this.queue}.dead`;
+  private constructor(
+    readonly connection: ChannelModel,
+    readonly channel: Channel,
+  ) {}
 
-export async function createRabbitVhost(): Promise<RabbitVhost> {
-  const name = uniqueName('outbox-test');
-  await rabbitmqctl('add_vhost', name);
-  await rabbitmqctl('set_permissions', '-p', name, RABBITMQ.user, '.*', '.*', '.*');
-  return {
-    name,
-    url: (port = RABBITMQ.port) =>
-      `amqp://${RABBITMQ.user}:${RABBITMQ.password}@${RABBITMQ.host}:${port}/${encodeURIComponent(name)}`,
-    closeAllConnections: async () => {
-      await rabbitmqctl('close_all_connections', '-p', name, 'outbox test: connection dropped mid-batch');
-    },
-    drop: () => rabbitmqctl('delete_vhost', name).then(() => undefined),
-  };
-}
-
-async function rabbitmqctl(...args: string[]): Promise<string> {
-  const { stdout } = await run('rabbitmqctl', ['-q', ...args], { timeout: 60_000 });
-  return stdout;
-}
-
-/**
- * A loopback TCP proxy in front of a broker: closed, connections are refused (the broker is "down"); open, they
- * pass through; `dropAll()` resets every connection through it at once (a network failure mid-batch).
- */
-export interface TcpGate {
-  port: number;
-  open(): Promise<void>;
-  close(): Promise<void>;
-  dropAll(): void;
-  /**
-   * Lets the next chunk a client sends reach the broker, then cuts that client off at once while the broker side is
-   * closed gracefully: what the chunk published is taken by the broker, but its acknowledgements never come back
-   * (the outcome a client cannot know).
-   */
-  cutAfterNextWrite(): void;
-  /** Connections accepted so far. */
-  readonly accepted: number;
-}
-
-export async function createTcpGate(target: { host: string; port: number }): Promise<TcpGate> {
-  const port = await freePort();
-  const sockets = new Set<Socket>();
-  let server: Server | null = null;
-  let accepted = 0;
-  let cutNext = false;
-  const dropAll = (): void => {
-    for (const socket of sockets) socket.destroy();
-    sockets.clear();
-  };
-  return {
-    port,
-    get accepted() {
-      return accepted;
-    },
-    open: async () => {
-      if (server) return;
-      server = createServer((client) => {
-        accepted++;
-        const upstream = new Socket();
-        sockets.add(client).add(upstream);
-        let cut = false;
-        const end = (): void => {
-          client.destroy();
-          // a cut connection's broker side closes by itself once the last chunk and the FIN went out
-          if (!cut) upstream.destroy();
-          sockets.delete(client);
-          sockets.delete(upstream);
-        };
-        client.on('error', end).on('close', end);
-        upstream.on('error', end).on('close', end);
-        upstream.connect(target.port, target.host, () => {
-          client.on('data', (chunk: Buffer) => {
-            if (!cutNext) {
-              upstream.write(chunk);
-              return;
-            }
-            cutNext = false;
-            cut = true;
-            upstream.unpipe(client);
-            upstream.end(chunk);
-            client.destroy();
-          });
-          upstream.pipe(client);
-        });
-      });
-      await new Promise<void>((resolve) => server!.listen(port, '127.0.0.1', resolve));
-    },
-    close: async () => {
-      const closing = server;
-      server = null;
-      dropAll();
-      if (closing) await new Promise((resolve) => closing.close(resolve));
-    },
-    dropAll,
-    cutAfterNextWrite: () => {
-      cutNext = true;
-    },
-  };
-}
-
-/**
- * A nats-server of one test, with JetStream and a store folder of its own, on a free port: kinder to other users of
- * the machine than restarting theirs. `stop()` kills it (SIGKILL by default: a crash), `start()` runs it again on
- * the same port and store, `remove()` stops it and deletes the store.
- */
-export interface NatsServer {
-  port: number;
-  url: string;
-  start(): Promise<void>;
-  stop(signal?: NodeJS.Signals): Promise<void>;
-  remove(): Promise<void>;
-}
-
-export async function createNatsServer({ started = true } = {}): Promise<NatsServer> {
-  const port = await freePort();
-  const store = mkdtempSync(join(tmpdir(), 'outbox-nats-'));
-  let child: ChildProcess | null = null;
-  let exited: Promise<void> = Promise.resolve();
-  const server: NatsServer = {
-    port,
-    url: `nats://127.0.0.1:${port}`,
-    start: async () => {
-      if (child) return;
-      const spawned = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', store], {
-        stdio: 'ignore',
-      });
-      child = spawned;
-      exited = new Promise((resolve) => spawned.once('exit', () => resolve()));
-      await waitFor(() => canConnect(port), { timeoutMs: 15_000, message: `nats-server on port ${port}` });
-    },
-    stop: async (signal = 'SIGKILL') => {
-      const running = child;
-      child = null;
-      if (!running) return;
-      running.kill(signal);
-      await exited;
-    },
-    remove: async () => {
-      await server.stop();
-      rmSync(store, { recursive: true, force: true });
-    },
-  };
-  if (started) await server.start();
-  return server;
-}
-
-function canConnect(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = new Socket();
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-    socket.connect(port, '127.0.0.1');
-  });
-}
-
-/** The aggregates whose messages did not arrive in commit order (the test's payload `n` grows with it). */
-export function outOfOrder(
-  received: readonly { body: { aggregate: { id: string } | null; data: { n: number } } }[],
-): string[] {
-  const last = new Map<string, number>();
-  const wrong = new Set<string>();
-  for (const { body } of received) {
-    const aggregate = body.aggregate!.id;
-    if ((last.get(aggregate) ?? -1) > body.data.n) wrong.add(aggregate);
-    last.set(aggregate, body.data.n);
+  static async create(type: 'quorum' | 'classic' = 'quorum'): Promise<TestRabbitQueue> {
+    const connection = await amqpConnect(RABBITMQ_URL);
+    const channel = await connection.createChannel();
+    const q = new TestRabbitQueue(connection, channel);
+    await channel.assertExchange(q.deadLetterExchange, 'fanout', { durable: false, autoDelete: false });
+    await channel.assertQueue(q.deadLetterQueue, { durable: true });
+    await channel.bindQueue(q.deadLetterQueue, q.deadLetterExchange, '');
+    await channel.assertQueue(q.queue, q.queueOptions(type));
+    return q;
   }
-  return [...wrong];
+
+  /** The options the queue was declared with (a Nest RMQ server must declare it the same way). */
+  queueOptions(type: 'quorum' | 'classic' = 'quorum'): {
+    durable: true;
+    arguments: Record<string, string>;
+  } {
+    return {
+      durable: true,
+      arguments: { 'x-queue-type': type, 'x-dead-letter-exchange': this.deadLetterExchange },
+    };
+  }
+
+  /** Publishes as a forwarder does: persistent, `messageId` = event id, the outbox headers. */
+  publish(m: ForwardedMessage): void {
+    this.channel.sendToQueue(this.queue, body(m), {
+      persistent: true,
+      messageId: m.id,
+      contentType: 'application/json',
+      headers: outboxHeaders(m),
+    });
+  }
+
+  /** The message ids in the dead-letter queue now (taken off it). */
+  async deadLettered(): Promise<string[]> {
+    const ids: string[] = [];
+    for (;;) {
+      const message = await this.channel.get(this.deadLetterQueue, { noAck: true });
+      if (message === false) return ids;
+      ids.push(String(message.properties.messageId));
+    }
+  }
+
+  /** Messages ready in the queue (not counting those delivered and not yet settled). */
+  async ready(): Promise<number> {
+    return (await this.channel.checkQueue(this.queue)).messageCount;
+  }
+
+  async close(): Promise<void> {
+    await this.channel.deleteQueue(this.queue).catch(() => undefined);
+    await this.channel.deleteQueue(this.deadLetterQueue).catch(() => undefined);
+    await this.channel.deleteExchange(this.deadLetterExchange).catch(() => undefined);
+    await this.connection.close().catch(() => undefined);
+  }
+}
+
+/**
+ * A JetStream stream of its own (subjects `<stream>.>`) with a durable consumer (pull, or push to
+ * `deliverSubject`), and a subscription to the consumer's "message terminated" advisories; `close()` deletes the
+ * stream.
+ */
+export class TestJetStream {
+  readonly stream = uniqueName('inbox_s');
+  readonly durable = 'inbox';
+  /** Stream sequences the server reported terminated (dead-lettered) for the consumer. */
+  readonly terminated: number[] = [];
+  private constructor(
+    readonly nc: NatsConnection,
+    readonly jsm: JetStreamManager,
+  ) {}
+
+  static async create(
+    options: { ackWaitMs?: number; maxDeliver?: number; deliverSubject?: string } = {},
+  ): Promise<TestJetStream> {
+    const nc = await natsConnect({ servers: NATS_SERVERS });
+    const s = new TestJetStream(nc, await jetstreamManager(nc));
+    await s.jsm.streams.add({ name: s.stream, subjects: [`${s.stream}.>`] });
+    await s.jsm.consumers.add(s.stream, {
+      durable_name: s.durable,
+      ack_policy: AckPolicy.Explicit,
+      ack_wait: nanos(options.ackWaitMs ?? 30_000),
+      max_deliver: options.maxDeliver ?? 20,
+      ...(options.deliverSubject ? { deliver_subject: options.deliverSubject } : {}),
+    });
+    nc.subscribe(`$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.${s.stream}.${s.durable}`, {
+      callback: (_error, msg) => {
+        s.terminated.push(msg.json<{ stream_seq: number }>().stream_seq);
+      },
+    });
+    await nc.flush();
+    return s;
+  }
+
+  get subject(): string {
+    return `${this.stream}.events`;
+  }
+
+  /** Publishes as a forwarder does: `Nats-Msg-Id` = event id, the outbox headers; returns the stream sequence. */
+  async publish(m: ForwardedMessage): Promise<number> {
+    const h = natsHeaders();
+    for (const [name, value] of Object.entries(outboxHeaders(m))) h.set(name, value);
+    const ack = await jetstream(this.nc).publish(this.subject, body(m), { msgID: m.id, headers: h });
+    return ack.seq;
+  }
+
+  /** Messages of the consumer not yet acknowledged or terminated (waiting or in flight). */
+  async unsettled(): Promise<number> {
+    const info = await this.jsm.consumers.info(this.stream, this.durable);
+    return info.num_pending + info.num_ack_pending;
+  }
+
+  async close(): Promise<void> {
+    await this.jsm.streams.delete(this.stream).catch(() => undefined);
+    await this.nc.close().catch(() => undefined);
+  }
 }

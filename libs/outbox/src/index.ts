@@ -48,6 +48,7 @@ export type {
   OutboxPage,
   OutboxEventDeliveries,
   OutboxDeliveryRecord,
+  OutboxInboxCounts,
 } from './admin/outbox-admin.interfaces';
 export { OutboxAdminModule } from './admin/outbox-admin.module';
 export type { OutboxActionOptions, OutboxAuditEntry } from './admin/outbox-admin.interfaces';
@@ -66,6 +67,27 @@ export type {
   OutboxBoardTenants,
 } from './board/outbox-board-options.interface';
 export type { OutboxAdminModuleOptions } from './admin/outbox-admin-options.interface';
+export { OutboxInboxModule } from './inbox/outbox-inbox.module';
+export { OutboxInbox } from './inbox/outbox-inbox.service';
+export { InboxHandler, InboxContext } from './inbox/inbox-handler.decorator';
+export { OutboxInboxInterceptor } from './inbox/outbox-inbox.interceptor';
+export { OUTBOX_MESSAGE_HEADERS } from './inbox/inbox-headers';
+export { amqpInboxMessage, type AmqpInboxSource, type AmqpInboxChannel } from './inbox/amqp-inbox-message';
+export { jetStreamInboxMessage, type JetStreamInboxSource } from './inbox/jetstream-inbox-message';
+export {
+  OutboxRmqDeserializer,
+  OutboxNatsDeserializer,
+  type OutboxIncomingPacket,
+  type NatsIncomingMessage,
+} from './inbox/nest-deserializers';
+export type {
+  OutboxInboxMessage,
+  OutboxInboxContext,
+  OutboxInboxHandler,
+  OutboxInboxOutcome,
+  OutboxInboxConsumerOptions,
+} from './inbox/outbox-inbox.interfaces';
+export type { OutboxInboxModuleOptions } from './inbox/outbox-inbox-options.interface';
 export {
   OutboxHealthIndicator,
   type OutboxHealthOptions,
@@ -119,7 +141,6 @@ export type {
 export type { OutboxTransportOptions } from './transport/outbox-transport-options.interface';
 export { TRANSPORT_ERROR_CODES } from './transport/transport-batch';
 export { BROKER_ERROR_CODES } from './delivery/broker/broker-error-codes';
-export { BROKER_HEADERS } from './delivery/broker/broker-headers';
 export type {
   OutboxBrokerOptions,
   OutboxBrokerCommonOptions,

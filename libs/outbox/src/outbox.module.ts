@@ -70,9 +70,10 @@ import { BrokerConsumerFactory } from './delivery/broker/broker-consumer.factory
     OutboxWebhookService,
     OutboxWebhookSubscriptions,
     OutboxInstrumentation,
-    // for the board, metrics and tracing modules (internal: not exported by the package's index)
+    // for the board, metrics, tracing and inbox modules (internal: not exported by the package's index)
     OutboxStore,
     OUTBOX_RESOLVED_OPTIONS,
+    AmbientTransactions,
   ],
 })
 export class OutboxModule extends ConfigurableOutboxModule {}

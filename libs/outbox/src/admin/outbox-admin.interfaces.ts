@@ -41,6 +41,18 @@ export interface OutboxStats {
    */
   blockedAggregates: OutboxBlockedAggregate[];
   blockedAggregateCount: number;
+  /**
+   * Messages from a broker that `OutboxInbox` has not processed, per consumer name found in this tenant's inbox
+   * rows: `retrying` (a delivery failed, the broker redelivers) and `dead` (dead-lettered). Processed messages
+   * are not counted (there is one row for every message ever received).
+   */
+  inbox: Record<string, OutboxInboxCounts>;
+}
+
+/** One inbox consumer's messages not processed. */
+export interface OutboxInboxCounts {
+  retrying: number;
+  dead: number;
 }
 
 /** An aggregate held up for an ordered consumer by a dead delivery. */

@@ -14,6 +14,7 @@ import { OutboxStore } from '../store/outbox.store';
 import * as q from '../store/sql/admin';
 import * as bq from '../store/sql/board';
 import * as wq from '../store/sql/webhooks';
+import * as iq from '../store/sql/inbox';
 import { OutboxError } from '../errors/outbox.error';
 import {
   subscriptionConsumerName,
@@ -87,8 +88,8 @@ export class OutboxAdminService {
   async stats(tenantId: string): Promise<OutboxStats> {
     const tenant = checkUuid('tenantId', tenantId);
     const tenantConsumers = (await this.registry.tenantConsumers(tenant)).map((c) => c.name);
-    const [row] = await this.read(tenant, (runner) =>
-      this.store.rows<StatsRow>(
+    const [[row], inboxRows] = await this.read(tenant, async (runner) => [
+      await this.store.rows<StatsRow>(
         runner,
         q.tenantStats(this.options.names, {
           tenantId: tenant,
@@ -97,7 +98,8 @@ export class OutboxAdminService {
           blockedLimit: BLOCKED_AGGREGATES_LISTED,
         }),
       ),
-    );
+      await this.store.rows<iq.InboxCountsRow>(runner, iq.inboxCounts(this.options.names, tenant)),
+    ]);
     const events = Object.fromEntries(EVENT_STATUSES.map((s) => [s, row.events[s] ?? 0])) as Record<
       OutboxEventStatus,
       number
@@ -120,6 +122,9 @@ export class OutboxAdminService {
       brokerCircuits: this.brokers.circuitStates(),
       blockedAggregates: row.blocked.map(({ seq: _seq, ...blocked }) => blocked),
       blockedAggregateCount: row.blocked_count,
+      inbox: Object.fromEntries(
+        inboxRows.map((r) => [r.consumer_name, { retrying: r.retrying, dead: r.dead }]),
+      ),
     };
   }
 

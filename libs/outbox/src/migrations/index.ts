@@ -11,6 +11,7 @@ import { OutboxStandardSecrets1764450400000 } from './1764450400000-outbox-stand
 import { OutboxSubscriptionSecrets1764450200000 } from './1764450200000-outbox-subscription-secrets';
 import { OutboxBoard1764500100000 } from './1764500100000-outbox-board';
 import { OutboxTraceContext1764500200000 } from './1764500200000-outbox-trace-context';
+import { OutboxInbox1764500300000 } from './1764500300000-outbox-inbox';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -27,4 +28,5 @@ export const outboxMigrations = [
   OutboxStandardSecrets1764450400000,
   OutboxBoard1764500100000,
   OutboxTraceContext1764500200000,
+  OutboxInbox1764500300000,
 ];
