@@ -21,7 +21,7 @@ function loadedPeers(db: TestDatabase, mode: string): string[] {
   return JSON.parse(line.slice('LOADED '.length));
 }
 
-describe('the optional peers of the transactionHost option', () => {
+describe('the optional peers (transactionHost, brokers)', () => {
   let db: TestDatabase;
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -32,6 +32,17 @@ describe('the optional peers of the transactionHost option', () => {
 
   it('are not loaded by an app that does not use them', () => {
     expect(loadedPeers(db, 'none')).toEqual([]);
+  });
+
+  it('are loaded for brokers only when brokers of their type are configured', () => {
+    expect(loadedPeers(db, 'brokers')).toEqual([
+      '@nats-io/jetstream',
+      '@nats-io/nats-core',
+      '@nats-io/nkeys',
+      '@nats-io/nuid',
+      '@nats-io/transport-node',
+      'amqplib',
+    ]);
   });
 
   it('are loaded when the option is on (the check above can see them)', () => {

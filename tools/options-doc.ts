@@ -47,6 +47,26 @@ export const OPTION_SECTIONS: readonly OptionSection[] = [
     interfaceName: 'OutboxWebhookSubscriptionInput',
   },
   {
+    heading: 'Transports',
+    file: 'libs/outbox/src/transport/outbox-transport-options.interface.ts',
+    interfaceName: 'OutboxTransportOptions',
+  },
+  {
+    heading: 'Brokers (every type)',
+    file: 'libs/outbox/src/interfaces/outbox-broker-options.interface.ts',
+    interfaceName: 'OutboxBrokerCommonOptions',
+  },
+  {
+    heading: "RabbitMQ brokers (`type: 'rabbitmq'`)",
+    file: 'libs/outbox/src/interfaces/outbox-broker-options.interface.ts',
+    interfaceName: 'OutboxRabbitMqBrokerSettings',
+  },
+  {
+    heading: "NATS JetStream brokers (`type: 'nats'`)",
+    file: 'libs/outbox/src/interfaces/outbox-broker-options.interface.ts',
+    interfaceName: 'OutboxNatsBrokerSettings',
+  },
+  {
     heading: '`@OnOutboxEvent(eventName, options)`',
     file: 'libs/outbox/src/interfaces/outbox-handler-options.interface.ts',
     interfaceName: 'OnOutboxEventOptions',

@@ -213,6 +213,15 @@ describe('the packed library in a Nest app outside this repository', () => {
       expect(result.events).toEqual({ all: 1, published: 1 });
       expect(result.contacts).toBe(1);
       expect(result.openConnections).toBe(0);
+      // the ES-module app also boots with brokers whose clients it never installed: boot names each package
+      if (!readme)
+        expect(result.missingPeers).toEqual([
+          expect.stringContaining(
+            'brokers[0] ("rabbit") (type \'rabbitmq\') needs the package amqplib, which is not installed: npm install amqplib',
+          ),
+          expect.stringContaining('npm install @nats-io/transport-node'),
+          expect.stringContaining('npm install @nats-io/jetstream'),
+        ]);
     },
     300_000,
   );

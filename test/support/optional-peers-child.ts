@@ -1,6 +1,6 @@
 /**
  * Boots an app with the outbox, enqueues one event in a transaction, closes, and prints which optional peer
- * packages were loaded (from `require.cache`). With OPTIONAL_PEERS=cls the app uses the transactionHost option,
+ * packages were loaded (from `require.cache`). With OPTIONAL_PEERS=cls the app uses the transactionHost option (=brokers: a broker of each type),
  * so the check can be seen to fail. Run by test/optional-peers.e2e-spec.ts in a process of its own.
  */
 import 'reflect-metadata';
@@ -11,7 +11,7 @@ import type { DynamicModule } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
 import { OutboxModule, OutboxService } from 'nestjs-pg-outbox';
 
-const PEERS = /[\\/]node_modules[\\/](nestjs-cls|@nestjs-cls[\\/][^\\/]+)[\\/]/;
+const PEERS = /[\\/]node_modules[\\/](nestjs-cls|@nestjs-cls[\\/][^\\/]+|amqplib|@nats-io[\\/][^\\/]+)[\\/]/;
 
 async function main(): Promise<void> {
   const withCls = process.env.OPTIONAL_PEERS === 'cls';
@@ -37,7 +37,15 @@ async function main(): Promise<void> {
       }),
     );
   }
-  imports.push(OutboxModule.forRoot({ relay: { enabled: false }, transactionHost: withCls }));
+  // brokers: a forwarder of each type, never connected (the relay is off): their clients load at boot all the same
+  const brokers =
+    process.env.OPTIONAL_PEERS === 'brokers'
+      ? [
+          { name: 'r', type: 'rabbitmq' as const, url: 'amqp://127.0.0.1', exchange: 'x', events: ['*'] },
+          { name: 'n', type: 'nats' as const, servers: 'nats://127.0.0.1:4222', events: ['*'] },
+        ]
+      : [];
+  imports.push(OutboxModule.forRoot({ relay: { enabled: false }, transactionHost: withCls, brokers }));
   const app = await Test.createTestingModule({ imports })
     .setLogger(false as never)
     .compile();

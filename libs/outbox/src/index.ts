@@ -133,6 +133,23 @@ export type { OutboxWebhookEnvelope } from './delivery/webhook/webhook-envelope'
 export { WEBHOOK_HEADERS, WEBHOOK_RUN_ID_HEADER } from './delivery/webhook/webhook-headers';
 export { WEBHOOK_ERROR_CODES } from './delivery/webhook/webhook-outcome';
 export type {
+  OutboxTransport,
+  OutboxTransportBatch,
+  OutboxTransportDelivery,
+  OutboxTransportOutcome,
+} from './transport/outbox-transport.interface';
+export type { OutboxTransportOptions } from './transport/outbox-transport-options.interface';
+export { TRANSPORT_ERROR_CODES } from './transport/transport-batch';
+export { BROKER_ERROR_CODES } from './delivery/broker/broker-error-codes';
+export type {
+  OutboxBrokerOptions,
+  OutboxBrokerCommonOptions,
+  OutboxRabbitMqBrokerOptions,
+  OutboxNatsBrokerOptions,
+  OutboxRabbitMqBrokerSettings,
+  OutboxNatsBrokerSettings,
+} from './interfaces/outbox-broker-options.interface';
+export type {
   OutboxWebhookOptions,
   OutboxWebhookCircuitBreakerOptions,
   OutboxWebhookSubscriptionsOptions,

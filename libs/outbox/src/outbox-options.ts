@@ -45,6 +45,8 @@ export const OUTBOX_DEFAULTS: Omit<ResolvedOutboxOptions, 'names'> = {
     responseBodyInErrors: false,
     secretKeys: [],
   },
+  transports: [],
+  brokers: [],
   events: null,
   transactionHost: false,
 };
@@ -69,6 +71,8 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
     registry: { ...OUTBOX_DEFAULTS.registry, ...stripUndefined(raw.registry ?? {}) },
     retention: { ...OUTBOX_DEFAULTS.retention, ...stripUndefined(raw.retention ?? {}) },
     webhooks: Array.isArray(raw.webhooks) ? [...raw.webhooks] : OUTBOX_DEFAULTS.webhooks,
+    transports: Array.isArray(raw.transports) ? [...raw.transports] : OUTBOX_DEFAULTS.transports,
+    brokers: Array.isArray(raw.brokers) ? [...raw.brokers] : OUTBOX_DEFAULTS.brokers,
     webhookSubscriptions: {
       ...OUTBOX_DEFAULTS.webhookSubscriptions,
       ...stripUndefined(raw.webhookSubscriptions ?? {}),
@@ -132,8 +136,11 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
     );
   }
   // Each webhook is checked by the explorer, with the consumers it becomes.
-  if (raw.webhooks !== undefined && !Array.isArray(raw.webhooks))
-    problems.push(messages.badOption('webhooks', 'an array of webhooks', raw.webhooks));
+  // Each transport and broker too.
+  for (const list of ['webhooks', 'transports', 'brokers'] as const) {
+    if (raw[list] !== undefined && !Array.isArray(raw[list]))
+      problems.push(messages.badOption(list, `an array of ${list}`, raw[list]));
+  }
   for (const flag of ['enabled', 'notify', 'listen', 'preparedStatements'] as const) {
     if (typeof relay[flag] !== 'boolean')
       problems.push(messages.badOption(`relay.${flag}`, 'true or false', relay[flag]));

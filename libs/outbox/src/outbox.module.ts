@@ -24,6 +24,8 @@ import { OutboxWebhookSubscriptions } from './delivery/webhook/outbox-webhook-su
 import { OutboxSchemaRegistry } from './schemas/outbox-schema.registry';
 import { AmbientTransactions } from './cls/ambient-transactions';
 import { OutboxInstrumentation } from './observability/outbox-instrumentation';
+import { TransportConsumerFactory } from './transport/transport-consumer.factory';
+import { BrokerConsumerFactory } from './delivery/broker/broker-consumer.factory';
 
 /**
  * The transactional outbox. Import once with `OutboxModule.forRoot(options)` or `forRootAsync(…)`, next to
@@ -55,6 +57,8 @@ import { OutboxInstrumentation } from './observability/outbox-instrumentation';
     OutboxSchemaRegistry,
     AmbientTransactions,
     OutboxInstrumentation,
+    TransportConsumerFactory,
+    BrokerConsumerFactory,
   ],
   exports: [
     OutboxService,

@@ -30,6 +30,11 @@ export interface OutboxStats {
    */
   webhookCircuits: OutboxWebhookCircuitState[];
   /**
+   * Circuit breakers of the broker forwarders (`brokers` option; those with a breaker) as seen by this instance:
+   * `url` is the broker's address without its password, `tenantId` null.
+   */
+  brokerCircuits: OutboxWebhookCircuitState[];
+  /**
    * Aggregates an ordered consumer cannot move past because one of their deliveries is dead, oldest first (at
    * most 100); `blockedAggregateCount` counts them all. Replay the dead event (`replayEvent`) to retry it, or purge
    * it (`purgeEvent`) to skip it: either lets the aggregate move on.

@@ -1,5 +1,6 @@
 // Whole for now: every admin action in one service, each scoped to a tenant; split the webhook-subscription and
 // audit parts out when issue 20 merges (it moves their SQL into store/sql/).
+import { BrokerConsumerFactory } from '../delivery/broker/broker-consumer.factory';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { QueryRunner } from 'typeorm';
 import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
@@ -77,6 +78,7 @@ export class OutboxAdminService {
     private readonly relay: OutboxRelay,
     private readonly webhooks: OutboxWebhookService,
     private readonly subscriptions: WebhookSubscriptionSource,
+    private readonly brokers: BrokerConsumerFactory,
   ) {}
 
   /**
@@ -117,6 +119,7 @@ export class OutboxAdminService {
       webhookCircuits: this.webhooks
         .circuitStates()
         .filter((c) => c.tenantId === null || c.tenantId === tenant),
+      brokerCircuits: this.brokers.circuitStates(),
       blockedAggregates: row.blocked.map(({ seq: _seq, ...blocked }) => blocked),
       blockedAggregateCount: row.blocked_count,
       inbox: Object.fromEntries(

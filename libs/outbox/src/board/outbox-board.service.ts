@@ -23,7 +23,7 @@ export const BOARD_ACTIVITY_MINUTES = 30;
 export const BOARD_PAGE_SIZE = 50;
 
 /** How a consumer delivers, as the board names it. */
-export type BoardConsumerKind = 'in-process' | 'webhook' | 'unknown';
+export type BoardConsumerKind = 'in-process' | 'webhook' | 'transport' | 'broker' | 'unknown';
 
 /** One consumer's line of the overview. */
 export interface BoardConsumerCounts {
@@ -111,7 +111,7 @@ export class OutboxBoardService {
       const consumer = known.get(c.name);
       return {
         ...c,
-        kind: consumer ? (consumer.kind === 'handler' ? 'in-process' : 'webhook') : 'unknown',
+        kind: consumer ? (consumer.kind === 'handler' ? 'in-process' : consumer.kind) : 'unknown',
         patterns: consumer?.eventNames ?? [],
         ordered: consumer?.ordered ?? false,
         deliveredEstimate: Number(c.deliveredEstimate),

@@ -18,6 +18,8 @@ import { WebhookConsumerFactory } from '../delivery/webhook/webhook-consumer.fac
 import { OutboxSchemaRegistry } from '../schemas/outbox-schema.registry';
 import { receiptValidated } from '../schemas/receipt-validation';
 import { AmbientTransactions } from '../cls/ambient-transactions';
+import { TransportConsumerFactory } from '../transport/transport-consumer.factory';
+import { BrokerConsumerFactory } from '../delivery/broker/broker-consumer.factory';
 
 /**
  * Finds every `@OnOutboxEvent` method on the app's singleton providers and controllers, checks the wiring
@@ -40,9 +42,11 @@ export class OutboxExplorer implements OnModuleInit {
     private readonly webhookConsumers: WebhookConsumerFactory,
     private readonly schemas: OutboxSchemaRegistry,
     private readonly ambient: AmbientTransactions,
+    private readonly transportConsumers: TransportConsumerFactory,
+    private readonly brokerConsumers: BrokerConsumerFactory,
   ) {}
 
-  onModuleInit(): void {
+  async onModuleInit(): Promise<void> {
     const problems = [
       ...this.resolution.problems,
       ...this.wiringProblems(),
@@ -50,18 +54,26 @@ export class OutboxExplorer implements OnModuleInit {
       ...this.ambient.problems(),
     ];
     const consumers = this.discover(problems);
-    // Static webhooks (the `webhooks` option) are consumers too, named webhook:<name>, checked in the same pass.
+    // Static webhooks, transports and brokers (options) are consumers too, named webhook:<name>,
+    // transport:<name> and broker:<name>, checked in the same pass.
     const handlers = [...consumers];
-    for (const webhook of this.webhookConsumers.staticConsumers(problems)) {
-      const clash = handlers.find((c) => c.name === webhook.name);
-      if (clash)
-        problems.push(
-          messages.duplicateConsumer(webhook.name, [
-            `${clash.hostClass.name}#${clash.methodName}`,
-            'the webhooks option',
-          ]),
-        );
-      consumers.push(webhook);
+    const configured: [string, OutboxConsumer[]][] = [
+      ['webhooks', this.webhookConsumers.staticConsumers(problems)],
+      ['transports', await this.transportConsumers.staticConsumers(problems)],
+      ['brokers', this.brokerConsumers.staticConsumers(problems)],
+    ];
+    for (const [option, list] of configured) {
+      for (const consumer of list) {
+        const clash = handlers.find((c) => c.name === consumer.name);
+        if (clash)
+          problems.push(
+            messages.duplicateConsumer(consumer.name, [
+              `${clash.hostClass.name}#${clash.methodName}`,
+              `the ${option} option`,
+            ]),
+          );
+        consumers.push(consumer);
+      }
     }
     if (problems.length > 0) throw new OutboxConfigurationError(problems);
     this.registry.load(consumers);

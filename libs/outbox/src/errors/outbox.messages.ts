@@ -135,6 +135,11 @@ export const messages = {
     'writing, or enqueue for the tenant your transaction belongs to.',
   duplicateWebhook: (name: string, first: number, again: number): string =>
     `webhooks[${first}] and webhooks[${again}] are both named "${name}"; give each webhook a distinct name (its consumer is webhook:<name>)`,
+  duplicateEntry: (option: string, name: string, first: number, again: number): string =>
+    `${option}[${first}] and ${option}[${again}] are both named "${name}"; give each a distinct name`,
+  badTransport: (field: string, why: string): string =>
+    `option ${field} must be an object with send(batch) or a class implementing OutboxTransport, but ${why}; ` +
+    'see docs/transports.md',
   webhookUrlCredentials: (field: string): string =>
     `${field} carries a user name or password, which fetch refuses to send; move them to headers (e.g. { authorization: 'Basic …' })`,
   webhookBadHeader: (field: string, name: string): string =>

@@ -1,4 +1,6 @@
 import type { OutboxEventSchemas } from '../schemas/outbox-event-schemas';
+import type { OutboxTransportOptions } from '../transport/outbox-transport-options.interface';
+import type { OutboxBrokerOptions } from './outbox-broker-options.interface';
 import type { OutboxNames } from '../store/sql/schema';
 import type {
   OutboxWebhookOptions,
@@ -154,6 +156,16 @@ export interface OutboxModuleOptions {
   /** Webhook subscriptions that tenants add at run time. */
   webhookSubscriptions?: OutboxWebhookSubscriptionsOptions;
   /**
+   * Your own ways out (Kafka, SQS, another database…), each a consumer named `transport:<name>` that receives
+   * claimed batches (docs/transports.md). Default: `[]`.
+   */
+  transports?: OutboxTransportOptions[];
+  /**
+   * RabbitMQ and NATS JetStream forwarders, each a consumer named `broker:<name>` (docs/brokers.md); their client
+   * packages are optional peers, loaded only when a broker of that type is configured. Default: `[]`.
+   */
+  brokers?: OutboxBrokerOptions[];
+  /**
    * Payload schemas by event name (any Standard Schema: zod, valibot, arktype…; one per `schemaVersion` as
    * `{ 1: v1, 2: v2 }`), usually from `defineOutboxEvents`: `enqueue` stores the schema's output and refuses a
    * payload it rejects, and consumers with `validatePayload` check what they receive. Default: `null` (none).
@@ -187,6 +199,8 @@ export interface ResolvedOutboxOptions {
   retention: Required<OutboxRetentionOptions>;
   webhooks: readonly OutboxWebhookOptions[];
   webhookSubscriptions: Required<OutboxWebhookSubscriptionsOptions>;
+  transports: readonly OutboxTransportOptions[];
+  brokers: readonly OutboxBrokerOptions[];
   events: OutboxEventSchemas | null;
   transactionHost: boolean | { connectionName: string };
 }

@@ -2,29 +2,20 @@ import type { Type } from '@nestjs/common';
 import type { OutboxBackoffOptions } from '../interfaces/outbox-module-options.interface';
 import type { OutboxEvent, OutboxHandlerContext } from '../interfaces/outbox-event.interface';
 import type { ClaimedDelivery } from '../delivery/claimed-delivery';
+import type { OutboxTransportOutcome } from '../transport/outbox-transport.interface';
 
 /** What an external transport says about one delivery; the relay turns it into a stored outcome. */
-export type ExternalDeliveryResult =
-  | { status: 'delivered'; externalRunId?: string | null }
-  /** Failed; retried with backoff (or after `retryAfterMs` when the receiver said so) until maxAttempts. */
-  | {
-      status: 'failed';
-      errorCode: string;
-      error: string;
-      retryAfterMs?: number;
-      externalRunId?: string | null;
-    }
-  /** Failed in a way no retry can fix (e.g. HTTP 400): dead at once. */
-  | { status: 'dead'; errorCode: string; error: string; externalRunId?: string | null }
-  /** Not attempted (e.g. circuit open): the attempt is given back, due again after `retryAfterMs`. */
-  | { status: 'deferred'; errorCode: string; error: string; retryAfterMs: number };
+export type ExternalDeliveryResult = OutboxTransportOutcome;
 
 /** One consumer known to this app: a named handler (or external endpoint) and the events it listens to. */
 export interface OutboxConsumer {
   /** Stable name stored in `outbox_deliveries.consumer_name`. */
   readonly name: string;
-  /** `handler`: in-process, run inside a transaction with the inbox row. `webhook`: external, no transaction held. */
-  readonly kind: 'handler' | 'webhook';
+  /**
+   * `handler`: in-process, run inside a transaction with the inbox row. The others are external, no transaction
+   * held: `webhook` (one request per delivery), `transport` and `broker` (one call per claimed batch).
+   */
+  readonly kind: 'handler' | 'webhook' | 'transport' | 'broker';
   /** What it listens to, for display: its patterns joined with ", ". */
   readonly eventName: string;
   /** The patterns it listens to: exact event names, `prefix.*`, or `*`. */
@@ -45,4 +36,12 @@ export interface OutboxConsumer {
   readonly handle?: (event: OutboxEvent, context: OutboxHandlerContext) => unknown;
   /** External consumers: delivers over the network, with no database transaction open. Must not throw. */
   readonly deliver?: (delivery: ClaimedDelivery) => Promise<ExternalDeliveryResult>;
+  /**
+   * External consumers that send a batch at once (transports, brokers): one result per delivery, in order, with
+   * the headers the instrumentation wants on each message. Takes precedence over `deliver`. Must not throw.
+   */
+  readonly deliverBatch?: (
+    deliveries: readonly ClaimedDelivery[],
+    headers: readonly Readonly<Record<string, string>>[],
+  ) => Promise<ExternalDeliveryResult[]>;
 }

@@ -216,9 +216,9 @@ export function resolveWebhookEndpoint(
 
 /**
  * The patterns of a list that no other pattern of it covers (`*` covers everything, `crm.*` covers
- * `crm.contact.*` and `crm.deal.created.v1`).
+ * `crm.contact.*` and `crm.deal.created.v1`). Also used for transports and brokers.
  */
-function reducePatterns(
+export function reducePatterns(
   events: unknown,
   field: string,
   problem: (field: string, message: string) => void,
