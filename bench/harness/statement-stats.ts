@@ -4,8 +4,8 @@
  * the peers scenario on its embedded server); on a server without it, every reading is null.
  *
  * Tracking is switched on for the bench database only, for sessions opened after {@link StatementStats.enable}:
- * the bench's admin connection (opened before) is never counted, and the probes of the workers are left out by
- * their text.
+ * the bench's admin connection (opened before) is never counted; a worker's probe connection opts out with
+ * {@link untrackSession}, and the CPU probe's statements are left out by their text.
  */
 import type { BenchDatabase } from './bench-database';
 
@@ -25,7 +25,15 @@ export interface StatementReading {
 }
 
 /** Statement texts of the bench's own probes (CPU and settle checks), never counted. */
-const PROBE_PATTERNS = ['%pg_stat_activity%', '%bench-probe%', '%pg_stat_statements%'];
+const PROBE_PATTERNS = ['%pg_stat_activity%', '%pg_stat_statements%'];
+
+/**
+ * Stops counting this session's statements (a probe's). A comment in the text would not do: pg_stat_statements
+ * keeps the text without a leading comment. Ignored where the setting cannot be changed.
+ */
+export async function untrackSession(query: (text: string) => Promise<unknown>): Promise<void> {
+  await query(`set pg_stat_statements.track = 'none'`).catch(() => undefined);
+}
 
 export class StatementStats {
   private constructor(

@@ -11,6 +11,7 @@ import 'reflect-metadata';
 import { performance } from 'node:perf_hooks';
 import { Client } from 'pg';
 import { BackendCpu } from '../harness/backend-cpu';
+import { untrackSession } from '../harness/statement-stats';
 import { CONSUMER_NAMES, type ConsumerVariant } from '../harness/bench-consumers';
 import { sleep } from '../harness/stats';
 import { type CpuProfile } from '../workers/relay-worker.protocol';
@@ -28,9 +29,6 @@ export interface PeerWorkerConfig {
   sampleMemory: false;
 }
 
-/** Marks the worker's own probe statements, so the statement counts can leave them out. */
-export const PROBE_COMMENT = '/* bench-probe */';
-
 /** How often the worker asks whether every done mark is in, once every handler ran. */
 const SETTLED_POLL_MS = 5;
 
@@ -40,8 +38,9 @@ async function main(): Promise<void> {
   const applicationName = `bench-peer-worker-${process.pid}`;
   const probe = new Client({ connectionString: config.url, application_name: 'bench-peer-probe' });
   await probe.connect();
+  await untrackSession((text) => probe.query(text));
   const probeRows = async (text: string): Promise<{ n: number }[]> =>
-    (await probe.query<{ n: number }>(`${PROBE_COMMENT} ${text}`)).rows;
+    (await probe.query<{ n: number }>(text)).rows;
   try {
     await readyThenGo();
     const backends = await BackendCpu.open(config.url, [applicationName]);

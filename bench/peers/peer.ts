@@ -53,6 +53,11 @@ export interface Peer {
   settings: string;
   /** How the two consumers get each event (a job per consumer, or one message for both). */
   fanOut: string;
+  /**
+   * The largest backlog it is given to drain, for a peer so slow that the bench's backlog would take minutes:
+   * its rate is then measured on fewer events (which flatters a peer whose poll grows with the backlog).
+   */
+  maxDrainBacklog?: number;
   /** Whether a writing consumer's row commits in the same transaction as its done mark. */
   writesAtomically: boolean;
   /** Creates its schema in the bench database. */

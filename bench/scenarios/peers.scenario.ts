@@ -180,6 +180,11 @@ function topCosts(map: CostMap, units: number): StatementReading['top'] {
     .map(([query, c]) => ({ query, calls: c.calls / units, execMs: c.execMs / units }));
 }
 
+function drainBacklog(backlog: number, system: System): number {
+  const cap = system === 'library' || system === 'raw' ? undefined : peerNamed(system).maxDrainBacklog;
+  return Math.min(backlog, cap ?? backlog);
+}
+
 /** One drain of a fresh backlog by one system in a child process; checks every event was settled. */
 async function drainOnce(
   context: BenchContext,
@@ -188,7 +193,7 @@ async function drainOnce(
   variant: ConsumerVariant,
 ): Promise<Sample> {
   const { db, options, report } = context;
-  const backlog = options.sizes.peersBacklog;
+  const backlog = drainBacklog(options.sizes.peersBacklog, system);
   const consumers = CONSUMER_NAMES[variant];
   let outcome;
   if (system === 'library') {
@@ -231,6 +236,16 @@ async function drainOnce(
     serverCpuUs: result.cpu.postgresMs === null ? Number.NaN : (result.cpu.postgresMs * 1000) / backlog,
     statements: reading ? reading.calls / backlog : Number.NaN,
     top: (reading?.top ?? []).map((c) => ({ ...c, calls: c.calls / backlog, execMs: c.execMs / backlog })),
+  };
+}
+
+/** A drain that failed or stalled: said in the report, counted as no rate, and the run goes on. */
+function failedDrain(context: BenchContext, system: System): (error: unknown) => Sample {
+  return (error) => {
+    context.report.note(
+      `WARNING ${system}: drain failed: ${error instanceof Error ? error.message : String(error)}`,
+    );
+    return { rate: Number.NaN, serverCpuUs: Number.NaN, statements: Number.NaN, top: [] };
   };
 }
 
@@ -326,16 +341,18 @@ interface Summary {
   top: StatementReading['top'];
 }
 
-function summarizeSamples(samples: readonly Sample[]): Summary {
+/** Medians and range over the rounds that produced a rate (a failed drain has none). */
+function summarizeSamples(all: readonly Sample[]): Summary {
+  const samples = all.filter((s) => Number.isFinite(s.rate));
   const rates = samples.map((s) => s.rate);
-  const middle = [...samples].sort((a, b) => a.rate - b.rate)[samples.length >> 1]!;
+  const middle = [...samples].sort((a, b) => a.rate - b.rate)[samples.length >> 1];
   return {
     median: median(rates),
     min: Math.min(...rates),
     max: Math.max(...rates),
     serverCpuUs: median(samples.map((s) => s.serverCpuUs)),
     statements: median(samples.map((s) => s.statements)),
-    top: middle.top,
+    top: middle?.top ?? [],
   };
 }
 
@@ -447,7 +464,9 @@ async function drainLines(context: BenchContext, stats: StatementStats): Promise
     const samples = new Map<System, Sample[]>(systems.map((s) => [s, []]));
     for (let round = 0; round < options.sizes.peersRounds; round++) {
       for (const system of inTurn(systems, round))
-        samples.get(system)!.push(await drainOnce(context, stats, system, variant));
+        samples
+          .get(system)!
+          .push(await drainOnce(context, stats, system, variant).catch(failedDrain(context, system)));
     }
     const summaries = new Map([...samples].map(([system, s]) => [system, summarizeSamples(s)]));
     const goalPeer: System = variant === 'no-db' ? 'graphile-worker' : 'pg-boss';
@@ -456,6 +475,13 @@ async function drainLines(context: BenchContext, stats: StatementStats): Promise
         ? `drain ${options.sizes.peersBacklog.toLocaleString('en-US')} events × 2 no-op consumers, events/s`
         : `drain, one consumer writes a row, events/s`;
     reportRates(context, line, '/s', summaries, { peer: goalPeer, target: 1 });
+    for (const peer of PEERS) {
+      const backlog = drainBacklog(options.sizes.peersBacklog, peer.name);
+      if (backlog < options.sizes.peersBacklog)
+        context.report.note(
+          `${peer.name} drained ${backlog.toLocaleString('en-US')} events per run (its maxDrainBacklog)`,
+        );
+    }
     if (variant === 'db-write') {
       const atomic = PEERS.map((p) => `${p.name} ${p.writesAtomically ? 'atomic' : 'NOT atomic'}`).join(', ');
       context.report.note(`the row and its done mark: library atomic (context.manager), ${atomic}`);
