@@ -5,7 +5,8 @@
  * commit → handler latency at a fixed rate (with the raw NOTIFY-woken relay's p99 as the reference). Each peer
  * runs with the settings its docs recommend for throughput and latency (printed), the library with its defaults.
  * Every line prints library / peer and flags the peers that lead; server CPU and statements per event say where
- * the cost lies. The peers' tuning and adapters are in `bench/peers/`.
+ * the cost lies. The peers' tuning and adapters are in `bench/peers/`, the report lines in
+ * `harness/peers-report.ts`; the file is over 350 lines because its three measurements share one set-up.
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
@@ -32,8 +33,16 @@ import {
   type LatencyRun,
   type Produce,
 } from '../harness/latency-runs';
+import {
+  bestPeer,
+  range,
+  reportCosts,
+  reportRates,
+  summarizeSamples,
+  type Sample,
+  type System,
+} from '../harness/peers-report';
 import { runRelayWorkers } from '../harness/relay-workers';
-import { formatValue } from '../harness/report';
 import { StatementStats, type StatementReading } from '../harness/statement-stats';
 import { inTurn, median, now, waitUntil } from '../harness/stats';
 import { insertContact } from '../raw/raw.queries';
@@ -42,21 +51,6 @@ import type { RelayWorkerConfig } from '../workers/relay-worker.protocol';
 import { LATENCY_CONSUMER, type Peer, type PeerEvent } from '../peers/peer';
 import type { PeerWorkerConfig } from '../peers/peer-worker';
 import { PEERS, peerNamed } from '../peers/peers';
-
-/** The systems of one line: the library, the peers, and the line's raw-SQL reference. */
-type System = 'library' | 'raw' | Peer['name'];
-
-/** One system's figures in one round. */
-interface Sample {
-  /** Commits/s or events/s. */
-  rate: number;
-  /** Server CPU per commit or event (µs), from /proc; NaN when unreadable. */
-  serverCpuUs: number;
-  /** Statements per commit or event, from pg_stat_statements; NaN when unavailable. */
-  statements: number;
-  /** The costliest statements of the round. */
-  top: StatementReading['top'];
-}
 
 const ENQUEUE_SLICE_MS = 250;
 const WARM_UP_MS = 300;
@@ -328,109 +322,6 @@ function atPeersRate(context: BenchContext): BenchContext {
       sizes: { ...sizes, latencyRate: sizes.peersLatencyRate, latencySeconds: sizes.peersLatencySeconds },
     },
   };
-}
-
-// --- reporting ---------------------------------------------------------------------------------------------
-
-interface Summary {
-  median: number;
-  min: number;
-  max: number;
-  serverCpuUs: number;
-  statements: number;
-  top: StatementReading['top'];
-}
-
-/** Medians and range over the rounds that produced a rate (a failed drain has none). */
-function summarizeSamples(all: readonly Sample[]): Summary {
-  const samples = all.filter((s) => Number.isFinite(s.rate));
-  const rates = samples.map((s) => s.rate);
-  const middle = [...samples].sort((a, b) => a.rate - b.rate)[samples.length >> 1];
-  return {
-    median: median(rates),
-    min: Math.min(...rates),
-    max: Math.max(...rates),
-    serverCpuUs: median(samples.map((s) => s.serverCpuUs)),
-    statements: median(samples.map((s) => s.statements)),
-    top: middle?.top ?? [],
-  };
-}
-
-function range(s: Summary, unit: string): string {
-  return s.min === s.max
-    ? formatValue(s.median, unit)
-    : `${formatValue(s.min, '')}–${formatValue(s.max, unit)}`;
-}
-
-/** What a line's costs are given per: one commit, or 100 drained events (a batch of the library's). */
-interface Unit {
-  name: string;
-  /** Units of work per figure: 1 per commit, 100 per 100 events. */
-  scale: number;
-}
-
-function costOf(system: System, s: Summary, unit: Unit): string {
-  const cpu = Number.isNaN(s.serverCpuUs) ? 'n/a' : `${((s.serverCpuUs * unit.scale) / 1000).toFixed(2)} ms`;
-  const statements = Number.isNaN(s.statements) ? 'n/a' : (s.statements * unit.scale).toFixed(1);
-  return `${system} ${cpu} server CPU, ${statements} statements`;
-}
-
-function describeTop(system: System, s: Summary, unit: Unit): string | null {
-  if (s.top.length === 0) return null;
-  const parts = s.top.map(
-    (c) =>
-      `${(c.execMs * unit.scale).toFixed(3)} ms in ${(c.calls * unit.scale).toFixed(1)}× ` +
-      c.query.replace(/\s+/g, ' ').slice(0, 60),
-  );
-  return `${system}, costliest statements per ${unit.name} (execution time): ${parts.join(' | ')}`;
-}
-
-/** `library vs <peer>` for every peer, higher is better; flags the peers that lead. */
-function reportRates(
-  context: BenchContext,
-  line: string,
-  unit: string,
-  summaries: Map<System, Summary>,
-  goals: { peer?: System; target: number; againstBest?: boolean },
-): void {
-  const { report } = context;
-  const library = summaries.get('library')!;
-  const best = bestPeer(summaries);
-  for (const name of PEERS.map((p) => p.name).filter((n) => summaries.has(n))) {
-    const peer = summaries.get(name)!;
-    const judged = goals.againstBest ? name === best : name === goals.peer;
-    report.add({
-      scenario: 'peers',
-      label: `${line}: library vs ${name}`,
-      value: library.median,
-      unit,
-      versus: { label: name, value: peer.median },
-      goal: judged ? { on: 'ratio', op: '>=', target: goals.target } : undefined,
-      note:
-        `${peer.median > library.median ? `PEER LEADS: ${name} ${(peer.median / library.median).toFixed(2)}× the library; ` : ''}` +
-        `rounds: library ${range(library, unit)}, ${name} ${range(peer, unit)}`,
-    });
-  }
-}
-
-function reportCosts(
-  context: BenchContext,
-  summaries: Map<System, Summary>,
-  unit: Unit,
-  topOf: System[],
-): void {
-  const costs = [...summaries].map(([system, s]) => costOf(system, s, unit));
-  context.report.note(`per ${unit.name}: ${costs.join('; ')}`);
-  for (const system of topOf) {
-    const text = describeTop(system, summaries.get(system)!, unit);
-    if (text) context.report.note(text);
-  }
-}
-
-/** The peer with the highest median. */
-function bestPeer(summaries: Map<System, Summary>): System {
-  const peers = PEERS.map((p) => p.name).filter((name) => summaries.has(name));
-  return peers.reduce((a, b) => (summaries.get(b)!.median > summaries.get(a)!.median ? b : a));
 }
 
 // --- the scenario ------------------------------------------------------------------------------------------
