@@ -16,6 +16,7 @@ import { latencyScenario } from './scenarios/latency.scenario';
 import { backlogScaleScenario } from './scenarios/backlog-scale.scenario';
 import { memoryScenario } from './scenarios/memory.scenario';
 import { roundTripsScenario } from './scenarios/round-trips.scenario';
+import { peersScenario } from './scenarios/peers.scenario';
 
 const SCENARIOS: readonly BenchScenario[] = [
   enqueueScenario,
@@ -24,12 +25,13 @@ const SCENARIOS: readonly BenchScenario[] = [
   backlogScaleScenario,
   memoryScenario,
   roundTripsScenario,
+  peersScenario,
 ];
 
 async function main(options: BenchOptions): Promise<void> {
   const write = (line: string): void =>
     void (options.json ? process.stderr : process.stdout).write(`${line}\n`);
-  const server = await resolveDatabase();
+  const server = await resolveDatabase({ settings: statementStatsSettings(options) });
   let db: BenchDatabase | null = null;
   // Ctrl-C: drop what we created and stop the embedded server before going (its watchdog is the last resort).
   const interrupt = (): void => {
@@ -72,6 +74,15 @@ async function main(options: BenchOptions): Promise<void> {
     process.off('SIGTERM', interrupt);
     await cleanUp();
   }
+}
+
+/**
+ * The peers scenario counts statements with pg_stat_statements: loaded at start (it cannot be later), but
+ * tracking nothing unless a scenario turns it on for its database, so the other scenarios do not pay for it.
+ */
+function statementStatsSettings(options: BenchOptions): Record<string, string> | undefined {
+  if (!options.scenarios.includes('peers')) return undefined;
+  return { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'none' };
 }
 
 let options: BenchOptions;

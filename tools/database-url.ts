@@ -7,6 +7,8 @@ export interface ResolveDatabaseOptions {
   persistentDir?: string;
   /** Receives progress lines of the embedded launcher. */
   log?: (line: string) => void;
+  /** Extra settings of the embedded server (`-c name=value`); ignored with `DATABASE_URL`. */
+  settings?: Record<string, string>;
 }
 
 /** A database to connect to, and how to release it. */
@@ -26,6 +28,7 @@ export async function resolveDatabase(options: ResolveDatabaseOptions = {}): Pro
     dataDir: options.persistentDir,
     persistent: options.persistentDir !== undefined,
     log: options.log,
+    settings: options.settings,
   });
   return { url: embedded.url, embedded, stop: (): Promise<void> => embedded.stop() };
 }

@@ -1,7 +1,15 @@
 /** Command-line flags of `npm run bench` and the sizes they select. */
 
 /** Scenario names accepted by `--only`. */
-export const SCENARIO_NAMES = ['enqueue', 'relay', 'latency', 'scale', 'memory', 'round-trips'] as const;
+export const SCENARIO_NAMES = [
+  'enqueue',
+  'relay',
+  'latency',
+  'scale',
+  'memory',
+  'round-trips',
+  'peers',
+] as const;
 export type ScenarioName = (typeof SCENARIO_NAMES)[number];
 
 /** How big each scenario runs. */
@@ -37,6 +45,15 @@ export interface BenchSizes {
   roundTripBatchSizes: readonly number[];
   /** Batches drained per round-trip measurement. */
   roundTripBatches: number;
+  /** Peers: rounds of every line, the systems taking turns in each; medians and ranges over them. */
+  peersRounds: number;
+  /** Peers: timed seconds of each system's enqueue per round, in slices taken in turns. */
+  peersEnqueueSeconds: number;
+  /** Peers: events in each drained backlog (two consumers each). */
+  peersBacklog: number;
+  /** Peers: events per second and seconds of each latency run. */
+  peersLatencyRate: number;
+  peersLatencySeconds: number;
 }
 
 /** What the command line asked for. */
@@ -66,6 +83,11 @@ const FULL: BenchSizes = {
   memoryEvents: 200_000,
   roundTripBatchSizes: [10, 100, 500],
   roundTripBatches: 6,
+  peersRounds: 3,
+  peersEnqueueSeconds: 2,
+  peersBacklog: 20_000,
+  peersLatencyRate: 100,
+  peersLatencySeconds: 8,
 };
 
 const QUICK: BenchSizes = {
@@ -82,6 +104,10 @@ const QUICK: BenchSizes = {
   scaleLarge: 100_000,
   memoryEvents: 20_000,
   roundTripBatches: 4,
+  peersRounds: 1,
+  peersEnqueueSeconds: 1,
+  peersBacklog: 2_000,
+  peersLatencySeconds: 3,
 };
 
 const USAGE = `usage: npm run bench -- [--quick] [--json] [--only=${SCENARIO_NAMES.join(',')}]

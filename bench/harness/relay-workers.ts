@@ -5,7 +5,6 @@ import { now } from './stats';
 import {
   WORKER_CONFIG_ENV,
   type FromWorker,
-  type RelayWorkerConfig,
   type RelayWorkerResult,
   type ToWorker,
 } from '../workers/relay-worker.protocol';
@@ -21,14 +20,30 @@ export interface RelayWorkersOutcome {
 const WORKER_FILE = join(__dirname, '..', 'workers', 'relay-worker.js');
 const BOOT_TIMEOUT_MS = 60_000;
 
+/** What a worker process is given: its kind (for messages), and whether it samples memory. */
+export interface WorkerConfig {
+  kind: string;
+  sampleMemory?: boolean;
+}
+
+/** Options of {@link runRelayWorkers} beyond the configs. */
+export interface RunWorkersOptions {
+  /** The compiled worker script; default `workers/relay-worker.js` (any script speaking its protocol). */
+  workerFile?: string;
+  /** Runs once every worker is ready, before `go`: what it does is not timed. */
+  beforeGo?: () => Promise<void>;
+}
+
 /** Starts one worker per config, waits until all are ready, starts them together, and waits for all to finish. */
-export async function runRelayWorkers(
-  configs: readonly RelayWorkerConfig[],
+export async function runRelayWorkers<C extends WorkerConfig>(
+  configs: readonly C[],
   timeoutMs = 15 * 60_000,
+  options: RunWorkersOptions = {},
 ): Promise<RelayWorkersOutcome> {
-  const workers = configs.map((config) => startWorker(config));
+  const workers = configs.map((config) => startWorker(config, options.workerFile ?? WORKER_FILE));
   try {
     await withTimeout(Promise.all(workers.map((w) => w.ready)), BOOT_TIMEOUT_MS, 'relay workers to boot');
+    await options.beforeGo?.();
     const began = now();
     for (const w of workers) w.child.send({ type: 'go' } satisfies ToWorker);
     const results = await withTimeout(
@@ -52,8 +67,8 @@ interface StartedWorker {
   exited: Promise<void>;
 }
 
-function startWorker(config: RelayWorkerConfig): StartedWorker {
-  const child = fork(WORKER_FILE, [], {
+function startWorker(config: WorkerConfig, file: string): StartedWorker {
+  const child = fork(file, [], {
     env: { ...process.env, [WORKER_CONFIG_ENV]: JSON.stringify(config) },
     // Memory sampling collects garbage before each sample, to see memory kept rather than garbage pending.
     execArgv: config.sampleMemory ? ['--expose-gc'] : [],

@@ -9,35 +9,17 @@
  * Commits per flush cannot be split by slice (a session publishes its flush count when it ends): those come from
  * runs of their own, one variant at a time on fresh tables.
  */
-import { randomUUID } from 'node:crypto';
-import type { OutboxEventInput, OutboxRelayOptions } from 'nestjs-pg-outbox';
-import { createBenchApp } from '../harness/bench-app';
-import { BENCH_EVENT, BENCH_TENANT } from '../harness/bench-database';
 import type { BenchContext, BenchScenario } from '../harness/bench-scenario';
-import { inTurn, median, now } from '../harness/stats';
-import { insertContact, insertEvent } from '../raw/raw.queries';
-import { RawSession } from '../raw/raw-session';
-
-type Side = 'library' | 'raw';
-
-/** What each transaction does, and through what. */
-interface Workload {
-  side: Side;
-  /** Insert a contact (the business write). */
-  business: boolean;
-  /** Add an outbox event. */
-  withEvent: boolean;
-  /** Library only: relay options of the app (a diagnostic variant turns the wake-up NOTIFY off). */
-  relay?: OutboxRelayOptions;
-}
-
-/** Runs one business transaction on connection `worker`. */
-interface Transactor {
-  run(worker: number): Promise<void>;
-  /** Statements sent so far, wake-up NOTIFYs and other statements outside the transactions included. */
-  statements(): number;
-  close(): Promise<void>;
-}
+import {
+  drive,
+  ENQUEUE_APPLICATION_NAME as APPLICATION_NAME,
+  openTransactor,
+  type Driven,
+  type Side,
+  type Transactor,
+  type Workload,
+} from '../harness/enqueue-transactors';
+import { inTurn, median } from '../harness/stats';
 
 interface EnqueueFigures {
   commitsPerS: number;
@@ -48,127 +30,8 @@ interface EnqueueFigures {
   statementsPerCommit: number;
 }
 
-const APPLICATION_NAME = 'bench-enqueue';
 const WARM_UP_MS = 300;
 const CONNECTIONS = [1, 8] as const;
-
-function contactEvent(): {
-  contact: { id: string; name: string; email: string };
-  event: OutboxEventInput<Record<string, string>>;
-} {
-  const id = randomUUID();
-  const contact = { id, name: `Contact ${id.slice(0, 8)}`, email: `${id.slice(0, 8)}@example.com` };
-  return {
-    contact,
-    event: {
-      tenantId: BENCH_TENANT,
-      eventName: BENCH_EVENT,
-      payload: { contactId: id, name: contact.name, email: contact.email },
-      aggregateType: 'contact',
-      aggregateId: id,
-    },
-  };
-}
-
-/** Business transactions through the Nest app: TypeORM's `transaction`, and `enqueue` when `withEvent`. */
-async function libraryTransactor(
-  url: string,
-  connections: number,
-  { business, withEvent, relay }: Workload,
-): Promise<Transactor> {
-  // The pool an app would have (pg's default of 10), not one sized to the load: the library may use a
-  // connection of its own beside the business transactions (its wake-up NOTIFY), as it would in an app.
-  const poolSize = Math.max(10, connections);
-  const app = await createBenchApp({
-    url,
-    consumers: [],
-    relay,
-    poolSize,
-    applicationName: APPLICATION_NAME,
-  });
-  let statements = 0;
-  return {
-    statements: () => (statements += app.probe.take().total),
-    run: () =>
-      app.dataSource.transaction(async (manager) => {
-        const { contact, event } = contactEvent();
-        if (business) {
-          const insert = insertContact(contact.id, BENCH_TENANT, contact.name, contact.email);
-          await manager.query(insert.text, insert.values);
-        }
-        if (withEvent) await app.outbox.enqueue(manager, event);
-      }),
-    close: () => app.close(),
-  };
-}
-
-/** The same transactions by hand on `pg` connections, the event as a plain INSERT of the same row. */
-async function rawTransactor(
-  url: string,
-  connections: number,
-  { business, withEvent }: Workload,
-): Promise<Transactor> {
-  const sessions = await Promise.all(
-    Array.from({ length: connections }, () => RawSession.connect(url, APPLICATION_NAME)),
-  );
-  return {
-    statements: () => sessions.reduce((sum, s) => sum + s.queries, 0),
-    run: (worker) => {
-      const session = sessions[worker]!;
-      return session.transaction(async () => {
-        const { contact, event } = contactEvent();
-        if (business)
-          await session.rows(insertContact(contact.id, BENCH_TENANT, contact.name, contact.email));
-        if (withEvent) {
-          await session.rows(
-            insertEvent({
-              id: randomUUID(),
-              tenantId: event.tenantId,
-              eventName: event.eventName,
-              payloadJson: JSON.stringify(event.payload),
-              aggregateType: event.aggregateType!,
-              aggregateId: event.aggregateId!,
-            }),
-          );
-        }
-      });
-    },
-    close: async () => {
-      await Promise.all(sessions.map((s) => s.end()));
-    },
-  };
-}
-
-function openTransactor(url: string, connections: number, workload: Workload): Promise<Transactor> {
-  return workload.side === 'library'
-    ? libraryTransactor(url, connections, workload)
-    : rawTransactor(url, connections, workload);
-}
-
-/** What `connections` loops of transactions did in a while. */
-interface Driven {
-  commits: number;
-  ms: number;
-  /** CPU of this process meanwhile, in µs. */
-  cpuUs: number;
-}
-
-/** Runs `connections` loops of transactions back to back for `ms`. */
-async function drive(transactor: Transactor, connections: number, ms: number): Promise<Driven> {
-  let commits = 0;
-  const cpuBefore = process.cpuUsage();
-  const began = now();
-  const until = began + ms;
-  const loop = async (worker: number): Promise<void> => {
-    while (now() < until) {
-      await transactor.run(worker);
-      commits++;
-    }
-  };
-  await Promise.all(Array.from({ length: connections }, (_, worker) => loop(worker)));
-  const cpu = process.cpuUsage(cpuBefore);
-  return { commits, ms: now() - began, cpuUs: cpu.user + cpu.system };
-}
 
 /** Each workload's commits/s and Node CPU per commit, measured in turns (see the file's comment). */
 async function measureInTurns(

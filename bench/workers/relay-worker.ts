@@ -5,22 +5,16 @@
  */
 import 'reflect-metadata';
 import { readFileSync } from 'node:fs';
-import { Client } from 'pg';
 import { performance } from 'node:perf_hooks';
+import { BackendCpu } from '../harness/backend-cpu';
 import { createBenchApp } from '../harness/bench-app';
 import { BENCH_TENANT } from '../harness/bench-database';
 import { CONSUMER_NAMES, consumerClass } from '../harness/bench-consumers';
 import { runBatchedRound, type RawRelayPlan } from '../raw/batched-relay';
 import { runPerEventRound } from '../raw/per-event-relay';
 import { RawSession } from '../raw/raw-session';
-import {
-  WORKER_CONFIG_ENV,
-  type CpuProfile,
-  type FromWorker,
-  type MemoryProfile,
-  type RelayWorkerConfig,
-  type ToWorker,
-} from './relay-worker.protocol';
+import { type CpuProfile, type MemoryProfile, type RelayWorkerConfig } from './relay-worker.protocol';
+import { readWorkerConfig, readyThenGo, runWorker, sendToBench } from './worker-process';
 
 /** A relay reduced to what the worker needs: run one round, say how many events it relayed. */
 interface Relay {
@@ -115,86 +109,12 @@ function readVmHwm(): number | null {
   }
 }
 
-/**
- * CPU time of the PostgreSQL backends serving this worker (found by `application_name`), read from /proc: only
- * when the server runs on this machine (embedded, or a local DATABASE_URL). Backends opened during the drain
- * count from zero; the pool keeps its connections open until the worker closes.
- */
-class BackendCpu {
-  private constructor(
-    private readonly client: Client | null,
-    private readonly applicationName: string,
-    private readonly before: Map<number, number>,
-  ) {}
-
-  static async open(url: string, applicationName: string): Promise<BackendCpu> {
-    const client = new Client({ connectionString: url, application_name: 'bench-cpu-probe' });
-    await client.connect();
-    const before = await readBackendCpu(client, applicationName);
-    if (before !== null) return new BackendCpu(client, applicationName, before);
-    await client.end();
-    return new BackendCpu(null, applicationName, new Map());
-  }
-
-  /** CPU spent since `open`, or null when the backends' processes cannot be read. */
-  async spentMs(): Promise<number | null> {
-    if (!this.client) return null;
-    try {
-      const after = await readBackendCpu(this.client, this.applicationName);
-      if (after === null) return null;
-      let ms = 0;
-      for (const [pid, total] of after) ms += total - (this.before.get(pid) ?? 0);
-      return ms;
-    } finally {
-      await this.client.end();
-    }
-  }
-}
-
-/** Milliseconds of CPU per backend pid of `applicationName`, or null when one cannot be read. */
-async function readBackendCpu(client: Client, applicationName: string): Promise<Map<number, number> | null> {
-  const { rows } = await client.query<{ pid: number }>(
-    'select pid from pg_stat_activity where application_name = $1',
-    [applicationName],
-  );
-  const msPerTick = 1000 / 100; // USER_HZ: 100 on Linux
-  const totals = new Map<number, number>();
-  for (const { pid } of rows) {
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    } catch {
-      return null;
-    }
-    // `pid (comm) state …`: a process of this machine that is not postgres means the server is elsewhere
-    const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-    if (!comm.startsWith('postgres')) return null;
-    // after `(comm) `, field 0 is the state (field 3 of the line); utime and stime are fields 14 and 15
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    totals.set(pid, (Number(fields[11]) + Number(fields[12])) * msPerTick);
-  }
-  return totals;
-}
-
-function send(message: FromWorker): void {
-  process.send?.(message);
-}
-
 async function main(): Promise<void> {
-  const config = JSON.parse(process.env[WORKER_CONFIG_ENV] ?? 'null') as RelayWorkerConfig | null;
-  if (!config || !process.send)
-    throw new Error(`relay-worker runs under fork() with ${WORKER_CONFIG_ENV} set`);
-  // The bench went away (crash, Ctrl-C): do not linger holding connections.
-  process.on('disconnect', () => process.exit(1));
+  const config = readWorkerConfig<RelayWorkerConfig>('relay-worker');
   const relay = await openRelay(config);
   try {
-    await new Promise<void>((resolve) => {
-      process.on('message', (message: ToWorker) => {
-        if (message.type === 'go') resolve();
-      });
-      send({ type: 'ready' });
-    });
-    const backends = await BackendCpu.open(config.url, relay.applicationName);
+    await readyThenGo();
+    const backends = await BackendCpu.open(config.url, [relay.applicationName]);
     const cpuBefore = process.cpuUsage();
     const began = performance.now();
     const outcome = config.sampleMemory
@@ -206,17 +126,13 @@ async function main(): Promise<void> {
       nodeMs: (node.user + node.system) / 1000,
       postgresMs: await backends.spentMs(),
     };
-    send({ type: 'done', result: { events: outcome.events, elapsedMs, memory: outcome.memory, cpu } });
+    sendToBench({
+      type: 'done',
+      result: { events: outcome.events, elapsedMs, memory: outcome.memory, cpu },
+    });
   } finally {
     await relay.close();
   }
 }
 
-main().then(
-  () => process.disconnect?.(),
-  (error: unknown) => {
-    send({ type: 'failed', error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
-    process.exitCode = 1;
-    process.disconnect?.();
-  },
-);
+runWorker(main);

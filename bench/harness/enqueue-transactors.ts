@@ -1,0 +1,156 @@
+/**
+ * Business transactions for the enqueue measurements: a contact row and an outbox event, through the Nest app
+ * (TypeORM + `OutboxService.enqueue`) or by hand on `pg` connections, and the loop that drives them back to back.
+ * Used by the enqueue scenario and by the peers scenario.
+ */
+import { randomUUID } from 'node:crypto';
+import type { OutboxEventInput, OutboxRelayOptions } from 'nestjs-pg-outbox';
+import { createBenchApp } from './bench-app';
+import { BENCH_EVENT, BENCH_TENANT } from './bench-database';
+import { now } from './stats';
+import { insertContact, insertEvent } from '../raw/raw.queries';
+import { RawSession } from '../raw/raw-session';
+
+/** `application_name` of the enqueue connections unless a caller names its own. */
+export const ENQUEUE_APPLICATION_NAME = 'bench-enqueue';
+
+export type Side = 'library' | 'raw';
+
+/** What each transaction does, and through what. */
+export interface Workload {
+  side: Side;
+  /** Insert a contact (the business write). */
+  business: boolean;
+  /** Add an outbox event. */
+  withEvent: boolean;
+  /** Library only: relay options of the app (a diagnostic variant turns the wake-up NOTIFY off). */
+  relay?: OutboxRelayOptions;
+}
+
+/** Runs one business transaction on connection `worker`. */
+export interface Transactor {
+  run(worker: number): Promise<void>;
+  /** Statements sent so far, wake-up NOTIFYs and other statements outside the transactions included. */
+  statements(): number;
+  close(): Promise<void>;
+}
+
+export function contactEvent(): {
+  contact: { id: string; name: string; email: string };
+  event: OutboxEventInput<Record<string, string>>;
+} {
+  const id = randomUUID();
+  const contact = { id, name: `Contact ${id.slice(0, 8)}`, email: `${id.slice(0, 8)}@example.com` };
+  return {
+    contact,
+    event: {
+      tenantId: BENCH_TENANT,
+      eventName: BENCH_EVENT,
+      payload: { contactId: id, name: contact.name, email: contact.email },
+      aggregateType: 'contact',
+      aggregateId: id,
+    },
+  };
+}
+
+/** Business transactions through the Nest app: TypeORM's `transaction`, and `enqueue` when `withEvent`. */
+export async function libraryTransactor(
+  url: string,
+  connections: number,
+  { business, withEvent, relay }: Workload,
+  applicationName = ENQUEUE_APPLICATION_NAME,
+): Promise<Transactor> {
+  // The pool an app would have (pg's default of 10), not one sized to the load: the library may use a
+  // connection of its own beside the business transactions (its wake-up NOTIFY), as it would in an app.
+  const poolSize = Math.max(10, connections);
+  const app = await createBenchApp({
+    url,
+    consumers: [],
+    relay,
+    poolSize,
+    applicationName,
+  });
+  let statements = 0;
+  return {
+    statements: () => (statements += app.probe.take().total),
+    run: () =>
+      app.dataSource.transaction(async (manager) => {
+        const { contact, event } = contactEvent();
+        if (business) {
+          const insert = insertContact(contact.id, BENCH_TENANT, contact.name, contact.email);
+          await manager.query(insert.text, insert.values);
+        }
+        if (withEvent) await app.outbox.enqueue(manager, event);
+      }),
+    close: () => app.close(),
+  };
+}
+
+/** The same transactions by hand on `pg` connections, the event as a plain INSERT of the same row. */
+export async function rawTransactor(
+  url: string,
+  connections: number,
+  { business, withEvent }: Workload,
+  applicationName = ENQUEUE_APPLICATION_NAME,
+): Promise<Transactor> {
+  const sessions = await Promise.all(
+    Array.from({ length: connections }, () => RawSession.connect(url, applicationName)),
+  );
+  return {
+    statements: () => sessions.reduce((sum, s) => sum + s.queries, 0),
+    run: (worker) => {
+      const session = sessions[worker]!;
+      return session.transaction(async () => {
+        const { contact, event } = contactEvent();
+        if (business)
+          await session.rows(insertContact(contact.id, BENCH_TENANT, contact.name, contact.email));
+        if (withEvent) {
+          await session.rows(
+            insertEvent({
+              id: randomUUID(),
+              tenantId: event.tenantId,
+              eventName: event.eventName,
+              payloadJson: JSON.stringify(event.payload),
+              aggregateType: event.aggregateType!,
+              aggregateId: event.aggregateId!,
+            }),
+          );
+        }
+      });
+    },
+    close: async () => {
+      await Promise.all(sessions.map((s) => s.end()));
+    },
+  };
+}
+
+export function openTransactor(url: string, connections: number, workload: Workload): Promise<Transactor> {
+  return workload.side === 'library'
+    ? libraryTransactor(url, connections, workload)
+    : rawTransactor(url, connections, workload);
+}
+
+/** What `connections` loops of transactions did in a while. */
+export interface Driven {
+  commits: number;
+  ms: number;
+  /** CPU of this process meanwhile, in µs. */
+  cpuUs: number;
+}
+
+/** Runs `connections` loops of transactions back to back for `ms`. */
+export async function drive(transactor: Transactor, connections: number, ms: number): Promise<Driven> {
+  let commits = 0;
+  const cpuBefore = process.cpuUsage();
+  const began = now();
+  const until = began + ms;
+  const loop = async (worker: number): Promise<void> => {
+    while (now() < until) {
+      await transactor.run(worker);
+      commits++;
+    }
+  };
+  await Promise.all(Array.from({ length: connections }, (_, worker) => loop(worker)));
+  const cpu = process.cpuUsage(cpuBefore);
+  return { commits, ms: now() - began, cpuUs: cpu.user + cpu.system };
+}

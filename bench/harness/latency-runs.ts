@@ -1,0 +1,270 @@
+/**
+ * Commit-to-handler latency runs: a producer committing at a steady rate, and the time each event's handler
+ * started, on one monotonic clock. The raw NOTIFY-woken relay and the library (three wake-up paths) are measured
+ * here; the latency and peers scenarios call them.
+ */
+import { randomUUID } from 'node:crypto';
+import { Pool } from 'pg';
+import { OUTBOX_DEFAULTS } from 'nestjs-pg-outbox';
+import { createBenchApp } from './bench-app';
+import { BENCH_EVENT, BENCH_TENANT } from './bench-database';
+import { LatencyConsumer } from './bench-consumers';
+import type { BenchContext } from './bench-scenario';
+import { addKinds, type QueryKindStats } from './query-probe';
+import { max, now, percentile, sleep, waitUntil } from './stats';
+import { NotifyRelay, RAW_NOTIFY_CHANNEL } from '../raw/notify-relay';
+import { insertContact, insertEvent, notify } from '../raw/raw.queries';
+import { RawSession } from '../raw/raw-session';
+
+export interface LatencyRun {
+  /** For the library: relay rounds run and their statements, from the app's query probe. */
+  rounds?: string;
+  /** Commit-to-handler time of each event handled, in ms. */
+  latencies: number[];
+  p50: number;
+  p99: number;
+  max: number;
+  produced: number;
+  missing: number;
+  ratePerS: number;
+}
+
+/** Produces one event; resolves with its id once committed (and the commit timestamp is taken). */
+export type Produce = (i: number) => Promise<void>;
+
+export const POLL_MS = OUTBOX_DEFAULTS.relay.pollIntervalMs;
+
+/** Calls `produce` `rate` times a second for `seconds`, on schedule even when a commit is slow. */
+export async function produceSteadily(
+  rate: number,
+  seconds: number,
+  produce: Produce,
+): Promise<{ produced: number; elapsedMs: number }> {
+  const total = Math.round(rate * seconds);
+  const intervalMs = 1000 / rate;
+  const began = now();
+  const inFlight: Promise<void>[] = [];
+  for (let i = 0; i < total; i++) {
+    const wait = began + i * intervalMs - now();
+    if (wait >= 1) await sleep(wait);
+    inFlight.push(produce(i));
+  }
+  await Promise.all(inFlight);
+  return { produced: total, elapsedMs: now() - began };
+}
+
+/** An untimed first second at the same rate, on each side: code, connections and plans warm before measuring. */
+export const WARM_UP_SECONDS = 1;
+
+export async function warmUp(
+  rate: number,
+  produce: Produce,
+  committedAt: Map<string, number>,
+  handledAt: Map<string, number>,
+): Promise<void> {
+  const { produced } = await produceSteadily(rate, WARM_UP_SECONDS, produce);
+  await waitUntil(() => handledAt.size >= produced, 3 * POLL_MS + 10_000);
+  committedAt.clear();
+  handledAt.clear();
+}
+
+export function summarize(
+  committedAt: Map<string, number>,
+  handledAt: Map<string, number>,
+  produced: number,
+  elapsedMs: number,
+): LatencyRun {
+  const latencies: number[] = [];
+  for (const [id, committed] of committedAt) {
+    const handled = handledAt.get(id);
+    if (handled !== undefined) latencies.push(handled - committed);
+  }
+  return {
+    latencies,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    max: max(latencies),
+    produced,
+    missing: produced - latencies.length,
+    ratePerS: (produced / elapsedMs) * 1000,
+  };
+}
+
+/** Runs of one side as one: percentiles over all their events together. */
+export function pooled(runs: readonly LatencyRun[]): LatencyRun {
+  const latencies = runs.flatMap((r) => r.latencies);
+  const rounds = runs.map((r) => r.rounds).filter((r) => r !== undefined);
+  return {
+    rounds: rounds.length > 0 ? rounds.join('; ') : undefined,
+    latencies,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    max: max(latencies),
+    produced: runs.reduce((sum, r) => sum + r.produced, 0),
+    missing: runs.reduce((sum, r) => sum + r.missing, 0),
+    ratePerS: Math.min(...runs.map((r) => r.ratePerS)),
+  };
+}
+
+export async function measureRaw(context: BenchContext): Promise<LatencyRun> {
+  const { db, options } = context;
+  await db.truncate();
+  // each side starts from a checkpoint: one forced by the earlier scenarios' WAL mid-run would land on one side only
+  await db.checkpoint();
+  const handledAt = new Map<string, number>();
+  const committedAt = new Map<string, number>();
+  const relay = await NotifyRelay.start(db.url, {
+    tenantId: BENCH_TENANT,
+    batchSize: OUTBOX_DEFAULTS.relay.batchSize,
+    consumers: ['bench.latency'],
+    onDelivery: (event) => {
+      if (!handledAt.has(event.id)) handledAt.set(event.id, now());
+    },
+  });
+  const pool = new Pool({ connectionString: db.url, max: 10, application_name: 'bench-raw-producer' });
+  const notifier = await RawSession.connect(db.url, 'bench-raw-notifier');
+  // One connection sends the notifications, one after another (pg does not pipeline a client's queries).
+  let notifying: Promise<unknown> = Promise.resolve();
+  try {
+    const produce: Produce = async () => {
+      const id = randomUUID();
+      const contactId = randomUUID();
+      const client = await pool.connect();
+      try {
+        await client.query('begin');
+        const contact = insertContact(
+          contactId,
+          BENCH_TENANT,
+          'Contact',
+          `${contactId.slice(0, 8)}@example.com`,
+        );
+        await client.query(contact.text, contact.values);
+        const event = insertEvent({
+          id,
+          tenantId: BENCH_TENANT,
+          eventName: BENCH_EVENT,
+          payloadJson: JSON.stringify({
+            contactId,
+            name: 'Contact',
+            email: `${contactId.slice(0, 8)}@example.com`,
+          }),
+          aggregateType: 'contact',
+          aggregateId: contactId,
+        });
+        await client.query(event.text, event.values);
+        await client.query('commit');
+      } finally {
+        client.release();
+      }
+      committedAt.set(id, now());
+      notifying = notifying.then(() => notifier.rows(notify(RAW_NOTIFY_CHANNEL)));
+      await notifying;
+    };
+    await warmUp(options.sizes.latencyRate, produce, committedAt, handledAt);
+    const { produced, elapsedMs } = await produceSteadily(
+      options.sizes.latencyRate,
+      options.sizes.latencySeconds,
+      produce,
+    );
+    await waitUntil(() => handledAt.size >= produced, 10_000);
+    return summarize(committedAt, handledAt, produced, elapsedMs);
+  } finally {
+    await relay.stop();
+    await notifier.end();
+    await pool.end();
+  }
+}
+
+/**
+ * How the library's relay learns of a commit: by itself in the producer's app (`automatic`), from an explicit
+ * `relay.wake()` after each commit (`woken`), or from the NOTIFY of a producer app that does not relay
+ * (`notified`).
+ */
+export type WakePath = 'automatic' | 'woken' | 'notified';
+
+export async function measureLibrary(context: BenchContext, path: WakePath): Promise<LatencyRun> {
+  const { db, options } = context;
+  await db.truncate();
+  // each side starts from a checkpoint: one forced by the earlier scenarios' WAL mid-run would land on one side only
+  await db.checkpoint();
+  // Scheduled mode with the default poll interval: what an app gets from OutboxModule.forRoot().
+  const app = await createBenchApp({
+    url: db.url,
+    consumers: [LatencyConsumer],
+    relay: { enabled: true },
+    applicationName: 'bench-latency',
+  });
+  // A web instance's app: it does not relay, so it sends the wake-up NOTIFY (the default when relay.enabled is false).
+  const producer =
+    path === 'notified'
+      ? await createBenchApp({
+          url: db.url,
+          consumers: [],
+          relay: { enabled: false },
+          applicationName: 'bench-latency-producer',
+        }).catch(async (error: unknown) => {
+          await app.close();
+          throw error;
+        })
+      : app;
+  const handledAt = app.context.get(LatencyConsumer).handledAt;
+  const committedAt = new Map<string, number>();
+  try {
+    const produce: Produce = async () => {
+      const contactId = randomUUID();
+      const email = `${contactId.slice(0, 8)}@example.com`;
+      const id = await producer.dataSource.transaction(async (manager) => {
+        const contact = insertContact(contactId, BENCH_TENANT, 'Contact', email);
+        await manager.query(contact.text, contact.values);
+        return producer.outbox.enqueue(manager, {
+          tenantId: BENCH_TENANT,
+          eventName: BENCH_EVENT,
+          payload: { contactId, name: 'Contact', email },
+          aggregateType: 'contact',
+          aggregateId: contactId,
+        });
+      });
+      committedAt.set(id, now());
+      if (path === 'woken') app.relay.wake();
+    };
+    await warmUp(options.sizes.latencyRate, produce, committedAt, handledAt);
+    // the statements counted are the timed part's
+    app.probe.take();
+    producer.probe.take();
+    const { produced, elapsedMs } = await produceSteadily(
+      options.sizes.latencyRate,
+      options.sizes.latencySeconds,
+      produce,
+    );
+    await waitUntil(() => handledAt.size >= produced, 3 * POLL_MS + 10_000);
+    // the producer's statements and NOTIFYs are counted where they are sent
+    const kinds = app.probe.take().kinds;
+    if (producer !== app) addKinds(kinds, producer.probe.take().kinds);
+    return {
+      ...summarize(committedAt, handledAt, produced, elapsedMs),
+      rounds: describeRounds(kinds, produced),
+    };
+  } finally {
+    if (producer !== app) await producer.close();
+    await app.close();
+  }
+}
+
+/**
+ * `412 claims (1.8 events each), about 3 statements per claim, 100 due-tenant scans` from the app's statement
+ * counts. A claim is a relay's visit to the tenant; the scans run at most every 100 ms while wake-ups name it.
+ */
+export function describeRounds(kinds: Map<string, QueryKindStats>, events: number): string {
+  const rounds = [...kinds].reduce((sum, [kind, k]) => sum + (kind.startsWith('claim') ? k.count : 0), 0);
+  if (rounds === 0) return 'no relay claim seen';
+  const count = (kind: string): number => kinds.get(kind)?.count ?? 0;
+  const all = [...kinds.values()].reduce((sum, k) => sum + k.count, 0);
+  // The producer's share: begin, contact, event and commit per event, and the wake-up NOTIFYs.
+  const relay =
+    all - 2 * events - count('business insert') - count('enqueue insert') - count('wake-up notify');
+  return (
+    `${rounds} claims (${(events / rounds).toFixed(1)} events each), ` +
+    `about ${(relay / rounds).toFixed(1)} statements per claim, ${count('due tenants')} due-tenant scans; ` +
+    `${count('wake-up notify')} wake-up NOTIFYs for ${events} commits`
+  );
+}
