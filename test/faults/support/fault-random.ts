@@ -80,7 +80,7 @@ export class FaultRandom {
 export function faultRandom(specFile: string, env: NodeJS.ProcessEnv = process.env): FaultRandom {
   const seed = parseFaultSeed(env[FAULT_SEED_ENV]) ?? randomInt(0, TWO_TO_32);
   const spec = relative(process.cwd(), specFile);
-   
+
   console.log(
     `[faults] ${spec}: ${FAULT_SEED_ENV}=${seed} (replay: ${FAULT_SEED_ENV}=${seed} npx jest -c jest.faults.config.js ${spec})`,
   );
