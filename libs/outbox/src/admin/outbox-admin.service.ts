@@ -1,5 +1,6 @@
-// Whole for now: every admin action in one service, each scoped to a tenant; split the webhook-subscription and
-// audit parts out when issue 20 merges (it moves their SQL into store/sql/).
+// Whole for now (≈480 lines): every operator action is one public method over the same tenant-scoped read/write
+// path, with the audit row written in the action's own transaction (`write`, `replay`, `purge` below); splitting
+// the subscription and audit actions out would split that path. Their SQL is in store/sql/.
 import { BrokerConsumerFactory } from '../delivery/broker/broker-consumer.factory';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { QueryRunner } from 'typeorm';
