@@ -6,8 +6,11 @@ import type { FaultRandom } from './fault-random';
 /** A fault scenario's database (with the consumers' effects table) and its fleet of relay processes. */
 export interface FaultFixture {
   db: TestDatabase;
-  /** Starts `count` relay processes with these environment variables (DATABASE_URL and the seed are added). */
-  startFleet(count: number, env: Record<string, string>): Promise<FaultFleet>;
+  /**
+   * Starts `count` relay processes with these environment variables (DATABASE_URL and the seed are added), of
+   * `script` when given (default fault-relay-child.ts).
+   */
+  startFleet(count: number, env: Record<string, string>, script?: string): Promise<FaultFleet>;
 }
 
 /**
@@ -18,8 +21,8 @@ export function useFaultFixture(random: FaultRandom): FaultFixture {
   let fleet: FaultFleet | undefined;
   const fixture = {
     db: undefined as unknown as TestDatabase,
-    startFleet: async (count: number, env: Record<string, string>): Promise<FaultFleet> => {
-      fleet = new FaultFleet({ DATABASE_URL: fixture.db.url, ...random.env(), ...env });
+    startFleet: async (count: number, env: Record<string, string>, script?: string): Promise<FaultFleet> => {
+      fleet = new FaultFleet({ DATABASE_URL: fixture.db.url, ...random.env(), ...env }, script);
       await fleet.start(count);
       return fleet;
     },

@@ -3,11 +3,17 @@ import { startChildRelay, type ChildRelay } from '../../support/child-relay';
 
 const SCRIPT = join(__dirname, 'fault-relay-child.ts');
 
-/** A set of relay processes that a scenario can kill, pause and restart. */
+/**
+ * A set of relay processes that a scenario can kill, pause and restart: `script` is the relay child (default
+ * fault-relay-child.ts).
+ */
 export class FaultFleet {
   readonly relays: ChildRelay[] = [];
 
-  constructor(private readonly env: Record<string, string>) {}
+  constructor(
+    private readonly env: Record<string, string>,
+    private readonly script = SCRIPT,
+  ) {}
 
   /** Starts `count` relay processes and waits until each is ready. */
   async start(count: number): Promise<void> {
@@ -17,7 +23,7 @@ export class FaultFleet {
   /** Kills relay `index` with SIGKILL and starts a fresh one in its place (without waiting for it). */
   async killAndRestart(index: number): Promise<void> {
     await this.relays[index]!.kill('SIGKILL');
-    this.relays[index] = await startChildRelay(this.env, { script: SCRIPT, waitReady: false });
+    this.relays[index] = await startChildRelay(this.env, { script: this.script, waitReady: false });
   }
 
   /** Stops every relay process. */
@@ -26,7 +32,7 @@ export class FaultFleet {
   }
 
   private spawn(): Promise<ChildRelay> {
-    return startChildRelay(this.env, { script: SCRIPT });
+    return startChildRelay(this.env, { script: this.script });
   }
 }
 
