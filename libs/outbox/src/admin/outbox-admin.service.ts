@@ -1,4 +1,4 @@
-// Whole for now (≈480 lines): every operator action is one public method over the same tenant-scoped read/write
+// Whole for now (≈485 lines): every operator action is one public method over the same tenant-scoped read/write
 // path, with the audit row written in the action's own transaction (`write`, `replay`, `purge` below); splitting
 // the subscription and audit actions out would split that path. Their SQL is in store/sql/.
 import { BrokerConsumerFactory } from '../delivery/broker/broker-consumer.factory';

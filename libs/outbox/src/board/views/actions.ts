@@ -1,0 +1,85 @@
+import { type SafeHtml, html } from '../board-html';
+import { type BoardActionInput, type BoardPageContext, layout, tenantBase } from './layout';
+
+/** What an action does, in words, for its button and its confirmation page. */
+export function describeAction(input: BoardActionInput): string {
+  switch (input.action) {
+    case 'replay-event':
+      return input.consumer
+        ? `Replay event ${input.eventId} for consumer ${input.consumer}`
+        : `Replay event ${input.eventId} for every consumer whose delivery failed`;
+    case 'replay-consumer':
+      return `Replay every dead delivery of consumer ${input.consumer}`;
+    case 'purge-event':
+      return `Purge event ${input.eventId} with its delivery and inbox rows (cannot be undone)`;
+    case 'pause-subscription':
+      return `Pause webhook subscription ${input.subscription}`;
+    case 'resume-subscription':
+      return `Resume webhook subscription ${input.subscription}`;
+  }
+}
+
+export function hiddenFields(input: BoardActionInput, returnTo?: string): SafeHtml {
+  return html`<input type="hidden" name="action" value="${input.action}" />
+    ${input.eventId ? html`<input type="hidden" name="eventId" value="${input.eventId}" />` : ''}
+    ${input.consumer ? html`<input type="hidden" name="consumer" value="${input.consumer}" />` : ''}
+    ${input.subscription ? html`<input type="hidden" name="subscription" value="${input.subscription}" />` : ''}
+    ${returnTo ? html`<input type="hidden" name="returnTo" value="${returnTo}" />` : ''}`;
+}
+
+/** A button that asks for confirmation first: it posts to the confirmation page, which posts the action. */
+export function actionForm(
+  ctx: BoardPageContext,
+  input: BoardActionInput,
+  label: string,
+  accessibleLabel?: string,
+  danger = false,
+): SafeHtml {
+  return html`<form class="inline" method="post" action="${tenantBase(ctx)}/confirm">
+    ${hiddenFields(input)}
+    <button
+      type="submit"
+      ${danger ? html` class="danger"` : ''}${accessibleLabel ? html` aria-label="${accessibleLabel}"` : ''}
+    >
+      ${label}
+    </button>
+  </form>`;
+}
+
+/** The confirmation page of an action: what it will do, Confirm (posts it) and Cancel (goes back). */
+export function confirmPage(ctx: BoardPageContext, input: BoardActionInput, cancelTo: string): string {
+  return layout(
+    ctx,
+    'Confirm',
+    '',
+    html`<form class="confirm" method="post" action="${tenantBase(ctx)}/act">
+      <p id="confirm-what">${describeAction(input)} in tenant <code>${ctx.tenantId}</code>?</p>
+      ${hiddenFields(input, cancelTo)}
+      <p>
+        <button
+          type="submit"
+          class="${input.action === 'purge-event' ? 'danger' : 'primary'}"
+          aria-describedby="confirm-what"
+          autofocus
+        >
+          Confirm
+        </button>
+        <a class="button" href="${cancelTo}">Cancel</a>
+      </p>
+      <p class="muted small">The action is recorded in the tenant's audit log with your name.</p>
+    </form>`,
+  );
+}
+
+/** An error page (403, 404, 400) in the board's layout. */
+export function errorPage(ctx: BoardPageContext, status: number, message: string): string {
+  const title =
+    status === 403 ? 'Not allowed' : status === 404 ? 'Not found' : status === 400 ? 'Bad request' : 'Error';
+  return layout(
+    { ...ctx, notice: null },
+    title,
+    '',
+    html`<p data-testid="error" data-status="${status}">${message}</p>
+      <p><a href="${ctx.base}">Back to the board</a></p>`,
+  );
+}

@@ -1,0 +1,180 @@
+import { type SafeHtml, html } from '../board-html';
+import type { BoardConsumersView } from '../outbox-board.service';
+import { type BoardPageContext, badge, count, layout, tenantBase, time } from './layout';
+import { actionForm } from './actions';
+
+/** The consumers of the registry with kind, health and counts; circuits, subscriptions, blocked aggregates, orphans. */
+export function consumersPage(ctx: BoardPageContext, v: BoardConsumersView): string {
+  const circuits = (name: string) => v.circuits.filter((c) => c.consumer === name);
+  const paused = new Set(v.subscriptions.filter((s) => s.status === 'paused').map((s) => s.consumer));
+  const health = (c: BoardConsumersView['overview']['consumers'][number]): SafeHtml => {
+    const open = circuits(c.name).some((x) => x.state !== 'closed');
+    if (c.orphaned) return badge('orphaned');
+    if (paused.has(c.name)) return badge('paused');
+    if (open) return badge('circuit-open');
+    if (c.dead > 0) return badge('dead');
+    if (c.failed > 0) return badge('retrying');
+    return badge('healthy');
+  };
+  const orphaned = v.overview.consumers.filter((c) => c.orphaned);
+  return layout(
+    ctx,
+    'Consumers',
+    'consumers',
+    html`<table data-testid="consumers">
+        <caption class="visually-hidden">
+          Consumers of this tenant
+        </caption>
+        <thead>
+          <tr>
+            <th scope="col">Consumer</th>
+            <th scope="col">Kind</th>
+            <th scope="col">Listens to</th>
+            <th scope="col">Ordered</th>
+            <th scope="col">Health</th>
+            <th scope="col">Waiting</th>
+            <th scope="col">Dead</th>
+          </tr>
+        </thead>
+        <tbody>
+          ${v.overview.consumers.map(
+            (c) =>
+              html`<tr>
+                <th scope="row">${c.name}</th>
+                <td>${c.kind}</td>
+                <td>${c.patterns.join(', ') || '—'}</td>
+                <td>${c.ordered ? 'yes' : 'no'}</td>
+                <td>${health(c)}</td>
+                <td>${count(c.pending + c.failed)}</td>
+                <td>${count(c.dead)}</td>
+              </tr>`,
+          )}
+        </tbody>
+      </table>
+      <section aria-labelledby="circuits-title">
+        <h2 id="circuits-title">Webhook circuits</h2>
+        ${
+          v.circuits.length === 0
+            ? html`<p>No webhook has sent from this instance yet.</p>`
+            : html`<table>
+                <caption class="visually-hidden">
+                  Circuit breakers of webhook endpoints (this instance)
+                </caption>
+                <thead>
+                  <tr>
+                    <th scope="col">Consumer</th>
+                    <th scope="col">URL</th>
+                    <th scope="col">State</th>
+                    <th scope="col">Failures in a row</th>
+                    <th scope="col">Next probe</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  ${v.circuits.map(
+                    (c) =>
+                      html`<tr>
+                        <th scope="row">${c.consumer}</th>
+                        <td>${c.url}</td>
+                        <td>${badge(c.state)}</td>
+                        <td>${c.consecutiveFailures}</td>
+                        <td>${time(c.probeAt)}</td>
+                      </tr>`,
+                  )}
+                </tbody>
+              </table>`
+        }
+      </section>
+      <section aria-labelledby="subscriptions-title">
+        <h2 id="subscriptions-title">Webhook subscriptions</h2>
+        ${
+          v.subscriptions.length === 0
+            ? html`<p>This tenant has no webhook subscription.</p>`
+            : html`<table data-testid="subscriptions">
+                <caption class="visually-hidden">
+                  Webhook subscriptions of this tenant
+                </caption>
+                <thead>
+                  <tr>
+                    <th scope="col">Name</th>
+                    <th scope="col">URL</th>
+                    <th scope="col">Events</th>
+                    <th scope="col">Status</th>
+                    <th scope="col">Action</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  ${v.subscriptions.map(
+                    (s) =>
+                      html`<tr>
+                        <th scope="row">${s.name}</th>
+                        <td>${s.url}</td>
+                        <td>${s.events.join(', ')}</td>
+                        <td>${badge(s.status)}</td>
+                        <td>
+                          ${
+                            s.status === 'active'
+                              ? actionForm(
+                                  ctx,
+                                  { action: 'pause-subscription', subscription: s.name },
+                                  'Pause',
+                                  `Pause subscription ${s.name}`,
+                                )
+                              : actionForm(
+                                  ctx,
+                                  { action: 'resume-subscription', subscription: s.name },
+                                  'Resume',
+                                  `Resume subscription ${s.name}`,
+                                )
+                          }
+                        </td>
+                      </tr>`,
+                  )}
+                </tbody>
+              </table>`
+        }
+      </section>
+      <section aria-labelledby="blocked-title">
+        <h2 id="blocked-title">Blocked aggregates</h2>
+        ${
+          v.blocked.length === 0
+            ? html`<p>No ordered consumer is held up by a dead delivery.</p>`
+            : html`<table>
+                <caption class="visually-hidden">
+                  Aggregates held up by a dead delivery
+                </caption>
+                <thead>
+                  <tr>
+                    <th scope="col">Consumer</th>
+                    <th scope="col">Aggregate</th>
+                    <th scope="col">Dead event</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  ${v.blocked.map(
+                    (b) =>
+                      html`<tr>
+                        <th scope="row">${b.consumer}</th>
+                        <td>${b.aggregateType ?? ''}:${b.aggregateId}</td>
+                        <td><a href="${tenantBase(ctx)}/events/${b.deadEventId}">${b.deadEventId}</a></td>
+                      </tr>`,
+                  )}
+                </tbody>
+              </table>`
+        }
+      </section>
+      <section aria-labelledby="orphans-title">
+        <h2 id="orphans-title">Orphaned consumer names</h2>
+        ${
+          orphaned.length === 0
+            ? html`<p>Every consumer named in waiting rows is hosted by a live instance.</p>`
+            : html`<p>
+                  No live instance hosts these names; their waiting deliveries wait forever (a renamed or
+                  removed handler):
+                </p>
+                <ul>
+                  ${orphaned.map((c) => html`<li><code>${c.name}</code>: ${count(c.pending + c.failed)} waiting</li>`)}
+                </ul>`
+        }
+      </section>`,
+  );
+}
