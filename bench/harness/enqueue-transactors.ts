@@ -8,7 +8,9 @@ import type { OutboxEventInput, OutboxRelayOptions } from 'nestjs-pg-outbox';
 import { createBenchApp } from './bench-app';
 import { BENCH_EVENT, BENCH_TENANT } from './bench-database';
 import { now } from './stats';
-import { insertContact, insertEvent } from '../raw/raw.queries';
+import type { PoolClient } from 'pg';
+import { DataSource, type EntityManager } from 'typeorm';
+import { insertContact, insertEvent, type SqlStatement } from '../raw/raw.queries';
 import { RawSession } from '../raw/raw-session';
 
 /** `application_name` of the enqueue connections unless a caller names its own. */
@@ -59,6 +61,7 @@ export async function libraryTransactor(
   connections: number,
   { business, withEvent, relay }: Workload,
   applicationName = ENQUEUE_APPLICATION_NAME,
+  probe = true,
 ): Promise<Transactor> {
   // The pool an app would have (pg's default of 10), not one sized to the load: the library may use a
   // connection of its own beside the business transactions (its wake-up NOTIFY), as it would in an app.
@@ -69,6 +72,7 @@ export async function libraryTransactor(
     relay,
     poolSize,
     applicationName,
+    probe,
   });
   let statements = 0;
   return {
@@ -122,6 +126,50 @@ export async function rawTransactor(
       await Promise.all(sessions.map((s) => s.end()));
     },
   };
+}
+
+/**
+ * The same business transaction on a plain TypeORM DataSource of the same pool size as the bench app's (what
+ * a NestJS team on TypeORM has, with or without this library), the event added by `addEvent` inside it: a
+ * hand-written INSERT through the manager, or a peer's own call on the transaction's `pg` client (TypeORM's
+ * `QueryRunner.connect()` returns it).
+ */
+export async function typeormTransactor(
+  url: string,
+  connections: number,
+  applicationName: string,
+  addEvent: (manager: EntityManager, client: PoolClient) => Promise<void>,
+): Promise<Transactor> {
+  const dataSource = await new DataSource({
+    type: 'postgres',
+    url,
+    logging: false,
+    extra: { max: Math.max(10, connections), application_name: applicationName },
+  }).initialize();
+  return {
+    statements: () => Number.NaN,
+    run: () =>
+      dataSource.transaction(async (manager) => {
+        const { contact } = contactEvent();
+        const insert = insertContact(contact.id, BENCH_TENANT, contact.name, contact.email);
+        await manager.query(insert.text, insert.values);
+        await addEvent(manager, (await manager.queryRunner!.connect()) as PoolClient);
+      }),
+    close: () => dataSource.destroy(),
+  };
+}
+
+/** The event row `enqueue` would insert, as a hand-written INSERT of the same columns. */
+export function rawEventInsert(): SqlStatement {
+  const { event } = contactEvent();
+  return insertEvent({
+    id: randomUUID(),
+    tenantId: event.tenantId,
+    eventName: event.eventName,
+    payloadJson: JSON.stringify(event.payload),
+    aggregateType: event.aggregateType!,
+    aggregateId: event.aggregateId!,
+  });
 }
 
 export function openTransactor(url: string, connections: number, workload: Workload): Promise<Transactor> {

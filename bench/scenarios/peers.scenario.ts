@@ -20,7 +20,8 @@ import {
   contactEvent,
   drive,
   libraryTransactor,
-  rawTransactor,
+  rawEventInsert,
+  typeormTransactor,
   type Transactor,
 } from '../harness/enqueue-transactors';
 import {
@@ -46,7 +47,6 @@ import { runRelayWorkers } from '../harness/relay-workers';
 import { StatementStats, type StatementReading } from '../harness/statement-stats';
 import { inTurn, now, waitUntil } from '../harness/stats';
 import { insertContact } from '../raw/raw.queries';
-import { RawSession } from '../raw/raw-session';
 import type { RelayWorkerConfig } from '../workers/relay-worker.protocol';
 import { LATENCY_CONSUMER, type Peer, type PeerEvent } from '../peers/peer';
 import type { PeerWorkerConfig } from '../peers/peer-worker';
@@ -75,38 +75,44 @@ function peerEvent(): PeerEvent {
   return { eventId: randomUUID(), contactId: contact.id, name: contact.name, email: contact.email };
 }
 
-/** The business transaction on `pg` connections, the event added through the peer's own API. */
-async function peerTransactor(url: string, connections: number, peer: Peer): Promise<Transactor> {
+/**
+ * Every system gets the same business transaction: TypeORM's `transaction()` on a pool of the bench app's
+ * size, a contact inserted through its manager, then the event added — by `enqueue` (the library, its defaults),
+ * by a hand-written INSERT of the same row (raw), or by the peer's own call on the transaction's `pg` client.
+ * Neither TypeORM's nor a bare `pg` client's cost is then counted for one system and not the others.
+ */
+function openEnqueuer(context: BenchContext, system: System, connections: number): Promise<Transactor> {
+  const { url } = context.db;
+  const name = applicationName(system);
+  if (system === 'library')
+    return libraryTransactor(
+      url,
+      connections,
+      { side: 'library', business: true, withEvent: true },
+      name,
+      false,
+    );
+  if (system === 'raw')
+    return typeormTransactor(url, connections, name, async (manager) => {
+      const insert = rawEventInsert();
+      await manager.query(insert.text, insert.values);
+    });
+  return peerTypeormTransactor(url, connections, peerNamed(system));
+}
+
+async function peerTypeormTransactor(url: string, connections: number, peer: Peer): Promise<Transactor> {
   const name = applicationName(peer.name);
   const producer = await peer.openProducer(url, name);
-  const sessions = await Promise.all(
-    Array.from({ length: connections }, () => RawSession.connect(url, name)),
+  const transactor = await typeormTransactor(url, connections, name, (_manager, client) =>
+    producer.enqueue(client, peerEvent(), CONSUMER_NAMES['no-db']),
   );
   return {
-    statements: () => Number.NaN,
-    run: (worker) => {
-      const session = sessions[worker]!;
-      return session.transaction(async () => {
-        const event = peerEvent();
-        await session.rows(insertContact(event.contactId, BENCH_TENANT, event.name, event.email));
-        await producer.enqueue(session.client, event, CONSUMER_NAMES['no-db']);
-      });
-    },
+    ...transactor,
     close: async () => {
-      await Promise.all(sessions.map((s) => s.end()));
+      await transactor.close();
       await producer.close();
     },
   };
-}
-
-function openEnqueuer(context: BenchContext, system: System, connections: number): Promise<Transactor> {
-  const { url } = context.db;
-  const workload = { business: true, withEvent: true } as const;
-  if (system === 'library')
-    return libraryTransactor(url, connections, { ...workload, side: 'library' }, applicationName(system));
-  if (system === 'raw')
-    return rawTransactor(url, connections, { ...workload, side: 'raw' }, applicationName(system));
-  return peerTransactor(url, connections, peerNamed(system));
 }
 
 /** Per system, one sample per round: all systems open at once, taking turns in short slices. */
