@@ -100,6 +100,32 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
     });
   });
 
+  it("switches to generic plans in the transaction's context statement, not in a statement of its own", async () => {
+    await withApp(undefined, async (t, seen) => {
+      const probe = RoundTripProbe.attach(t.dataSource);
+      try {
+        await enqueue(t, 3);
+        expect((await t.relay.runOnce()).succeeded).toBe(3);
+      } finally {
+        probe.detach();
+      }
+      expect(seen.ids).toHaveLength(3);
+      const sent = probe.take().statements;
+      const switches = sent.filter((s) => s.text.includes('plan_cache_mode'));
+      // the claim's context before the fan-out, the batch's context before its outcome: both named statements
+      expect(switches).toHaveLength(2);
+      for (const s of switches) {
+        expect(s.text).toMatch(/^select set_config\(\$1, \$2, true\), set_config\('idle_in_transaction/);
+        const next = sent[sent.indexOf(s) + 1]!;
+        expect(next.trip).toBe(s.trip);
+        expect(next.name).toMatch(/^outbox_(fan_out|outcome)_[0-9a-f]{12}$/);
+      }
+      const prepared = await preparedHere(t);
+      expect(prepared).toHaveLength(2);
+      for (const statement of prepared) expect(statement).toMatchObject({ custom_plans: 0 });
+    });
+  });
+
   it('names it anew within about a second of the first time (a new database fills up)', async () => {
     await withApp(undefined, async (t) => {
       await enqueue(t, 1);

@@ -29,7 +29,8 @@ export interface RelayTransport {
 /**
  * Sends `steps` on a pipelined connection without waiting between them and returns each one's rows (`[]` for
  * a `null`, or for a statement sent only to set something up). A statement with a prepared form goes named,
- * after the setting that makes it run its generic plan, which is set back before the next statement with
+ * after the setting that makes it run its generic plan (made by the statement before it when that one has a
+ * form that makes it, as a transaction's context has), which is set back before the next statement with
  * parameters that is not named. Waits for every result; throws the
  * first error (a failed statement aborts its transaction: those after it fail too, and a `commit` after it
  * rolls back).
@@ -53,7 +54,13 @@ export async function sendSteps(
       }
       return sent.push({ statement }) - 1;
     }
-    if (!generic) sent.push({ statement: q.genericPlans(true) });
+    if (!generic) {
+      // the statement before it may switch to generic plans itself (a transaction's context does)
+      const before = sent[sent.length - 1];
+      const folded = before?.name === undefined ? before?.statement.withGenericPlans : undefined;
+      if (folded) sent[sent.length - 1] = { statement: folded };
+      else sent.push({ statement: q.genericPlans(true) });
+    }
     generic = true;
     return sent.push({ statement, name }) - 1;
   });

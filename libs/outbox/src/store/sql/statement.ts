@@ -8,6 +8,11 @@ export interface SqlStatement {
    * sizes (checked by `prepared-statements.e2e-spec.ts`). Every parameter has its type in the text.
    */
   prepared?: string;
+  /**
+   * The same statement, also switching the rest of its transaction to generic plans (`plan_cache_mode`): sent in
+   * its place when a named statement follows it (see `sendSteps`), one statement fewer than the switch alone.
+   */
+  withGenericPlans?: SqlStatement;
 }
 
 /** The start of the fan-out's statement name. */

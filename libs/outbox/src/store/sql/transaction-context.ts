@@ -22,29 +22,24 @@ export function setTransactionContext(
   idleTimeoutMs: number,
   { durable = true, batch = null }: { durable?: boolean; batch?: string | null } = {},
 ): SqlStatement {
-  if (batch !== null) {
-    // the batch transaction: also marked with its lease token (see `batchGuard`)
-    return {
-      text: `select set_config($1, $2, true), set_config('idle_in_transaction_session_timeout', $3, true),
+  // the batch transaction: also marked with its lease token (see `batchGuard`)
+  const marker = batch !== null ? `, set_config('${BATCH_MARKER}', $5, true)` : '';
+  const text = `select set_config($1, $2, true), set_config('idle_in_transaction_session_timeout', $3, true),
                     set_config('statement_timeout', $3, true), set_config('synchronous_commit', $4, true),
-                    set_config('jit', 'off', true), set_config('${BATCH_MARKER}', $5, true)`,
-      values: [tenantSetting, tenantId, String(idleTimeoutMs), durable ? 'on' : 'off', batch],
-    };
-  }
+                    set_config('jit', 'off', true)${marker}`;
+  const values = [tenantSetting, tenantId, String(idleTimeoutMs), durable ? 'on' : 'off'];
+  if (batch !== null) values.push(batch);
   return {
-    text: `select set_config($1, $2, true), set_config('idle_in_transaction_session_timeout', $3, true),
-                  set_config('statement_timeout', $3, true), set_config('synchronous_commit', $4, true),
-                  set_config('jit', 'off', true)`,
-    values: [tenantSetting, tenantId, String(idleTimeoutMs), durable ? 'on' : 'off'],
+    text,
+    values,
+    withGenericPlans: { text: `${text}, ${GENERIC_PLANS}`, values },
   };
 }
 
-/**
- * The transaction-local setting that marks a batch transaction with its lease token. A handler cannot end the
- * batch transaction and leave the marker: a transaction begun after it (or none, autocommit) has no such
- * setting, so `batchGuard` tells the batch's own transaction from any other.
- */
 export const BATCH_MARKER = 'outbox.batch';
+
+/** The call that makes the rest of the transaction run generic plans (see `genericPlans`). */
+const GENERIC_PLANS = `set_config('plan_cache_mode', 'force_generic_plan', true)`;
 
 /**
  * A handler's first statement (before its savepoint, in the same round trip as its first query): reads the
@@ -150,6 +145,6 @@ end $outbox_guard$`,
  */
 export function genericPlans(on: boolean): SqlStatement {
   return on
-    ? { text: `select set_config('plan_cache_mode', 'force_generic_plan', true)`, values: [] }
+    ? { text: `select ${GENERIC_PLANS}`, values: [] }
     : { text: `set local plan_cache_mode to default`, values: [] };
 }
