@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { Client } from 'pg';
 import { randomUUID } from 'node:crypto';
-import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
+import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import {
   fanOutPendingEvents,
   outboxNames,
@@ -25,6 +25,22 @@ class Seen {
   @OnOutboxEvent(EVENT, { consumer: 'seen' })
   handle(event: OutboxEvent): void {
     this.ids.push(event.eventId);
+  }
+}
+
+const WRITTEN = 'test.prepared.written.v1';
+
+/** Writes through the batch transaction: its first query travels with the handler's context statement. */
+@Injectable()
+class Writer {
+  readonly ids: string[] = [];
+
+  @OnOutboxEvent(WRITTEN, { consumer: 'writer' })
+  async handle(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    const [row] = await context.manager.query<{ id: string }[]>('select $1::uuid::text as id', [
+      event.eventId,
+    ]);
+    this.ids.push(row!.id);
   }
 }
 
@@ -55,7 +71,7 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
   ): Promise<void> {
     const t = await buildApp({
       url: db.url,
-      providers: [Seen],
+      providers: [Seen, Writer],
       poolSize: 1,
       outbox: { relay: { preparedStatements } },
     });
@@ -124,6 +140,44 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
       expect(prepared).toHaveLength(2);
       for (const statement of prepared) expect(statement).toMatchObject({ custom_plans: 0 });
     });
+  });
+
+  it("runs a writing handler's context as a named statement too, parsed once per connection", async () => {
+    const withNames = async (preparedStatements: boolean): Promise<(string | undefined)[]> => {
+      let names: (string | undefined)[] = [];
+      await withApp(preparedStatements, async (t) => {
+        const probe = RoundTripProbe.attach(t.dataSource);
+        try {
+          for (const count of [3, 2]) {
+            const ids = await enqueueManyIn(
+              t,
+              Array.from({ length: count }, (_, i) => ({ eventName: WRITTEN, payload: { i } })),
+            );
+            expect((await t.relay.runOnce()).succeeded).toBe(count);
+            expect(t.app.get(Writer).ids.slice(-count)).toEqual(ids);
+          }
+        } finally {
+          probe.detach();
+        }
+        names = probe
+          .take()
+          .statements.filter(relayStatement.handlerContext)
+          .map((s) => s.name);
+        const prepared = (await preparedHere(t)).map((p) => p.name);
+        if (preparedStatements) {
+          const contexts = prepared.filter((name) => name.startsWith('outbox_handler_context_'));
+          // one name, the generation's hash of the fan-out's and the outcome's
+          expect(contexts).toEqual([expect.stringMatching(/^outbox_handler_context_[0-9a-f]{12}$/)]);
+          expect(prepared.every((name) => name.slice(-12) === contexts[0]!.slice(-12))).toBe(true);
+        } else expect(prepared).toEqual([]);
+      });
+      return names;
+    };
+    const named = await withNames(true);
+    expect(named).toHaveLength(5);
+    expect(new Set(named).size).toBe(1);
+    expect(named[0]).toMatch(/^outbox_handler_context_[0-9a-f]{12}$/);
+    expect(await withNames(false)).toEqual([undefined, undefined, undefined, undefined, undefined]);
   });
 
   it('names it anew within about a second of the first time (a new database fills up)', async () => {

@@ -31,6 +31,7 @@ export interface BatchState {
   readonly restore: readonly SqlStatement[];
   /** Takes what must go first in the batch transaction's next round trip (the batch's context, once). */
   readonly takePending: () => SqlStatement[];
+  readonly nameOf: (statement: SqlStatement) => string | undefined;
   /** A handler sent a statement that may change settings since the relay last restored its context. */
   dirty: boolean;
   /** The last handler that opened a savepoint: the next handler's first statement reads what it left. */
@@ -219,7 +220,7 @@ export class HandlerScope {
     this.batch.last = { index: this.index, consumer: this.consumer };
     const sent = sendAll(
       connection,
-      statements.map((statement) => ({ statement })),
+      statements.map((statement) => ({ statement, name: this.batch.nameOf(statement) })),
     );
     const query = first ? first.target.query(...(first.args as [string, unknown[]])) : null;
     query?.catch(() => undefined);

@@ -26,6 +26,8 @@ export interface BatchRun {
   restore: readonly SqlStatement[];
   /** Takes what must go first in the batch transaction's next round trip (see `RoundConnection.takePending`). */
   takePending: () => SqlStatement[];
+  /** The name a statement with a prepared form runs under on the batch's connection, or undefined. */
+  nameOf: (statement: SqlStatement) => string | undefined;
 }
 
 /** What a batch's handlers did: an outcome per delivery, or a problem that keeps the batch from committing. */
@@ -65,6 +67,7 @@ export class InProcessDispatcher {
       careful: run.careful,
       restore: run.restore,
       takePending: run.takePending,
+      nameOf: run.nameOf,
       dirty: false,
       last: null,
       problem: null,

@@ -55,7 +55,8 @@ export interface OutboxRelayOptions {
   listen?: boolean;
   /**
    * Run the claim's fan-out, and the outcome of a batch of in-process handlers, as named (protocol-level
-   * prepared) statements with generic plans, parsed and planned once per connection by pg — named anew after
+   * prepared) statements with generic plans — and the context statement of each handler that uses
+   * `context.manager` as a named statement too — parsed and planned once per connection by pg — named anew after
    * 1, 2, 4 … 512 s, so early plans follow a new database's growth, and planned anew by PostgreSQL after an
    * ANALYZE of their tables — instead of on every batch. Set `false` behind a pooler that does not keep a
    * session's prepared statements (PgBouncer in transaction mode before 1.21, or without

@@ -137,6 +137,7 @@ export class LocalBatch {
   private batchRun(connection: RoundConnection, batch: TenantBatch, careful: boolean): BatchRun {
     return {
       takePending: () => connection.takePending(),
+      nameOf: (statement) => connection.nameOf(statement),
       tenantSetting: this.options.tenantSetting,
       tenantId: batch.tenantId,
       marker: batch.leaseToken,

@@ -107,6 +107,14 @@ export class RoundConnection {
     return this.runner.isReleased;
   }
 
+  /**
+   * The name `statement` runs under on this round's connection (`relay.preparedStatements`), or undefined when
+   * it runs unnamed: for the statements sent outside `sendSteps` (a handler's context).
+   */
+  nameOf(statement: q.SqlStatement): string | undefined {
+    return this.connection ? this.transport.prepared.nameOn(this.connection, statement) : undefined;
+  }
+
   /** The statements that must go first in the batch transaction's next round trip; taken once. */
   takePending(): q.SqlStatement[] {
     const pending = this.pending;
@@ -230,7 +238,7 @@ export class RoundConnection {
   private async refreshPrepared(connection: PoolClient): Promise<void> {
     const { prepared, names, tenantSetting, leaseMs } = this.transport;
     if (!prepared.due(connection)) return;
-    const left = prepared.next(connection, [q.FAN_OUT_NAME, q.PAIR_OUTCOME_NAME]);
+    const left = prepared.next(connection, [q.FAN_OUT_NAME, q.PAIR_OUTCOME_NAME, q.HANDLER_CONTEXT_NAME]);
     const warmUp = q.fanOutPendingEvents(names, {
       tenantId: NIL_UUID,
       hosted: [],

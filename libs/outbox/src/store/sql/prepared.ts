@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { fanOutText } from './fan-out';
 import { pairOutcomeText } from './record-outcomes';
+import { handlerContext } from './transaction-context';
 import type { OutboxNames } from './schema';
 
 /**
@@ -8,7 +9,11 @@ import type { OutboxNames } from './schema';
  * schema's tables, so each schema's statements get names of their own.
  */
 export function preparedTextsHash(n: OutboxNames): string {
-  return createHash('sha1').update(fanOutText(n)).update(pairOutcomeText(n)).digest('hex');
+  return createHash('sha1')
+    .update(fanOutText(n))
+    .update(pairOutcomeText(n))
+    .update(handlerContext('', '', 0).text)
+    .digest('hex');
 }
 
 /**

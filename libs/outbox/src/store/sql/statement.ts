@@ -19,3 +19,5 @@ export interface SqlStatement {
 export const FAN_OUT_NAME = 'outbox_fan_out';
 /** The start of the statement name of a fenced batch of in-process pairs' outcome. */
 export const PAIR_OUTCOME_NAME = 'outbox_outcome';
+/** The start of the statement name of a handler's context (see `handlerContext`). */
+export const HANDLER_CONTEXT_NAME = 'outbox_handler_context';

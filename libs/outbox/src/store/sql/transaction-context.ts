@@ -1,5 +1,5 @@
 import { escapeLiteral } from 'pg';
-import type { SqlStatement } from './statement';
+import { HANDLER_CONTEXT_NAME, type SqlStatement } from './statement';
 
 /**
  * Sets the tenant for row-level security and caps on idle time and on each statement's time, all
@@ -57,6 +57,8 @@ export function handlerContext(
     text: `select current_setting($1, true) as tenant, current_setting('${BATCH_MARKER}', true) as batch,
                   set_config($1, $2, true), set_config('statement_timeout', $3, true)`,
     values: [tenantSetting, tenantId, String(statementTimeoutMs)],
+    // named: parsed once per connection instead of once per handler (it reads no table: any plan is sound)
+    prepared: HANDLER_CONTEXT_NAME,
   };
 }
 
