@@ -36,6 +36,11 @@ export function setTransactionContext(
   };
 }
 
+/**
+ * The transaction-local setting that marks a batch transaction with its lease token. A handler cannot end the
+ * batch transaction and leave the marker: a transaction begun after it (or none, autocommit) has no such
+ * setting, so `batchGuard` tells the batch's own transaction from any other.
+ */
 export const BATCH_MARKER = 'outbox.batch';
 
 /** The call that makes the rest of the transaction run generic plans (see `genericPlans`). */
