@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
+import { relayStatement, RoundTripProbe } from './support/round-trip-probe';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { createLoginRole, type TestRole } from './support/test-roles';
 import {
@@ -84,6 +85,32 @@ describe('a statement_timeout shorter than a claim', () => {
     await worker.relay.drain();
     expect(await delivered()).toBe(30);
     expect(await db.sql('select count(*)::int as n from test_effects')).toEqual([{ n: 30 }]);
+  });
+
+  it('bounds its scan for due tenants by relay.leaseMs too, in the same round trip', async () => {
+    worker = await buildApp({
+      url: relayRole.url,
+      providers: [Recorder],
+      outbox: { handlerTimeoutMs: 10_000, relay: { leaseMs: 20_000, listen: false } },
+    });
+    const probe = RoundTripProbe.attach(worker.dataSource);
+    try {
+      await enqueue(3);
+      await worker.relay.drain();
+    } finally {
+      probe.detach();
+    }
+    expect(await delivered()).toBe(3);
+    const sent = probe.take().statements;
+    const scans = sent.filter(relayStatement.dueTenantScan);
+    expect(scans.length).toBeGreaterThan(0);
+    for (const scan of scans) {
+      const trip = sent.filter((s) => s.trip === scan.trip);
+      const bound = trip.findIndex((s) => s.text.includes(`set_config('statement_timeout'`));
+      expect(bound).toBeGreaterThanOrEqual(0);
+      expect(bound).toBeLessThan(trip.indexOf(scan));
+      expect(trip[bound]!.values).toEqual(['20000']);
+    }
   });
 
   it('shrinks a claim that outlives its own bound, and delivers every event', async () => {

@@ -67,9 +67,12 @@ export class DueTenantPlanner {
     this.hinted.clear();
     await visit(hinted.map((tenant_id) => ({ tenant_id, has_new: true, has_due: false })));
     if (stopping() || (hinted.length > 0 && this.scanIsFresh())) return false;
-    const scanned = await this.store.query<DueTenant>(
+    // in a transaction of its own with the relay's bound, not the role's or database's statement_timeout
+    const [, rows] = await this.store.atomically([
+      q.handlerBound(this.options.relay.leaseMs),
       q.dueTenants(this.options.names, maxTenantsPerRound, this.lastTenant),
-    );
+    ]);
+    const scanned = rows as DueTenant[];
     this.lastScan = { at: Date.now(), complete: scanned.length < maxTenantsPerRound };
     // With more due tenants than one round visits, the next round starts after the last one visited.
     this.lastTenant = scanned.length === maxTenantsPerRound ? scanned[scanned.length - 1]!.tenant_id : null;

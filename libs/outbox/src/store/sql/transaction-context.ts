@@ -67,7 +67,10 @@ export function handlerContext(
   };
 }
 
-/** Bounds a handler's next statements by the time it has left (see `handlerContext`). */
+/**
+ * Bounds the rest of the transaction's statements (transaction-local `statement_timeout`): a handler's next
+ * statements by the time it has left (see `handlerContext`), the scan for due tenants by the relay's own bound.
+ */
 export function handlerBound(statementTimeoutMs: number): SqlStatement {
   return { text: `select set_config('statement_timeout', $1, true)`, values: [String(statementTimeoutMs)] };
 }
