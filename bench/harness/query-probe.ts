@@ -27,13 +27,14 @@ const KINDS: readonly [RegExp, string][] = [
   [/savepoint outbox_h\d+;\n/i, 'savepoint + handler query'],
   // a handler's later query, after the set_config of its time left (see `handlerBound`)
   [/^select set_config\('statement_timeout', \$1, true\);\n/i, 'handler query (bounded)'],
+  // in a short transaction of its own, with the relay's bound
+  [/outbox_due_tenants/i, 'due tenants'],
   [/^\s*(start transaction|begin)/i, 'begin'],
   [/^\s*commit/i, 'commit'],
   [/^\s*rollback to savepoint/i, 'rollback to savepoint'],
   [/^\s*rollback/i, 'rollback'],
   [/^\s*release savepoint/i, 'release savepoint'],
   [/^\s*savepoint/i, 'savepoint'],
-  [/outbox_due_tenants/i, 'due tenants'],
   // before set_config: the wake-up sets synchronous_commit for its own transaction
   [/pg_notify/i, 'wake-up notify'],
   [/set_config/i, 'set tenant context'],
