@@ -26,6 +26,22 @@ class StuckHandlers {
   }
 }
 
+const AFTER_DIRTY = 'test.after-dirty.v1';
+
+/** On each event: one handler changes a session setting (the relay resets it), the other sleeps past its timeout. */
+@Injectable()
+class DirtyThenSleepy {
+  @OnOutboxEvent(AFTER_DIRTY, { consumer: 'dirty', maxAttempts: 1 })
+  async dirty(_event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    await context.manager.query('set search_path = public');
+  }
+
+  @OnOutboxEvent(AFTER_DIRTY, { consumer: 'sleepy', timeoutMs: TIMEOUT_MS, maxAttempts: 1 })
+  async sleepy(_event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    await context.manager.query('select pg_sleep(30)');
+  }
+}
+
 /**
  * A handler's timeout stops its running query: one handler sleeping in the database, or waiting for a lock
  * that is never released, delays the relay — every tenant — by its own timeout, not by its query.
@@ -40,7 +56,7 @@ describe('a handler whose query outlives its timeout', () => {
       'create table locked_rows (n int not null)',
       'insert into locked_rows values (0)',
     ]);
-    t = await buildApp({ url: db.url, providers: [StuckHandlers] });
+    t = await buildApp({ url: db.url, providers: [StuckHandlers, DirtyThenSleepy] });
     // an abandoned lock: held by a session that never commits (until the test ends)
     holder = new Client({ connectionString: db.url });
     await holder.connect();
@@ -77,5 +93,22 @@ describe('a handler whose query outlives its timeout', () => {
           where pid <> pg_backend_pid() and state = 'active' and (query like '%pg_sleep(30)%' or query like '%update locked_rows%')`,
       ),
     ).toEqual([{ n: 0 }]);
+  });
+
+  it('keeps its bound after a handler before it changed the session (the relay resets it first)', async () => {
+    // two events: whatever order the two consumers run in, a sleeping handler follows a resetting one
+    for (let i = 0; i < 2; i++)
+      await enqueueIn(t, { tenantId: HEALTHY, eventName: AFTER_DIRTY, payload: { i } });
+    // 10 s: far more than two handler timeouts, far less than the sleep
+    const round = await within(10_000, t.relay.drain(), 'drain()');
+    expect(round).toMatchObject({ succeeded: 2, dead: 2 });
+    expect(
+      await db.sql(
+        `select consumer_name, status, error_code from outbox_deliveries where consumer_name = 'sleepy' order by id`,
+      ),
+    ).toEqual([
+      { consumer_name: 'sleepy', status: 'dead', error_code: 'timeout' },
+      { consumer_name: 'sleepy', status: 'dead', error_code: 'timeout' },
+    ]);
   });
 });

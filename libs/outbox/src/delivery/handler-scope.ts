@@ -207,8 +207,9 @@ export class HandlerScope {
     const statements: SqlStatement[] = [
       ...pending,
       handlerContext(this.batch.tenantSetting, this.batch.tenantId, ms),
-      // a handler before this one may have changed settings (or the role): reset them, then the relay's context
-      ...(this.batch.dirty ? this.batch.restore : []),
+      // a handler before this one may have changed settings (or the role): reset them, then the relay's context,
+      // then this handler's bound again (the relay's context bounds statements by relay.leaseMs)
+      ...(this.batch.dirty ? [...this.batch.restore, handlerBound(ms)] : []),
       // no parameters: one simple-protocol query for both
       {
         text: `${release ? `release savepoint ${release}; ` : ''}savepoint ${this.savepointName}`,
