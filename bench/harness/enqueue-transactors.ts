@@ -108,18 +108,7 @@ export async function rawTransactor(
         const { contact, event } = contactEvent();
         if (business)
           await session.rows(insertContact(contact.id, BENCH_TENANT, contact.name, contact.email));
-        if (withEvent) {
-          await session.rows(
-            insertEvent({
-              id: randomUUID(),
-              tenantId: event.tenantId,
-              eventName: event.eventName,
-              payloadJson: JSON.stringify(event.payload),
-              aggregateType: event.aggregateType!,
-              aggregateId: event.aggregateId!,
-            }),
-          );
-        }
+        if (withEvent) await session.rows(rawEventInsert(event));
       });
     },
     close: async () => {
@@ -160,8 +149,7 @@ export async function typeormTransactor(
 }
 
 /** The event row `enqueue` would insert, as a hand-written INSERT of the same columns. */
-export function rawEventInsert(): SqlStatement {
-  const { event } = contactEvent();
+export function rawEventInsert(event = contactEvent().event): SqlStatement {
   return insertEvent({
     id: randomUUID(),
     tenantId: event.tenantId,
