@@ -61,7 +61,8 @@ describe('fairness between tenants', () => {
     const counter = t.app.get(TenantCounter);
     counter.seen.clear();
     await t.relay.runOnce();
-    expect(counter.seen.get(BUSY)).toBe(100);
+    // one batch, or one per lane (relay.concurrency) when the last round left the tenant with a backlog
+    expect([100, 200]).toContain(counter.seen.get(BUSY));
     const draining = t.relay.drain();
     // Written behind the library's back: no wake-up names the quiet tenant, only a scan can find it.
     await db.sql(
@@ -107,7 +108,8 @@ describe('fairness between tenants', () => {
     const named = await buildApp({
       url: db.url,
       providers: [TenantCounter],
-      outbox: { relay: { batchSize: 2, maxTenantsPerRound: 1 } },
+      // one batch at a time: the counts below are of one visit per tenant and round
+      outbox: { relay: { batchSize: 2, maxTenantsPerRound: 1, concurrency: 1 } },
     });
     const probe = RoundTripProbe.attach(named.dataSource);
     const [first, second] = ['88888881-8888-4888-8888-888888888888', '88888882-8888-4888-8888-888888888888'];

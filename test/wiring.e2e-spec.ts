@@ -87,10 +87,11 @@ describe('wiring', () => {
   it('rejects invalid options with every problem listed', async () => {
     const failure = buildApp({
       url: db.url,
-      outbox: { maxAttempts: 0, relay: { batchSize: -1 }, backoff: { jitter: 2 } },
+      outbox: { maxAttempts: 0, relay: { batchSize: -1, concurrency: 0 }, backoff: { jitter: 2 } },
     });
     const error = (await failure.catch((e: OutboxConfigurationError) => e)) as OutboxConfigurationError;
-    expect(error.problems).toHaveLength(3);
+    expect(error.problems).toHaveLength(4);
+    expect(error.message).toContain('relay.concurrency must be a positive integer, or "auto"');
     expect(error.message).toMatch(/maxAttempts[\s\S]*relay\.batchSize|relay\.batchSize[\s\S]*maxAttempts/);
     expect(error.message).toContain('backoff.jitter');
   });

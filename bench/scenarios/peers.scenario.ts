@@ -486,7 +486,8 @@ export const peersScenario: BenchScenario = {
       report.note(`${peer.name} ${peer.version}: ${peer.settings}; fan-out: ${peer.fanOut}`);
     }
     report.note(
-      `library: defaults (OutboxModule.forRoot, batch ${OUTBOX_DEFAULTS.relay.batchSize}); ` +
+      `library: defaults (OutboxModule.forRoot, batch ${OUTBOX_DEFAULTS.relay.batchSize}, ` +
+        `concurrency ${OUTBOX_DEFAULTS.relay.concurrency}: 2 batches at once on its pool of 10); ` +
         `each system in its own schema of ${db.name}; ${options.sizes.peersRounds} round(s) per line, ` +
         'systems in turns (forward, then backward); medians, ranges over rounds',
     );

@@ -17,6 +17,7 @@ export const OUTBOX_DEFAULTS: Omit<ResolvedOutboxOptions, 'names'> = {
     enabled: true,
     pollIntervalMs: 1000,
     batchSize: 100,
+    concurrency: 'auto',
     leaseMs: 60_000,
     shutdownTimeoutMs: 10_000,
     maxTenantsPerRound: 100,
@@ -92,6 +93,10 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
   const { relay, registry, retention, webhookSubscriptions } = options;
   report(durationProblem('relay.pollIntervalMs', relay.pollIntervalMs));
   report(countProblem('relay.batchSize', relay.batchSize));
+  if (relay.concurrency !== 'auto' && countProblem('relay.concurrency', relay.concurrency) !== null)
+    problems.push(
+      messages.badOption('relay.concurrency', 'a positive integer, or "auto"', relay.concurrency),
+    );
   report(durationProblem('relay.leaseMs', relay.leaseMs));
   report(durationProblem('relay.shutdownTimeoutMs', relay.shutdownTimeoutMs));
   report(countProblem('relay.maxTenantsPerRound', relay.maxTenantsPerRound));

@@ -26,6 +26,16 @@ export interface OutboxRelayOptions {
   /** Events (and due retries) claimed per tenant per round. Default: `100`. */
   batchSize?: number;
   /**
+   * Batches this relay works on at once, each in its own transaction on its own connection: a round visits up
+   * to this many tenants side by side, and a tenant whose last batch came back full (a backlog) in as many
+   * batches at once. Each batch holds a connection of the DataSource's pool from its claim to its commit, and
+   * the next one is claimed while that commit is in flight: the relay holds up to twice this many. Order is
+   * kept only where it is promised (`ordered: true` consumers, across any number of batches and relays).
+   * `'auto'`: 2 when the pool has at least 8 connections (`extra.max`, else `poolSize`, else pg's 10), 1 below,
+   * so a small pool keeps room for the app. See docs/adr/0802-batches-side-by-side.md. Default: `'auto'`.
+   */
+  concurrency?: number | 'auto';
+  /**
    * How long a claim stays owned by this relay before another may take it over, in ms; must exceed every
    * handler timeout. Default: `60000`.
    */

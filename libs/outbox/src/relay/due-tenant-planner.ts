@@ -10,6 +10,8 @@ export interface DueTenant {
   tenant_id: string;
   has_new: boolean;
   has_due: boolean;
+  /** Set by the planner, not the scan: the tenant's last batch came back full (a backlog waits). */
+  backlog?: boolean;
 }
 
 /** Longest time between two scans for due tenants while rounds go by hints (see `DueTenantPlanner.plan`). */
@@ -24,6 +26,8 @@ export class DueTenantPlanner {
   private readonly logger = new Logger(RELAY_LOG_CONTEXT);
   /** Tenants known to have new events (woken with their id, or their last batch came back full). */
   private readonly hinted = new Set<string>();
+  /** Of those, the tenants whose last batch came back full. */
+  private readonly backlogged = new Set<string>();
   /** When the last `outbox_due_tenants` scan ran, and whether it listed every due tenant. */
   private lastScan = { at: 0, complete: false };
   /** The last tenant a scan listed when it listed as many as one round visits: the next scan starts after it. */
@@ -42,6 +46,7 @@ export class DueTenantPlanner {
   /** A batch of this tenant came back full: more is waiting, the next round can come straight back here. */
   noteFull(tenantId: string): void {
     this.hinted.add(tenantId);
+    this.backlogged.add(tenantId);
   }
 
   /**
@@ -60,12 +65,22 @@ export class DueTenantPlanner {
     if (this.options.relay.tenants) {
       const supplied = await this.suppliedTenants();
       this.hinted.clear();
+      this.backlogged.clear();
       await visit(supplied.map((tenant_id) => ({ tenant_id, has_new: true, has_due: true })));
       return false;
     }
     const hinted = this.hinted.size <= maxTenantsPerRound ? [...this.hinted] : [];
+    const backlogged = new Set(this.backlogged);
     this.hinted.clear();
-    await visit(hinted.map((tenant_id) => ({ tenant_id, has_new: true, has_due: false })));
+    this.backlogged.clear();
+    await visit(
+      hinted.map((tenant_id) => ({
+        tenant_id,
+        has_new: true,
+        has_due: false,
+        backlog: backlogged.has(tenant_id),
+      })),
+    );
     if (stopping() || (hinted.length > 0 && this.scanIsFresh())) return false;
     // in a transaction of its own with the relay's bound, not the role's or database's statement_timeout
     const [, rows] = await this.store.atomically([

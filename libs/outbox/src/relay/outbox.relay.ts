@@ -19,6 +19,7 @@ import { LocalBatch } from './local-batch';
 import { OutcomeRecorder } from './outcome-recorder';
 import { RegistryHeartbeat } from './registry-heartbeat';
 import { TenantRound } from './tenant-round';
+import { laneCount, runLanes, visitsOf, type RelayLane } from './relay-lanes';
 import { OutboxInstrumentation } from '../observability/outbox-instrumentation';
 
 /**
@@ -35,8 +36,9 @@ import { OutboxInstrumentation } from '../observability/outbox-instrumentation';
  * meanwhile rolls the whole batch back, so a handler's writes never land twice; (3) external deliveries
  * (webhooks) run with no transaction open, and their outcomes are recorded in a short transaction fenced by the
  * lease token. Two round trips per batch, whatever its size, besides the handlers' own queries; a batch's
- * commit overlaps the claim of the next one. Why: docs/adr/0602-claim-commits-with-a-lease-outcome-is-fenced.md
- * and docs/adr/0604-round-trips-per-transaction.md.
+ * commit overlaps the claim of the next one. Batches run side by side on `relay.concurrency` lanes (one tenant
+ * per lane, a backlogged tenant on every lane): docs/adr/0802-batches-side-by-side.md. Why the rest:
+ * docs/adr/0602-claim-commits-with-a-lease-outcome-is-fenced.md and docs/adr/0604-round-trips-per-transaction.md.
  */
 @Injectable()
 export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
@@ -48,8 +50,10 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly background = new BackgroundWork();
   private readonly planner: DueTenantPlanner;
   private readonly heartbeats: RegistryHeartbeat;
-  private readonly local: LocalBatch;
-  private readonly tenantRound: TenantRound;
+  /** Makes one lane: a tenant round and the local batch, with its own commit pipeline, it hands work to. */
+  private readonly newLane: () => RelayLane;
+  /** The batches worked on at once (`relay.concurrency`), made at the first round: the pool is known then. */
+  private lanesMade: RelayLane[] | null = null;
   private ticking = false;
   private wakeRequested = false;
   private stopping: Promise<void> | null = null;
@@ -58,7 +62,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
     private readonly registry: OutboxConsumerRegistry,
-    store: OutboxStore,
+    private readonly store: OutboxStore,
     inProcess: InProcessDispatcher,
     external: ExternalDispatcher,
     leaseVacuum: LeaseVacuum,
@@ -69,25 +73,41 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     this.planner = new DueTenantPlanner(options, store);
     this.heartbeats = new RegistryHeartbeat(this.instanceId, options, registry, store);
     const recorder = new OutcomeRecorder(options, store);
-    this.local = new LocalBatch(
-      options,
-      store,
-      inProcess,
-      recorder,
-      leaseVacuum,
-      this.background,
-      instrumentation,
+    this.newLane = () => {
+      const local = new LocalBatch(
+        options,
+        store,
+        inProcess,
+        recorder,
+        leaseVacuum,
+        this.background,
+        instrumentation,
+      );
+      const round = new TenantRound(
+        options,
+        registry,
+        store,
+        local,
+        new ExternalBatch(options, store, external),
+        recorder,
+        this.background,
+        instrumentation,
+      );
+      return { round, local };
+    };
+  }
+
+  private get lanes(): RelayLane[] {
+    this.lanesMade ??= Array.from(
+      { length: laneCount(this.options.relay.concurrency, this.store.dataSource()) },
+      this.newLane,
     );
-    this.tenantRound = new TenantRound(
-      options,
-      registry,
-      store,
-      this.local,
-      new ExternalBatch(options, store, external),
-      recorder,
-      this.background,
-      instrumentation,
-    );
+    return this.lanesMade;
+  }
+
+  /** The batch commits in flight, every lane's (resolved when none is). */
+  private get finishing(): Promise<unknown> {
+    return Promise.all(this.lanes.map((lane) => lane.local.finishing).filter((commit) => commit !== null));
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -116,7 +136,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     // tick() logs a failed round and never rejects
     this.interval.schedule(this.options.relay.pollIntervalMs, () => void this.tick());
     this.logger.log(
-      `relay ${this.instanceId} started: every ${this.options.relay.pollIntervalMs} ms, batches of ${this.options.relay.batchSize}`,
+      `relay ${this.instanceId} started: every ${this.options.relay.pollIntervalMs} ms, batches of ${this.options.relay.batchSize}, ${this.lanes.length} at once`,
     );
   }
 
@@ -153,7 +173,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   async runOnce(): Promise<RelayRoundResult> {
     const run = await this.runRound(false);
     await run.settled;
-    await this.local.finishing;
+    await this.finishing;
     return sum(run.results);
   }
 
@@ -206,7 +226,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private async mayHaveMore(run: RoundRun, commitsMayAddWork: boolean): Promise<boolean> {
     if (run.results.some((r) => r.deliveriesClaimed > 0 || r.eventsClaimed > 0)) return true;
     if (!commitsMayAddWork || !run.committingAtStart) return false;
-    await this.local.finishing;
+    await this.finishing;
     return true;
   }
 
@@ -218,12 +238,15 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     while (this.round) await this.round.catch(() => undefined);
     if (this.stopping)
       return { results: [], settled: Promise.resolve(), committingAtStart: false, full: false };
-    this.round = this.processRound(overlap, this.local.isCommitting);
+    this.round = this.processRound(
+      overlap,
+      this.lanes.some((lane) => lane.local.isCommitting),
+    );
     const startedAt = performance.now();
     let tenants = 0;
     try {
       const run = await this.round;
-      tenants = run.results.length;
+      tenants = sum(run.results).tenants;
       return run;
     } finally {
       this.round = null;
@@ -263,18 +286,22 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const results: RelayRoundResult[] = [];
     const settled: Promise<void>[] = [];
     let full = false;
-    const visit = async (tenants: readonly DueTenant[]): Promise<void> => {
-      for (const due of tenants) {
+    const { lanes } = this;
+    // a tenant with a backlog is visited on every lane (the same entry each time), and counted once
+    const counted = new Set<DueTenant>();
+    const visit = (tenants: readonly DueTenant[]): Promise<void> =>
+      runLanes(lanes, visitsOf(tenants, lanes.length), async (lane, due) => {
         if (this.stopping) return;
-        const run = await this.tenantRound.visit(due, overlap);
+        const run = await lane.round.visit(due, overlap);
+        if (counted.has(due)) run.result.tenants = 0;
+        counted.add(due);
         // A full batch: more is waiting, the next round can come straight back here.
         // (of the size it claimed: smaller than batchSize after a claim that outlived its bound)
         if (run.result.eventsClaimed >= run.limit) this.planner.noteFull(due.tenant_id);
         if (run.result.eventsClaimed >= run.limit || run.result.deliveriesClaimed >= run.limit) full = true;
         results.push(run.result);
         settled.push(run.settled);
-      }
-    };
+      });
     if (await this.planner.plan(visit, () => this.stopping !== null)) full = true;
     return { results, settled: Promise.all(settled).then(() => undefined), committingAtStart, full };
   }

@@ -1,0 +1,80 @@
+import type { DataSource } from 'typeorm';
+import type { DueTenant } from './due-tenant-planner';
+import { laneCount, runLanes, visitsOf } from './relay-lanes';
+
+const withPool = (options: { poolSize?: number; extra?: { max?: number } }): DataSource =>
+  ({ options }) as unknown as DataSource;
+
+describe('laneCount', () => {
+  it("takes the option's number as it is", () => {
+    expect(laneCount(3, withPool({ extra: { max: 1 } }))).toBe(3);
+  });
+
+  it("'auto': two from a pool of 8, one below; pg's 10 when TypeORM is given no size", () => {
+    expect(laneCount('auto', withPool({}))).toBe(2);
+    expect(laneCount('auto', withPool({ poolSize: 8 }))).toBe(2);
+    expect(laneCount('auto', withPool({ poolSize: 7 }))).toBe(1);
+    // TypeORM passes extra over poolSize
+    expect(laneCount('auto', withPool({ poolSize: 20, extra: { max: 2 } }))).toBe(1);
+  });
+});
+
+describe('visitsOf', () => {
+  const due = (tenant_id: string, backlog?: boolean): DueTenant => ({
+    tenant_id,
+    has_new: true,
+    has_due: false,
+    backlog,
+  });
+
+  it('puts a tenant with a backlog on every lane, next to each other, the others once', () => {
+    const visits = visitsOf([due('a'), due('b', true), due('c', false)], 3);
+    expect(visits.map((v) => v.tenant_id)).toEqual(['a', 'b', 'b', 'b', 'c']);
+  });
+});
+
+/** A promise and its resolve/reject, for visits that end when the test says. */
+function deferred(): { promise: Promise<void>; resolve: () => void; reject: (e: Error) => void } {
+  let resolve!: () => void;
+  let reject!: (e: Error) => void;
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+describe('runLanes', () => {
+  it('runs as many visits at once as there are lanes, each lane taking the next when it is free', async () => {
+    const ends = new Map(['a', 'b', 'c'].map((v) => [v, deferred()]));
+    const started: string[] = [];
+    const run = runLanes([1, 2], ['a', 'b', 'c'], async (lane, v) => {
+      started.push(`${v}@${lane}`);
+      await ends.get(v)!.promise;
+    });
+    await Promise.resolve();
+    expect(started).toEqual(['a@1', 'b@2']);
+    ends.get('b')!.resolve();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(started).toEqual(['a@1', 'b@2', 'c@2']);
+    ends.get('a')!.resolve();
+    ends.get('c')!.resolve();
+    await expect(run).resolves.toBeUndefined();
+  });
+
+  it('after a failure starts no visit, and throws it once every lane has stopped', async () => {
+    const slow = deferred();
+    const started: string[] = [];
+    let settled = false;
+    const run = runLanes([1, 2], ['fails', 'slow', 'never'], async (_lane, v) => {
+      started.push(v);
+      if (v === 'fails') throw new Error('visit failed');
+      if (v === 'slow') await slow.promise;
+    }).finally(() => (settled = true));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(settled).toBe(false);
+    slow.resolve();
+    await expect(run).rejects.toThrow('visit failed');
+    expect(started).toEqual(['fails', 'slow']);
+  });
+});
