@@ -27,7 +27,8 @@ async function libraryRoundMs(
   const app = await createBenchApp({
     url: db.url,
     consumers: [InMemoryConsumers],
-    relay: { batchSize: BATCH_SIZE },
+    // one batch per round, as the raw side's (two lanes would claim two per round)
+    relay: { batchSize: BATCH_SIZE, concurrency: 1 },
   });
   try {
     const times: number[] = [];

@@ -48,7 +48,8 @@ async function profileLibrary(
   const app = await createBenchApp({
     url: db.url,
     consumers: [consumerClass(variant)],
-    relay: { batchSize },
+    // one batch per round: the figures are per claimed batch (two lanes would claim two per round)
+    relay: { batchSize, concurrency: 1 },
   });
   const queries: number[] = [];
   const statements: number[] = [];
