@@ -13,9 +13,9 @@ import { compare, heading, inTurns, openDecisionDatabase } from './decision-serv
 
 const EVENTS = Number(process.env.EVENTS ?? 6_000);
 const TURNS = Number(process.env.TURNS ?? 3);
-const LANES = [1, 2, 3] as const;
+const LANES = { 'concurrency 1': 1, 'concurrency 2': 2, 'concurrency 3': 3 } as const;
 
-type Variant = `concurrency ${(typeof LANES)[number]}`;
+type Variant = keyof typeof LANES;
 
 async function main(): Promise<void> {
   const { db, serverVersion, close } = await openDecisionDatabase();
@@ -26,14 +26,14 @@ async function main(): Promise<void> {
     );
     for (const consumers of ['no-db', 'db-write'] as ConsumerVariant[]) {
       const figures = await inTurns<Variant, 'events/s'>(
-        LANES.map((n) => `concurrency ${n}` as Variant),
+        Object.keys(LANES) as Variant[],
         TURNS,
         async (variant) => {
           await db.resetWithPendingEvents(EVENTS);
           const app = await createBenchApp({
             url: db.url,
             consumers: [consumerClass(consumers)],
-            relay: { enabled: false, concurrency: Number(variant.split(' ')[1]) },
+            relay: { enabled: false, concurrency: LANES[variant] },
             applicationName: 'decision-relay-concurrency',
             probe: false,
           });

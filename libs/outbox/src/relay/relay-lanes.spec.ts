@@ -33,15 +33,11 @@ describe('visitsOf', () => {
   });
 });
 
-/** A promise and its resolve/reject, for visits that end when the test says. */
-function deferred(): { promise: Promise<void>; resolve: () => void; reject: (e: Error) => void } {
+/** A promise and its resolve, for visits that end when the test says. */
+function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve!: () => void;
-  let reject!: (e: Error) => void;
-  const promise = new Promise<void>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
+  const promise = new Promise<void>((res) => (resolve = res));
+  return { promise, resolve };
 }
 
 describe('runLanes', () => {
