@@ -23,7 +23,12 @@ describe('fairness between tenants', () => {
   let t: TestApp;
   beforeAll(async () => {
     db = await createTestDatabase();
-    t = await buildApp({ url: db.url, providers: [TenantCounter], outbox: { relay: { batchSize: 100 } } });
+    // claims of 100 that do not grow (relay.maxBatchSize): the counts below are of batches
+    t = await buildApp({
+      url: db.url,
+      providers: [TenantCounter],
+      outbox: { relay: { batchSize: 100, maxBatchSize: 100 } },
+    });
   });
   afterAll(async () => {
     await t?.close();
@@ -108,8 +113,8 @@ describe('fairness between tenants', () => {
     const named = await buildApp({
       url: db.url,
       providers: [TenantCounter],
-      // one batch at a time: the counts below are of one visit per tenant and round
-      outbox: { relay: { batchSize: 2, maxTenantsPerRound: 1, concurrency: 1 } },
+      // one batch at a time, of 2: the counts below are of one visit per tenant and round
+      outbox: { relay: { batchSize: 2, maxBatchSize: 2, maxTenantsPerRound: 1, concurrency: 1 } },
     });
     const probe = RoundTripProbe.attach(named.dataSource);
     const [first, second] = ['88888881-8888-4888-8888-888888888888', '88888882-8888-4888-8888-888888888888'];

@@ -8,7 +8,10 @@ import { loadavg } from 'node:os';
 import { resolveDatabase, type ResolvedDatabase } from '../../tools/database-url';
 import { startEmbeddedPostgres } from '../../tools/embedded-postgres';
 import { BenchDatabase } from '../harness/bench-database';
-import { median } from '../harness/stats';
+import type { OutboxRelayOptions } from 'nestjs-pg-outbox';
+import { createBenchApp } from '../harness/bench-app';
+import { consumerClass, type ConsumerVariant } from '../harness/bench-consumers';
+import { median, now } from '../harness/stats';
 
 /** A server and a fresh database on it; `close()` drops the database and stops an embedded server. */
 export interface DecisionDatabase {
@@ -97,4 +100,49 @@ function loadAverage(): string {
   return loadavg()
     .map((l) => l.toFixed(2))
     .join(' ');
+}
+
+/**
+ * `drain()` of `events` pending events of one tenant, two consumers — both no-op, then one writing a row through
+ * `context.manager` — with each variant's relay options, in turns (see `inTurns`), `turns` times: events per
+ * second, printed per consumer kind.
+ */
+export async function compareDrains<V extends string>(
+  name: string,
+  variants: Readonly<Record<V, OutboxRelayOptions>>,
+  { events, turns }: { events: number; turns: number },
+): Promise<void> {
+  const { db, serverVersion, close } = await openDecisionDatabase();
+  try {
+    heading(
+      `drain() of ${events.toLocaleString('en-US')} events × 2 consumers per variant, ${turns} turns`,
+      serverVersion,
+    );
+    for (const consumers of ['no-db', 'db-write'] as ConsumerVariant[]) {
+      const figures = await inTurns<V, 'events/s'>(Object.keys(variants) as V[], turns, async (variant) => {
+        await db.resetWithPendingEvents(events);
+        const app = await createBenchApp({
+          url: db.url,
+          consumers: [consumerClass(consumers)],
+          relay: { enabled: false, ...variants[variant] },
+          applicationName: `decision-${name}`,
+          probe: false,
+        });
+        try {
+          const began = now();
+          const drained = await app.relay.drain();
+          const ms = now() - began;
+          if (drained.eventsClaimed !== events)
+            throw new Error(`${variant}: drained ${drained.eventsClaimed} of ${events} events`);
+          return { 'events/s': (events * 1000) / ms };
+        } finally {
+          await app.close();
+        }
+      });
+      const label = consumers === 'no-db' ? 'two no-op consumers' : 'one of two consumers writes a row';
+      for (const [figure, runs] of figures) compare(label, figure, runs);
+    }
+  } finally {
+    await close();
+  }
 }

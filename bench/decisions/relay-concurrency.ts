@@ -6,59 +6,20 @@
  * and 3, in turns, TURNS (default 3) times: events per second.
  */
 import 'reflect-metadata';
-import { createBenchApp } from '../harness/bench-app';
-import { consumerClass, type ConsumerVariant } from '../harness/bench-consumers';
-import { now } from '../harness/stats';
-import { compare, heading, inTurns, openDecisionDatabase } from './decision-server';
+import { compareDrains } from './decision-server';
 
 const EVENTS = Number(process.env.EVENTS ?? 6_000);
 const TURNS = Number(process.env.TURNS ?? 3);
-const LANES = { 'concurrency 1': 1, 'concurrency 2': 2, 'concurrency 3': 3 } as const;
 
-type Variant = keyof typeof LANES;
-
-async function main(): Promise<void> {
-  const { db, serverVersion, close } = await openDecisionDatabase();
-  try {
-    heading(
-      `drain() of ${EVENTS.toLocaleString('en-US')} events × 2 consumers per variant, ${TURNS} turns`,
-      serverVersion,
-    );
-    for (const consumers of ['no-db', 'db-write'] as ConsumerVariant[]) {
-      const figures = await inTurns<Variant, 'events/s'>(
-        Object.keys(LANES) as Variant[],
-        TURNS,
-        async (variant) => {
-          await db.resetWithPendingEvents(EVENTS);
-          const app = await createBenchApp({
-            url: db.url,
-            consumers: [consumerClass(consumers)],
-            relay: { enabled: false, concurrency: LANES[variant] },
-            applicationName: 'decision-relay-concurrency',
-            probe: false,
-          });
-          try {
-            const began = now();
-            const drained = await app.relay.drain();
-            const ms = now() - began;
-            if (drained.eventsClaimed !== EVENTS)
-              throw new Error(`${variant}: drained ${drained.eventsClaimed} of ${EVENTS} events`);
-            return { 'events/s': (EVENTS * 1000) / ms };
-          } finally {
-            await app.close();
-          }
-        },
-      );
-      const consumersLabel =
-        consumers === 'no-db' ? 'two no-op consumers' : 'one of two consumers writes a row';
-      for (const [figure, runs] of figures) compare(consumersLabel, figure, runs);
-    }
-  } finally {
-    await close();
-  }
-}
-
-main().then(
+compareDrains(
+  'relay-concurrency',
+  {
+    'concurrency 1': { concurrency: 1 },
+    'concurrency 2': { concurrency: 2 },
+    'concurrency 3': { concurrency: 3 },
+  },
+  { events: EVENTS, turns: TURNS },
+).then(
   () => process.exit(0),
   (error: unknown) => {
     console.error(error);

@@ -41,7 +41,6 @@ import {
   reportRates,
   summarizeSamples,
   type Sample,
-  type Summary,
   type System,
 } from '../harness/peers-report';
 import { runRelayWorkers } from '../harness/relay-workers';
@@ -192,7 +191,6 @@ async function drainOnce(
   stats: StatementStats,
   system: System,
   variant: ConsumerVariant,
-  batchSize: number = OUTBOX_DEFAULTS.relay.batchSize,
 ): Promise<Sample> {
   const { db, options, report } = context;
   const backlog = drainBacklog(options.sizes.peersBacklog, system);
@@ -206,7 +204,7 @@ async function drainOnce(
       url: db.url,
       kind: 'library',
       variant,
-      batchSize,
+      batchSize: OUTBOX_DEFAULTS.relay.batchSize,
       expectedEvents: backlog,
       sampleMemory: false,
     };
@@ -361,18 +359,11 @@ async function drainLines(context: BenchContext, stats: StatementStats): Promise
   const systems: System[] = ['library', ...PEERS.map((p) => p.name)];
   for (const variant of ['no-db', 'db-write'] as const) {
     const samples = new Map<System, Sample[]>(systems.map((s) => [s, []]));
-    const tuned: Sample[] = [];
     for (let round = 0; round < options.sizes.peersRounds; round++) {
       for (const system of inTurn(systems, round))
         samples
           .get(system)!
           .push(await drainOnce(context, stats, system, variant).catch(failedDrain(context, system)));
-      if (variant === 'no-db')
-        tuned.push(
-          await drainOnce(context, stats, 'library', variant, TUNED_BATCH_SIZE).catch(
-            failedDrain(context, 'library'),
-          ),
-        );
     }
     const summaries = new Map([...samples].map(([system, s]) => [system, summarizeSamples(s)]));
     const goalPeer: System = variant === 'no-db' ? 'graphile-worker' : 'pg-boss';
@@ -381,7 +372,6 @@ async function drainLines(context: BenchContext, stats: StatementStats): Promise
         ? `drain ${options.sizes.peersBacklog.toLocaleString('en-US')} events × 2 no-op consumers, events/s`
         : `drain, one consumer writes a row, events/s`;
     reportRates(context, line, '/s', summaries, { peer: goalPeer, target: 1 });
-    if (tuned.length > 0) reportTuned(context, line, summarizeSamples(tuned), summaries.get(goalPeer)!);
     for (const peer of PEERS) {
       const backlog = drainBacklog(options.sizes.peersBacklog, peer.name);
       if (backlog < options.sizes.peersBacklog)
@@ -395,24 +385,6 @@ async function drainLines(context: BenchContext, stats: StatementStats): Promise
     }
     reportCosts(context, summaries, { name: '100 events', scale: 100 }, ['library', goalPeer]);
   }
-}
-
-/**
- * The no-op drain again with the library's claims as large as graphile-worker's local queue (its docs'
- * `localQueue.size` 500): `relay.batchSize` is the library's documented throughput setting (docs/performance.md).
- * Reported beside the default line, without a goal of its own.
- */
-const TUNED_BATCH_SIZE = 500;
-
-function reportTuned(context: BenchContext, line: string, tuned: Summary, peer: Summary): void {
-  context.report.add({
-    scenario: 'peers',
-    label: `${line}: library (relay.batchSize ${TUNED_BATCH_SIZE}) vs graphile-worker`,
-    value: tuned.median,
-    unit: '/s',
-    versus: { label: 'graphile-worker', value: peer.median },
-    note: `rounds: library (batchSize ${TUNED_BATCH_SIZE}) ${range(tuned, '/s')}, graphile-worker ${range(peer, '/s')}; per 100 events ${((tuned.serverCpuUs * 100) / 1000).toFixed(2)} ms server CPU, ${(tuned.statements * 100).toFixed(1)} statements`,
-  });
 }
 
 async function latencyLines(context: BenchContext): Promise<void> {
@@ -486,7 +458,8 @@ export const peersScenario: BenchScenario = {
       report.note(`${peer.name} ${peer.version}: ${peer.settings}; fan-out: ${peer.fanOut}`);
     }
     report.note(
-      `library: defaults (OutboxModule.forRoot, batch ${OUTBOX_DEFAULTS.relay.batchSize}, ` +
+      `library: defaults (OutboxModule.forRoot, batch ${OUTBOX_DEFAULTS.relay.batchSize}, growing to ` +
+        `${OUTBOX_DEFAULTS.relay.maxBatchSize} while handlers write nothing, ` +
         `concurrency ${OUTBOX_DEFAULTS.relay.concurrency}: 2 batches at once on its pool of 10); ` +
         `each system in its own schema of ${db.name}; ${options.sizes.peersRounds} round(s) per line, ` +
         'systems in turns (forward, then backward); medians, ranges over rounds',

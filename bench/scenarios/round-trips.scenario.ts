@@ -48,8 +48,9 @@ async function profileLibrary(
   const app = await createBenchApp({
     url: db.url,
     consumers: [consumerClass(variant)],
-    // one batch per round: the figures are per claimed batch (two lanes would claim two per round)
-    relay: { batchSize, concurrency: 1 },
+    // one batch per round, of batchSize: the figures are per claimed batch (two lanes would claim two per
+    // round; claims of handlers that write nothing would grow)
+    relay: { batchSize, maxBatchSize: batchSize, concurrency: 1 },
   });
   const queries: number[] = [];
   const statements: number[] = [];

@@ -17,6 +17,7 @@ export const OUTBOX_DEFAULTS: Omit<ResolvedOutboxOptions, 'names'> = {
     enabled: true,
     pollIntervalMs: 1000,
     batchSize: 100,
+    maxBatchSize: 500,
     concurrency: 'auto',
     leaseMs: 60_000,
     shutdownTimeoutMs: 10_000,
@@ -93,6 +94,19 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
   const { relay, registry, retention, webhookSubscriptions } = options;
   report(durationProblem('relay.pollIntervalMs', relay.pollIntervalMs));
   report(countProblem('relay.batchSize', relay.batchSize));
+  if (raw.relay?.maxBatchSize === undefined)
+    relay.maxBatchSize = Math.max(relay.maxBatchSize, relay.batchSize);
+  else if (
+    countProblem('relay.maxBatchSize', relay.maxBatchSize) !== null ||
+    relay.maxBatchSize < relay.batchSize
+  )
+    problems.push(
+      messages.badOption(
+        'relay.maxBatchSize',
+        `an integer no smaller than relay.batchSize (${relay.batchSize})`,
+        relay.maxBatchSize,
+      ),
+    );
   if (relay.concurrency !== 'auto' && countProblem('relay.concurrency', relay.concurrency) !== null)
     problems.push(
       messages.badOption('relay.concurrency', 'a positive integer, or "auto"', relay.concurrency),

@@ -37,6 +37,8 @@ export interface DispatchResult {
   problem: BatchProblem | null;
   /** The last handlers may have changed settings since the relay last restored its own: restore before the outcome. */
   dirty: boolean;
+  /** Handlers that asked for `context.manager` (each works in a savepoint of the batch transaction). */
+  scoped: number;
 }
 
 /**
@@ -73,6 +75,7 @@ export class InProcessDispatcher {
       problem: null,
     };
     let index = -1;
+    let scoped = 0;
     for (const { delivery, consumer } of deliveries) {
       index++;
       const known = run.settled?.get(delivery);
@@ -92,6 +95,7 @@ export class InProcessDispatcher {
         get manager() {
           if (scope === null) {
             scope = new HandlerScope(dataSource, runner, name, consumer.name, at, batch, deadline);
+            scoped++;
             // asked for only after the handler returned (a promise it left running): its queries will fail
             if (settled) scope.settleUnused();
           }
@@ -146,7 +150,7 @@ export class InProcessDispatcher {
       attempt?.ended?.(outcome);
       if (batch.problem) break;
     }
-    return { outcomes, problem: batch.problem, dirty: batch.dirty };
+    return { outcomes, problem: batch.problem, dirty: batch.dirty, scoped };
   }
 }
 

@@ -26,6 +26,15 @@ export interface OutboxRelayOptions {
   /** Events (and due retries) claimed per tenant per round. Default: `100`. */
   batchSize?: number;
   /**
+   * How large a tenant's claim may grow while a backlog drains. After a full batch whose handlers all returned
+   * without asking for `context.manager` (so no savepoints) and that had no webhook or broker deliveries, the
+   * tenant's next claim takes twice as many when the batch ran in under 100 ms, half as many when it took longer,
+   * never fewer than `relay.batchSize`; any other batch brings it back to `relay.batchSize`. Set it to
+   * `relay.batchSize` to keep every claim at that size. See docs/adr/0803-claims-grow-for-quick-batches.md.
+   * Default: `500` (or `relay.batchSize`, when that is larger).
+   */
+  maxBatchSize?: number;
+  /**
    * Batches this relay works on at once, each in its own transaction on its own connection: a round visits up
    * to this many tenants side by side, and a tenant whose last batch came back full (a backlog) in as many
    * batches at once. Each batch holds a connection of the DataSource's pool from its claim to its commit, and

@@ -64,16 +64,18 @@ export class LocalBatch {
 
   /**
    * Runs the handlers and sends the commit. Takes the connection over: it is released once the commit is done.
-   * With `overlap`, returns as soon as the commit is sent (`settled` resolves when it is done).
+   * With `overlap`, returns as soon as the commit is sent (`settled` resolves when it is done). `noWrites`: every
+   * handler ran without asking for `context.manager`, and the batch went to its commit as it ran.
    */
   async run(
     connection: RoundConnection,
     batch: TenantBatch,
     work: LocalWork,
     overlap: boolean,
-  ): Promise<{ settled: Promise<void> }> {
+  ): Promise<{ settled: Promise<void>; noWrites: boolean }> {
     let outcomes: DeliveryOutcome[];
     let dirty: boolean;
+    let noWrites: boolean;
     try {
       await connection.begin([batchContext(this.options, batch)]);
       const run = await this.inProcess.dispatch(
@@ -85,13 +87,14 @@ export class LocalBatch {
       if (run.problem) throw run.problem.error;
       outcomes = [...work.unclaimed.map((u) => u.outcome), ...run.outcomes];
       dirty = run.dirty;
+      noWrites = run.scoped === 0;
     } catch (error) {
       try {
         await this.failed(error, batch, work, connection, null);
       } finally {
         await connection.release();
       }
-      return { settled: Promise.resolve() };
+      return { settled: Promise.resolve(), noWrites: false };
     }
     count(outcomes, batch.result);
     await this.finishingCommit;
@@ -110,7 +113,7 @@ export class LocalBatch {
     void this.background.track(settled.then(() => connection.release())); // track() logs a failure, never rejects
     if (!overlap) await settled;
     // in an object: an async function returning a bare promise would wait for it
-    return { settled };
+    return { settled, noWrites };
   }
 
   /**

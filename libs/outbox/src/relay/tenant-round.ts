@@ -15,6 +15,7 @@ import type { OutboxConsumerRegistry } from '../registry/outbox-consumer.registr
 import type { OutboxStore, RoundConnection } from '../store/outbox.store';
 import * as q from '../store/sql';
 import type { BackgroundWork } from './background-work';
+import { ClaimSizer, type BatchRan } from './claim-sizer';
 import type { DueTenant } from './due-tenant-planner';
 import type { ExternalBatch } from './external-batch';
 import type { LocalBatch } from './local-batch';
@@ -55,8 +56,8 @@ export interface TenantVisit {
  */
 export class TenantRound {
   private readonly logger = new Logger(RELAY_LOG_CONTEXT);
-  /** Events (and due deliveries) a claim takes: `relay.batchSize`, less after a claim that timed out. */
-  private claimLimit: number;
+  /** How many events (and due deliveries) each claim takes. */
+  private readonly sizer: ClaimSizer;
 
   constructor(
     private readonly options: ResolvedOutboxOptions,
@@ -68,7 +69,7 @@ export class TenantRound {
     private readonly background: BackgroundWork,
     private readonly instrumentation: OutboxInstrumentation,
   ) {
-    this.claimLimit = options.relay.batchSize;
+    this.sizer = new ClaimSizer(options.relay);
   }
 
   async visit(due: DueTenant, overlap: boolean): Promise<TenantVisit> {
@@ -82,8 +83,10 @@ export class TenantRound {
     let settled = Promise.resolve();
     // once the local batch takes the connection over, its commit releases it
     let handedOver = false;
+    const began = performance.now();
+    let ran: BatchRan | null = null;
     try {
-      const { claimed, events, limit } = await this.claim(connection, batch, due, tenantConsumers);
+      const { claimed, events, limit, full } = await this.claim(connection, batch, due, tenantConsumers);
       result.eventsClaimed = events;
       result.deliveriesClaimed = claimed.length;
       // instrumentation: batch size, lease recoveries
@@ -130,9 +133,15 @@ export class TenantRound {
       }
       // Outcomes settled without a handler go with the local batch when there is one: an event's lease is released
       // only once every one of its in-process pairs is recorded, and pairs of one event may be split between lists.
+      let noWrites = true;
       if (local.length > 0) {
         handedOver = true;
-        ({ settled } = await this.local.run(connection, batch, { assigned: local, unclaimed }, overlap));
+        ({ settled, noWrites } = await this.local.run(
+          connection,
+          batch,
+          { assigned: local, unclaimed },
+          overlap,
+        ));
       } else {
         if (unclaimed.length > 0)
           await this.recorder.record(
@@ -143,40 +152,39 @@ export class TenantRound {
         // No transaction stays open, and no connection is held, across network I/O.
         await connection.release();
       }
+      ran = { full, noWrites, remote: remote.length > 0, ms: performance.now() - began };
       if (remote.length > 0) await this.recorder.record(batch, await this.external.send(batch, remote));
       return { result, settled, limit };
     } finally {
+      this.sizer.ran(batch.tenantId, ran);
       if (!handedOver) await connection.release();
     }
   }
 
   /**
-   * The claim, made smaller when it outlives its own bound (`relay.leaseMs`), and larger again, up to
-   * `relay.batchSize`, after a full claim that took under a quarter of it. Fan-out first: the due-claim in the
-   * same transaction then takes the new rows of ordered consumers.
+   * The claim, of the size the sizer says (see `ClaimSizer`), made smaller when it outlives its own bound
+   * (`relay.leaseMs`). Fan-out first: the due-claim in the same transaction then takes the new rows of ordered
+   * consumers.
    */
   private async claim(
     connection: RoundConnection,
     batch: TenantBatch,
     due: DueTenant,
     tenantConsumers: readonly OutboxConsumer[],
-  ): Promise<{ claimed: ClaimedDelivery[]; events: number; limit: number }> {
-    const { leaseMs, batchSize } = this.options.relay;
+  ): Promise<{ claimed: ClaimedDelivery[]; events: number; limit: number; full: boolean }> {
+    const { leaseMs } = this.options.relay;
     for (;;) {
-      const limit = this.claimLimit;
+      const limit = this.sizer.next(batch.tenantId);
       const began = Date.now();
       try {
         const claimed = await this.claimUpTo(limit, connection, batch, due, tenantConsumers);
-        // A claim that came back full well within its bound: the next may take more, up to relay.batchSize.
-        if (limit < batchSize && claimed.full && Date.now() - began < leaseMs / 4)
-          this.claimLimit = Math.min(batchSize, limit * 2);
+        this.sizer.claimed(limit, claimed.full, Date.now() - began);
         return { ...claimed, limit };
       } catch (error) {
         // Its own bound (relay.leaseMs) is too short for a claim of this size here: take fewer at a time.
-        if (sqlState(error) !== QUERY_CANCELED || limit === 1) throw error;
-        this.claimLimit = Math.max(1, Math.floor(limit / 2));
+        if (sqlState(error) !== QUERY_CANCELED || !this.sizer.timedOut(batch.tenantId, limit)) throw error;
         this.logger.warn(
-          `a claim of ${limit} for tenant ${batch.tenantId} outlived its statement bound (relay.leaseMs = ${leaseMs} ms); claiming ${this.claimLimit} at a time`,
+          `a claim of ${limit} for tenant ${batch.tenantId} outlived its statement bound (relay.leaseMs = ${leaseMs} ms); claiming ${this.sizer.next(batch.tenantId)} at a time`,
         );
       }
     }

@@ -1,0 +1,81 @@
+import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+
+/**
+ * How long a batch of handlers that write nothing may take, from its claim to its commit sent, for its tenant's
+ * next claim to take more (see `ClaimSizer.ran`, docs/adr/0803-claims-grow-for-quick-batches.md).
+ */
+export const QUICK_BATCH_MS = 100;
+
+/** What a tenant's batch did, as far as the size of its next claim goes. */
+export interface BatchRan {
+  /** The claim came back with as many events (or due deliveries) as it asked for. */
+  full: boolean;
+  /** Every handler ran without `context.manager`, and the batch went to its commit as it ran. */
+  noWrites: boolean;
+  /** The batch had webhook or broker deliveries. */
+  remote: boolean;
+  /** From the claim sent to the commit sent. */
+  ms: number;
+}
+
+/**
+ * How many events one lane's claims take, tenant by tenant: `relay.batchSize`; fewer, for every tenant, after a
+ * claim that outlived its statement bound (`relay.leaseMs`), growing back by doubling after full claims that took
+ * under a quarter of it; more, up to `relay.maxBatchSize`, for a tenant whose full batches write nothing and
+ * take under QUICK_BATCH_MS (see `ran`). Pure: the relay tells it what happened.
+ */
+export class ClaimSizer {
+  /** `relay.batchSize`, or less after a claim that timed out. */
+  private limit: number;
+  /** Tenants whose next claim takes more than `relay.batchSize`, with its size (none while `limit` is lower). */
+  private readonly grown = new Map<string, number>();
+
+  constructor(
+    private readonly relay: Pick<ResolvedOutboxOptions['relay'], 'batchSize' | 'maxBatchSize' | 'leaseMs'>,
+  ) {
+    this.limit = relay.batchSize;
+  }
+
+  /** The size of this tenant's next claim. */
+  next(tenantId: string): number {
+    return (this.limit === this.relay.batchSize ? this.grown.get(tenantId) : undefined) ?? this.limit;
+  }
+
+  /** A claim of `limit` came back (`full` or not) after `ms`: a shrunk limit grows back after quick full claims. */
+  claimed(limit: number, full: boolean, ms: number): void {
+    const { batchSize, leaseMs } = this.relay;
+    if (limit < batchSize && full && ms < leaseMs / 4) this.limit = Math.min(batchSize, limit * 2);
+  }
+
+  /**
+   * A claim of `limit` outlived its statement bound: every claim of this lane takes half as many, at most
+   * `relay.batchSize`. Returns false when one event at a time was already too many.
+   */
+  timedOut(tenantId: string, limit: number): boolean {
+    if (limit === 1) return false;
+    this.grown.delete(tenantId);
+    this.limit = Math.max(1, Math.min(this.relay.batchSize, Math.floor(limit / 2)));
+    return true;
+  }
+
+  /**
+   * A tenant's batch ran (`null`: it claimed nothing, or failed). A full batch of handlers that wrote nothing
+   * through `context.manager`, with no webhook or broker deliveries, doubles the tenant's next claim when it took
+   * under QUICK_BATCH_MS, and halves it when it took longer (never below `relay.batchSize`); any other batch
+   * brings it back to `relay.batchSize`.
+   */
+  ran(tenantId: string, batch: BatchRan | null): void {
+    const { batchSize, maxBatchSize } = this.relay;
+    if (batch === null || !batch.full || !batch.noWrites || batch.remote || this.limit < batchSize) {
+      this.grown.delete(tenantId);
+      return;
+    }
+    const size = this.grown.get(tenantId) ?? batchSize;
+    const next =
+      batch.ms < QUICK_BATCH_MS
+        ? Math.min(maxBatchSize, size * 2)
+        : Math.max(batchSize, Math.floor(size / 2));
+    if (next > batchSize) this.grown.set(tenantId, next);
+    else this.grown.delete(tenantId);
+  }
+}
