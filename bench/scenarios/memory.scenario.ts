@@ -73,7 +73,7 @@ export const memoryScenario: BenchScenario = {
     report.note(`raw:     ${describe(raw.memory)} (drained at ${raw.eventsPerS.toFixed(0)} events/s)`);
     report.note(
       `one child process each, 2 consumers per event (neither uses the DB), ` +
-        `batches of ${OUTBOX_DEFAULTS.relay.batchSize}; peak = VmHWM; samples at each quarter taken after a full GC`,
+        `batches of ${OUTBOX_DEFAULTS.relay.batchSize} (the library's growing to ${OUTBOX_DEFAULTS.relay.maxBatchSize}: its defaults); peak = VmHWM; samples at each quarter taken after a full GC`,
     );
   },
 };

@@ -108,7 +108,7 @@ export const relayThroughputScenario: BenchScenario = {
   async run(context) {
     const { report, options } = context;
     report.note(
-      `${options.sizes.relayBacklog.toLocaleString('en-US')} pending events, 2 consumers each, batches of ${BATCH_SIZE}; ` +
+      `${options.sizes.relayBacklog.toLocaleString('en-US')} pending events, 2 consumers each, batches of ${BATCH_SIZE} (the library's growing to ${OUTBOX_DEFAULTS.relay.maxBatchSize} while its handlers write nothing: its defaults); ` +
         'each relay instance is a child process (library: a Nest app calling relay.drain(); raw: one pg ' +
         'connection); time from a common start to the last instance done; ' +
         `median of ${options.sizes.relayRepeats} drain(s) per side, taking turns (raw first, then library first)`,
