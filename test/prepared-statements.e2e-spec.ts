@@ -3,6 +3,7 @@ import { Client } from 'pg';
 import { randomUUID } from 'node:crypto';
 import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import {
+  claimNewEvents,
   fanOutPendingEvents,
   outboxNames,
   recordOutcomes,
@@ -103,9 +104,10 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
       expect((await t.relay.runOnce()).succeeded).toBe(2);
       expect(seen.ids.sort()).toEqual([...first, ...second].sort());
       const prepared = await preparedHere(t);
-      // the fan-out and the outcome of a batch of in-process pairs, prepared together, named after one hash
+      // the claim (the lean one: every consumer here is in-process) and the outcome of a batch of in-process
+      // pairs, prepared together, named after one hash
       expect(prepared.map((p) => p.name).sort()).toEqual([
-        expect.stringMatching(/^outbox_fan_out_[0-9a-f]{12}$/),
+        expect.stringMatching(/^outbox_claim_new_[0-9a-f]{12}$/),
         expect.stringMatching(/^outbox_outcome_[0-9a-f]{12}$/),
       ]);
       expect(prepared[0]!.name.slice(-12)).toBe(prepared[1]!.name.slice(-12));
@@ -128,13 +130,13 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
       expect(seen.ids).toHaveLength(3);
       const sent = probe.take().statements;
       const switches = sent.filter((s) => s.text.includes('plan_cache_mode'));
-      // the claim's context before the fan-out, the batch's context before its outcome: both named statements
+      // the claim's context before the claim, the batch's context before its outcome: both named statements
       expect(switches).toHaveLength(2);
       for (const s of switches) {
         expect(s.text).toMatch(/^select set_config\(\$1, \$2, true\), set_config\('idle_in_transaction/);
         const next = sent[sent.indexOf(s) + 1]!;
         expect(next.trip).toBe(s.trip);
-        expect(next.name).toMatch(/^outbox_(fan_out|outcome)_[0-9a-f]{12}$/);
+        expect(next.name).toMatch(/^outbox_(claim_new|outcome)_[0-9a-f]{12}$/);
       }
       const prepared = await preparedHere(t);
       expect(prepared).toHaveLength(2);
@@ -184,21 +186,21 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
     await withApp(undefined, async (t) => {
       await enqueue(t, 1);
       await t.relay.runOnce();
-      const fanOut = async (): Promise<PreparedRow | undefined> =>
-        (await preparedHere(t)).find((p) => relayStatement.fanOutName(p.name));
-      const first = await fanOut();
+      const claim = async (): Promise<PreparedRow | undefined> =>
+        (await preparedHere(t)).find((p) => relayStatement.claimNewName(p.name));
+      const first = await claim();
       // the first period is 1 s: well within the deadline
       const again = await waitFor(
         async () => {
           // a claim runs only when there is work
           await enqueue(t, 1);
           await t.relay.runOnce();
-          const now = await fanOut();
+          const now = await claim();
           return now && now.name !== first!.name ? now : null;
         },
-        { timeoutMs: 5000, intervalMs: 100, message: 'the fan-out named anew' },
+        { timeoutMs: 5000, intervalMs: 100, message: 'the claim named anew' },
       );
-      expect(again.name).toMatch(/^outbox_fan_out_[0-9a-f]{12}$/);
+      expect(again.name).toMatch(/^outbox_claim_new_[0-9a-f]{12}$/);
       expect(again.prepared_at).not.toBe(first!.prepared_at);
       // the generation it left is gone from the server
       expect((await preparedHere(t)).map((p) => p.name)).not.toContain(first!.name);
@@ -211,7 +213,7 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
       await enqueue(t, 1);
       await t.relay.runOnce();
       const names = (): string[] => [
-        ...new Set(probe.seen.flatMap((s) => (relayStatement.fanOutName(s.name) ? [s.name] : []))),
+        ...new Set(probe.seen.flatMap((s) => (relayStatement.claimNewName(s.name) ? [s.name] : []))),
       ];
       await waitFor(
         async () => {
@@ -219,16 +221,17 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
           await t.relay.runOnce();
           return names().length >= 2;
         },
-        { timeoutMs: 5000, intervalMs: 100, message: 'the fan-out named anew' },
+        { timeoutMs: 5000, intervalMs: 100, message: 'the claim named anew' },
       );
       // the new name's first use: a claim for no tenant, rolled back in the same round trip, which makes the
-      // fan-out's generic plan there and then; no claim of the app's tenant goes with it
+      // claim's generic plan there and then (the fan-out's too); no claim of the app's tenant goes with it
       const seen = probe.seen;
       const firstUse = seen.find((s) => s.name === names()[1])!;
       const trip = seen.filter((s) => s.trip === firstUse.trip);
       expect(firstUse.values[0]).toBe('00000000-0000-0000-0000-000000000000');
       expect(trip.map((s) => s.text)).toContain('rollback');
       expect(trip.some((s) => s.values[0] === TENANT)).toBe(false);
+      expect(trip.some((s) => relayStatement.fanOutName(s.name))).toBe(true);
       const [again] = (await preparedHere(t)).filter((p) => p.name === names()[1]);
       expect(again).toMatchObject({ custom_plans: 0 });
       // and the claims go on with it
@@ -303,6 +306,22 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
     const pendingScan = fanOutPlan.split('\n').find((line) => /Filter: .*status = 'pending'/.test(line));
     expect(pendingScan).toMatch(/NOT \((ANY \(id = \()?hashed SubPlan \d+/);
     expect(fanOutPlan).not.toMatch(/Seq Scan on (event_outbox|outbox_deliveries)\b/);
+
+    // the lean claim of new events: the same scan of pending events, the same hash of live leases
+    const leanPlan = await genericPlan(
+      claimNewEvents(NAMES, {
+        tenantId: TENANT,
+        inProcess: ['seen'],
+        liveWithinMs: 60_000,
+        limit: 100,
+        leaseToken: randomUUID(),
+        leaseMs: 30_000,
+      }),
+    );
+    expect(leanPlan).toContain('event_outbox_pending_idx');
+    const leanScan = leanPlan.split('\n').find((line) => /Filter: .*status = 'pending'/.test(line));
+    expect(leanScan).toMatch(/NOT \((ANY \(id = \()?hashed SubPlan \d+/);
+    expect(leanPlan).not.toMatch(/Seq Scan on (event_outbox|outbox_deliveries)\b/);
 
     // the outcome of a batch of pairs: events locked and settled through their primary key, deliveries only inserted
     const events = await db.sql<{ id: string; seq: string }>(

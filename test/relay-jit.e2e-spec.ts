@@ -6,7 +6,7 @@ import {
   type OutboxEvent,
   type OutboxHandlerContext,
 } from 'nestjs-pg-outbox';
-import { fanOutPendingEvents, outboxNames, setTransactionContext } from '../libs/outbox/src/store/sql';
+import { claimNewEvents, outboxNames, setTransactionContext } from '../libs/outbox/src/store/sql';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { enqueueIn, enqueueManyIn, TENANT } from './support/outbox-fixture';
@@ -66,13 +66,12 @@ describe('JIT compilation in the relay', () => {
     await enqueueIn(t, { eventName: EVENT, payload: { i: 4 } });
     expect((await t.relay.runOnce()).succeeded).toBe(1);
     const [prepared] = await t.dataSource.query<{ name: string }[]>(
-      `select name from pg_prepared_statements where name like 'outbox\\_fan\\_out\\_%'`,
+      `select name from pg_prepared_statements where name like 'outbox\\_claim\\_new\\_%'`,
     );
-    const claim = fanOutPendingEvents(NAMES, {
+    // the lean claim: this app's only consumer is in-process
+    const claim = claimNewEvents(NAMES, {
       tenantId: TENANT,
-      hosted: ['jit-probe'],
       inProcess: ['jit-probe'],
-      tenantConsumers: [],
       liveWithinMs: 60_000,
       limit: 100,
       leaseToken: randomUUID(),

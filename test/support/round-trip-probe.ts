@@ -1,4 +1,6 @@
 import {
+  CLAIM_NEW_NAME,
+  claimNewText,
   dueTenants,
   FAN_OUT_NAME,
   fanOutText,
@@ -21,11 +23,16 @@ const textOf = (statement: SqlStatement): string => statement.text;
  * and names rather than by patterns over SQL, so that a spec follows the statements when they change.
  */
 export const relayStatement = {
-  /** The claim of new events (the fan-out, named or not), of `tenantId` when given. */
+  /** The claim of new events (the fan-out or the lean claim, named or not), of `tenantId` when given. */
   claim: (s: ProbedStatement, tenantId?: string): boolean =>
-    s.text === fanOutText(NAMES) && (tenantId === undefined || s.values[0] === tenantId),
+    (s.text === fanOutText(NAMES) || s.text === claimNewText(NAMES)) &&
+    (tenantId === undefined || s.values[0] === tenantId),
+  /** The fan-out (not the lean claim), named or not. */
+  fanOut: (s: ProbedStatement): boolean => s.text === fanOutText(NAMES),
   /** A name the fan-out runs under (one per generation of a connection's named statements). */
   fanOutName: (name: string | undefined): name is string => name?.startsWith(`${FAN_OUT_NAME}_`) === true,
+  /** A name the lean claim of new events runs under (`claimNewEvents`). */
+  claimNewName: (name: string | undefined): name is string => name?.startsWith(`${CLAIM_NEW_NAME}_`) === true,
   /** The scan for tenants with due work. */
   dueTenantScan: (s: ProbedStatement): boolean => s.text === textOf(dueTenants(NAMES, 1, null)),
   /** A handler's first statement: reads the context the previous handler left and sets the batch's again. */

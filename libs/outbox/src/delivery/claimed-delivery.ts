@@ -103,6 +103,8 @@ export interface FanOutResult {
   written: string[];
   /** Events the claim locked whose live lease another relay holds. */
   lost: number;
+  /** From the lean claim (`claimNewEvents`) when it claimed nothing and the fan-out must run instead, and why. */
+  fallback?: 'routes' | 'unrouted' | 'stale' | null;
 }
 
 /**

@@ -38,6 +38,9 @@ const QUERY_CANCELED = '57014';
 /** Claims in a row for one tenant when each found only events other relays had just leased (see `claimUpTo`). */
 const MAX_CLAIMS_PER_ROUND = 3;
 
+/** How long claims go straight to the fan-out after the lean claim found a consumer it cannot take. */
+const LEAN_RETRY_MS = 30_000;
+
 /** The fan-out's result when it was not run (no new events). */
 const NOTHING_FANNED_OUT: FanOutResult = { deliveries: [], leases: [], written: [], lost: 0 };
 
@@ -58,6 +61,8 @@ export class TenantRound {
   private readonly logger = new Logger(RELAY_LOG_CONTEXT);
   /** How many events (and due deliveries) each claim takes. */
   private readonly sizer: ClaimSizer;
+  /** Until when claims go straight to the fan-out: the lean claim found a consumer of another kind. */
+  private leanRefusedUntil = 0;
 
   constructor(
     private readonly options: ResolvedOutboxOptions,
@@ -205,20 +210,39 @@ export class TenantRound {
         : [...this.registry.names(), ...tenantConsumers.map((c) => c.name)];
     const inProcess = this.registry.inProcessNames();
     const claimDue = hasDue || (hasNew && this.hostsOrdered(tenantConsumers));
+    const fanOut = (): q.SqlStatement =>
+      q.fanOutPendingEvents(this.options.names, {
+        tenantId,
+        hosted,
+        inProcess,
+        tenantConsumers,
+        liveWithinMs: this.options.registry.liveWithinMs,
+        limit,
+        leaseToken,
+        leaseMs,
+      });
+    // The lean claim where it may apply: new events only, every consumer hosted here in-process (no webhook,
+    // broker, transport or tenant-scoped one), none ordered; and not while the registry said otherwise lately.
+    let lean =
+      hasNew &&
+      !claimDue &&
+      tenantConsumers.length === 0 &&
+      inProcess.length === hosted.length &&
+      Date.now() >= this.leanRefusedUntil;
     const statements = [
       relayContext(this.options, tenantId, { durable: false }),
-      hasNew
-        ? q.fanOutPendingEvents(this.options.names, {
-            tenantId,
-            hosted,
-            inProcess,
-            tenantConsumers,
-            liveWithinMs: this.options.registry.liveWithinMs,
-            limit,
-            leaseToken,
-            leaseMs,
-          })
-        : null,
+      !hasNew
+        ? null
+        : lean
+          ? q.claimNewEvents(this.options.names, {
+              tenantId,
+              inProcess,
+              liveWithinMs: this.options.registry.liveWithinMs,
+              limit,
+              leaseToken,
+              leaseMs,
+            })
+          : fanOut(),
       claimDue
         ? q.claimDueDeliveries(this.options.names, {
             tenantId,
@@ -232,7 +256,17 @@ export class TenantRound {
     const opening = inProcess.length > 0 ? [batchContext(this.options, batch)] : null;
     for (let claims = 1; ; claims++) {
       const [, fanOutRows, dueRows] = await connection.claim(statements, opening);
-      const fresh = fromFanOut((fanOutRows[0] as FanOutResult | undefined) ?? NOTHING_FANNED_OUT);
+      const result = (fanOutRows[0] as FanOutResult | undefined) ?? NOTHING_FANNED_OUT;
+      if (lean && result.fallback) {
+        // It claimed nothing: another consumer routes these events (or a fanned-out event waits for recovery).
+        // The fan-out, now; after a consumer of another kind, the fan-out only, for a while.
+        if (result.fallback === 'routes') this.leanRefusedUntil = Date.now() + LEAN_RETRY_MS;
+        lean = false;
+        statements[1] = fanOut();
+        claims--;
+        continue;
+      }
+      const fresh = fromFanOut(result);
       const due = (dueRows as (ClaimedRow & { consumer_name: string })[]).map(toClaimedDelivery);
       // A claim whose snapshot predates another relay's claim can lock the events that relay just leased; the
       // lease upsert leaves them to it. When that is all this claim found, claim again, with a fresh snapshot.

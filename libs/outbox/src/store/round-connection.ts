@@ -230,15 +230,20 @@ export class RoundConnection {
 
   /**
    * The next generation of the connection's named statements, when due (see `PreparedStatements`): the old
-   * names deallocated on the server, and the fan-out's new one parsed and planned at once by a claim for no
-   * tenant that is rolled back — off the claim's path, as a round lets its connection go, mostly after the
+   * names deallocated on the server, and the new ones of the fan-out and the lean claim parsed and planned at
+   * once by a claim of each for no tenant that is rolled back — off the claim's path, as a round lets its connection go, mostly after the
    * batch's commit, in the background (a claim that parses and makes a generic plan first takes a few ms
    * longer). Never throws: on failure the next claim parses what it needs in its own round trip.
    */
   private async refreshPrepared(connection: PoolClient): Promise<void> {
     const { prepared, names, tenantSetting, leaseMs } = this.transport;
     if (!prepared.due(connection)) return;
-    const left = prepared.next(connection, [q.FAN_OUT_NAME, q.PAIR_OUTCOME_NAME, q.HANDLER_CONTEXT_NAME]);
+    const left = prepared.next(connection, [
+      q.FAN_OUT_NAME,
+      q.CLAIM_NEW_NAME,
+      q.PAIR_OUTCOME_NAME,
+      q.HANDLER_CONTEXT_NAME,
+    ]);
     const warmUp = q.fanOutPendingEvents(names, {
       tenantId: NIL_UUID,
       hosted: [],
@@ -254,10 +259,20 @@ export class RoundConnection {
       connection,
       left.map((name) => ({ statement: { text: `deallocate ${name}`, values: [] } })),
     );
+    // the lean claim of new events too: a claim takes one or the other (see TenantRound)
+    const warmUpLean = q.claimNewEvents(names, {
+      tenantId: NIL_UUID,
+      inProcess: [],
+      liveWithinMs: 1,
+      limit: 1,
+      leaseToken: NIL_UUID,
+      leaseMs: 1,
+    });
     await sendSteps(this.transport, connection, [
       BEGIN,
       q.setTransactionContext(tenantSetting, NIL_UUID, leaseMs),
       warmUp,
+      warmUpLean,
       ROLLBACK,
     ]).catch(() => sendAll(connection, [{ statement: ROLLBACK }])[0]!.catch(() => undefined));
     await Promise.allSettled(deallocated);

@@ -141,6 +141,17 @@ export function fanOutText(n: OutboxNames): string {
       where c.has_deferred and not c.id = any(array(select event_id from leased))) as lost`;
 }
 
+/** What a claim of new events takes: the fan-out's, and the lean claim's (`claimNewEvents`). */
+export interface NewEventsClaim {
+  tenantId: string;
+  /** Names of the hosted in-process consumers: their rows are written once, with the outcome. */
+  inProcess: readonly string[];
+  liveWithinMs: number;
+  limit: number;
+  leaseToken: string;
+  leaseMs: number;
+}
+
 /**
  * Fans new events of this tenant out to their consumers: claims pending events (`skip locked`, in insert
  * order) and inserts one delivery row per matching consumer of the persisted registry (`outbox_consumers`,
@@ -170,18 +181,11 @@ export function fanOutText(n: OutboxNames): string {
  */
 export function fanOutPendingEvents(
   n: OutboxNames,
-  p: {
-    tenantId: string;
+  p: NewEventsClaim & {
     /** Names of the consumers this instance hosts (tenant-scoped ones included). */
     hosted: readonly string[];
-    /** Names of the hosted in-process consumers: their rows are written once, with the outcome. */
-    inProcess: readonly string[];
     /** Consumers of this tenant only (not in `outbox_consumers`), all hosted here. */
     tenantConsumers: readonly { name: string; eventNames: readonly string[]; ordered?: boolean }[];
-    liveWithinMs: number;
-    limit: number;
-    leaseToken: string;
-    leaseMs: number;
   },
 ): SqlStatement {
   return {

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { claimNewText } from './claim-new';
 import { fanOutText } from './fan-out';
 import { pairOutcomeText } from './record-outcomes';
 import { handlerContext } from './transaction-context';
@@ -11,6 +12,7 @@ import type { OutboxNames } from './schema';
 export function preparedTextsHash(n: OutboxNames): string {
   return createHash('sha1')
     .update(fanOutText(n))
+    .update(claimNewText(n))
     .update(pairOutcomeText(n))
     .update(handlerContext('', '', 0).text)
     .digest('hex');

@@ -1,0 +1,81 @@
+import { CLAIM_NEW_NAME, type SqlStatement } from './statement';
+import type { OutboxNames } from './schema';
+import { eventPatternMatch } from './event-pattern';
+import type { NewEventsClaim } from './fan-out';
+
+/**
+ * The fan-out's text for the common case only (see `claimNewEvents`); its columns are the fan-out's, plus
+ * `fallback`.
+ */
+export function claimNewText(n: OutboxNames): string {
+  return `with fresh as (
+    select e.id, e.seq, e.event_name from ${n.events} e
+     where e.tenant_id = $1::uuid and e.status = 'pending'
+       and e.id not in (select l.event_id from ${n.eventLeases} l where l.tenant_id = $1::uuid and l.lease_expires_at > now())
+     order by e.seq
+     limit $2::int
+       for update of e skip locked
+  ), route_sets as materialized (
+    -- per event name: its consumers in the persisted registry, and whether each is one of this instance's
+    -- in-process consumers without order (the only kind whose pairs this claim may take through the lease)
+    select n.event_name, string_agg(c.name, ' ' order by c.name) as pairs,
+           bool_and(c.name = any($6::text[]) and not c.ordered) as local
+      from (select distinct event_name from fresh) n
+      join ${n.consumers} c
+        on c.last_seen_at > now() - $5::int * interval '1 millisecond'
+       and exists (select 1 from unnest(c.event_patterns) as p(pattern)
+                    where ${eventPatternMatch('p.pattern', 'n.event_name')})
+     group by n.event_name
+  ), go as materialized (
+    -- every event's consumers are local, and no fanned-out event waits for recovery: else the full fan-out
+    select case
+             when exists (select 1 from fresh f join route_sets r on r.event_name = f.event_name
+                           where not r.local) then 'routes'
+             when exists (select 1 from fresh f where not exists (
+                            select 1 from route_sets r where r.event_name = f.event_name)) then 'unrouted'
+             when exists (select 1 from ${n.eventLeases} l join ${n.events} e on e.id = l.event_id
+                           where l.tenant_id = $1::uuid and l.lease_expires_at <= now() and e.status = 'processing')
+               then 'stale'
+           end as fallback
+  ), leased as (
+    insert into ${n.eventLeases} as l (event_id, tenant_id, lease_token, lease_expires_at)
+    select id, $1::uuid, $3::uuid, clock_timestamp() + $4::int * interval '1 millisecond'
+      from fresh where (select fallback from go) is null order by seq
+    on conflict (event_id) do update
+      set lease_token = excluded.lease_token, lease_expires_at = excluded.lease_expires_at,
+          claim_count = l.claim_count + 1
+    where l.lease_expires_at <= now()
+    returning l.event_id, l.claim_count
+  )
+  select
+    '[]'::json as deliveries,
+    (select coalesce(json_agg(r order by r.event_seq::bigint), '[]')
+       from (select l.claim_count, e.id as event_id, e.tenant_id, e.event_name, e.payload, e.aggregate_type,
+                    e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version, e.seq::text as event_seq,
+                    e.traceparent, (select rs.pairs from route_sets rs where rs.event_name = e.event_name) as pairs
+               from leased l join ${n.events} e on e.id = l.event_id
+              where e.id = any(array(select event_id from leased))) r
+    ) as leases,
+    '{}'::uuid[] as written,
+    (select count(*)::int from fresh
+      where (select fallback from go) is null and not id = any(array(select event_id from leased))) as lost,
+    (select fallback from go) as fallback`;
+}
+
+/**
+ * Claims new events of this tenant when every consumer of theirs in the persisted registry is one of this
+ * instance's in-process consumers without order, as the fan-out does (`fanOutPendingEvents`) in that case: the
+ * pending events (`skip locked`, in insert order, passing by those under a live lease), each leased in
+ * `outbox_event_leases` with the consumers of its in-process pairs — no delivery row and no event row written —
+ * in a statement of a third of the fan-out's cost. An event with any other consumer (another instance's, a
+ * webhook, a broker, an ordered one: `'routes'`), or none (`'unrouted'`), or a fanned-out event of the tenant whose
+ * lease expired (`'stale'`), makes it claim nothing and say why in `fallback`: the relay then runs the fan-out. See
+ * docs/adr/0804-a-lean-claim-for-in-process-consumers.md.
+ */
+export function claimNewEvents(n: OutboxNames, p: NewEventsClaim): SqlStatement {
+  return {
+    text: claimNewText(n),
+    prepared: CLAIM_NEW_NAME,
+    values: [p.tenantId, p.limit, p.leaseToken, p.leaseMs, p.liveWithinMs, p.inProcess],
+  };
+}
