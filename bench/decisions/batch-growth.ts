@@ -7,19 +7,15 @@
  * times: events per second.
  */
 import 'reflect-metadata';
-import { compareDrains } from './decision-server';
+import { compareDrains, exitWhenDone } from './decision-server';
 
 const EVENTS = Number(process.env.EVENTS ?? 6_000);
 const TURNS = Number(process.env.TURNS ?? 3);
 
-compareDrains(
-  'batch-growth',
-  { 'claims stay at 100': { maxBatchSize: 100 }, 'claims grow to 500': { maxBatchSize: 500 } },
-  { events: EVENTS, turns: TURNS },
-).then(
-  () => process.exit(0),
-  (error: unknown) => {
-    console.error(error);
-    process.exit(1);
-  },
+exitWhenDone(
+  compareDrains(
+    'batch-growth',
+    { 'claims stay at 100': { maxBatchSize: 100 }, 'claims grow to 500': { maxBatchSize: 500 } },
+    { events: EVENTS, turns: TURNS },
+  ),
 );

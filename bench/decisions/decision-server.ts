@@ -146,3 +146,14 @@ export async function compareDrains<V extends string>(
     await close();
   }
 }
+
+/** Ends a script once `work` is done: exit 0, or 1 after printing its error. */
+export function exitWhenDone(work: Promise<void>): void {
+  work.then(
+    () => process.exit(0),
+    (error: unknown) => {
+      console.error(error);
+      process.exit(1);
+    },
+  );
+}

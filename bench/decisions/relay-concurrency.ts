@@ -6,23 +6,19 @@
  * and 3, in turns, TURNS (default 3) times: events per second.
  */
 import 'reflect-metadata';
-import { compareDrains } from './decision-server';
+import { compareDrains, exitWhenDone } from './decision-server';
 
 const EVENTS = Number(process.env.EVENTS ?? 6_000);
 const TURNS = Number(process.env.TURNS ?? 3);
 
-compareDrains(
-  'relay-concurrency',
-  {
-    'concurrency 1': { concurrency: 1 },
-    'concurrency 2': { concurrency: 2 },
-    'concurrency 3': { concurrency: 3 },
-  },
-  { events: EVENTS, turns: TURNS },
-).then(
-  () => process.exit(0),
-  (error: unknown) => {
-    console.error(error);
-    process.exit(1);
-  },
+exitWhenDone(
+  compareDrains(
+    'relay-concurrency',
+    {
+      'concurrency 1': { concurrency: 1 },
+      'concurrency 2': { concurrency: 2 },
+      'concurrency 3': { concurrency: 3 },
+    },
+    { events: EVENTS, turns: TURNS },
+  ),
 );

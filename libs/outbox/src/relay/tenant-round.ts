@@ -254,7 +254,7 @@ export class TenantRound {
         : null,
     ];
     const opening = inProcess.length > 0 ? [batchContext(this.options, batch)] : null;
-    for (let claims = 1; ; claims++) {
+    for (let claims = 0; ;) {
       const [, fanOutRows, dueRows] = await connection.claim(statements, opening);
       const result = (fanOutRows[0] as FanOutResult | undefined) ?? NOTHING_FANNED_OUT;
       if (lean && result.fallback) {
@@ -263,9 +263,9 @@ export class TenantRound {
         if (result.fallback === 'routes') this.leanRefusedUntil = Date.now() + LEAN_RETRY_MS;
         lean = false;
         statements[1] = fanOut();
-        claims--;
         continue;
       }
+      claims++;
       const fresh = fromFanOut(result);
       const due = (dueRows as (ClaimedRow & { consumer_name: string })[]).map(toClaimedDelivery);
       // A claim whose snapshot predates another relay's claim can lock the events that relay just leased; the
