@@ -5,7 +5,7 @@ import { buildApp, type TestApp } from './support/build-app';
 import { relayStatement, RoundTripProbe } from './support/round-trip-probe';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { waitFor } from './support/wait-for';
-import { enqueueIn, TENANT } from './support/outbox-fixture';
+import { enqueueIn, TENANT, TENANTS } from './support/outbox-fixture';
 
 /** So long that only a wake-up can deliver within a test's deadline. */
 const NEVER_POLL = 600_000;
@@ -92,27 +92,143 @@ describe('wake-ups', () => {
     );
   });
 
-  it('notifies at once after a quiet spell, and once per relay.notifyGapMs for the commits within it', async () => {
-    const producer = await start({ enabled: false, notify: true, notifyGapMs: 600_000 });
+  /**
+   * A client LISTENing for wake-ups, with the payloads it received, and `marker`: a notification of its own, sent
+   * after what a test did and awaited. A wake-up due before it would be delivered before it (one channel, one
+   * server: delivered in commit order).
+   */
+  const listening = async () => {
     const listener = new Client({ connectionString: db.url });
     await listener.connect();
-    try {
-      const received: string[] = [];
-      listener.on('notification', (n) => received.push(n.payload ?? ''));
-      await listener.query('listen outbox_wakeup');
-      const marker = async (name: string): Promise<void> => {
-        await db.sql(`select pg_notify('outbox_wakeup', $1)`, [name]);
-        await waitFor(() => received.includes(name), { timeoutMs: 5000, message: `the ${name} marker` });
-      };
+    const received: string[] = [];
+    listener.on('notification', (n) => received.push(n.payload ?? ''));
+    await listener.query('listen outbox_wakeup');
+    const marker = async (name: string): Promise<void> => {
+      await db.sql(`select pg_notify('outbox_wakeup', $1)`, [name]);
+      await waitFor(() => received.includes(name), { timeoutMs: 5000, message: `the ${name} marker` });
+    };
+    return { received, marker, end: () => listener.end() };
+  };
+  const notifyStatements = (probe: RoundTripProbe) =>
+    probe.take().statements.filter((s) => s.text.includes('pg_notify'));
 
+  it('notifies at once after a quiet spell, and once per relay.notifyGapMs for the commits within it', async () => {
+    const producer = await start({ enabled: false, notify: true, notifyGapMs: 600_000 });
+    const listener = await listening();
+    try {
       await enqueue(producer);
-      await waitFor(() => received.includes(TENANT), { timeoutMs: 5000, message: 'the first NOTIFY' });
-      // Two more commits within the gap. A notification of theirs, sent when they committed, would be delivered
-      // before the marker sent after them (one channel, one server: delivered in commit order).
+      await waitFor(() => listener.received.includes(TENANT), {
+        timeoutMs: 5000,
+        message: 'the first NOTIFY',
+      });
+      // two more commits within the gap: no wake-up of theirs before the marker
       await enqueue(producer);
       await enqueue(producer);
-      await marker('after-the-burst');
-      expect(received).toEqual([TENANT, 'after-the-burst']);
+      await listener.marker('after-the-burst');
+      expect(listener.received).toEqual([TENANT, 'after-the-burst']);
+    } finally {
+      await listener.end();
+    }
+  });
+
+  it('carries the wake-up after a quiet spell in the insert: delivered with the commit, dropped with a rollback', async () => {
+    const producer = await start({ enabled: false, notify: true, notifyGapMs: 50 });
+    const probe = RoundTripProbe.attach(producer.dataSource);
+    const listener = await listening();
+    try {
+      await enqueue(producer);
+      await waitFor(() => listener.received.includes(TENANT), { timeoutMs: 5000, message: 'the wake-up' });
+      // one statement sent pg_notify: the insert itself, in the transaction
+      const sent = notifyStatements(probe);
+      expect(sent.map((s) => s.text.startsWith('with inserted as (insert into'))).toEqual([true]);
+
+      const quiet = Date.now() + 60;
+      await waitFor(() => Date.now() >= quiet, {
+        timeoutMs: 5000,
+        message: 'a quiet spell longer than the gap',
+      });
+      await expect(
+        producer.dataSource.transaction(async (manager) => {
+          await producer.outbox.enqueue(manager, {
+            tenantId: TENANTS[1],
+            eventName: 'test.wake.v1',
+            payload: {},
+          });
+          throw new Error('rolled back');
+        }),
+      ).rejects.toThrow('rolled back');
+      expect(notifyStatements(probe)).toHaveLength(1);
+      await listener.marker('after-the-rollback');
+      expect(listener.received).toEqual([TENANT, 'after-the-rollback']);
+    } finally {
+      await listener.end();
+    }
+  });
+
+  it('lets the first insert after the gap carry the wake-ups of the commits within it: no NOTIFY of its own', async () => {
+    const gapMs = 200;
+    const producer = await start({ enabled: false, notify: true, notifyGapMs: gapMs });
+    const probe = RoundTripProbe.attach(producer.dataSource);
+    const listener = await listening();
+    try {
+      await enqueueIn(producer, { eventName: 'test.wake.v1', tenantId: TENANTS[0] });
+      const carriedAt = Date.now();
+      await waitFor(() => listener.received.length === 1, { timeoutMs: 5000, message: 'the first wake-up' });
+      // within the gap: owed a wake-up, due at the end of the gap and its grace
+      await enqueueIn(producer, { eventName: 'test.wake.v1', tenantId: TENANTS[1] });
+      await waitFor(() => Date.now() >= carriedAt + gapMs + 20, {
+        timeoutMs: 5000,
+        message: 'the gap to pass',
+      });
+      await enqueueIn(producer, { eventName: 'test.wake.v1', tenantId: TENANTS[2] });
+      await waitFor(() => listener.received.length === 2, { timeoutMs: 5000, message: 'the second wake-up' });
+      // past the grace: a send of its own would have gone out by now
+      await waitFor(() => Date.now() >= carriedAt + 3 * gapMs + 50, {
+        timeoutMs: 5000,
+        message: 'the grace to pass',
+      });
+      await listener.marker('after-the-grace');
+      expect(listener.received[0]).toBe(TENANTS[0]);
+      expect(listener.received[1]!.split(',').sort()).toEqual([TENANTS[1], TENANTS[2]].sort());
+      expect(listener.received).toHaveLength(3);
+      expect(notifyStatements(probe).every((s) => s.text.startsWith('with inserted as (insert into'))).toBe(
+        true,
+      );
+    } finally {
+      await listener.end();
+    }
+  });
+
+  it('sends the wake-ups a carrier owed on a connection of its own when the savepoint holding the carrier rolls back', async () => {
+    const gapMs = 200;
+    const producer = await start({ enabled: false, notify: true, notifyGapMs: gapMs });
+    const listener = await listening();
+    try {
+      await enqueueIn(producer, { eventName: 'test.wake.v1', tenantId: TENANTS[0] });
+      const carriedAt = Date.now();
+      await waitFor(() => listener.received.length === 1, { timeoutMs: 5000, message: 'the first wake-up' });
+      const owed = await enqueueIn(producer, { eventName: 'test.wake.v1', tenantId: TENANTS[1] });
+      await waitFor(() => Date.now() >= carriedAt + gapMs + 20, {
+        timeoutMs: 5000,
+        message: 'the gap to pass',
+      });
+      await producer.dataSource.transaction(async (manager) => {
+        // the nested transaction is a savepoint: its insert carries the owed wake-up, and is rolled back
+        await manager
+          .transaction(async (inner) => {
+            await producer.outbox.enqueue(inner, {
+              tenantId: TENANTS[2],
+              eventName: 'test.wake.v1',
+              payload: {},
+            });
+            throw new Error('savepoint rolled back');
+          })
+          .catch(() => undefined);
+      });
+      await waitFor(() => listener.received.some((p) => p.split(',').includes(TENANTS[1])), {
+        timeoutMs: 5000,
+        message: `a wake-up naming the tenant of ${owed}`,
+      });
     } finally {
       await listener.end();
     }

@@ -1,11 +1,13 @@
 /**
  * `node --conditions=@nestjs-pg-outbox/source -r @swc-node/register bench/decisions/enqueue-notify.ts`
  *
- * Why the app's transaction never sends NOTIFY (ADR 0606): business transactions — `begin`, a contact, its
- * event (the library's insert statement), `commit` — on 1 and 8 connections, for BLOCK_MS (default 3,000 ms) per
- * variant and turn: without a NOTIFY (as shipped: the wake-up goes after the commit, on a connection of its
- * own), and with a `pg_notify` inside the transaction. Commits per second, and commits per WAL flush (how well
- * group commit works; sessions are closed after each block so that their flush counts are published).
+ * Where the wake-up NOTIFY goes (ADRs 0606 and 0805): business transactions — `begin`, a contact, its event (the
+ * library's insert statement), `commit` — on 1 and 8 connections, for BLOCK_MS (default 3,000 ms) per variant and
+ * turn: with no wake-up at all; with a `pg_notify` in every transaction; with one per WIDEST_GAP_MS (the pacer's
+ * widest gap under sustained load) sent on a connection of its own after a commit (as before ADR 0805); and with one
+ * per WIDEST_GAP_MS carried by that transaction's insert (as shipped). Commits per second, and commits per WAL
+ * flush (how well group commit works; sessions are closed after each block so that their flush counts are
+ * published).
  */
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
@@ -14,7 +16,7 @@ import { BENCH_EVENT, BENCH_TENANT, type BenchDatabase } from '../harness/bench-
 import { WalFlushCounter } from '../harness/server-info';
 import { now } from '../harness/stats';
 import { insertContact } from '../raw/raw.queries';
-import { insertEvent, outboxNames } from '../../libs/outbox/src/store/sql';
+import { carryingWakeup, insertEvent, notifyWakeup, outboxNames } from '../../libs/outbox/src/store/sql';
 import { compare, heading, inTurns, openDecisionDatabase, print } from './decision-server';
 
 const NAMES = outboxNames();
@@ -24,7 +26,16 @@ const BLOCK_MS = Number(process.env.BLOCK_MS ?? 3000);
 const TURNS = Number(process.env.TURNS ?? 3);
 const APPLICATION = 'decision-enqueue';
 
-type Variant = 'no NOTIFY in the transaction' | 'NOTIFY in the transaction';
+/** The pacer's widest gap at its default (`relay.notifyGapMs` 2 ms, five times): the gap under sustained load. */
+const WIDEST_GAP_MS = 10;
+
+const VARIANTS = [
+  'no wake-up',
+  'NOTIFY in every transaction',
+  `one per ${WIDEST_GAP_MS} ms after a commit, on its own connection`,
+  `one per ${WIDEST_GAP_MS} ms carried by an insert`,
+] as const;
+type Variant = (typeof VARIANTS)[number];
 
 async function main(): Promise<void> {
   const { db, serverVersion, close } = await openDecisionDatabase();
@@ -41,10 +52,7 @@ async function main(): Promise<void> {
     await listener.query(`listen ${WAKEUP_CHANNEL}`);
     try {
       for (const connections of [1, 8]) {
-        const variants: Variant[] = ['no NOTIFY in the transaction', 'NOTIFY in the transaction'];
-        const figures = await inTurns(variants, TURNS, (variant) =>
-          block(db, flushes, connections, variant === 'NOTIFY in the transaction'),
-        );
+        const figures = await inTurns(VARIANTS, TURNS, (variant) => block(db, flushes, connections, variant));
         compare(
           `${connections} connection${connections > 1 ? 's' : ''}: commits/s`,
           '/s',
@@ -70,7 +78,7 @@ async function block(
   db: BenchDatabase,
   flushes: WalFlushCounter,
   connections: number,
-  notifyInside: boolean,
+  variant: Variant,
 ): Promise<{ rate: number; perFlush: number }> {
   await db.truncate();
   await db.checkpoint();
@@ -81,6 +89,10 @@ async function block(
       return client;
     }),
   );
+  const notifier = new Client({ connectionString: db.url, application_name: APPLICATION });
+  await notifier.connect();
+  const pooled: { inFlight: Promise<unknown> | null } = { inFlight: null };
+  let lastWakeAt = Number.NEGATIVE_INFINITY;
   const flushesBefore = await flushes.read();
   let commits = 0;
   const began = now();
@@ -102,15 +114,29 @@ async function block(
           schemaVersion: 1,
           occurredAt: null,
         });
-        await client.query(event.text, event.values as unknown[]);
-        if (notifyInside) await client.query('select pg_notify($1, $2)', [WAKEUP_CHANNEL, BENCH_TENANT]);
+        const due = now() - lastWakeAt >= WIDEST_GAP_MS;
+        const carried = variant === VARIANTS[3] && due;
+        if (carried) lastWakeAt = now();
+        const insert = carried ? carryingWakeup(NAMES, event, BENCH_TENANT) : event;
+        await client.query(insert.text, insert.values as unknown[]);
+        if (variant === VARIANTS[1])
+          await client.query('select pg_notify($1, $2)', [WAKEUP_CHANNEL, BENCH_TENANT]);
         await client.query('commit');
         commits++;
+        if (variant === VARIANTS[2] && due && !pooled.inFlight) {
+          // as the pacer did: not awaited by the commit, one at a time
+          lastWakeAt = now();
+          const wake = notifyWakeup(NAMES, [BENCH_TENANT]);
+          pooled.inFlight = notifier
+            .query(wake.text, wake.values as unknown[])
+            .finally(() => (pooled.inFlight = null));
+        }
       }
     }),
   );
   const elapsed = now() - began;
-  await Promise.all(clients.map((c) => c.end()));
+  await pooled.inFlight;
+  await Promise.all([...clients, notifier].map((c) => c.end()));
   await db.waitForSessionsToEnd(APPLICATION);
   const flushesAfter = await flushes.read();
   const flushed = flushesBefore === null || flushesAfter === null ? Number.NaN : flushesAfter - flushesBefore;

@@ -10,7 +10,7 @@ import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.
 import * as q from '../store/sql';
 import { SINGLE_TENANT_ID } from '../outbox.constants';
 import { validateEvent, type ValidatedEvent } from './event-validation';
-import { OutboxWakeup } from '../relay/outbox-wakeup';
+import { OutboxWakeup, type CarriedWakeup } from '../relay/outbox-wakeup';
 import { OutboxSchemaRegistry } from '../schemas/outbox-schema.registry';
 import { AmbientTransactions } from '../cls/ambient-transactions';
 import { OutboxInstrumentation } from '../observability/outbox-instrumentation';
@@ -45,8 +45,9 @@ export class OutboxService {
     const row: q.EventRow = { id: newEventId(), ...(await this.checked(event, 'event')) };
     // instrumentation: the trace context active now goes with the event
     if (this.instrumentation.active) row.traceparent = this.instrumentation.traceContext();
-    await this.insert(runner, q.insertEvent(this.options.names, row), [row.tenantId]);
-    this.wakeup.enqueuedIn(runner, [row.tenantId]);
+    const tenants = [row.tenantId];
+    const carried = await this.insert(runner, q.insertEvent(this.options.names, row), tenants);
+    this.wakeup.enqueuedIn(runner, tenants, carried);
     if (this.instrumentation.active) this.instrumentation.eventsEnqueued([row]);
     return row.id;
   }
@@ -74,8 +75,8 @@ export class OutboxService {
     const traceparent = this.instrumentation.active ? this.instrumentation.traceContext() : null;
     if (traceparent) for (const row of rows) row.traceparent = traceparent;
     const tenants = [...new Set(rows.map((r) => r.tenantId))];
-    await this.insert(runner, q.insertEvents(this.options.names, rows), tenants);
-    this.wakeup.enqueuedIn(runner, tenants);
+    const carried = await this.insert(runner, q.insertEvents(this.options.names, rows), tenants);
+    this.wakeup.enqueuedIn(runner, tenants, carried);
     if (this.instrumentation.active) this.instrumentation.eventsEnqueued(rows);
     return rows.map((row) => row.id);
   }
@@ -97,10 +98,20 @@ export class OutboxService {
     );
   }
 
-  /** Runs the insert; a refusal by row-level security becomes an OutboxError that says how to set the tenant. */
-  private async insert(runner: QueryRunner, statement: q.SqlStatement, tenants: string[]): Promise<void> {
+  /**
+   * Runs the insert, with the wake-up it carries when it is its turn to carry one (returned); a refusal by
+   * row-level security becomes an OutboxError that says how to set the tenant.
+   */
+  private async insert(
+    runner: QueryRunner,
+    insert: q.SqlStatement,
+    tenants: string[],
+  ): Promise<CarriedWakeup | null> {
+    const carried = this.wakeup.carry(runner, tenants);
+    const statement = carried ? q.carryingWakeup(this.options.names, insert, carried.payload) : insert;
     try {
       await runner.query(statement.text, statement.values);
+      return carried;
     } catch (error) {
       const pg = (error as { driverError?: { code?: string; message?: string } }).driverError;
       if (pg?.code === '42501' && pg.message?.includes('row-level security')) {

@@ -5,14 +5,31 @@ import type { OutboxNames } from './schema';
 const WAKEUP_MAX_TENANTS = 200;
 
 /**
- * Wakes the relays of every process (sent after a commit, never inside the app's transaction). The payload
- * lists the tenants with new events (comma-separated), or is empty: "look for due tenants".
+ * A wake-up's payload: the tenants with new events (comma-separated), or empty — "look for due tenants" — when
+ * they are too many to name.
  */
+export function wakeupPayload(tenants: readonly string[]): string {
+  return tenants.length <= WAKEUP_MAX_TENANTS ? tenants.join(',') : '';
+}
+
+/** Wakes the relays of every process, on a pooled connection after the commits it is for. */
 export function notifyWakeup(n: OutboxNames, tenants: readonly string[]): SqlStatement {
   // Its own implicit transaction, committed without waiting for the WAL flush: a wake-up needs no durability.
   return {
     text: `select set_config('synchronous_commit', 'off', true), pg_notify($1, $2)`,
-    values: [n.wakeupChannel, tenants.length <= WAKEUP_MAX_TENANTS ? tenants.join(',') : ''],
+    values: [n.wakeupChannel, wakeupPayload(tenants)],
+  };
+}
+
+/**
+ * The same insert with a wake-up riding in it: PostgreSQL delivers the NOTIFY when the app's transaction
+ * commits, and drops it if it rolls back. Still one statement, one round trip.
+ */
+export function carryingWakeup(n: OutboxNames, insert: SqlStatement, payload: string): SqlStatement {
+  const next = insert.values.length + 1;
+  return {
+    text: `with inserted as (${insert.text}) select pg_notify($${next}, $${next + 1})`,
+    values: [...insert.values, n.wakeupChannel, payload],
   };
 }
 
