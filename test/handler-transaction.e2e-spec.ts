@@ -217,6 +217,21 @@ describe('context.manager', () => {
     expect(trip.some(relayStatement.handlerContext)).toBe(true);
   });
 
+  it('closes a batch whose handler used context.manager with the guard: still its own transaction, in its tenant', async () => {
+    const probe = RoundTripProbe.attach(t.dataSource);
+    try {
+      await enqueue('test.binary.v1');
+      expect(await t.relay.drain()).toMatchObject({ succeeded: 1, failed: 0 });
+    } finally {
+      probe.detach();
+    }
+    const sent = probe.take().statements;
+    const outcome = sent.find((s) => s.name?.startsWith('outbox_outcome_'))!;
+    const closing = sent.filter((s) => s.trip === outcome.trip).map((s) => s.text);
+    expect(closing.some((text) => text.startsWith('do $outbox_guard$'))).toBe(true);
+    expect(closing.some((text) => text.includes("set_config('outbox.expected_batch'"))).toBe(true);
+  });
+
   it('sends the savepoint with a first query whatever its values (binary ones included)', async () => {
     const probe = RoundTripProbe.attach(t.dataSource);
     const id = await enqueue('test.binary.v1');

@@ -76,6 +76,22 @@ describe('the lean claim of new events', () => {
     expect(rows).toEqual(ids.map(() => ({ status: 'published', n: 1 })));
   });
 
+  it('closes a batch whose handlers never asked for context.manager without the guard: its context, its outcomes, the commit', async () => {
+    await start();
+    await enqueue(EVENT, 2);
+    expect(await t!.relay.runOnce()).toMatchObject({ succeeded: 2 });
+    const sent = probe!.take().statements;
+    const outcome = sent.findIndex((s) => s.name?.startsWith('outbox_outcome_'));
+    expect(outcome).toBeGreaterThan(0);
+    const closing = sent.filter((s) => s.trip === sent[outcome]!.trip).map((s) => s.text);
+    expect(closing).toHaveLength(3);
+    expect(closing[0]).toContain("set_config('outbox.batch'");
+    expect(closing[2]).toBe('COMMIT');
+    expect(
+      sent.some((s) => s.text.includes('outbox_guard') || s.text.includes('outbox.expected_batch')),
+    ).toBe(false);
+  });
+
   it("runs the fan-out when another instance's consumer takes the events too, and only the fan-out for a while", async () => {
     const local = await start();
     await db.sql(

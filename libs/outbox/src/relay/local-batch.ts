@@ -100,7 +100,7 @@ export class LocalBatch {
     await this.finishingCommit;
     this.committing++;
     const commit = connection
-      .commit(this.closing(batch, outcomes, dirty))
+      .commit(this.closing(batch, outcomes, dirty, noWrites))
       .then(
         (closed) => this.noteReleased(closed),
         (error: unknown) => this.failed(error, batch, work, connection, outcomes),
@@ -118,15 +118,25 @@ export class LocalBatch {
 
   /**
    * The closing statements of a batch transaction, sent with its `commit`: guard, the session reset when the
-   * last handlers changed settings (`dirty`), the batch's context, the outcomes (last).
+   * last handlers changed settings (`dirty`), the batch's context, the outcomes (last). With `noWrites` (no
+   * handler asked for `context.manager`, the only way to the batch's connection), nothing can have ended the
+   * transaction or changed its settings: the batch's context is still pending and goes first in the same round
+   * trip (see `RoundConnection.commit`), and the outcomes follow it without the guard.
    */
-  private closing(batch: TenantBatch, outcomes: DeliveryOutcome[], dirty: boolean): q.SqlStatement[] {
+  private closing(
+    batch: TenantBatch,
+    outcomes: DeliveryOutcome[],
+    dirty: boolean,
+    noWrites: boolean,
+  ): q.SqlStatement[] {
+    const outcome = q.recordOutcomes(this.options.names, outcomes, batch.leaseToken, { fenced: true });
+    if (noWrites) return [outcome];
     return [
       ...q.batchGuard(this.options.tenantSetting, batch.tenantId, batch.leaseToken),
       ...(dirty ? q.resetSession() : []),
       // the batch's context again, marker included: the fenced outcome is written only where the marker is
       batchContext(this.options, batch),
-      q.recordOutcomes(this.options.names, outcomes, batch.leaseToken, { fenced: true }),
+      outcome,
     ];
   }
 
@@ -247,7 +257,8 @@ export class LocalBatch {
           continue;
         }
         const outcomes = [...unclaimed, ...run.outcomes];
-        this.noteReleased(await connection.commit(this.closing(batch, outcomes, run.dirty)));
+        // guarded whatever the handlers did: a run in parts follows a failure
+        this.noteReleased(await connection.commit(this.closing(batch, outcomes, run.dirty, false)));
         count(outcomes, batch.result);
         return null;
       } catch (error) {
