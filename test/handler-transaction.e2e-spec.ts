@@ -3,6 +3,7 @@ import { QueryFailedError } from 'typeorm';
 import { OnOutboxEvent, OutboxService, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { relayStatement, RoundTripProbe } from './support/round-trip-probe';
+import { waitFor } from './support/wait-for';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { EFFECTS_TABLE_SQL, enqueueIn, recordEffect } from './support/outbox-fixture';
 
@@ -163,6 +164,25 @@ describe('context.manager', () => {
     expect(await db.sql('select consumer from test_effects where event_id = $1', [followUp!.id])).toEqual([
       { consumer: 'chained' },
     ]);
+  });
+
+  it('carries no wake-up in the insert of a follow-up a handler enqueues, however long after the last one', async () => {
+    const probe = RoundTripProbe.attach(t.dataSource);
+    try {
+      await enqueue('test.chain.v1');
+      // past any gap: an insert outside a handler would carry one now
+      const quiet = Date.now() + 50;
+      await waitFor(() => Date.now() >= quiet, { timeoutMs: 5000, message: 'a quiet spell' });
+      expect(await t.relay.drain()).toMatchObject({ succeeded: 2, failed: 0 });
+    } finally {
+      probe.detach();
+    }
+    const inserts = probe
+      .take()
+      .statements.filter((s) => /^(with inserted as \()?insert into public\.event_outbox/.test(s.text));
+    // the test's own enqueue, then the handler's follow-up: that one carries none
+    expect(inserts).toHaveLength(2);
+    expect(inserts[1]!.text).toMatch(/^insert into public\.event_outbox/);
   });
 
   it('drains a chain of events each enqueued by the previous one’s handler, in one drain()', async () => {

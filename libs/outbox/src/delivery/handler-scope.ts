@@ -10,6 +10,13 @@ import { handlerSqlEffects } from './handler-sql';
 /** SQLSTATE `no_active_sql_transaction`: a savepoint command outside a transaction (a handler ended it). */
 export const NO_ACTIVE_TRANSACTION = '25P01';
 
+/**
+ * True on the QueryRunner a handler's `context.manager` runs on (see `scopedRunner`): the relay's batch
+ * transaction, whose savepoints the relay rolls back itself. An `enqueue` there carries no wake-up (a wake-up
+ * carried in a savepoint the relay rolls back would be lost with it, unseen by TypeORM's subscribers).
+ */
+export const IN_HANDLER_SCOPE = Symbol('outbox.inHandlerScope');
+
 /** Something a handler did that the batch cannot be committed with; the relay runs the batch again without it. */
 export interface BatchProblem {
   /** Index of the delivery (in the dispatched list) whose handler did it. */
@@ -295,6 +302,7 @@ export class HandlerScope {
           };
         }
         if (property === 'manager') return manager ?? target.manager;
+        if (property === IN_HANDLER_SCOPE) return true;
         // Once the handler settled, report the runner as live so the next query reaches `open()` and fails
         // with our message, instead of TypeORM's about a released runner.
         if (property === 'isReleased' && this.settled) return false;

@@ -193,14 +193,20 @@ describe('NotifyPacer', () => {
       expect(sentAt).toEqual([1011]);
     });
 
-    it('drops the pending send when a carrier covers what it was for, within the grace', () => {
+    /** A send, a commit owed one (due at 1010: the gap, then the grace), and a carrier chosen at 1006, in flight. */
+    const carrierAfterAnOwedCommit = (): NotifyPacer => {
       const p = pacer(5);
       p.request();
       clock.advance(1);
-      p.request(); // owed: due at 1010 (gap, then grace)
+      p.request();
       clock.advance(5);
       expect(p.mayCarry()).toBe(true);
       clock.advance(1);
+      return p;
+    };
+
+    it('drops the pending send when a carrier covers what it was for, within the grace', () => {
+      const p = carrierAfterAnOwedCommit();
       p.carried(false);
       clock.advance(20);
       expect(sentAt).toEqual([1000]);
@@ -208,13 +214,7 @@ describe('NotifyPacer', () => {
     });
 
     it('keeps a send for the commits a carrier did not cover, a gap and its grace after the carrier', () => {
-      const p = pacer(5);
-      p.request();
-      clock.advance(1);
-      p.request();
-      clock.advance(5);
-      expect(p.mayCarry()).toBe(true);
-      clock.advance(1);
+      const p = carrierAfterAnOwedCommit();
       p.carried(true); // at 1007
       clock.advance(9);
       expect(sentAt).toEqual([1000]);

@@ -11,6 +11,7 @@ import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.
 import { errorText } from '../errors/error-text';
 import { OutboxStore, type ListenConnection } from '../store/outbox.store';
 import * as q from '../store/sql';
+import { IN_HANDLER_SCOPE } from '../delivery/handler-scope';
 import { NotifyPacer } from './notify-pacer';
 import { OutboxRelay } from './outbox.relay';
 
@@ -85,10 +86,12 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
 
   /**
    * Called by `enqueue` before its insert: the wake-up this insert should carry (the payload of its `pg_notify`:
-   * its tenants and those still owed one), or null. At most one per gap, and one per transaction.
+   * its tenants and those still owed one), or null. At most one per gap, and one per transaction; none in a
+   * handler's batch transaction (see `IN_HANDLER_SCOPE`).
    */
   carry(runner: QueryRunner, tenants: readonly string[]): CarriedWakeup | null {
-    if (!this.options.relay.notify || this.closed || this.enqueued.get(runner)?.carried) return null;
+    if (!this.options.relay.notify || this.closed || inHandlerScope(runner)) return null;
+    if (this.enqueued.get(runner)?.carried) return null;
     if (!this.pacer.mayCarry()) return null;
     const named = [...new Set([...tenants, ...this.owed.keys()])];
     const payload = q.wakeupPayload(named);
@@ -189,6 +192,10 @@ export interface CarriedWakeup {
 interface Enqueued {
   tenants: Set<string>;
   carried: CarriedWakeup | null;
+}
+
+function inHandlerScope(runner: QueryRunner): boolean {
+  return (runner as QueryRunner & { [IN_HANDLER_SCOPE]?: boolean })[IN_HANDLER_SCOPE] === true;
 }
 
 function covers(carried: CarriedWakeup, tenant: string): boolean {
