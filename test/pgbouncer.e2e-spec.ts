@@ -25,7 +25,7 @@ class BouncedConsumers {
 
 /**
  * The relay, its in-process handlers and a webhook through PgBouncer (Debian's package, 1.18): in session mode
- * with named statements (the default), and in transaction mode with `relay.preparedStatements: false` — 1.18
+ * with named statements (the default), and in transaction mode with `preparedStatements: false` — 1.18
  * cannot carry protocol-level prepared statements in transaction mode (1.21 and later can, with
  * `max_prepared_statements`). Transaction mode keeps no session for LISTEN: the relay is driven by hand.
  */
@@ -45,7 +45,8 @@ describe.each([
       url: bouncer.through(db.url),
       providers: [BouncedConsumers],
       outbox: {
-        relay: { preparedStatements, listen: false },
+        preparedStatements,
+        relay: { listen: false },
         webhooks: [
           {
             name: 'bounced-hook',

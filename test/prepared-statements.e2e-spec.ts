@@ -1,7 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import { Client } from 'pg';
 import { randomUUID } from 'node:crypto';
-import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
+import {
+  OnOutboxEvent,
+  type OutboxEvent,
+  type OutboxHandlerContext,
+  type OutboxRelayOptions,
+} from 'nestjs-pg-outbox';
 import {
   claimNewEvents,
   fanOutPendingEvents,
@@ -74,7 +79,7 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
       url: db.url,
       providers: [Seen, Writer],
       poolSize: 1,
-      outbox: { relay: { preparedStatements } },
+      outbox: { preparedStatements },
     });
     try {
       await work(t, t.app.get(Seen));
@@ -93,7 +98,8 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
   const preparedHere = (t: TestApp): Promise<PreparedRow[]> =>
     t.dataSource.query(
       `select name, generic_plans::int, custom_plans::int, prepare_time::text as prepared_at
-         from pg_prepared_statements where name like 'outbox\\_%'`,
+         from pg_prepared_statements
+        where name like 'outbox\\_%' and name not like 'outbox\\_enqueue\\_%'`,
     );
 
   it('prepares it once on the connection and runs its generic plan on every claim', async () => {
@@ -246,9 +252,10 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
     await withApp(undefined, async (t, seen) => {
       await enqueue(t, 1);
       expect((await t.relay.runOnce()).succeeded).toBe(1);
+      // (enqueue's own insert, named on the same connection, would fail its transaction now: enqueue-statements)
+      const ids = await enqueue(t, 4);
       await t.dataSource.query('deallocate all');
       expect(await preparedHere(t)).toEqual([]);
-      const ids = await enqueue(t, 4);
       const round = await t.relay.runOnce();
       expect(round).toMatchObject({ succeeded: 4, failed: 0 });
       expect(seen.ids.slice(-4).sort()).toEqual(ids.sort());
@@ -256,7 +263,7 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
     });
   });
 
-  it('prepares nothing with relay.preparedStatements false', async () => {
+  it('prepares nothing with preparedStatements false', async () => {
     await withApp(false, async (t) => {
       await enqueue(t, 2);
       expect((await t.relay.runOnce()).succeeded).toBe(2);
@@ -264,10 +271,16 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
     });
   });
 
-  it('refuses a relay.preparedStatements that is not a boolean, at boot', async () => {
+  it('refuses a preparedStatements that is not a boolean, and the option where it was, at boot', async () => {
     await expect(
-      buildApp({ url: db.url, outbox: { relay: { preparedStatements: 'yes' as unknown as boolean } } }),
-    ).rejects.toThrow(/relay\.preparedStatements must be true or false, got "yes"/);
+      buildApp({ url: db.url, outbox: { preparedStatements: 'yes' as unknown as boolean } }),
+    ).rejects.toThrow(/preparedStatements must be true or false, got "yes"/);
+    await expect(
+      buildApp({
+        url: db.url,
+        outbox: { relay: { preparedStatements: false } as OutboxRelayOptions },
+      }),
+    ).rejects.toThrow(/relay\.preparedStatements is now preparedStatements/);
   });
 
   /**

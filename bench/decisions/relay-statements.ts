@@ -152,7 +152,8 @@ async function drainLibrary(
   const app = await createBenchApp({
     url: db.url,
     consumers: [consumerClass(variant)],
-    relay: { batchSize: BATCH, preparedStatements },
+    relay: { batchSize: BATCH },
+    preparedStatements,
     probe: false,
     applicationName: 'decision-library',
   });

@@ -14,6 +14,8 @@ export interface BenchAppOptions {
   consumers: readonly Type[];
   /** Relay options; `enabled` defaults to false here (the scenario drives the relay) unless set. */
   relay?: OutboxRelayOptions;
+  /** `preparedStatements` of the outbox (its default unless set). */
+  preparedStatements?: boolean;
   /** TypeORM pool size. Default 10 (pg's default). */
   poolSize?: number;
   /** `application_name` of the app's connections, to find them in `pg_stat_activity`. */
@@ -46,7 +48,10 @@ class BenchAppModule {
           logging: false,
           extra: { max: options.poolSize ?? 10, application_name: options.applicationName ?? 'bench-app' },
         }),
-        OutboxModule.forRoot({ relay: { enabled: false, ...options.relay } }),
+        OutboxModule.forRoot({
+          relay: { enabled: false, ...options.relay },
+          preparedStatements: options.preparedStatements,
+        }),
       ],
       providers: [...options.consumers],
     };

@@ -27,6 +27,8 @@ export interface Workload {
   withEvent: boolean;
   /** Library only: relay options of the app (a diagnostic variant turns the wake-up NOTIFY off). */
   relay?: OutboxRelayOptions;
+  /** Library only: `preparedStatements` of the app (a diagnostic variant turns the named insert off). */
+  preparedStatements?: boolean;
 }
 
 /** Runs one business transaction on connection `worker`. */
@@ -59,7 +61,7 @@ export function contactEvent(): {
 export async function libraryTransactor(
   url: string,
   connections: number,
-  { business, withEvent, relay }: Workload,
+  { business, withEvent, relay, preparedStatements }: Workload,
   applicationName = ENQUEUE_APPLICATION_NAME,
   probe = true,
 ): Promise<Transactor> {
@@ -70,6 +72,7 @@ export async function libraryTransactor(
     url,
     consumers: [],
     relay,
+    preparedStatements,
     poolSize,
     applicationName,
     probe,

@@ -13,6 +13,7 @@ import type {
 export const OUTBOX_DEFAULTS: Omit<ResolvedOutboxOptions, 'names'> = {
   dataSource: undefined,
   schema: DEFAULT_OUTBOX_SCHEMA,
+  preparedStatements: true,
   relay: {
     enabled: true,
     pollIntervalMs: 1000,
@@ -25,7 +26,6 @@ export const OUTBOX_DEFAULTS: Omit<ResolvedOutboxOptions, 'names'> = {
     notify: true,
     notifyGapMs: 2,
     listen: true,
-    preparedStatements: true,
     vacuumLeasesEvery: 2000,
     tenants: null,
   },
@@ -160,7 +160,17 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
     if (raw[list] !== undefined && !Array.isArray(raw[list]))
       problems.push(messages.badOption(list, `an array of ${list}`, raw[list]));
   }
-  for (const flag of ['enabled', 'notify', 'listen', 'preparedStatements'] as const) {
+  if (raw.relay && 'preparedStatements' in raw.relay)
+    problems.push(
+      messages.movedOption(
+        'relay.preparedStatements',
+        'preparedStatements',
+        "it covers enqueue's insert too",
+      ),
+    );
+  if (typeof options.preparedStatements !== 'boolean')
+    problems.push(messages.badOption('preparedStatements', 'true or false', options.preparedStatements));
+  for (const flag of ['enabled', 'notify', 'listen'] as const) {
     if (typeof relay[flag] !== 'boolean')
       problems.push(messages.badOption(`relay.${flag}`, 'true or false', relay[flag]));
   }

@@ -17,6 +17,11 @@ export const NO_ACTIVE_TRANSACTION = '25P01';
  */
 export const IN_HANDLER_SCOPE = Symbol('outbox.inHandlerScope');
 
+/** True when `runner` is a handler's `context.manager` runner (see `IN_HANDLER_SCOPE`). */
+export function inHandlerScope(runner: QueryRunner): boolean {
+  return (runner as QueryRunner & { [IN_HANDLER_SCOPE]?: boolean })[IN_HANDLER_SCOPE] === true;
+}
+
 /** Something a handler did that the batch cannot be committed with; the relay runs the batch again without it. */
 export interface BatchProblem {
   /** Index of the delivery (in the dispatched list) whose handler did it. */

@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { v7 as uuidv7 } from 'uuid';
 import type { EntityManager, QueryRunner } from 'typeorm';
 import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
@@ -14,6 +14,9 @@ import { OutboxWakeup, type CarriedWakeup } from '../relay/outbox-wakeup';
 import { OutboxSchemaRegistry } from '../schemas/outbox-schema.registry';
 import { AmbientTransactions } from '../cls/ambient-transactions';
 import { OutboxInstrumentation } from '../observability/outbox-instrumentation';
+import { inHandlerScope } from '../delivery/handler-scope';
+import { namedQuery, statementName } from '../store/named-query';
+import { PREPARED_STATEMENT_MISSING } from '../store/round-connection';
 
 /** The transaction `enqueue` writes in: its EntityManager, or a QueryRunner after `startTransaction()`. */
 export type OutboxTransaction = EntityManager | QueryRunner;
@@ -21,13 +24,21 @@ export type OutboxTransaction = EntityManager | QueryRunner;
 /** Writes events into the outbox inside the caller's transaction. */
 @Injectable()
 export class OutboxService {
+  /** The name of each insert text (`preparedStatements`); a handful per schema: traced or not, carrying or not. */
+  private readonly statementNames = new Map<string, string>();
+  /** Inserts run as named statements: `preparedStatements`, until a connection lost one. */
+  private named: boolean;
+  private readonly logger = new Logger(OutboxService.name);
+
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
     private readonly wakeup: OutboxWakeup,
     private readonly schemas: OutboxSchemaRegistry,
     private readonly ambient: AmbientTransactions,
     private readonly instrumentation: OutboxInstrumentation,
-  ) {}
+  ) {
+    this.named = options.preparedStatements;
+  }
 
   /**
    * Adds one event to the outbox in your open transaction: the event commits with your writes or not at all.
@@ -109,16 +120,37 @@ export class OutboxService {
   ): Promise<CarriedWakeup | null> {
     const carried = this.wakeup.carry(runner, tenants);
     const statement = carried ? q.carryingWakeup(this.options.names, insert, carried.payload) : insert;
+    const name = this.nameOf(runner, statement);
     try {
-      await runner.query(statement.text, statement.values);
+      if (name) await namedQuery(runner, statement, name);
+      else await runner.query(statement.text, statement.values);
       return carried;
     } catch (error) {
       const pg = (error as { driverError?: { code?: string; message?: string } }).driverError;
       if (pg?.code === '42501' && pg.message?.includes('row-level security')) {
         throw new OutboxError(messages.rowLevelSecurity(tenants.join(', '), this.options.tenantSetting));
       }
+      if (name && pg?.code === PREPARED_STATEMENT_MISSING) {
+        if (this.named) this.logger.warn(messages.lostEnqueueStatement());
+        this.named = false;
+        throw new OutboxError(messages.lostEnqueueStatement());
+      }
       throw error;
     }
+  }
+
+  /**
+   * The name the insert runs under, or undefined when it runs unnamed: in a handler's `context.manager` it goes
+   * through the relay's scoped runner (which opens the handler's savepoint in the same round trip).
+   */
+  private nameOf(runner: QueryRunner, statement: q.SqlStatement): string | undefined {
+    if (!this.named || inHandlerScope(runner)) return undefined;
+    let name = this.statementNames.get(statement.text);
+    if (name === undefined) {
+      name = statementName(q.ENQUEUE_NAME, statement.text);
+      this.statementNames.set(statement.text, name);
+    }
+    return name;
   }
 
   /** With tenancy off, an event without a tenant belongs to the single tenant. */

@@ -87,6 +87,8 @@ export const messages = {
     `${host} is request-scoped (or depends on a request-scoped provider); outbox consumers must be singletons`,
   badOption: (field: string, expected: string, value: unknown): string =>
     `option ${field} must be ${expected}, got ${describe(value)}`,
+  movedOption: (was: string, now: string, why: string): string =>
+    `option ${was} is now ${now} (${why}): move its value there`,
   unknownPublicInMigration: (migration: string, excerpt: string): string =>
     `migration ${migration} sends "${excerpt}", and outboxMigrationsFor cannot tell whether that public is the ` +
     'schema or the PUBLIC role: teach sqlInSchema (migrations/outbox-migrations.factory.ts) this spelling',
@@ -129,6 +131,11 @@ export const messages = {
     "since tenancy is 'multi': the board never guesses which tenants a request may read.",
   missingPeer: (feature: string, pkg: string): string =>
     `${feature} needs the package ${pkg}, which is not installed: npm install ${pkg}`,
+  lostEnqueueStatement: (): string =>
+    "the transaction's connection no longer had the outbox's named insert (SQLSTATE 26000: a pooler moved the " +
+    'session to another server connection, or DISCARD ALL / DEALLOCATE ran on it), so the transaction is aborted ' +
+    'and nothing of it was written: run it again. Enqueues of this app run unnamed from now on. Behind PgBouncer ' +
+    'in transaction mode (before 1.21, or without max_prepared_statements), set preparedStatements: false.',
   rowLevelSecurity: (tenantId: string, tenantSetting: string): string =>
     `row-level security refused an event for tenant ${tenantId}: the transaction's ${tenantSetting} names another ` +
     `tenant or none. Run select set_config('${tenantSetting}', '${tenantId}', true) in the same transaction before ` +

@@ -75,17 +75,6 @@ export interface OutboxRelayOptions {
   /** LISTEN for those wake-ups on a dedicated connection (reconnects by itself). Default: `true`. */
   listen?: boolean;
   /**
-   * Run the claim's fan-out, and the outcome of a batch of in-process handlers, as named (protocol-level
-   * prepared) statements with generic plans — and the context statement of each handler that uses
-   * `context.manager` as a named statement too — parsed and planned once per connection by pg — named anew after
-   * 1, 2, 4 … 512 s, so early plans follow a new database's growth, and planned anew by PostgreSQL after an
-   * ANALYZE of their tables — instead of on every batch. Set `false` behind a pooler that does not keep a
-   * session's prepared statements (PgBouncer in transaction mode before 1.21, or without
-   * `max_prepared_statements`): the relay copes with a lost statement by naming it anew, but pays a failed
-   * round trip each time. See docs/adr/0502-named-statements-and-their-refresh.md. Default: `true`.
-   */
-  preparedStatements?: boolean;
-  /**
    * Vacuum `outbox_event_leases` after this many event leases released by this instance (`0`: never, leave it to
    * autovacuum). Each in-process batch inserts a lease row per event and its outcome deletes it; until VACUUM
    * runs, new rows go to new pages and every claim reads the dead ones, so a long drain slows down with its
@@ -146,6 +135,18 @@ export interface OutboxModuleOptions {
    * Apps in one database with different schemas never see each other's events. Default: `'public'`.
    */
   schema?: string;
+  /**
+   * Run the outbox's frequent statements as named (protocol-level prepared) statements on the DataSource's
+   * connections, parsed once per connection by pg instead of parsed and planned by PostgreSQL each time: the
+   * event insert of `enqueue` in your transactions (about 55 µs of server CPU less per event), and the relay's
+   * fan-out, the outcome of a batch of in-process handlers and the context statement of each handler that uses
+   * `context.manager`, with generic plans, named anew after 1, 2, 4 … 512 s so early plans follow a new
+   * database's growth (docs/adr/0502, 0807). Set `false` behind a pooler that does not keep a session's prepared
+   * statements (PgBouncer in transaction mode before 1.21, or without `max_prepared_statements`): there, an
+   * enqueue whose connection lost the insert fails its transaction (nothing written, a clear error) and the app's
+   * enqueues run unnamed from then on, and the relay pays a failed round trip each time. Default: `true`.
+   */
+  preparedStatements?: boolean;
   /** Relay settings. */
   relay?: OutboxRelayOptions;
   /** Attempts per delivery before it is dead, unless the consumer sets its own. Default: `5`. */
@@ -210,6 +211,7 @@ export interface ResolvedOutboxOptions {
   schema: string;
   /** The outbox's names in `schema`, made once from it: every statement builder takes them. */
   names: OutboxNames;
+  preparedStatements: boolean;
   relay: Required<OutboxRelayOptions>;
   maxAttempts: number;
   backoff: Required<OutboxBackoffOptions>;

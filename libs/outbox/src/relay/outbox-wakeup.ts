@@ -11,7 +11,7 @@ import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.
 import { errorText } from '../errors/error-text';
 import { OutboxStore, type ListenConnection } from '../store/outbox.store';
 import * as q from '../store/sql';
-import { IN_HANDLER_SCOPE } from '../delivery/handler-scope';
+import { inHandlerScope } from '../delivery/handler-scope';
 import { NotifyPacer } from './notify-pacer';
 import { OutboxRelay } from './outbox.relay';
 
@@ -192,10 +192,6 @@ export interface CarriedWakeup {
 interface Enqueued {
   tenants: Set<string>;
   carried: CarriedWakeup | null;
-}
-
-function inHandlerScope(runner: QueryRunner): boolean {
-  return (runner as QueryRunner & { [IN_HANDLER_SCOPE]?: boolean })[IN_HANDLER_SCOPE] === true;
 }
 
 function covers(carried: CarriedWakeup, tenant: string): boolean {

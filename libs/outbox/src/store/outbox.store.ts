@@ -26,7 +26,7 @@ export class OutboxStore {
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
   ) {
     this.transport = {
-      prepared: new PreparedStatements(options.relay.preparedStatements, preparedTextsHash(options.names)),
+      prepared: new PreparedStatements(options.preparedStatements, preparedTextsHash(options.names)),
       names: options.names,
       tenantSetting: options.tenantSetting,
       leaseMs: options.relay.leaseMs,

@@ -7,7 +7,7 @@ export type PgResult = QueryResult;
 
 /**
  * A statement as the relay sends it: its text and bound values, and, for a statement with a prepared form
- * while `relay.preparedStatements` is on, the name under which pg parses it once per connection (pg keeps the
+ * while `preparedStatements` is on, the name under which pg parses it once per connection (pg keeps the
  * names it parsed on the connection and sends only Bind/Execute after the first time).
  */
 export interface Sent {

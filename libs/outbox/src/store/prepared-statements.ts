@@ -20,7 +20,7 @@ interface Generation {
 }
 
 /**
- * The names of the relay's named statements on each pooled connection (`relay.preparedStatements`). pg parses
+ * The names of the relay's named statements on each pooled connection (`preparedStatements`). pg parses
  * a named statement once per connection and keeps it (its own cache); a new generation gets new names, so pg
  * parses them anew — after the refresh periods above, or when the server lost them (`discard all`, a pooler
  * that moved the session to another server: SQLSTATE 26000).

@@ -108,7 +108,7 @@ export class RoundConnection {
   }
 
   /**
-   * The name `statement` runs under on this round's connection (`relay.preparedStatements`), or undefined when
+   * The name `statement` runs under on this round's connection (`preparedStatements`), or undefined when
    * it runs unnamed: for the statements sent outside `sendSteps` (a handler's context).
    */
   nameOf(statement: q.SqlStatement): string | undefined {

@@ -3,7 +3,7 @@ export interface SqlStatement {
   text: string;
   values: unknown[];
   /**
-   * Set on a statement the relay runs as a named statement on each connection (`relay.preparedStatements`):
+   * Set on a statement the relay runs as a named statement on each connection (`preparedStatements`):
    * the start of its name (see `preparedName`). Only for statements whose generic plan does not depend on table
    * sizes (checked by `prepared-statements.e2e-spec.ts`). Every parameter has its type in the text.
    */
@@ -23,3 +23,5 @@ export const CLAIM_NEW_NAME = 'outbox_claim_new';
 export const PAIR_OUTCOME_NAME = 'outbox_outcome';
 /** The start of the statement name of a handler's context (see `handlerContext`). */
 export const HANDLER_CONTEXT_NAME = 'outbox_handler_context';
+/** The start of the statement names of the event inserts of `enqueue` and `enqueueMany` (see `statementName`). */
+export const ENQUEUE_NAME = 'outbox_enqueue';
