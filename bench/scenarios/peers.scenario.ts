@@ -393,7 +393,8 @@ async function latencyLines(context: BenchContext): Promise<void> {
   const runs = new Map<System, LatencyRun[]>();
   const measure: Record<System, () => Promise<LatencyRun>> = {
     raw: () => measureRaw(scaled),
-    library: () => measureLibrary(scaled, 'automatic'),
+    // without the bench's query probe, as the raw relay and the peers run
+    library: () => measureLibrary(scaled, 'automatic', { probe: false }),
     'graphile-worker': () => measurePeerLatency(context, peerNamed('graphile-worker')),
     'pg-boss': () => measurePeerLatency(context, peerNamed('pg-boss')),
     'pg-transactional-outbox': () => measurePeerLatency(context, peerNamed('pg-transactional-outbox')),
@@ -415,7 +416,8 @@ async function latencyLines(context: BenchContext): Promise<void> {
   report.note(
     `${options.sizes.peersLatencyRate}/s for ${options.sizes.peersLatencySeconds} s after a 1 s warm-up, ` +
       `${options.sizes.peersRounds} round(s) in turns, events pooled; producer and consumers in this process; ` +
-      'one consumer per event (library: LatencyConsumer in its default app; peers: a job/message for one consumer)',
+      'one consumer per event (library: LatencyConsumer in its default app, without the query probe of the bench; ' +
+      'peers: a job/message for one consumer)',
   );
   for (const peer of PEERS) {
     const run = pooledRuns.get(peer.name)!;
