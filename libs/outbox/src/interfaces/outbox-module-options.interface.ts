@@ -138,7 +138,7 @@ export interface OutboxModuleOptions {
   /**
    * Run the outbox's frequent statements as named (protocol-level prepared) statements on the DataSource's
    * connections, parsed once per connection by pg instead of parsed and planned by PostgreSQL each time: the
-   * event insert of `enqueue` in your transactions (about 55 µs of server CPU less per event), and the relay's
+   * event insert of `enqueue` in your transactions (about 40 µs of server CPU less per event), and the relay's
    * fan-out, the outcome of a batch of in-process handlers and the context statement of each handler that uses
    * `context.manager`, with generic plans, named anew after 1, 2, 4 … 512 s so early plans follow a new
    * database's growth (docs/adr/0502, 0807). Set `false` behind a pooler that does not keep a session's prepared
