@@ -22,6 +22,7 @@ import { readBackendCpu, cpuSpentMs } from '../harness/backend-cpu';
 import {
   drive,
   libraryTransactor,
+  peerTransactor,
   rawEventInsert,
   typeormTransactor,
   type Transactor,
@@ -59,15 +60,7 @@ async function openApp(url: string, variant: AppVariant, connections: number): P
       const insert = rawEventInsert();
       await manager.query(insert.text, insert.values);
     });
-  const producer = await pgTransactionalOutboxPeer.openProducer(url, name);
-  const transactor = await typeormTransactor(url, connections, name, (_manager, client) =>
-    producer.enqueue(
-      client,
-      { eventId: randomUUID(), contactId: randomUUID(), name: 'Contact', email: 'c@x' },
-      [],
-    ),
-  );
-  return { ...transactor, close: async () => (await transactor.close(), await producer.close()) };
+  return peerTransactor(url, connections, pgTransactionalOutboxPeer, name);
 }
 
 /** Each variant's slices as GROUPS means of consecutive slices (the median is taken over those). */

@@ -12,6 +12,8 @@ import type { PoolClient } from 'pg';
 import { DataSource, type EntityManager } from 'typeorm';
 import { insertContact, insertEvent, type SqlStatement } from '../raw/raw.queries';
 import { RawSession } from '../raw/raw-session';
+import { CONSUMER_NAMES } from './bench-consumers';
+import type { Peer, PeerEvent } from '../peers/peer';
 
 /** `application_name` of the enqueue connections unless a caller names its own. */
 export const ENQUEUE_APPLICATION_NAME = 'bench-enqueue';
@@ -148,6 +150,35 @@ export async function typeormTransactor(
         await addEvent(manager, (await manager.queryRunner!.connect()) as PoolClient);
       }),
     close: () => dataSource.destroy(),
+  };
+}
+
+/** A contact's event as the peers take it. */
+export function peerEvent(): PeerEvent {
+  const { contact } = contactEvent();
+  return { eventId: randomUUID(), contactId: contact.id, name: contact.name, email: contact.email };
+}
+
+/**
+ * The same business transaction with the event added by a peer's own call on the transaction's `pg` client,
+ * for the no-op consumers.
+ */
+export async function peerTransactor(
+  url: string,
+  connections: number,
+  peer: Peer,
+  applicationName: string,
+): Promise<Transactor> {
+  const producer = await peer.openProducer(url, applicationName);
+  const transactor = await typeormTransactor(url, connections, applicationName, (_manager, client) =>
+    producer.enqueue(client, peerEvent(), CONSUMER_NAMES['no-db']),
+  );
+  return {
+    ...transactor,
+    close: async () => {
+      await transactor.close();
+      await producer.close();
+    },
   };
 }
 

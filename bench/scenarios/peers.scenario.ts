@@ -8,7 +8,6 @@
  * the cost lies. The peers' tuning and adapters are in `bench/peers/`, the report lines in
  * `harness/peers-report.ts`; the file is over 350 lines because its three measurements share one set-up.
  */
-import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { Pool } from 'pg';
 import { OUTBOX_DEFAULTS } from 'nestjs-pg-outbox';
@@ -17,9 +16,10 @@ import { BENCH_TENANT } from '../harness/bench-database';
 import { CONSUMER_NAMES, type ConsumerVariant } from '../harness/bench-consumers';
 import type { BenchContext, BenchScenario } from '../harness/bench-scenario';
 import {
-  contactEvent,
   drive,
   libraryTransactor,
+  peerEvent,
+  peerTransactor,
   rawEventInsert,
   typeormTransactor,
   type Transactor,
@@ -48,7 +48,7 @@ import { StatementStats, type StatementReading } from '../harness/statement-stat
 import { inTurn, now, waitUntil } from '../harness/stats';
 import { insertContact } from '../raw/raw.queries';
 import type { RelayWorkerConfig } from '../workers/relay-worker.protocol';
-import { LATENCY_CONSUMER, type Peer, type PeerEvent } from '../peers/peer';
+import { LATENCY_CONSUMER, type Peer } from '../peers/peer';
 import type { PeerWorkerConfig } from '../peers/peer-worker';
 import { PEERS, peerNamed } from '../peers/peers';
 
@@ -68,11 +68,6 @@ async function resetAll(context: BenchContext): Promise<void> {
   await context.db.truncate();
   for (const peer of PEERS) await peer.reset(context.db);
   await context.db.checkpoint();
-}
-
-function peerEvent(): PeerEvent {
-  const { contact } = contactEvent();
-  return { eventId: randomUUID(), contactId: contact.id, name: contact.name, email: contact.email };
 }
 
 /**
@@ -97,22 +92,7 @@ function openEnqueuer(context: BenchContext, system: System, connections: number
       const insert = rawEventInsert();
       await manager.query(insert.text, insert.values);
     });
-  return peerTypeormTransactor(url, connections, peerNamed(system));
-}
-
-async function peerTypeormTransactor(url: string, connections: number, peer: Peer): Promise<Transactor> {
-  const name = applicationName(peer.name);
-  const producer = await peer.openProducer(url, name);
-  const transactor = await typeormTransactor(url, connections, name, (_manager, client) =>
-    producer.enqueue(client, peerEvent(), CONSUMER_NAMES['no-db']),
-  );
-  return {
-    ...transactor,
-    close: async () => {
-      await transactor.close();
-      await producer.close();
-    },
-  };
+  return peerTransactor(url, connections, peerNamed(system), name);
 }
 
 /** Per system, one sample per round: all systems open at once, taking turns in short slices. */
