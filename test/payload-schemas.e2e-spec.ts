@@ -92,6 +92,70 @@ describe('payload schemas', () => {
     expect(await count()).toBe(0);
   });
 
+  describe('a schemaVersion that is not a positive integer', () => {
+    // each would otherwise skip the schema (null was stored as version 1, its payload unchecked)
+    const bad: unknown[] = [null, 0, -1, 1.5, '2', Number.NaN];
+    // a versioned name, a name with one schema for every version, and a name without schema
+    const cases = [
+      { eventName: 'crm.contact.created', payload: { contactId: 'c1' } },
+      { eventName: 'crm.note.added.v1', payload: { noteId: 'n1', text: 'far too long for a note' } },
+      { eventName: 'crm.contact.merged.v1', payload: {} },
+    ];
+
+    it.each(bad)('refuses %p in enqueue, naming the field, and writes nothing', async (schemaVersion) => {
+      for (const event of cases) {
+        const error = await t.dataSource
+          .transaction((manager) =>
+            t.outbox.enqueue(manager, { tenantId: TENANT, ...event, schemaVersion } as never),
+          )
+          .catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(OutboxValidationError);
+        expect((error as OutboxValidationError).field).toBe('event.schemaVersion');
+        expect((error as Error).message).toContain('positive integer');
+      }
+      expect(await count()).toBe(0);
+    });
+
+    it.each(bad)(
+      'refuses %p in enqueueMany, naming the event, and writes none of the batch',
+      async (schemaVersion) => {
+        for (const event of cases) {
+          const error = await t.dataSource
+            .transaction((manager) =>
+              t.outbox.enqueueMany(manager, [
+                {
+                  tenantId: TENANT,
+                  eventName: 'crm.contact.created',
+                  payload: { contactId: 'c0', name: 'Ada' },
+                },
+                { tenantId: TENANT, ...event, schemaVersion } as never,
+              ]),
+            )
+            .catch((e: unknown) => e);
+          expect(error).toBeInstanceOf(OutboxValidationError);
+          expect((error as OutboxValidationError).field).toBe('events[1].schemaVersion');
+        }
+        expect(await count()).toBe(0);
+      },
+    );
+
+    it('still treats a missing schemaVersion as 1, and checks it against the version 1 schema', async () => {
+      const error = await t.dataSource
+        .transaction((manager) =>
+          t.outbox.enqueue(manager, {
+            tenantId: TENANT,
+            eventName: 'crm.contact.created',
+            schemaVersion: undefined,
+            payload: { contactId: 'c1' } as never,
+          }),
+        )
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(OutboxValidationError);
+      expect((error as OutboxValidationError).field).toBe('event.payload.name');
+      expect(await count()).toBe(0);
+    });
+  });
+
   it('stores the schema output (defaults filled in), so every consumer reads the same shape', async () => {
     await t.dataSource.transaction((manager) =>
       t.outbox.enqueue(manager, {

@@ -1,5 +1,5 @@
 import { OutboxValidationError } from '../errors/outbox.error';
-import { serialisePayload, validateEvent } from './event-validation';
+import { checkSchemaVersion, serialisePayload, validateEvent } from './event-validation';
 
 describe('event validation', () => {
   const base = {
@@ -16,6 +16,33 @@ describe('event validation', () => {
       schemaVersion: 1,
       occurredAt: null,
     });
+  });
+
+  it('takes a missing schemaVersion as 1 and keeps a positive integer', () => {
+    expect(checkSchemaVersion(undefined, 'event.schemaVersion')).toBe(1);
+    expect(checkSchemaVersion(1, 'event.schemaVersion')).toBe(1);
+    expect(checkSchemaVersion(7, 'event.schemaVersion')).toBe(7);
+  });
+
+  it.each([null, 0, -1, 1.5, '2', Number.NaN, Infinity, 2 ** 53, 2n, {}])(
+    'refuses the schemaVersion %p, naming the field and saying how to fix it',
+    (value) => {
+      const attempt = () => checkSchemaVersion(value, 'events[2].schemaVersion');
+      expect(attempt).toThrow(OutboxValidationError);
+      expect(attempt).toThrow(/^events\[2\]\.schemaVersion must be a positive integer/);
+      expect(attempt).toThrow(/leave it out for version 1/);
+      try {
+        attempt();
+      } catch (error) {
+        expect((error as OutboxValidationError).field).toBe('events[2].schemaVersion');
+      }
+    },
+  );
+
+  it('refuses a null schemaVersion instead of storing the event as version 1', () => {
+    expect(() => validateEvent({ ...base, schemaVersion: null as never }, 'event', 1024)).toThrow(
+      /event\.schemaVersion must be a positive integer \(1, 2, …\), got null/,
+    );
   });
 
   it('serialises faithful JSON unchanged', () => {

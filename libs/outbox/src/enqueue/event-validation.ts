@@ -47,13 +47,7 @@ export function validateEvent(
     );
   }
   const payloadJson = serialisePayload(input.payload, `${where}.payload`, maxPayloadBytes);
-  const schemaVersion = input.schemaVersion ?? 1;
-  if (!Number.isSafeInteger(schemaVersion) || schemaVersion < 1) {
-    throw new OutboxValidationError(
-      `${where}.schemaVersion`,
-      messages.badSchemaVersion(`${where}.schemaVersion`, schemaVersion),
-    );
-  }
+  const schemaVersion = checkSchemaVersion(input.schemaVersion, `${where}.schemaVersion`);
   const occurredAt = input.occurredAt ?? null;
   if (occurredAt !== null && !(occurredAt instanceof Date && Number.isFinite(occurredAt.getTime()))) {
     throw new OutboxValidationError(
@@ -71,6 +65,19 @@ export function validateEvent(
     schemaVersion,
     occurredAt,
   };
+}
+
+/**
+ * The version an event is enqueued as, the one its payload schema is chosen by: 1 when the field is left out, else
+ * the positive integer given. Anything else — `null` included, which is not "left out" — is refused, so no value
+ * can pick no schema and be stored as a version whose schema it was never checked against.
+ */
+export function checkSchemaVersion(value: unknown, field: string): number {
+  if (value === undefined) return 1;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
+    throw new OutboxValidationError(field, messages.badSchemaVersion(field, value));
+  }
+  return value;
 }
 
 function optionalText(value: unknown, field: string): string | null {

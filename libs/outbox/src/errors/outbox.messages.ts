@@ -67,7 +67,8 @@ export const messages = {
   badText: (field: string, max: number, value: unknown): string =>
     `${field} must be a string of 1 to ${max} characters without control characters, got ${describe(value)}.`,
   badSchemaVersion: (field: string, value: unknown): string =>
-    `${field} must be a positive integer, got ${describe(value)}.`,
+    `${field} must be a positive integer (1, 2, …), got ${describe(value)}: leave it out for version 1, or pass ` +
+    'the number of the version (of the events option) whose payload shape the event has.',
   badDate: (field: string, value: unknown): string =>
     `${field} must be a valid Date, got ${describe(value)}.`,
   notAnArray: (field: string, value: unknown): string =>

@@ -46,6 +46,19 @@ describe('OutboxSchemaRegistry', () => {
     ).resolves.toEqual({ orderId: 'o1', reason: 'unknown' });
   });
 
+  it.each([null, 0, 1.5, '2'])(
+    'refuses the schemaVersion %p before it can skip the schema',
+    async (schemaVersion) => {
+      const error = await rejection(
+        registry.checkOnEnqueue(
+          { eventName: 'shop.order.placed', schemaVersion, payload: { orderId: 'o1' } },
+          'events[1]',
+        ),
+      );
+      expect(error.field).toBe('events[1].schemaVersion');
+    },
+  );
+
   it('names the path of a zod issue in the error field, under the event being enqueued', async () => {
     const error = await rejection(
       registry.checkOnEnqueue(
@@ -88,14 +101,12 @@ describe('OutboxSchemaRegistry', () => {
     expect(error.message).toContain('versions 1, 2');
   });
 
-  it('leaves names without a schema, and malformed envelopes, to the other checks', async () => {
+  it('leaves names without a schema, and malformed names, to the other checks', async () => {
     const payload = { anything: true };
     await expect(registry.checkOnEnqueue({ eventName: 'other.thing.v1', payload }, 'event')).resolves.toBe(
       payload,
     );
-    await expect(
-      registry.checkOnEnqueue({ eventName: 'shop.order.placed', schemaVersion: 0, payload }, 'event'),
-    ).resolves.toBe(payload);
+    await expect(registry.checkOnEnqueue({ eventName: 42, payload }, 'event')).resolves.toBe(payload);
   });
 
   it('on receipt: a copy of the envelope with the output, synchronously for a synchronous schema', () => {

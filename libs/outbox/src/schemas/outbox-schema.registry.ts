@@ -4,7 +4,7 @@ import { OutboxInvalidPayloadError, OutboxValidationError } from '../errors/outb
 import { messages } from '../errors/outbox.messages';
 import type { OutboxEvent } from '../interfaces/outbox-event.interface';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
-import { isEventName } from '../enqueue/event-validation';
+import { checkSchemaVersion, isEventName } from '../enqueue/event-validation';
 import { matchesEventPattern } from '../registry/event-pattern';
 import type { StandardSchemaV1 } from './standard-schema';
 
@@ -71,22 +71,22 @@ export class OutboxSchemaRegistry {
    */
   async checkOnEnqueue(event: unknown, where: string): Promise<unknown> {
     if (event === null || typeof event !== 'object') return undefined;
-    const { eventName, schemaVersion = 1, payload } = event as Record<string, unknown>;
-    // a malformed envelope is left to validateEvent, which names its field
-    if (
-      typeof eventName !== 'string' ||
-      !Number.isSafeInteger(schemaVersion) ||
-      (schemaVersion as number) < 1
-    )
-      return payload;
-    const schema = this.schemaFor(eventName, schemaVersion as number, `${where}.schemaVersion`);
+    const { eventName, payload } = event as Record<string, unknown>;
+    // a malformed name is left to validateEvent, which names its field; the version is read by the same rule as
+    // validateEvent's, so none it accepts can skip the schema here
+    if (typeof eventName !== 'string') return payload;
+    const schemaVersion = checkSchemaVersion(
+      (event as Record<string, unknown>).schemaVersion,
+      `${where}.schemaVersion`,
+    );
+    const schema = this.schemaFor(eventName, schemaVersion, `${where}.schemaVersion`);
     if (!schema) return payload;
     const result = await schema['~standard'].validate(payload);
     if (!result.issues) return result.value;
     const [field, text] = describeIssues(`${where}.payload`, result.issues);
     throw new OutboxValidationError(
       field,
-      messages.payloadRejected(field, label(eventName, schemaVersion as number), text),
+      messages.payloadRejected(field, label(eventName, schemaVersion), text),
     );
   }
 
