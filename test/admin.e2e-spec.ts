@@ -65,6 +65,16 @@ class HeaderGuard implements CanActivate {
   }
 }
 
+/** A guard whose constructor takes one injected argument, as a session guard's does. */
+@Injectable()
+class SessionGuard implements CanActivate {
+  constructor(private readonly admin: OutboxAdminService) {}
+
+  canActivate(): boolean {
+    return this.admin !== undefined;
+  }
+}
+
 let db: TestDatabase;
 let t: TestApp;
 let consumers: OrderConsumers;
@@ -564,16 +574,20 @@ describe('OutboxAdminModule (REST)', () => {
   });
 
   it('refuses to boot when guards is not a non-empty array of guards, allowUnguarded or not', async () => {
-    const malformed: unknown[] = [
-      HeaderGuard,
-      [],
-      [undefined],
-      [{}],
-      [42],
-      [class NotAGuard {}],
-      'HeaderGuard',
+    const malformed: [guards: unknown, given: RegExp][] = [
+      [HeaderGuard, /the class HeaderGuard on its own/],
+      // a lone class whose constructor takes an injected argument (its length is 1, not 0)
+      [SessionGuard, /the class SessionGuard on its own/],
+      [null, /got null/],
+      ['HeaderGuard', /got "HeaderGuard"/],
+      [{ name: 'admin' }, /without canActivate/],
+      [[], /no guard/],
+      [[undefined], /element 0 is undefined/],
+      [[HeaderGuard, {}], /element 1 is an object/],
+      [[42], /element 0 is 42/],
+      [[class NotAGuard {}], /element 0 is the class NotAGuard/],
     ];
-    for (const guards of malformed) {
+    for (const [guards, given] of malformed) {
       for (const allowUnguarded of [undefined, true]) {
         const failure = buildHttpApp({
           url: db.url,
@@ -584,7 +598,9 @@ describe('OutboxAdminModule (REST)', () => {
           continue;
         }
         await expect(failure).rejects.toBeInstanceOf(OutboxConfigurationError);
+        await expect(failure).rejects.toThrow(/OutboxAdminModule\.forRoot\(\)/);
         await expect(failure).rejects.toThrow(/guards/);
+        await expect(failure).rejects.toThrow(given);
       }
     }
   });

@@ -65,6 +65,16 @@ class OperatorGuard implements CanActivate {
   }
 }
 
+/** A guard whose constructor takes one injected argument, as a session guard's does. */
+@Injectable()
+class SessionGuard implements CanActivate {
+  constructor(private readonly dataSource: DataSource) {}
+
+  canActivate(): boolean {
+    return this.dataSource.isInitialized;
+  }
+}
+
 const tenantsOf = (request: { user?: unknown }) =>
   (request.user as { id: string }).id === 'root' ? ('all' as const) : [TENANT_A];
 
@@ -346,5 +356,40 @@ describe('OutboxBoardModule wiring', () => {
 
   it('boots unguarded only when allowed, and without tenants when single-tenant', async () => {
     expect(await boot({ allowUnguarded: true }, 'single')).toBeNull();
+  });
+
+  it('refuses at boot anything but a non-empty array of guards, naming the option and what was given', async () => {
+    const malformed: [guards: unknown, given: RegExp][] = [
+      // the case: a lone class whose constructor takes an injected argument (its length is 1, not 0)
+      [SessionGuard, /the class SessionGuard on its own/],
+      [null, /got null/],
+      ['SessionGuard', /got "SessionGuard"/],
+      [{ name: 'session' }, /without canActivate/],
+      [[SessionGuard, {}], /element 1 is an object/],
+      [[class NotAGuard {}], /element 0 is the class NotAGuard/],
+      [[], /no guard/],
+    ];
+    for (const [guards, given] of malformed) {
+      for (const allowUnguarded of [undefined, true]) {
+        const error = (await boot(
+          { guards: guards as never, allowUnguarded, tenants: () => 'all' },
+          'multi',
+        )) as OutboxConfigurationError | null;
+        if (Array.isArray(guards) && guards.length === 0 && allowUnguarded) {
+          expect(error).toBeNull();
+          continue;
+        }
+        const label = typeof guards === 'function' ? guards.name : JSON.stringify(guards);
+        expect({ guards: label, allowUnguarded, error }).toEqual({
+          guards: label,
+          allowUnguarded,
+          error: expect.any(OutboxConfigurationError),
+        });
+        expect(error!.message).toMatch(/OutboxBoardModule\.forRoot\(\)/);
+        expect(error!.message).toMatch(/guards/);
+        expect(error!.message).toMatch(given);
+      }
+    }
+    expect(await boot({ guards: [SessionGuard], tenants: () => 'all' }, 'multi')).toBeNull();
   });
 });

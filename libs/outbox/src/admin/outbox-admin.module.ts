@@ -10,6 +10,7 @@ import {
 import { OutboxConfigurationError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { OutboxAdminController } from './outbox-admin.controller';
+import { guardProblems, routeGuards } from './route-guards';
 import type { OutboxAdminModuleOptions } from './outbox-admin-options.interface';
 
 /** Token of the options given to `OutboxAdminModule.forRoot()`. */
@@ -37,36 +38,17 @@ export class OutboxAdminModule implements OnModuleInit {
   }
 
   onModuleInit(): void {
-    const { guards, allowUnguarded } = this.options;
-    const absent = guards === undefined || (Array.isArray(guards) && guards.length === 0);
-    // Fails closed: anything but an array of guards (a lone class, a string, an object without canActivate)
-    // is a mistake even with allowUnguarded, which only permits leaving guards out.
-    if (!absent && !(Array.isArray(guards) && guards.every(isGuard)))
-      throw new OutboxConfigurationError([messages.malformedAdminGuards(describeGuards(guards))]);
-    if (absent && allowUnguarded !== true) throw new OutboxConfigurationError([messages.unguardedAdmin()]);
+    const problems = guardProblems('OutboxAdminModule', this.options, messages.unguardedAdmin);
+    if (problems.length > 0) throw new OutboxConfigurationError(problems);
   }
-}
-
-/** A guard class (with `canActivate` on its prototype) or a guard instance. */
-function isGuard(guard: unknown): boolean {
-  if (typeof guard === 'function')
-    return typeof (guard.prototype as { canActivate?: unknown } | undefined)?.canActivate === 'function';
-  return typeof (guard as { canActivate?: unknown } | null)?.canActivate === 'function';
-}
-
-function describeGuards(guards: unknown): string {
-  if (typeof guards === 'function') return `the class ${guards.name || '(anonymous)'} on its own`;
-  if (!Array.isArray(guards)) return guards === null ? 'null' : `a ${typeof guards}`;
-  const bad = guards.findIndex((g) => !isGuard(g));
-  return `an array whose element ${bad} is not a guard`;
 }
 
 /** A subclass per `forRoot` call, so two apps (or paths) in one process never share route metadata. */
 function guardedController(options: OutboxAdminModuleOptions): Type<OutboxAdminController> {
   class OutboxAdminRoutes extends OutboxAdminController {}
   Controller(options.path ?? 'outbox')(OutboxAdminRoutes);
-  // Malformed guards are reported by onModuleInit, with the other boot problems, rather than thrown here.
-  const guards = Array.isArray(options.guards) && options.guards.every(isGuard) ? options.guards : [];
+  // Wrong guards are reported by onModuleInit, with the other boot problems, rather than thrown here.
+  const guards = routeGuards(options);
   if (guards.length > 0) UseGuards(...guards)(OutboxAdminRoutes);
   return OutboxAdminRoutes;
 }

@@ -12,6 +12,7 @@ import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
 import { OutboxConfigurationError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
+import { guardProblems, routeGuards } from '../admin/route-guards';
 import { BoardAssets } from './board-assets';
 import { BoardExceptionFilter } from './board-exception.filter';
 import { boardPath } from './board-path';
@@ -52,9 +53,7 @@ export class OutboxBoardModule implements OnModuleInit {
   }
 
   onModuleInit(): void {
-    const problems: string[] = [];
-    const guards = this.options.guards ?? [];
-    if (guards.length === 0 && this.options.allowUnguarded !== true) problems.push(messages.unguardedBoard());
+    const problems = guardProblems('OutboxBoardModule', this.options, messages.unguardedBoard);
     if (!this.options.tenants && this.outboxOptions.tenancy !== 'single')
       problems.push(messages.boardTenants());
     if (this.options.tenants !== undefined && typeof this.options.tenants !== 'function')
@@ -85,7 +84,8 @@ function guardedController(options: OutboxBoardModuleOptions): Type<OutboxBoardC
   class OutboxBoardRoutes extends OutboxBoardController {}
   Controller(boardPath(options.path))(OutboxBoardRoutes);
   UseFilters(BoardExceptionFilter)(OutboxBoardRoutes);
-  const guards = Array.isArray(options.guards) ? options.guards : [];
+  // Wrong guards are reported by onModuleInit, with the other boot problems, rather than thrown here.
+  const guards = routeGuards(options);
   if (guards.length > 0) UseGuards(...guards)(OutboxBoardRoutes);
   return OutboxBoardRoutes;
 }

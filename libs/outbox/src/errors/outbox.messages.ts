@@ -120,10 +120,10 @@ export const messages = {
   unguardedAdmin: (): string =>
     "OutboxAdminModule.forRoot() was given no guard, and its routes read and replay every tenant's events: pass " +
     'guards: [YourAuthGuard] (the guard sees request.params.tenantId), or allowUnguarded: true for a local demo only.',
-  malformedAdminGuards: (given: string): string =>
-    `OutboxAdminModule.forRoot() option guards must be a non-empty array of guards (classes implementing ` +
-    `CanActivate, or instances with canActivate), got ${given}; write guards: [YourAuthGuard]. The routes are not ` +
-    'served until it is fixed.',
+  malformedGuards: (owner: string, given: unknown, badElement: number | null): string =>
+    `${owner}.forRoot() option guards must be a non-empty array of guards (classes implementing CanActivate, or ` +
+    `instances with canActivate), got ${describeGuards(given, badElement)}; write guards: [YourAuthGuard]. The ` +
+    'routes are not served until it is fixed.',
   unguardedBoard: (): string =>
     'OutboxBoardModule.forRoot() was given no guard, and the board shows payloads and replays events: pass ' +
     'guards: [YourAuthGuard], or allowUnguarded: true for a local demo only.',
@@ -180,6 +180,25 @@ export const messages = {
     `no v1 signature of webhook ${describe(id)} matches the secret: wrong secret, or the body was changed (verify the raw body, not re-serialised JSON)`,
   webhookBadBody: (id: string): string => `the body of webhook ${describe(id)} is signed but is not JSON`,
 };
+
+/** What a malformed `guards` option holds: the element that is not a guard, or the value that is not an array. */
+function describeGuards(given: unknown, badElement: number | null): string {
+  if (Array.isArray(given) && badElement !== null)
+    return `an array whose element ${badElement} is ${describeGuard(given[badElement])}`;
+  if (typeof given === 'function')
+    return `the class ${given.name || '(anonymous)'} on its own, not in an array`;
+  if (typeof (given as { canActivate?: unknown } | null)?.canActivate === 'function')
+    return `${describe(given)} on its own, not in an array`;
+  return describeGuard(given);
+}
+
+function describeGuard(value: unknown): string {
+  if (typeof value === 'function')
+    return `the class ${value.name || '(anonymous)'}, which has no canActivate method`;
+  if (typeof value === 'object' && value !== null && !Array.isArray(value))
+    return `${describe(value)} without canActivate`;
+  return describe(value);
+}
 
 function describe(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}…` : value);
