@@ -267,6 +267,64 @@ describe('migrations', () => {
     }
   });
 
+  it("key the inbox by tenant on a live table: its rows kept, another tenant's message with the same id then held beside them, and going down keeps the first", async () => {
+    const tenantKey = outboxMigrations.findIndex((M) => new M().name === 'OutboxInboxTenantKey1764500400000');
+    expect(tenantKey).toBeGreaterThan(0);
+    const db = track(await createEmptyDatabase());
+    const earlier = new DataSource({
+      type: 'postgres',
+      url: db.url,
+      migrations: outboxMigrations.slice(0, tenantKey),
+    });
+    await earlier.initialize();
+    await earlier.runMigrations();
+    await earlier.destroy();
+    const event = '0190a3e0-0000-7000-8000-0000000000c1';
+    const message = '5a0e3b0c-9d7e-5f3a-8b1e-0000000000c2';
+    const [a, b] = ['f1f1f1f1-0000-4000-8000-000000000001', 'f2f2f2f2-0000-4000-8000-000000000002'];
+    // as the relay (an event's consumer) and the inbox (a broker message, processed and retrying) wrote them
+    await db.sql(
+      `insert into consumer_inbox (event_id, consumer_name, tenant_id, processed_at)
+       values ($1, 'relay-consumer', $2, now() - interval '1 hour')`,
+      [event, a],
+    );
+    await db.sql(
+      `insert into consumer_inbox (event_id, consumer_name, tenant_id, message_id, status, attempts, first_seen_at,
+                                   last_seen_at, processed_at)
+       values ($1, 'inbox-consumer', $2, 'invoice-1001', 'processed', 1, now(), now(), now()),
+              ($1, 'retrying-consumer', $2, 'invoice-1001', 'retrying', 2, now(), now(), null)`,
+      [message, a],
+    );
+    const rows = () => db.sql('select * from consumer_inbox order by event_id, consumer_name, tenant_id');
+    const kept = await rows();
+
+    await withMigrator(db, (dataSource) => dataSource.runMigrations({ transaction: 'each' }));
+    expect(await rows()).toEqual(kept);
+    const key = await db.sql<{ columns: string }>(
+      `select pg_get_constraintdef(oid) as columns from pg_constraint where conname = 'consumer_inbox_pkey'`,
+    );
+    expect(key).toEqual([{ columns: 'PRIMARY KEY (event_id, consumer_name, tenant_id)' }]);
+    // tenant B's message with tenant A's ids: a row of its own for each
+    await db.sql(
+      `insert into consumer_inbox (event_id, consumer_name, tenant_id, message_id, first_seen_at)
+       values ($1, 'relay-consumer', $3, null, now()), ($2, 'inbox-consumer', $3, 'invoice-1001', now())`,
+      [event, message, b],
+    );
+    expect(await rows()).toHaveLength(kept.length + 2);
+
+    // down to the migration before it (those after it first)
+    await withMigrator(db, async (dataSource) => {
+      for (let i = tenantKey; i < outboxMigrations.length; i++) await dataSource.undoLastMigration();
+    });
+    expect(await rows()).toEqual(kept);
+    await expect(
+      db.sql(
+        `insert into consumer_inbox (event_id, consumer_name, tenant_id) values ($1, 'inbox-consumer', $2)`,
+        [message, b],
+      ),
+    ).rejects.toThrow(/consumer_inbox_pkey/);
+  });
+
   it('upgrade a 0.1.0 subscription secret without whsec_ to the Standard Webhooks form of the same key', async () => {
     const old = track(await createEmptyDatabase());
     for (const file of ['schema.sql', 'typeorm-migrations.sql', 'rows.sql']) {

@@ -12,6 +12,7 @@ import { OutboxSubscriptionSecrets1764450200000 } from './1764450200000-outbox-s
 import { OutboxBoard1764500100000 } from './1764500100000-outbox-board';
 import { OutboxTraceContext1764500200000 } from './1764500200000-outbox-trace-context';
 import { OutboxInbox1764500300000 } from './1764500300000-outbox-inbox';
+import { OutboxInboxTenantKey1764500400000 } from './1764500400000-outbox-inbox-tenant-key';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -29,4 +30,5 @@ export const outboxMigrations = [
   OutboxBoard1764500100000,
   OutboxTraceContext1764500200000,
   OutboxInbox1764500300000,
+  OutboxInboxTenantKey1764500400000,
 ];

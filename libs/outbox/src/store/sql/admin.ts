@@ -144,7 +144,9 @@ export function eventDeliveries(n: OutboxNames, tenantId: string, eventId: strin
                                      'createdAt', d.created_at, 'updatedAt', d.updated_at)
                                    order by d.consumer_name)
                               from ${n.deliveries} d
+                              -- the event's own tenant: another tenant's inbox may hold a message with this id
                               left join ${n.inbox} i on i.event_id = d.event_id and i.consumer_name = d.consumer_name
+                                                    and i.tenant_id = d.tenant_id
                              where d.event_id = e.id and d.tenant_id = $1), '[]'::json) as deliveries
              from ${n.events} e
             where e.tenant_id = $1 and e.id = $2`,

@@ -10,7 +10,10 @@ export function setInboxTenant(tenantSetting: string, tenantId: string): SqlStat
   return { text: `select set_config($1, $2, true)`, values: [tenantSetting, tenantId] };
 }
 
-/** The key of one message for one consumer. */
+/**
+ * The key of one message for one consumer: the message's tenant is part of it, so two tenants may send the same
+ * message id (the primary key of `consumer_inbox`, see the migration `OutboxInboxTenantKey1764500400000`).
+ */
 export interface InboxKey {
   /** `event_id`: the message id, or a UUID derived from it (see `inboxEventId`). */
   eventId: string;
@@ -31,17 +34,19 @@ export interface InboxClaimRow {
  * means "run the handler" (it commits with the handler's writes, or rolls back with them); no row means the
  * consumer processed it already: a duplicate.
  *
- * Locking: the primary key serialises two deliveries of one message (a redelivery while the first is still
- * running): the second insert waits for the first transaction's row, then sees it processed (no row) or, if
- * it rolled back, inserts its own. A `retrying` or `dead` row (a failed run, or a message dead-lettered and
- * then published again) is taken over by the update.
+ * Locking: the primary key (message, consumer and tenant) serialises two deliveries of one message (a
+ * redelivery while the first is still running): the second insert waits for the first transaction's row, then
+ * sees it processed (no row) or, if it rolled back, inserts its own. A `retrying` or `dead` row (a failed run,
+ * or a message dead-lettered and then published again) is taken over by the update. Another tenant's message
+ * with the same id has a key of its own: under row-level security, a row the inbox could not see would fail the
+ * insert instead of counting as a conflict.
  */
 export function claimInboxMessage(n: OutboxNames, key: InboxKey): SqlStatement {
   return {
     text: `insert into ${n.inbox} as i (event_id, consumer_name, tenant_id, message_id, status, attempts,
                                       first_seen_at, last_seen_at, processed_at)
            values ($1, $2, $3, $4, 'processed', 1, now(), now(), now())
-           on conflict (event_id, consumer_name) do update
+           on conflict (event_id, consumer_name, tenant_id) do update
               set status = 'processed', attempts = i.attempts + 1, last_seen_at = now(), processed_at = now()
             where i.status <> 'processed'
            returning i.attempts`,
@@ -71,7 +76,7 @@ export function recordInboxFailure(
                                       first_seen_at, last_seen_at, processed_at)
            values ($1, $2, $3, $4, case when $7::boolean or $6 <= 1 then 'dead' else 'retrying' end, 1, $5,
                    now(), now(), null)
-           on conflict (event_id, consumer_name) do update
+           on conflict (event_id, consumer_name, tenant_id) do update
               set attempts = i.attempts + 1,
                   status = case when $7::boolean or i.attempts + 1 >= $6 then 'dead' else 'retrying' end,
                   last_error = excluded.last_error, last_seen_at = now()

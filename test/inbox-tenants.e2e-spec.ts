@@ -1,0 +1,152 @@
+import { randomUUID } from 'node:crypto';
+import {
+  OUTBOX_MESSAGE_HEADERS,
+  OutboxInbox,
+  OutboxInboxModule,
+  type OutboxInboxContext,
+  type OutboxInboxMessage,
+} from 'nestjs-pg-outbox';
+import { buildApp, type TestApp } from './support/build-app';
+import {
+  INBOX_EFFECTS_GRANT,
+  INBOX_EFFECTS_SQL,
+  TENANT_A,
+  TENANT_B,
+  recordInboxEffect,
+} from './support/inbox-effects';
+import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { createLoginRole, type TestRole } from './support/test-roles';
+
+const CONSUMER = 'invoice-sync';
+
+/**
+ * A message as a broker hands it to `OutboxInbox.handle` (the interface an app implements for another broker):
+ * each call of `deliver` is one delivery of the same message, and `settled` says how each one was settled.
+ */
+function brokerMessage(id: string, tenantId: string) {
+  const settled: string[] = [];
+  let deliveries = 0;
+  const deliver = (): OutboxInboxMessage => {
+    deliveries++;
+    return {
+      id,
+      header: (name) => (name === OUTBOX_MESSAGE_HEADERS.tenant ? tenantId : undefined),
+      deliveryCount: deliveries,
+      payload: () => ({ invoice: id }),
+      ack: () => void settled.push('ack'),
+      retry: () => void settled.push('retry'),
+      deadLetter: () => void settled.push('dead'),
+    };
+  };
+  return { deliver, settled };
+}
+
+/**
+ * The inbox keys what each consumer processed by tenant as well as by message id: two tenants may send the same
+ * id (`invoice-1001`, or an outbox event id), and neither takes the other's message for a duplicate — on the
+ * table owner, and on a role under row-level security, where the other tenant's row is invisible.
+ */
+describe.each([
+  ['the owner of the tables', 'owner'],
+  ['a role of outbox_app, under row-level security', 'rls'],
+] as const)('the inbox, two tenants with the same message id, connected as %s', (_label, as) => {
+  let db: TestDatabase;
+  let role: TestRole | undefined;
+  let app: TestApp;
+  let inbox: OutboxInbox;
+  let runs: { tenant: string; id: string; attempt: number }[];
+
+  beforeAll(async () => {
+    db = await createTestDatabase(INBOX_EFFECTS_SQL);
+    if (as === 'rls') role = await createLoginRole(db, 'outbox_app', [INBOX_EFFECTS_GRANT]);
+    app = await buildApp({
+      url: role?.url ?? db.url,
+      imports: [OutboxInboxModule.forRoot({ maxDeliveries: 3 })],
+    });
+    inbox = app.app.get(OutboxInbox);
+  });
+  afterAll(async () => {
+    await app?.close();
+    await db?.drop();
+    await role?.drop();
+  });
+  beforeEach(() => {
+    runs = [];
+  });
+
+  const handler = async (_payload: unknown, context: OutboxInboxContext): Promise<void> => {
+    runs.push({ tenant: context.tenantId, id: context.messageId, attempt: context.attempt });
+    await recordInboxEffect(context);
+  };
+  const effects = (id: string) =>
+    db.sql<{ tenant_id: string; n: number }>(
+      `select tenant_id, count(*)::int as n from inbox_effects where message_id = $1 group by 1 order by 1`,
+      [id],
+    );
+  const inboxRows = (eventId: string | null, messageId: string) =>
+    db.sql<{ tenant_id: string; status: string; attempts: number }>(
+      `select tenant_id, status, attempts from consumer_inbox
+        where consumer_name = $1 and (message_id = $2 or event_id = $3::uuid) order by tenant_id`,
+      [CONSUMER, messageId, eventId],
+    );
+
+  it.each([
+    ['an id of its own', 'invoice-1001'],
+    ["an outbox event's id", randomUUID()],
+  ])(
+    "runs tenant B's handler once for %s that tenant A's message had, and takes each tenant's redelivery for a duplicate",
+    async (_kind, id) => {
+      const a = brokerMessage(id, TENANT_A);
+      const b = brokerMessage(id, TENANT_B);
+      expect(await inbox.handle(CONSUMER, a.deliver(), handler)).toBe('processed');
+      expect(await inbox.handle(CONSUMER, b.deliver(), handler)).toBe('processed');
+      expect(await inbox.handle(CONSUMER, b.deliver(), handler)).toBe('duplicate');
+      expect(await inbox.handle(CONSUMER, a.deliver(), handler)).toBe('duplicate');
+
+      expect(runs).toEqual([
+        { tenant: TENANT_A, id, attempt: 1 },
+        { tenant: TENANT_B, id, attempt: 1 },
+      ]);
+      expect([a.settled, b.settled]).toEqual([
+        ['ack', 'ack'],
+        ['ack', 'ack'],
+      ]);
+      expect(await effects(id)).toEqual([
+        { tenant_id: TENANT_A, n: 1 },
+        { tenant_id: TENANT_B, n: 1 },
+      ]);
+      const eventId = id.startsWith('invoice') ? null : id;
+      expect(await inboxRows(eventId, id)).toEqual([
+        { tenant_id: TENANT_A, status: 'processed', attempts: 1 },
+        { tenant_id: TENANT_B, status: 'processed', attempts: 1 },
+      ]);
+    },
+  );
+
+  it("records a failure of tenant B's message on B's row, leaving A's processed row as it was", async () => {
+    const id = `invoice-${randomUUID()}`;
+    const a = brokerMessage(id, TENANT_A);
+    const b = brokerMessage(id, TENANT_B);
+    expect(await inbox.handle(CONSUMER, a.deliver(), handler)).toBe('processed');
+    const failing = async (_payload: unknown, context: OutboxInboxContext): Promise<void> => {
+      runs.push({ tenant: context.tenantId, id: context.messageId, attempt: context.attempt });
+      if (context.attempt === 1) throw new Error('planned failure');
+      await recordInboxEffect(context);
+    };
+    expect(await inbox.handle(CONSUMER, b.deliver(), failing)).toBe('retry');
+    expect(await inboxRows(null, id)).toEqual([
+      { tenant_id: TENANT_A, status: 'processed', attempts: 1 },
+      { tenant_id: TENANT_B, status: 'retrying', attempts: 1 },
+    ]);
+    expect(await inbox.handle(CONSUMER, b.deliver(), failing)).toBe('processed');
+    expect(runs.map((r) => [r.tenant, r.attempt])).toEqual([
+      [TENANT_A, 1],
+      [TENANT_B, 1],
+      [TENANT_B, 2],
+    ]);
+    expect(await inboxRows(null, id)).toEqual([
+      { tenant_id: TENANT_A, status: 'processed', attempts: 1 },
+      { tenant_id: TENANT_B, status: 'processed', attempts: 2 },
+    ]);
+  });
+});
