@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Injectable } from '@nestjs/common';
@@ -6,13 +7,20 @@ import { Test } from '@nestjs/testing';
 import type { INestApplication } from '@nestjs/common';
 import type { AddressInfo } from 'node:net';
 import { Registry } from 'prom-client';
-import { OnOutboxEvent, OutboxMetricsModule, type OutboxEvent } from 'nestjs-pg-outbox';
+import {
+  OnOutboxEvent,
+  OutboxConfigurationError,
+  OutboxMetricsModule,
+  OutboxWebhookSubscriptions,
+  type OutboxEvent,
+} from 'nestjs-pg-outbox';
 import { AppModule } from '../apps/demo/src/app.module';
 import { buildApp } from './support/build-app';
 import { TYPESCRIPT_NODE_ARGS } from './support/child-relay';
 import { createEmptyDatabase, createTestDatabase, type TestDatabase } from './support/test-database';
 import { waitFor } from './support/wait-for';
 import { enqueueIn, makeRetriesDue, TENANTS } from './support/outbox-fixture';
+import { startWebhookReceiver, type WebhookReceiver } from './support/webhook-receiver';
 
 const run = promisify(execFile);
 const [TENANT_A, TENANT_B] = TENANTS;
@@ -32,6 +40,16 @@ function sample(text: string, name: string, labels: Record<string, string> = {})
       return Number(match[4]);
   }
   return undefined;
+}
+
+/** Every value the `consumer` label takes in a Prometheus text exposition, over every metric. */
+function consumerValues(text: string): Set<string> {
+  return new Set([...text.matchAll(/[{,]consumer="([^"]*)"/g)].map((m) => m[1]));
+}
+
+/** The number of series (sample lines) in a Prometheus text exposition. */
+function seriesCount(text: string): number {
+  return text.split('\n').filter((line) => line !== '' && !line.startsWith('#')).length;
 }
 
 describe("the demo's /metrics", () => {
@@ -176,4 +194,117 @@ describe('OutboxMetricsModule', () => {
     // (prom-client itself loads @opentelemetry/api when it is installed, for exemplars)
     expect(withMetrics.stdout).toMatch(/LOADED \[[^\]]*"prom-client"/);
   }, 120_000);
+});
+
+describe('OutboxMetricsModule and tenant subscriptions', () => {
+  /** Each tenant names its own subscription: a name the operator never chose. */
+  const TENANT_COUNT = 60;
+  const tenants = Array.from({ length: TENANT_COUNT }, () => randomUUID());
+  const webhookSubscriptions = {
+    allowPrivateTargets: ['127.0.0.1/32'],
+    secretKeys: [{ id: 'test', key: randomBytes(32).toString('base64') }],
+  };
+  let db: TestDatabase;
+  let receiver: WebhookReceiver;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    receiver = await startWebhookReceiver();
+    const t = await buildApp({ url: db.url, outbox: { webhookSubscriptions } });
+    try {
+      const subscriptions = t.app.get(OutboxWebhookSubscriptions);
+      for (const [i, tenantId] of tenants.entries()) {
+        await subscriptions.add(tenantId, {
+          name: `tenant-${i}-hook`,
+          url: `${receiver.baseUrl}/${i}`,
+          events: ['crm.contact.created.v1'],
+        });
+      }
+    } finally {
+      await t.close();
+    }
+  }, 60_000);
+  afterAll(async () => {
+    await receiver?.close();
+    await db?.drop();
+  });
+
+  /** One event per tenant, delivered to its subscription by an app with these metrics; the scrape after it. */
+  async function scrapeAfterOneEventPerTenant(
+    metrics: Parameters<typeof OutboxMetricsModule.forRoot>[0],
+    { recovered }: { recovered: boolean } = { recovered: false },
+  ): Promise<string> {
+    const registry = new Registry();
+    const t = await buildApp({
+      url: db.url,
+      outbox: { webhookSubscriptions },
+      imports: [OutboxMetricsModule.forRoot({ ...metrics, registry })],
+    });
+    try {
+      const sent = receiver.requests.length;
+      for (const tenantId of tenants) await enqueueIn(t, { tenantId, eventName: 'crm.contact.created.v1' });
+      await t.relay.drain();
+      expect(receiver.requests.length - sent).toBe(TENANT_COUNT);
+      if (recovered) {
+        // as if the relay that sent them had died mid-attempt: every delivery is taken over from its lease
+        await db.sql(
+          `update outbox_deliveries set status = 'processing', lease_expires_at = now() - interval '1 second'`,
+        );
+        await t.relay.drain();
+        expect(receiver.requests.length - sent).toBe(2 * TENANT_COUNT);
+      }
+      return await registry.metrics();
+    } finally {
+      await t.close();
+    }
+  }
+
+  it('labels every subscription consumer "webhook-subscription" by default, whatever tenants name them', async () => {
+    const text = await scrapeAfterOneEventPerTenant({}, { recovered: true });
+    expect([...consumerValues(text)]).toEqual(['webhook-subscription']);
+    expect(
+      sample(text, 'outbox_deliveries_total', { consumer: 'webhook-subscription', outcome: 'delivered' }),
+    ).toBe(2 * TENANT_COUNT);
+    expect(sample(text, 'outbox_delivery_duration_seconds_count', { consumer: 'webhook-subscription' })).toBe(
+      2 * TENANT_COUNT,
+    );
+    expect(sample(text, 'outbox_lease_recoveries_total', { consumer: 'webhook-subscription' })).toBe(
+      TENANT_COUNT,
+    );
+    expect(
+      sample(text, 'outbox_webhook_circuits', { consumer: 'webhook-subscription', state: 'closed' }),
+    ).toBe(TENANT_COUNT);
+    expect(text).not.toContain('tenant-0-hook');
+    // docs/observability.md's worst case for the default settings, E + 20 C + 3 W + 30, with one event name, one
+    // consumer label value and one webhook consumer label value however many tenants subscribe; all of it but
+    // the outcomes not seen (failed, dead, deferred) and the circuit states not seen (open, halfOpen)
+    expect(seriesCount(text)).toBe(1 + 20 * 1 + 3 * 1 + 30 - 3 - 2);
+  });
+
+  it('names at most maxSubscriptions subscriptions when the operator opts in, the rest by kind', async () => {
+    const text = await scrapeAfterOneEventPerTenant({ subscriptionLabel: { maxSubscriptions: 5 } });
+    const values = consumerValues(text);
+    expect(values.size).toBe(5 + 1);
+    expect(values).toContain('webhook-subscription');
+    const named = [...values].filter((value) => value !== 'webhook-subscription');
+    for (const value of named) expect(value).toMatch(/^subscription:tenant-\d+-hook$/);
+    let delivered = 0;
+    for (const consumer of values)
+      delivered += sample(text, 'outbox_deliveries_total', { consumer, outcome: 'delivered' }) ?? 0;
+    expect(delivered).toBe(TENANT_COUNT);
+    for (const consumer of named)
+      expect(sample(text, 'outbox_deliveries_total', { consumer, outcome: 'delivered' })).toBe(1);
+  });
+
+  it.each([{ maxSubscriptions: 0 }, { maxSubscriptions: 2.5 }, { top: 5 }, true])(
+    'refuses subscriptionLabel %p at boot, naming the option',
+    async (subscriptionLabel) => {
+      const error = await buildApp({
+        url: db.url,
+        imports: [OutboxMetricsModule.forRoot({ subscriptionLabel: subscriptionLabel as never })],
+      }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(OutboxConfigurationError);
+      expect((error as Error).message).toContain('subscriptionLabel');
+    },
+  );
 });

@@ -17,6 +17,11 @@ export function subscriptionConsumerName(name: string): string {
   return `subscription:${name}`;
 }
 
+/** True when `consumer` is the consumer name of a tenant's subscription. */
+export function isSubscriptionConsumer(consumer: string): boolean {
+  return consumer.startsWith('subscription:');
+}
+
 /** Circuit breaker key of a subscription: its id, so a subscription removed and added again starts afresh. */
 export function subscriptionEndpointKey(id: string): string {
   return `subscription:${id}`;

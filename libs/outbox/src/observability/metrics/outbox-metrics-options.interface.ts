@@ -20,6 +20,14 @@ export interface OutboxMetricsModuleOptions {
    * those series by the number of event names and consumers, hence the cap. Default: `false`.
    */
   tenantLabel?: false | { maxTenants: number };
+  /**
+   * The `consumer` label of consumers a tenant names: webhook subscriptions (and those of a `TenantConsumerSource`
+   * of your own). Off, every one is labelled by its kind, `webhook-subscription` (or `tenant-consumer`), so a
+   * tenant cannot add series. `{ maxSubscriptions }` labels the first that many seen by this instance with their
+   * consumer name (`subscription:<name>`) and the rest by kind: at most `maxSubscriptions` + 1 values, each
+   * multiplying the series of every metric with a `consumer` label (docs/observability.md). Default: `false`.
+   */
+  subscriptionLabel?: false | { maxSubscriptions: number };
   /** Buckets of `delivery_duration_seconds` and `relay_round_duration_seconds`, in seconds. Default: `[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]`. */
   durationBuckets?: number[];
   /** Refresh `oldest_pending_age_seconds` (a database query) when scraped. Default: `true`. */

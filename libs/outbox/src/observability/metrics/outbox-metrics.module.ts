@@ -23,10 +23,19 @@ export class OutboxMetricsModule implements OnModuleInit {
   }
 
   onModuleInit(): void {
-    const cap = this.options.tenantLabel;
-    if (cap !== undefined && cap !== false && !(Number.isSafeInteger(cap?.maxTenants) && cap.maxTenants >= 1))
-      throw new OutboxConfigurationError([
-        messages.badOption('OutboxMetricsModule tenantLabel', 'false or { maxTenants: an integer ≥ 1 }', cap),
-      ]);
+    const problems = [
+      ...capProblems('tenantLabel', 'maxTenants', this.options.tenantLabel),
+      ...capProblems('subscriptionLabel', 'maxSubscriptions', this.options.subscriptionLabel),
+    ];
+    if (problems.length > 0) throw new OutboxConfigurationError(problems);
   }
+}
+
+/** A label cap option is `false` (or left out) or `{ [key]: an integer ≥ 1 }`. */
+function capProblems(option: string, key: string, value: unknown): string[] {
+  if (value === undefined || value === false) return [];
+  const max = (value as Record<string, unknown> | null)?.[key];
+  if (typeof value === 'object' && typeof max === 'number' && Number.isSafeInteger(max) && max >= 1)
+    return [];
+  return [messages.badOption(`OutboxMetricsModule ${option}`, `false or { ${key}: an integer ≥ 1 }`, value)];
 }

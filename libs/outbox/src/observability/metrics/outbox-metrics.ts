@@ -3,12 +3,15 @@ import type * as PromClient from 'prom-client';
 import { OUTBOX_RESOLVED_OPTIONS } from '../../outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../../interfaces/outbox-module-options.interface';
 import { OutboxWebhookService } from '../../delivery/webhook/outbox-webhook.service';
+import { isSubscriptionConsumer } from '../../delivery/webhook/webhook-subscription.source';
+import { OutboxConsumerRegistry } from '../../registry/outbox-consumer.registry';
 import { errorText } from '../../errors/error-text';
 import { OutboxStore } from '../../store/outbox.store';
 import { oldestPendingAge } from '../../store/sql/admin';
 import { OutboxInstrumentation } from '../outbox-instrumentation';
 import { loadOptionalPeer } from '../optional-peer';
 import type { OutboxMetricsModuleOptions, OutboxMetricsRegistry } from './outbox-metrics-options.interface';
+import { CappedLabel } from './capped-label';
 
 /** Token of the options given to `OutboxMetricsModule.forRoot()`. */
 export const OUTBOX_METRICS_OPTIONS = Symbol('OUTBOX_METRICS_OPTIONS');
@@ -17,6 +20,10 @@ const DEFAULT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10
 const BATCH_BUCKETS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000];
 /** The label value of the tenants beyond `tenantLabel.maxTenants`. */
 export const OTHER_TENANTS = 'other';
+/** The `consumer` label value of tenant subscriptions (beyond `subscriptionLabel.maxSubscriptions`, when set). */
+export const SUBSCRIPTION_CONSUMERS = 'webhook-subscription';
+/** The `consumer` label value of any other consumer this app does not host from its code (a tenant source's). */
+export const TENANT_CONSUMERS = 'tenant-consumer';
 
 /**
  * The outbox's Prometheus metrics (prom-client, loaded when this module boots): counters and histograms fed by
@@ -27,7 +34,8 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger(OutboxMetrics.name);
   private ownRegistry: OutboxMetricsRegistry | null = null;
   private detach: (() => void) | null = null;
-  private readonly tenantsLabelled = new Set<string>();
+  private readonly tenantsLabelled: CappedLabel | null;
+  private readonly subscriptionsLabelled: CappedLabel | null;
 
   constructor(
     @Inject(OUTBOX_METRICS_OPTIONS) private readonly options: OutboxMetricsModuleOptions,
@@ -35,7 +43,14 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
     private readonly instrumentation: OutboxInstrumentation,
     private readonly webhooks: OutboxWebhookService,
     private readonly store: OutboxStore,
-  ) {}
+    private readonly consumers: OutboxConsumerRegistry,
+  ) {
+    const { tenantLabel, subscriptionLabel } = options;
+    this.tenantsLabelled = tenantLabel ? new CappedLabel(tenantLabel.maxTenants) : null;
+    this.subscriptionsLabelled = subscriptionLabel
+      ? new CappedLabel(subscriptionLabel.maxSubscriptions)
+      : null;
+  }
 
   /** The registry the metrics are on: the one given, or the module's own. */
   get registry(): OutboxMetricsRegistry {
@@ -96,6 +111,7 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
       registers,
     });
     const webhooks = this.webhooks;
+    const consumerLabel = (name: string): string => this.consumerLabel(name);
     new prom.Gauge({
       name: `${p}webhook_circuits`,
       help: 'Webhook endpoints per consumer and circuit state (closed, open, halfOpen), as this instance sees them.',
@@ -104,7 +120,7 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
       collect(this: PromClient.Gauge<'consumer' | 'state'>) {
         this.reset();
         for (const circuit of webhooks.circuitStates())
-          this.inc({ consumer: circuit.consumer, state: circuit.state });
+          this.inc({ consumer: consumerLabel(circuit.consumer), state: circuit.state });
       },
     });
     if (this.options.oldestPendingAge !== false) {
@@ -137,18 +153,20 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
       },
       batchClaimed: ({ deliveries: claimed }) => {
         if (claimed.length > 0) batch.observe(claimed.length);
-        for (const d of claimed) if (d.recovered) recoveries.inc({ consumer: d.consumerName });
+        for (const d of claimed)
+          if (d.recovered) recoveries.inc({ consumer: this.consumerLabel(d.consumerName) });
       },
       batchRolledBack: () => rolledBack.inc(),
       attemptStarted: (delivery, consumer) => {
         const started = performance.now();
+        const label = this.consumerLabel(consumer.name);
         return {
           ended: (outcome) => {
             deliveries.inc(
-              this.labels({ consumer: consumer.name, outcome: outcome.status }, delivery.event.tenantId),
+              this.labels({ consumer: label, outcome: outcome.status }, delivery.event.tenantId),
             );
             if (outcome.status !== 'deferred')
-              duration.observe({ consumer: consumer.name }, (performance.now() - started) / 1000);
+              duration.observe({ consumer: label }, (performance.now() - started) / 1000);
           },
         };
       },
@@ -165,10 +183,18 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
     labels: T,
     tenantId: string,
   ): T | (T & { tenant: string }) {
-    const cap = this.options.tenantLabel;
-    if (!cap) return labels;
-    if (!this.tenantsLabelled.has(tenantId) && this.tenantsLabelled.size < cap.maxTenants)
-      this.tenantsLabelled.add(tenantId);
-    return { ...labels, tenant: this.tenantsLabelled.has(tenantId) ? tenantId : OTHER_TENANTS };
+    if (!this.tenantsLabelled) return labels;
+    return { ...labels, tenant: this.tenantsLabelled.of(tenantId, OTHER_TENANTS) };
+  }
+
+  /**
+   * The `consumer` label of a consumer: its name when the app hosts it (the operator named it in code), its kind
+   * otherwise — a tenant named it, and a label value per tenant-chosen name would let tenants add series without
+   * bound. With `subscriptionLabel`, the first `maxSubscriptions` of those keep their name.
+   */
+  private consumerLabel(name: string): string {
+    if (this.consumers.get(name)) return name;
+    const kind = isSubscriptionConsumer(name) ? SUBSCRIPTION_CONSUMERS : TENANT_CONSUMERS;
+    return this.subscriptionsLabelled ? this.subscriptionsLabelled.of(name, kind) : kind;
   }
 }
