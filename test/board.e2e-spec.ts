@@ -193,6 +193,22 @@ describe('the board in a real browser', () => {
     await expectAccessible(page, 'failures');
     await page.screenshot({ path: join(OUTPUT, 'failures.png'), fullPage: true });
 
+    // every form that posts carries this browser's token, which the board set in a cookie scripts cannot read
+    const [tokenCookie] = (await context.cookies()).filter((c) => c.name === 'outbox-board-csrf');
+    expect(tokenCookie).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/' });
+    const postForms = page.locator('form[method="post"]');
+    expect(await postForms.count()).toBeGreaterThan(0);
+    expect(await page.locator('form[method="post"] input[name="_csrf"]').count()).toBe(
+      await postForms.count(),
+    );
+    expect(
+      new Set(
+        await Promise.all(
+          (await page.locator('input[name="_csrf"]').all()).map((input) => input.getAttribute('value')),
+        ),
+      ),
+    ).toEqual(new Set([tokenCookie!.value]));
+
     billing.broken = false;
     await row.getByRole('button', { name: `Replay event ${eventId} for billing` }).click();
     expect(await page.locator('#confirm-what').textContent()).toContain(`Replay event ${eventId}`);
@@ -288,6 +304,99 @@ describe('the board in a real browser', () => {
     });
     expect(crossSite.status).toBe(403);
     expect(await db.sql(`select 1 from outbox_audit where action = 'replayFailed'`)).toEqual([]);
+  });
+});
+
+describe('forged board actions', () => {
+  const board = () => `${http.baseUrl}/outbox/board/t/${TENANT_A}`;
+
+  /** Opens a board page as the operator's browser does: the cookie the board sets, and the token its forms carry. */
+  async function session(): Promise<{ cookie: string; token: string }> {
+    const response = await fetch(`${board()}/failures`, { headers: { 'x-operator': 'alice' } });
+    const cookie =
+      response.headers
+        .getSetCookie()
+        .map((c) => c.split(';')[0])
+        .find((c) => c.startsWith('outbox-board-csrf=')) ?? '';
+    const token = /name="_csrf" value="([^"]*)"/.exec(await response.text())?.[1] ?? '';
+    return { cookie, token };
+  }
+
+  /** A form post with the operator's credentials (the guard lets it in, as a browser's basic auth would). */
+  async function post(
+    page: 'act' | 'confirm',
+    fields: Record<string, string>,
+    headers: Record<string, string>,
+  ): Promise<number> {
+    const response = await fetch(`${board()}/${page}`, {
+      method: 'POST',
+      headers: { 'x-operator': 'alice', 'content-type': 'application/x-www-form-urlencoded', ...headers },
+      body: new URLSearchParams(fields).toString(),
+      redirect: 'manual',
+    });
+    return response.status;
+  }
+
+  const auditOf = (eventId: string) =>
+    db.sql<{ action: string }>(`select action from outbox_audit where target ->> 'eventId' = $1`, [eventId]);
+
+  it("refuses a post without this session's token, whatever headers it lacks, and changes nothing", async () => {
+    billing.broken = true;
+    const eventId = await enqueue(TENANT_A, 'A-3003');
+    await waitFor(async () => (await deliveryStatus(eventId)) === 'dead', { message: 'a dead delivery' });
+    const auditRows = async () => (await db.sql(`select 1 from outbox_audit`)).length;
+    const before = await auditRows();
+    const replay = { action: 'replay-event', eventId, consumer: 'billing' };
+    const mine = await session();
+    const theirs = await session();
+    const sameOrigin = { origin: new URL(http.baseUrl).origin, 'sec-fetch-site': 'same-origin' };
+
+    const forged: [what: string, page: 'act' | 'confirm', Record<string, string>, Record<string, string>][] =
+      [
+        ['Origin null, no Sec-Fetch-Site, no token', 'act', replay, { origin: 'null' }],
+        ['no Origin, no Sec-Fetch-Site, no token', 'act', replay, {}],
+        ['same-origin headers, no token', 'act', replay, sameOrigin],
+        ['the cookie without the token', 'act', replay, { cookie: mine.cookie, origin: 'null' }],
+        ['the token without the cookie', 'act', { ...replay, _csrf: mine.token }, { origin: 'null' }],
+        ["another session's token", 'act', { ...replay, _csrf: theirs.token }, { cookie: mine.cookie }],
+        [
+          "another session's token, same-origin headers",
+          'act',
+          { ...replay, _csrf: theirs.token },
+          { cookie: mine.cookie, ...sameOrigin },
+        ],
+        [
+          'the cookie twice (one planted by a sibling site)',
+          'act',
+          { ...replay, _csrf: theirs.token },
+          { cookie: `${theirs.cookie}; ${mine.cookie}` },
+        ],
+        ['a token that is not one', 'act', { ...replay, _csrf: 'x' }, { cookie: 'outbox-board-csrf=x' }],
+        ['the confirmation page, no token', 'confirm', replay, { origin: 'null' }],
+        [
+          "the confirmation page, another session's token",
+          'confirm',
+          { ...replay, _csrf: theirs.token },
+          { cookie: mine.cookie },
+        ],
+      ];
+    for (const [what, page, fields, headers] of forged)
+      expect({ what, status: await post(page, fields, headers) }).toEqual({ what, status: 403 });
+    expect(await deliveryStatus(eventId)).toBe('dead');
+    expect(await auditOf(eventId)).toEqual([]);
+    expect(await auditRows()).toBe(before);
+
+    // the session's own cookie and token, with Origin null as the board's own pages send it (no-referrer): it runs
+    expect(mine.token).toMatch(/^[\w-]{43}$/);
+    expect(mine.token).not.toBe(theirs.token);
+    expect(
+      await post('confirm', { ...replay, _csrf: mine.token }, { cookie: mine.cookie, origin: 'null' }),
+    ).toBe(200);
+    expect(await post('act', { ...replay, _csrf: mine.token }, { cookie: mine.cookie, origin: 'null' })).toBe(
+      303,
+    );
+    expect(await auditOf(eventId)).toEqual([{ action: 'replayEvent' }]);
+    billing.broken = false;
   });
 });
 

@@ -34,6 +34,7 @@ export class BoardExceptionFilter implements ExceptionFilter {
       tenants: [],
       tenantId: null,
       refreshMs: 0,
+      csrfToken: '',
     };
     let status = 500;
     let message = 'Something went wrong; the server log has the details.';

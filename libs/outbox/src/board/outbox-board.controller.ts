@@ -20,6 +20,7 @@ import { checkUuid } from '../admin/admin-validation';
 import { BoardAssets } from './board-assets';
 import { BoardResponse } from './board-headers';
 import { BOARD_CONTEXT } from './board-exception.filter';
+import { BOARD_CSRF_TOKEN } from './board-csrf.interceptor';
 import { boardBase, boardPath } from './board-path';
 import {
   auditPage,
@@ -60,7 +61,8 @@ const DONE: Record<string, (n: number) => string> = {
 
 /**
  * The board's pages, fragments, assets and actions. Not decorated as a controller here: `OutboxBoardModule`
- * registers a subclass under the chosen path, behind the app's guards (as `OutboxAdminModule` does). Every
+ * registers a subclass under the chosen path, behind the app's guards (as `OutboxAdminModule` does) and the
+ * `BoardCsrfInterceptor`, which refuses a post without this browser's token before any handler here runs. Every
  * tenant-scoped route checks the tenant against `options.tenants(request)` before reading anything.
  */
 export class OutboxBoardController {
@@ -204,7 +206,6 @@ export class OutboxBoardController {
     @Body() body: Record<string, unknown> | undefined,
   ): Promise<string> {
     const ctx = await this.context(request, tenantId);
-    sameOrigin(request);
     const input = actionInput(body);
     return confirmPage(ctx, input, this.returnTo(ctx, input));
   }
@@ -218,7 +219,6 @@ export class OutboxBoardController {
     @Body() body: Record<string, unknown> | undefined,
   ): Promise<{ url: string; statusCode: number }> {
     const ctx = await this.context(request, tenantId);
-    sameOrigin(request);
     const input = actionInput(body);
     const tenant = ctx.tenantId!;
     const audit = { actor: this.actor(request) };
@@ -277,6 +277,7 @@ export class OutboxBoardController {
       tenantId: null,
       refreshMs: this.options.refreshMs ?? 5000,
       notice: done && DONE[done] && /^\d{1,9}$/.test(n ?? '') ? DONE[done]!(Number(n)) : null,
+      csrfToken: (request as { [BOARD_CSRF_TOKEN]?: string })[BOARD_CSRF_TOKEN] ?? '',
     };
     (request as unknown as Record<symbol, unknown>)[BOARD_CONTEXT] = ctx;
     if (tenantId === null) return ctx;
@@ -329,25 +330,4 @@ function actionInput(body: Record<string, unknown> | undefined): BoardActionInpu
   if (action.endsWith('-subscription') && !input.subscription)
     throw new BadRequestException(`${action} needs a subscription.`);
   return input;
-}
-
-/**
- * Refuses a cross-site form post (CSRF): a browser says where a request comes from in `Sec-Fetch-Site` and
- * `Origin`; either one naming another site is refused. Clients that send neither (curl) pass on to the guards.
- */
-function sameOrigin(request: OutboxBoardRequest): void {
-  const site = request.headers['sec-fetch-site'];
-  if (typeof site === 'string' && site !== 'same-origin')
-    throw new ForbiddenException('The board takes actions only from its own pages.');
-  const origin = request.headers.origin;
-  const host = request.headers.host;
-  if (typeof origin === 'string' && origin !== 'null' && typeof host === 'string') {
-    let originHost: string | null;
-    try {
-      originHost = new URL(origin).host;
-    } catch {
-      originHost = null;
-    }
-    if (originHost !== host) throw new ForbiddenException('The board takes actions only from its own pages.');
-  }
 }

@@ -4,6 +4,7 @@ import {
   Module,
   UseFilters,
   UseGuards,
+  UseInterceptors,
   type DynamicModule,
   type OnModuleInit,
   type Type,
@@ -14,6 +15,7 @@ import { OutboxConfigurationError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { guardProblems, routeGuards } from '../admin/route-guards';
 import { BoardAssets } from './board-assets';
+import { BoardCsrfInterceptor } from './board-csrf.interceptor';
 import { BoardExceptionFilter } from './board-exception.filter';
 import { boardPath } from './board-path';
 import { OutboxActivityRecorder } from './outbox-activity.recorder';
@@ -84,6 +86,8 @@ function guardedController(options: OutboxBoardModuleOptions): Type<OutboxBoardC
   class OutboxBoardRoutes extends OutboxBoardController {}
   Controller(boardPath(options.path))(OutboxBoardRoutes);
   UseFilters(BoardExceptionFilter)(OutboxBoardRoutes);
+  // after the guards: the token cookie goes only to a browser the app let in
+  UseInterceptors(BoardCsrfInterceptor)(OutboxBoardRoutes);
   // Wrong guards are reported by onModuleInit, with the other boot problems, rather than thrown here.
   const guards = routeGuards(options);
   if (guards.length > 0) UseGuards(...guards)(OutboxBoardRoutes);

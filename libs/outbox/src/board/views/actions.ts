@@ -1,4 +1,5 @@
 import { type SafeHtml, html } from '../board-html';
+import { CSRF_FIELD } from '../board-csrf.interceptor';
 import { type BoardActionInput, type BoardPageContext, layout, tenantBase } from './layout';
 
 /** What an action does, in words, for its button and its confirmation page. */
@@ -19,8 +20,10 @@ export function describeAction(input: BoardActionInput): string {
   }
 }
 
-export function hiddenFields(input: BoardActionInput, returnTo?: string): SafeHtml {
-  return html`<input type="hidden" name="action" value="${input.action}" />
+/** The fields an action's forms post: the action, its target, and this browser's token. */
+function hiddenFields(ctx: BoardPageContext, input: BoardActionInput, returnTo?: string): SafeHtml {
+  return html`<input type="hidden" name="${CSRF_FIELD}" value="${ctx.csrfToken}" />
+    <input type="hidden" name="action" value="${input.action}" />
     ${input.eventId ? html`<input type="hidden" name="eventId" value="${input.eventId}" />` : ''}
     ${input.consumer ? html`<input type="hidden" name="consumer" value="${input.consumer}" />` : ''}
     ${input.subscription ? html`<input type="hidden" name="subscription" value="${input.subscription}" />` : ''}
@@ -36,7 +39,7 @@ export function actionForm(
   danger = false,
 ): SafeHtml {
   return html`<form class="inline" method="post" action="${tenantBase(ctx)}/confirm">
-    ${hiddenFields(input)}
+    ${hiddenFields(ctx, input)}
     <button
       type="submit"
       ${danger ? html` class="danger"` : ''}${accessibleLabel ? html` aria-label="${accessibleLabel}"` : ''}
@@ -54,7 +57,7 @@ export function confirmPage(ctx: BoardPageContext, input: BoardActionInput, canc
     '',
     html`<form class="confirm" method="post" action="${tenantBase(ctx)}/act">
       <p id="confirm-what">${describeAction(input)} in tenant <code>${ctx.tenantId}</code>?</p>
-      ${hiddenFields(input, cancelTo)}
+      ${hiddenFields(ctx, input, cancelTo)}
       <p>
         <button
           type="submit"

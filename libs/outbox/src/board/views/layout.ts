@@ -13,6 +13,8 @@ export interface BoardPageContext {
   refreshMs: number;
   /** A message after an action (e.g. "Replayed 1 delivery"). */
   notice?: string | null;
+  /** This browser's token, which every form that posts carries (see `BoardCsrfInterceptor`). */
+  csrfToken: string;
 }
 
 /** The actions the board offers, each confirmed on a page of its own before it runs. */
