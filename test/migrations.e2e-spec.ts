@@ -57,7 +57,13 @@ async function asIfPublic(db: TestDatabase, schema: string): Promise<Record<stri
     Object.entries(snapshot).map(([kind, lines]) => [
       kind,
       lines
-        .map((line) => line.replace(`REFERENCES ${schema}.`, 'REFERENCES ').replace(spellings, 'public'))
+        // a constraint's table and a trigger's function are qualified only off the search_path (public is on it)
+        .map((line) =>
+          line
+            .replace(`REFERENCES ${schema}.`, 'REFERENCES ')
+            .replace(`EXECUTE FUNCTION ${schema}.`, 'EXECUTE FUNCTION ')
+            .replace(spellings, 'public'),
+        )
         .sort(),
     ]),
   );

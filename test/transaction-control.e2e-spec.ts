@@ -18,7 +18,18 @@ const HOSTILE: Record<string, (context: OutboxHandlerContext) => Promise<unknown
   'queryRunner.startTransaction() left open': (c) => c.manager.queryRunner!.startTransaction(),
   'queryRunner.release()': (c) => c.manager.queryRunner!.release(),
   'release of the relay’s savepoint': (c) => c.manager.query('release savepoint outbox_h1'),
+  // past the relay's guard of `context.manager`: the pg client under its query runner
+  'commit through the driver': (c) => driverClient(c).query('commit'),
+  'rollback through the driver': (c) => driverClient(c).query('rollback'),
 };
+
+/** The pg client of the batch's connection, as a handler can reach it under its `context.manager`. */
+function driverClient(context: OutboxHandlerContext): { query(text: string): Promise<unknown> } {
+  const runner = context.manager.queryRunner as unknown as {
+    databaseConnection: { query(text: string): Promise<unknown> };
+  };
+  return runner.databaseConnection;
+}
 
 /** Per event, in name order: a healthy consumer, the hostile one, and another healthy one after it. */
 @Injectable()

@@ -43,6 +43,8 @@ export interface BatchState {
   readonly restore: readonly SqlStatement[];
   /** Takes what must go first in the batch transaction's next round trip (the batch's context, once). */
   readonly takePending: () => SqlStatement[];
+  /** The batch's seal (see `sealBatch`), until the first handler's opening sends it; then null. */
+  seal: SqlStatement | null;
   readonly nameOf: (statement: SqlStatement) => string | undefined;
   /** A handler sent a statement that may change settings since the relay last restored its context. */
   dirty: boolean;
@@ -94,6 +96,13 @@ export class HandlerScope {
   private async later(target: QueryRunner, args: QueryArgs): Promise<unknown> {
     await this.open();
     const connection = await pgConnection(this.runner);
+    // the handler ended the batch transaction past `context.manager` (its seal failed the commit, see
+    // `sealBatch`): outside a transaction its statement would commit on its own
+    if (!inTransactionBlock(connection)) {
+      const ended = new OutboxTransactionEndedError(messages.transactionEnded(this.consumer));
+      this.batch.problem ??= { index: this.index, error: ended };
+      throw ended;
+    }
     const [bound] = sendAll(connection, [{ statement: handlerBound(this.remaining()) }]);
     const query = target.query(...(args as [string, unknown[]]));
     query.catch(() => undefined);
@@ -216,6 +225,10 @@ export class HandlerScope {
     this.batch.pendingRelease = null;
     const ms = this.remaining();
     const pending = this.batch.takePending();
+    if (this.batch.seal !== null) {
+      pending.push(this.batch.seal);
+      this.batch.seal = null;
+    }
     const statements: SqlStatement[] = [
       ...pending,
       handlerContext(this.batch.tenantSetting, this.batch.tenantId, ms),

@@ -26,6 +26,8 @@ export interface BatchRun {
   restore: readonly SqlStatement[];
   /** Takes what must go first in the batch transaction's next round trip (see `RoundConnection.takePending`). */
   takePending: () => SqlStatement[];
+  /** Sent with the first handler's opening: makes any commit but the relay's fail (see `sealBatch`). */
+  seal: SqlStatement;
   /** The name a statement with a prepared form runs under on the batch's connection, or undefined. */
   nameOf: (statement: SqlStatement) => string | undefined;
 }
@@ -69,6 +71,7 @@ export class InProcessDispatcher {
       careful: run.careful,
       restore: run.restore,
       takePending: run.takePending,
+      seal: run.seal,
       nameOf: run.nameOf,
       dirty: false,
       last: null,

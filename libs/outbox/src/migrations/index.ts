@@ -13,6 +13,7 @@ import { OutboxBoard1764500100000 } from './1764500100000-outbox-board';
 import { OutboxTraceContext1764500200000 } from './1764500200000-outbox-trace-context';
 import { OutboxInbox1764500300000 } from './1764500300000-outbox-inbox';
 import { OutboxInboxTenantKey1764500400000 } from './1764500400000-outbox-inbox-tenant-key';
+import { OutboxBatchSeal1764500700000 } from './1764500700000-outbox-batch-seal';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -31,4 +32,5 @@ export const outboxMigrations = [
   OutboxTraceContext1764500200000,
   OutboxInbox1764500300000,
   OutboxInboxTenantKey1764500400000,
+  OutboxBatchSeal1764500700000,
 ];

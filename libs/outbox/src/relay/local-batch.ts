@@ -117,8 +117,9 @@ export class LocalBatch {
   }
 
   /**
-   * The closing statements of a batch transaction, sent with its `commit`: guard, the session reset when the
-   * last handlers changed settings (`dirty`), the batch's context, the outcomes (last). With `noWrites` (no
+   * The closing statements of a batch transaction, sent with its `commit`: guard, the seal lifted (see
+   * `sealBatch`), the session reset when the last handlers changed settings (`dirty`), the batch's context, the
+   * outcomes (last). With `noWrites` (no
    * handler asked for `context.manager`, the only way to the batch's connection), nothing can have ended the
    * transaction or changed its settings: the batch's context is still pending and goes first in the same round
    * trip (see `RoundConnection.commit`), and the outcomes follow it without the guard.
@@ -133,6 +134,8 @@ export class LocalBatch {
     if (noWrites) return [outcome];
     return [
       ...q.batchGuard(this.options.tenantSetting, batch.tenantId, batch.leaseToken),
+      // the seal goes once the guard found the batch's own transaction: the commit that follows is the relay's
+      q.unsealBatch(this.options.names, batch.leaseToken),
       ...(dirty ? q.resetSession() : []),
       // the batch's context again, marker included: the fenced outcome is written only where the marker is
       batchContext(this.options, batch),
@@ -150,6 +153,7 @@ export class LocalBatch {
   private batchRun(connection: RoundConnection, batch: TenantBatch, careful: boolean): BatchRun {
     return {
       takePending: () => connection.takePending(),
+      seal: q.sealBatch(this.options.names, batch.leaseToken),
       nameOf: (statement) => connection.nameOf(statement),
       tenantSetting: this.options.tenantSetting,
       tenantId: batch.tenantId,

@@ -9,6 +9,7 @@ export * from './schema';
 export * from './wakeup';
 export * from './enqueue';
 export * from './transaction-context';
+export * from './batch-seal';
 export * from './due-tenants';
 export * from './claim-due';
 export * from './fan-out';

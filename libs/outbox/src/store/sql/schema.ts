@@ -30,6 +30,8 @@ export interface OutboxNames {
   readonly consumers: string;
   readonly consumerInstances: string;
   readonly eventLeases: string;
+  /** The table whose row in a batch transaction makes any commit but the relay's fail (see `sealBatch`). */
+  readonly batchSeals: string;
   readonly subscriptions: string;
   readonly purgeSettled: string;
   readonly oldestPendingAge: string;
@@ -84,6 +86,7 @@ export function outboxNames(schema: string = DEFAULT_OUTBOX_SCHEMA): OutboxNames
     consumers: qualified('outbox_consumers'),
     consumerInstances: qualified('outbox_consumer_instances'),
     eventLeases: qualified('outbox_event_leases'),
+    batchSeals: qualified('outbox_batch_seals'),
     subscriptions: qualified('outbox_webhook_subscriptions'),
     purgeSettled: qualified('outbox_purge_settled'),
     oldestPendingAge: qualified('outbox_oldest_pending_age'),

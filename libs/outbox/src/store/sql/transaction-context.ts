@@ -1,4 +1,5 @@
 import { escapeLiteral } from 'pg';
+import { CHECKING_CONSTRAINTS } from './batch-seal';
 import { HANDLER_CONTEXT_NAME, type SqlStatement } from './statement';
 
 /**
@@ -79,12 +80,15 @@ export function handlerBound(statementTimeoutMs: number): SqlStatement {
  * The checks run after a handler returns, when a batch is run again to find the delivery that failed it (see
  * `OutboxRelay.narrow`), before the handler's savepoint is released: every deferred constraint is checked now
  * (`set constraints all immediate`) inside a savepoint that is rolled back at once — which restores the
- * constraints' modes and leaves the checked events pending for the commit — so a deferred violation fails the
+ * constraints' modes and the setting that tells the batch's seal this is no commit, and leaves the checked events
+ * (the seal's among them) pending for the commit — so a deferred violation fails the
  * handler that caused it; then the tenant setting and the batch marker as the handler left them.
  */
 export function handlerChecks(tenantSetting: string): SqlStatement[] {
   return [
     { text: 'savepoint outbox_check', values: [] },
+    // not a commit: the batch's seal (see `sealBatch`) lets this check pass, and stays for the commit
+    { text: `select set_config('${CHECKING_CONSTRAINTS}', 'on', true)`, values: [] },
     { text: 'set constraints all immediate', values: [] },
     { text: 'rollback to savepoint outbox_check', values: [] },
     { text: 'release savepoint outbox_check', values: [] },
