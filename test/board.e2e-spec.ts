@@ -398,6 +398,28 @@ describe('forged board actions', () => {
     expect(await auditOf(eventId)).toEqual([{ action: 'replayEvent' }]);
     billing.broken = false;
   });
+  it('over HTTPS uses a __Host- cookie, which no other site can plant, and takes no other name', async () => {
+    // express sees HTTPS behind a proxy that says so, once the app trusts that proxy
+    const express = http.app.getHttpAdapter().getInstance() as { set(name: string, value: unknown): void };
+    express.set('trust proxy', 'loopback');
+    try {
+      const https = { 'x-forwarded-proto': 'https' };
+      const page = await fetch(`${board()}/consumers`, { headers: { 'x-operator': 'alice', ...https } });
+      const set = page.headers.getSetCookie();
+      expect(set).toEqual([
+        expect.stringMatching(
+          /^__Host-outbox-board-csrf=[\w-]{43}; Path=\/; HttpOnly; SameSite=Strict; Secure$/,
+        ),
+      ]);
+      const cookie = set[0]!.split(';')[0]!;
+      const token = cookie.slice(cookie.indexOf('=') + 1);
+      const fields = { action: 'pause-subscription', subscription: 'no-such-subscription', _csrf: token };
+      expect(await post('act', fields, { ...https, cookie: `outbox-board-csrf=${token}` })).toBe(403);
+      expect(await post('act', fields, { ...https, cookie })).toBe(303);
+    } finally {
+      express.set('trust proxy', false);
+    }
+  });
 });
 
 describe("the admin service's audited actions", () => {
