@@ -26,6 +26,19 @@ export const inboxMessages = {
       ? `it has no ${header} header, which names the tenant to set for row-level security`
       : `its ${header} header is ${quoted(value)}, not a tenant UUID`,
   badPayload: (why: string): string => `its payload cannot be read: ${why}`,
+  transactionControl: (consumer: string, what: string): string =>
+    `handler ${consumer} tried ${what} through context.manager, which was refused: the inbox owns the message's ` +
+    "transaction and commits it with the message's record; use context.manager.transaction() for a nested one",
+  transactionLeftOpen: (consumer: string): string =>
+    `handler ${consumer} returned with a nested transaction (queryRunner.startTransaction()) still open; ` +
+    'commit or roll it back before returning, or use context.manager.transaction()',
+  transactionEnded: (consumer: string): string =>
+    `handler ${consumer} ended the message's transaction (COMMIT, ROLLBACK or the like on its connection); the ` +
+    "inbox owns that transaction and commits it with the message's record: use context.manager.transaction() " +
+    'for a nested one',
+  tenantChanged: (consumer: string, tenantSetting: string, tenantId: string): string =>
+    `handler ${consumer} changed ${tenantSetting} in the transaction of a message of tenant ${tenantId}; ` +
+    "handlers run in their message's tenant context: to act for another tenant, open a transaction of your own",
 };
 
 function quoted(value: unknown): string {

@@ -1,7 +1,23 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
-import { OutboxConfigurationError, OutboxValidationError } from '../errors/outbox.error';
+import { randomUUID } from 'node:crypto';
+import type { QueryRunner } from 'typeorm';
+import {
+  OutboxConfigurationError,
+  OutboxError,
+  OutboxTransactionEndedError,
+  OutboxValidationError,
+} from '../errors/outbox.error';
+import { sqlState } from '../errors/sql-state';
+import { TransactionControl } from '../delivery/transaction-control';
+import { inTransactionBlock, pgConnection } from '../store/pipeline';
+import {
+  BATCH_ENDED_SQLSTATE,
+  TENANT_CHANGED_SQLSTATE,
+  batchGuard,
+  resetSession,
+} from '../store/sql/transaction-context';
 import { SINGLE_TENANT_ID } from '../outbox.constants';
 import { OutboxStore } from '../store/outbox.store';
 import * as q from '../store/sql/inbox';
@@ -100,16 +116,33 @@ export class OutboxInbox {
 
     const { store, tenantSetting, names } = this.wired();
     const runner = store.dataSource().createQueryRunner();
+    // marks this transaction: a handler that ends it and begins another is found before the commit
+    const marker = randomUUID();
+    const control = new TransactionControl({
+      refused: (what) => inboxMessages.transactionControl(consumer, what),
+      leftOpen: () => inboxMessages.transactionLeftOpen(consumer),
+    });
+    const used = { manager: false, settings: false };
     let attempt: number | null = null;
     let thrown: { error: unknown } | null = null;
     try {
       await runner.startTransaction();
-      await store.rows(runner, q.setInboxTenant(tenantSetting, key.tenantId));
+      await store.rows(runner, q.setInboxTenant(tenantSetting, key.tenantId, marker));
       const [claim] = await store.rows<q.InboxClaimRow>(runner, q.claimInboxMessage(names, key));
       if (claim) {
         attempt = claim.attempts;
+        const view = control.view(runner, {
+          send: async (target, args, changesSettings) => {
+            used.manager = true;
+            used.settings ||= changesSettings;
+            // outside a transaction (the handler ended it past the view) its statement would commit on its own
+            if (!inTransactionBlock(await pgConnection(runner)))
+              throw new OutboxTransactionEndedError(inboxMessages.transactionEnded(consumer));
+            return target.query(...(args as [string, unknown[]])) as Promise<unknown>;
+          },
+        });
         const context: OutboxInboxContext = {
-          manager: runner.manager,
+          manager: store.dataSource().createEntityManager(view),
           consumer,
           messageId: received.messageId,
           tenantId: key.tenantId,
@@ -119,10 +152,13 @@ export class OutboxInbox {
           header: (name) => message.header(name),
         };
         await this.bound(handler)(payload, context);
+        control.settle();
+        await this.guard(runner, consumer, { tenantId: key.tenantId, marker, used });
       }
       await runner.commitTransaction();
     } catch (error) {
       thrown = { error };
+      await control.closeNested(runner).catch(() => undefined);
       if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
     } finally {
       await runner.release();
@@ -136,6 +172,41 @@ export class OutboxInbox {
       return 'duplicate';
     }
     return 'processed';
+  }
+
+  /**
+   * Before the commit of a handler's transaction, the relay's checks: that the transaction is still open (the
+   * handler may have ended it on the driver's connection, past the view) and, when the handler used
+   * `context.manager`, the relay's guard (`batchGuard`): that it is still the inbox's transaction (its marker), in
+   * the message's tenant. A handler that ended it and began another one would otherwise have its later writes
+   * committed without the message's record, or under another tenant. Settings or the role the handler may have
+   * changed are reset before the commit (`resetSession`): they do not outlive the message on the pooled
+   * connection.
+   */
+  private async guard(
+    runner: QueryRunner,
+    consumer: string,
+    {
+      tenantId,
+      marker,
+      used,
+    }: { tenantId: string; marker: string; used: { manager: boolean; settings: boolean } },
+  ): Promise<void> {
+    const { store, tenantSetting } = this.wired();
+    if (!inTransactionBlock(await pgConnection(runner)))
+      throw new OutboxTransactionEndedError(inboxMessages.transactionEnded(consumer));
+    if (!used.manager) return;
+    try {
+      for (const statement of batchGuard(tenantSetting, tenantId, marker))
+        await store.rows(runner, statement);
+    } catch (error) {
+      if (sqlState(error) === BATCH_ENDED_SQLSTATE)
+        throw new OutboxTransactionEndedError(inboxMessages.transactionEnded(consumer));
+      if (sqlState(error) === TENANT_CHANGED_SQLSTATE)
+        throw new OutboxError(inboxMessages.tenantChanged(consumer, tenantSetting, tenantId));
+      throw error;
+    }
+    if (used.settings) for (const statement of resetSession()) await store.rows(runner, statement);
   }
 
   /** Reads the message's id, tenant and delivery count, or says why it cannot be processed. */

@@ -4,10 +4,20 @@
  */
 import type { OutboxNames } from './schema';
 import type { SqlStatement } from './statement';
+import { BATCH_MARKER } from './transaction-context';
 
-/** Sets the message's tenant for row-level security, transaction-local: nothing leaks to the pooled connection. */
-export function setInboxTenant(tenantSetting: string, tenantId: string): SqlStatement {
-  return { text: `select set_config($1, $2, true)`, values: [tenantSetting, tenantId] };
+/**
+ * Sets the message's tenant for row-level security, transaction-local: nothing leaks to the pooled connection.
+ * With a `marker`, also marks the transaction as the relay marks a batch's (`BATCH_MARKER`), so that
+ * `batchGuard` tells it, before the commit, from a transaction a handler began after ending this one.
+ */
+export function setInboxTenant(tenantSetting: string, tenantId: string, marker?: string): SqlStatement {
+  if (marker === undefined)
+    return { text: `select set_config($1, $2, true)`, values: [tenantSetting, tenantId] };
+  return {
+    text: `select set_config($1, $2, true), set_config('${BATCH_MARKER}', $3, true)`,
+    values: [tenantSetting, tenantId, marker],
+  };
 }
 
 /**
