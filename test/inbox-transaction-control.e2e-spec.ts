@@ -172,6 +172,21 @@ describe('an inbox handler that tries to control the inbox transaction', () => {
     ]);
   });
 
+  it('fails a handler that caught the error of a query and returned: its transaction is aborted, and its record is not lost', async () => {
+    const m = brokerMessage('a failed query, caught');
+    const handler = async (_payload: unknown, c: OutboxInboxContext): Promise<void> => {
+      await write(c.manager, c, 'before');
+      await c.manager.query('select 1 / 0').catch(() => undefined);
+    };
+    const outcomes: OutboxInboxOutcome[] = [];
+    for (let i = 0; i < 2; i++) outcomes.push(await inbox.handle(CONSUMER, m.deliver(), handler));
+    expect(outcomes).toEqual(['retry', 'dead']);
+    expect(await db.sql('select 1 from inbox_effects where message_id = $1', [m.id])).toEqual([]);
+    expect(await db.sql('select status, last_error from consumer_inbox where event_id = $1', [m.id])).toEqual(
+      [{ status: 'dead', last_error: expect.stringMatching(/division by zero/) }],
+    );
+  });
+
   it('finds a handler that committed and began again on the driver connection: what it committed with the record stays, once; nothing after it does; it never runs again', async () => {
     const { seen } = await deliverTwice('commit and begin on the driver connection', (c) =>
       (c.manager.queryRunner as unknown as Driver).databaseConnection.query('commit; begin'),

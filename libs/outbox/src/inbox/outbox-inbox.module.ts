@@ -14,8 +14,9 @@ const OPTION_PROBLEMS = Symbol('OUTBOX_INBOX_OPTION_PROBLEMS');
 /**
  * The inbox of messages from a broker: `OutboxInbox` for apps on amqplib or the NATS client, and what
  * `@InboxHandler` needs on Nest microservice handlers. Import next to `OutboxModule.forRoot(…)`:
- * `OutboxInboxModule.forRoot({ maxDeliveries: 5 })`; global unless `isGlobal: false`. Needs the migration
- * `OutboxInbox1764500300000` (in `outboxMigrations`). Loads no broker client. See docs/inbox.md.
+ * `OutboxInboxModule.forRoot({ maxDeliveries: 5 })`; global unless `isGlobal: false`. Needs the migrations
+ * `OutboxInbox1764500300000` and `OutboxInboxTenantKey1764500400000` (in `outboxMigrations`). Loads no broker
+ * client. See docs/inbox.md.
  */
 @Module({})
 export class OutboxInboxModule implements OnModuleInit {

@@ -56,11 +56,12 @@ type Received =
   | { problem: string };
 
 /**
- * The inbox of messages from a broker: runs a consumer's handler once per message, in a transaction that first
- * records the message for that consumer in `consumer_inbox`, with the message's tenant set for row-level
- * security. A duplicate is acknowledged without calling the handler; a handler that throws rolls its writes
- * back with the record, and the message is handed back for redelivery until its deliveries are used up, then
- * dead-lettered (its row `dead`, counted by `OutboxAdminService.stats`).
+ * The inbox of messages from a broker: runs a consumer's handler once per message and tenant, in a transaction
+ * that first records the message for that consumer in `consumer_inbox`, with the message's tenant set for
+ * row-level security. A duplicate is acknowledged without calling the handler; a handler that throws (or ends the
+ * transaction, which its `context.manager` refuses: see `TransactionControl`) rolls its writes back with the
+ * record, and the message is handed back for redelivery until its deliveries are used up, then dead-lettered
+ * (its row `dead`, counted by `OutboxAdminService.stats`).
  */
 @Injectable()
 export class OutboxInbox {
