@@ -9,7 +9,7 @@ import {
 import { AckPolicy, jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { OUTBOX_MESSAGE_HEADERS } from 'nestjs-pg-outbox';
 
-/** The brokers of this machine (see ../../../shared/ECOSYSTEM.md); .ci/run starts them when they are down. */
+/** The brokers of this machine; `npm test` starts them when they are down (tools/test-set-up). */
 export const RABBITMQ_URL = process.env.OUTBOX_TEST_RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 export const NATS_SERVERS = process.env.OUTBOX_TEST_NATS_SERVERS ?? '127.0.0.1:4222';
 

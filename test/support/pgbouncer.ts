@@ -13,7 +13,7 @@ export interface PgBouncer {
   stop(): Promise<void>;
 }
 
-/** Where Debian installs it (`apt-get install pgbouncer`; `.ci/run` does when it is missing). */
+/** Where Debian installs it (`apt-get install pgbouncer`; `npm test` does when it is missing: tools/test-set-up). */
 const PGBOUNCER = '/usr/sbin/pgbouncer';
 
 /**
