@@ -66,7 +66,7 @@ export function installPackages(requirements: readonly Requirement[]): void {
 }
 
 /** Runs the service's start commands unless it came up meanwhile, then waits for its port. */
-export async function startService(service: Service, timeoutMs = 150_000): Promise<void> {
+export async function startService(service: Service, timeoutMs = 60_000): Promise<void> {
   if (await accepts(service.host, service.port)) return;
   for (const [file, ...args] of service.start) {
     const { status, error } = spawnSync(file!, args, { stdio: 'inherit' });
@@ -77,7 +77,8 @@ export async function startService(service: Service, timeoutMs = 150_000): Promi
   while (!(await accepts(service.host, service.port))) {
     if (Date.now() > deadline) {
       throw new Error(
-        `${service.name} did not come up on ${address(service)} within ${timeoutMs / 1000} s of starting it`,
+        `${service.name} did not come up on ${address(service)} within ${timeoutMs / 1000} s of ` +
+          `\`${service.start.map((command) => command.join(' ')).join(' && ')}\`: see its log, start it, and run again`,
       );
     }
     await new Promise((resolve) => setTimeout(resolve, 250));
