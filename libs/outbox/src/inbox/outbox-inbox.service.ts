@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
 import { randomUUID } from 'node:crypto';
-import type { QueryRunner } from 'typeorm';
+import type { EntityManager, QueryRunner } from 'typeorm';
 import {
   OutboxConfigurationError,
   OutboxError,
@@ -132,18 +132,8 @@ export class OutboxInbox {
       const [claim] = await store.rows<q.InboxClaimRow>(runner, q.claimInboxMessage(names, key));
       if (claim) {
         attempt = claim.attempts;
-        const view = control.view(runner, {
-          send: async (target, args, changesSettings) => {
-            used.manager = true;
-            used.settings ||= changesSettings;
-            // outside a transaction (the handler ended it past the view) its statement would commit on its own
-            if (!inTransactionBlock(await pgConnection(runner)))
-              throw new OutboxTransactionEndedError(inboxMessages.transactionEnded(consumer));
-            return target.query(...(args as [string, unknown[]])) as Promise<unknown>;
-          },
-        });
         const context: OutboxInboxContext = {
-          manager: store.dataSource().createEntityManager(view),
+          manager: this.handlerManager(runner, control, consumer, used),
           consumer,
           messageId: received.messageId,
           tenantId: key.tenantId,
@@ -173,6 +163,29 @@ export class OutboxInbox {
       return 'duplicate';
     }
     return 'processed';
+  }
+
+  /**
+   * The handler's `context.manager`: on the inbox transaction's runner, guarded by `control`. Notes in `used`
+   * that the handler sent a query, and one that may change settings; refuses a query once the transaction is
+   * gone (the handler ended it on the driver's connection), which would commit on its own.
+   */
+  private handlerManager(
+    runner: QueryRunner,
+    control: TransactionControl,
+    consumer: string,
+    used: { manager: boolean; settings: boolean },
+  ): EntityManager {
+    const view = control.view(runner, {
+      send: async (target, args, changesSettings) => {
+        used.manager = true;
+        used.settings ||= changesSettings;
+        if (!inTransactionBlock(await pgConnection(runner)))
+          throw new OutboxTransactionEndedError(inboxMessages.transactionEnded(consumer));
+        return target.query(...(args as [string, unknown[]])) as Promise<unknown>;
+      },
+    });
+    return this.wired().store.dataSource().createEntityManager(view);
   }
 
   /**
