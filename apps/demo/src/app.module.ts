@@ -37,6 +37,16 @@ export class AppModule {
           entities: [Contact, ContactActivity],
           migrations: [...outboxMigrations, DemoContacts1764428500000],
           migrationsRun: true,
+          // Bounds on the app's own transactions, which the outbox cannot bound (docs/operating.md#failover).
+          extra: {
+            keepAlive: true,
+            keepAliveInitialDelayMillis: 10_000,
+            connectionTimeoutMillis: 5_000,
+            statement_timeout: 10_000,
+            query_timeout: 15_000,
+            idle_in_transaction_session_timeout: 30_000,
+            maxLifetimeSeconds: 30,
+          },
         }),
         // forRootAsync: the webhook's URL and secret come from the receiver the demo starts on a loopback port.
         OutboxModule.forRootAsync({

@@ -1,5 +1,6 @@
 import type { INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { DataSource } from 'typeorm';
 import { OutboxTestKit } from 'nestjs-pg-outbox/testing';
 import { AppModule } from '../src/app.module';
 import { DEMO_TENANT_ID } from '../src/demo.constants';
@@ -76,5 +77,13 @@ describe('demo CRM: creating a contact', () => {
     const response = await post({ name: 'Grace Hopper', email: 'not an email' });
     expect(response.status).toBe(400);
     expect(await outbox.enqueued('crm.contact.created.v1')).toHaveLength(before);
+  });
+
+  it("bounds its own transactions on the server's side, as docs/operating.md advises", async () => {
+    const [settings] = (await app.get(DataSource).query(
+      `select current_setting('statement_timeout') as statement,
+              current_setting('idle_in_transaction_session_timeout') as idle_in_transaction`,
+    )) as Array<{ statement: string; idle_in_transaction: string }>;
+    expect(settings).toEqual({ statement: '10s', idle_in_transaction: '30s' });
   });
 });
