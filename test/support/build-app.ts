@@ -23,6 +23,8 @@ export interface BuildAppOptions {
   schedule?: boolean;
   typeorm?: boolean;
   poolSize?: number;
+  /** More pg pool settings, passed as TypeORM's `extra` (e.g. `keepAlive`, `query_timeout`, a `Client` class). */
+  extra?: Record<string, unknown>;
   logger?: LoggerService | false;
 }
 
@@ -32,7 +34,11 @@ export async function buildApp(options: BuildAppOptions): Promise<TestApp> {
   if (options.schedule !== false) imports.push(ScheduleModule.forRoot());
   if (options.typeorm !== false) {
     imports.push(
-      TypeOrmModule.forRoot({ type: 'postgres', url: options.url, extra: { max: options.poolSize ?? 10 } }),
+      TypeOrmModule.forRoot({
+        type: 'postgres',
+        url: options.url,
+        extra: { max: options.poolSize ?? 10, ...options.extra },
+      }),
     );
   }
   imports.push(

@@ -100,7 +100,9 @@ export {
   OutboxConfigurationError,
   OutboxHandlerTimeoutError,
   OutboxInvalidPayloadError,
+  OutboxStallError,
 } from './errors/outbox.error';
+export type { OutboxRelayStall, OutboxRoundTrip } from './interfaces/outbox-relay-stall.interface';
 export { OUTBOX_DEFAULTS } from './outbox-options';
 export { SINGLE_TENANT_ID, DEFAULT_TENANT_SETTING } from './outbox.constants';
 export type {

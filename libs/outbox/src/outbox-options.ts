@@ -21,6 +21,7 @@ export const OUTBOX_DEFAULTS: Omit<ResolvedOutboxOptions, 'names'> = {
     maxBatchSize: 500,
     concurrency: 'auto',
     leaseMs: 60_000,
+    roundTripTimeoutMs: 61_000,
     shutdownTimeoutMs: 10_000,
     maxTenantsPerRound: 100,
     notify: true,
@@ -112,6 +113,12 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
       messages.badOption('relay.concurrency', 'a positive integer, or "auto"', relay.concurrency),
     );
   report(durationProblem('relay.leaseMs', relay.leaseMs));
+  // a little over the relay's statement bound (relay.leaseMs): the server cancels a slow statement first
+  if (raw.relay?.roundTripTimeoutMs === undefined && Number.isSafeInteger(relay.leaseMs))
+    relay.roundTripTimeoutMs = Math.min(MAX_DURATION_MS, relay.leaseMs + ROUND_TRIP_GRACE_MS);
+  report(
+    durationProblem('relay.roundTripTimeoutMs', relay.roundTripTimeoutMs, { zero: 'no client-side bound' }),
+  );
   report(durationProblem('relay.shutdownTimeoutMs', relay.shutdownTimeoutMs));
   report(countProblem('relay.maxTenantsPerRound', relay.maxTenantsPerRound));
   report(durationProblem('relay.notifyGapMs', relay.notifyGapMs, { zero: 'one NOTIFY per commit' }));
@@ -232,6 +239,9 @@ export function backoffProblems(
  * the SQL statements pass durations as 32-bit integers.
  */
 export const MAX_DURATION_MS = 2 ** 31 - 1;
+
+/** How much longer than `relay.leaseMs` the relay waits for a round trip by default (see `roundTripTimeoutMs`). */
+const ROUND_TRIP_GRACE_MS = 1000;
 
 /** Bounds of {@link durationProblem}. */
 export interface DurationBounds {

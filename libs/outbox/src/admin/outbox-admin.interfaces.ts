@@ -1,5 +1,6 @@
 import type { OutboxWebhookCircuitState } from '../interfaces/outbox-webhook-options.interface';
 import type { OutboxJson } from '../interfaces/outbox-event.interface';
+import type { OutboxRelayStall } from '../interfaces/outbox-relay-stall.interface';
 
 /** Status of an event in `event_outbox`. */
 export type OutboxEventStatus = 'pending' | 'processing' | 'published' | 'failed' | 'no_handlers';
@@ -47,6 +48,12 @@ export interface OutboxStats {
    * are not counted (there is one row for every message ever received).
    */
   inbox: Record<string, OutboxInboxCounts>;
+  /**
+   * The latest round trip of this instance's relay that got no reply from the database within
+   * `relay.roundTripTimeoutMs` (its connection closed, its round given up), or null when none did since the app
+   * started: `recoveredAt` is null while the database still does not answer. Of this instance, for every tenant.
+   */
+  relayStall: OutboxRelayStall | null;
 }
 
 /** One inbox consumer's messages not processed. */

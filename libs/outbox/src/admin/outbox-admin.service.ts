@@ -126,6 +126,7 @@ export class OutboxAdminService {
       inbox: Object.fromEntries(
         inboxRows.map((r) => [r.consumer_name, { retrying: r.retrying, dead: r.dead }]),
       ),
+      relayStall: this.relay.stall,
     };
   }
 

@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+import type { OutboxRelayStall } from '../interfaces/outbox-relay-stall.interface';
 import { errorText } from '../errors/error-text';
 import { OutboxRelay } from '../relay/outbox.relay';
 import { OutboxStore } from '../store/outbox.store';
@@ -25,6 +26,12 @@ export interface OutboxHealthDetails {
   lastRoundAt: string | null;
   oldestPendingAgeSeconds: number | null;
   maxPendingAgeSeconds: number;
+  /**
+   * While the database does not answer this instance (a round trip got no reply within
+   * `relay.roundTripTimeoutMs`, and none begun since was answered): that round trip. The check is down then,
+   * without reading the backlog.
+   */
+  stall?: OutboxRelayStall;
   /** Why it is down. */
   message?: string;
 }
@@ -66,18 +73,31 @@ export class OutboxHealthIndicator {
       }
     }
     let oldestPendingAgeSeconds: number | null = null;
-    try {
-      const [row] = await this.store.query<{ seconds: number }>(
-        q.oldestPendingAge(this.options.names, this.options.registry.orphanAfterMs),
+    const stall = this.store.stalled ? this.store.stall : null;
+    if (stall) {
+      const tenant = stall.tenantId === null ? '' : ` for tenant ${stall.tenantId}`;
+      problems.push(
+        `the database gave no reply to the relay's ${stall.roundTrip}${tenant} within ${stall.waitedMs} ms ` +
+          `at ${stall.at}, and has not answered since`,
       );
-      oldestPendingAgeSeconds = Math.max(0, Math.round(row.seconds * 10) / 10);
-      if (oldestPendingAgeSeconds > maxPendingAgeSeconds) {
-        problems.push(
-          `the oldest pending work is ${oldestPendingAgeSeconds} s old, over ${maxPendingAgeSeconds} s`,
+    }
+    // While the database does not answer, a running relay keeps trying (and says when it answers again): the
+    // check does not wait on it too. Otherwise the read is bounded as the relay's round trips are.
+    if (!stall || relay !== 'running') {
+      try {
+        const [row] = await this.store.relayQuery<{ seconds: number }>(
+          q.oldestPendingAge(this.options.names, this.options.registry.orphanAfterMs),
+          'healthCheck',
         );
+        oldestPendingAgeSeconds = Math.max(0, Math.round(row!.seconds * 10) / 10);
+        if (oldestPendingAgeSeconds > maxPendingAgeSeconds) {
+          problems.push(
+            `the oldest pending work is ${oldestPendingAgeSeconds} s old, over ${maxPendingAgeSeconds} s`,
+          );
+        }
+      } catch (error) {
+        problems.push(`could not read the outbox backlog: ${errorText(error)}`);
       }
-    } catch (error) {
-      problems.push(`could not read the outbox backlog: ${errorText(error)}`);
     }
     const details: OutboxHealthDetails = {
       status: problems.length === 0 ? 'up' : 'down',
@@ -85,6 +105,7 @@ export class OutboxHealthIndicator {
       lastRoundAt: lastRoundAt?.toISOString() ?? null,
       oldestPendingAgeSeconds,
       maxPendingAgeSeconds,
+      ...(stall ? { stall } : {}),
       ...(problems.length > 0 ? { message: problems.join('; ') } : {}),
     };
     return { [key]: details } as Record<Key, OutboxHealthDetails>;

@@ -1,5 +1,5 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
-import { OutboxError, OutboxTransactionEndedError } from '../errors/outbox.error';
+import { OutboxError, OutboxStallError, OutboxTransactionEndedError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { sqlState } from '../errors/sql-state';
 import { allResults, inTransactionBlock, pgConnection, sendAll, type PgResult } from '../store/pipeline';
@@ -46,6 +46,11 @@ export interface BatchState {
   /** The batch's seal (see `sealBatch`), until the first handler's opening sends it; then null. */
   seal: SqlStatement | null;
   readonly nameOf: (statement: SqlStatement) => string | undefined;
+  /**
+   * Waits for a round trip of the relay's on the batch's connection within its bound: the savepoint rolled back
+   * or checked after a handler, which waits behind a query the handler left running (see `RoundConnection.bounded`).
+   */
+  readonly bounded: <T>(work: () => Promise<T>) => Promise<T>;
   /** A handler sent a statement that may change settings since the relay last restored its context. */
   dirty: boolean;
   /** The last handler that opened a savepoint: the next handler's first statement reads what it left. */
@@ -65,6 +70,8 @@ export interface BatchState {
 export class HandlerScope {
   private savepoint: string | null = null;
   private opening: Promise<void> | null = null;
+  /** `opening` settled: nothing of the handler's is left to wait for on the connection (see `commit`). */
+  private opened = false;
   private settled = false;
   /** A query of this handler failed and no rollback to a savepoint of its own undid that since. */
   private failedQuery: { error: unknown } | null = null;
@@ -122,7 +129,8 @@ export class HandlerScope {
    */
   async commit(): Promise<void> {
     this.settled = true;
-    await this.opening;
+    // a handler that returned without waiting for its first query: the wait is the relay's now, and bounded
+    if (this.opening && !this.opened) await this.batch.bounded(() => this.opening!);
     if (this.failedQuery) throw this.failedQuery.error;
     if (this.nested !== 0) throw new OutboxError(messages.transactionLeftOpen(this.consumer));
     if (!this.savepoint) return;
@@ -141,13 +149,16 @@ export class HandlerScope {
       throw new OutboxTransactionEndedError(messages.transactionEnded(this.consumer));
     let results: PgResult[];
     try {
-      results = await allResults(
-        sendAll(
-          connection,
-          handlerChecks(this.batch.tenantSetting).map((statement) => ({ statement })),
+      results = await this.batch.bounded(() =>
+        allResults(
+          sendAll(
+            connection,
+            handlerChecks(this.batch.tenantSetting).map((statement) => ({ statement })),
+          ),
         ),
       );
     } catch (error) {
+      if (error instanceof OutboxStallError) throw error;
       if (sqlState(error) === NO_ACTIVE_TRANSACTION)
         throw new OutboxTransactionEndedError(messages.transactionEnded(this.consumer));
       throw new OutboxError(messages.deferredViolation(this.consumer, errorText(error)));
@@ -173,10 +184,16 @@ export class HandlerScope {
    */
   async rollback(): Promise<void> {
     this.settled = true;
-    await this.opening?.catch(() => undefined);
-    for (; this.nested > 0; this.nested--) await this.runner.rollbackTransaction();
-    if (this.savepoint)
-      await this.runner.query(`rollback to savepoint ${this.savepoint}; release savepoint ${this.savepoint}`);
+    // after a handler's timeout, this waits behind the query it left running (the server cancels it at the
+    // handler's deadline): bounded, for a server that does not answer at all
+    await this.batch.bounded(async () => {
+      await this.opening?.catch(() => undefined);
+      for (; this.nested > 0; this.nested--) await this.runner.rollbackTransaction();
+      if (this.savepoint)
+        await this.runner.query(
+          `rollback to savepoint ${this.savepoint}; release savepoint ${this.savepoint}`,
+        );
+    });
   }
 
   /** Refuses what would end or leave the batch transaction: the handler fails, even when it catches this. */
@@ -188,7 +205,16 @@ export class HandlerScope {
 
   private async open(): Promise<void> {
     if (this.settled) throw new OutboxError(messages.managerAfterSettle(this.consumer));
-    if (!this.opening) this.opening = this.openWith(null).then(() => undefined);
+    if (!this.opening)
+      this.opening = this.openWith(null).then(
+        () => {
+          this.opened = true;
+        },
+        (error: unknown) => {
+          this.opened = true;
+          throw error;
+        },
+      );
     await this.opening;
   }
 
@@ -198,10 +224,10 @@ export class HandlerScope {
     const run = this.openWith({ target, args });
     // Statements run in order: even when the query fails, the savepoint before it was made (the transaction is
     // healthy when a handler starts: the previous one's failure was rolled back to its savepoint).
-    this.opening = run.then(
-      () => undefined,
-      () => undefined,
-    );
+    const opened = (): void => {
+      this.opened = true;
+    };
+    this.opening = run.then(opened, opened);
     return run;
   }
 

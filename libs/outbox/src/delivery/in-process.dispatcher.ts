@@ -30,6 +30,8 @@ export interface BatchRun {
   seal: SqlStatement;
   /** The name a statement with a prepared form runs under on the batch's connection, or undefined. */
   nameOf: (statement: SqlStatement) => string | undefined;
+  /** Waits for a round trip of the relay's on the batch's connection, within its bound (see `RoundConnection.bounded`). */
+  bounded: <T>(work: () => Promise<T>) => Promise<T>;
 }
 
 /** What a batch's handlers did: an outcome per delivery, or a problem that keeps the batch from committing. */
@@ -73,6 +75,7 @@ export class InProcessDispatcher {
       takePending: run.takePending,
       seal: run.seal,
       nameOf: run.nameOf,
+      bounded: run.bounded,
       dirty: false,
       last: null,
       problem: null,

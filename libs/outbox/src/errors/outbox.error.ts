@@ -31,6 +31,12 @@ export class OutboxHandlerTimeoutError extends OutboxError {
   readonly code = 'timeout';
 }
 
+/**
+ * A round trip of the relay got no reply from the database within `relay.roundTripTimeoutMs` (a hung server, a
+ * network partition, a failover): its connection was closed and what it was part of given up.
+ */
+export class OutboxStallError extends OutboxError {}
+
 /** A handler ended the batch transaction it was given (see `messages.transactionEnded`). */
 export class OutboxTransactionEndedError extends OutboxError {}
 

@@ -10,6 +10,17 @@ export const messages = {
   /** After `attempt `: the text the claim writes on a delivery taken over from an expired lease. */
   staleAttemptSuffix: (): string => ` ${STALE_ATTEMPT}`,
   batchEnded: (): string => 'the batch transaction was ended before its outcomes were recorded',
+  stall: (what: string, tenantId: string | null, ms: number, connecting: boolean): string =>
+    `the database gave no reply to the relay's ${what}${tenantId === null ? '' : ` for tenant ${tenantId}`} ` +
+    `within ${ms} ms (relay.roundTripTimeoutMs)${connecting ? ', waiting for a connection from the pool' : ''}: ` +
+    'its connection was closed and the round given up (its leases expire, and fencing keeps what it wrote ' +
+    'from landing twice); the next round starts on a fresh connection' +
+    (connecting
+      ? ' (set connectionTimeoutMillis in the DataSource extra, or connectTimeoutMS, so that connecting to a ' +
+        'server that does not answer fails too)'
+      : ''),
+  stallOver: (what: string, ms: number): string =>
+    `the database answers the relay again, ${ms} ms after it gave up a ${what}`,
   staleLeaseRecovered: (attempt: number): string => `attempt ${attempt} ${STALE_ATTEMPT}`,
   likelyPoison: (attempt: number): string =>
     `attempt ${attempt} started but never finished (its relay died or stalled); dead-lettered as a likely poison event`,

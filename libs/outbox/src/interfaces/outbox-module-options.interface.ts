@@ -49,6 +49,21 @@ export interface OutboxRelayOptions {
    * handler timeout. Default: `60000`.
    */
   leaseMs?: number;
+  /**
+   * How long the relay waits for the database's reply to one of its round trips (a claim, a batch's begin,
+   * savepoint rollback or commit, an outcome, a lease extension, the scan for due tenants, the registry
+   * heartbeat, the lease vacuum, the wake-up listener's check, the health check's read), in ms. pg has no
+   * deadline of its own, and a server that hangs or a network that drops packets never answers: past this, the
+   * connection is closed (never returned to the pool, and the pool's idle connections with it), the round is
+   * given up (its leases expire; fencing keeps its late writes out), a warning names the round trip, the health
+   * indicator is down and `stats` shows it (`relayStall`) until a later round trip is answered, and the next
+   * round starts on a fresh connection. A little over `relay.leaseMs`, the server-side bound of the relay's
+   * statements, so that a statement that is merely slow is cancelled by the server first; lower `relay.leaseMs`
+   * to give up on a hung database sooner. The relay also turns TCP keepalive on for the connections it uses
+   * (unless the pool sets `keepAlive` itself). `0`: no client-side bound.
+   * Default: `relay.leaseMs + 1000`.
+   */
+  roundTripTimeoutMs?: number;
   /** How long `app.close()` waits for in-flight handlers, in ms. Default: `10000`. */
   shutdownTimeoutMs?: number;
   /**
@@ -72,7 +87,12 @@ export interface OutboxRelayOptions {
    * connection (never carried: each transaction would take PostgreSQL's notification lock). Default: `2`.
    */
   notifyGapMs?: number;
-  /** LISTEN for those wake-ups on a dedicated connection (reconnects by itself). Default: `true`. */
+  /**
+   * LISTEN for those wake-ups on a dedicated connection, made as the DataSource's pool makes its connections (its
+   * `Client` class and options: it follows a failover where they do), checked every half
+   * `relay.roundTripTimeoutMs` (at most 30 s) and made anew, with backoff, when it fails or stops answering.
+   * Default: `true`.
+   */
   listen?: boolean;
   /**
    * Vacuum `outbox_event_leases` after this many event leases released by this instance (`0`: never, leave it to

@@ -47,7 +47,10 @@ export class LeaseVacuum {
   private async vacuum(): Promise<void> {
     try {
       if (this.allowed === undefined) {
-        const [row] = await this.store.query<{ allowed: boolean }>(q.mayVacuumLeases(this.options.names));
+        const [row] = await this.store.relayQuery<{ allowed: boolean }>(
+          q.mayVacuumLeases(this.options.names),
+          'leaseVacuum',
+        );
         this.allowed = row?.allowed === true;
         if (!this.allowed) {
           this.logger.log(
@@ -57,7 +60,8 @@ export class LeaseVacuum {
           return;
         }
       }
-      await this.store.query(q.vacuumLeases(this.options.names));
+      // under the relay's own bounds, not the role's or the database's statement_timeout
+      await this.store.relayCommand(q.vacuumLeases(this.options.names), 'leaseVacuum');
     } catch (error) {
       this.logger.warn(`could not vacuum outbox_event_leases: ${errorText(error)}`);
     }

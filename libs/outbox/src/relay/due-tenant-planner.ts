@@ -83,10 +83,13 @@ export class DueTenantPlanner {
     );
     if (stopping() || (hinted.length > 0 && this.scanIsFresh())) return false;
     // in a transaction of its own with the relay's bound, not the role's or database's statement_timeout
-    const [, rows] = await this.store.atomically([
-      q.handlerBound(this.options.relay.leaseMs),
-      q.dueTenants(this.options.names, maxTenantsPerRound, this.lastTenant),
-    ]);
+    const [, rows] = await this.store.atomically(
+      [
+        q.handlerBound(this.options.relay.leaseMs),
+        q.dueTenants(this.options.names, maxTenantsPerRound, this.lastTenant),
+      ],
+      { trip: 'dueTenantScan', tenantId: null },
+    );
     const scanned = rows as DueTenant[];
     this.lastScan = { at: Date.now(), complete: scanned.length < maxTenantsPerRound };
     // With more due tenants than one round visits, the next round starts after the last one visited.

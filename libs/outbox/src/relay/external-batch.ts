@@ -29,10 +29,13 @@ export class ExternalBatch {
     const keeper = setInterval(
       () => {
         this.store
-          .atomically([
-            relayContext(this.options, tenantId, { durable: false }),
-            q.extendLeases(this.options.names, ids, leaseToken, leaseMs),
-          ])
+          .atomically(
+            [
+              relayContext(this.options, tenantId, { durable: false }),
+              q.extendLeases(this.options.names, ids, leaseToken, leaseMs),
+            ],
+            { trip: 'leaseExtension', tenantId },
+          )
           .catch((error) =>
             this.logger.warn(
               `could not extend the leases of ${ids.length} deliveries for tenant ${tenantId}: ${errorText(error)}`,

@@ -3,7 +3,7 @@ import type { ClaimedDelivery } from '../delivery/claimed-delivery';
 import { failed, type DeliveryOutcome } from '../delivery/delivery-outcome';
 import type { BatchRun, InProcessDispatcher } from '../delivery/in-process.dispatcher';
 import { errorText } from '../errors/error-text';
-import { OutboxError, OutboxTransactionEndedError } from '../errors/outbox.error';
+import { OutboxError, OutboxStallError, OutboxTransactionEndedError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { sqlState } from '../errors/sql-state';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
@@ -155,6 +155,7 @@ export class LocalBatch {
       takePending: () => connection.takePending(),
       seal: q.sealBatch(this.options.names, batch.leaseToken),
       nameOf: (statement) => connection.nameOf(statement),
+      bounded: (work) => connection.bounded('batch', work),
       tenantSetting: this.options.tenantSetting,
       tenantId: batch.tenantId,
       marker: batch.leaseToken,
@@ -183,6 +184,9 @@ export class LocalBatch {
     await connection.rollback();
     // instrumentation: the attempts observed as they ended are undone
     this.instrumentation.batchRolledBack({ tenantId, deliveries: work.assigned.length });
+    // Given up (logged as it was): nothing is recorded, on a database that does not answer. Its leases expire and
+    // the deliveries are claimed again; a commit that did land meanwhile is kept out by the fence.
+    if (error instanceof OutboxStallError) return;
     if (narrowable(error) && !connection.released) {
       this.logger.warn(
         `batch of ${work.assigned.length} deliveries for tenant ${tenantId} was rolled back (${errorText(error)}); ` +
@@ -310,6 +314,7 @@ function byEvent({ assigned, unclaimed }: LocalWork): LocalWork[] {
  * another relay's now), nor a connection that broke or a server shutting down (nothing to run it on).
  */
 function narrowable(error: unknown): boolean {
+  if (error instanceof OutboxStallError) return false;
   if (error instanceof OutboxError) return true;
   const state = sqlState(error);
   if (state === undefined || state === q.LEASE_LOST_SQLSTATE) return false;

@@ -8,6 +8,8 @@ import { OutboxConsumerRegistry } from '../registry/outbox-consumer.registry';
 import { InProcessDispatcher } from '../delivery/in-process.dispatcher';
 import { ExternalDispatcher } from '../delivery/external.dispatcher';
 import { errorText } from '../errors/error-text';
+import { OutboxStallError } from '../errors/outbox.error';
+import type { OutboxRelayStall } from '../interfaces/outbox-relay-stall.interface';
 import { OutboxStore } from '../store/outbox.store';
 import { LeaseVacuum } from '../maintenance/lease-vacuum';
 import { ScheduledInterval } from '../scheduled-interval';
@@ -125,6 +127,15 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     return this.lastRoundEndedAt;
   }
 
+  /**
+   * The latest round trip of this instance's relay (or wake-up listener, or health check) that got no reply from
+   * the database within `relay.roundTripTimeoutMs`, or null: `recoveredAt` is null while the database still does
+   * not answer. Rounds go on meanwhile, each on a fresh connection, each bounded the same way.
+   */
+  get stall(): OutboxRelayStall | null {
+    return this.store.stall;
+  }
+
   /** True while the relay's interval is registered and it has not been stopped. */
   get isRunning(): boolean {
     return this.interval.isScheduled && !this.stopping;
@@ -212,7 +223,9 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
         busy = (ordered || run.full ? await this.mayHaveMore(run, ordered) : false) || this.wakeRequested;
       }
     } catch (error) {
-      this.logger.error(`relay round failed; will retry on the next tick: ${errorText(error)}`);
+      // a round trip given up was logged as it was (see RoundTripDeadline)
+      if (!(error instanceof OutboxStallError))
+        this.logger.error(`relay round failed; will retry on the next tick: ${errorText(error)}`);
     } finally {
       this.ticking = false;
     }

@@ -29,11 +29,11 @@ export class OutcomeRecorder {
       const statement = q.recordOutcomes(this.options.names, outcomes, leaseToken);
       const context = relayContext(this.options, tenantId);
       const [recorded] = connection?.inTransaction
-        ? await connection.commit([statement])
+        ? await connection.commit([statement], 'outcome')
         : (
             await (connection && !connection.released
               ? connection.atomically([context, statement])
-              : this.store.atomically([context, statement]))
+              : this.store.atomically([context, statement], { trip: 'outcome', tenantId }))
           ).slice(1);
       count(outcomes, result);
       result.leaseLost += outcomes.length - (recorded as { recorded: number }[])[0]!.recorded;

@@ -26,7 +26,11 @@ export class RegistryHeartbeat {
   async beat(): Promise<void> {
     const consumers = this.registry.consumers();
     if (consumers.length > 0)
-      await this.store.query(q.heartbeatConsumers(this.options.names, this.instanceId, consumers));
+      // under the relay's own bounds, not the role's or the database's statement_timeout
+      await this.store.relayQuery(
+        q.heartbeatConsumers(this.options.names, this.instanceId, consumers),
+        'heartbeat',
+      );
     this.last = Date.now();
   }
 
@@ -39,7 +43,7 @@ export class RegistryHeartbeat {
   async leave(): Promise<void> {
     if (this.last === 0) return;
     await this.store
-      .query(q.forgetInstance(this.options.names, this.instanceId))
+      .relayQuery(q.forgetInstance(this.options.names, this.instanceId), 'heartbeat')
       .catch((error) => this.logger.warn(`could not leave the registry: ${errorText(error)}`));
   }
 }

@@ -84,7 +84,7 @@ export class TenantRound {
     const scoped = new Map(tenantConsumers.map((c) => [c.name, c]));
     const consumerNamed = (name: string): OutboxConsumer | undefined =>
       this.registry.get(name) ?? scoped.get(name);
-    const connection = this.store.round();
+    const connection = this.store.round(batch.tenantId);
     let settled = Promise.resolve();
     // once the local batch takes the connection over, its commit releases it
     let handedOver = false;

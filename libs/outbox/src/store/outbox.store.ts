@@ -6,11 +6,14 @@ import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
 import { OutboxError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+import type { OutboxRelayStall, OutboxRoundTrip } from '../interfaces/outbox-relay-stall.interface';
 import { ListenConnection, type ListenHandlers } from './listen-connection';
-import { pgConnection, setPipeline } from './pipeline';
+import { allResults, pgConnection, sendAll, setPipeline } from './pipeline';
 import { PreparedStatements } from './prepared-statements';
 import { RoundConnection, sendSteps, type RelayTransport, type Step } from './round-connection';
-import { preparedTextsHash, type SqlStatement } from './sql';
+import { RoundTripDeadline } from './round-trip-deadline';
+import { handlerBound, preparedTextsHash, type SqlStatement } from './sql';
+import { resetSessionBound, sessionBound } from './sql/session-bound';
 
 export { PREPARED_STATEMENT_MISSING, RoundConnection, type Step } from './round-connection';
 export type { ListenConnection, ListenHandlers } from './listen-connection';
@@ -30,7 +33,18 @@ export class OutboxStore {
       names: options.names,
       tenantSetting: options.tenantSetting,
       leaseMs: options.relay.leaseMs,
+      deadline: new RoundTripDeadline(options.relay.roundTripTimeoutMs),
     };
+  }
+
+  /** The latest round trip of the relay that got no reply in time (see `RoundTripDeadline`), or null. */
+  get stall(): OutboxRelayStall | null {
+    return this.transport.deadline.stall;
+  }
+
+  /** True from a stall until a round trip begun after it is answered. */
+  get stalled(): boolean {
+    return this.transport.deadline.stalled;
   }
 
   /** The app's TypeORM DataSource; throws a message naming the import to add when there is none. */
@@ -74,12 +88,16 @@ export class OutboxStore {
    * connection in pg's pipeline mode, values bound — and returns each statement's rows, in order. A `null` in
    * the list is a statement this transaction does not need: it is not sent, and its rows are `[]`. For the
    * relay, whose short transactions would otherwise spend most of their time waiting for `begin`, `set_config`
-   * and `commit`. A failed statement aborts the transaction, and the `commit` after it rolls back.
+   * and `commit`. A failed statement aborts the transaction, and the `commit` after it rolls back. With
+   * `bound`, a round trip of the relay's: bounded on the client side (see `RoundTripDeadline`).
    */
-  async atomically(statements: readonly Step[]): Promise<unknown[][]> {
+  async atomically(
+    statements: readonly Step[],
+    bound?: { trip: OutboxRoundTrip; tenantId: string | null },
+  ): Promise<unknown[][]> {
     const runner = this.dataSource().createQueryRunner();
-    try {
-      const connection = await pgConnection(runner);
+    const run = async (): Promise<unknown[][]> => {
+      const connection = bound ? await this.transport.deadline.connect(runner) : await pgConnection(runner);
       setPipeline(connection, true);
       try {
         const rows = await sendSteps(this.transport, connection, [BEGIN, ...statements, COMMIT]);
@@ -87,19 +105,66 @@ export class OutboxStore {
       } finally {
         setPipeline(connection, false);
       }
+    };
+    try {
+      return await (bound ? this.transport.deadline.within(runner, bound.trip, bound.tenantId, run) : run());
     } finally {
       await runner.release();
     }
   }
 
-  /** A pooled connection held for one relay round (see `RoundConnection`); release it when done. */
-  round(): RoundConnection {
-    return new RoundConnection(this.dataSource().createQueryRunner(), this.transport);
+  /**
+   * Runs one statement of the relay's in a transaction of its own, under the relay's statement bound
+   * (`relay.leaseMs`, not the role's or the database's `statement_timeout`) and its client-side one; returns its
+   * rows.
+   */
+  async relayQuery<T>(statement: SqlStatement, trip: OutboxRoundTrip): Promise<T[]> {
+    const [, rows] = await this.atomically([handlerBound(this.transport.leaseMs), statement], {
+      trip,
+      tenantId: null,
+    });
+    return rows as T[];
   }
 
-  /** A connection of its own that LISTENs for wake-ups (not connected yet: call `listen()`). */
+  /**
+   * Runs one statement of the relay's that cannot run in a transaction (`VACUUM`) under the relay's statement
+   * bound, set for the session in the same round trip and reset after it, and its client-side one.
+   */
+  async relayCommand(statement: SqlStatement, trip: OutboxRoundTrip): Promise<void> {
+    const runner = this.dataSource().createQueryRunner();
+    try {
+      await this.transport.deadline.within(runner, trip, null, async () => {
+        const connection = await this.transport.deadline.connect(runner);
+        setPipeline(connection, true);
+        try {
+          // each its own implicit transaction (pg ends each with a Sync): the reset runs after a failure too
+          await allResults(
+            sendAll(connection, [
+              { statement: sessionBound(this.transport.leaseMs) },
+              { statement },
+              { statement: resetSessionBound() },
+            ]),
+          );
+        } finally {
+          setPipeline(connection, false);
+        }
+      });
+    } finally {
+      await runner.release();
+    }
+  }
+
+  /** A pooled connection held for one relay round of `tenantId` (see `RoundConnection`); release it when done. */
+  round(tenantId: string): RoundConnection {
+    return new RoundConnection(this.dataSource().createQueryRunner(), this.transport, tenantId);
+  }
+
+  /**
+   * A connection of its own that LISTENs for wake-ups, of the pool's `Client` class and options (not connected
+   * yet: call `listen()`).
+   */
   listenConnection(handlers: ListenHandlers): ListenConnection {
-    return new ListenConnection(this.dataSource(), handlers);
+    return new ListenConnection(this.dataSource(), handlers, this.transport.deadline);
   }
 
   /** Runs one statement outside any transaction of the app. */

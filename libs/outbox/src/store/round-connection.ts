@@ -4,8 +4,10 @@ import { OutboxTransactionEndedError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { sqlState } from '../errors/sql-state';
 import { NIL_UUID } from '../outbox.constants';
-import { allResults, inTransactionBlock, pgConnection, sendAll, setPipeline, type Sent } from './pipeline';
+import type { OutboxRoundTrip } from '../interfaces/outbox-relay-stall.interface';
+import { allResults, inTransactionBlock, sendAll, setPipeline, type Sent } from './pipeline';
 import type { PreparedStatements } from './prepared-statements';
+import type { RoundTripDeadline } from './round-trip-deadline';
 import * as q from './sql';
 
 /** A statement of a transaction sent in one round trip, or `null` when this transaction does not need it. */
@@ -24,6 +26,8 @@ export interface RelayTransport {
   readonly names: q.OutboxNames;
   readonly tenantSetting: string;
   readonly leaseMs: number;
+  /** Bounds each round trip on the client side (see `RoundTripDeadline`). */
+  readonly deadline: RoundTripDeadline;
 }
 
 /**
@@ -85,7 +89,8 @@ export async function sendSteps(
  * that record the outcomes, sent with TypeORM's `commitTransaction()`. So a round costs two round trips besides
  * the handlers' own queries (docs/adr/0604-round-trips-per-transaction.md). The batch's context statement
  * (tenant, bounds, marker) waits in `pending` and goes first in the next round trip inside the batch
- * transaction: a handler's first query, or the closing.
+ * transaction: a handler's first query, or the closing. Every round trip it makes is bounded (`bounded`): one
+ * that gets no reply in time closes the connection for good and fails with an `OutboxStallError`.
  */
 export class RoundConnection {
   private open = false;
@@ -95,7 +100,14 @@ export class RoundConnection {
   constructor(
     readonly runner: QueryRunner,
     private readonly transport: RelayTransport,
+    /** The tenant of the round, named when a round trip stalls. */
+    private readonly tenantId: string,
   ) {}
+
+  /** Waits for `work`, a round trip on this connection, at most `relay.roundTripTimeoutMs` (see `RoundTripDeadline`). */
+  bounded<T>(trip: OutboxRoundTrip, work: () => Promise<T>): Promise<T> {
+    return this.transport.deadline.within(this.runner, trip, this.tenantId, work);
+  }
 
   /** True while the batch transaction is open. */
   get inTransaction(): boolean {
@@ -143,11 +155,12 @@ export class RoundConnection {
     opening: readonly q.SqlStatement[] | null,
   ): Promise<unknown[][]> {
     if (this.open) await this.rollback();
-    const connection = await this.pipelined();
     const start = opening ? () => this.runner.startTransaction() : undefined;
     let rows: unknown[][];
     try {
-      rows = await sendSteps(this.transport, connection, [BEGIN, ...claim, COMMIT], start);
+      rows = await this.bounded('claim', async () =>
+        sendSteps(this.transport, await this.pipelined(), [BEGIN, ...claim, COMMIT], start),
+      );
     } catch (error) {
       // the batch transaction may have begun after the failed claim (a `commit` after a failure rolls back)
       if (opening && this.runner.isTransactionActive) {
@@ -166,8 +179,10 @@ export class RoundConnection {
   /** Begins the batch transaction (one round trip), `opening` pending in it, unless the claim began it. */
   async begin(opening: readonly q.SqlStatement[]): Promise<void> {
     if (this.open) return;
-    await this.pipelined();
-    await this.runner.startTransaction();
+    await this.bounded('batch', async () => {
+      await this.pipelined();
+      await this.runner.startTransaction();
+    });
     this.open = true;
     this.pending = [...opening];
   }
@@ -175,18 +190,21 @@ export class RoundConnection {
   /**
    * Sends `closing` and TypeORM's commit in one round trip; returns the rows of `closing`. A batch transaction
    * that a handler ended behind the relay's back is not written to: nothing is sent. Rolls back on failure.
+   * `trip`: what the round trip is, when it stalls (the batch's commit, or outcomes recorded in its transaction).
    */
-  async commit(closing: readonly q.SqlStatement[]): Promise<unknown[][]> {
-    const connection = await this.pipelined();
+  async commit(closing: readonly q.SqlStatement[], trip: OutboxRoundTrip = 'batch'): Promise<unknown[][]> {
     try {
-      // outside a transaction every statement would commit on its own: nothing is sent
-      if (!inTransactionBlock(connection)) throw new OutboxTransactionEndedError(messages.batchEnded());
-      const pending = this.takePending();
-      const rows = await sendSteps(this.transport, connection, [...pending, ...closing], () =>
-        this.runner.commitTransaction(),
-      );
-      this.open = false;
-      return rows.slice(pending.length);
+      return await this.bounded(trip, async () => {
+        const connection = await this.pipelined();
+        // outside a transaction every statement would commit on its own: nothing is sent
+        if (!inTransactionBlock(connection)) throw new OutboxTransactionEndedError(messages.batchEnded());
+        const pending = this.takePending();
+        const rows = await sendSteps(this.transport, connection, [...pending, ...closing], () =>
+          this.runner.commitTransaction(),
+        );
+        this.open = false;
+        return rows.slice(pending.length);
+      });
     } catch (error) {
       await this.rollback();
       throw error;
@@ -200,8 +218,9 @@ export class RoundConnection {
    */
   async atomically(statements: readonly Step[]): Promise<unknown[][]> {
     if (this.open) await this.rollback();
-    const connection = await this.pipelined();
-    const rows = await sendSteps(this.transport, connection, [BEGIN, ...statements, COMMIT]);
+    const rows = await this.bounded('outcome', async () =>
+      sendSteps(this.transport, await this.pipelined(), [BEGIN, ...statements, COMMIT]),
+    );
     return rows.slice(1, -1);
   }
 
@@ -210,7 +229,8 @@ export class RoundConnection {
     if (!this.open) return;
     this.open = false;
     this.pending = [];
-    if (this.runner.isTransactionActive) await this.runner.rollbackTransaction().catch(() => undefined);
+    if (this.runner.isTransactionActive)
+      await this.bounded('batch', () => this.runner.rollbackTransaction()).catch(() => undefined);
   }
 
   /**
@@ -221,9 +241,12 @@ export class RoundConnection {
   async release(): Promise<void> {
     if (this.runner.isReleased) return;
     await this.rollback();
-    if (this.connection) {
-      await this.refreshPrepared(this.connection);
-      setPipeline(this.connection, false);
+    const connection = this.connection;
+    if (connection) {
+      await this.bounded('batch', () => this.refreshPrepared(connection)).catch(() => undefined);
+      // given up (see `bounded`): the connection is closed and gone from the pool already
+      if (this.runner.isReleased) return;
+      setPipeline(connection, false);
     }
     await this.runner.release();
   }
@@ -278,10 +301,10 @@ export class RoundConnection {
     await Promise.allSettled(deallocated);
   }
 
-  /** The runner's pg connection, in pipeline mode. */
+  /** The runner's pg connection, in pipeline mode (call it within the round trip's bound: it may connect). */
   private async pipelined(): Promise<PoolClient> {
     if (!this.connection) {
-      this.connection = await pgConnection(this.runner);
+      this.connection = await this.transport.deadline.connect(this.runner);
       setPipeline(this.connection, true);
     }
     return this.connection;

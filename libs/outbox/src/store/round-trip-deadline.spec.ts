@@ -1,0 +1,66 @@
+import type { QueryRunner } from 'typeorm';
+import { OutboxStallError } from '../errors/outbox.error';
+import { RoundTripDeadline } from './round-trip-deadline';
+
+/** A runner holding a connection whose socket records being destroyed, in a pool with one idle connection. */
+function fakeRunner(): { runner: QueryRunner; destroyed: string[] } {
+  const destroyed: string[] = [];
+  const client = (name: string) => ({
+    connection: { stream: { destroy: () => destroyed.push(name), setKeepAlive: () => undefined } },
+  });
+  const runner = {
+    databaseConnection: client('held'),
+    isReleased: false,
+    connection: { driver: { master: { _clients: [], _idle: [{ client: client('idle') }] } } },
+  } as unknown as QueryRunner;
+  return { runner, destroyed };
+}
+
+const never = (): Promise<never> => new Promise<never>(() => undefined);
+
+describe('RoundTripDeadline', () => {
+  it('returns what an answered round trip returns, and reports no stall', async () => {
+    const deadline = new RoundTripDeadline(1000);
+    const { runner, destroyed } = fakeRunner();
+    await expect(deadline.within(runner, 'claim', 't', async () => 42)).resolves.toBe(42);
+    expect(deadline.stall).toBeNull();
+    expect(destroyed).toEqual([]);
+  });
+
+  it('gives up a round trip with no reply: closes its connection and the idle ones, and names it', async () => {
+    const deadline = new RoundTripDeadline(20);
+    const { runner, destroyed } = fakeRunner();
+    const error = await deadline.within(runner, 'claim', 'tenant-a', never).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OutboxStallError);
+    expect((error as Error).message).toContain('claim for tenant tenant-a within 20 ms');
+    expect(destroyed).toEqual(['held', 'idle']);
+    expect(deadline.stalled).toBe(true);
+    expect(deadline.stall).toMatchObject({
+      roundTrip: 'claim',
+      tenantId: 'tenant-a',
+      waitedMs: 20,
+      recoveredAt: null,
+    });
+  });
+
+  it('keeps the first stall of round trips that give up together, and ends it once a later one is answered', async () => {
+    const deadline = new RoundTripDeadline(20);
+    const inFlight = [
+      deadline.within(fakeRunner().runner, 'batch', 'a', never).catch(() => undefined),
+      deadline.within(fakeRunner().runner, 'dueTenantScan', null, never).catch(() => undefined),
+    ];
+    await Promise.all(inFlight);
+    expect(deadline.stall).toMatchObject({ roundTrip: 'batch' });
+    await deadline.within(fakeRunner().runner, 'claim', 'a', async () => undefined);
+    expect(deadline.stalled).toBe(false);
+    expect(deadline.stall).toMatchObject({ roundTrip: 'batch', recoveredAt: expect.any(String) });
+  });
+
+  it('is off at 0: waits as long as the round trip takes', async () => {
+    const deadline = new RoundTripDeadline(0);
+    const { runner } = fakeRunner();
+    const slow = new Promise<string>((resolve) => setTimeout(() => resolve('late'), 50));
+    await expect(deadline.within(runner, 'claim', null, () => slow)).resolves.toBe('late');
+    expect(deadline.stall).toBeNull();
+  });
+});

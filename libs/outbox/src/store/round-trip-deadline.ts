@@ -1,0 +1,209 @@
+import { Logger } from '@nestjs/common';
+import type { Pool, PoolClient } from 'pg';
+import type { QueryRunner } from 'typeorm';
+import { OutboxStallError } from '../errors/outbox.error';
+import { messages } from '../errors/outbox.messages';
+import type { OutboxRelayStall, OutboxRoundTrip } from '../interfaces/outbox-relay-stall.interface';
+
+/** How the round trips read in the relay's warnings (`OutboxRoundTrip` beside them, as health and stats say it). */
+const LABELS: Record<OutboxRoundTrip, string> = {
+  claim: 'claim',
+  batch: 'batch',
+  outcome: 'outcome record',
+  leaseExtension: 'lease extension',
+  dueTenantScan: 'scan for due tenants',
+  heartbeat: 'registry heartbeat',
+  leaseVacuum: 'lease vacuum',
+  listen: 'wake-up listener check',
+  healthCheck: 'health check',
+};
+
+/**
+ * Idle time before the first TCP keepalive probe on the pool connections the relay uses (when the pool does not
+ * set `keepAlive` itself), and on its wake-up listener's connection: a peer that is gone (a host down, a network
+ * partition) is noticed by the kernel on an idle connection, not only by the next round trip's deadline.
+ */
+export const KEEPALIVE_IDLE_MS = 10_000;
+
+/** What the relay reaches of pg's client (fields pg has no typed accessor for). */
+export interface PgClient {
+  connection: { stream: { destroy(error?: Error): void; setKeepAlive(on: boolean, ms: number): void } };
+}
+
+/** What TypeORM's PostgresQueryRunner holds while it connects and once connected. */
+interface PgRunner {
+  databaseConnection?: PoolClient;
+  databaseConnectionPromise?: Promise<PoolClient>;
+}
+
+/**
+ * Bounds every wait of the relay on the database on the client side: pg has no deadline of its own for a query
+ * (the relay's statement bounds are server-side, and a server that hangs, or a network that drops its packets,
+ * serves neither them nor a cancel). Each round trip (`OutboxRoundTrip`) gets `relay.roundTripTimeoutMs`, a
+ * little over the relay's own statement bound (`relay.leaseMs`, see `setTransactionContext`): a statement that is
+ * merely slow is cancelled by the server first, and past the lease what the round claimed is no longer its own
+ * anyway (another relay may take it over; the fence keeps this one's late writes out). Past the deadline, the
+ * connection's socket is destroyed (pg fails every query on it; TypeORM hands it back to the pool with the
+ * error, which closes it for good), the pool's idle connections are closed too (made to the same server, they
+ * would each wait as long), and the wait rejects with an `OutboxStallError`: the round fails and the next one
+ * starts on a fresh connection. The stall is logged once, kept for the health indicator and `stats`, and over once
+ * a round trip begun after it is answered. `ms` 0 turns the bound off.
+ *
+ * The cost is a timer per round trip (not per event: a batch is two round trips); measured in
+ * bench/decisions/round-trip-deadline.ts and docs/adr/0808-client-side-deadline-per-round-trip.md.
+ */
+export class RoundTripDeadline {
+  private readonly logger = new Logger('OutboxRelay');
+  private latest: OutboxRelayStall | null = null;
+  /** When the latest stall happened (`performance.now()`): a round trip begun after it and answered ends it. */
+  private stalledAt = Infinity;
+  private readonly keptAlive = new WeakSet<PoolClient>();
+
+  constructor(readonly ms: number) {}
+
+  /** The latest stall on this instance (a copy; `recoveredAt` null while it lasts), or null when none happened. */
+  get stall(): OutboxRelayStall | null {
+    return this.latest && { ...this.latest };
+  }
+
+  /** True from a stall until a round trip begun after it is answered. */
+  get stalled(): boolean {
+    return this.latest !== null && this.latest.recoveredAt === null;
+  }
+
+  /**
+   * The runner's pg connection (connected on first use, within the caller's deadline), with TCP keepalive on
+   * unless the pool set it itself.
+   */
+  async connect(runner: QueryRunner): Promise<PoolClient> {
+    const client = (await runner.connect()) as PoolClient;
+    if (!this.keptAlive.has(client)) {
+      this.keptAlive.add(client);
+      const connection = (client as unknown as { connection: { _keepAlive?: boolean } }).connection;
+      if (!connection._keepAlive)
+        (client as unknown as PgClient).connection.stream.setKeepAlive(true, KEEPALIVE_IDLE_MS);
+    }
+    return client;
+  }
+
+  /**
+   * Runs `work`, a round trip on `runner`'s connection, and waits for it at most `ms`: past that, gives the
+   * connection up (see the class) and rejects with an `OutboxStallError` naming `trip` and `tenantId`.
+   */
+  within<T>(
+    runner: QueryRunner,
+    trip: OutboxRoundTrip,
+    tenantId: string | null,
+    work: () => Promise<T>,
+  ): Promise<T> {
+    return this.bound(work, () => {
+      const error = this.record(trip, tenantId, !(runner as unknown as PgRunner).databaseConnection);
+      giveUp(runner, error);
+      return error;
+    });
+  }
+
+  /** As `within`, for a pg client of the relay's own (the wake-up listener's): past `ms`, it is destroyed. */
+  withinClient<T>(client: PgClient, trip: OutboxRoundTrip, work: () => Promise<T>): Promise<T> {
+    return this.bound(work, () => {
+      const error = this.record(trip, null, false);
+      client.connection.stream.destroy(error);
+      return error;
+    });
+  }
+
+  private async bound<T>(work: () => Promise<T>, expire: () => OutboxStallError): Promise<T> {
+    if (this.ms === 0) return work();
+    const began = performance.now();
+    const running = work();
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        running.catch(() => undefined); // it fails once its connection is gone: the stall is what is reported
+        reject(expire());
+      }, this.ms);
+    });
+    try {
+      const result = await Promise.race([running, expired]);
+      if (began > this.stalledAt) this.recovered();
+      return result;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Records a stall and logs it (once for the round trips that give up together); returns its error. */
+  private record(trip: OutboxRoundTrip, tenantId: string | null, connecting: boolean): OutboxStallError {
+    const label = LABELS[trip] === trip ? trip : `${LABELS[trip]} (${trip})`;
+    const error = new OutboxStallError(messages.stall(label, tenantId, this.ms, connecting));
+    this.stalledAt = performance.now();
+    // round trips in flight give up together: the first one is the stall reported, once
+    if (this.stalled) return error;
+    this.latest = {
+      roundTrip: trip,
+      tenantId,
+      waitedMs: this.ms,
+      at: new Date().toISOString(),
+      recoveredAt: null,
+    };
+    this.logger.warn(error.message);
+    return error;
+  }
+
+  private recovered(): void {
+    const latest = this.latest;
+    this.stalledAt = Infinity;
+    if (!latest || latest.recoveredAt !== null) return;
+    latest.recoveredAt = new Date().toISOString();
+    this.logger.log(
+      messages.stallOver(LABELS[latest.roundTrip], Date.parse(latest.recoveredAt) - Date.parse(latest.at)),
+    );
+  }
+}
+
+/** What the relay reaches of pg-pool's pool: its connections (some still connecting), and those idle. */
+interface PoolInternals {
+  _clients?: (PgClient & { _connecting?: boolean })[];
+  _idle?: { client: PoolClient }[];
+}
+
+/**
+ * Closes the runner's connection (or the one it still waits for from the pool) and the pool's idle ones: made to
+ * the server that stopped answering, each would wait a deadline of its own before the relay reached a fresh one
+ * (behind a DNS name or a virtual IP, the next ones go to the promoted server). pg-pool has no call for it: their
+ * sockets are destroyed, and the pool drops each one (an idle one is reported as a pool error, which TypeORM logs).
+ */
+function giveUp(runner: QueryRunner, error: OutboxStallError): void {
+  const { databaseConnection: held, databaseConnectionPromise: coming } = runner as unknown as PgRunner;
+  const pool = (runner.connection.driver as unknown as { master?: Pool }).master as PoolInternals | undefined;
+  if (held) destroy(held, error);
+  else {
+    // The pool's connect got no reply: its connections still connecting go to the server that does not answer
+    // (pg-pool bounds a connect only by connectionTimeoutMillis) and would hold the pool's places for good; they
+    // fail now (their callers get this error). A connection that comes anyway is closed, never kept.
+    for (const client of pool?._clients ?? [])
+      if (client._connecting) client.connection.stream.destroy(error);
+    void coming?.then(
+      (client) => {
+        if (!runner.isReleased) destroy(client, error);
+        else release(client, error);
+      },
+      () => undefined,
+    );
+  }
+  for (const { client } of [...(pool?._idle ?? [])]) destroy(client, error);
+}
+
+/** Destroys a connection's socket: pg fails its queries with `error`, and the pool drops it. */
+function destroy(client: PoolClient, error: Error): void {
+  (client as unknown as PgClient).connection.stream.destroy(error);
+}
+
+/** Hands a connection no runner holds any more back to the pool with an error: the pool closes it. */
+function release(client: PoolClient, error: Error): void {
+  try {
+    client.release(error);
+  } catch {
+    // already handed back
+  }
+}
