@@ -12,12 +12,28 @@ const HEALTHY = '73000000-0000-4000-8000-000000000003';
 const EVENT = 'test.stuck.v1';
 const TIMEOUT_MS = 300;
 
+/** Handlers that take the bound off their own statements first: the relay must stop their sleep all the same. */
+const UNBOUNDED: Record<string, (context: OutboxHandlerContext) => Promise<unknown>> = {
+  'set local, same text': (c) => c.manager.query('set local statement_timeout = 0; select pg_sleep(30)'),
+  'set, same text': (c) => c.manager.query('set statement_timeout = 0; select pg_sleep(30)'),
+  'set_config, same text': (c) =>
+    c.manager.query(`select set_config('statement_timeout', '0', true); select pg_sleep(30)`),
+  // two queries sent together: the bound the relay sends before the second may reach the server first
+  'set_config, alongside': (c) =>
+    Promise.all([
+      c.manager.query(`select set_config('statement_timeout', '0', true)`),
+      c.manager.query('select pg_sleep(30)'),
+    ]),
+};
+
 /** By the event's kind: a query that sleeps far past the handler's timeout, a lock wait that never ends, or an effect. */
 @Injectable()
 class StuckHandlers {
   @OnOutboxEvent(EVENT, { consumer: 'stuck', timeoutMs: TIMEOUT_MS, maxAttempts: 1 })
   async handle(event: OutboxEvent<{ kind: string }>, context: OutboxHandlerContext): Promise<void> {
-    if (event.data.kind === 'sleep') await context.manager.query('select pg_sleep(30)');
+    const unbounded = UNBOUNDED[event.data.kind];
+    if (unbounded) await unbounded(context);
+    else if (event.data.kind === 'sleep') await context.manager.query('select pg_sleep(30)');
     else if (event.data.kind === 'lock') {
       // a first query, then the lock wait: the bound must cover every query, not only the first
       await context.manager.query('select 1');
@@ -91,6 +107,27 @@ describe('a handler whose query outlives its timeout', () => {
       await db.sql(
         `select count(*)::int as n from pg_stat_activity
           where pid <> pg_backend_pid() and state = 'active' and (query like '%pg_sleep(30)%' or query like '%update locked_rows%')`,
+      ),
+    ).toEqual([{ n: 0 }]);
+  });
+
+  it('has its query stopped at its timeout even when the handler took the bound off', async () => {
+    const kinds = Object.keys(UNBOUNDED);
+    const tenants = kinds.map((_, i) => `74000000-0000-4000-8000-00000000000${i}`);
+    for (const [i, kind] of kinds.entries())
+      await enqueueIn(t, { tenantId: tenants[i], eventName: EVENT, payload: { kind } });
+    // 10 s: far more than four handler timeouts, far less than the sleeps
+    const round = await within(10_000, t.relay.drain(), 'drain()');
+    expect(round).toMatchObject({ succeeded: 0, dead: kinds.length });
+    const stuck = await db.sql<{ tenant_id: string; error_code: string }>(
+      `select tenant_id, error_code from outbox_deliveries where tenant_id = any($1::uuid[]) order by tenant_id`,
+      [tenants],
+    );
+    expect(stuck).toEqual(tenants.map((tenant_id) => ({ tenant_id, error_code: 'timeout' })));
+    expect(
+      await db.sql(
+        `select count(*)::int as n from pg_stat_activity
+          where pid <> pg_backend_pid() and state = 'active' and query like '%pg_sleep(30)%'`,
       ),
     ).toEqual([{ n: 0 }]);
   });

@@ -5,6 +5,7 @@ import { sqlState } from '../errors/sql-state';
 import { allResults, inTransactionBlock, pgConnection, sendAll, type PgResult } from '../store/pipeline';
 import { handlerBound, handlerChecks, handlerContext, type SqlStatement } from '../store/sql';
 import { errorText } from '../errors/error-text';
+import { sendCancelRequest } from '../store/cancel-request';
 import { handlerSqlEffects } from './handler-sql';
 
 /** SQLSTATE `no_active_sql_transaction`: a savepoint command outside a transaction (a handler ended it). */
@@ -78,6 +79,8 @@ export class HandlerScope {
   private scopedManager: EntityManager | null = null;
   /** Transaction levels the handler opened inside its own (`manager.transaction()`: savepoints) and not closed. */
   private nested = 0;
+  /** The handler's queries sent through its manager and not answered yet (see `stopQueries`). */
+  private readonly inFlight = new Set<Promise<unknown>>();
 
   constructor(
     private readonly dataSource: DataSource,
@@ -117,6 +120,34 @@ export class HandlerScope {
     return query;
   }
 
+  /** Notes a query of the handler's as running until it is answered (see `stopQueries`). */
+  private running<T>(query: Promise<T>): Promise<T> {
+    this.inFlight.add(query);
+    const done = (): void => void this.inFlight.delete(query);
+    query.then(done, done);
+    return query;
+  }
+
+  /**
+   * After the handler settled, before the relay writes anything more on the connection: a query of the handler's
+   * still running past its deadline — its bound escaped, e.g. `set statement_timeout = 0` in the same text, or
+   * in a query sent alongside — is cancelled by a cancel request (see `sendCancelRequest`), once the server's own
+   * cancellation had `CANCEL_GRACE_MS` to arrive. Nothing of the relay's is on the connection meanwhile, so the
+   * request can only stop the handler's query (or find the session idle, and do nothing). Costs nothing when no
+   * query of the handler's is running, which is the rule.
+   */
+  private async stopQueries(): Promise<void> {
+    if (this.inFlight.size === 0) return;
+    const answered = Promise.allSettled([...this.inFlight]).then(() => true);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), Math.max(0, this.deadline + CANCEL_GRACE_MS - Date.now()));
+    });
+    const inTime = await Promise.race([answered, late]).finally(() => clearTimeout(timer));
+    if (inTime) return;
+    await sendCancelRequest(await pgConnection(this.runner), CANCEL_REQUEST_TIMEOUT_MS);
+  }
+
   /** The manager handed to the handler; created on first access. */
   get manager(): EntityManager {
     this.scopedManager ??= this.dataSource.createEntityManager(this.scopedRunner());
@@ -129,6 +160,7 @@ export class HandlerScope {
    */
   async commit(): Promise<void> {
     this.settled = true;
+    await this.stopQueries();
     // a handler that returned without waiting for its first query: the wait is the relay's now, and bounded
     if (this.opening && !this.opened) await this.batch.bounded(() => this.opening!);
     if (this.failedQuery) throw this.failedQuery.error;
@@ -184,6 +216,7 @@ export class HandlerScope {
    */
   async rollback(): Promise<void> {
     this.settled = true;
+    await this.stopQueries();
     // after a handler's timeout, this waits behind the query it left running (the server cancels it at the
     // handler's deadline): bounded, for a server that does not answer at all
     await this.batch.bounded(async () => {
@@ -330,9 +363,9 @@ export class HandlerScope {
             const { transactionControl: control, changesSettings } = handlerSqlEffects(String(args[0]));
             if (control !== null) return this.refuse(`"${control}"`);
             try {
-              const result = this.opening
-                ? await this.later(target, args)
-                : await this.firstQuery(target, args);
+              const result = await this.running(
+                this.opening ? this.later(target, args) : this.firstQuery(target, args),
+              );
               // The handler's own nested transaction rolled back after an error: the transaction is usable again.
               if (/^\s*rollback to savepoint/i.test(String(args[0]))) this.failedQuery = null;
               return result;
@@ -383,6 +416,16 @@ export class HandlerScope {
 
 /** The shortest bound a handler's statement gets (see `HandlerScope.remaining`). */
 const BOUND_FLOOR_MS = 50;
+
+/**
+ * How long after a handler's deadline the relay waits for its running query to end by the server's bound
+ * before it cancels the query itself (see `HandlerScope.stopQueries`): past the bound's floor, so a query
+ * sent just before the deadline ends on its own first.
+ */
+const CANCEL_GRACE_MS = 2 * BOUND_FLOOR_MS;
+
+/** How long a cancel request may take to be delivered (it is one packet on a connection of its own). */
+const CANCEL_REQUEST_TIMEOUT_MS = 1_000;
 
 /** What `QueryRunner.query` takes: a query, its parameters, and whether to answer with a `QueryResult`. */
 type QueryArgs = [query: string, parameters?: unknown[] | object, structured?: boolean];
