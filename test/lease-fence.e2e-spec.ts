@@ -89,3 +89,129 @@ describe('a batch that outlives its lease', () => {
     expect(await db.sql('select count(*)::int as n from consumer_inbox')).toEqual([{ n: 2 }]);
   });
 });
+
+const NARROWED_LEASE_MS = 4000;
+const NARROWED = 'test.narrowed.v1';
+
+/**
+ * Per event, in name order: `a-steady` writes its effect — and on the first event, keeps its session busy for
+ * half a lease on its first run, then, when the batch runs again in parts, waits past the lease that first run
+ * began with until the test releases it — and `b-poisoner`, which leaves a deferred foreign key dangling on the
+ * second event (the commit fails, and the batch is narrowed). On the other relay (`takeOver`) both only count.
+ */
+@Injectable()
+class NarrowedSlowly {
+  takeOver = false;
+  readonly takenOver: string[] = [];
+  /** The first run's lease on the first event (its deadline, as the database wrote it). */
+  private firstLease: string | null = null;
+  waiting = false;
+  released = false;
+
+  @OnOutboxEvent(NARROWED, { consumer: 'a-steady', timeoutMs: NARROWED_LEASE_MS - 100 })
+  async steady(event: OutboxEvent<{ order: number }>, context: OutboxHandlerContext): Promise<void> {
+    if (this.takeOver) {
+      this.takenOver.push(event.eventId);
+      return;
+    }
+    await recordEffect(event, context);
+    if (event.data.order !== 1) return;
+    if (this.firstLease === null) {
+      const [lease] = await context.manager.query(
+        `select lease_expires_at::text as deadline from outbox_event_leases where event_id = $1`,
+        [event.eventId],
+      );
+      this.firstLease = (lease as { deadline: string }).deadline;
+      await context.manager.query(`select pg_sleep($1::float8 / 1000)`, [NARROWED_LEASE_MS / 2]);
+      return;
+    }
+    // run again in parts: past the first run's lease (the session busy meanwhile: an idle one would be ended)
+    for (;;) {
+      const [row] = await context.manager.query(
+        `select clock_timestamp() > $1::timestamptz + interval '300 milliseconds' as past, pg_sleep(0.02)`,
+        [this.firstLease],
+      );
+      if ((row as { past: boolean }).past) break;
+    }
+    this.waiting = true;
+    while (!this.released) await context.manager.query('select pg_sleep(0.02)');
+  }
+
+  @OnOutboxEvent(NARROWED, { consumer: 'b-poisoner', maxAttempts: 3 })
+  async poisoner(event: OutboxEvent<{ order: number }>, context: OutboxHandlerContext): Promise<void> {
+    if (this.takeOver) {
+      this.takenOver.push(event.eventId);
+      return;
+    }
+    if (event.data.order === 2)
+      await context.manager.query('insert into fk_child (parent_id) values (gen_random_uuid())');
+  }
+}
+
+/**
+ * A batch whose commit failed runs again, in parts, to find the delivery that failed it (docs/adr/0101): each
+ * part starts with its leases extended to a full lease, so the narrowing, longer than the lease the batch was
+ * claimed with, keeps its events — another relay claims none of them meanwhile — and records every healthy
+ * outcome on its first attempt.
+ */
+describe('a batch narrowed for longer than its lease', () => {
+  let db: TestDatabase;
+  let a: TestApp;
+  let b: TestApp;
+  beforeAll(async () => {
+    db = await createTestDatabase([
+      EFFECTS_TABLE_SQL,
+      'create table fk_parent (id uuid primary key)',
+      'create table fk_child (parent_id uuid not null references fk_parent (id) deferrable initially deferred)',
+    ]);
+    const outbox = { handlerTimeoutMs: NARROWED_LEASE_MS - 100, relay: { leaseMs: NARROWED_LEASE_MS } };
+    a = await buildApp({ url: db.url, providers: [NarrowedSlowly], outbox });
+    b = await buildApp({ url: db.url, providers: [NarrowedSlowly], outbox });
+    b.app.get(NarrowedSlowly).takeOver = true;
+  });
+  afterAll(async () => {
+    if (a) a.app.get(NarrowedSlowly).released = true;
+    await a?.close();
+    await b?.close();
+    await db?.drop();
+  });
+
+  it('keeps its events: no other relay claims them while it runs again in parts', async () => {
+    const [first, second] = await enqueueManyIn(
+      a,
+      [1, 2].map((order) => ({ eventName: NARROWED, payload: { order } })),
+    );
+    const narrowing = a.app.get(NarrowedSlowly);
+    const round = a.relay.runOnce();
+    await waitFor(() => narrowing.waiting, {
+      timeoutMs: 3 * NARROWED_LEASE_MS,
+      message: 'the narrowed batch to run past its first lease',
+    });
+    // the first run's lease is over: another relay would claim the events now, were they not extended
+    const other = await b.relay.drain();
+    narrowing.released = true;
+    expect(await round).toMatchObject({ succeeded: 3, failed: 1, leaseLost: 0 });
+    expect(other).toMatchObject({ succeeded: 0, failed: 0, dead: 0 });
+    expect(b.app.get(NarrowedSlowly).takenOver).toEqual([]);
+    expect(
+      await db.sql(`select event_id, consumer, attempt from test_effects order by event_id = $1 desc`, [
+        first,
+      ]),
+    ).toEqual([
+      { event_id: first, consumer: 'a-steady', attempt: 1 },
+      { event_id: second, consumer: 'a-steady', attempt: 1 },
+    ]);
+    expect(
+      await db.sql(
+        `select event_id, consumer_name, status, attempt_count from outbox_deliveries
+          order by event_id = $1 desc, consumer_name`,
+        [first],
+      ),
+    ).toEqual([
+      { event_id: first, consumer_name: 'a-steady', status: 'delivered', attempt_count: 1 },
+      { event_id: first, consumer_name: 'b-poisoner', status: 'delivered', attempt_count: 1 },
+      { event_id: second, consumer_name: 'a-steady', status: 'delivered', attempt_count: 1 },
+      { event_id: second, consumer_name: 'b-poisoner', status: 'failed', attempt_count: 1 },
+    ]);
+  });
+});

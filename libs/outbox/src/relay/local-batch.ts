@@ -16,6 +16,7 @@ import type { OutboxInstrumentation } from '../observability/outbox-instrumentat
 import {
   batchContext,
   count,
+  relayContext,
   RELAY_LOG_CONTEXT,
   type Assigned,
   type Settled,
@@ -220,6 +221,8 @@ export class LocalBatch {
     const known = new Map<ClaimedDelivery, DeliveryOutcome>();
     const parts: LocalWork[][] = [groups];
     while (parts.length > 0) {
+      // each part runs with a full lease, as the batch's first run did: its events, and those still waiting
+      await this.extendLeases(connection, batch, parts);
       const part = parts.shift()!;
       const error = await this.runCarefully(connection, batch, part, known);
       if (error === null) continue;
@@ -235,6 +238,23 @@ export class LocalBatch {
       }
       await this.charge(connection, batch, part, error, known);
     }
+  }
+
+  /**
+   * Extends the event leases of the parts still to run (a transaction of its own, so a part that fails keeps
+   * it): narrowing reruns the batch's handlers, once or more, and without it outlived the lease its first run
+   * had taken most of — another relay then claimed the events while they ran here, and this relay's commit lost.
+   */
+  private async extendLeases(
+    connection: RoundConnection,
+    batch: TenantBatch,
+    parts: LocalWork[][],
+  ): Promise<void> {
+    const eventIds = parts.flat().map((g) => (g.assigned[0] ?? g.unclaimed[0])!.delivery.eventId);
+    await connection.atomically([
+      relayContext(this.options, batch.tenantId),
+      q.extendEventLeases(this.options.names, eventIds, batch.leaseToken, this.options.relay.leaseMs),
+    ]);
   }
 
   /**

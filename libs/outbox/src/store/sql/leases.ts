@@ -19,6 +19,24 @@ export function extendLeases(
 }
 
 /**
+ * Pushes back the leases of in-process events whose batch is being narrowed (see `LocalBatch.narrow`): each part
+ * runs with a full lease, as the batch's first run did, so no other relay claims them meanwhile. Only leases
+ * still holding our token move; one taken over stays lost (the part's fenced commit then fails).
+ */
+export function extendEventLeases(
+  n: OutboxNames,
+  eventIds: readonly string[],
+  leaseToken: string,
+  leaseMs: number,
+): SqlStatement {
+  return {
+    text: `update ${n.eventLeases} set lease_expires_at = clock_timestamp() + $3 * interval '1 millisecond'
+            where event_id = any($1::uuid[]) and lease_token = $2::uuid`,
+    values: [eventIds, leaseToken, leaseMs],
+  };
+}
+
+/**
  * Vacuums the lease table: `skip_locked` (another instance's vacuum in progress does the job), no truncation (it
  * would need an exclusive lock that stops every relay's claims for a moment). Outside any transaction.
  */
