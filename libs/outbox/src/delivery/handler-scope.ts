@@ -6,7 +6,7 @@ import { allResults, inTransactionBlock, pgConnection, sendAll, type PgResult } 
 import { handlerBound, handlerChecks, handlerContext, type SqlStatement } from '../store/sql';
 import { errorText } from '../errors/error-text';
 import { sendCancelRequest } from '../store/cancel-request';
-import { handlerSqlEffects } from './handler-sql';
+import { TransactionControl, type QueryArgs } from './transaction-control';
 
 /** SQLSTATE `no_active_sql_transaction`: a savepoint command outside a transaction (a handler ended it). */
 export const NO_ACTIVE_TRANSACTION = '25P01';
@@ -74,11 +74,9 @@ export class HandlerScope {
   /** `opening` settled: nothing of the handler's is left to wait for on the connection (see `commit`). */
   private opened = false;
   private settled = false;
-  /** A query of this handler failed and no rollback to a savepoint of its own undid that since. */
-  private failedQuery: { error: unknown } | null = null;
   private scopedManager: EntityManager | null = null;
-  /** Transaction levels the handler opened inside its own (`manager.transaction()`: savepoints) and not closed. */
-  private nested = 0;
+  /** What the handler may not do to the batch transaction through its manager (see `TransactionControl`). */
+  private readonly control: TransactionControl;
   /** The handler's queries sent through its manager and not answered yet (see `stopQueries`). */
   private readonly inFlight = new Set<Promise<unknown>>();
 
@@ -91,7 +89,12 @@ export class HandlerScope {
     readonly batch: BatchState,
     /** When the handler times out (epoch ms). */
     private readonly deadline: number,
-  ) {}
+  ) {
+    this.control = new TransactionControl({
+      refused: (what) => messages.transactionControl(consumer, what),
+      leftOpen: () => messages.transactionLeftOpen(consumer),
+    });
+  }
 
   /**
    * The bound for a statement sent now: the handler's time left, but never under BOUND_FLOOR_MS, so that the
@@ -163,8 +166,7 @@ export class HandlerScope {
     await this.stopQueries();
     // a handler that returned without waiting for its first query: the wait is the relay's now, and bounded
     if (this.opening && !this.opened) await this.batch.bounded(() => this.opening!);
-    if (this.failedQuery) throw this.failedQuery.error;
-    if (this.nested !== 0) throw new OutboxError(messages.transactionLeftOpen(this.consumer));
+    this.control.settle();
     if (!this.savepoint) return;
     if (this.batch.careful) await this.check();
     this.batch.pendingRelease = this.savepoint;
@@ -221,19 +223,12 @@ export class HandlerScope {
     // handler's deadline): bounded, for a server that does not answer at all
     await this.batch.bounded(async () => {
       await this.opening?.catch(() => undefined);
-      for (; this.nested > 0; this.nested--) await this.runner.rollbackTransaction();
+      await this.control.closeNested(this.runner);
       if (this.savepoint)
         await this.runner.query(
           `rollback to savepoint ${this.savepoint}; release savepoint ${this.savepoint}`,
         );
     });
-  }
-
-  /** Refuses what would end or leave the batch transaction: the handler fails, even when it catches this. */
-  private refuse(what: string): Promise<never> {
-    const error = new OutboxError(messages.transactionControl(this.consumer, what));
-    this.failedQuery = { error };
-    return Promise.reject(error);
   }
 
   private async open(): Promise<void> {
@@ -351,64 +346,25 @@ export class HandlerScope {
   }
 
   /**
-   * A view of the batch's QueryRunner whose `query` first opens the savepoint. Its `manager` is kept on the
-   * view so that TypeORM's EntityManager constructor does not replace the batch runner's own manager.
+   * A view of the batch's QueryRunner, guarded (see `TransactionControl`), whose `query` first opens the
+   * savepoint.
    */
   private scopedRunner(): QueryRunner {
-    let manager: EntityManager | undefined;
-    return new Proxy(this.runner, {
-      get: (target, property, receiver) => {
-        if (property === 'query') {
-          return async (...args: QueryArgs) => {
-            const { transactionControl: control, changesSettings } = handlerSqlEffects(String(args[0]));
-            if (control !== null) return this.refuse(`"${control}"`);
-            try {
-              const result = await this.running(
-                this.opening ? this.later(target, args) : this.firstQuery(target, args),
-              );
-              // The handler's own nested transaction rolled back after an error: the transaction is usable again.
-              if (/^\s*rollback to savepoint/i.test(String(args[0]))) this.failedQuery = null;
-              return result;
-            } catch (error) {
-              this.failedQuery = { error };
-              throw error;
-            } finally {
-              // after the query: the restore goes before the next handler's statements, not before this one
-              if (changesSettings) this.batch.dirty = true;
-            }
-          };
+    return this.control.view(this.runner, {
+      send: async (target, args, changesSettings) => {
+        try {
+          return await this.running(this.opening ? this.later(target, args) : this.firstQuery(target, args));
+        } finally {
+          // after the query: the restore goes before the next handler's statements, not before this one
+          if (changesSettings) this.batch.dirty = true;
         }
-        if (property === 'manager') return manager ?? target.manager;
-        if (property === IN_HANDLER_SCOPE) return true;
+      },
+      property: (property) => {
+        if (property === IN_HANDLER_SCOPE) return { value: true };
         // Once the handler settled, report the runner as live so the next query reaches `open()` and fails
         // with our message, instead of TypeORM's about a released runner.
-        if (property === 'isReleased' && this.settled) return false;
-        // The batch's own level belongs to the relay; the levels the handler opens (savepoints, e.g. of
-        // manager.transaction()) to the handler, which the scope counts.
-        if (property === 'startTransaction') {
-          const start = Reflect.get(target, property, receiver) as (level?: unknown) => Promise<void>;
-          return async (level?: unknown) => {
-            await start.call(receiver, level);
-            this.nested++;
-          };
-        }
-        if (property === 'commitTransaction' || property === 'rollbackTransaction') {
-          const close = Reflect.get(target, property, receiver) as () => Promise<void>;
-          return async () => {
-            if (this.nested === 0) return this.refuse(`queryRunner.${String(property)}()`);
-            await close.call(receiver);
-            this.nested--;
-          };
-        }
-        if (property === 'release') return () => this.refuse('queryRunner.release()');
-        return Reflect.get(target, property, receiver) as unknown;
-      },
-      set: (target, property, value) => {
-        if (property === 'manager') {
-          manager = value as EntityManager;
-          return true;
-        }
-        return Reflect.set(target, property, value);
+        if (property === 'isReleased' && this.settled) return { value: false };
+        return undefined;
       },
     });
   }
@@ -426,6 +382,3 @@ const CANCEL_GRACE_MS = 2 * BOUND_FLOOR_MS;
 
 /** How long a cancel request may take to be delivered (it is one packet on a connection of its own). */
 const CANCEL_REQUEST_TIMEOUT_MS = 1_000;
-
-/** What `QueryRunner.query` takes: a query, its parameters, and whether to answer with a `QueryResult`. */
-type QueryArgs = [query: string, parameters?: unknown[] | object, structured?: boolean];
