@@ -50,17 +50,13 @@ export interface OutboxRelayOptions {
    */
   leaseMs?: number;
   /**
-   * How long the relay waits for the database's reply to one of its round trips (a claim, a batch's begin,
-   * savepoint rollback or commit, an outcome, a lease extension, the scan for due tenants, the registry
-   * heartbeat, the lease vacuum, the wake-up listener's check, the health check's read), in ms. pg has no
-   * deadline of its own, and a server that hangs or a network that drops packets never answers: past this, the
-   * connection is closed (never returned to the pool, and the pool's idle connections with it), the round is
-   * given up (its leases expire; fencing keeps its late writes out), a warning names the round trip, the health
-   * indicator is down and `stats` shows it (`relayStall`) until a later round trip is answered, and the next
-   * round starts on a fresh connection. A little over `relay.leaseMs`, the server-side bound of the relay's
-   * statements, so that a statement that is merely slow is cancelled by the server first; lower `relay.leaseMs`
-   * to give up on a hung database sooner. The relay also turns TCP keepalive on for the connections it uses
-   * (unless the pool sets `keepAlive` itself). `0`: no client-side bound.
+   * How long the relay waits for the database's reply to one of its round trips (a claim, a batch, an outcome,
+   * the scan for due tenants, the heartbeat, the lease vacuum, the wake-up listener's check), in ms; a hung server
+   * or a broken network never answers, and pg has no deadline of its own. Past it the connection is closed for
+   * good, the round given up (its leases expire; the fence keeps late writes out), a warning names the round trip,
+   * health and `stats` show the stall until the database answers again, and the next round starts on a fresh
+   * connection. A little over `relay.leaseMs`, the server-side bound of the relay's statements: lower that to give
+   * up sooner. See docs/adr/0809-client-side-deadline-per-round-trip.md. `0`: no client-side bound.
    * Default: `relay.leaseMs + 1000`.
    */
   roundTripTimeoutMs?: number;

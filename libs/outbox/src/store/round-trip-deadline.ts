@@ -50,7 +50,7 @@ interface PgRunner {
  * a round trip begun after it is answered. `ms` 0 turns the bound off.
  *
  * The cost is a timer per round trip (not per event: a batch is two round trips); measured in
- * bench/decisions/round-trip-deadline.ts and docs/adr/0808-client-side-deadline-per-round-trip.md.
+ * bench/decisions/round-trip-deadline.ts and docs/adr/0809-client-side-deadline-per-round-trip.md.
  */
 export class RoundTripDeadline {
   private readonly logger = new Logger('OutboxRelay');
