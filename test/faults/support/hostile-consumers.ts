@@ -50,10 +50,21 @@ function unprintable(roll: number): unknown {
 }
 
 /**
+ * Prints `SLEPT <ms>` when a sleeping query ends, however it ends (cancelled at the handler's timeout, or not), for
+ * the scenario to count the sleeps that held their connection: the handler itself is abandoned at its timeout.
+ */
+function sleepReported(sleep: Promise<unknown>): Promise<unknown> {
+  const started = Date.now();
+  const report = (): void => void process.stdout.write(`SLEPT ${Date.now() - started}\n`);
+  sleep.then(report, report);
+  return sleep;
+}
+
+/**
  * About one call in four misbehaves, each act about as often as the others (sleeping past its timeout rarer:
- * 1 in 60). Decided by the seed, the event's number in the load (`payload.n`) and the attempt, so that a seed
- * replays the same acts whichever relay runs them. Returns false when it behaved (the caller then writes its
- * effect).
+ * 1 in 60, half of those after taking the bound off). Decided by the seed, the event's number in the load
+ * (`payload.n`) and the attempt, so that a seed replays the same acts whichever relay runs them. Returns false
+ * when it behaved (the caller then writes its effect).
  */
 export async function hostileAct(
   event: OutboxEvent,
@@ -95,7 +106,14 @@ export async function hostileAct(
       await m.query(`select set_config('app.current_tenant_id', gen_random_uuid()::text, true)`);
       return true;
     case 15:
-      await m.query('select pg_sleep(10)');
+      // every other time with its bound taken off in the same text: the relay must stop it at its timeout all the same
+      await sleepReported(
+        m.query(
+          typeof n === 'number' && n % 2 === 1
+            ? 'set local statement_timeout = 0; select pg_sleep(10)'
+            : 'select pg_sleep(10)',
+        ),
+      );
       return true;
     default:
       return false;
