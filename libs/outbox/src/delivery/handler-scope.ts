@@ -3,7 +3,13 @@ import { OutboxError, OutboxStallError, OutboxTransactionEndedError } from '../e
 import { messages } from '../errors/outbox.messages';
 import { sqlState } from '../errors/sql-state';
 import { allResults, inTransactionBlock, pgConnection, sendAll, type PgResult } from '../store/pipeline';
-import { handlerBound, handlerChecks, handlerContext, type SqlStatement } from '../store/sql';
+import {
+  BATCH_SEAL_SQLSTATE,
+  handlerBound,
+  handlerChecks,
+  handlerContext,
+  type SqlStatement,
+} from '../store/sql';
 import { errorText } from '../errors/error-text';
 import { sendCancelRequest } from '../store/cancel-request';
 import { TransactionControl, type QueryArgs } from './transaction-control';
@@ -354,6 +360,12 @@ export class HandlerScope {
       send: async (target, args, changesSettings) => {
         try {
           return await this.running(this.opening ? this.later(target, args) : this.firstQuery(target, args));
+        } catch (error) {
+          // the batch's seal fired before the relay's commit (see `sealBatch`): no commit comes through the
+          // view, so it was a check of every deferred constraint
+          if (sqlState(error) === BATCH_SEAL_SQLSTATE)
+            throw new OutboxError(messages.sealChecked(this.consumer));
+          throw error;
         } finally {
           // after the query: the restore goes before the next handler's statements, not before this one
           if (changesSettings) this.batch.dirty = true;

@@ -115,6 +115,10 @@ export const messages = {
   transactionControl: (consumer: string, what: string): string =>
     `handler ${consumer} tried ${what} through context.manager, which was refused: the outbox owns the batch ` +
     'transaction and commits it with the outcomes; use context.manager.transaction() for a nested one',
+  sealChecked: (consumer: string): string =>
+    `handler ${consumer} checked every deferred constraint of the batch transaction (set constraints all ` +
+    "immediate), the relay's seal among them, which was refused: name your own constraints, e.g. " +
+    '`set constraints my_fk immediate`',
   transactionLeftOpen: (consumer: string): string =>
     `handler ${consumer} returned with a nested transaction (queryRunner.startTransaction()) still open; ` +
     'commit or roll it back before returning, or use context.manager.transaction()',
