@@ -158,6 +158,10 @@ describe('a database that stops answering (a hung host, a partition, a failover)
     await survives('outbox_due_tenants', 'dueTenantScan', () => proxy.thaw());
   });
 
+  it("gives up a read of a tenant's webhook subscriptions that gets no reply", async () => {
+    await survives('outbox_webhook_subscriptions where tenant_id', 'subscriptions', () => proxy.thaw());
+  });
+
   it('notices a wake-up listener whose server stopped answering and listens again where the pool now goes', async () => {
     const t = await startWorker({ pollIntervalMs: NEVER_POLL, listen: true });
     await waitFor(() => listening(db), { timeoutMs: 5000, message: 'the LISTEN session' });

@@ -108,7 +108,12 @@ describe('wiring', () => {
       providers: [SlowRetryConsumer],
       outbox: {
         backoff: { baseMs: tooLong, capMs: tooLong },
-        relay: { leaseMs: tooLong, pollIntervalMs: tooLong, shutdownTimeoutMs: tooLong },
+        relay: {
+          leaseMs: tooLong,
+          roundTripTimeoutMs: tooLong,
+          pollIntervalMs: tooLong,
+          shutdownTimeoutMs: tooLong,
+        },
         registry: { liveWithinMs: 25 * 24 * 3600_000, heartbeatMs: tooLong, orphanAfterMs: tooLong },
         retention: { intervalMs: tooLong },
         webhookSubscriptions: { cacheTtlMs: tooLong, pausedRecheckMs: tooLong },
@@ -130,6 +135,7 @@ describe('wiring', () => {
       'backoff.baseMs',
       'backoff.capMs',
       'relay.leaseMs',
+      'relay.roundTripTimeoutMs',
       'relay.pollIntervalMs',
       'relay.shutdownTimeoutMs',
       'registry.liveWithinMs',

@@ -1,14 +1,16 @@
 /**
  * The relay's waits on the database, each bounded by `relay.roundTripTimeoutMs`: a claim, a batch (its
- * transaction's begin, a handler's savepoint rolled back or checked, its commit), the outcomes recorded outside
- * a batch, a lease extension of webhook and broker deliveries, the scan for tenants with due work, the registry
- * heartbeat, the lease vacuum, the wake-up listener's check, and the health check's read of the backlog.
+ * transaction's begin, a handler's savepoint rolled back or checked, its commit), the outcomes recorded outside a
+ * batch, a lease extension of webhook and broker deliveries, a tenant's webhook subscriptions read for its round,
+ * the scan for tenants with due work, the registry heartbeat, the lease vacuum, the wake-up listener's check, and
+ * the health check's read of the backlog.
  */
 export type OutboxRoundTrip =
   | 'claim'
   | 'batch'
   | 'outcome'
   | 'leaseExtension'
+  | 'subscriptions'
   | 'dueTenantScan'
   | 'heartbeat'
   | 'leaseVacuum'

@@ -67,14 +67,24 @@ export class OutboxStore {
     return result.records as T[];
   }
 
-  /** Runs `work` in a transaction of its own on a pooled connection, releasing the connection afterwards. */
-  async transaction<T>(work: (runner: QueryRunner) => Promise<T>): Promise<T> {
+  /**
+   * Runs `work` in a transaction of its own on a pooled connection, releasing the connection afterwards. With
+   * `bound`, a wait of the relay's: bounded on the client side as a whole (see `RoundTripDeadline`).
+   */
+  async transaction<T>(
+    work: (runner: QueryRunner) => Promise<T>,
+    bound?: { trip: OutboxRoundTrip; tenantId: string | null },
+  ): Promise<T> {
     const runner = this.dataSource().createQueryRunner();
-    try {
+    const run = async (): Promise<T> => {
+      if (bound) await this.transport.deadline.connect(runner);
       await runner.startTransaction();
       const result = await work(runner);
       await runner.commitTransaction();
       return result;
+    };
+    try {
+      return await (bound ? this.transport.deadline.within(runner, bound.trip, bound.tenantId, run) : run());
     } catch (error) {
       if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
       throw error;

@@ -11,6 +11,7 @@ const LABELS: Record<OutboxRoundTrip, string> = {
   batch: 'batch',
   outcome: 'outcome record',
   leaseExtension: 'lease extension',
+  subscriptions: "read of the tenant's webhook subscriptions",
   dueTenantScan: 'scan for due tenants',
   heartbeat: 'registry heartbeat',
   leaseVacuum: 'lease vacuum',

@@ -139,20 +139,33 @@ export class WebhookSubscriptionSource implements TenantConsumerSource, OnModule
     return { endpoint, problems: [...sealedProblems, ...problems] };
   }
 
-  /** Runs `work` in a transaction with the tenant set for row-level security. */
-  tenantTransaction<T>(tenantId: string, work: (runner: QueryRunner) => Promise<T>): Promise<T> {
-    return this.store.transaction(async (runner) => {
-      await this.store.rows(
-        runner,
-        setTransactionContext(this.options.tenantSetting, tenantId, this.options.relay.leaseMs),
-      );
-      return work(runner);
-    });
+  /**
+   * Runs `work` in a transaction with the tenant set for row-level security; with `relayWait`, bounded as the
+   * relay's round trips are (see `RoundTripDeadline`).
+   */
+  tenantTransaction<T>(
+    tenantId: string,
+    work: (runner: QueryRunner) => Promise<T>,
+    relayWait = false,
+  ): Promise<T> {
+    return this.store.transaction(
+      async (runner) => {
+        await this.store.rows(
+          runner,
+          setTransactionContext(this.options.tenantSetting, tenantId, this.options.relay.leaseMs),
+        );
+        return work(runner);
+      },
+      relayWait ? { trip: 'subscriptions', tenantId } : undefined,
+    );
   }
 
   private async load(tenantId: string): Promise<OutboxConsumer[]> {
-    const rows = await this.tenantTransaction(tenantId, (runner) =>
-      this.store.rows<SubscriptionRow>(runner, tenantSubscriptions(this.options.names, tenantId)),
+    // read in the relay's round: a database that does not answer must not hold the round up
+    const rows = await this.tenantTransaction(
+      tenantId,
+      (runner) => this.store.rows<SubscriptionRow>(runner, tenantSubscriptions(this.options.names, tenantId)),
+      true,
     );
     return rows.map((row) => this.toConsumer(row));
   }
