@@ -87,6 +87,21 @@ async function withMigrator<T>(
   }
 }
 
+/** Runs the outbox migrations that come before `outboxMigrations[index]` on `db`. */
+async function migrateBefore(db: TestDatabase, index: number): Promise<void> {
+  const earlier = new DataSource({
+    type: 'postgres',
+    url: db.url,
+    migrations: outboxMigrations.slice(0, index),
+  });
+  await earlier.initialize();
+  try {
+    await earlier.runMigrations();
+  } finally {
+    await earlier.destroy();
+  }
+}
+
 @Injectable()
 class FixtureConsumer {
   readonly seen: string[] = [];
@@ -277,14 +292,7 @@ describe('migrations', () => {
     const tenantKey = outboxMigrations.findIndex((M) => new M().name === 'OutboxInboxTenantKey1764500400000');
     expect(tenantKey).toBeGreaterThan(0);
     const db = track(await createEmptyDatabase());
-    const earlier = new DataSource({
-      type: 'postgres',
-      url: db.url,
-      migrations: outboxMigrations.slice(0, tenantKey),
-    });
-    await earlier.initialize();
-    await earlier.runMigrations();
-    await earlier.destroy();
+    await migrateBefore(db, tenantKey);
     const event = '0190a3e0-0000-7000-8000-0000000000c1';
     const message = '5a0e3b0c-9d7e-5f3a-8b1e-0000000000c2';
     const [a, b] = ['f1f1f1f1-0000-4000-8000-000000000001', 'f2f2f2f2-0000-4000-8000-000000000002'];
@@ -329,6 +337,33 @@ describe('migrations', () => {
         [message, b],
       ),
     ).rejects.toThrow(/consumer_inbox_pkey/);
+  });
+
+  it("narrow retention's inbox delete to the relay's rows of the event's tenant, and going down restores the function as it was", async () => {
+    const narrowing = outboxMigrations.findIndex(
+      (M) => new M().name === 'OutboxPurgeRelayInbox1764500800000',
+    );
+    expect(narrowing).toBeGreaterThan(0);
+    const db = track(await createEmptyDatabase());
+    await migrateBefore(db, narrowing);
+    const purgeFunction = async () =>
+      (
+        await db.sql<{ definition: string; acl: string }>(
+          `select pg_get_functiondef(p.oid) as definition, p.proacl::text as acl
+             from pg_proc p where p.oid = 'public.outbox_purge_settled(timestamptz, integer)'::regprocedure`,
+        )
+      )[0];
+    const before = await purgeFunction();
+
+    await withMigrator(db, (dataSource) => dataSource.runMigrations({ transaction: 'each' }));
+    const narrowed = await purgeFunction();
+    expect(narrowed.definition).toMatch(/i\.tenant_id = doomed\.tenant_id and i\.first_seen_at is null/);
+    expect(narrowed.acl).toBe(before.acl);
+
+    await withMigrator(db, async (dataSource) => {
+      for (let i = narrowing; i < outboxMigrations.length; i++) await dataSource.undoLastMigration();
+    });
+    expect(await purgeFunction()).toEqual(before);
   });
 
   it('upgrade a 0.1.0 subscription secret without whsec_ to the Standard Webhooks form of the same key', async () => {

@@ -14,6 +14,7 @@ import { OutboxTraceContext1764500200000 } from './1764500200000-outbox-trace-co
 import { OutboxInbox1764500300000 } from './1764500300000-outbox-inbox';
 import { OutboxInboxTenantKey1764500400000 } from './1764500400000-outbox-inbox-tenant-key';
 import { OutboxBatchSeal1764500700000 } from './1764500700000-outbox-batch-seal';
+import { OutboxPurgeRelayInbox1764500800000 } from './1764500800000-outbox-purge-relay-inbox';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -33,4 +34,5 @@ export const outboxMigrations = [
   OutboxInbox1764500300000,
   OutboxInboxTenantKey1764500400000,
   OutboxBatchSeal1764500700000,
+  OutboxPurgeRelayInbox1764500800000,
 ];

@@ -1,0 +1,29 @@
+-- nestjs-pg-outbox migration 0017-outbox-purge-relay-inbox (down), recorded from the TypeORM class OutboxPurgeRelayInbox1764500800000. Do not edit.
+create or replace function public.outbox_purge_settled(older_than timestamptz, max_events integer) returns integer
+      language plpgsql volatile security definer set search_path = pg_catalog, public as $$
+      declare
+        deleted integer;
+      begin
+        if older_than is null or older_than > now() - interval '1 hour' then
+          raise exception 'outbox_purge_settled: cut-off % is less than an hour ago; events settled within the last hour are never purged', older_than
+            using errcode = '22023';
+        end if;
+        if max_events is null or max_events < 1 then
+          raise exception 'outbox_purge_settled: max_events must be at least 1, got %', max_events using errcode = '22023';
+        end if;
+        with doomed as (
+          select id from public.event_outbox
+           where status in ('published', 'no_handlers') and published_at < older_than
+           order by published_at
+           limit max_events
+             for update skip locked
+        ), inbox as (
+          delete from public.consumer_inbox i using doomed where i.event_id = doomed.id
+        ), deliveries as (
+          delete from public.outbox_deliveries d using doomed where d.event_id = doomed.id
+        ), events as (
+          delete from public.event_outbox e using doomed where e.id = doomed.id returning 1
+        )
+        select count(*)::int into deleted from events;
+        return deleted;
+      end $$;
