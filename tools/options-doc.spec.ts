@@ -60,9 +60,10 @@ describe('the documented defaults', () => {
           `OUTBOX_DEFAULTS has ${JSON.stringify(defaults.get(row.path))}`,
       );
     expect(drifted).toEqual([]);
-    // Only these two are not literals: each is checked against the merge below.
+    // Only these are not literals: each is checked against the merge below.
     expect(rows.filter((row) => !row.defaultLiteral).map((row) => row.path)).toEqual([
       'dataSource',
+      'relay.roundTripTimeoutMs',
       'relay.notify',
     ]);
   });
@@ -74,6 +75,14 @@ describe('the documented defaults', () => {
     expect(resolveOutboxOptions({}).options.relay.notify).toBe(false);
     expect(resolveOutboxOptions({ relay: { enabled: false } }).options.relay.notify).toBe(true);
     expect(resolveOutboxOptions({}).options.dataSource).toBeUndefined();
+    expect(
+      rowsOf('OutboxModuleOptions').find((row) => row.path === 'relay.roundTripTimeoutMs')?.defaultText,
+    ).toMatch(/^`relay\.leaseMs \+ 1000`/);
+    expect(resolveOutboxOptions({}).options.relay.roundTripTimeoutMs).toBe(61_000);
+    expect(resolveOutboxOptions({ relay: { leaseMs: 5000 } }).options.relay.roundTripTimeoutMs).toBe(6000);
+    expect(resolveOutboxOptions({ relay: { roundTripTimeoutMs: 0 } }).options.relay.roundTripTimeoutMs).toBe(
+      0,
+    );
   });
 
   it("of a webhook's circuit breaker are DEFAULT_WEBHOOK_CIRCUIT_BREAKER", () => {

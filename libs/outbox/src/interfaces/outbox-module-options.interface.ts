@@ -50,8 +50,9 @@ export interface OutboxRelayOptions {
    */
   leaseMs?: number;
   /**
-   * How long the relay waits for the database's reply to one of its round trips (a claim, a batch, an outcome,
-   * the scan for due tenants, the heartbeat, the lease vacuum, the wake-up listener's check), in ms; a hung server
+   * How long the relay waits for the database's reply to one of its round trips (a claim, a batch, an outcome, a
+   * tenant's webhook subscriptions, the scan for due tenants, the heartbeat, the lease vacuum, the wake-up
+   * listener's check), in ms; a hung server
    * or a broken network never answers, and pg has no deadline of its own. Past it the connection is closed for
    * good, the round given up (its leases expire; the fence keeps late writes out), a warning names the round trip,
    * health and `stats` show the stall until the database answers again, and the next round starts on a fresh
