@@ -454,6 +454,27 @@ describe('OutboxAdminService', () => {
     expect(await eventOf(db, published)).toBeUndefined();
   });
 
+  it("purges the relay's inbox rows of a failed event, not the inbox's record of a received message with its id", async () => {
+    consumers.broken.add('billing');
+    const deadLetter = await enqueue('test.order.placed.v1');
+    await settle();
+    // the event sent through a broker and received back by an inbox consumer of this database, as the inbox records it
+    await db.sql(
+      `insert into consumer_inbox (event_id, consumer_name, tenant_id, status, attempts, first_seen_at, last_seen_at, processed_at)
+       values ($1, 'rmq:order-sync', $2, 'processed', 1, now(), now(), now())`,
+      [deadLetter, TENANT],
+    );
+    const inboxRows = () =>
+      db.sql<{ consumer_name: string }>(
+        `select consumer_name from consumer_inbox where event_id = $1 order by consumer_name collate "C"`,
+        [deadLetter],
+      );
+    expect(await inboxRows()).toEqual([{ consumer_name: 'rmq:order-sync' }, { consumer_name: 'shipping' }]);
+
+    expect(await admin.purgeEvent(TENANT, deadLetter)).toBe(true);
+    expect(await inboxRows()).toEqual([{ consumer_name: 'rmq:order-sync' }]);
+  });
+
   it('forgets a consumer no instance hosts any more, and refuses to forget a live one', async () => {
     await db.sql(
       `insert into outbox_consumers (name, event_patterns, last_seen_at) values ('retired', '{*}', now() - interval '2 hours')`,

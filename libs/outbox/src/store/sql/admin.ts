@@ -199,9 +199,12 @@ export function replayDeliveries(n: OutboxNames, p: FailedFilter & { eventId: st
 }
 
 /**
- * Deletes a tenant's settled events (in `statuses`, and with no delivery still open) with their delivery and
- * inbox rows; returns how many events. Only events with no open delivery: the relay never locks their rows, so
- * locking the event first cannot deadlock with it, and no inbox row goes while its event could be redelivered.
+ * Deletes a tenant's settled events (in `statuses`, and with no delivery still open) with their delivery rows and
+ * the inbox rows the relay wrote for them; returns how many events. Only events with no open delivery: the relay
+ * never locks their rows, so locking the event first cannot deadlock with it, and no inbox row goes while its
+ * event could be redelivered. The relay's inbox rows are those with no `first_seen_at`: a broker message received
+ * with the event's id (the event sent through a broker and received back) keeps the inbox's record of it, as
+ * retention keeps it (migration `OutboxPurgeRelayInbox1764500800000`).
  */
 export function purgeEvents(
   n: OutboxNames,
@@ -217,7 +220,8 @@ export function purgeEvents(
                                                   where d.event_id = e.id and d.consumer_name = $5 and d.status = 'dead'))
                 for update of e
            ), inbox as (
-             delete from ${n.inbox} i using doomed where i.event_id = doomed.id and i.tenant_id = $1
+             delete from ${n.inbox} i using doomed
+              where i.event_id = doomed.id and i.tenant_id = $1 and i.first_seen_at is null
            ), deliveries as (
              delete from ${n.deliveries} d using doomed where d.event_id = doomed.id and d.tenant_id = $1
            ), events as (
