@@ -228,6 +228,9 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
         this.logger.error(`relay round failed; will retry on the next tick: ${errorText(error)}`);
     } finally {
       this.ticking = false;
+      // a wake-up that came while a round failed is not lost with it: it gets a round of its own (one round per
+      // wake-up at most, as when the round succeeds; a database that does not answer costs each a deadline)
+      if (this.wakeRequested && !this.stopping) setImmediate(() => void this.tick());
     }
   }
 
