@@ -4,6 +4,8 @@ import {
   OnOutboxEvent,
   OutboxAdminService,
   OutboxHealthIndicator,
+  OutboxRetention,
+  OutboxStallError,
   type OutboxEvent,
   type OutboxHandlerContext,
 } from 'nestjs-pg-outbox';
@@ -160,6 +162,20 @@ describe('a database that stops answering (a hung host, a partition, a failover)
 
   it("gives up a read of a tenant's webhook subscriptions that gets no reply", async () => {
     await survives('outbox_webhook_subscriptions where tenant_id', 'subscriptions', () => proxy.thaw());
+  });
+
+  it('gives up a retention purge that gets no reply, and purges again once the database answers', async () => {
+    const t = await startWorker();
+    const retention = t.app.get(OutboxRetention);
+    const frozen = proxy.freezeOn('outbox_purge_settled');
+    const purge = retention.purgeNow();
+    await within(10_000, frozen, 'the retention purge');
+    await expect(within(STALL_MS + 5000, purge, 'the frozen purge')).rejects.toBeInstanceOf(OutboxStallError);
+    await stalled('retention');
+    proxy.thaw();
+    await expect(
+      within(STALL_MS + 5000, retention.purgeNow(), 'a purge once the database answers'),
+    ).resolves.toMatchObject({ batches: 1 });
   });
 
   it('notices a wake-up listener whose server stopped answering and listens again where the pool now goes', async () => {

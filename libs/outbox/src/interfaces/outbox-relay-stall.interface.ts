@@ -3,7 +3,7 @@
  * transaction's begin, a handler's savepoint rolled back or checked, its commit), the outcomes recorded outside a
  * batch, a lease extension of webhook and broker deliveries, a tenant's webhook subscriptions read for its round,
  * the scan for tenants with due work, the registry heartbeat, the lease vacuum, the wake-up listener's check, and
- * the health check's read of the backlog.
+ * the health check's read of the backlog, a retention purge, a metrics scrape's read.
  */
 export type OutboxRoundTrip =
   | 'claim'
@@ -15,7 +15,9 @@ export type OutboxRoundTrip =
   | 'heartbeat'
   | 'leaseVacuum'
   | 'listen'
-  | 'healthCheck';
+  | 'healthCheck'
+  | 'retention'
+  | 'metrics';
 
 /**
  * A round trip to the database that got no reply within `relay.roundTripTimeoutMs`: its connection was closed

@@ -92,8 +92,10 @@ export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy 
     const { publishedDays, batchSize } = this.options.retention;
     const result: RetentionRunResult = { deletedEvents: 0, batches: 0 };
     while (!this.stopping) {
+      // bounded: a purge that never gets its reply would keep retention from running again
       const [row] = await this.store.query<{ deleted: number | null }>(
         q.purgeSettledBatch(this.options.names, publishedDays, batchSize),
+        'retention',
       );
       if (row.deleted === null) {
         result.skipped = 'locked';

@@ -177,11 +177,18 @@ export class OutboxStore {
     return new ListenConnection(this.dataSource(), handlers, this.transport.deadline);
   }
 
-  /** Runs one statement outside any transaction of the app. */
-  async query<T>(statement: SqlStatement): Promise<T[]> {
+  /**
+   * Runs one statement outside any transaction of the app. With `trip`, a wait of the library's own in the
+   * background (retention, a metrics scrape): bounded on the client side (see `RoundTripDeadline`).
+   */
+  async query<T>(statement: SqlStatement, trip?: OutboxRoundTrip): Promise<T[]> {
     const runner = this.dataSource().createQueryRunner();
     try {
-      return await this.rows<T>(runner, statement);
+      if (!trip) return await this.rows<T>(runner, statement);
+      return await this.transport.deadline.within(runner, trip, null, async () => {
+        await this.transport.deadline.connect(runner);
+        return this.rows<T>(runner, statement);
+      });
     } finally {
       await runner.release();
     }

@@ -17,6 +17,8 @@ const LABELS: Record<OutboxRoundTrip, string> = {
   leaseVacuum: 'lease vacuum',
   listen: 'wake-up listener check',
   healthCheck: 'health check',
+  retention: 'retention purge',
+  metrics: 'metrics read',
 };
 
 /**

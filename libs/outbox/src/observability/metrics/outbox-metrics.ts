@@ -133,8 +133,10 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
         registers,
         async collect(this: PromClient.Gauge) {
           try {
+            // bounded: a scrape that never gets its reply would hold a pool connection for good
             const [row] = await store.query<{ seconds: number }>(
               oldestPendingAge(names, registry.orphanAfterMs),
+              'metrics',
             );
             this.set(Math.max(0, row?.seconds ?? 0));
           } catch (error) {
