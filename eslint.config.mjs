@@ -3,7 +3,7 @@
 // `npm run typecheck`.
 import js from '@eslint/js';
 import { defineConfig, globalIgnores } from 'eslint/config';
-import { importX } from 'eslint-plugin-import-x';
+import { createNodeResolver, importX } from 'eslint-plugin-import-x';
 import tseslint from 'typescript-eslint';
 
 const STORE_ONLY =
@@ -74,6 +74,18 @@ export default defineConfig([
     languageOptions: {
       parserOptions: { projectService: false, experimentalDecorators: true, emitDecoratorMetadata: true },
     },
+  },
+
+  {
+    // No import cycle between the library's files (type-only imports are skipped here; the folder-level check,
+    // type imports included, is tools/folder-cycles.spec.ts).
+    files: ['libs/outbox/src/**/*.ts'],
+    settings: {
+      'import-x/resolver-next': [createNodeResolver({ extensions: ['.ts', '.js'] })],
+      'import-x/extensions': ['.ts'],
+      'import-x/parsers': { '@typescript-eslint/parser': ['.ts'] },
+    },
+    rules: { 'import-x/no-cycle': ['error', { ignoreExternal: true }] },
   },
 
   {
