@@ -12,14 +12,12 @@ import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.
 import type { OutboxConsumer } from '../registry/outbox-consumer';
 import { OutboxConsumerRegistry } from '../registry/outbox-consumer.registry';
 import { isEventPattern } from '../registry/event-pattern';
+import { OutboxExtension } from '../registry/outbox-extension';
 import { OutboxStore } from '../store/outbox.store';
 import { OUTBOX_OPTIONS_RESOLUTION } from '../outbox-options.provider';
-import { WebhookConsumerFactory } from '../delivery/webhook/webhook-consumer.factory';
 import { OutboxSchemaRegistry } from '../schemas/outbox-schema.registry';
 import { receiptValidated } from '../schemas/receipt-validation';
 import { AmbientTransactions } from '../cls/ambient-transactions';
-import { TransportConsumerFactory } from '../transport/transport-consumer.factory';
-import { BrokerConsumerFactory } from '../delivery/broker/broker-consumer.factory';
 
 /**
  * Finds every `@OnOutboxEvent` method on the app's singleton providers and controllers, checks the wiring
@@ -39,11 +37,8 @@ export class OutboxExplorer implements OnModuleInit {
     private readonly store: OutboxStore,
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
     @Inject(OUTBOX_OPTIONS_RESOLUTION) private readonly resolution: OptionsResolution,
-    private readonly webhookConsumers: WebhookConsumerFactory,
     private readonly schemas: OutboxSchemaRegistry,
     private readonly ambient: AmbientTransactions,
-    private readonly transportConsumers: TransportConsumerFactory,
-    private readonly brokerConsumers: BrokerConsumerFactory,
   ) {}
 
   async onModuleInit(): Promise<void> {
@@ -54,26 +49,18 @@ export class OutboxExplorer implements OnModuleInit {
       ...this.ambient.problems(),
     ];
     const consumers = this.discover(problems);
-    // Static webhooks, transports and brokers (options) are consumers too, named webhook:<name>,
-    // transport:<name> and broker:<name>, checked in the same pass.
-    const handlers = [...consumers];
-    const configured: [string, OutboxConsumer[]][] = [
-      ['webhooks', this.webhookConsumers.staticConsumers(problems)],
-      ['transports', await this.transportConsumers.staticConsumers(problems)],
-      ['brokers', this.brokerConsumers.staticConsumers(problems)],
-    ];
-    for (const [option, list] of configured) {
+    // The extensions' consumers (static webhooks, transports and brokers: webhook:<name>, transport:<name>,
+    // broker:<name>) are checked in the same pass, against the handlers' names and each other's.
+    const taken = new Map(consumers.map((c) => [c.name, `${c.hostClass.name}#${c.methodName}`]));
+    for (const extension of this.extensions(problems)) {
+      const list = (await extension.consumers?.(problems)) ?? [];
       for (const consumer of list) {
-        const clash = handlers.find((c) => c.name === consumer.name);
-        if (clash)
-          problems.push(
-            messages.duplicateConsumer(consumer.name, [
-              `${clash.hostClass.name}#${clash.methodName}`,
-              `the ${option} option`,
-            ]),
-          );
+        const clash = taken.get(consumer.name);
+        if (clash !== undefined)
+          problems.push(messages.duplicateConsumer(consumer.name, [clash, extension.source]));
         consumers.push(consumer);
       }
+      for (const consumer of list) if (!taken.has(consumer.name)) taken.set(consumer.name, extension.source);
     }
     if (problems.length > 0) throw new OutboxConfigurationError(problems);
     this.registry.load(consumers);
@@ -96,6 +83,22 @@ export class OutboxExplorer implements OnModuleInit {
       }
     }
     return problems;
+  }
+
+  /** The providers marked `@OutboxExtension()`, in discovery order; they must be singletons. */
+  private extensions(problems: string[]): OutboxExtension[] {
+    const found: OutboxExtension[] = [];
+    // Read from each provider's class, not from `getProviders({ metadataKey })`: Nest 11's index keeps one
+    // discoverable decorator per class, so a class with another one would be missed.
+    for (const wrapper of this.discovery.getProviders()) {
+      const instance = wrapper.instance as object | null | undefined;
+      const type = (instance?.constructor ?? wrapper.metatype) as Type | undefined;
+      if (typeof type !== 'function' || this.reflector.get(OutboxExtension.KEY, type) === undefined) continue;
+      if (!wrapper.isDependencyTreeStatic() || wrapper.isTransient)
+        problems.push(messages.requestScoped(type.name));
+      else if (instance) found.push(instance as OutboxExtension);
+    }
+    return found;
   }
 
   private discover(problems: string[]): OutboxConsumer[] {

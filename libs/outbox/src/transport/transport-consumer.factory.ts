@@ -5,6 +5,7 @@ import { messages } from '../errors/outbox.messages';
 import { errorText } from '../errors/error-text';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
 import type { OutboxConsumer } from '../registry/outbox-consumer';
+import { OutboxExtension } from '../registry/outbox-extension';
 import type { OutboxTransport } from './outbox-transport.interface';
 import type { OutboxTransportOptions } from './outbox-transport-options.interface';
 import { batchSender } from './transport-batch';
@@ -24,7 +25,9 @@ export function transportConsumerName(name: string): string {
  * explorer, their problems reported at boot), and closes every transport once the relay has stopped.
  */
 @Injectable()
-export class TransportConsumerFactory implements BeforeApplicationShutdown {
+@OutboxExtension()
+export class TransportConsumerFactory implements BeforeApplicationShutdown, OutboxExtension {
+  readonly source = 'the transports option';
   private readonly logger = new Logger(TransportConsumerFactory.name);
   private readonly opened: { name: string; transport: OutboxTransport }[] = [];
   private closing: Promise<void> | null = null;
@@ -35,7 +38,7 @@ export class TransportConsumerFactory implements BeforeApplicationShutdown {
   ) {}
 
   /** The consumers of the `transports` option; every problem found is pushed to `problems`. */
-  async staticConsumers(problems: string[]): Promise<OutboxConsumer[]> {
+  async consumers(problems: string[]): Promise<OutboxConsumer[]> {
     const consumers: OutboxConsumer[] = [];
     const seen = new Map<string, number>();
     for (const [index, entry] of this.options.transports.entries()) {

@@ -5,6 +5,7 @@ import { countProblem, durationProblem } from '../../outbox-options';
 import type { ResolvedOutboxOptions } from '../../interfaces/outbox-module-options.interface';
 import type { OutboxEvent } from '../../interfaces/outbox-event.interface';
 import type { OutboxConsumer } from '../../registry/outbox-consumer';
+import { OutboxExtension } from '../../registry/outbox-extension';
 import { batchConsumer } from '../../transport/transport-consumer.factory';
 import { batchSender } from '../../transport/transport-batch';
 import { entryLabel, resolveExternalConsumer } from '../../transport/external-consumer-settings';
@@ -36,7 +37,9 @@ const PROBE_MARGIN_MS = 1000;
  * connections once the relay has stopped.
  */
 @Injectable()
-export class BrokerConsumerFactory implements BeforeApplicationShutdown {
+@OutboxExtension()
+export class BrokerConsumerFactory implements BeforeApplicationShutdown, OutboxExtension {
+  readonly source = 'the brokers option';
   private readonly logger = new Logger(BrokerConsumerFactory.name);
   private readonly forwarders: {
     name: string;
@@ -49,7 +52,7 @@ export class BrokerConsumerFactory implements BeforeApplicationShutdown {
   constructor(@Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions) {}
 
   /** The consumers of the `brokers` option; every problem found is pushed to `problems`. */
-  staticConsumers(problems: string[]): OutboxConsumer[] {
+  consumers(problems: string[]): OutboxConsumer[] {
     const consumers: OutboxConsumer[] = [];
     const seen = new Map<string, number>();
     const peers = new PeerLoader(problems);

@@ -3,6 +3,7 @@ import { OUTBOX_RESOLVED_OPTIONS } from '../../outbox.module-definition';
 import { messages } from '../../errors/outbox.messages';
 import type { ResolvedOutboxOptions } from '../../interfaces/outbox-module-options.interface';
 import type { ExternalDeliveryResult, OutboxConsumer } from '../../registry/outbox-consumer';
+import { OutboxExtension } from '../../registry/outbox-extension';
 import type { ClaimedDelivery } from '../claimed-delivery';
 import { resolveWebhookEndpoint, WEBHOOK_NAME_PATTERN, type WebhookEndpoint } from './webhook-endpoint';
 import { OutboxWebhookService } from './outbox-webhook.service';
@@ -17,14 +18,16 @@ export function webhookConsumerName(name: string): string {
  * the explorer, with their problems reported at boot), and tenant subscriptions (for their consumer source).
  */
 @Injectable()
-export class WebhookConsumerFactory {
+@OutboxExtension()
+export class WebhookConsumerFactory implements OutboxExtension {
+  readonly source = 'the webhooks option';
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
     private readonly webhooks: OutboxWebhookService,
   ) {}
 
   /** The consumers of the `webhooks` option, `webhook:<name>` each; every problem found is pushed to `problems`. */
-  staticConsumers(problems: string[]): OutboxConsumer[] {
+  consumers(problems: string[]): OutboxConsumer[] {
     const consumers: OutboxConsumer[] = [];
     const seen = new Map<string, number>();
     this.options.webhooks.forEach((webhook, index) => {
