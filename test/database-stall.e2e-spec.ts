@@ -79,10 +79,14 @@ describe('a database that stops answering (a hung host, a partition, a failover)
     await db?.drop();
   });
 
-  const startWorker = async (relay: Record<string, unknown> = {}): Promise<TestApp> => {
+  const startWorker = async (
+    relay: Record<string, unknown> = {},
+    extra?: Record<string, unknown>,
+  ): Promise<TestApp> => {
     worker = await buildApp({
       url: proxy.urlThrough(db.url),
       providers: [Recorder],
+      extra,
       logger: warnings,
       outbox: {
         handlerTimeoutMs: 1000,
@@ -112,8 +116,9 @@ describe('a database that stops answering (a hung host, a partition, a failover)
     roundTrip: string,
     recover: () => void,
     relay: Record<string, unknown> = {},
+    extra?: Record<string, unknown>,
   ): Promise<void> => {
-    const t = await startWorker(relay);
+    const t = await startWorker(relay, extra);
     const frozen = proxy.freezeOn(pattern);
     const first = await enqueue();
     await within(10_000, frozen, `the relay's ${roundTrip}`);
@@ -150,6 +155,16 @@ describe('a database that stops answering (a hung host, a partition, a failover)
 
   it('gives up a claim that gets no reply, and claims again once the database answers', async () => {
     await survives('outbox_claim_new', 'claim', () => proxy.thaw());
+  });
+
+  // pg applies the pool's query_timeout to every query: it must not cut the relay's round trips before their
+  // deadline (a failed round, no stall reported), TypeORM's START TRANSACTION and COMMIT among them
+  it("reports a stalled claim when the pool's query_timeout is shorter than the relay's deadline", async () => {
+    await survives('outbox_claim_new', 'claim', () => proxy.thaw(), {}, { query_timeout: 300 });
+  });
+
+  it("reports a stalled batch commit when the pool's query_timeout is shorter than the relay's deadline", async () => {
+    await survives('outbox_outcome', 'batch', () => proxy.thaw(), {}, { query_timeout: 300 });
   });
 
   it('gives up a batch whose commit gets no reply, and delivers through a promoted server', async () => {

@@ -20,7 +20,7 @@ export const messages = {
         'server that does not answer fails too)'
       : ''),
   stallOver: (what: string, ms: number): string =>
-    `the database answers the relay again, ${ms} ms after it gave up a ${what}`,
+    `the database answers the relay again, ${ms} ms after it gave up its ${what}`,
   staleLeaseRecovered: (attempt: number): string => `attempt ${attempt} ${STALE_ATTEMPT}`,
   likelyPoison: (attempt: number): string =>
     `attempt ${attempt} started but never finished (its relay died or stalled); dead-lettered as a likely poison event`,

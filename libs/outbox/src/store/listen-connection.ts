@@ -35,7 +35,7 @@ export class ListenConnection {
     private readonly deadline: RoundTripDeadline,
   ) {
     const pool = (dataSource.driver as unknown as { master: Pool & { Client?: typeof Client } }).master;
-    this.client = new (pool.Client ?? Client)(listenConfig(pool.options as ClientConfig));
+    this.client = new (pool.Client ?? Client)(listenConfig(pool.options as ClientConfig, deadline.ms > 0));
     this.client.on('notification', (message) => handlers.notification(message.payload));
     this.client.on('error', (error) => handlers.lost(error));
     this.client.on('end', () => handlers.lost(new Error('connection ended')));
@@ -77,11 +77,14 @@ export class ListenConnection {
 }
 
 /**
- * The pool's options for a client of its own: TCP keepalive on unless the pool says otherwise, and the pool's
- * hidden password kept (pg-pool makes it non-enumerable, so a copy would drop it).
+ * The pool's options for a client of its own: TCP keepalive on unless the pool says otherwise, the pool's
+ * hidden password kept (pg-pool makes it non-enumerable, so a copy would drop it), and, when its checks are
+ * bounded (`bounded`), without the pool's `query_timeout`: one shorter than the deadline would fail a check
+ * before its deadline, unreported (see `RoundTripDeadline`).
  */
-function listenConfig(options: ClientConfig): ClientConfig {
+function listenConfig(options: ClientConfig, bounded: boolean): ClientConfig {
   const config: ClientConfig = { ...options };
+  if (bounded) delete config.query_timeout;
   if (options.keepAlive === undefined) {
     config.keepAlive = true;
     config.keepAliveInitialDelayMillis = KEEPALIVE_IDLE_MS;

@@ -56,6 +56,30 @@ describe('RoundTripDeadline', () => {
     expect(deadline.stall).toMatchObject({ roundTrip: 'batch', recoveredAt: expect.any(String) });
   });
 
+  it("sets the pool's query_timeout aside while a round trip runs (the deadline bounds it), then gives it back", async () => {
+    const parameters = { query_timeout: 300 as number | false };
+    const { runner } = fakeRunner();
+    Object.assign((runner as unknown as { databaseConnection: object }).databaseConnection, {
+      connectionParameters: parameters,
+    });
+    const during = await new RoundTripDeadline(1000).within(
+      runner,
+      'claim',
+      't',
+      async () => parameters.query_timeout,
+    );
+    expect(during).toBe(false);
+    expect(parameters.query_timeout).toBe(300);
+    // off: the pool's query_timeout is the only client-side bound left, and stays
+    const off = await new RoundTripDeadline(0).within(
+      runner,
+      'claim',
+      't',
+      async () => parameters.query_timeout,
+    );
+    expect(off).toBe(300);
+  });
+
   it('is off at 0: waits as long as the round trip takes', async () => {
     const deadline = new RoundTripDeadline(0);
     const { runner } = fakeRunner();

@@ -33,6 +33,11 @@ export interface PgClient {
   connection: { stream: { destroy(error?: Error): void; setKeepAlive(on: boolean, ms: number): void } };
 }
 
+/** The options pg's client reads for each query (its `query_timeout`, from the pool's options). */
+interface PgParameters {
+  connectionParameters: { query_timeout?: number | false };
+}
+
 /** What TypeORM's PostgresQueryRunner holds while it connects and once connected. */
 interface PgRunner {
   databaseConnection?: PoolClient;
@@ -61,6 +66,8 @@ export class RoundTripDeadline {
   /** When the latest stall happened (`performance.now()`): a round trip begun after it and answered ends it. */
   private stalledAt = Infinity;
   private readonly keptAlive = new WeakSet<PoolClient>();
+  /** The pool's `query_timeout` of the connections a round trip of the relay's runs on, while it runs. */
+  private readonly queryTimeouts = new WeakMap<PoolClient, number>();
 
   constructor(readonly ms: number) {}
 
@@ -80,6 +87,7 @@ export class RoundTripDeadline {
    */
   async connect(runner: QueryRunner): Promise<PoolClient> {
     const client = (await runner.connect()) as PoolClient;
+    this.setAsideQueryTimeout(client);
     if (!this.keptAlive.has(client)) {
       this.keptAlive.add(client);
       const connection = (client as unknown as { connection: { _keepAlive?: boolean } }).connection;
@@ -99,8 +107,19 @@ export class RoundTripDeadline {
     tenantId: string | null,
     work: () => Promise<T>,
   ): Promise<T> {
-    return this.bound(work, () => {
-      const error = this.record(trip, tenantId, !(runner as unknown as PgRunner).databaseConnection);
+    const held = (): PoolClient | undefined => (runner as unknown as PgRunner).databaseConnection;
+    const run = async (): Promise<T> => {
+      const client = held();
+      if (client) this.setAsideQueryTimeout(client);
+      try {
+        return await work();
+      } finally {
+        const used = held();
+        if (used) this.restoreQueryTimeout(used);
+      }
+    };
+    return this.bound(this.ms === 0 ? work : run, () => {
+      const error = this.record(trip, tenantId, !held());
       giveUp(runner, error);
       return error;
     });
@@ -113,6 +132,31 @@ export class RoundTripDeadline {
       client.connection.stream.destroy(error);
       return error;
     });
+  }
+
+  /**
+   * Sets the pool's `query_timeout` (TypeORM's `extra`) aside on a connection while a round trip of the relay's
+   * runs on it: pg applies it to every query of the pool's connections, and one shorter than the deadline would
+   * fail the relay's statements (TypeORM's `START TRANSACTION` and `COMMIT` among them, which take no options
+   * per query) with pg's `Query read timeout` before the deadline, as a failed round rather than a stall, its
+   * connection left waiting for the reply. The deadline is their client-side bound; the app's queries, a
+   * handler's too, keep the pool's. A pool without it costs a property read per round trip.
+   */
+  private setAsideQueryTimeout(client: PoolClient): void {
+    if (this.ms === 0) return;
+    const parameters = (client as unknown as PgParameters).connectionParameters;
+    const ms = parameters?.query_timeout;
+    if (!ms || this.queryTimeouts.has(client)) return;
+    this.queryTimeouts.set(client, ms);
+    parameters.query_timeout = false;
+  }
+
+  /** Gives a connection its pool's `query_timeout` back (see `setAsideQueryTimeout`). */
+  private restoreQueryTimeout(client: PoolClient): void {
+    const ms = this.queryTimeouts.get(client);
+    if (ms === undefined) return;
+    this.queryTimeouts.delete(client);
+    (client as unknown as PgParameters).connectionParameters.query_timeout = ms;
   }
 
   private async bound<T>(work: () => Promise<T>, expire: () => OutboxStallError): Promise<T> {
