@@ -88,6 +88,16 @@ describe("the demo's /metrics", () => {
       async () => (await db.sql(`select 1 from outbox_deliveries where status = 'delivered'`)).length === 8,
       { message: 'two events delivered to four consumers' },
     );
+    // the round that recorded the deliveries is observed when it ends, after its commits (a scan for due
+    // tenants may still follow them): scrape until it has
+    await waitFor(
+      async () =>
+        (sample(
+          await (await fetch(`${baseUrl}/metrics`)).text(),
+          'outbox_relay_round_duration_seconds_count',
+        ) ?? 0) >= 1,
+      { message: 'a relay round observed' },
+    );
     const response = await fetch(`${baseUrl}/metrics`);
     expect(response.headers.get('content-type')).toContain('text/plain');
     const text = await response.text();
