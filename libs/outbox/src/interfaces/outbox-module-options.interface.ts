@@ -51,11 +51,12 @@ export interface OutboxRelayOptions {
   leaseMs?: number;
   /**
    * How long the relay waits for the database's reply to one of its round trips (a claim, a batch, an outcome, a
-   * tenant's webhook subscriptions, the scan for due tenants, the heartbeat, the lease vacuum, the wake-up
-   * listener's check), in ms; a hung server
-   * or a broken network never answers, and pg has no deadline of its own. Past it the connection is closed for
-   * good, the round given up (its leases expire; the fence keeps late writes out), a warning names the round trip,
-   * health and `stats` show the stall until the database answers again, and the next round starts on a fresh
+   * lease extension, a tenant's webhook subscriptions, the scan for due tenants, the heartbeat, the lease vacuum,
+   * the wake-up listener's check) and the library's other reads of its own (the health check's, retention's purge,
+   * the metrics' oldest pending age), in ms; a hung server or a broken network never answers, and pg has no
+   * deadline of its own. Past it the connection is closed for good, the round given up (its leases expire; the
+   * fence keeps late writes out), a warning names the round trip, health is down (`stall`) until the database
+   * answers again, `stats` keeps the latest stall (`relayStall`), and the next round starts on a fresh
    * connection. A little over `relay.leaseMs`, the server-side bound of the relay's statements: lower that to give
    * up sooner. See docs/adr/0809-client-side-deadline-per-round-trip.md. `0`: no client-side bound.
    * Default: `relay.leaseMs + 1000`.

@@ -92,8 +92,9 @@ export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy 
     const { publishedDays, batchSize } = this.options.retention;
     const result: RetentionRunResult = { deletedEvents: 0, batches: 0 };
     while (!this.stopping) {
-      // bounded: a purge that never gets its reply would keep retention from running again
-      const [row] = await this.store.query<{ deleted: number | null }>(
+      // under the relay's bounds: a purge that never gets its reply would keep retention from running again, and
+      // one that is merely slow is cancelled by the server before the client-side deadline gives it up
+      const [row] = await this.store.relayQuery<{ deleted: number | null }>(
         q.purgeSettledBatch(this.options.names, publishedDays, batchSize),
         'retention',
       );

@@ -134,7 +134,7 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
         async collect(this: PromClient.Gauge) {
           try {
             // bounded: a scrape that never gets its reply would hold a pool connection for good
-            const [row] = await store.query<{ seconds: number }>(
+            const [row] = await store.relayQuery<{ seconds: number }>(
               oldestPendingAge(names, registry.orphanAfterMs),
               'metrics',
             );
