@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { outboxMigrations } from '../libs/outbox/src';
-import * as bq from '../libs/outbox/src/store/sql/board';
+import * as bq from '../libs/outbox/src/admin/board-sql';
 import { tenantStats } from '../libs/outbox/src/store/sql/admin';
 import { outboxNames, type SqlStatement } from '../libs/outbox/src/store/sql';
 import { resolveDatabase } from '../tools/database-url';

@@ -1,4 +1,4 @@
-import { matchesEventPattern } from '../libs/outbox/src/registry/event-pattern';
+import { matchesEventPattern } from '../libs/outbox/src/model/event-pattern';
 import { eventPatternMatch, heartbeatConsumers, outboxNames } from '../libs/outbox/src/store/sql';
 import { buildApp, type TestApp } from './support/build-app';
 import { EVENT_PATTERN_CASES } from './support/event-pattern-cases';

@@ -1,6 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
-import { OUTBOX_DEFAULTS, resolveOutboxOptions } from '../libs/outbox/src/outbox-options';
-import { DEFAULT_WEBHOOK_CIRCUIT_BREAKER } from '../libs/outbox/src/delivery/webhook/webhook-endpoint';
+import { OUTBOX_DEFAULTS, resolveOutboxOptions } from '../libs/outbox/src/options/outbox-options';
+import { DEFAULT_WEBHOOK_CIRCUIT_BREAKER } from '../libs/outbox/src/webhooks/webhook-endpoint';
 import {
   collectOptionTables,
   configurationPage,

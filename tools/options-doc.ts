@@ -33,42 +33,42 @@ export interface OptionSection {
 export const OPTION_SECTIONS: readonly OptionSection[] = [
   {
     heading: '`OutboxModule.forRoot()` and `forRootAsync()`',
-    file: 'libs/outbox/src/interfaces/outbox-module-options.interface.ts',
+    file: 'libs/outbox/src/options/outbox-module-options.interface.ts',
     interfaceName: 'OutboxModuleOptions',
   },
   {
     heading: 'Webhooks',
-    file: 'libs/outbox/src/interfaces/outbox-webhook-options.interface.ts',
+    file: 'libs/outbox/src/webhooks/outbox-webhook-options.interface.ts',
     interfaceName: 'OutboxWebhookOptions',
   },
   {
     heading: 'Webhook subscriptions',
-    file: 'libs/outbox/src/interfaces/outbox-webhook-options.interface.ts',
+    file: 'libs/outbox/src/webhooks/outbox-webhook-options.interface.ts',
     interfaceName: 'OutboxWebhookSubscriptionInput',
   },
   {
     heading: 'Transports',
-    file: 'libs/outbox/src/transport/outbox-transport-options.interface.ts',
+    file: 'libs/outbox/src/brokers/outbox-transport-options.interface.ts',
     interfaceName: 'OutboxTransportOptions',
   },
   {
     heading: 'Brokers (every type)',
-    file: 'libs/outbox/src/interfaces/outbox-broker-options.interface.ts',
+    file: 'libs/outbox/src/brokers/outbox-broker-options.interface.ts',
     interfaceName: 'OutboxBrokerCommonOptions',
   },
   {
     heading: "RabbitMQ brokers (`type: 'rabbitmq'`)",
-    file: 'libs/outbox/src/interfaces/outbox-broker-options.interface.ts',
+    file: 'libs/outbox/src/brokers/outbox-broker-options.interface.ts',
     interfaceName: 'OutboxRabbitMqBrokerSettings',
   },
   {
     heading: "NATS JetStream brokers (`type: 'nats'`)",
-    file: 'libs/outbox/src/interfaces/outbox-broker-options.interface.ts',
+    file: 'libs/outbox/src/brokers/outbox-broker-options.interface.ts',
     interfaceName: 'OutboxNatsBrokerSettings',
   },
   {
     heading: '`@OnOutboxEvent(eventName, options)`',
-    file: 'libs/outbox/src/interfaces/outbox-handler-options.interface.ts',
+    file: 'libs/outbox/src/model/outbox-handler-options.interface.ts',
     interfaceName: 'OnOutboxEventOptions',
   },
   {
@@ -142,9 +142,12 @@ interface DeclaredInterface {
   source: ts.SourceFile;
 }
 
-/** Reads the files that the sections name (each once). */
+/** Files that declare option interfaces nested in a section's, without a section of their own. */
+const NESTED_OPTION_FILES: readonly string[] = ['libs/outbox/src/model/backoff.ts'];
+
+/** Reads the files that the sections name, and those of nested option interfaces (each once). */
 export function loadSources(root: string, sections: readonly OptionSection[]): SourceText[] {
-  const files = [...new Set(sections.map((section) => section.file))];
+  const files = [...new Set([...sections.map((section) => section.file), ...NESTED_OPTION_FILES])];
   return files.map((fileName) => ({ fileName, text: readFileSync(join(root, fileName), 'utf8') }));
 }
 

@@ -5,10 +5,10 @@ export {
   type OutboxMigrationsOptions,
   type OutboxMigrationClass,
 } from './migrations/outbox-migrations.factory';
-export { OUTBOX_MODULE_OPTIONS } from './outbox.module-definition';
+export { OUTBOX_MODULE_OPTIONS } from './options/outbox.module-definition';
 export { OutboxService, type OutboxTransaction } from './enqueue/outbox.service';
-export { EVENT_NAME_PATTERN, MAX_PAYLOAD_DEPTH } from './enqueue/event-validation';
-export { OnOutboxEvent, type OutboxHandlerDecorator } from './decorators/on-outbox-event.decorator';
+export { EVENT_NAME_PATTERN, MAX_PAYLOAD_DEPTH } from './model/event-validation';
+export { OnOutboxEvent, type OutboxHandlerDecorator } from './consumers/on-outbox-event.decorator';
 export type {
   OutboxEventMap,
   OutboxStrictEventNames,
@@ -22,18 +22,18 @@ export type {
   OutboxNamesMatching,
   OutboxEventOf,
   OutboxHandlerFor,
-} from './interfaces/outbox-event-map.interface';
+} from './model/outbox-event-map.interface';
 export {
   defineOutboxEvents,
   type OutboxEventSchemas,
   type OutboxSchemaVersions,
   type OutboxEventMapOf,
-} from './schemas/outbox-event-schemas';
-export type { StandardSchemaV1 } from './schemas/standard-schema';
-export { OutboxConsumerRegistry, type TenantConsumerSource } from './registry/outbox-consumer.registry';
-export type { OutboxConsumer, ExternalDeliveryResult } from './registry/outbox-consumer';
+} from './model/outbox-event-schemas';
+export type { StandardSchemaV1 } from './model/standard-schema';
+export { OutboxConsumerRegistry, type TenantConsumerSource } from './consumers/outbox-consumer.registry';
+export type { OutboxConsumer, ExternalDeliveryResult } from './model/outbox-consumer';
 export { OutboxRelay } from './relay/outbox.relay';
-export type { RelayRoundResult } from './relay/relay-round';
+export type { RelayRoundResult } from './model/relay-round';
 export { OutboxAdminService } from './admin/outbox-admin.service';
 export type {
   OutboxStats,
@@ -71,7 +71,7 @@ export { OutboxInboxModule } from './inbox/outbox-inbox.module';
 export { OutboxInbox } from './inbox/outbox-inbox.service';
 export { InboxHandler, InboxContext } from './inbox/inbox-handler.decorator';
 export { OutboxInboxInterceptor } from './inbox/outbox-inbox.interceptor';
-export { OUTBOX_MESSAGE_HEADERS } from './inbox/inbox-headers';
+export { OUTBOX_MESSAGE_HEADERS } from './model/message-headers';
 export { amqpInboxMessage, type AmqpInboxSource, type AmqpInboxChannel } from './inbox/amqp-inbox-message';
 export { jetStreamInboxMessage, type JetStreamInboxSource } from './inbox/jetstream-inbox-message';
 export {
@@ -102,47 +102,47 @@ export {
   OutboxInvalidPayloadError,
   OutboxStallError,
 } from './errors/outbox.error';
-export type { OutboxRelayStall, OutboxRoundTrip } from './interfaces/outbox-relay-stall.interface';
-export { OUTBOX_DEFAULTS } from './outbox-options';
-export { SINGLE_TENANT_ID, DEFAULT_TENANT_SETTING } from './outbox.constants';
+export type { OutboxRelayStall, OutboxRoundTrip } from './model/outbox-relay-stall.interface';
+export { OUTBOX_DEFAULTS } from './options/outbox-options';
+export { SINGLE_TENANT_ID, DEFAULT_TENANT_SETTING } from './model/outbox.constants';
 export type {
   OutboxModuleOptions,
   OutboxRelayOptions,
   OutboxBackoffOptions,
   OutboxRegistryOptions,
   OutboxRetentionOptions,
-} from './interfaces/outbox-module-options.interface';
-export type { OnOutboxEventOptions } from './interfaces/outbox-handler-options.interface';
+} from './options/outbox-module-options.interface';
+export type { OnOutboxEventOptions } from './model/outbox-handler-options.interface';
 export type {
   OutboxEvent,
   OutboxEventInput,
   OutboxHandlerContext,
   OutboxJson,
-} from './interfaces/outbox-event.interface';
-export { OutboxWebhookService } from './delivery/webhook/outbox-webhook.service';
-export { OutboxWebhookSubscriptions } from './delivery/webhook/outbox-webhook-subscriptions.service';
+} from './model/outbox-event.interface';
+export { OutboxWebhookService } from './webhooks/outbox-webhook.service';
+export { OutboxWebhookSubscriptions } from './webhooks/outbox-webhook-subscriptions.service';
 export {
   verifyWebhook,
   generateWebhookSecret,
   type VerifyWebhookOptions,
   type WebhookRequestHeaders,
-} from './delivery/webhook/webhook-signature';
+} from './webhooks/webhook-signature';
 export {
   OutboxWebhookVerificationError,
   type WebhookVerificationFailure,
-} from './delivery/webhook/webhook-verification.error';
-export type { OutboxWebhookEnvelope } from './delivery/webhook/webhook-envelope';
-export { WEBHOOK_HEADERS, WEBHOOK_RUN_ID_HEADER } from './delivery/webhook/webhook-headers';
-export { WEBHOOK_ERROR_CODES } from './delivery/webhook/webhook-outcome';
+} from './webhooks/webhook-verification.error';
+export type { OutboxWebhookEnvelope } from './webhooks/webhook-envelope';
+export { WEBHOOK_HEADERS, WEBHOOK_RUN_ID_HEADER } from './webhooks/webhook-headers';
+export { WEBHOOK_ERROR_CODES } from './webhooks/webhook-outcome';
 export type {
   OutboxTransport,
   OutboxTransportBatch,
   OutboxTransportDelivery,
   OutboxTransportOutcome,
-} from './transport/outbox-transport.interface';
-export type { OutboxTransportOptions } from './transport/outbox-transport-options.interface';
-export { TRANSPORT_ERROR_CODES } from './transport/transport-batch';
-export { BROKER_ERROR_CODES } from './delivery/broker/broker-error-codes';
+} from './model/outbox-transport.interface';
+export type { OutboxTransportOptions } from './brokers/outbox-transport-options.interface';
+export { TRANSPORT_ERROR_CODES } from './brokers/transport-batch';
+export { BROKER_ERROR_CODES } from './brokers/broker-error-codes';
 export type {
   OutboxBrokerOptions,
   OutboxBrokerCommonOptions,
@@ -150,7 +150,7 @@ export type {
   OutboxNatsBrokerOptions,
   OutboxRabbitMqBrokerSettings,
   OutboxNatsBrokerSettings,
-} from './interfaces/outbox-broker-options.interface';
+} from './brokers/outbox-broker-options.interface';
 export type {
   OutboxWebhookOptions,
   OutboxWebhookCircuitBreakerOptions,
@@ -159,4 +159,4 @@ export type {
   OutboxWebhookSubscriptionInput,
   OutboxWebhookSubscription,
   OutboxWebhookCircuitState,
-} from './interfaces/outbox-webhook-options.interface';
+} from './webhooks/outbox-webhook-options.interface';

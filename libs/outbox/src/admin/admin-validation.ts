@@ -1,7 +1,7 @@
 import { OutboxValidationError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
-import { isEventName } from '../enqueue/event-validation';
-import { CONTROL_CHARS, UUID_PATTERN } from '../outbox.constants';
+import { isEventName } from '../model/event-validation';
+import { CONTROL_CHARS, UUID_PATTERN } from '../model/outbox.constants';
 
 const NAME_MAX = 200;
 

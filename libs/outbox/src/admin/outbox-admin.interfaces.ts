@@ -1,6 +1,6 @@
-import type { OutboxWebhookCircuitState } from '../interfaces/outbox-webhook-options.interface';
-import type { OutboxJson } from '../interfaces/outbox-event.interface';
-import type { OutboxRelayStall } from '../interfaces/outbox-relay-stall.interface';
+import type { OutboxWebhookCircuitState } from '../webhooks/outbox-webhook-options.interface';
+import type { OutboxJson } from '../model/outbox-event.interface';
+import type { OutboxRelayStall } from '../model/outbox-relay-stall.interface';
 
 /** Status of an event in `event_outbox`. */
 export type OutboxEventStatus = 'pending' | 'processing' | 'published' | 'failed' | 'no_handlers';

@@ -1,26 +1,23 @@
 // Whole for now (≈485 lines): every operator action is one public method over the same tenant-scoped read/write
 // path, with the audit row written in the action's own transaction (`write`, `replay`, `purge` below); splitting
 // the subscription and audit actions out would split that path. Their SQL is in store/sql/.
-import { BrokerConsumerFactory } from '../delivery/broker/broker-consumer.factory';
+import { BrokerConsumerFactory } from '../brokers/broker-consumer.factory';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { QueryRunner } from 'typeorm';
-import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
-import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
+import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 import { OutboxValidationError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
-import { OutboxConsumerRegistry } from '../registry/outbox-consumer.registry';
+import { OutboxConsumerRegistry } from '../consumers/outbox-consumer.registry';
 import { OutboxRelay } from '../relay/outbox.relay';
-import { OutboxWebhookService } from '../delivery/webhook/outbox-webhook.service';
+import { OutboxWebhookService } from '../webhooks/outbox-webhook.service';
 import { OutboxStore } from '../store/outbox.store';
 import * as q from '../store/sql/admin';
-import * as bq from '../store/sql/board';
-import * as wq from '../store/sql/webhooks';
-import * as iq from '../store/sql/inbox';
+import * as bq from './board-sql';
+import * as wq from '../webhooks/webhooks-sql';
+import * as iq from '../inbox/inbox-sql';
 import { OutboxError } from '../errors/outbox.error';
-import {
-  subscriptionConsumerName,
-  WebhookSubscriptionSource,
-} from '../delivery/webhook/webhook-subscription.source';
+import { subscriptionConsumerName, WebhookSubscriptionSource } from '../webhooks/webhook-subscription.source';
 import type { SqlStatement } from '../store/sql';
 import {
   MAX_PAGE_SIZE,

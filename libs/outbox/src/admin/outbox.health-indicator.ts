@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
-import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
-import type { OutboxRelayStall } from '../interfaces/outbox-relay-stall.interface';
+import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
+import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
+import type { OutboxRelayStall } from '../model/outbox-relay-stall.interface';
 import { errorText } from '../errors/error-text';
 import { OutboxRelay } from '../relay/outbox.relay';
 import { OutboxStore } from '../store/outbox.store';

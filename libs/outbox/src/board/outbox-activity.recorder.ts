@@ -9,11 +9,11 @@ import { ModuleRef } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { randomUUID } from 'node:crypto';
 import { errorText } from '../errors/error-text';
-import { OutboxInstrumentation } from '../observability/outbox-instrumentation';
-import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
-import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+import { OutboxInstrumentation } from '../extension/outbox-instrumentation';
+import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
+import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 import { OutboxStore } from '../store/outbox.store';
-import { recordActivity, type ActivityRow } from '../store/sql/board';
+import { recordActivity, type ActivityRow } from '../admin/board-sql';
 import type { OutboxBoardModuleOptions } from './outbox-board-options.interface';
 import { OUTBOX_BOARD_OPTIONS } from './outbox-board.constants';
 

@@ -12,9 +12,9 @@ import {
   Redirect,
   Req,
 } from '@nestjs/common';
-import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
-import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
-import { SINGLE_TENANT_ID } from '../outbox.constants';
+import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
+import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
+import { SINGLE_TENANT_ID } from '../model/outbox.constants';
 import { OutboxAdminService } from '../admin/outbox-admin.service';
 import { checkUuid } from '../admin/admin-validation';
 import { BoardAssets } from './board-assets';

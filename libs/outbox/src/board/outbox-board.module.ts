@@ -9,8 +9,8 @@ import {
   type OnModuleInit,
   type Type,
 } from '@nestjs/common';
-import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
-import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
+import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 import { OutboxConfigurationError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { guardProblems, routeGuards } from '../admin/route-guards';

@@ -1,17 +1,17 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { QueryRunner } from 'typeorm';
-import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
-import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
+import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 import type {
   OutboxWebhookCircuitState,
   OutboxWebhookSubscription,
-} from '../interfaces/outbox-webhook-options.interface';
-import { OutboxConsumerRegistry } from '../registry/outbox-consumer.registry';
-import type { OutboxConsumer } from '../registry/outbox-consumer';
-import { OutboxWebhookService } from '../delivery/webhook/outbox-webhook.service';
-import { OutboxWebhookSubscriptions } from '../delivery/webhook/outbox-webhook-subscriptions.service';
+} from '../webhooks/outbox-webhook-options.interface';
+import { OutboxConsumerRegistry } from '../consumers/outbox-consumer.registry';
+import type { OutboxConsumer } from '../model/outbox-consumer';
+import { OutboxWebhookService } from '../webhooks/outbox-webhook.service';
+import { OutboxWebhookSubscriptions } from '../webhooks/outbox-webhook-subscriptions.service';
 import { OutboxStore } from '../store/outbox.store';
-import * as bq from '../store/sql/board';
+import * as bq from '../admin/board-sql';
 import { checkConsumerName, checkEventName, checkUuid } from '../admin/admin-validation';
 import type { OutboxBlockedAggregate } from '../admin/outbox-admin.interfaces';
 
@@ -78,7 +78,7 @@ export interface BoardConsumersView {
 
 /**
  * The board's reads of one tenant, each in a read transaction with the tenant set for row-level security, and
- * each bounded: none reads the tenant's delivered history (see `store/sql/board.ts`).
+ * each bounded: none reads the tenant's delivered history (see `admin/board-sql.ts`).
  */
 @Injectable()
 export class OutboxBoardService {

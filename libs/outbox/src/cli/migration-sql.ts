@@ -1,7 +1,7 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { outboxMigrations } from '../migrations';
 import { outboxMigrationsFor } from '../migrations/outbox-migrations.factory';
-import { DEFAULT_OUTBOX_SCHEMA } from '../store/sql/schema';
+import { DEFAULT_OUTBOX_SCHEMA } from '../model/table-names';
 
 /** One outbox migration as plain SQL, in the order the TypeORM classes run. */
 export interface MigrationSql {

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { migrationSql, sqlHeader } from './migration-sql';
-import { schemaProblem } from '../store/sql/schema';
+import { schemaProblem } from '../model/table-names';
 
 const USAGE = `Usage: nestjs-pg-outbox sql [--schema <name>] [--down] [--no-transaction]
 

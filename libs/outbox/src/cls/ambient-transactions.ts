@@ -1,11 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import type { EntityManager } from 'typeorm';
-import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
+import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
 import { OutboxError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
-import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
-import type { OutboxConsumer } from '../registry/outbox-consumer';
+import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
+import type { OutboxConsumer } from '../model/outbox-consumer';
 import { OutboxStore } from '../store/outbox.store';
 
 type Handle = NonNullable<OutboxConsumer['handle']>;

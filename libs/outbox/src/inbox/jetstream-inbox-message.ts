@@ -1,5 +1,5 @@
 import type { OutboxInboxMessage } from './outbox-inbox.interfaces';
-import { OUTBOX_MESSAGE_HEADERS } from './inbox-headers';
+import { OUTBOX_MESSAGE_HEADERS } from '../model/message-headers';
 
 /** What the inbox uses of a JetStream message (`JsMsg` of `@nats-io/jetstream`); typed here, so it stays optional. */
 export interface JetStreamInboxSource {

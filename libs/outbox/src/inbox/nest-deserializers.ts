@@ -1,4 +1,4 @@
-import { OUTBOX_MESSAGE_HEADERS } from './inbox-headers';
+import { OUTBOX_MESSAGE_HEADERS } from '../model/message-headers';
 
 /** A packet as Nest's microservice servers route it (`ConsumerDeserializer`'s result, typed here). */
 export interface OutboxIncomingPacket {

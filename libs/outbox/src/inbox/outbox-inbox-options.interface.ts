@@ -1,4 +1,4 @@
-import type { OutboxBackoffOptions } from '../interfaces/outbox-module-options.interface';
+import type { OutboxBackoffOptions } from '../options/outbox-module-options.interface';
 
 /** Options of `OutboxInboxModule.forRoot()`. */
 export interface OutboxInboxModuleOptions {

@@ -1,4 +1,4 @@
-import { backoffProblems } from '../outbox-options';
+import { backoffProblems } from '../options/outbox-options';
 import { messages } from '../errors/outbox.messages';
 import { inboxMessages } from './inbox.messages';
 import type { OutboxInboxModuleOptions, ResolvedInboxOptions } from './outbox-inbox-options.interface';

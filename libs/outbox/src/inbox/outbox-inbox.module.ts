@@ -1,7 +1,7 @@
 import { Inject, Module, Optional, type DynamicModule, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
-import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
-import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
+import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 import { OutboxConfigurationError } from '../errors/outbox.error';
 import { InboxExplorer } from './inbox.explorer';
 import { inboxMessages } from './inbox.messages';

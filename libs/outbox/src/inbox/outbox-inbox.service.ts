@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
-import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
-import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
+import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 import { randomUUID } from 'node:crypto';
 import type { EntityManager, QueryRunner } from 'typeorm';
 import {
@@ -10,7 +10,7 @@ import {
   OutboxValidationError,
 } from '../errors/outbox.error';
 import { sqlState } from '../errors/sql-state';
-import { TransactionControl } from '../delivery/transaction-control';
+import { TransactionControl } from '../batch/transaction-control';
 import { inTransactionBlock, pgConnection } from '../store/pipeline';
 import {
   BATCH_ENDED_SQLSTATE,
@@ -18,14 +18,14 @@ import {
   batchGuard,
   resetSession,
 } from '../store/sql/transaction-context';
-import { SINGLE_TENANT_ID } from '../outbox.constants';
+import { SINGLE_TENANT_ID } from '../model/outbox.constants';
 import { OutboxStore } from '../store/outbox.store';
-import * as q from '../store/sql/inbox';
-import type { OutboxNames } from '../store/sql/schema';
+import * as q from './inbox-sql';
+import type { OutboxNames } from '../model/table-names';
 import { AmbientTransactions } from '../cls/ambient-transactions';
 import { errorText } from '../errors/error-text';
-import { backoffDelayMs } from '../relay/backoff';
-import { OUTBOX_MESSAGE_HEADERS } from './inbox-headers';
+import { backoffDelayMs } from '../model/backoff';
+import { OUTBOX_MESSAGE_HEADERS } from '../model/message-headers';
 import { inboxEventId } from './inbox-key';
 import { inboxMessages } from './inbox.messages';
 import { OUTBOX_INBOX_OPTIONS, consumerProblem, maxDeliveriesProblem } from './outbox-inbox-options';

@@ -1,5 +1,5 @@
 import { amqpInboxMessage, type AmqpInboxChannel, type AmqpInboxSource } from './amqp-inbox-message';
-import { OUTBOX_MESSAGE_HEADERS } from './inbox-headers';
+import { OUTBOX_MESSAGE_HEADERS } from '../model/message-headers';
 import { NATS_RAW_MESSAGE, type NatsIncomingMessage } from './nest-deserializers';
 import type { OutboxInboxContext, OutboxInboxMessage } from './outbox-inbox.interfaces';
 

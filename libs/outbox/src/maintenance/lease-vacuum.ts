@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
-import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
+import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 import { errorText } from '../errors/error-text';
 import { OutboxStore } from '../store/outbox.store';
 import * as q from '../store/sql';

@@ -1,9 +1,9 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import { ScheduledInterval } from '../scheduled-interval';
+import { ScheduledInterval } from './scheduled-interval';
 import { randomUUID } from 'node:crypto';
-import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
-import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
+import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 import { errorText } from '../errors/error-text';
 import { OutboxStore } from '../store/outbox.store';
 import * as q from '../store/sql/admin';

@@ -1,5 +1,5 @@
 import { ClaimSizer, QUICK_BATCH_MS, type BatchRan } from './claim-sizer';
-import { resolveOutboxOptions } from '../outbox-options';
+import { resolveOutboxOptions } from '../options/outbox-options';
 
 const A = '00000000-0000-4000-8000-00000000000a';
 const B = '00000000-0000-4000-8000-00000000000b';

@@ -1,4 +1,4 @@
-import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 
 /**
  * How long a batch of handlers that write nothing may take, from its claim to its commit sent, for its tenant's

@@ -1,9 +1,9 @@
 import { Logger } from '@nestjs/common';
-import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
+import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 import type { OutboxStore } from '../store/outbox.store';
 import * as q from '../store/sql';
-import { isUuid } from '../outbox.constants';
-import { RELAY_LOG_CONTEXT } from './tenant-batch';
+import { isUuid } from '../model/outbox.constants';
+import { RELAY_LOG_CONTEXT } from '../batch/tenant-batch';
 
 /** A tenant with due work, and which kind (a row of `outbox_due_tenants`). */
 export interface DueTenant {

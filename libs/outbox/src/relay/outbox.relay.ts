@@ -2,27 +2,28 @@ import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } f
 import { ModuleRef } from '@nestjs/core';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
-import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
-import { OutboxConsumerRegistry } from '../registry/outbox-consumer.registry';
-import { InProcessDispatcher } from '../delivery/in-process.dispatcher';
-import { ExternalDispatcher } from '../delivery/external.dispatcher';
+import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
+import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
+import { OutboxConsumerRegistry } from '../consumers/outbox-consumer.registry';
+import { InProcessDispatcher } from '../batch/in-process.dispatcher';
+import { ExternalDispatcher } from '../batch/external.dispatcher';
 import { errorText } from '../errors/error-text';
 import { OutboxStallError } from '../errors/outbox.error';
-import type { OutboxRelayStall } from '../interfaces/outbox-relay-stall.interface';
+import type { OutboxRelayStall } from '../model/outbox-relay-stall.interface';
 import { OutboxStore } from '../store/outbox.store';
 import { LeaseVacuum } from '../maintenance/lease-vacuum';
-import { ScheduledInterval } from '../scheduled-interval';
-import { addRound, emptyRound, type RelayRoundResult } from './relay-round';
-import { BackgroundWork } from './background-work';
+import { OutboxWakeup } from '../enqueue/outbox-wakeup';
+import { ScheduledInterval } from '../maintenance/scheduled-interval';
+import { addRound, emptyRound, type RelayRoundResult } from '../model/relay-round';
+import { BackgroundWork } from '../batch/background-work';
 import { DueTenantPlanner, type DueTenant } from './due-tenant-planner';
-import { ExternalBatch } from './external-batch';
-import { LocalBatch } from './local-batch';
-import { OutcomeRecorder } from './outcome-recorder';
+import { ExternalBatch } from '../batch/external-batch';
+import { LocalBatch } from '../batch/local-batch';
+import { OutcomeRecorder } from '../batch/outcome-recorder';
 import { RegistryHeartbeat } from './registry-heartbeat';
 import { TenantRound } from './tenant-round';
 import { laneCount, runLanes, visitsOf, type RelayLane } from './relay-lanes';
-import { OutboxInstrumentation } from '../observability/outbox-instrumentation';
+import { OutboxInstrumentation } from '../extension/outbox-instrumentation';
 
 /**
  * Delivers committed events to the consumers this app hosts, tenant by tenant. Runs on an interval registered
@@ -70,7 +71,9 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     leaseVacuum: LeaseVacuum,
     moduleRef: ModuleRef,
     private readonly instrumentation: OutboxInstrumentation,
+    wakeup: OutboxWakeup,
   ) {
+    wakeup.subscribe((tenants) => this.wake(tenants));
     this.interval = new ScheduledInterval(moduleRef, `outbox-relay:${this.instanceId}`);
     this.planner = new DueTenantPlanner(options, store);
     this.heartbeats = new RegistryHeartbeat(this.instanceId, options, registry, store);

@@ -1,10 +1,10 @@
 import { Logger } from '@nestjs/common';
 import { errorText } from '../errors/error-text';
-import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
-import type { OutboxConsumerRegistry } from '../registry/outbox-consumer.registry';
+import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
+import type { OutboxConsumerRegistry } from '../consumers/outbox-consumer.registry';
 import type { OutboxStore } from '../store/outbox.store';
 import * as q from '../store/sql';
-import { RELAY_LOG_CONTEXT } from './tenant-batch';
+import { RELAY_LOG_CONTEXT } from '../batch/tenant-batch';
 
 /**
  * This instance's entry in the persisted registry: which consumers it hosts, so that fan-out (on any instance)

@@ -1,6 +1,6 @@
 import type { DataSource } from 'typeorm';
 import type { DueTenant } from './due-tenant-planner';
-import type { LocalBatch } from './local-batch';
+import type { LocalBatch } from '../batch/local-batch';
 import type { TenantRound } from './tenant-round';
 
 /** One of the batches the relay works on at once: the tenant round that claims it, the local batch it runs in. */

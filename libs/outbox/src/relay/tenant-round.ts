@@ -5,23 +5,23 @@ import {
   type ClaimedDelivery,
   type ClaimedRow,
   type FanOutResult,
-} from '../delivery/claimed-delivery';
-import { failed, outcomeTarget } from '../delivery/delivery-outcome';
+} from '../model/claimed-delivery';
+import { failed, outcomeTarget } from '../model/delivery-outcome';
 import { messages } from '../errors/outbox.messages';
 import { sqlState } from '../errors/sql-state';
-import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
-import type { OutboxConsumer } from '../registry/outbox-consumer';
-import type { OutboxConsumerRegistry } from '../registry/outbox-consumer.registry';
+import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
+import type { OutboxConsumer } from '../model/outbox-consumer';
+import type { OutboxConsumerRegistry } from '../consumers/outbox-consumer.registry';
 import type { OutboxStore, RoundConnection } from '../store/outbox.store';
 import * as q from '../store/sql';
-import type { BackgroundWork } from './background-work';
+import type { BackgroundWork } from '../batch/background-work';
 import { ClaimSizer, type BatchRan } from './claim-sizer';
 import type { DueTenant } from './due-tenant-planner';
-import type { ExternalBatch } from './external-batch';
-import type { LocalBatch } from './local-batch';
-import type { OutcomeRecorder } from './outcome-recorder';
-import type { OutboxInstrumentation } from '../observability/outbox-instrumentation';
-import type { RelayRoundResult } from './relay-round';
+import type { ExternalBatch } from '../batch/external-batch';
+import type { LocalBatch } from '../batch/local-batch';
+import type { OutcomeRecorder } from '../batch/outcome-recorder';
+import type { OutboxInstrumentation } from '../extension/outbox-instrumentation';
+import type { RelayRoundResult } from '../model/relay-round';
 import {
   batchContext,
   newTenantBatch,
@@ -30,7 +30,7 @@ import {
   type Assigned,
   type Settled,
   type TenantBatch,
-} from './tenant-batch';
+} from '../batch/tenant-batch';
 
 /** SQLSTATE `query_canceled`: a statement ran past its `statement_timeout`. */
 const QUERY_CANCELED = '57014';

@@ -3,7 +3,7 @@ import type { Pool, PoolClient } from 'pg';
 import type { QueryRunner } from 'typeorm';
 import { OutboxStallError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
-import type { OutboxRelayStall, OutboxRoundTrip } from '../interfaces/outbox-relay-stall.interface';
+import type { OutboxRelayStall, OutboxRoundTrip } from '../model/outbox-relay-stall.interface';
 
 /** How the round trips read in the relay's warnings (`OutboxRoundTrip` beside them, as health and stats say it). */
 const LABELS: Record<OutboxRoundTrip, string> = {

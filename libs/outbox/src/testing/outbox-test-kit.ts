@@ -1,14 +1,10 @@
 import type { INestApplicationContext } from '@nestjs/common';
-import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.module-definition';
+import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
 import { OutboxError } from '../errors/outbox.error';
-import type { ResolvedOutboxOptions } from '../interfaces/outbox-module-options.interface';
-import type {
-  OutboxEventName,
-  OutboxEventOf,
-  OutboxPayloadOf,
-} from '../interfaces/outbox-event-map.interface';
+import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
+import type { OutboxEventName, OutboxEventOf, OutboxPayloadOf } from '../model/outbox-event-map.interface';
 import { OutboxRelay } from '../relay/outbox.relay';
-import { addRound, emptyRound, type RelayRoundResult } from '../relay/relay-round';
+import { addRound, emptyRound, type RelayRoundResult } from '../model/relay-round';
 import { OutboxStore } from '../store/outbox.store';
 import { setAdminTenant } from '../store/sql/admin';
 import type { SqlStatement } from '../store/sql';

@@ -1,15 +1,15 @@
 import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import type * as PromClient from 'prom-client';
-import { OUTBOX_RESOLVED_OPTIONS } from '../../outbox.module-definition';
-import type { ResolvedOutboxOptions } from '../../interfaces/outbox-module-options.interface';
-import { OutboxWebhookService } from '../../delivery/webhook/outbox-webhook.service';
-import { isSubscriptionConsumer } from '../../delivery/webhook/webhook-subscription.source';
-import { OutboxConsumerRegistry } from '../../registry/outbox-consumer.registry';
+import { OUTBOX_RESOLVED_OPTIONS } from '../../options/outbox.module-definition';
+import type { ResolvedOutboxOptions } from '../../options/outbox-module-options.interface';
+import { OutboxWebhookService } from '../../webhooks/outbox-webhook.service';
+import { isSubscriptionConsumer } from '../../webhooks/webhook-subscription.source';
+import { OutboxConsumerRegistry } from '../../consumers/outbox-consumer.registry';
 import { errorText } from '../../errors/error-text';
 import { OutboxStore } from '../../store/outbox.store';
 import { oldestPendingAge } from '../../store/sql/admin';
-import { OutboxInstrumentation } from '../outbox-instrumentation';
-import { loadOptionalPeer } from '../optional-peer';
+import { OutboxInstrumentation } from '../../extension/outbox-instrumentation';
+import { loadOptionalPeer } from '../../extension/optional-peer';
 import type { OutboxMetricsModuleOptions, OutboxMetricsRegistry } from './outbox-metrics-options.interface';
 import { CappedLabel } from './capped-label';
 

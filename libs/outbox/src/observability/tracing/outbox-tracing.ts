@@ -1,9 +1,9 @@
 import { Inject, Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import type * as OtelApi from '@opentelemetry/api';
-import type { ClaimedDelivery } from '../../delivery/claimed-delivery';
-import type { OutboxConsumer } from '../../registry/outbox-consumer';
-import { OutboxInstrumentation, type OutboxAttemptObserver } from '../outbox-instrumentation';
-import { loadOptionalPeer } from '../optional-peer';
+import type { ClaimedDelivery } from '../../model/claimed-delivery';
+import type { OutboxConsumer } from '../../model/outbox-consumer';
+import { OutboxInstrumentation, type OutboxAttemptObserver } from '../../extension/outbox-instrumentation';
+import { loadOptionalPeer } from '../../extension/optional-peer';
 import { formatTraceParent, parseTraceParent } from './traceparent';
 import type { OutboxTracingModuleOptions } from './outbox-tracing-options.interface';
 

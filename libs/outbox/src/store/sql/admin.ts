@@ -4,7 +4,7 @@
  * row-level security context: a connection that bypasses RLS (owner, superuser) still sees one tenant only.
  */
 import type { SqlStatement } from './statement';
-import type { OutboxNames } from './schema';
+import type { OutboxNames } from '../../model/table-names';
 
 /** Sets the tenant for row-level security, transaction-local: nothing leaks to the pooled connection. */
 export function setAdminTenant(tenantSetting: string, tenantId: string): SqlStatement {

@@ -1,4 +1,4 @@
-import type { OutboxNames } from './schema';
+import type { OutboxNames } from '../../model/table-names';
 import type { SqlStatement } from './statement';
 
 /**

@@ -1,6 +1,6 @@
 import { messages } from '../../errors/outbox.messages';
 import type { SqlStatement } from './statement';
-import type { OutboxNames } from './schema';
+import type { OutboxNames } from '../../model/table-names';
 
 /** Columns of a claimed delivery joined with its event. */
 const CLAIMED_COLUMNS = `d.id as delivery_id, d.consumer_name, d.attempt_count, e.id as event_id, e.tenant_id, e.event_name,

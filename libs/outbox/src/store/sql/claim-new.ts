@@ -1,5 +1,5 @@
 import { CLAIM_NEW_NAME, type SqlStatement } from './statement';
-import type { OutboxNames } from './schema';
+import type { OutboxNames } from '../../model/table-names';
 import { eventPatternMatch } from './event-pattern';
 import type { NewEventsClaim } from './fan-out';
 

@@ -1,5 +1,5 @@
 import type { SqlStatement } from './statement';
-import type { OutboxNames } from './schema';
+import type { OutboxNames } from '../../model/table-names';
 
 /**
  * Tenants with due work, and which kind: new events (`has_new`), or deliveries due for retry or whose lease

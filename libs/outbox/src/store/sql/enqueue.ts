@@ -1,6 +1,6 @@
-import type { ValidatedEvent } from '../../enqueue/event-validation';
+import type { ValidatedEvent } from '../../model/event-validation';
 import type { SqlStatement } from './statement';
-import type { OutboxNames } from './schema';
+import type { OutboxNames } from '../../model/table-names';
 
 /** One row of `event_outbox` to insert: a checked event and its id. */
 export interface EventRow extends ValidatedEvent {

@@ -1,5 +1,5 @@
 import { FAN_OUT_NAME, type SqlStatement } from './statement';
-import type { OutboxNames } from './schema';
+import type { OutboxNames } from '../../model/table-names';
 import { eventPatternMatch } from './event-pattern';
 
 // The columns the fan-out needs come straight from the locked rows (the latest versions: `for update` re-checks

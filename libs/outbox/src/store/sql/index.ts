@@ -5,7 +5,7 @@
  * the `OutboxNames` of `schema.ts`, every builder's first parameter; bulk work is one statement over arrays.
  */
 export * from './statement';
-export * from './schema';
+export * from '../../model/table-names';
 export * from './wakeup';
 export * from './enqueue';
 export * from './transaction-context';

@@ -1,5 +1,5 @@
 import type { SqlStatement } from './statement';
-import type { OutboxNames } from './schema';
+import type { OutboxNames } from '../../model/table-names';
 
 /**
  * Pushes back the lease of deliveries still being sent (external consumers), so a batch of slow endpoints

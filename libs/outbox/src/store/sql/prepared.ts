@@ -3,7 +3,7 @@ import { claimNewText } from './claim-new';
 import { fanOutText } from './fan-out';
 import { pairOutcomeText } from './record-outcomes';
 import { handlerContext } from './transaction-context';
-import type { OutboxNames } from './schema';
+import type { OutboxNames } from '../../model/table-names';
 
 /**
  * A hash of the texts of every statement with a prepared form, in the schema of `n`: the texts name the

@@ -1,6 +1,6 @@
-import type { DeliveryOutcome } from '../../delivery/delivery-outcome';
+import type { DeliveryOutcome } from '../../model/delivery-outcome';
 import { PAIR_OUTCOME_NAME, type SqlStatement } from './statement';
-import type { OutboxNames } from './schema';
+import type { OutboxNames } from '../../model/table-names';
 import { BATCH_MARKER } from './transaction-context';
 
 /** The outcomes sent as arrays, one row each (see `recordOutcomes` for the parameters). */

@@ -1,5 +1,5 @@
 import type { SqlStatement } from './statement';
-import type { OutboxNames } from './schema';
+import type { OutboxNames } from '../../model/table-names';
 
 /** Records that this instance hosts these consumers (insert or refresh), in one statement. */
 export function heartbeatConsumers(

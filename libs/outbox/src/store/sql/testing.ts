@@ -4,7 +4,7 @@
  * names it in `where` too, so a connection that bypasses RLS sees that tenant only.
  */
 import type { SqlStatement } from './statement';
-import type { OutboxNames } from './schema';
+import type { OutboxNames } from '../../model/table-names';
 
 /** A row of `enqueuedEvents`. */
 export interface EnqueuedEventRow {

@@ -1,5 +1,5 @@
 import type { SqlStatement } from './statement';
-import type { OutboxNames } from './schema';
+import type { OutboxNames } from '../../model/table-names';
 
 /** Most tenant ids a wake-up names (PostgreSQL caps a payload below 8,000 bytes); beyond, it names none. */
 const WAKEUP_MAX_TENANTS = 200;

@@ -1,0 +1,53 @@
+import { Logger } from '@nestjs/common';
+import type { DeliveryOutcome } from '../model/delivery-outcome';
+import type { ExternalDispatcher } from './external.dispatcher';
+import { errorText } from '../errors/error-text';
+import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
+import type { OutboxStore } from '../store/outbox.store';
+import * as q from '../store/sql';
+import { relayContext, RELAY_LOG_CONTEXT, type Assigned, type TenantBatch } from './tenant-batch';
+
+/**
+ * External deliveries (webhooks, brokers) of a batch: sent with no transaction open and no connection held;
+ * while they are in flight, their leases are pushed back every third of a lease (the lease keeper), so a batch
+ * of slow endpoints never outlives its lease and gets sent twice.
+ */
+export class ExternalBatch {
+  private readonly logger = new Logger(RELAY_LOG_CONTEXT);
+
+  constructor(
+    private readonly options: ResolvedOutboxOptions,
+    private readonly store: OutboxStore,
+    private readonly external: ExternalDispatcher,
+  ) {}
+
+  /** Sends the deliveries and returns their outcomes (not recorded yet). */
+  async send(batch: TenantBatch, remote: Assigned[]): Promise<DeliveryOutcome[]> {
+    const { leaseMs } = this.options.relay;
+    const { tenantId, leaseToken } = batch;
+    const ids = remote.flatMap((a) => (a.delivery.deliveryId === null ? [] : [a.delivery.deliveryId]));
+    const keeper = setInterval(
+      () => {
+        this.store
+          .atomically(
+            [
+              relayContext(this.options, tenantId, { durable: false }),
+              q.extendLeases(this.options.names, ids, leaseToken, leaseMs),
+            ],
+            { trip: 'leaseExtension', tenantId },
+          )
+          .catch((error) =>
+            this.logger.warn(
+              `could not extend the leases of ${ids.length} deliveries for tenant ${tenantId}: ${errorText(error)}`,
+            ),
+          );
+      },
+      Math.max(1, Math.floor(leaseMs / 3)),
+    );
+    try {
+      return await this.external.dispatch(remote);
+    } finally {
+      clearInterval(keeper);
+    }
+  }
+}

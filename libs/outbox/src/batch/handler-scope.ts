@@ -1,0 +1,385 @@
+import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
+import { OutboxError, OutboxStallError, OutboxTransactionEndedError } from '../errors/outbox.error';
+import { messages } from '../errors/outbox.messages';
+import { sqlState } from '../errors/sql-state';
+import { allResults, inTransactionBlock, pgConnection, sendAll, type PgResult } from '../store/pipeline';
+import {
+  BATCH_SEAL_SQLSTATE,
+  handlerBound,
+  handlerChecks,
+  handlerContext,
+  type SqlStatement,
+} from '../store/sql';
+import { errorText } from '../errors/error-text';
+import { sendCancelRequest } from '../store/cancel-request';
+import { IN_HANDLER_SCOPE } from '../model/handler-scope-marker';
+import { TransactionControl, type QueryArgs } from './transaction-control';
+
+/** SQLSTATE `no_active_sql_transaction`: a savepoint command outside a transaction (a handler ended it). */
+export const NO_ACTIVE_TRANSACTION = '25P01';
+
+/** Something a handler did that the batch cannot be committed with; the relay runs the batch again without it. */
+export interface BatchProblem {
+  /** Index of the delivery (in the dispatched list) whose handler did it. */
+  index: number;
+  error: OutboxError;
+}
+
+/** State shared by the scopes of one batch transaction. */
+export interface BatchState {
+  /** A savepoint whose handler succeeded; released together with the next `savepoint` (or by the commit). */
+  pendingRelease: string | null;
+  readonly tenantSetting: string;
+  readonly tenantId: string;
+  /** The batch marker's value (the lease token; see `BATCH_MARKER`). */
+  readonly marker: string;
+  /** Check each handler as it returns (deferred constraints, tenant, marker), at one round trip per handler. */
+  readonly careful: boolean;
+  /** What restores the relay's context after a handler changed settings (see `resetSession`). */
+  readonly restore: readonly SqlStatement[];
+  /** Takes what must go first in the batch transaction's next round trip (the batch's context, once). */
+  readonly takePending: () => SqlStatement[];
+  /** The batch's seal (see `sealBatch`), until the first handler's opening sends it; then null. */
+  seal: SqlStatement | null;
+  readonly nameOf: (statement: SqlStatement) => string | undefined;
+  /**
+   * Waits for a round trip of the relay's on the batch's connection within its bound: the savepoint rolled back
+   * or checked after a handler, which waits behind a query the handler left running (see `RoundConnection.bounded`).
+   */
+  readonly bounded: <T>(work: () => Promise<T>) => Promise<T>;
+  /** A handler sent a statement that may change settings since the relay last restored its context. */
+  dirty: boolean;
+  /** The last handler that opened a savepoint: the next handler's first statement reads what it left. */
+  last: { index: number; consumer: string } | null;
+  /** First problem found; the relay does not commit the batch. */
+  problem: BatchProblem | null;
+}
+
+/**
+ * Gives one handler call an EntityManager inside the batch transaction, and opens a savepoint for it only when
+ * the handler first sends a query. Handlers that never touch the database cost no round trip; those that do can
+ * be rolled back alone when they throw, without undoing the other handlers of the batch. The savepoint goes in
+ * the same round trip as the handler's first query (and releases the previous handler's savepoint): the relay's
+ * statements are written on the pipelined connection first, then the handler's query, through TypeORM's own
+ * `query()`, with its parameters bound — so a writing handler costs no round trip beyond its own queries.
+ */
+export class HandlerScope {
+  private savepoint: string | null = null;
+  private opening: Promise<void> | null = null;
+  /** `opening` settled: nothing of the handler's is left to wait for on the connection (see `commit`). */
+  private opened = false;
+  private settled = false;
+  private scopedManager: EntityManager | null = null;
+  /** What the handler may not do to the batch transaction through its manager (see `TransactionControl`). */
+  private readonly control: TransactionControl;
+  /** The handler's queries sent through its manager and not answered yet (see `stopQueries`). */
+  private readonly inFlight = new Set<Promise<unknown>>();
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly runner: QueryRunner,
+    private readonly savepointName: string,
+    private readonly consumer: string,
+    private readonly index: number,
+    readonly batch: BatchState,
+    /** When the handler times out (epoch ms). */
+    private readonly deadline: number,
+  ) {
+    this.control = new TransactionControl({
+      refused: (what) => messages.transactionControl(consumer, what),
+      leftOpen: () => messages.transactionLeftOpen(consumer),
+    });
+  }
+
+  /**
+   * The bound for a statement sent now: the handler's time left, but never under BOUND_FLOOR_MS, so that the
+   * relay's own statements that follow the handler's last one in the same transaction (its next handler's
+   * opening, the closing guard) are not cancelled for the handler's lack of time.
+   */
+  private remaining(): number {
+    return Math.max(BOUND_FLOOR_MS, this.deadline - Date.now());
+  }
+
+  /** A query after the first one: sent with a new bound (`handlerBound`) in the same round trip. */
+  private async later(target: QueryRunner, args: QueryArgs): Promise<unknown> {
+    await this.open();
+    const connection = await pgConnection(this.runner);
+    // the handler ended the batch transaction past `context.manager` (its seal failed the commit, see
+    // `sealBatch`): outside a transaction its statement would commit on its own
+    if (!inTransactionBlock(connection)) {
+      const ended = new OutboxTransactionEndedError(messages.transactionEnded(this.consumer));
+      this.batch.problem ??= { index: this.index, error: ended };
+      throw ended;
+    }
+    const [bound] = sendAll(connection, [{ statement: handlerBound(this.remaining()) }]);
+    const query = target.query(...(args as [string, unknown[]]));
+    query.catch(() => undefined);
+    await bound;
+    return query;
+  }
+
+  /** Notes a query of the handler's as running until it is answered (see `stopQueries`). */
+  private running<T>(query: Promise<T>): Promise<T> {
+    this.inFlight.add(query);
+    const done = (): void => void this.inFlight.delete(query);
+    query.then(done, done);
+    return query;
+  }
+
+  /**
+   * After the handler settled, before the relay writes anything more on the connection: a query of the handler's
+   * still running past its deadline — its bound escaped, e.g. `set statement_timeout = 0` in the same text, or
+   * in a query sent alongside — is cancelled by a cancel request (see `sendCancelRequest`), once the server's own
+   * cancellation had `CANCEL_GRACE_MS` to arrive. Nothing of the relay's is on the connection meanwhile, so the
+   * request can only stop the handler's query (or find the session idle, and do nothing). Costs nothing when no
+   * query of the handler's is running, which is the rule.
+   */
+  private async stopQueries(): Promise<void> {
+    if (this.inFlight.size === 0) return;
+    const answered = Promise.allSettled([...this.inFlight]).then(() => true);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), Math.max(0, this.deadline + CANCEL_GRACE_MS - Date.now()));
+    });
+    const inTime = await Promise.race([answered, late]).finally(() => clearTimeout(timer));
+    if (inTime) return;
+    await sendCancelRequest(await pgConnection(this.runner), CANCEL_REQUEST_TIMEOUT_MS);
+  }
+
+  /** The manager handed to the handler; created on first access. */
+  get manager(): EntityManager {
+    this.scopedManager ??= this.dataSource.createEntityManager(this.scopedRunner());
+    return this.scopedManager;
+  }
+
+  /**
+   * Keeps the handler's writes. Throws when one of its queries failed and it returned anyway: the transaction may
+   * be aborted, and its writes are incomplete; the caller then rolls it back.
+   */
+  async commit(): Promise<void> {
+    this.settled = true;
+    await this.stopQueries();
+    // a handler that returned without waiting for its first query: the wait is the relay's now, and bounded
+    if (this.opening && !this.opened) await this.batch.bounded(() => this.opening!);
+    this.control.settle();
+    if (!this.savepoint) return;
+    if (this.batch.careful) await this.check();
+    this.batch.pendingRelease = this.savepoint;
+  }
+
+  /**
+   * Careful mode (see `BatchState.careful`): the checks of `handlerChecks`, before the savepoint is released,
+   * so what would fail the batch later fails this handler now, alone. Throws `OutboxTransactionEndedError` when
+   * the batch transaction is gone.
+   */
+  private async check(): Promise<void> {
+    const connection = await pgConnection(this.runner);
+    if (!inTransactionBlock(connection))
+      throw new OutboxTransactionEndedError(messages.transactionEnded(this.consumer));
+    let results: PgResult[];
+    try {
+      results = await this.batch.bounded(() =>
+        allResults(
+          sendAll(
+            connection,
+            handlerChecks(this.batch.tenantSetting).map((statement) => ({ statement })),
+          ),
+        ),
+      );
+    } catch (error) {
+      if (error instanceof OutboxStallError) throw error;
+      if (sqlState(error) === NO_ACTIVE_TRANSACTION)
+        throw new OutboxTransactionEndedError(messages.transactionEnded(this.consumer));
+      throw new OutboxError(messages.deferredViolation(this.consumer, errorText(error)));
+    }
+    const seen = results[results.length - 1]!.rows[0] as { tenant: string | null; batch: string | null };
+    if (seen.batch !== this.batch.marker)
+      throw new OutboxTransactionEndedError(messages.transactionEnded(this.consumer));
+    if (seen.tenant !== this.batch.tenantId) {
+      throw new OutboxError(
+        messages.tenantChanged(this.consumer, this.batch.tenantSetting, seen.tenant, this.batch.tenantId),
+      );
+    }
+  }
+
+  /** Marks a scope made after its handler returned: it has nothing to keep, and its queries fail. */
+  settleUnused(): void {
+    this.settled = true;
+  }
+
+  /**
+   * Undoes the handler's writes: closes the nested transactions it left open, through TypeORM (so its own
+   * count of levels comes back to the batch's), then rolls back to the handler's savepoint, if any.
+   */
+  async rollback(): Promise<void> {
+    this.settled = true;
+    await this.stopQueries();
+    // after a handler's timeout, this waits behind the query it left running (the server cancels it at the
+    // handler's deadline): bounded, for a server that does not answer at all
+    await this.batch.bounded(async () => {
+      await this.opening?.catch(() => undefined);
+      await this.control.closeNested(this.runner);
+      if (this.savepoint)
+        await this.runner.query(
+          `rollback to savepoint ${this.savepoint}; release savepoint ${this.savepoint}`,
+        );
+    });
+  }
+
+  private async open(): Promise<void> {
+    if (this.settled) throw new OutboxError(messages.managerAfterSettle(this.consumer));
+    if (!this.opening)
+      this.opening = this.openWith(null).then(
+        () => {
+          this.opened = true;
+        },
+        (error: unknown) => {
+          this.opened = true;
+          throw error;
+        },
+      );
+    await this.opening;
+  }
+
+  /** The handler's first query: sent in the round trip that opens the savepoint (see `openWith`). */
+  private firstQuery(target: QueryRunner, args: QueryArgs): Promise<unknown> {
+    if (this.settled) return Promise.reject(new OutboxError(messages.managerAfterSettle(this.consumer)));
+    const run = this.openWith({ target, args });
+    // Statements run in order: even when the query fails, the savepoint before it was made (the transaction is
+    // healthy when a handler starts: the previous one's failure was rolled back to its savepoint).
+    const opened = (): void => {
+      this.opened = true;
+    };
+    this.opening = run.then(opened, opened);
+    return run;
+  }
+
+  /**
+   * Sends the handler's opening — what the batch has pending (its context), the batch's context checked and
+   * set again (`handlerContext`), the previous handler's savepoint released, this one's made — then its first
+   * query when given, all in one round trip. Nothing is sent when the batch transaction is gone (a previous
+   * handler ended it behind the relay's back): outside a transaction each statement would commit on its own.
+   */
+  private async openWith(first: { target: QueryRunner; args: QueryArgs } | null): Promise<unknown> {
+    const previous = this.batch.last;
+    const connection = await pgConnection(this.runner);
+    if (!inTransactionBlock(connection)) {
+      const ended = new OutboxTransactionEndedError(
+        messages.transactionEnded(previous?.consumer ?? this.consumer),
+      );
+      if (previous) this.batch.problem ??= { index: previous.index, error: ended };
+      throw ended;
+    }
+    const release = this.batch.pendingRelease;
+    this.batch.pendingRelease = null;
+    const ms = this.remaining();
+    const pending = this.batch.takePending();
+    if (this.batch.seal !== null) {
+      pending.push(this.batch.seal);
+      this.batch.seal = null;
+    }
+    const statements: SqlStatement[] = [
+      ...pending,
+      handlerContext(this.batch.tenantSetting, this.batch.tenantId, ms),
+      // a handler before this one may have changed settings (or the role): reset them, then the relay's context,
+      // then this handler's bound again (the relay's context bounds statements by relay.leaseMs)
+      ...(this.batch.dirty ? [...this.batch.restore, handlerBound(ms)] : []),
+      // no parameters: one simple-protocol query for both
+      {
+        text: `${release ? `release savepoint ${release}; ` : ''}savepoint ${this.savepointName}`,
+        values: [],
+      },
+    ];
+    this.batch.dirty = false;
+    this.savepoint = this.savepointName;
+    this.batch.last = { index: this.index, consumer: this.consumer };
+    const sent = sendAll(
+      connection,
+      statements.map((statement) => ({ statement, name: this.batch.nameOf(statement) })),
+    );
+    const query = first ? first.target.query(...(first.args as [string, unknown[]])) : null;
+    query?.catch(() => undefined);
+    try {
+      const results = await allResults(sent);
+      this.inspect(previous, results[pending.length]!);
+    } catch (error) {
+      // the previous handler's savepoint could not be released: that handler ended the batch transaction
+      if (previous && release && sqlState(error) === NO_ACTIVE_TRANSACTION) {
+        this.batch.problem ??= {
+          index: previous.index,
+          error: new OutboxTransactionEndedError(messages.transactionEnded(previous.consumer)),
+        };
+      }
+      await query?.catch(() => undefined);
+      throw error;
+    }
+    return query;
+  }
+
+  /** Notes a problem when the previous handler left another tenant, or no batch marker (see `handlerContext`). */
+  private inspect(previous: BatchState['last'], seen: PgResult): void {
+    const row = seen.rows[0] as { tenant: string | null; batch: string | null };
+    if (previous === null || this.batch.problem) return;
+    if (row.batch !== this.batch.marker) {
+      this.batch.problem = {
+        index: previous.index,
+        error: new OutboxTransactionEndedError(messages.transactionEnded(previous.consumer)),
+      };
+    } else if (row.tenant !== this.batch.tenantId) {
+      this.batch.problem = {
+        index: previous.index,
+        error: new OutboxError(
+          messages.tenantChanged(
+            previous.consumer,
+            this.batch.tenantSetting,
+            row.tenant,
+            this.batch.tenantId,
+          ),
+        ),
+      };
+    }
+  }
+
+  /**
+   * A view of the batch's QueryRunner, guarded (see `TransactionControl`), whose `query` first opens the
+   * savepoint.
+   */
+  private scopedRunner(): QueryRunner {
+    return this.control.view(this.runner, {
+      send: async (target, args, changesSettings) => {
+        try {
+          return await this.running(this.opening ? this.later(target, args) : this.firstQuery(target, args));
+        } catch (error) {
+          // the batch's seal fired before the relay's commit (see `sealBatch`): no commit comes through the
+          // view, so it was a check of every deferred constraint
+          if (sqlState(error) === BATCH_SEAL_SQLSTATE)
+            throw new OutboxError(messages.sealChecked(this.consumer));
+          throw error;
+        } finally {
+          // after the query: the restore goes before the next handler's statements, not before this one
+          if (changesSettings) this.batch.dirty = true;
+        }
+      },
+      property: (property) => {
+        if (property === IN_HANDLER_SCOPE) return { value: true };
+        // Once the handler settled, report the runner as live so the next query reaches `open()` and fails
+        // with our message, instead of TypeORM's about a released runner.
+        if (property === 'isReleased' && this.settled) return { value: false };
+        return undefined;
+      },
+    });
+  }
+}
+
+/** The shortest bound a handler's statement gets (see `HandlerScope.remaining`). */
+const BOUND_FLOOR_MS = 50;
+
+/**
+ * How long after a handler's deadline the relay waits for its running query to end by the server's bound
+ * before it cancels the query itself (see `HandlerScope.stopQueries`): past the bound's floor, so a query
+ * sent just before the deadline ends on its own first.
+ */
+const CANCEL_GRACE_MS = 2 * BOUND_FLOOR_MS;
+
+/** How long a cancel request may take to be delivered (it is one packet on a connection of its own). */
+const CANCEL_REQUEST_TIMEOUT_MS = 1_000;

@@ -1,0 +1,179 @@
+import { Injectable } from '@nestjs/common';
+import type { DataSource, QueryRunner } from 'typeorm';
+import { OutboxHandlerTimeoutError, OutboxTransactionEndedError } from '../errors/outbox.error';
+import { messages } from '../errors/outbox.messages';
+import { sqlState } from '../errors/sql-state';
+import type { OutboxConsumer } from '../model/outbox-consumer';
+import type { SqlStatement } from '../store/sql';
+import type { ClaimedDelivery } from '../model/claimed-delivery';
+import { errorText } from '../errors/error-text';
+import { delivered, failed, type DeliveryOutcome } from '../model/delivery-outcome';
+import { handlerFailure } from './handler-failure';
+import { OutboxInstrumentation } from '../extension/outbox-instrumentation';
+import { HandlerScope, NO_ACTIVE_TRANSACTION, type BatchProblem, type BatchState } from './handler-scope';
+
+/** How one batch transaction's handlers run (see `InProcessDispatcher.dispatch`). */
+export interface BatchRun {
+  tenantSetting: string;
+  tenantId: string;
+  /** The batch marker's value: the lease token (see `BATCH_MARKER`). */
+  marker: string;
+  /** Check each handler as it returns, at a round trip each (see `BatchState.careful`). */
+  careful: boolean;
+  /** Deliveries whose outcome is known already: their handlers are not called. */
+  settled?: ReadonlyMap<ClaimedDelivery, DeliveryOutcome>;
+  /** Restores the relay's session and batch context after a handler changed settings (see `resetSession`). */
+  restore: readonly SqlStatement[];
+  /** Takes what must go first in the batch transaction's next round trip (see `RoundConnection.takePending`). */
+  takePending: () => SqlStatement[];
+  /** Sent with the first handler's opening: makes any commit but the relay's fail (see `sealBatch`). */
+  seal: SqlStatement;
+  /** The name a statement with a prepared form runs under on the batch's connection, or undefined. */
+  nameOf: (statement: SqlStatement) => string | undefined;
+  /** Waits for a round trip of the relay's on the batch's connection, within its bound (see `RoundConnection.bounded`). */
+  bounded: <T>(work: () => Promise<T>) => Promise<T>;
+}
+
+/** What a batch's handlers did: an outcome per delivery, or a problem that keeps the batch from committing. */
+export interface DispatchResult {
+  /** One per delivery, in order, as far as the handlers ran (all of them when there is no problem). */
+  outcomes: DeliveryOutcome[];
+  problem: BatchProblem | null;
+  /** The last handlers may have changed settings since the relay last restored its own: restore before the outcome. */
+  dirty: boolean;
+  /** Handlers that asked for `context.manager` (each works in a savepoint of the batch transaction). */
+  scoped: number;
+}
+
+/**
+ * Calls in-process handlers for a batch of claimed deliveries, one after another, inside the caller's open
+ * transaction: each handler gets a lazily opened savepoint, so its writes and its inbox row (written by the
+ * caller after this returns) commit together, and a failing handler is rolled back alone.
+ */
+@Injectable()
+export class InProcessDispatcher {
+  constructor(private readonly instrumentation: OutboxInstrumentation) {}
+
+  /**
+   * Runs every delivery and says what happened to each. Never throws for a handler's failure; stops at a
+   * handler that left the batch transaction unusable or in another tenant (`problem`).
+   */
+  async dispatch(
+    dataSource: DataSource,
+    runner: QueryRunner,
+    deliveries: readonly { delivery: ClaimedDelivery; consumer: OutboxConsumer }[],
+    run: BatchRun,
+  ): Promise<DispatchResult> {
+    const outcomes: DeliveryOutcome[] = [];
+    const batch: BatchState = {
+      pendingRelease: null,
+      tenantSetting: run.tenantSetting,
+      tenantId: run.tenantId,
+      marker: run.marker,
+      careful: run.careful,
+      restore: run.restore,
+      takePending: run.takePending,
+      seal: run.seal,
+      nameOf: run.nameOf,
+      bounded: run.bounded,
+      dirty: false,
+      last: null,
+      problem: null,
+    };
+    let index = -1;
+    let scoped = 0;
+    for (const { delivery, consumer } of deliveries) {
+      index++;
+      const known = run.settled?.get(delivery);
+      if (known) {
+        outcomes.push(known);
+        continue;
+      }
+      const name = `outbox_h${index}`;
+      const at = index;
+      // The scope (and the context's manager) is made on first use: most handlers that do not touch the
+      // database never ask, and then settling them costs nothing, not even an await.
+      // (typed by an assertion: assigned in the getter, it must not narrow to null below)
+      let scope = null as HandlerScope | null;
+      let settled = false;
+      const deadline = Date.now() + consumer.timeoutMs;
+      const context = {
+        get manager() {
+          if (scope === null) {
+            scope = new HandlerScope(dataSource, runner, name, consumer.name, at, batch, deadline);
+            scoped++;
+            // asked for only after the handler returned (a promise it left running): its queries will fail
+            if (settled) scope.settleUnused();
+          }
+          return scope.manager;
+        },
+        attempt: delivery.attempt,
+        consumer: consumer.name,
+      };
+      // instrumentation: one observed attempt per handler call (null when nothing observes)
+      const attempt = this.instrumentation.attemptStarted(delivery, consumer);
+      let outcome: DeliveryOutcome;
+      try {
+        const returned = attempt?.run
+          ? attempt.run(() => consumer.handle!(delivery.event, context))
+          : consumer.handle!(delivery.event, context);
+        // A handler that returns no promise has finished: no timer to arm.
+        if (isThenable(returned)) {
+          await withTimeout(
+            Promise.resolve(returned),
+            consumer.timeoutMs,
+            () => new OutboxHandlerTimeoutError(messages.handlerTimeout(consumer.name, consumer.timeoutMs)),
+          );
+        }
+        settled = true;
+        if (scope !== null) await scope.commit();
+        outcome = delivered(delivery);
+      } catch (error) {
+        settled = true;
+        if (error instanceof OutboxTransactionEndedError) {
+          batch.problem ??= { index, error };
+          break;
+        }
+        try {
+          if (scope !== null) await scope.rollback();
+        } catch (rollbackError) {
+          // its savepoint is gone with the transaction: this handler (or, as the scope found, an earlier one) ended it
+          if (sqlState(rollbackError) !== NO_ACTIVE_TRANSACTION) throw rollbackError;
+          batch.problem ??= {
+            index,
+            error: new OutboxTransactionEndedError(messages.transactionEnded(consumer.name)),
+          };
+        }
+        // its query cancelled by the bound of its time left (see handlerContext): its timeout, whichever came first
+        const cancelled = sqlState(error) === QUERY_CANCELED && Date.now() >= deadline - TIMER_SLACK_MS;
+        const { code, dead } = cancelled ? { code: 'timeout', dead: false } : handlerFailure(error);
+        const text = cancelled
+          ? messages.handlerTimeout(consumer.name, consumer.timeoutMs)
+          : errorText(error);
+        outcome = failed(delivery, consumer, code, text, { dead });
+      }
+      outcomes.push(outcome);
+      attempt?.ended?.(outcome);
+      if (batch.problem) break;
+    }
+    return { outcomes, problem: batch.problem, dirty: batch.dirty, scoped };
+  }
+}
+
+/** SQLSTATE `query_canceled` (a statement timeout). */
+const QUERY_CANCELED = '57014';
+
+/** How much earlier than the handler's timer the server may cancel its query (timers of two processes). */
+const TIMER_SLACK_MS = 50;
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as PromiseLike<unknown> | null)?.then === 'function';
+}
+
+function withTimeout<T>(work: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(onTimeout()), ms);
+  });
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+}

@@ -1,0 +1,342 @@
+import { Logger } from '@nestjs/common';
+import type { ClaimedDelivery } from '../model/claimed-delivery';
+import { failed, type DeliveryOutcome } from '../model/delivery-outcome';
+import type { BatchRun, InProcessDispatcher } from './in-process.dispatcher';
+import { errorText } from '../errors/error-text';
+import { OutboxError, OutboxStallError, OutboxTransactionEndedError } from '../errors/outbox.error';
+import { messages } from '../errors/outbox.messages';
+import { sqlState } from '../errors/sql-state';
+import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
+import type { LeaseVacuum } from '../maintenance/lease-vacuum';
+import type { OutboxStore, RoundConnection } from '../store/outbox.store';
+import * as q from '../store/sql';
+import type { BackgroundWork } from './background-work';
+import type { OutcomeRecorder } from './outcome-recorder';
+import type { OutboxInstrumentation } from '../extension/outbox-instrumentation';
+import {
+  batchContext,
+  count,
+  relayContext,
+  RELAY_LOG_CONTEXT,
+  type Assigned,
+  type Settled,
+  type TenantBatch,
+} from './tenant-batch';
+
+/** A batch's in-process deliveries, and those settled without a handler that are recorded with them. */
+export interface LocalWork {
+  assigned: Assigned[];
+  unclaimed: Settled[];
+}
+
+/**
+ * In-process handlers of a batch: one transaction (begun with the claim, or now), committed with the statement
+ * that records the outcomes — fenced, so a lease lost mid-run rolls the batch back, and guarded (`batchGuard`),
+ * so the outcomes are written only in the batch's own transaction, in its tenant. Commits form a pipeline: a
+ * batch's commit is sent without waiting for it, so the next batch can be claimed meanwhile; commits go one at
+ * a time, each after the previous one is done. A batch that cannot be committed is narrowed (see `narrow`).
+ */
+export class LocalBatch {
+  private readonly logger = new Logger(RELAY_LOG_CONTEXT);
+  /** The last batch commit sent without waiting for it; at most one is in flight. */
+  private finishingCommit: Promise<void> | null = null;
+  /** Batch commits sent and not done yet. */
+  private committing = 0;
+
+  constructor(
+    private readonly options: ResolvedOutboxOptions,
+    private readonly store: OutboxStore,
+    private readonly inProcess: InProcessDispatcher,
+    private readonly recorder: OutcomeRecorder,
+    private readonly leaseVacuum: LeaseVacuum,
+    private readonly background: BackgroundWork,
+    private readonly instrumentation: OutboxInstrumentation,
+  ) {}
+
+  /** The last batch commit in flight (resolved when none is). */
+  get finishing(): Promise<void> | null {
+    return this.finishingCommit;
+  }
+
+  /** True while a batch commit is in flight. */
+  get isCommitting(): boolean {
+    return this.committing > 0;
+  }
+
+  /**
+   * Runs the handlers and sends the commit. Takes the connection over: it is released once the commit is done.
+   * With `overlap`, returns as soon as the commit is sent (`settled` resolves when it is done). `noWrites`: every
+   * handler ran without asking for `context.manager`, and the batch went to its commit as it ran.
+   */
+  async run(
+    connection: RoundConnection,
+    batch: TenantBatch,
+    work: LocalWork,
+    overlap: boolean,
+  ): Promise<{ settled: Promise<void>; noWrites: boolean }> {
+    let outcomes: DeliveryOutcome[];
+    let dirty: boolean;
+    let noWrites: boolean;
+    try {
+      await connection.begin([batchContext(this.options, batch)]);
+      const run = await this.inProcess.dispatch(
+        this.store.dataSource(),
+        connection.runner,
+        work.assigned,
+        this.batchRun(connection, batch, false),
+      );
+      if (run.problem) throw run.problem.error;
+      outcomes = [...work.unclaimed.map((u) => u.outcome), ...run.outcomes];
+      dirty = run.dirty;
+      noWrites = run.scoped === 0;
+    } catch (error) {
+      try {
+        await this.failed(error, batch, work, connection, null);
+      } finally {
+        await connection.release();
+      }
+      return { settled: Promise.resolve(), noWrites: false };
+    }
+    count(outcomes, batch.result);
+    await this.finishingCommit;
+    this.committing++;
+    const commit = connection
+      .commit(this.closing(batch, outcomes, dirty, noWrites))
+      .then(
+        (closed) => this.noteReleased(closed),
+        (error: unknown) => this.failed(error, batch, work, connection, outcomes),
+      )
+      .finally(() => this.committing--);
+    const settled = this.background.track(commit);
+    this.finishingCommit = settled;
+    // The connection goes back to the pool once the commit is done, outside `settled`: the next batch's commit
+    // waits for this one's, not for the refresh of prepared statements that a release may do.
+    void this.background.track(settled.then(() => connection.release())); // track() logs a failure, never rejects
+    if (!overlap) await settled;
+    // in an object: an async function returning a bare promise would wait for it
+    return { settled, noWrites };
+  }
+
+  /**
+   * The closing statements of a batch transaction, sent with its `commit`: guard, the seal lifted (see
+   * `sealBatch`), the session reset when the last handlers changed settings (`dirty`), the batch's context, the
+   * outcomes (last). With `noWrites` (no
+   * handler asked for `context.manager`, the only way to the batch's connection), nothing can have ended the
+   * transaction or changed its settings: the batch's context is still pending and goes first in the same round
+   * trip (see `RoundConnection.commit`), and the outcomes follow it without the guard.
+   */
+  private closing(
+    batch: TenantBatch,
+    outcomes: DeliveryOutcome[],
+    dirty: boolean,
+    noWrites: boolean,
+  ): q.SqlStatement[] {
+    const outcome = q.recordOutcomes(this.options.names, outcomes, batch.leaseToken, { fenced: true });
+    if (noWrites) return [outcome];
+    return [
+      ...q.batchGuard(this.options.tenantSetting, batch.tenantId, batch.leaseToken),
+      // the seal goes once the guard found the batch's own transaction: the commit that follows is the relay's
+      q.unsealBatch(this.options.names, batch.leaseToken),
+      ...(dirty ? q.resetSession() : []),
+      // the batch's context again, marker included: the fenced outcome is written only where the marker is
+      batchContext(this.options, batch),
+      outcome,
+    ];
+  }
+
+  /** After a batch's commit: the outcome statement (the last one) says how many event leases it deleted. */
+  private noteReleased(closed: unknown[][]): void {
+    const recorded = closed[closed.length - 1] as { released: number }[];
+    const vacuum = this.leaseVacuum.noteReleased(recorded[0]!.released);
+    if (vacuum) void this.background.track(vacuum); // track() logs a failure, never rejects
+  }
+
+  private batchRun(connection: RoundConnection, batch: TenantBatch, careful: boolean): BatchRun {
+    return {
+      takePending: () => connection.takePending(),
+      seal: q.sealBatch(this.options.names, batch.leaseToken),
+      nameOf: (statement) => connection.nameOf(statement),
+      bounded: (work) => connection.bounded('batch', work),
+      tenantSetting: this.options.tenantSetting,
+      tenantId: batch.tenantId,
+      marker: batch.leaseToken,
+      careful,
+      restore: [...q.resetSession(), batchContext(this.options, batch)],
+    };
+  }
+
+  /**
+   * The batch transaction failed (a lease taken over, connection lost, a statement refused, a handler that
+   * ended the transaction or changed its tenant): every handler's writes were rolled back. A failure that one
+   * delivery may have caused is narrowed to it (see `narrow`); a lost lease or a broken connection fails every
+   * claimed delivery, recorded on the batch's own connection (fenced as usual: those whose lease another relay
+   * holds now are left to it). `counted`: outcomes already counted in the batch's result.
+   */
+  private async failed(
+    error: unknown,
+    batch: TenantBatch,
+    work: LocalWork,
+    connection: RoundConnection,
+    counted: DeliveryOutcome[] | null,
+  ): Promise<void> {
+    const { tenantId } = batch;
+    if (counted) count(counted, batch.result, -1);
+    // a failure before the commit leaves the batch transaction open (aborted, or holding the handlers' writes)
+    await connection.rollback();
+    // instrumentation: the attempts observed as they ended are undone
+    this.instrumentation.batchRolledBack({ tenantId, deliveries: work.assigned.length });
+    // Given up (logged as it was): nothing is recorded, on a database that does not answer. Its leases expire and
+    // the deliveries are claimed again; a commit that did land meanwhile is kept out by the fence.
+    if (error instanceof OutboxStallError) return;
+    if (narrowable(error) && !connection.released) {
+      this.logger.warn(
+        `batch of ${work.assigned.length} deliveries for tenant ${tenantId} was rolled back (${errorText(error)}); ` +
+          'running it again, in parts, to find the deliveries that caused it',
+      );
+      await this.narrow(connection, batch, byEvent(work));
+      return;
+    }
+    if (sqlState(error) === q.LEASE_LOST_SQLSTATE) {
+      this.logger.warn(
+        `batch of ${work.assigned.length} deliveries for tenant ${tenantId}: ${errorText(error)}`,
+      );
+    } else {
+      this.logger.error(
+        `batch of ${work.assigned.length} deliveries for tenant ${tenantId} failed and was rolled back: ${errorText(error)}`,
+      );
+    }
+    await this.charge(connection, batch, [work], error, new Map());
+  }
+
+  /**
+   * Finds the deliveries that made a batch fail, with its leases still held and no attempt charged to the
+   * others: the batch's events run again, every handler checked as it returns (careful mode: a deferred
+   * constraint violated, the tenant changed, the transaction ended — each fails the handler that did it, alone);
+   * a part that still fails is split in two, by event (the in-process pairs of one event are recorded together,
+   * with its lease), down to one event, whose deliveries are then charged with the failure. A handler that ended
+   * the batch transaction is failed and the part runs again without it. All on the batch's own connection.
+   * See docs/adr/0101-narrowing-batch-failures.md.
+   */
+  private async narrow(connection: RoundConnection, batch: TenantBatch, groups: LocalWork[]): Promise<void> {
+    const known = new Map<ClaimedDelivery, DeliveryOutcome>();
+    const parts: LocalWork[][] = [groups];
+    while (parts.length > 0) {
+      // each part runs with a full lease, as the batch's first run did: its events, and those still waiting
+      await this.extendLeases(connection, batch, parts);
+      const part = parts.shift()!;
+      const error = await this.runCarefully(connection, batch, part, known);
+      if (error === null) continue;
+      if (part.length > 1 && narrowable(error) && !connection.released) {
+        const half = Math.ceil(part.length / 2);
+        parts.unshift(part.slice(0, half), part.slice(half));
+        continue;
+      }
+      if (sqlState(error) !== q.LEASE_LOST_SQLSTATE) {
+        this.logger.error(
+          `event ${part[0]!.assigned[0]?.delivery.eventId ?? '(none)'} for tenant ${batch.tenantId} fails its batch on its own: ${errorText(error)}`,
+        );
+      }
+      await this.charge(connection, batch, part, error, known);
+    }
+  }
+
+  /**
+   * Extends the event leases of the parts still to run (a transaction of its own, so a part that fails keeps
+   * it): narrowing reruns the batch's handlers, once or more, and without it outlived the lease its first run
+   * had taken most of — another relay then claimed the events while they ran here, and this relay's commit lost.
+   */
+  private async extendLeases(
+    connection: RoundConnection,
+    batch: TenantBatch,
+    parts: LocalWork[][],
+  ): Promise<void> {
+    const eventIds = parts.flat().map((g) => (g.assigned[0] ?? g.unclaimed[0])!.delivery.eventId);
+    await connection.atomically([
+      relayContext(this.options, batch.tenantId),
+      q.extendEventLeases(this.options.names, eventIds, batch.leaseToken, this.options.relay.leaseMs),
+    ]);
+  }
+
+  /**
+   * Runs a part of a batch in careful mode and commits it; returns null, or the error that failed it. A handler
+   * that ended the transaction is settled as failed in `known`, and the part runs again without it.
+   */
+  private async runCarefully(
+    connection: RoundConnection,
+    batch: TenantBatch,
+    part: LocalWork[],
+    known: Map<ClaimedDelivery, DeliveryOutcome>,
+  ): Promise<unknown> {
+    const assigned = part.flatMap((g) => g.assigned);
+    const unclaimed = part.flatMap((g) => g.unclaimed.map((u) => u.outcome));
+    for (;;) {
+      try {
+        await connection.begin([batchContext(this.options, batch)]);
+        const run = await this.inProcess.dispatch(this.store.dataSource(), connection.runner, assigned, {
+          ...this.batchRun(connection, batch, true),
+          settled: known,
+        });
+        if (run.problem) {
+          const { delivery, consumer } = assigned[run.problem.index]!;
+          if (!(run.problem.error instanceof OutboxTransactionEndedError) || known.has(delivery))
+            throw run.problem.error;
+          known.set(delivery, failed(delivery, consumer, 'transactionControl', run.problem.error.message));
+          await connection.rollback();
+          continue;
+        }
+        const outcomes = [...unclaimed, ...run.outcomes];
+        // guarded whatever the handlers did: a run in parts follows a failure
+        this.noteReleased(await connection.commit(this.closing(batch, outcomes, run.dirty, false)));
+        count(outcomes, batch.result);
+        return null;
+      } catch (error) {
+        await connection.rollback();
+        return error;
+      }
+    }
+  }
+
+  /** Records every delivery of `part` not settled in `known` as failed by `error` (see `failed`). */
+  private async charge(
+    connection: RoundConnection,
+    batch: TenantBatch,
+    part: readonly LocalWork[],
+    error: unknown,
+    known: ReadonlyMap<ClaimedDelivery, DeliveryOutcome>,
+  ): Promise<void> {
+    const text = messages.batchFailed(errorText(error));
+    const outcomes = part.flatMap((g) => [
+      ...g.unclaimed.map((u) => u.outcome),
+      ...g.assigned.map(
+        ({ delivery, consumer }) => known.get(delivery) ?? failed(delivery, consumer, 'batchError', text),
+      ),
+    ]);
+    await this.recorder.record(batch, outcomes, connection);
+  }
+}
+
+/** Groups a batch by event, in the batch's order: the smallest parts whose outcomes can be recorded. */
+function byEvent({ assigned, unclaimed }: LocalWork): LocalWork[] {
+  const groups = new Map<string, LocalWork>();
+  const group = (eventId: string): LocalWork => {
+    let g = groups.get(eventId);
+    if (!g) groups.set(eventId, (g = { assigned: [], unclaimed: [] }));
+    return g;
+  };
+  for (const a of assigned) group(a.delivery.eventId).assigned.push(a);
+  for (const u of unclaimed) group(u.delivery.eventId).unclaimed.push(u);
+  return [...groups.values()];
+}
+
+/**
+ * Whether a batch's failure may come from one of its deliveries, and running parts of it again may find which:
+ * a statement refused by PostgreSQL, or a handler's misdeed found by the relay. Not a lost lease (the batch is
+ * another relay's now), nor a connection that broke or a server shutting down (nothing to run it on).
+ */
+function narrowable(error: unknown): boolean {
+  if (error instanceof OutboxStallError) return false;
+  if (error instanceof OutboxError) return true;
+  const state = sqlState(error);
+  if (state === undefined || state === q.LEASE_LOST_SQLSTATE) return false;
+  return !state.startsWith('08') && !state.startsWith('57P');
+}

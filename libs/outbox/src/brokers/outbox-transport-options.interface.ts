@@ -1,0 +1,27 @@
+import type { Type } from '@nestjs/common';
+import type { OutboxBackoffOptions } from '../options/outbox-module-options.interface';
+import type { OutboxTransport } from '../model/outbox-transport.interface';
+
+/** A transport registered in `OutboxModule.forRoot({ transports: [ … ] })`. */
+export interface OutboxTransportOptions {
+  /** Unique name (letters, digits, `_`, `.`, `-`; up to 100). Its consumer is named `transport:<name>`. */
+  name: string;
+  /** The events it receives: exact names (`crm.contact.created.v1`), prefixes (`crm.contact.*`) or `*`. */
+  events: readonly string[];
+  /**
+   * An object with `send(batch)`, or a class implementing {@link OutboxTransport}: taken from the app's providers
+   * when one of them is that class, otherwise instantiated with its constructor's dependencies injected.
+   */
+  transport: OutboxTransport | Type<OutboxTransport>;
+  /**
+   * Hand out an aggregate's events in commit order, one in flight per aggregate; a dead delivery blocks its
+   * aggregate until replayed. Default: `false`.
+   */
+  ordered?: boolean;
+  /** Time one `send` may take, in ms; must be below `relay.leaseMs`. Default: the module's `handlerTimeoutMs`. */
+  timeoutMs?: number;
+  /** Attempts before a delivery is dead. Default: the module's `maxAttempts`. */
+  maxAttempts?: number;
+  /** Backoff between attempts; fields left out take the module's. Default: the module's `backoff`. */
+  backoff?: OutboxBackoffOptions;
+}

@@ -1,0 +1,164 @@
+import { OutboxValidationError } from '../errors/outbox.error';
+import { messages } from '../errors/outbox.messages';
+import type { OutboxEventInput } from './outbox-event.interface';
+import { CONTROL_CHARS, UUID_PATTERN } from './outbox.constants';
+
+/** Event names: lowercase dotted words, at least two parts, e.g. `crm.contact.created.v1`. */
+export const EVENT_NAME_PATTERN = /^[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)+$/;
+const EVENT_NAME_MAX = 200;
+const TEXT_MAX = 200;
+/** Deeper payloads are refused: they are almost always a bug, and deep recursion is a denial-of-service vector. */
+export const MAX_PAYLOAD_DEPTH = 64;
+
+/** An event checked and ready to insert: the payload already serialised. */
+export interface ValidatedEvent {
+  tenantId: string;
+  eventName: string;
+  payloadJson: string;
+  aggregateType: string | null;
+  aggregateId: string | null;
+  correlationId: string | null;
+  schemaVersion: number;
+  occurredAt: Date | null;
+}
+
+/** True when `name` is a valid event name. */
+export function isEventName(name: unknown): name is string {
+  return typeof name === 'string' && name.length <= EVENT_NAME_MAX && EVENT_NAME_PATTERN.test(name);
+}
+
+/** Checks one event and serialises its payload; throws `OutboxValidationError` naming the field. */
+export function validateEvent(
+  input: OutboxEventInput<unknown>,
+  where: string,
+  maxPayloadBytes: number,
+): ValidatedEvent {
+  if (input === null || typeof input !== 'object' || Array.isArray(input)) {
+    throw new OutboxValidationError(where, messages.notAnObject(where, input));
+  }
+  const tenantId = input.tenantId;
+  if (typeof tenantId !== 'string' || !UUID_PATTERN.test(tenantId)) {
+    throw new OutboxValidationError(`${where}.tenantId`, messages.notUuid(`${where}.tenantId`, tenantId));
+  }
+  if (!isEventName(input.eventName)) {
+    throw new OutboxValidationError(
+      `${where}.eventName`,
+      messages.badEventName(`${where}.eventName`, input.eventName),
+    );
+  }
+  const payloadJson = serialisePayload(input.payload, `${where}.payload`, maxPayloadBytes);
+  const schemaVersion = checkSchemaVersion(input.schemaVersion, `${where}.schemaVersion`);
+  const occurredAt = input.occurredAt ?? null;
+  if (occurredAt !== null && !(occurredAt instanceof Date && Number.isFinite(occurredAt.getTime()))) {
+    throw new OutboxValidationError(
+      `${where}.occurredAt`,
+      messages.badDate(`${where}.occurredAt`, occurredAt),
+    );
+  }
+  return {
+    tenantId: tenantId.toLowerCase(),
+    eventName: input.eventName,
+    payloadJson,
+    aggregateType: optionalText(input.aggregateType, `${where}.aggregateType`),
+    aggregateId: optionalText(input.aggregateId, `${where}.aggregateId`),
+    correlationId: optionalText(input.correlationId, `${where}.correlationId`),
+    schemaVersion,
+    occurredAt,
+  };
+}
+
+/**
+ * The version an event is enqueued as, the one its payload schema is chosen by: 1 when the field is left out, else
+ * the positive integer given. Anything else — `null` included, which is not "left out" — is refused, so no value
+ * can pick no schema and be stored as a version whose schema it was never checked against.
+ */
+export function checkSchemaVersion(value: unknown, field: string): number {
+  if (value === undefined) return 1;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
+    throw new OutboxValidationError(field, messages.badSchemaVersion(field, value));
+  }
+  return value;
+}
+
+function optionalText(value: unknown, field: string): string | null {
+  if (value === undefined || value === null) return null;
+  if (
+    typeof value !== 'string' ||
+    value.length === 0 ||
+    value.length > TEXT_MAX ||
+    CONTROL_CHARS.test(value)
+  ) {
+    throw new OutboxValidationError(field, messages.badText(field, TEXT_MAX, value));
+  }
+  return value;
+}
+
+/**
+ * Serialises a payload, refusing anything JSON (or PostgreSQL jsonb) would silently change: BigInt, functions,
+ * symbols, `undefined`, NaN and infinities, class instances (Date, Map, Buffer…), cycles, `\u0000` and lone
+ * surrogates (jsonb rejects both), and nesting deeper than {@link MAX_PAYLOAD_DEPTH}.
+ */
+export function serialisePayload(payload: unknown, field: string, maxBytes: number): string {
+  checkJsonValue(payload, field, 0, new Set());
+  const json = JSON.stringify(payload);
+  const bytes = Buffer.byteLength(json, 'utf8');
+  if (bytes > maxBytes)
+    throw new OutboxValidationError(field, messages.payloadTooLarge(field, bytes, maxBytes));
+  return json;
+}
+
+function checkJsonValue(value: unknown, path: string, depth: number, ancestors: Set<object>): void {
+  const fail = (why: string): never => {
+    throw new OutboxValidationError(path, messages.badPayload(path, why));
+  };
+  switch (typeof value) {
+    case 'string':
+      if (value.includes('\u0000'))
+        fail('it contains the character \\u0000, which PostgreSQL jsonb cannot store');
+      if (!value.isWellFormed()) fail('it contains a lone UTF-16 surrogate, which PostgreSQL jsonb rejects');
+      return;
+    case 'number':
+      if (!Number.isFinite(value)) fail(`${value} is not a finite number (JSON would store null)`);
+      return;
+    case 'boolean':
+      return;
+    case 'bigint':
+      return fail('BigInt is not JSON; send it as a string');
+    case 'undefined':
+      return fail('undefined is not JSON (JSON would drop it); omit the key or use null');
+    case 'function':
+    case 'symbol':
+      return fail(`a ${typeof value} is not JSON`);
+  }
+  if (value === null) return;
+  const object = value as object;
+  if (depth >= MAX_PAYLOAD_DEPTH) fail(`it is nested deeper than ${MAX_PAYLOAD_DEPTH} levels`);
+  if (ancestors.has(object)) fail('it contains a cycle');
+  ancestors.add(object);
+  if (Array.isArray(object)) {
+    for (let i = 0; i < object.length; i++) {
+      if (!(i in object)) fail(`index ${i} is a hole in a sparse array (JSON would store null)`);
+      checkJsonValue(object[i], `${path}[${i}]`, depth + 1, ancestors);
+    }
+  } else {
+    const proto = Object.getPrototypeOf(object) as { constructor?: { name?: string } } | null;
+    if (proto !== Object.prototype && proto !== null) {
+      fail(
+        `it is a ${proto.constructor?.name ?? 'non-plain'} instance, not a plain object` +
+          (object instanceof Date
+            ? '; send the date as an ISO string'
+            : '; convert it to a plain object first'),
+      );
+    }
+    if (Object.getOwnPropertySymbols(object).length > 0) fail('it has symbol keys, which JSON drops');
+    for (const key of Object.keys(object)) {
+      if (key.includes('\u0000') || !key.isWellFormed()) {
+        fail(
+          `the key ${JSON.stringify(key)} contains \\u0000 or a lone surrogate, which PostgreSQL jsonb rejects`,
+        );
+      }
+      checkJsonValue((object as Record<string, unknown>)[key], `${path}.${key}`, depth + 1, ancestors);
+    }
+  }
+  ancestors.delete(object);
+}

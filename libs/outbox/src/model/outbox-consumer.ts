@@ -1,0 +1,47 @@
+import type { Type } from '@nestjs/common';
+import type { OutboxBackoffOptions } from './backoff';
+import type { OutboxEvent, OutboxHandlerContext } from './outbox-event.interface';
+import type { ClaimedDelivery } from './claimed-delivery';
+import type { OutboxTransportOutcome } from './outbox-transport.interface';
+
+/** What an external transport says about one delivery; the relay turns it into a stored outcome. */
+export type ExternalDeliveryResult = OutboxTransportOutcome;
+
+/** One consumer known to this app: a named handler (or external endpoint) and the events it listens to. */
+export interface OutboxConsumer {
+  /** Stable name stored in `outbox_deliveries.consumer_name`. */
+  readonly name: string;
+  /**
+   * `handler`: in-process, run inside a transaction with the inbox row. The others are external, no transaction
+   * held: `webhook` (one request per delivery), `transport` and `broker` (one call per claimed batch).
+   */
+  readonly kind: 'handler' | 'webhook' | 'transport' | 'broker';
+  /** What it listens to, for display: its patterns joined with ", ". */
+  readonly eventName: string;
+  /** The patterns it listens to: exact event names, `prefix.*`, or `*`. */
+  readonly eventNames: readonly string[];
+  /** The class that hosts the handler (for external consumers, the transport's class). */
+  readonly hostClass: Type;
+  /** The method name (for external consumers, the transport's delivery method). */
+  readonly methodName: string;
+  /**
+   * Deliver events of one aggregate (same tenant, aggregate type and id) one at a time, in commit order; a
+   * dead delivery blocks the aggregate for this consumer until replayed. Default false.
+   */
+  readonly ordered?: boolean;
+  readonly maxAttempts: number;
+  readonly timeoutMs: number;
+  readonly backoff: Required<OutboxBackoffOptions>;
+  /** In-process consumers: calls the handler bound to its instance. */
+  readonly handle?: (event: OutboxEvent, context: OutboxHandlerContext) => unknown;
+  /** External consumers: delivers over the network, with no database transaction open. Must not throw. */
+  readonly deliver?: (delivery: ClaimedDelivery) => Promise<ExternalDeliveryResult>;
+  /**
+   * External consumers that send a batch at once (transports, brokers): one result per delivery, in order, with
+   * the headers the instrumentation wants on each message. Takes precedence over `deliver`. Must not throw.
+   */
+  readonly deliverBatch?: (
+    deliveries: readonly ClaimedDelivery[],
+    headers: readonly Readonly<Record<string, string>>[],
+  ) => Promise<ExternalDeliveryResult[]>;
+}

@@ -1,0 +1,274 @@
+import { DEFAULT_TENANT_SETTING } from '../model/outbox.constants';
+import { stripUndefined } from '../model/strip-undefined';
+import { DEFAULT_OUTBOX_SCHEMA, outboxNames, schemaProblem } from '../model/table-names';
+import { messages } from '../errors/outbox.messages';
+import { secretKeyProblems } from '../webhooks/subscription-secret-cipher';
+import { allowedTargetProblem } from '../webhooks/webhook-target-guard';
+import type { OutboxModuleOptions, ResolvedOutboxOptions } from './outbox-module-options.interface';
+
+/** Defaults, written once (the names are not an option: they are made from `schema`). */
+export const OUTBOX_DEFAULTS: Omit<ResolvedOutboxOptions, 'names'> = {
+  dataSource: undefined,
+  schema: DEFAULT_OUTBOX_SCHEMA,
+  preparedStatements: true,
+  relay: {
+    enabled: true,
+    pollIntervalMs: 1000,
+    batchSize: 100,
+    maxBatchSize: 500,
+    concurrency: 'auto',
+    leaseMs: 60_000,
+    roundTripTimeoutMs: 61_000,
+    shutdownTimeoutMs: 10_000,
+    maxTenantsPerRound: 100,
+    notify: true,
+    notifyGapMs: 2,
+    listen: true,
+    vacuumLeasesEvery: 2000,
+    tenants: null,
+  },
+  maxAttempts: 5,
+  backoff: { baseMs: 1000, capMs: 300_000, jitter: 0.2 },
+  handlerTimeoutMs: 30_000,
+  maxPayloadBytes: 256 * 1024,
+  tenantSetting: DEFAULT_TENANT_SETTING,
+  tenancy: 'multi',
+  registry: { heartbeatMs: 30_000, liveWithinMs: 7 * 24 * 3600_000, orphanAfterMs: 3600_000 },
+  retention: { publishedDays: 7, intervalMs: 60_000, batchSize: 1000 },
+  webhooks: [],
+  webhookSubscriptions: {
+    enabled: true,
+    cacheTtlMs: 5000,
+    pausedRecheckMs: 60_000,
+    timeoutMs: 10_000,
+    allowPrivateTargets: [],
+    responseBodyInErrors: false,
+    secretKeys: [],
+  },
+  transports: [],
+  brokers: [],
+  events: null,
+  transactionHost: false,
+};
+
+const DEFAULT_NAMES = outboxNames(DEFAULT_OUTBOX_SCHEMA);
+
+/** Options merged with defaults, plus every problem found in them (reported together at boot). */
+export interface OptionsResolution {
+  options: ResolvedOutboxOptions;
+  problems: string[];
+}
+
+/** Merges user options over the defaults and checks each value. */
+export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsResolution {
+  const options: ResolvedOutboxOptions = {
+    ...OUTBOX_DEFAULTS,
+    ...stripUndefined(raw),
+    // replaced below once the schema is checked
+    names: DEFAULT_NAMES,
+    relay: { ...OUTBOX_DEFAULTS.relay, ...stripUndefined(raw.relay ?? {}) },
+    backoff: { ...OUTBOX_DEFAULTS.backoff, ...stripUndefined(raw.backoff ?? {}) },
+    registry: { ...OUTBOX_DEFAULTS.registry, ...stripUndefined(raw.registry ?? {}) },
+    retention: { ...OUTBOX_DEFAULTS.retention, ...stripUndefined(raw.retention ?? {}) },
+    webhooks: Array.isArray(raw.webhooks) ? [...raw.webhooks] : OUTBOX_DEFAULTS.webhooks,
+    transports: Array.isArray(raw.transports) ? [...raw.transports] : OUTBOX_DEFAULTS.transports,
+    brokers: Array.isArray(raw.brokers) ? [...raw.brokers] : OUTBOX_DEFAULTS.brokers,
+    webhookSubscriptions: {
+      ...OUTBOX_DEFAULTS.webhookSubscriptions,
+      ...stripUndefined(raw.webhookSubscriptions ?? {}),
+    },
+  };
+  // By default only instances that do not relay themselves wake the others: an instance with a relay picks up
+  // its own events at once, and a NOTIFY per commit would cost the app's write path for nothing.
+  if (raw.relay?.notify === undefined) options.relay.notify = !options.relay.enabled;
+  const problems: string[] = [];
+  const report = (problem: string | null): void => {
+    if (problem) problems.push(problem);
+  };
+  // the names are spliced into SQL text: made only from a schema that passed the check (boot fails otherwise)
+  const schemaRule = schemaProblem(options.schema);
+  if (schemaRule === null) options.names = outboxNames(options.schema);
+  if (schemaRule !== null) problems.push(messages.badOption('schema', schemaRule, options.schema));
+  const { relay, registry, retention, webhookSubscriptions } = options;
+  report(durationProblem('relay.pollIntervalMs', relay.pollIntervalMs));
+  report(countProblem('relay.batchSize', relay.batchSize));
+  if (raw.relay?.maxBatchSize === undefined)
+    relay.maxBatchSize = Math.max(relay.maxBatchSize, relay.batchSize);
+  else if (
+    countProblem('relay.maxBatchSize', relay.maxBatchSize) !== null ||
+    relay.maxBatchSize < relay.batchSize
+  )
+    problems.push(
+      messages.badOption(
+        'relay.maxBatchSize',
+        `an integer no smaller than relay.batchSize (${relay.batchSize})`,
+        relay.maxBatchSize,
+      ),
+    );
+  if (relay.concurrency !== 'auto' && countProblem('relay.concurrency', relay.concurrency) !== null)
+    problems.push(
+      messages.badOption('relay.concurrency', 'a positive integer, or "auto"', relay.concurrency),
+    );
+  report(durationProblem('relay.leaseMs', relay.leaseMs));
+  // a little over the relay's statement bound (relay.leaseMs): the server cancels a slow statement first
+  if (raw.relay?.roundTripTimeoutMs === undefined && Number.isSafeInteger(relay.leaseMs))
+    relay.roundTripTimeoutMs = Math.min(MAX_DURATION_MS, relay.leaseMs + ROUND_TRIP_GRACE_MS);
+  report(
+    durationProblem('relay.roundTripTimeoutMs', relay.roundTripTimeoutMs, { zero: 'no client-side bound' }),
+  );
+  report(durationProblem('relay.shutdownTimeoutMs', relay.shutdownTimeoutMs));
+  report(countProblem('relay.maxTenantsPerRound', relay.maxTenantsPerRound));
+  report(durationProblem('relay.notifyGapMs', relay.notifyGapMs, { zero: 'one NOTIFY per commit' }));
+  report(
+    countProblem('relay.vacuumLeasesEvery', relay.vacuumLeasesEvery, 'leave the lease table to autovacuum'),
+  );
+  report(countProblem('maxAttempts', options.maxAttempts));
+  report(
+    durationProblem('handlerTimeoutMs', options.handlerTimeoutMs, {
+      below: { name: 'relay.leaseMs', ms: relay.leaseMs },
+    }),
+  );
+  report(countProblem('maxPayloadBytes', options.maxPayloadBytes));
+  report(durationProblem('registry.heartbeatMs', registry.heartbeatMs));
+  report(durationProblem('registry.liveWithinMs', registry.liveWithinMs));
+  report(durationProblem('registry.orphanAfterMs', registry.orphanAfterMs));
+  // outbox_purge_settled refuses a cut-off under an hour (migration OutboxPurgeFloor1764450300000).
+  const days = retention.publishedDays;
+  if (!Number.isFinite(days) || (days !== 0 && (days < 1 / 24 || days > 36_500))) {
+    problems.push(
+      messages.badOption(
+        'retention.publishedDays',
+        'a number of days from 1/24 (one hour) to 36500, or 0 (0 turns retention off)',
+        days,
+      ),
+    );
+  }
+  report(durationProblem('retention.intervalMs', retention.intervalMs));
+  report(countProblem('retention.batchSize', retention.batchSize));
+  if (options.tenancy !== 'multi' && options.tenancy !== 'single') {
+    problems.push(messages.badOption('tenancy', '"multi" or "single"', options.tenancy));
+  }
+  problems.push(...backoffProblems('backoff', options.backoff));
+  if (!/^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*$/.test(options.tenantSetting)) {
+    problems.push(
+      messages.badOption(
+        'tenantSetting',
+        'a custom setting name like "app.current_tenant_id"',
+        options.tenantSetting,
+      ),
+    );
+  }
+  // Each webhook is checked by the explorer, with the consumers it becomes.
+  // Each transport and broker too.
+  for (const list of ['webhooks', 'transports', 'brokers'] as const) {
+    if (raw[list] !== undefined && !Array.isArray(raw[list]))
+      problems.push(messages.badOption(list, `an array of ${list}`, raw[list]));
+  }
+  if (raw.relay && 'preparedStatements' in raw.relay)
+    problems.push(
+      messages.movedOption(
+        'relay.preparedStatements',
+        'preparedStatements',
+        "it covers enqueue's insert too",
+      ),
+    );
+  if (typeof options.preparedStatements !== 'boolean')
+    problems.push(messages.badOption('preparedStatements', 'true or false', options.preparedStatements));
+  for (const flag of ['enabled', 'notify', 'listen'] as const) {
+    if (typeof relay[flag] !== 'boolean')
+      problems.push(messages.badOption(`relay.${flag}`, 'true or false', relay[flag]));
+  }
+  for (const flag of ['enabled', 'responseBodyInErrors'] as const) {
+    if (typeof webhookSubscriptions[flag] !== 'boolean')
+      problems.push(
+        messages.badOption(`webhookSubscriptions.${flag}`, 'true or false', webhookSubscriptions[flag]),
+      );
+  }
+  const allowed = webhookSubscriptions.allowPrivateTargets;
+  if (!Array.isArray(allowed)) {
+    problems.push(
+      messages.badOption(
+        'webhookSubscriptions.allowPrivateTargets',
+        'an array of addresses or CIDR ranges',
+        allowed,
+      ),
+    );
+  } else {
+    allowed.forEach((entry, i) =>
+      report(allowedTargetProblem(`webhookSubscriptions.allowPrivateTargets[${i}]`, entry)),
+    );
+  }
+  problems.push(...secretKeyProblems('webhookSubscriptions.secretKeys', webhookSubscriptions.secretKeys));
+  report(durationProblem('webhookSubscriptions.cacheTtlMs', webhookSubscriptions.cacheTtlMs));
+  report(durationProblem('webhookSubscriptions.pausedRecheckMs', webhookSubscriptions.pausedRecheckMs));
+  // When left unset, it is capped below relay.leaseMs where it is used.
+  report(
+    durationProblem(
+      'webhookSubscriptions.timeoutMs',
+      webhookSubscriptions.timeoutMs,
+      raw.webhookSubscriptions?.timeoutMs === undefined
+        ? {}
+        : { below: { name: 'relay.leaseMs', ms: relay.leaseMs } },
+    ),
+  );
+  return { options, problems };
+}
+
+/** Checks a backoff block (module-wide or per consumer). */
+export function backoffProblems(
+  field: string,
+  backoff: { baseMs: number; capMs: number; jitter: number },
+): string[] {
+  const problems = [
+    durationProblem(`${field}.baseMs`, backoff.baseMs, { zero: 'retry at once' }),
+    durationProblem(`${field}.capMs`, backoff.capMs, { zero: 'retry at once' }) ??
+      (backoff.capMs < backoff.baseMs
+        ? messages.badOption(`${field}.capMs`, `a number ≥ baseMs (${backoff.baseMs})`, backoff.capMs)
+        : null),
+  ];
+  if (!Number.isFinite(backoff.jitter) || backoff.jitter < 0 || backoff.jitter > 1)
+    problems.push(messages.badOption(`${field}.jitter`, 'a fraction from 0 to 1', backoff.jitter));
+  return problems.filter((p): p is string => p !== null);
+}
+
+/**
+ * Longest duration an option may give, in ms: 2³¹−1 (about 24.8 days). Node runs a longer timer after 1 ms, and
+ * the SQL statements pass durations as 32-bit integers.
+ */
+export const MAX_DURATION_MS = 2 ** 31 - 1;
+
+/** How much longer than `relay.leaseMs` the relay waits for a round trip by default (see `roundTripTimeoutMs`). */
+const ROUND_TRIP_GRACE_MS = 1000;
+
+/** Bounds of {@link durationProblem}. */
+export interface DurationBounds {
+  /** What 0 means, when 0 is allowed; without it the smallest value is 1. */
+  zero?: string;
+  /** Another duration this one must stay below, e.g. `relay.leaseMs`. */
+  below?: { name: string; ms: number };
+}
+
+/** The problem with a duration in ms (an integer from 0 or 1 to {@link MAX_DURATION_MS}), or null. */
+export function durationProblem(field: string, value: unknown, bounds: DurationBounds = {}): string | null {
+  const min = bounds.zero === undefined ? 1 : 0;
+  const max = Math.min(MAX_DURATION_MS, bounds.below ? bounds.below.ms - 1 : MAX_DURATION_MS);
+  if (Number.isSafeInteger(value) && (value as number) >= min && (value as number) <= max) return null;
+  const upper = bounds.below
+    ? `below ${bounds.below.name} (${bounds.below.ms})`
+    : `≤ ${MAX_DURATION_MS} (about 24.8 days)`;
+  const zero = bounds.zero === undefined ? '' : ` (0: ${bounds.zero})`;
+  return messages.badOption(field, `an integer number of ms ≥ ${min} and ${upper}${zero}`, value);
+}
+
+/**
+ * The problem with a count (a positive safe integer; 0 too when `zero` says what it means), or null.
+ */
+export function countProblem(field: string, value: unknown, zero?: string): string | null {
+  const min = zero === undefined ? 1 : 0;
+  if (Number.isSafeInteger(value) && (value as number) >= min) return null;
+  return messages.badOption(
+    field,
+    zero === undefined ? 'a positive integer' : `an integer ≥ 0 (0: ${zero})`,
+    value,
+  );
+}
