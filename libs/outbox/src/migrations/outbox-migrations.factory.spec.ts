@@ -1,6 +1,6 @@
 import type { QueryRunner } from 'typeorm';
 import { OutboxConfigurationError } from '../errors/outbox.error';
-import { outboxNames } from '../store/sql/schema';
+import { outboxNames } from '../model/table-names';
 import { outboxMigrations } from './index';
 import { migrationNameInSchema, outboxMigrationsFor, sqlInSchema } from './outbox-migrations.factory';
 

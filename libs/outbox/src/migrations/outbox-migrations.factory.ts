@@ -11,7 +11,7 @@ import {
   outboxNames,
   schemaProblem,
   type OutboxNames,
-} from '../store/sql/schema';
+} from '../model/table-names';
 import { outboxMigrations } from './index';
 
 /** A TypeORM migration class, as `DataSource({ migrations })` takes it. */
