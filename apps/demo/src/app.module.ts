@@ -2,17 +2,14 @@ import { Module, type DynamicModule } from '@nestjs/common';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { Registry } from 'prom-client';
-import {
-  OutboxAdminModule,
-  OutboxBoardModule,
-  OutboxMetricsModule,
-  OutboxModule,
-  outboxMigrations,
-} from 'nestjs-pg-outbox';
+import { OutboxModule } from 'nestjs-pg-outbox';
+import { OutboxAdminModule } from 'nestjs-pg-outbox/admin';
+import { OutboxBoardModule } from 'nestjs-pg-outbox/board';
+import { OutboxMetricsModule } from 'nestjs-pg-outbox/observability';
+import { demoMigrations } from '../../../migrations';
 import { ContactsModule } from './contacts/contacts.module';
 import { Contact } from './contacts/contact.entity';
 import { ContactActivity } from './contacts/contact-activity.entity';
-import { DemoContacts1764428500000 } from './migrations/1764428500000-demo-contacts';
 import { DemoWebhooksModule } from './webhooks/demo-webhooks.module';
 import { DemoWebhookReceiver } from './webhooks/demo-webhook-receiver';
 import { DemoAdminGuard } from './demo-admin.guard';
@@ -35,7 +32,9 @@ export class AppModule {
           type: 'postgres',
           url: databaseUrl,
           entities: [Contact, ContactActivity],
-          migrations: [...outboxMigrations, DemoContacts1764428500000],
+          // the outbox's migrations, then the app's (migrations/); the quick way, at start. In production, run
+          // them before the app starts with TypeORM's CLI instead: npm run migration:run (migrations/data-source.ts)
+          migrations: demoMigrations,
           migrationsRun: true,
           // Bounds on the app's own transactions, which the outbox cannot bound (docs/operating.md#failover).
           extra: {
