@@ -2,7 +2,7 @@
 // path, with the audit row written in the action's own transaction (`write`, `replay`, `purge` below); splitting
 // the subscription and audit actions out would split that path. Their SQL is in store/sql/.
 import { BrokerConsumerFactory } from '../brokers/broker-consumer.factory';
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import type { QueryRunner } from 'typeorm';
 import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
@@ -76,7 +76,7 @@ export class OutboxAdminService {
     private readonly relay: OutboxRelay,
     private readonly webhooks: OutboxWebhookService,
     private readonly subscriptions: WebhookSubscriptionSource,
-    private readonly brokers: BrokerConsumerFactory,
+    @Optional() private readonly brokers: BrokerConsumerFactory | null,
   ) {}
 
   /**
@@ -117,7 +117,7 @@ export class OutboxAdminService {
       webhookCircuits: this.webhooks
         .circuitStates()
         .filter((c) => c.tenantId === null || c.tenantId === tenant),
-      brokerCircuits: this.brokers.circuitStates(),
+      brokerCircuits: this.brokers?.circuitStates() ?? [],
       blockedAggregates: row.blocked.map(({ seq: _seq, ...blocked }) => blocked),
       blockedAggregateCount: row.blocked_count,
       inbox: Object.fromEntries(
