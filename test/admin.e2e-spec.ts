@@ -2,15 +2,13 @@ import { Injectable, type CanActivate, type ExecutionContext } from '@nestjs/com
 import { HealthCheckService, TerminusModule } from '@nestjs/terminus';
 import {
   OnOutboxEvent,
-  OutboxAdminModule,
-  OutboxAdminService,
   OutboxConfigurationError,
   OutboxConsumerRegistry,
-  OutboxHealthIndicator,
   OutboxValidationError,
   type OutboxEvent,
   type OutboxHandlerContext,
 } from 'nestjs-pg-outbox';
+import { OutboxAdminModule, OutboxAdminService, OutboxHealthIndicator } from 'nestjs-pg-outbox/admin';
 import { buildApp, type TestApp } from './support/build-app';
 import { buildHttpApp, type HttpTestApp } from './support/http-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';

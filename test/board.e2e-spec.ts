@@ -8,14 +8,14 @@ import AxeBuilder from '@axe-core/playwright';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import {
   OnOutboxEvent,
-  OutboxBoardModule,
   OutboxConfigurationError,
-  OutboxAdminService,
   OutboxModule,
   OutboxService,
-  OutboxWebhookSubscriptions,
   type OutboxEvent,
 } from 'nestjs-pg-outbox';
+import { OutboxAdminService } from 'nestjs-pg-outbox/admin';
+import { OutboxBoardModule } from 'nestjs-pg-outbox/board';
+import { OutboxWebhookSubscriptions } from 'nestjs-pg-outbox/webhooks';
 import { DataSource } from 'typeorm';
 import { buildHttpApp, type HttpTestApp } from './support/http-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';

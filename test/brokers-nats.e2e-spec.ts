@@ -1,7 +1,8 @@
 import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import { OUTBOX_MESSAGE_HEADERS, type OutboxNatsBrokerOptions } from 'nestjs-pg-outbox';
+import { type OutboxNatsBrokerOptions } from 'nestjs-pg-outbox/brokers';
+import { OUTBOX_MESSAGE_HEADERS } from 'nestjs-pg-outbox/inbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { createNatsServer, createTcpGate, outOfOrder, type NatsServer } from './support/broker-servers';

@@ -1,10 +1,8 @@
 import * as amqp from 'amqplib';
-import {
-  OUTBOX_MESSAGE_HEADERS,
-  OutboxAdminService,
-  OutboxConfigurationError,
-  type OutboxRabbitMqBrokerOptions,
-} from 'nestjs-pg-outbox';
+import { OutboxConfigurationError } from 'nestjs-pg-outbox';
+import { OutboxAdminService } from 'nestjs-pg-outbox/admin';
+import { type OutboxRabbitMqBrokerOptions } from 'nestjs-pg-outbox/brokers';
+import { OUTBOX_MESSAGE_HEADERS } from 'nestjs-pg-outbox/inbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import {

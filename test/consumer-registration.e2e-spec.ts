@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { OnOutboxEvent, OutboxAdminService, type OutboxEvent } from 'nestjs-pg-outbox';
+import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
+import { OutboxAdminService } from 'nestjs-pg-outbox/admin';
 import { buildApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { enqueueIn, TENANT } from './support/outbox-fixture';

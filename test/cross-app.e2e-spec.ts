@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import * as amqp from 'amqplib';
 import { connect, nanos, type NatsConnection } from '@nats-io/transport-node';
 import { AckPolicy, jetstreamManager } from '@nats-io/jetstream';
-import type { OutboxBrokerOptions } from 'nestjs-pg-outbox';
+import type { OutboxBrokerOptions } from 'nestjs-pg-outbox/brokers';
 import { buildApp, type TestApp } from './support/build-app';
 import {
   createNatsServer,

@@ -2,13 +2,12 @@ import { Injectable, type LoggerService } from '@nestjs/common';
 import { Client, type ClientConfig } from 'pg';
 import {
   OnOutboxEvent,
-  OutboxAdminService,
-  OutboxHealthIndicator,
   OutboxRetention,
   OutboxStallError,
   type OutboxEvent,
   type OutboxHandlerContext,
 } from 'nestjs-pg-outbox';
+import { OutboxAdminService, OutboxHealthIndicator } from 'nestjs-pg-outbox/admin';
 import { buildApp, type TestApp } from './support/build-app';
 import { FreezingProxy } from './support/freezing-proxy';
 import { createTestDatabase, type TestDatabase } from './support/test-database';

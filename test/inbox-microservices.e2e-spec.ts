@@ -6,18 +6,17 @@ import { ScheduleModule } from '@nestjs/schedule';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { connect as natsConnect, headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
+import { OutboxConfigurationError, OutboxModule } from 'nestjs-pg-outbox';
 import {
   InboxContext,
   InboxHandler,
   OUTBOX_MESSAGE_HEADERS,
-  OutboxConfigurationError,
   OutboxInboxModule,
-  OutboxModule,
   OutboxNatsDeserializer,
   OutboxRmqDeserializer,
   type OutboxInboxContext,
-  type OutboxWebhookEnvelope,
-} from 'nestjs-pg-outbox';
+} from 'nestjs-pg-outbox/inbox';
+import { type OutboxWebhookEnvelope } from 'nestjs-pg-outbox/webhooks';
 import {
   NATS_SERVERS,
   RABBITMQ_URL,

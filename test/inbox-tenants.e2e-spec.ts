@@ -1,14 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { Injectable, type Provider } from '@nestjs/common';
+import { OnOutboxEvent, OutboxRetention } from 'nestjs-pg-outbox';
 import {
   OUTBOX_MESSAGE_HEADERS,
-  OnOutboxEvent,
   OutboxInbox,
   OutboxInboxModule,
-  OutboxRetention,
   type OutboxInboxContext,
   type OutboxInboxMessage,
-} from 'nestjs-pg-outbox';
+} from 'nestjs-pg-outbox/inbox';
 import { buildApp, type TestApp } from './support/build-app';
 import {
   INBOX_EFFECTS_GRANT,

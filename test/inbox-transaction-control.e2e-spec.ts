@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
+import { OutboxError } from 'nestjs-pg-outbox';
 import {
   OUTBOX_MESSAGE_HEADERS,
-  OutboxError,
   OutboxInbox,
   OutboxInboxModule,
   type OutboxInboxContext,
   type OutboxInboxMessage,
   type OutboxInboxOutcome,
-} from 'nestjs-pg-outbox';
+} from 'nestjs-pg-outbox/inbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { INBOX_EFFECTS_GRANT, INBOX_EFFECTS_SQL, TENANT_A, TENANT_B } from './support/inbox-effects';
 import { createTestDatabase, type TestDatabase } from './support/test-database';

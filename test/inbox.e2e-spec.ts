@@ -2,17 +2,17 @@ import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { jetstream } from '@nats-io/jetstream';
+import { OutboxValidationError } from 'nestjs-pg-outbox';
+import { OutboxAdminService } from 'nestjs-pg-outbox/admin';
 import {
-  OutboxAdminService,
   OutboxInbox,
   OutboxInboxModule,
-  OutboxValidationError,
   amqpInboxMessage,
   jetStreamInboxMessage,
   type OutboxInboxContext,
   type OutboxInboxMessage,
   type OutboxInboxOutcome,
-} from 'nestjs-pg-outbox';
+} from 'nestjs-pg-outbox/inbox';
 import { buildApp, type TestApp } from './support/build-app';
 import { TYPESCRIPT_NODE_ARGS } from './support/child-relay';
 import { TestJetStream, TestRabbitQueue, type ForwardedMessage } from './support/brokers';

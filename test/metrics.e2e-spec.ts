@@ -7,13 +7,9 @@ import { Test } from '@nestjs/testing';
 import type { INestApplication } from '@nestjs/common';
 import type { AddressInfo } from 'node:net';
 import { Registry } from 'prom-client';
-import {
-  OnOutboxEvent,
-  OutboxConfigurationError,
-  OutboxMetricsModule,
-  OutboxWebhookSubscriptions,
-  type OutboxEvent,
-} from 'nestjs-pg-outbox';
+import { OnOutboxEvent, OutboxConfigurationError, type OutboxEvent } from 'nestjs-pg-outbox';
+import { OutboxMetricsModule } from 'nestjs-pg-outbox/observability';
+import { OutboxWebhookSubscriptions } from 'nestjs-pg-outbox/webhooks';
 import { AppModule } from '../apps/demo/src/app.module';
 import { buildApp } from './support/build-app';
 import { TYPESCRIPT_NODE_ARGS } from './support/child-relay';

@@ -1,11 +1,11 @@
 import { Injectable } from '@nestjs/common';
 import {
   OnOutboxEvent,
-  OutboxAdminService,
   type OutboxEvent,
   type OutboxEventInput,
   type OutboxHandlerContext,
 } from 'nestjs-pg-outbox';
+import { OutboxAdminService } from 'nestjs-pg-outbox/admin';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { enqueueManyIn, TENANT, truncateOutbox } from './support/outbox-fixture';

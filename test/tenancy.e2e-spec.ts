@@ -3,12 +3,12 @@ import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import {
   OnOutboxEvent,
-  OutboxAdminService,
   OutboxError,
   SINGLE_TENANT_ID,
   type OutboxEvent,
   type OutboxHandlerContext,
 } from 'nestjs-pg-outbox';
+import { OutboxAdminService } from 'nestjs-pg-outbox/admin';
 import { buildApp, type TestApp } from './support/build-app';
 import { outboxNames } from '../libs/outbox/src/store/sql';
 import { createTestDatabase, type TestDatabase } from './support/test-database';

@@ -10,7 +10,8 @@ import {
   SimpleSpanProcessor,
   type ReadableSpan,
 } from '@opentelemetry/sdk-trace-base';
-import { OnOutboxEvent, OutboxTracingModule, type OutboxEvent } from 'nestjs-pg-outbox';
+import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
+import { OutboxTracingModule } from 'nestjs-pg-outbox/observability';
 import { buildApp, type TestApp } from './support/build-app';
 import { TYPESCRIPT_NODE_ARGS } from './support/child-relay';
 import { createTestDatabase, type TestDatabase } from './support/test-database';

@@ -1,12 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import { Pool } from 'pg';
+import { OutboxConfigurationError } from 'nestjs-pg-outbox';
 import {
-  OutboxConfigurationError,
   type OutboxTransport,
   type OutboxTransportBatch,
   type OutboxTransportOptions,
   type OutboxTransportOutcome,
-} from 'nestjs-pg-outbox';
+} from 'nestjs-pg-outbox/brokers';
 import { buildApp, type TestApp } from './support/build-app';
 import { createEmptyDatabase, createTestDatabase, type TestDatabase } from './support/test-database';
 

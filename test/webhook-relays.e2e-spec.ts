@@ -1,4 +1,4 @@
-import type { OutboxWebhookOptions } from 'nestjs-pg-outbox';
+import type { OutboxWebhookOptions } from 'nestjs-pg-outbox/webhooks';
 import { buildApp } from './support/build-app';
 import { drainSideBySide } from './support/drain-side-by-side';
 import { createTestDatabase, type TestDatabase } from './support/test-database';

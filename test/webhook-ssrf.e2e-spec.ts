@@ -1,11 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import {
-  generateWebhookSecret,
-  OutboxAdminService,
-  OutboxValidationError,
-  OutboxWebhookSubscriptions,
-  verifyWebhook,
-} from 'nestjs-pg-outbox';
+import { OutboxValidationError } from 'nestjs-pg-outbox';
+import { OutboxAdminService } from 'nestjs-pg-outbox/admin';
+import { generateWebhookSecret, OutboxWebhookSubscriptions, verifyWebhook } from 'nestjs-pg-outbox/webhooks';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { startWebhookReceiver, type WebhookReceiver } from './support/webhook-receiver';

@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
+import { OutboxValidationError } from 'nestjs-pg-outbox';
 import {
   generateWebhookSecret,
-  OutboxValidationError,
   OutboxWebhookService,
   OutboxWebhookSubscriptions,
   verifyWebhook,
   type OutboxWebhookEnvelope,
-} from 'nestjs-pg-outbox';
+} from 'nestjs-pg-outbox/webhooks';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { enqueueIn } from './support/outbox-fixture';

@@ -3,17 +3,19 @@ import { Test } from '@nestjs/testing';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import {
-  generateWebhookSecret,
   OutboxConfigurationError,
-  OutboxAdminService,
   OutboxConsumerRegistry,
   OutboxModule,
   OutboxValidationError,
+} from 'nestjs-pg-outbox';
+import { OutboxAdminService } from 'nestjs-pg-outbox/admin';
+import {
+  generateWebhookSecret,
   OutboxWebhookService,
   OutboxWebhookVerificationError,
   verifyWebhook,
   type OutboxWebhookOptions,
-} from 'nestjs-pg-outbox';
+} from 'nestjs-pg-outbox/webhooks';
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { refusedUrl, startWebhookReceiver, type WebhookReceiver } from './support/webhook-receiver';

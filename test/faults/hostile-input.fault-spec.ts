@@ -1,5 +1,6 @@
 import { Injectable, type CanActivate } from '@nestjs/common';
-import { OnOutboxEvent, OutboxAdminModule, OutboxValidationError, type OutboxEvent } from 'nestjs-pg-outbox';
+import { OnOutboxEvent, OutboxValidationError, type OutboxEvent } from 'nestjs-pg-outbox';
+import { OutboxAdminModule } from 'nestjs-pg-outbox/admin';
 import { buildApp, type TestApp } from '../support/build-app';
 import { buildHttpApp, type HttpTestApp } from '../support/http-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';

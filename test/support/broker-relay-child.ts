@@ -7,7 +7,7 @@
  * closes the app (the relay drains) and exits 0.
  */
 import 'reflect-metadata';
-import type { OutboxBrokerOptions } from 'nestjs-pg-outbox';
+import type { OutboxBrokerOptions } from 'nestjs-pg-outbox/brokers';
 import { buildApp } from './build-app';
 
 async function main(): Promise<void> {

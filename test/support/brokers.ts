@@ -7,7 +7,7 @@ import {
   type NatsConnection,
 } from '@nats-io/transport-node';
 import { AckPolicy, jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import { OUTBOX_MESSAGE_HEADERS } from 'nestjs-pg-outbox';
+import { OUTBOX_MESSAGE_HEADERS } from 'nestjs-pg-outbox/inbox';
 
 /** The brokers of this machine; `npm test` starts them when they are down (tools/test-set-up). */
 export const RABBITMQ_URL = process.env.OUTBOX_TEST_RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672';

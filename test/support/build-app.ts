@@ -4,6 +4,9 @@ import { Test, type TestingModule } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { OutboxModule, OutboxRelay, OutboxService, type OutboxModuleOptions } from 'nestjs-pg-outbox';
+import { OutboxAdminModule } from 'nestjs-pg-outbox/admin';
+import { OutboxBrokersModule, type OutboxBrokersModuleOptions } from 'nestjs-pg-outbox/brokers';
+import { OutboxWebhooksModule, type OutboxWebhooksModuleOptions } from 'nestjs-pg-outbox/webhooks';
 
 /** A Nest app with the outbox wired as a user would, on a test database. */
 export interface TestApp {
@@ -20,6 +23,12 @@ export interface BuildAppOptions {
   providers?: Provider[];
   imports?: (DynamicModule | Type)[];
   outbox?: OutboxModuleOptions;
+  /** Imports `OutboxWebhooksModule.forRoot(webhooks)` when given. */
+  webhooks?: OutboxWebhooksModuleOptions;
+  /** Imports `OutboxBrokersModule.forRoot(brokers)` when given. */
+  brokers?: OutboxBrokersModuleOptions;
+  /** Imports `OutboxAdminModule` (its service and health indicator); default true. */
+  admin?: boolean;
   schedule?: boolean;
   typeorm?: boolean;
   poolSize?: number;
@@ -44,6 +53,9 @@ export async function buildApp(options: BuildAppOptions): Promise<TestApp> {
   imports.push(
     OutboxModule.forRoot({ ...options.outbox, relay: { enabled: false, ...options.outbox?.relay } }),
   );
+  if (options.webhooks) imports.push(OutboxWebhooksModule.forRoot(options.webhooks));
+  if (options.brokers) imports.push(OutboxBrokersModule.forRoot(options.brokers));
+  if (options.admin !== false) imports.push(OutboxAdminModule);
   imports.push(...(options.imports ?? []));
   const app = await Test.createTestingModule({ imports, providers: options.providers ?? [] })
     .setLogger(options.logger === undefined ? quietLogger : options.logger || quietLogger)

@@ -18,7 +18,7 @@ import {
   amqpInboxMessage,
   jetStreamInboxMessage,
   type OutboxInboxMessage,
-} from 'nestjs-pg-outbox';
+} from 'nestjs-pg-outbox/inbox';
 import { buildApp } from './build-app';
 import { runChildMain } from './child-main';
 import { recordInboxEffect } from './inbox-effects';

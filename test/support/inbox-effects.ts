@@ -1,4 +1,4 @@
-import type { OutboxInboxContext } from 'nestjs-pg-outbox';
+import type { OutboxInboxContext } from 'nestjs-pg-outbox/inbox';
 
 /** Tenants of the inbox specs. */
 export const TENANT_A = '0a0a0a0a-0000-4000-8000-0000000000a1';

@@ -9,7 +9,8 @@ import { Module, type DynamicModule } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { OutboxInbox, OutboxInboxModule, OutboxModule } from 'nestjs-pg-outbox';
+import { OutboxModule } from 'nestjs-pg-outbox';
+import { OutboxInbox, OutboxInboxModule } from 'nestjs-pg-outbox/inbox';
 
 const BROKER_PACKAGES = [
   '@nestjs/microservices',

@@ -6,13 +6,9 @@
  */
 import 'reflect-metadata';
 import { Injectable, type DynamicModule } from '@nestjs/common';
-import {
-  OnOutboxEvent,
-  OutboxBoardModule,
-  OutboxMetricsModule,
-  OutboxTracingModule,
-  type OutboxEvent,
-} from 'nestjs-pg-outbox';
+import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
+import { OutboxBoardModule } from 'nestjs-pg-outbox/board';
+import { OutboxMetricsModule, OutboxTracingModule } from 'nestjs-pg-outbox/observability';
 import { buildApp } from './build-app';
 
 @Injectable()

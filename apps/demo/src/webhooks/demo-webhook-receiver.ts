@@ -1,7 +1,11 @@
 import { Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { generateWebhookSecret, OutboxWebhookVerificationError, verifyWebhook } from 'nestjs-pg-outbox';
+import {
+  generateWebhookSecret,
+  OutboxWebhookVerificationError,
+  verifyWebhook,
+} from 'nestjs-pg-outbox/webhooks';
 
 /**
  * A stand-in for the CRM's webhook consumer (an n8n workflow, a partner's endpoint): a plain node:http server

@@ -2,6 +2,7 @@ import {
   Controller,
   Inject,
   Module,
+  Optional,
   UseGuards,
   type DynamicModule,
   type OnModuleInit,
@@ -10,6 +11,8 @@ import {
 import { OutboxConfigurationError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { OutboxAdminController } from './outbox-admin.controller';
+import { OutboxAdminService } from './outbox-admin.service';
+import { OutboxHealthIndicator } from './outbox.health-indicator';
 import { guardProblems, routeGuards } from './route-guards';
 import type { OutboxAdminModuleOptions } from './outbox-admin-options.interface';
 
@@ -17,15 +20,20 @@ import type { OutboxAdminModuleOptions } from './outbox-admin-options.interface'
 export const OUTBOX_ADMIN_OPTIONS = Symbol('OUTBOX_ADMIN_OPTIONS');
 
 /**
- * Optional REST routes over `OutboxAdminService` (stats, failed events, deliveries, replay), for a demo or an
- * internal back office. Import next to `OutboxModule`:
- * `OutboxAdminModule.forRoot({ guards: [AdminGuard], path: 'outbox' })`. Without a guard, `app.init()` fails
+ * The operator's side of the outbox: `imports: [OutboxAdminModule]` provides `OutboxAdminService` (stats, failed
+ * events, deliveries, replay) and `OutboxHealthIndicator`. `OutboxAdminModule.forRoot({ guards: [AdminGuard],
+ * path: 'outbox' })` adds REST routes over the service, for a demo or an internal back office. Without a guard, `app.init()` fails
  * unless `allowUnguarded: true` is given: never expose these routes to the public. Only `forRoot` (no async
  * variant): the guards and path decorate the controller, so they must be known when the module is declared.
  */
-@Module({})
+@Module({
+  providers: [OutboxAdminService, OutboxHealthIndicator],
+  exports: [OutboxAdminService, OutboxHealthIndicator],
+})
 export class OutboxAdminModule implements OnModuleInit {
-  constructor(@Inject(OUTBOX_ADMIN_OPTIONS) private readonly options: OutboxAdminModuleOptions) {}
+  constructor(
+    @Optional() @Inject(OUTBOX_ADMIN_OPTIONS) private readonly options: OutboxAdminModuleOptions | null,
+  ) {}
 
   /** The routes under `options.path`, behind `options.guards`. */
   static forRoot(options: OutboxAdminModuleOptions): DynamicModule {
@@ -38,6 +46,8 @@ export class OutboxAdminModule implements OnModuleInit {
   }
 
   onModuleInit(): void {
+    // imported as a plain module: the service and the health indicator, no routes
+    if (!this.options) return;
     const problems = guardProblems('OutboxAdminModule', this.options, messages.unguardedAdmin);
     if (problems.length > 0) throw new OutboxConfigurationError(problems);
   }

@@ -14,6 +14,7 @@ import type { ResolvedOutboxOptions } from '../options/outbox-module-options.int
 import { OutboxConfigurationError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { guardProblems, routeGuards } from '../admin/route-guards';
+import { OutboxAdminModule } from '../admin/outbox-admin.module';
 import { BoardAssets } from './board-assets';
 import { BoardCsrfInterceptor } from './board-csrf.interceptor';
 import { BoardExceptionFilter } from './board-exception.filter';
@@ -43,7 +44,7 @@ export class OutboxBoardModule implements OnModuleInit {
   static forRoot(options: OutboxBoardModuleOptions): DynamicModule {
     return {
       module: OutboxBoardModule,
-      imports: options.imports ?? [],
+      imports: [OutboxAdminModule, ...(options.imports ?? [])],
       controllers: [guardedController(options)],
       providers: [
         { provide: OUTBOX_BOARD_OPTIONS, useValue: options },

@@ -1,12 +1,6 @@
 import type { OutboxBackoffOptions } from '../model/backoff';
 import type { OutboxEventSchemas } from '../model/outbox-event-schemas';
-import type { OutboxTransportOptions } from '../brokers/outbox-transport-options.interface';
-import type { OutboxBrokerOptions } from '../brokers/outbox-broker-options.interface';
 import type { OutboxNames } from '../model/table-names';
-import type {
-  OutboxWebhookOptions,
-  OutboxWebhookSubscriptionsOptions,
-} from '../webhooks/outbox-webhook-options.interface';
 
 export type { OutboxBackoffOptions };
 
@@ -185,20 +179,6 @@ export interface OutboxModuleOptions {
   registry?: OutboxRegistryOptions;
   /** Retention of settled events. */
   retention?: OutboxRetentionOptions;
-  /** HTTP endpoints that receive events, each a consumer named `webhook:<name>`. Default: `[]`. */
-  webhooks?: OutboxWebhookOptions[];
-  /** Webhook subscriptions that tenants add at run time. */
-  webhookSubscriptions?: OutboxWebhookSubscriptionsOptions;
-  /**
-   * Your own ways out (Kafka, SQS, another database…), each a consumer named `transport:<name>` that receives
-   * claimed batches (docs/transports.md). Default: `[]`.
-   */
-  transports?: OutboxTransportOptions[];
-  /**
-   * RabbitMQ and NATS JetStream forwarders, each a consumer named `broker:<name>` (docs/brokers.md); their client
-   * packages are optional peers, loaded only when a broker of that type is configured. Default: `[]`.
-   */
-  brokers?: OutboxBrokerOptions[];
   /**
    * Payload schemas by event name (any Standard Schema: zod, valibot, arktype…; one per `schemaVersion` as
    * `{ 1: v1, 2: v2 }`), usually from `defineOutboxEvents`: `enqueue` stores the schema's output and refuses a
@@ -232,10 +212,6 @@ export interface ResolvedOutboxOptions {
   tenancy: 'multi' | 'single';
   registry: Required<OutboxRegistryOptions>;
   retention: Required<OutboxRetentionOptions>;
-  webhooks: readonly OutboxWebhookOptions[];
-  webhookSubscriptions: Required<OutboxWebhookSubscriptionsOptions>;
-  transports: readonly OutboxTransportOptions[];
-  brokers: readonly OutboxBrokerOptions[];
   events: OutboxEventSchemas | null;
   transactionHost: boolean | { connectionName: string };
 }

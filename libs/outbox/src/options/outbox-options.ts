@@ -2,8 +2,6 @@ import { DEFAULT_TENANT_SETTING } from '../model/outbox.constants';
 import { stripUndefined } from '../model/strip-undefined';
 import { DEFAULT_OUTBOX_SCHEMA, outboxNames, schemaProblem } from '../model/table-names';
 import { messages } from '../errors/outbox.messages';
-import { secretKeyProblems } from '../webhooks/subscription-secret-cipher';
-import { allowedTargetProblem } from '../webhooks/webhook-target-guard';
 import type { OutboxModuleOptions, ResolvedOutboxOptions } from './outbox-module-options.interface';
 
 /** Defaults, written once (the names are not an option: they are made from `schema`). */
@@ -35,18 +33,6 @@ export const OUTBOX_DEFAULTS: Omit<ResolvedOutboxOptions, 'names'> = {
   tenancy: 'multi',
   registry: { heartbeatMs: 30_000, liveWithinMs: 7 * 24 * 3600_000, orphanAfterMs: 3600_000 },
   retention: { publishedDays: 7, intervalMs: 60_000, batchSize: 1000 },
-  webhooks: [],
-  webhookSubscriptions: {
-    enabled: true,
-    cacheTtlMs: 5000,
-    pausedRecheckMs: 60_000,
-    timeoutMs: 10_000,
-    allowPrivateTargets: [],
-    responseBodyInErrors: false,
-    secretKeys: [],
-  },
-  transports: [],
-  brokers: [],
   events: null,
   transactionHost: false,
 };
@@ -70,13 +56,6 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
     backoff: { ...OUTBOX_DEFAULTS.backoff, ...stripUndefined(raw.backoff ?? {}) },
     registry: { ...OUTBOX_DEFAULTS.registry, ...stripUndefined(raw.registry ?? {}) },
     retention: { ...OUTBOX_DEFAULTS.retention, ...stripUndefined(raw.retention ?? {}) },
-    webhooks: Array.isArray(raw.webhooks) ? [...raw.webhooks] : OUTBOX_DEFAULTS.webhooks,
-    transports: Array.isArray(raw.transports) ? [...raw.transports] : OUTBOX_DEFAULTS.transports,
-    brokers: Array.isArray(raw.brokers) ? [...raw.brokers] : OUTBOX_DEFAULTS.brokers,
-    webhookSubscriptions: {
-      ...OUTBOX_DEFAULTS.webhookSubscriptions,
-      ...stripUndefined(raw.webhookSubscriptions ?? {}),
-    },
   };
   // By default only instances that do not relay themselves wake the others: an instance with a relay picks up
   // its own events at once, and a NOTIFY per commit would cost the app's write path for nothing.
@@ -89,7 +68,7 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
   const schemaRule = schemaProblem(options.schema);
   if (schemaRule === null) options.names = outboxNames(options.schema);
   if (schemaRule !== null) problems.push(messages.badOption('schema', schemaRule, options.schema));
-  const { relay, registry, retention, webhookSubscriptions } = options;
+  const { relay, registry, retention } = options;
   report(durationProblem('relay.pollIntervalMs', relay.pollIntervalMs));
   report(countProblem('relay.batchSize', relay.batchSize));
   if (raw.relay?.maxBatchSize === undefined)
@@ -158,11 +137,9 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
       ),
     );
   }
-  // Each webhook is checked by the explorer, with the consumers it becomes.
-  // Each transport and broker too.
-  for (const list of ['webhooks', 'transports', 'brokers'] as const) {
-    if (raw[list] !== undefined && !Array.isArray(raw[list]))
-      problems.push(messages.badOption(list, `an array of ${list}`, raw[list]));
+  // 0.2.0: the webhooks and the brokers are modules of their own (docs/upgrading.md)
+  for (const [was, now] of MOVED_TO_FEATURES) {
+    if (was in raw) problems.push(messages.movedOption(was, now, 'a feature module of its own since 0.2.0'));
   }
   if (raw.relay && 'preparedStatements' in raw.relay)
     problems.push(
@@ -178,41 +155,16 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
     if (typeof relay[flag] !== 'boolean')
       problems.push(messages.badOption(`relay.${flag}`, 'true or false', relay[flag]));
   }
-  for (const flag of ['enabled', 'responseBodyInErrors'] as const) {
-    if (typeof webhookSubscriptions[flag] !== 'boolean')
-      problems.push(
-        messages.badOption(`webhookSubscriptions.${flag}`, 'true or false', webhookSubscriptions[flag]),
-      );
-  }
-  const allowed = webhookSubscriptions.allowPrivateTargets;
-  if (!Array.isArray(allowed)) {
-    problems.push(
-      messages.badOption(
-        'webhookSubscriptions.allowPrivateTargets',
-        'an array of addresses or CIDR ranges',
-        allowed,
-      ),
-    );
-  } else {
-    allowed.forEach((entry, i) =>
-      report(allowedTargetProblem(`webhookSubscriptions.allowPrivateTargets[${i}]`, entry)),
-    );
-  }
-  problems.push(...secretKeyProblems('webhookSubscriptions.secretKeys', webhookSubscriptions.secretKeys));
-  report(durationProblem('webhookSubscriptions.cacheTtlMs', webhookSubscriptions.cacheTtlMs));
-  report(durationProblem('webhookSubscriptions.pausedRecheckMs', webhookSubscriptions.pausedRecheckMs));
-  // When left unset, it is capped below relay.leaseMs where it is used.
-  report(
-    durationProblem(
-      'webhookSubscriptions.timeoutMs',
-      webhookSubscriptions.timeoutMs,
-      raw.webhookSubscriptions?.timeoutMs === undefined
-        ? {}
-        : { below: { name: 'relay.leaseMs', ms: relay.leaseMs } },
-    ),
-  );
   return { options, problems };
 }
+
+/** Options of `OutboxModule` before 0.2.0 that belong to a feature module now, and where each went. */
+const MOVED_TO_FEATURES: readonly (readonly [string, string])[] = [
+  ['webhooks', "OutboxWebhooksModule.forRoot({ webhooks }) of 'nestjs-pg-outbox/webhooks'"],
+  ['webhookSubscriptions', "OutboxWebhooksModule.forRoot({ subscriptions }) of 'nestjs-pg-outbox/webhooks'"],
+  ['brokers', "OutboxBrokersModule.forRoot({ brokers }) of 'nestjs-pg-outbox/brokers'"],
+  ['transports', "OutboxBrokersModule.forRoot({ transports }) of 'nestjs-pg-outbox/brokers'"],
+];
 
 /** Checks a backoff block (module-wide or per consumer). */
 export function backoffProblems(

@@ -1,0 +1,24 @@
+export { OutboxAdminService } from './outbox-admin.service';
+export type {
+  OutboxStats,
+  OutboxBlockedAggregate,
+  OutboxConsumerCounts,
+  OutboxEventStatus,
+  OutboxDeliveryStatus,
+  OutboxFailedFilter,
+  OutboxFailedEventsQuery,
+  OutboxFailedEvent,
+  OutboxFailedDelivery,
+  OutboxPage,
+  OutboxEventDeliveries,
+  OutboxDeliveryRecord,
+  OutboxInboxCounts,
+} from './outbox-admin.interfaces';
+export { OutboxAdminModule } from './outbox-admin.module';
+export type { OutboxActionOptions, OutboxAuditEntry } from './outbox-admin.interfaces';
+export type { OutboxAdminModuleOptions } from './outbox-admin-options.interface';
+export {
+  OutboxHealthIndicator,
+  type OutboxHealthOptions,
+  type OutboxHealthDetails,
+} from './outbox.health-indicator';
