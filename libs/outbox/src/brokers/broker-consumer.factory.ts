@@ -6,6 +6,9 @@ import type { ResolvedOutboxOptions } from '../options/outbox-module-options.int
 import type { OutboxEvent } from '../model/outbox-event.interface';
 import type { OutboxConsumer } from '../model/outbox-consumer';
 import { OutboxExtension } from '../extension/outbox-extension';
+import type { OutboxBrokersModuleOptions } from './outbox-brokers-module-options.interface';
+import type { OutboxBrokerOptions } from './outbox-broker-options.interface';
+import { listOption, OUTBOX_BROKERS_MODULE_OPTIONS } from './outbox-brokers.module-definition';
 import { batchConsumer } from './transport-consumer.factory';
 import { batchSender } from './transport-batch';
 import { entryLabel, resolveExternalConsumer } from './external-consumer-settings';
@@ -32,7 +35,7 @@ const SEND_MARGIN_MS = 1000;
 const PROBE_MARGIN_MS = 1000;
 
 /**
- * Turns the `brokers` option into forwarders, consumers named `broker:<name>`: checks every entry (problems go
+ * Turns the module's `brokers` option into forwarders, consumers named `broker:<name>`: checks every entry (problems go
  * to the boot error), loads the client package of each type in use — and only those — and closes the forwarders'
  * connections once the relay has stopped.
  */
@@ -49,14 +52,18 @@ export class BrokerConsumerFactory implements BeforeApplicationShutdown, OutboxE
   }[] = [];
   private closing: Promise<void> | null = null;
 
-  constructor(@Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions) {}
+  constructor(
+    @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    @Inject(OUTBOX_BROKERS_MODULE_OPTIONS) private readonly moduleOptions: OutboxBrokersModuleOptions,
+  ) {}
 
   /** The consumers of the `brokers` option; every problem found is pushed to `problems`. */
   consumers(problems: string[]): OutboxConsumer[] {
     const consumers: OutboxConsumer[] = [];
     const seen = new Map<string, number>();
     const peers = new PeerLoader(problems);
-    this.options.brokers.forEach((entry, index) => {
+    const brokers = listOption<OutboxBrokerOptions>(this.moduleOptions, 'brokers', problems);
+    brokers.forEach((entry, index) => {
       const where = entryLabel('brokers', index, entry);
       if (entry === null || typeof entry !== 'object') {
         problems.push(

@@ -83,5 +83,5 @@ export type OutboxRabbitMqBrokerOptions = OutboxBrokerCommonOptions & OutboxRabb
  */
 export type OutboxNatsBrokerOptions = OutboxBrokerCommonOptions & OutboxNatsBrokerSettings;
 
-/** One entry of `OutboxModule.forRoot({ brokers: [ … ] })`. */
+/** One entry of `OutboxBrokersModule.forRoot({ brokers: [ … ] })`. */
 export type OutboxBrokerOptions = OutboxRabbitMqBrokerOptions | OutboxNatsBrokerOptions;

@@ -2,7 +2,7 @@ import type { Type } from '@nestjs/common';
 import type { OutboxBackoffOptions } from '../options/outbox-module-options.interface';
 import type { OutboxTransport } from '../model/outbox-transport.interface';
 
-/** A transport registered in `OutboxModule.forRoot({ transports: [ … ] })`. */
+/** A transport registered in `OutboxBrokersModule.forRoot({ transports: [ … ] })`. */
 export interface OutboxTransportOptions {
   /** Unique name (letters, digits, `_`, `.`, `-`; up to 100). Its consumer is named `transport:<name>`. */
   name: string;

@@ -8,6 +8,8 @@ import type { OutboxConsumer } from '../model/outbox-consumer';
 import { OutboxExtension } from '../extension/outbox-extension';
 import type { OutboxTransport } from '../model/outbox-transport.interface';
 import type { OutboxTransportOptions } from './outbox-transport-options.interface';
+import type { OutboxBrokersModuleOptions } from './outbox-brokers-module-options.interface';
+import { listOption, OUTBOX_BROKERS_MODULE_OPTIONS } from './outbox-brokers.module-definition';
 import { batchSender } from './transport-batch';
 import {
   entryLabel,
@@ -21,7 +23,7 @@ export function transportConsumerName(name: string): string {
 }
 
 /**
- * Turns the `transports` option into consumers named `transport:<name>` (loaded into the registry by the
+ * Turns the module's `transports` option into consumers named `transport:<name>` (loaded into the registry by the
  * explorer, their problems reported at boot), and closes every transport once the relay has stopped.
  */
 @Injectable()
@@ -34,6 +36,7 @@ export class TransportConsumerFactory implements BeforeApplicationShutdown, Outb
 
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    @Inject(OUTBOX_BROKERS_MODULE_OPTIONS) private readonly moduleOptions: OutboxBrokersModuleOptions,
     private readonly moduleRef: ModuleRef,
   ) {}
 
@@ -41,7 +44,8 @@ export class TransportConsumerFactory implements BeforeApplicationShutdown, Outb
   async consumers(problems: string[]): Promise<OutboxConsumer[]> {
     const consumers: OutboxConsumer[] = [];
     const seen = new Map<string, number>();
-    for (const [index, entry] of this.options.transports.entries()) {
+    const transports = listOption<OutboxTransportOptions>(this.moduleOptions, 'transports', problems);
+    for (const [index, entry] of transports.entries()) {
       const where = entryLabel('transports', index, entry);
       if (entry === null || typeof entry !== 'object') {
         problems.push(messages.badOption(where, 'an object { name, events, transport }', entry));
