@@ -12,6 +12,25 @@ const STORE_ONLY =
 // `pg`, `pg/…` and `typeorm/…` as an esquery regex (`\u002F` is `/`, which would end the regex).
 const PG_OR_TYPEORM_INTERNALS = '/^(pg(\\u002F|$)|typeorm\\u002F)/';
 
+// Each folder of the core, with the folders it may import (lowest first).
+const CORE_FLOORS = {
+  errors: [],
+  model: ['errors'],
+  options: ['model', 'errors'],
+  extension: ['model', 'errors'],
+  store: ['options', 'model', 'errors'],
+  events: ['options', 'model', 'errors'],
+  cls: ['store', 'options', 'model', 'errors'],
+  maintenance: ['store', 'options', 'model', 'errors'],
+  enqueue: ['cls', 'events', 'store', 'extension', 'options', 'model', 'errors'],
+  consumers: ['cls', 'events', 'store', 'extension', 'options', 'model', 'errors'],
+  batch: ['maintenance', 'store', 'extension', 'options', 'model', 'errors'],
+  relay: ['batch', 'consumers', 'enqueue', 'maintenance', 'store', 'extension', 'options', 'model', 'errors'],
+  migrations: ['model', 'errors'],
+  cli: ['migrations', 'model', 'errors'],
+};
+const FEATURES = ['webhooks', 'brokers', 'inbox', 'admin', 'board', 'observability', 'testing'];
+
 export default defineConfig([
   globalIgnores([
     '**/node_modules/',
@@ -86,6 +105,39 @@ export default defineConfig([
       'import-x/parsers': { '@typescript-eslint/parser': ['.ts'] },
     },
     rules: { 'import-x/no-cycle': ['error', { ignoreExternal: true }] },
+  },
+
+  {
+    // The core's floors (docs/architecture.md): a folder imports only the folders below it. The features (webhooks,
+    // brokers, inbox, admin, board, observability, testing) sit above the core, which imports none of them; only
+    // the module, the admin's health and stats, and the test kit reach the relay. Specs may cross floors.
+    files: ['libs/outbox/src/**/*.ts'],
+    ignores: ['**/*.spec.ts'],
+    rules: {
+      'import-x/no-restricted-paths': [
+        'error',
+        {
+          zones: [
+            ...Object.entries(CORE_FLOORS).map(([folder, below]) => ({
+              target: `./libs/outbox/src/${folder}`,
+              from: './libs/outbox/src',
+              except: [`./${folder}`, ...below.map((b) => `./${b}`)],
+              message: `${folder}/ imports only ${below.length ? below.join('/, ') + '/' : 'nothing of the library'}`,
+            })),
+            ...['outbox.module.ts', 'index.ts'].map((file) => ({
+              target: `./libs/outbox/src/${file}`,
+              from: FEATURES.map((f) => `./libs/outbox/src/${f}`),
+              message: 'the core entry loads no feature: export it from its own entry',
+            })),
+            ...FEATURES.filter((f) => !['admin', 'testing'].includes(f)).map((f) => ({
+              target: `./libs/outbox/src/${f}`,
+              from: './libs/outbox/src/relay',
+              message: 'a feature plugs in through @OutboxExtension() and the instrumentation, not the relay',
+            })),
+          ],
+        },
+      ],
+    },
   },
 
   {
