@@ -74,8 +74,8 @@ export class OutboxAdminService {
     private readonly store: OutboxStore,
     private readonly registry: OutboxConsumerRegistry,
     private readonly relay: OutboxRelay,
-    private readonly webhooks: OutboxWebhookService,
-    private readonly subscriptions: WebhookSubscriptionSource,
+    @Optional() private readonly webhooks: OutboxWebhookService | null,
+    @Optional() private readonly subscriptions: WebhookSubscriptionSource | null,
     @Optional() private readonly brokers: BrokerConsumerFactory | null,
   ) {}
 
@@ -114,9 +114,9 @@ export class OutboxAdminService {
       oldestPendingAgeSeconds:
         row.oldest_pending_age_seconds === null ? null : Math.max(0, row.oldest_pending_age_seconds),
       orphanedConsumers: row.orphaned,
-      webhookCircuits: this.webhooks
-        .circuitStates()
-        .filter((c) => c.tenantId === null || c.tenantId === tenant),
+      webhookCircuits: (this.webhooks?.circuitStates() ?? []).filter(
+        (c) => c.tenantId === null || c.tenantId === tenant,
+      ),
       brokerCircuits: this.brokers?.circuitStates() ?? [],
       blockedAggregates: row.blocked.map(({ seq: _seq, ...blocked }) => blocked),
       blockedAggregateCount: row.blocked_count,
@@ -232,8 +232,7 @@ export class OutboxAdminService {
     paused: boolean,
     options: OutboxActionOptions = {},
   ): Promise<boolean> {
-    if (!this.options.webhookSubscriptions.enabled)
-      throw new OutboxError(messages.webhookSubscriptionsDisabled());
+    if (!this.subscriptions?.enabled) throw new OutboxError(messages.webhookSubscriptionsDisabled());
     const tenant = checkUuid('tenantId', tenantId);
     const subscription = checkConsumerName('name', name);
     if (subscription === null) throw new OutboxValidationError('name', messages.badText('name', 200, name));
@@ -258,7 +257,7 @@ export class OutboxAdminService {
         );
       return rows.length > 0;
     });
-    this.subscriptions.invalidate(tenant);
+    this.subscriptions?.invalidate(tenant);
     if (found && !paused) this.relay.wake();
     return found;
   }

@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
 import type { QueryRunner } from 'typeorm';
 import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
@@ -86,8 +86,8 @@ export class OutboxBoardService {
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
     private readonly store: OutboxStore,
     private readonly registry: OutboxConsumerRegistry,
-    private readonly webhooks: OutboxWebhookService,
-    private readonly subscriptions: OutboxWebhookSubscriptions,
+    @Optional() private readonly webhooks: OutboxWebhookService | null,
+    @Optional() private readonly subscriptions: OutboxWebhookSubscriptions | null,
   ) {}
 
   /** Counts, oldest waiting work and the last minutes' activity of one tenant. */
@@ -195,11 +195,13 @@ export class OutboxBoardService {
           bq.boardBlockedAggregates(this.options.names, tenant, 100),
         ),
       ),
-      this.options.webhookSubscriptions.enabled ? this.subscriptions.list(tenant) : Promise.resolve([]),
+      this.subscriptions?.enabled ? this.subscriptions.list(tenant) : Promise.resolve([]),
     ]);
     return {
       overview,
-      circuits: this.webhooks.circuitStates().filter((c) => c.tenantId === null || c.tenantId === tenant),
+      circuits: (this.webhooks?.circuitStates() ?? []).filter(
+        (c) => c.tenantId === null || c.tenantId === tenant,
+      ),
       subscriptions,
       blocked,
     };

@@ -168,21 +168,21 @@ export const messages = {
   webhookBadHeader: (field: string, name: string): string =>
     `${field} sets ${describe(name)}, which is not a header name the webhook may set (content-type and the webhook-* and outbox-* headers are set by the outbox)`,
   webhookSubscriptionsDisabled: (): string =>
-    'webhook subscriptions are turned off on this instance (webhookSubscriptions.enabled is false), so a new one would never be delivered; enable them first',
+    'webhook subscriptions are turned off on this instance (OutboxWebhooksModule is not imported, or its subscriptions.enabled is false), so a new one would never be delivered; enable them first',
   webhookSubscriptionExists: (name: string): string =>
     `this tenant already has a webhook subscription named ${describe(name)}; remove it first or choose another name`,
   webhookTargetRefused: (field: string, host: string, address: string): string =>
     `${field} names ${describe(host)}${address === host ? '' : `, which resolves to ${address}`}: a loopback, private, ` +
     'link-local (cloud metadata), unique-local, carrier-grade NAT, unspecified or reserved address, which tenant ' +
     'subscriptions may not reach; use a public address (an operator may allow ranges with ' +
-    'webhookSubscriptions.allowPrivateTargets)',
+    "OutboxWebhooksModule's subscriptions.allowPrivateTargets)",
   webhookTargetUnresolved: (field: string, host: string, code: string): string =>
     `${field} names ${describe(host)}, which does not resolve (${code}); a subscription's host must resolve to a public address when it is added`,
   subscriptionSecretNeedsKey: (): string =>
-    'a subscription secret is stored encrypted, and this app configured no key: set webhookSubscriptions.secretKeys ' +
+    "a subscription secret is stored encrypted, and this app configured no key: set OutboxWebhooksModule's subscriptions.secretKeys " +
     "to [{ id: 'k1', key: '<32 bytes in base64, e.g. openssl rand -base64 32>' }], or add the subscription without a secret",
   subscriptionSecretKeyMissing: (keyId: string): string =>
-    `the secret was sealed with key ${describe(keyId)}, which webhookSubscriptions.secretKeys no longer lists; put it back (after the current key) until resealSecrets() ran for every tenant`,
+    `the secret was sealed with key ${describe(keyId)}, which OutboxWebhooksModule's subscriptions.secretKeys no longer lists; put it back (after the current key) until resealSecrets() ran for every tenant`,
   subscriptionSecretUnreadable: (keyId: string): string =>
     `the secret sealed with key ${describe(keyId)} does not decrypt: the key under that id changed, or the row was altered`,
   webhookMissingHeaders: (names: string[]): string =>

@@ -22,3 +22,5 @@ export type {
   OutboxWebhookSubscription,
   OutboxWebhookCircuitState,
 } from './outbox-webhook-options.interface';
+export { OutboxWebhooksModule } from './outbox-webhooks.module';
+export type { OutboxWebhooksModuleOptions } from './outbox-webhooks-options.interface';

@@ -13,7 +13,7 @@ export interface OutboxWebhookCircuitBreakerOptions {
   cooldownMs?: number;
 }
 
-/** One HTTP endpoint that receives outbox events: `OutboxModule.forRoot({ webhooks: [ … ] })`. */
+/** One HTTP endpoint that receives outbox events: `OutboxWebhooksModule.forRoot({ webhooks: [ … ] })`. */
 export interface OutboxWebhookOptions {
   /** Unique name (letters, digits, `_`, `.`, `-`; up to 100). Its consumer is named `webhook:<name>`. */
   name: string;
@@ -37,9 +37,9 @@ export interface OutboxWebhookOptions {
    * `'whsec_' + Buffer.from(s).toString('base64')`. Default: none (requests are not signed).
    */
   secret?: string;
-  /** Attempts before a delivery is dead. Default: the module's `maxAttempts`. */
+  /** Attempts before a delivery is dead. Default: `OutboxModule`'s `maxAttempts`. */
   maxAttempts?: number;
-  /** Backoff between attempts; fields left out take the module's. Default: the module's `backoff`. */
+  /** Backoff between attempts; fields left out take `OutboxModule`'s. Default: its `backoff`. */
   backoff?: OutboxBackoffOptions;
   /** Retry 4xx answers other than 408 and 429, which are otherwise dead at once. Default: `false`. */
   retryOn4xx?: boolean;
@@ -50,7 +50,10 @@ export interface OutboxWebhookOptions {
   circuitBreaker?: OutboxWebhookCircuitBreakerOptions | false;
 }
 
-/** Run-time webhook subscriptions per tenant (the `outbox_webhook_subscriptions` table). */
+/**
+ * Run-time webhook subscriptions per tenant (the `outbox_webhook_subscriptions` table):
+ * `OutboxWebhooksModule.forRoot({ subscriptions: { … } })`.
+ */
 export interface OutboxWebhookSubscriptionsOptions {
   /** Deliver to the subscriptions table on this instance (needs the outbox migrations). Default: `true`. */
   enabled?: boolean;
@@ -86,7 +89,7 @@ export interface OutboxWebhookSubscriptionsOptions {
   secretKeys?: readonly OutboxSecretKey[];
 }
 
-/** A key of `webhookSubscriptions.secretKeys`. */
+/** A key of `subscriptions.secretKeys` (`OutboxWebhooksModule`). */
 export interface OutboxSecretKey {
   /** Stored beside each secret it sealed (letters, digits, `_`, `.`, `-`; up to 64); never reuse an id. */
   id: string;
@@ -107,7 +110,7 @@ export interface OutboxWebhookSubscriptionInput {
   events: readonly string[];
   /**
    * Time for one request, response body included, in ms; must be below `relay.leaseMs`.
-   * Default: the module's `webhookSubscriptions.timeoutMs`.
+   * Default: `OutboxWebhooksModule`'s `subscriptions.timeoutMs`.
    */
   timeoutMs?: number;
   /** Extra request headers; `webhook-*`, `outbox-*` and `content-type` are reserved. Default: none. */
@@ -117,9 +120,9 @@ export interface OutboxWebhookSubscriptionInput {
    * Default: none (requests are not signed).
    */
   secret?: string;
-  /** Attempts before a delivery is dead. Default: the module's `maxAttempts`. */
+  /** Attempts before a delivery is dead. Default: `OutboxModule`'s `maxAttempts`. */
   maxAttempts?: number;
-  /** Backoff between attempts; fields left out take the module's. Default: the module's `backoff`. */
+  /** Backoff between attempts; fields left out take `OutboxModule`'s. Default: its `backoff`. */
   backoff?: OutboxBackoffOptions;
   /** Retry 4xx answers other than 408 and 429, which are otherwise dead at once. Default: `false`. */
   retryOn4xx?: boolean;

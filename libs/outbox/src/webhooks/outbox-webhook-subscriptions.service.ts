@@ -1,6 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
+import { OUTBOX_WEBHOOKS_RESOLVED_OPTIONS } from './outbox-webhooks.module-definition';
+import type { ResolvedOutboxWebhooksOptions } from './outbox-webhooks-options.interface';
 import { OutboxError, OutboxValidationError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
@@ -28,12 +30,13 @@ const STORED_OPTIONS = ['headers', 'timeoutMs', 'maxAttempts', 'backoff', 'retry
 /**
  * The admin API of run-time webhook subscriptions, per tenant: add, list, pause, resume, remove. Each call is
  * one short transaction with the tenant set (row-level security applies to the `outbox_relay` role). Changes
- * take effect at once on this instance and within `webhookSubscriptions.cacheTtlMs` on the others.
+ * take effect at once on this instance and within `subscriptions.cacheTtlMs` on the others.
  */
 @Injectable()
 export class OutboxWebhookSubscriptions {
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    @Inject(OUTBOX_WEBHOOKS_RESOLVED_OPTIONS) private readonly webhookOptions: ResolvedOutboxWebhooksOptions,
     private readonly store: OutboxStore,
     private readonly source: WebhookSubscriptionSource,
     private readonly webhooks: OutboxWebhookService,
@@ -41,13 +44,17 @@ export class OutboxWebhookSubscriptions {
     private readonly cipher: SubscriptionSecretCipher,
   ) {}
 
+  /** False when `subscriptions.enabled` turned them off on this instance (then `add()` refuses). */
+  get enabled(): boolean {
+    return this.webhookOptions.subscriptions.enabled;
+  }
+
   /**
    * Adds a subscription; it receives the tenant's events relayed from then on (events already enqueued but not
    * yet relayed included). Throws `OutboxValidationError` naming the field for bad input or a name in use.
    */
   async add(tenantId: string, input: OutboxWebhookSubscriptionInput): Promise<OutboxWebhookSubscription> {
-    if (!this.options.webhookSubscriptions.enabled)
-      throw new OutboxError(messages.webhookSubscriptionsDisabled());
+    if (!this.enabled) throw new OutboxError(messages.webhookSubscriptionsDisabled());
     const tenant = checkTenant(tenantId);
     if (input === null || typeof input !== 'object') {
       throw new OutboxValidationError(
@@ -107,7 +114,7 @@ export class OutboxWebhookSubscriptions {
   }
 
   /**
-   * Seals again, under the first of `webhookSubscriptions.secretKeys`, every secret of the tenant that another
+   * Seals again, under the first of `subscriptions.secretKeys`, every secret of the tenant that another
    * key sealed or that is still in plaintext; one transaction, all or nothing. Run it for every tenant after
    * putting a new key first, then drop the old key. Returns how many secrets were sealed again.
    */

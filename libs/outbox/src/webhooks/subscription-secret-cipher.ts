@@ -1,9 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
+import { OUTBOX_WEBHOOKS_RESOLVED_OPTIONS } from './outbox-webhooks.module-definition';
+import type { ResolvedOutboxWebhooksOptions } from './outbox-webhooks-options.interface';
 import { OutboxError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
-import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
@@ -17,7 +17,8 @@ export interface SealedSecret {
 }
 
 /**
- * Encrypts subscription secrets at rest with AES-256-GCM under the app's `webhookSubscriptions.secretKeys`, so
+ * Encrypts subscription secrets at rest with AES-256-GCM under the app's `subscriptions.secretKeys`
+ * (`OutboxWebhooksModule`), so
  * a dump of the database alone does not reveal them. The first key seals; any key opens what it sealed
  * (rotation). The row's tenant and id are the additional data: a sealed secret copied to another row does not
  * open. See docs/adr/0201-subscription-secrets-at-rest.md.
@@ -26,9 +27,9 @@ export interface SealedSecret {
 export class SubscriptionSecretCipher {
   private readonly keys: { id: string; key: Buffer }[];
 
-  constructor(@Inject(OUTBOX_RESOLVED_OPTIONS) options: ResolvedOutboxOptions) {
+  constructor(@Inject(OUTBOX_WEBHOOKS_RESOLVED_OPTIONS) options: ResolvedOutboxWebhooksOptions) {
     // Bad keys are reported at boot (secretKeyProblems); the rest are usable meanwhile.
-    this.keys = options.webhookSubscriptions.secretKeys.flatMap((k) => {
+    this.keys = options.subscriptions.secretKeys.flatMap((k) => {
       const key = keyBytes(k?.key);
       return key && typeof k.id === 'string' ? [{ id: k.id, key }] : [];
     });
@@ -68,7 +69,7 @@ export class SubscriptionSecretCipher {
   }
 }
 
-/** Every problem with `webhookSubscriptions.secretKeys`. */
+/** Every problem with `subscriptions.secretKeys`. */
 export function secretKeyProblems(field: string, keys: unknown): string[] {
   if (!Array.isArray(keys)) return [messages.badOption(field, 'an array of { id, key }', keys)];
   const problems: string[] = [];

@@ -1,5 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
+import { OUTBOX_WEBHOOKS_RESOLUTION } from './outbox-webhooks.module-definition';
+import type { OutboxWebhooksResolution } from './outbox-webhooks-options';
 import { messages } from '../errors/outbox.messages';
 import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 import type { ExternalDeliveryResult, OutboxConsumer } from '../model/outbox-consumer';
@@ -23,14 +25,19 @@ export class WebhookConsumerFactory implements OutboxExtension {
   readonly source = 'the webhooks option';
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    @Inject(OUTBOX_WEBHOOKS_RESOLUTION) private readonly resolution: OutboxWebhooksResolution,
     private readonly webhooks: OutboxWebhookService,
   ) {}
 
-  /** The consumers of the `webhooks` option, `webhook:<name>` each; every problem found is pushed to `problems`. */
+  /**
+   * The consumers of the `webhooks` option, `webhook:<name>` each; every problem found is pushed to `problems`,
+   * with those of the module's other options (the explorer calls this at boot).
+   */
   consumers(problems: string[]): OutboxConsumer[] {
+    problems.push(...this.resolution.problems);
     const consumers: OutboxConsumer[] = [];
     const seen = new Map<string, number>();
-    this.options.webhooks.forEach((webhook, index) => {
+    this.resolution.options.webhooks.forEach((webhook, index) => {
       const where = `webhooks[${index}]${typeof webhook?.name === 'string' ? ` ("${webhook.name}")` : ''}`;
       if (webhook === null || typeof webhook !== 'object') {
         problems.push(messages.badOption(where, 'an object { name, url, events, timeoutMs, … }', webhook));

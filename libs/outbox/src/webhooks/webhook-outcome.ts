@@ -10,7 +10,7 @@ export const WEBHOOK_ERROR_CODES = {
   connectionError: 'connectionError',
   /**
    * A tenant subscription's host is, or resolved to, an address subscriptions may not reach (see
-   * `webhookSubscriptions.allowPrivateTargets`); nothing was sent. Retried, as DNS may change.
+   * `subscriptions.allowPrivateTargets`); nothing was sent. Retried, as DNS may change.
    */
   targetRefused: 'targetRefused',
   /** No complete answer (status and body) within `timeoutMs`. Retried. */

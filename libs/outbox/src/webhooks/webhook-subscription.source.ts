@@ -1,6 +1,8 @@
 import { Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
 import type { QueryRunner } from 'typeorm';
 import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
+import { OUTBOX_WEBHOOKS_RESOLVED_OPTIONS } from './outbox-webhooks.module-definition';
+import type { ResolvedOutboxWebhooksOptions } from './outbox-webhooks-options.interface';
 import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 import type { OutboxConsumer } from '../model/outbox-consumer';
 import { OutboxConsumerRegistry, type TenantConsumerSource } from '../consumers/outbox-consumer.registry';
@@ -37,7 +39,7 @@ const CACHE_MAX_TENANTS = 10_000;
 
 /**
  * The tenant-scoped consumers of the subscriptions table, one `subscription:<name>` per row. The relay asks
- * once per tenant per round; answers are cached for `webhookSubscriptions.cacheTtlMs`, so a subscription added
+ * once per tenant per round; answers are cached for `subscriptions.cacheTtlMs`, so a subscription added
  * or removed on another instance takes effect here within that time (at once on the instance that made the
  * change). A paused subscription still gets its delivery rows, but they are given back unsent
  * (`subscriptionPaused`, no attempt spent) until it is resumed.
@@ -50,14 +52,20 @@ export class WebhookSubscriptionSource implements TenantConsumerSource, OnModule
 
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    @Inject(OUTBOX_WEBHOOKS_RESOLVED_OPTIONS) private readonly webhookOptions: ResolvedOutboxWebhooksOptions,
     private readonly registry: OutboxConsumerRegistry,
     private readonly store: OutboxStore,
     private readonly factory: WebhookConsumerFactory,
     private readonly cipher: SubscriptionSecretCipher,
   ) {}
 
+  /** False when `subscriptions.enabled` turned them off on this instance. */
+  get enabled(): boolean {
+    return this.webhookOptions.subscriptions.enabled;
+  }
+
   onModuleInit(): void {
-    if (this.options.webhookSubscriptions.enabled) this.registry.addTenantSource(this);
+    if (this.enabled) this.registry.addTenantSource(this);
   }
 
   /**
@@ -69,7 +77,7 @@ export class WebhookSubscriptionSource implements TenantConsumerSource, OnModule
     const cached = this.cache.get(tenantId);
     if (cached && cached.expiresAt > now) return cached.consumers;
     const entry = {
-      expiresAt: now + this.options.webhookSubscriptions.cacheTtlMs,
+      expiresAt: now + this.webhookOptions.subscriptions.cacheTtlMs,
       consumers: this.load(tenantId),
     };
     this.cache.delete(tenantId);
@@ -131,9 +139,9 @@ export class WebhookSubscriptionSource implements TenantConsumerSource, OnModule
         leaseMs: this.options.relay.leaseMs,
         maxAttempts: this.options.maxAttempts,
         backoff: this.options.backoff,
-        timeoutMs: Math.min(this.options.webhookSubscriptions.timeoutMs, this.options.relay.leaseMs - 1),
+        timeoutMs: Math.min(this.webhookOptions.subscriptions.timeoutMs, this.options.relay.leaseMs - 1),
         guarded: true,
-        responseBodyInErrors: this.options.webhookSubscriptions.responseBodyInErrors,
+        responseBodyInErrors: this.webhookOptions.subscriptions.responseBodyInErrors,
       },
     );
     return { endpoint, problems: [...sealedProblems, ...problems] };
@@ -175,7 +183,7 @@ export class WebhookSubscriptionSource implements TenantConsumerSource, OnModule
       row,
       `subscription "${row.name}" of tenant ${row.tenant_id}`,
     );
-    const recheckMs = this.options.webhookSubscriptions.pausedRecheckMs;
+    const recheckMs = this.webhookOptions.subscriptions.pausedRecheckMs;
     if (problems.length > 0) {
       // Rows are checked when added; this one was changed by hand. Hold its deliveries back rather than guess.
       const error = problems.map((p) => p.message).join('; ');
@@ -191,7 +199,7 @@ export class WebhookSubscriptionSource implements TenantConsumerSource, OnModule
       this.warnedPlaintext.add(row.id);
       this.logger.warn(
         `subscription "${row.name}" of tenant ${row.tenant_id} keeps its secret in plaintext (written before secrets ` +
-          'were sealed): configure webhookSubscriptions.secretKeys and run OutboxWebhookSubscriptions.resealSecrets()',
+          "were sealed): configure OutboxWebhooksModule's subscriptions.secretKeys and run OutboxWebhookSubscriptions.resealSecrets()",
       );
     }
     if (row.status === 'paused') {

@@ -1,12 +1,12 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { lookup as dnsLookup, type LookupAddress, type LookupAllOptions, type LookupOptions } from 'node:dns';
 import { BlockList, isIP } from 'node:net';
-import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
+import { OUTBOX_WEBHOOKS_RESOLVED_OPTIONS } from './outbox-webhooks.module-definition';
+import type { ResolvedOutboxWebhooksOptions } from './outbox-webhooks-options.interface';
 import { messages } from '../errors/outbox.messages';
-import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 
 /**
- * Address ranges a tenant's subscription may not reach unless `webhookSubscriptions.allowPrivateTargets` lets it:
+ * Address ranges a tenant's subscription may not reach unless `subscriptions.allowPrivateTargets` lets it:
  * this host, private and carrier-grade NAT networks, link-local (cloud metadata at 169.254.169.254), unique-local,
  * multicast and reserved ranges. IPv4-mapped IPv6 addresses (`::ffff:127.0.0.1`) match the IPv4 rules.
  */
@@ -50,9 +50,9 @@ export class WebhookTargetGuard {
   private readonly refused = new BlockList();
   private readonly allowed = new BlockList();
 
-  constructor(@Inject(OUTBOX_RESOLVED_OPTIONS) options: ResolvedOutboxOptions) {
+  constructor(@Inject(OUTBOX_WEBHOOKS_RESOLVED_OPTIONS) options: ResolvedOutboxWebhooksOptions) {
     for (const [network, prefix, type] of REFUSED_RANGES) this.refused.addSubnet(network, prefix, type);
-    for (const entry of options.webhookSubscriptions.allowPrivateTargets) {
+    for (const entry of options.subscriptions.allowPrivateTargets) {
       const range = parseRange(entry);
       if (range) this.allowed.addSubnet(range.network, range.prefix, range.type);
     }
@@ -108,7 +108,7 @@ export class WebhookTargetGuard {
   };
 }
 
-/** The problem with one entry of `webhookSubscriptions.allowPrivateTargets`, or null. */
+/** The problem with one entry of `subscriptions.allowPrivateTargets`, or null. */
 export function allowedTargetProblem(field: string, entry: unknown): string | null {
   return parseRange(entry)
     ? null

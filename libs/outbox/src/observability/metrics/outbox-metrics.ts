@@ -1,4 +1,11 @@
-import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  Optional,
+  type OnModuleDestroy,
+  type OnModuleInit,
+} from '@nestjs/common';
 import type * as PromClient from 'prom-client';
 import { OUTBOX_RESOLVED_OPTIONS } from '../../options/outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../../options/outbox-module-options.interface';
@@ -41,7 +48,7 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
     @Inject(OUTBOX_METRICS_OPTIONS) private readonly options: OutboxMetricsModuleOptions,
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly outboxOptions: ResolvedOutboxOptions,
     private readonly instrumentation: OutboxInstrumentation,
-    private readonly webhooks: OutboxWebhookService,
+    @Optional() private readonly webhooks: OutboxWebhookService | null,
     private readonly store: OutboxStore,
     private readonly consumers: OutboxConsumerRegistry,
   ) {
@@ -119,7 +126,7 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
       registers,
       collect(this: PromClient.Gauge<'consumer' | 'state'>) {
         this.reset();
-        for (const circuit of webhooks.circuitStates())
+        for (const circuit of webhooks?.circuitStates() ?? [])
           this.inc({ consumer: consumerLabel(circuit.consumer), state: circuit.state });
       },
     });

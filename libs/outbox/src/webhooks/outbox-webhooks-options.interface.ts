@@ -1,0 +1,27 @@
+import type {
+  OutboxWebhookOptions,
+  OutboxWebhookSubscriptionsOptions,
+} from './outbox-webhook-options.interface';
+
+/** Options of `OutboxWebhooksModule.forRoot()` (or what `forRootAsync()`'s `useFactory` returns). */
+export interface OutboxWebhooksModuleOptions {
+  /** HTTP endpoints that receive events, each a consumer named `webhook:<name>`. Default: `[]`. */
+  webhooks?: OutboxWebhookOptions[];
+  /**
+   * Webhook subscriptions that tenants add at run time (`OutboxWebhookSubscriptions`). Default: `{ enabled: true,
+   * cacheTtlMs: 5000, pausedRecheckMs: 60000, timeoutMs: 10000, allowPrivateTargets: [], responseBodyInErrors:
+   * false, secretKeys: [] }`.
+   */
+  subscriptions?: OutboxWebhookSubscriptionsOptions;
+  /**
+   * Register the module's services (`OutboxWebhookService`, `OutboxWebhookSubscriptions`) for every module; with
+   * `false`, import the module where they are injected. Default: `true`.
+   */
+  isGlobal?: boolean;
+}
+
+/** The webhook options after defaults were merged and checked. */
+export interface ResolvedOutboxWebhooksOptions {
+  webhooks: readonly OutboxWebhookOptions[];
+  subscriptions: Required<OutboxWebhookSubscriptionsOptions>;
+}
