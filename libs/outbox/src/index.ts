@@ -1,40 +1,27 @@
 export { OutboxModule } from './outbox.module';
 export { outboxMigrations } from './migrations';
-export {
-  outboxMigrationsFor,
-  type OutboxMigrationsOptions,
-  type OutboxMigrationClass,
-} from './migrations/outbox-migrations.factory';
-export { OUTBOX_MODULE_OPTIONS } from './options/outbox.module-definition';
-export { OutboxService, type OutboxTransaction } from './enqueue/outbox.service';
-export { EVENT_NAME_PATTERN, MAX_PAYLOAD_DEPTH } from './model/event-validation';
-export { OnOutboxEvent, type OutboxHandlerDecorator } from './consumers/on-outbox-event.decorator';
+export { outboxMigrationsFor } from './migrations/outbox-migrations.factory';
+export { OutboxService } from './enqueue/outbox.service';
+export { EVENT_NAME_PATTERN } from './model/event-validation';
+export { OnOutboxEvent } from './consumers/on-outbox-event.decorator';
 export type {
   OutboxEventMap,
   OutboxStrictEventNames,
   OutboxVersioned,
   OutboxKnownEventName,
-  OutboxStrictMode,
-  OutboxEventName,
-  OutboxEventPattern,
   OutboxPayloadOf,
-  OutboxEnqueueInput,
-  OutboxNamesMatching,
   OutboxEventOf,
-  OutboxHandlerFor,
 } from './model/outbox-event-map.interface';
 export {
   defineOutboxEvents,
   type OutboxEventSchemas,
-  type OutboxSchemaVersions,
   type OutboxEventMapOf,
 } from './model/outbox-event-schemas';
 export type { StandardSchemaV1 } from './model/standard-schema';
 export { OutboxConsumerRegistry, type TenantConsumerSource } from './consumers/outbox-consumer.registry';
-export type { OutboxConsumer, ExternalDeliveryResult } from './model/outbox-consumer';
+export type { OutboxConsumer } from './model/outbox-consumer';
 export { OutboxRelay } from './relay/outbox.relay';
-export type { RelayRoundResult } from './model/relay-round';
-export { OutboxRetention, type RetentionRunResult } from './maintenance/outbox.retention';
+export { OutboxRetention } from './maintenance/outbox.retention';
 export {
   OutboxError,
   OutboxValidationError,
@@ -43,7 +30,7 @@ export {
   OutboxInvalidPayloadError,
   OutboxStallError,
 } from './errors/outbox.error';
-export type { OutboxRelayStall, OutboxRoundTrip } from './model/outbox-relay-stall.interface';
+export type { OutboxRelayStall } from './model/outbox-relay-stall.interface';
 export { OUTBOX_DEFAULTS } from './options/outbox-options';
 export { SINGLE_TENANT_ID, DEFAULT_TENANT_SETTING } from './model/outbox.constants';
 export type {
