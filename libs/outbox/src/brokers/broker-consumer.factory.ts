@@ -19,8 +19,8 @@ import { BrokerForwarder, type BrokerPublisher } from './broker-forwarder';
 import { displayUrl } from './broker-wait';
 import { isRoutingKey, isSubject, natsSettings, rabbitMqSettings } from './broker-settings';
 import type { OutboxWebhookCircuitState } from '../webhooks/outbox-webhook-options.interface';
-import { RabbitMqPublisher, type AmqpLibLike } from './rabbitmq/rabbitmq.publisher';
-import { NatsPublisher, type NatsJetStreamLike, type NatsTransportLike } from './nats/nats.publisher';
+import { RabbitMqPublisher, type AmqpLibLike } from './rabbitmq.publisher';
+import { NatsPublisher, type NatsJetStreamLike, type NatsTransportLike } from './nats.publisher';
 
 /** Consumer name of a broker forwarder. */
 export function brokerConsumerName(name: string): string {

@@ -1,7 +1,7 @@
-import { type SafeHtml, html } from '../board-html';
-import type { BoardConsumersView } from '../outbox-board.service';
-import { type BoardPageContext, badge, count, layout, tenantBase, time } from './layout';
-import { actionForm } from './actions';
+import { type SafeHtml, html } from './board-html';
+import type { BoardConsumersView } from './outbox-board.service';
+import { type BoardPageContext, badge, count, layout, tenantBase, time } from './layout.view';
+import { actionForm } from './actions.view';
 
 /** The consumers of the registry with kind, health and counts; circuits, subscriptions, blocked aggregates, orphans. */
 export function consumersPage(ctx: BoardPageContext, v: BoardConsumersView): string {

@@ -1,7 +1,7 @@
 /** The layout every board page shares (header, tenant picker, navigation, live regions) and the formatters the pages use. */
-import { type SafeHtml, html } from '../board-html';
-import { BOARD_COUNT_CAP } from '../outbox-board.service';
-import type { OutboxBoardTenants } from '../outbox-board-options.interface';
+import { type SafeHtml, html } from './board-html';
+import { BOARD_COUNT_CAP } from './outbox-board.service';
+import type { OutboxBoardTenants } from './outbox-board-options.interface';
 
 /** Where a page is and what the layout needs to draw its header. */
 export interface BoardPageContext {

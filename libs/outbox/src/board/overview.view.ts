@@ -1,5 +1,5 @@
-import { type SafeHtml, html, withQuery } from '../board-html';
-import { BOARD_COUNT_CAP, type BoardOverview } from '../outbox-board.service';
+import { type SafeHtml, html, withQuery } from './board-html';
+import { BOARD_COUNT_CAP, type BoardOverview } from './outbox-board.service';
 import {
   type BoardPageContext,
   age,
@@ -11,7 +11,7 @@ import {
   number,
   tenantBase,
   time,
-} from './layout';
+} from './layout.view';
 
 /** The overview's live part (also served alone as its fragment). */
 export function overviewFragment(ctx: BoardPageContext, o: BoardOverview): SafeHtml {

@@ -1,7 +1,7 @@
-import { html, withQuery } from '../board-html';
-import { BOARD_PAGE_SIZE, type BoardOverview, type BoardTrouble } from '../outbox-board.service';
-import { type BoardPageContext, badge, count, layout, tenantBase, time } from './layout';
-import { actionForm } from './actions';
+import { html, withQuery } from './board-html';
+import { BOARD_PAGE_SIZE, type BoardOverview, type BoardTrouble } from './outbox-board.service';
+import { type BoardPageContext, badge, count, layout, tenantBase, time } from './layout.view';
+import { actionForm } from './actions.view';
 
 /** The failures page: failed and dead deliveries, filterable, newest first. */
 export function failuresPage(

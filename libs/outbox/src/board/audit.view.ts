@@ -1,6 +1,6 @@
-import { html, withQuery } from '../board-html';
-import type { OutboxAuditEntry } from '../../admin/outbox-admin.interfaces';
-import { type BoardPageContext, layout, tenantBase, time } from './layout';
+import { html, withQuery } from './board-html';
+import type { OutboxAuditEntry } from '../admin/outbox-admin.interfaces';
+import { type BoardPageContext, layout, tenantBase, time } from './layout.view';
 
 /** The tenant's audit log, newest first. */
 export function auditPage(

@@ -1,10 +1,10 @@
 import { Logger } from '@nestjs/common';
-import type { OutboxTransportOutcome } from '../../model/outbox-transport.interface';
-import { errorText } from '../../errors/error-text';
-import { BROKER_ERROR_CODES } from '../broker-error-codes';
-import { BrokerLink, BrokerUnavailableError } from '../broker-link';
-import type { BrokerMessage, BrokerPublisher } from '../broker-forwarder';
-import { acknowledged, displayUrl, withTimeout } from '../broker-wait';
+import type { OutboxTransportOutcome } from '../model/outbox-transport.interface';
+import { errorText } from '../errors/error-text';
+import { BROKER_ERROR_CODES } from './broker-error-codes';
+import { BrokerLink, BrokerUnavailableError } from './broker-link';
+import type { BrokerMessage, BrokerPublisher } from './broker-forwarder';
+import { acknowledged, displayUrl, withTimeout } from './broker-wait';
 
 /** What the forwarder uses of amqplib (typed here: the package's declarations never name the optional peer). */
 export interface AmqpLibLike {

@@ -1,6 +1,6 @@
-import { type SafeHtml, html } from '../board-html';
-import { CSRF_FIELD } from '../board-csrf.interceptor';
-import { type BoardActionInput, type BoardPageContext, layout, tenantBase } from './layout';
+import { type SafeHtml, html } from './board-html';
+import { CSRF_FIELD } from './board-csrf.interceptor';
+import { type BoardActionInput, type BoardPageContext, layout, tenantBase } from './layout.view';
 
 /** What an action does, in words, for its button and its confirmation page. */
 export function describeAction(input: BoardActionInput): string {

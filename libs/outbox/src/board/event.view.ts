@@ -1,7 +1,7 @@
-import { type SafeHtml, html } from '../board-html';
-import type { OutboxEventDeliveries } from '../../admin/outbox-admin.interfaces';
-import { type BoardPageContext, badge, layout, time } from './layout';
-import { actionForm } from './actions';
+import { type SafeHtml, html } from './board-html';
+import type { OutboxEventDeliveries } from '../admin/outbox-admin.interfaces';
+import { type BoardPageContext, badge, layout, time } from './layout.view';
+import { actionForm } from './actions.view';
 
 /** One event: envelope, pretty payload, every consumer's delivery, and its actions. */
 export function eventPage(ctx: BoardPageContext, e: OutboxEventDeliveries): string {

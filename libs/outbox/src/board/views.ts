@@ -1,0 +1,8 @@
+/** The board's pages, one file per page (the layout and formatters they share in `layout.ts`). */
+export { type BoardPageContext, type BoardAction, type BoardActionInput, layout, pickerPage } from './layout.view';
+export { overviewFragment, overviewPage } from './overview.view';
+export { failuresPage } from './failures.view';
+export { eventPage } from './event.view';
+export { consumersPage } from './consumers.view';
+export { auditPage } from './audit.view';
+export { describeAction, confirmPage, errorPage } from './actions.view';
