@@ -76,7 +76,7 @@ export class OutboxAdminService {
     private readonly relay: OutboxRelay,
     @Optional() private readonly webhooks: OutboxWebhookService | null,
     @Optional() private readonly subscriptions: WebhookSubscriptionSource | null,
-    @Optional() private readonly brokers: BrokerConsumerFactory | null,
+    @Optional() @Inject(BrokerConsumerFactory) private readonly brokers: BrokerConsumerFactory | null,
   ) {}
 
   /**
