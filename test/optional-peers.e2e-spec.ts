@@ -1,24 +1,9 @@
-import { spawnSync } from 'node:child_process';
-import { join } from 'node:path';
-import { TYPESCRIPT_NODE_ARGS } from './support/child-relay';
+import { loadedInChild } from './support/loaded-in-child';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 
-/** Runs the child app in a fresh process (jest's own module registry would hide what Node loaded). */
+/** The optional peers that test/support/optional-peers-child.ts loaded in the given mode. */
 function loadedPeers(db: TestDatabase, mode: string): string[] {
-  const result = spawnSync(
-    process.execPath,
-    [...TYPESCRIPT_NODE_ARGS, join(__dirname, 'support', 'optional-peers-child.ts')],
-    {
-      cwd: join(__dirname, '..'),
-      env: { ...process.env, DATABASE_URL: db.url, OPTIONAL_PEERS: mode },
-      encoding: 'utf8',
-      timeout: 60_000,
-    },
-  );
-  const line = result.stdout.split('\n').find((l) => l.startsWith('LOADED '));
-  if (result.status !== 0 || !line)
-    throw new Error(`the child app failed:\n${result.stdout}\n${result.stderr}`);
-  return JSON.parse(line.slice('LOADED '.length));
+  return loadedInChild('optional-peers-child.ts', { DATABASE_URL: db.url, OPTIONAL_PEERS: mode });
 }
 
 describe('the optional peers (transactionHost, brokers)', () => {
