@@ -9,7 +9,7 @@ import { dirname, join, normalize, resolve } from 'node:path';
 
 const ROOT = resolve(__dirname, '..');
 /** The pages whose every TypeScript block is a file of one sample app. */
-export const SAMPLE_PAGES = ['docs/typed-events.md', 'docs/inbox.md'];
+export const SAMPLE_PAGES = ['docs/typed-events.md', 'docs/inbox.md', 'docs/upgrading.md'];
 const OUT = join(ROOT, 'test', 'types', 'docs', 'samples');
 
 /** The blocks of a page as files, keyed by path; throws naming a block without a usable path. */
