@@ -12,6 +12,7 @@ import { OutboxAdminService } from 'nestjs-pg-outbox/admin';
 import {
   generateWebhookSecret,
   OutboxWebhookService,
+  OutboxWebhooksModule,
   OutboxWebhookVerificationError,
   verifyWebhook,
   type OutboxWebhookOptions,
@@ -52,7 +53,7 @@ describe('webhooks', () => {
     if (webhooks.length === 0) webhooks.push({});
     t = await buildApp({
       url: db.url,
-      outbox: {
+      webhooks: {
         webhooks: webhooks.map(
           (w) =>
             ({
@@ -347,9 +348,8 @@ describe('webhooks', () => {
   it('reports every webhook wiring problem in one boot error', async () => {
     const failure = buildApp({
       url: db.url,
-      outbox: {
-        relay: { leaseMs: 5000 },
-        handlerTimeoutMs: 1000,
+      outbox: { relay: { leaseMs: 5000 }, handlerTimeoutMs: 1000 },
+      webhooks: {
         webhooks: [
           { name: 'a', url: 'ftp://example.com/x', events: ['crm.contact.*'], timeoutMs: 1000 },
           { name: 'b', url: 'http://example.com/x', events: ['Contact Created'], timeoutMs: 1000 },
@@ -379,6 +379,47 @@ describe('webhooks', () => {
     expect(text).toContain('webhooks[4] ("d").secret');
   });
 
+  it("lists a bad subscriptions option of OutboxWebhooksModule with the app's other wiring problems", async () => {
+    const failure = buildApp({
+      url: db.url,
+      outbox: { relay: { leaseMs: 5000 } },
+      webhooks: {
+        webhooks: [{ name: 'a', url: 'ftp://example.com/x', events: ['crm.*'], timeoutMs: 1000 }],
+        subscriptions: { timeoutMs: 5000, enabled: 'yes' as never },
+      },
+    });
+    const error = (await failure.catch((e: unknown) => e)) as OutboxConfigurationError;
+    expect(error).toBeInstanceOf(OutboxConfigurationError);
+    expect(error.problems).toEqual([
+      expect.stringContaining(
+        'option handlerTimeoutMs must be an integer number of ms ≥ 1 and below relay.leaseMs',
+      ),
+      expect.stringContaining('option OutboxWebhooksModule subscriptions.enabled must be true or false'),
+      expect.stringContaining(
+        'option OutboxWebhooksModule subscriptions.timeoutMs must be an integer number of ms ≥ 1 and below relay.leaseMs (5000), got 5000',
+      ),
+      expect.stringContaining('webhooks[0] ("a").url'),
+    ]);
+  });
+
+  it.each([
+    [
+      'webhooks',
+      { webhooks: [] },
+      "OutboxWebhooksModule.forRoot({ webhooks }) of 'nestjs-pg-outbox/webhooks'",
+    ],
+    [
+      'webhookSubscriptions',
+      { webhookSubscriptions: { enabled: false } },
+      "OutboxWebhooksModule.forRoot({ subscriptions }) of 'nestjs-pg-outbox/webhooks'",
+    ],
+  ])('refuses OutboxModule.forRoot({ %s }), naming where the option went', async (option, given, now) => {
+    const failure = buildApp({ url: db.url, outbox: given as never });
+    const error = (await failure.catch((e: unknown) => e)) as OutboxConfigurationError;
+    expect(error).toBeInstanceOf(OutboxConfigurationError);
+    expect(error.problems).toEqual([expect.stringContaining(`option ${option} is now ${now}`)]);
+  });
+
   it('listens to several patterns, keeping only those no other one covers', async () => {
     const app = await start({ events: ['test.hook.*', 'test.other.thing.v1', 'test.hook.created.v1'] });
     const hooked = await enqueue(app, { n: 1 }, 'test.hook.created.v1');
@@ -391,14 +432,14 @@ describe('webhooks', () => {
     expect(registered).toEqual({ event_patterns: ['test.hook.*', 'test.other.thing.v1'] });
   });
 
-  it('takes webhooks from forRootAsync and loads them into the registry as webhook:<name>', async () => {
+  it('takes webhooks from OutboxWebhooksModule.forRootAsync and loads them into the registry as webhook:<name>', async () => {
     const module = await Test.createTestingModule({
       imports: [
         ScheduleModule.forRoot(),
         TypeOrmModule.forRoot({ type: 'postgres', url: db.url }),
-        OutboxModule.forRootAsync({
+        OutboxModule.forRootAsync({ useFactory: async () => ({ relay: { enabled: false } }) }),
+        OutboxWebhooksModule.forRootAsync({
           useFactory: async () => ({
-            relay: { enabled: false },
             webhooks: [
               {
                 name: 'async',

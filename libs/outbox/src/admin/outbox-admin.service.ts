@@ -74,8 +74,11 @@ export class OutboxAdminService {
     private readonly store: OutboxStore,
     private readonly registry: OutboxConsumerRegistry,
     private readonly relay: OutboxRelay,
-    @Optional() private readonly webhooks: OutboxWebhookService | null,
-    @Optional() private readonly subscriptions: WebhookSubscriptionSource | null,
+    // explicit tokens: the emitted type of `X | null` is Object
+    @Optional() @Inject(OutboxWebhookService) private readonly webhooks: OutboxWebhookService | null,
+    @Optional()
+    @Inject(WebhookSubscriptionSource)
+    private readonly subscriptions: WebhookSubscriptionSource | null,
     @Optional() @Inject(BrokerConsumerFactory) private readonly brokers: BrokerConsumerFactory | null,
   ) {}
 

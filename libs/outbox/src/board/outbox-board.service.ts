@@ -86,8 +86,11 @@ export class OutboxBoardService {
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
     private readonly store: OutboxStore,
     private readonly registry: OutboxConsumerRegistry,
-    @Optional() private readonly webhooks: OutboxWebhookService | null,
-    @Optional() private readonly subscriptions: OutboxWebhookSubscriptions | null,
+    // explicit tokens: the emitted type of `X | null` is Object
+    @Optional() @Inject(OutboxWebhookService) private readonly webhooks: OutboxWebhookService | null,
+    @Optional()
+    @Inject(OutboxWebhookSubscriptions)
+    private readonly subscriptions: OutboxWebhookSubscriptions | null,
   ) {}
 
   /** Counts, oldest waiting work and the last minutes' activity of one tenant. */

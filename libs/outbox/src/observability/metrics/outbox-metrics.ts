@@ -48,7 +48,8 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
     @Inject(OUTBOX_METRICS_OPTIONS) private readonly options: OutboxMetricsModuleOptions,
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly outboxOptions: ResolvedOutboxOptions,
     private readonly instrumentation: OutboxInstrumentation,
-    @Optional() private readonly webhooks: OutboxWebhookService | null,
+    // explicit token: the emitted type of `X | null` is Object
+    @Optional() @Inject(OutboxWebhookService) private readonly webhooks: OutboxWebhookService | null,
     private readonly store: OutboxStore,
     private readonly consumers: OutboxConsumerRegistry,
   ) {
