@@ -62,6 +62,8 @@ describe('the NATS JetStream forwarder', () => {
         relay: { batchSize: 100 },
         maxAttempts: 20,
         backoff: FAST,
+      },
+      brokers: {
         brokers: brokers.map(
           (b) =>
             ({

@@ -93,6 +93,8 @@ describe('the RabbitMQ forwarder', () => {
         relay: { batchSize: 100, ...relay },
         maxAttempts: 20,
         backoff: FAST,
+      },
+      brokers: {
         brokers: brokers.map(
           (b) =>
             ({

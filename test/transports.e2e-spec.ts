@@ -86,6 +86,8 @@ describe('the transport interface', () => {
       providers: extra.providers,
       outbox: {
         relay: { batchSize: extra.batchSize ?? 100 },
+      },
+      brokers: {
         transports: transports.map(
           (entry) =>
             ({ name: 'second-db', events: ['test.tx.*'], backoff: FAST, ...entry }) as OutboxTransportOptions,

@@ -1,7 +1,7 @@
 /**
  * A relay that forwards to brokers, in a process of its own (crash and fault tests):
  * `node --conditions=@nestjs-pg-outbox/source -r @swc-node/register test/support/broker-relay-child.ts`.
- * Env: DATABASE_URL; BROKERS, the `brokers` option as JSON (no functions: routing keys and subjects are the
+ * Env: DATABASE_URL; BROKERS, OutboxBrokersModule's `brokers` option as JSON (no functions: routing keys and subjects are the
  * event names, or SUBJECT_PREFIX + the event name for NATS); POLL_MS (default 20); LEASE_MS (default 30000);
  * MAX_ATTEMPTS (default 50). Backoff is short (10 ms doubling to 200 ms). Prints READY once it polls; SIGTERM
  * closes the app (the relay drains) and exits 0.
@@ -28,8 +28,8 @@ async function main(): Promise<void> {
         pollIntervalMs: Number(process.env.POLL_MS ?? 20),
         leaseMs: Number(process.env.LEASE_MS ?? 30_000),
       },
-      brokers,
     },
+    brokers: { brokers },
   });
   process.stdout.write('READY\n');
   process.on('SIGTERM', () => void t.close().then(() => process.exit(0)));

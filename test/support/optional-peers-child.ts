@@ -10,6 +10,7 @@ import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import type { DynamicModule } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
 import { OutboxModule, OutboxService } from 'nestjs-pg-outbox';
+import { OutboxBrokersModule } from 'nestjs-pg-outbox/brokers';
 
 const PEERS = /[\\/]node_modules[\\/](nestjs-cls|@nestjs-cls[\\/][^\\/]+|amqplib|@nats-io[\\/][^\\/]+)[\\/]/;
 
@@ -45,7 +46,10 @@ async function main(): Promise<void> {
           { name: 'n', type: 'nats' as const, servers: 'nats://127.0.0.1:4222', events: ['*'] },
         ]
       : [];
-  imports.push(OutboxModule.forRoot({ relay: { enabled: false }, transactionHost: withCls, brokers }));
+  imports.push(
+    OutboxModule.forRoot({ relay: { enabled: false }, transactionHost: withCls }),
+    OutboxBrokersModule.forRoot({ brokers }),
+  );
   const app = await Test.createTestingModule({ imports })
     .setLogger(false as never)
     .compile();
