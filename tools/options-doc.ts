@@ -47,6 +47,11 @@ export const OPTION_SECTIONS: readonly OptionSection[] = [
     interfaceName: 'OutboxWebhookSubscriptionInput',
   },
   {
+    heading: '`OutboxBrokersModule.forRoot()` and `forRootAsync()`',
+    file: 'libs/outbox/src/brokers/outbox-brokers-module-options.interface.ts',
+    interfaceName: 'OutboxBrokersModuleOptions',
+  },
+  {
     heading: 'Transports',
     file: 'libs/outbox/src/brokers/outbox-transport-options.interface.ts',
     interfaceName: 'OutboxTransportOptions',
