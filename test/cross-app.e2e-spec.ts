@@ -27,7 +27,7 @@ const CHILD = join(__dirname, 'support', 'inbox-consumer-child.ts');
 
 /** A broker of the test's own between app A's forwarder and app B's inbox. */
 interface Route {
-  /** App A's `brokers` option. */
+  /** App A's forwarder, an entry of OutboxBrokersModule's `brokers` option. */
   broker: OutboxBrokerOptions;
   /** App B's environment (see inbox-consumer-child.ts). */
   consumerEnv: Record<string, string>;
@@ -137,8 +137,8 @@ describe.each([
         relay: { batchSize: 100 },
         maxAttempts: 20,
         backoff: { baseMs: 10, capMs: 200, jitter: 0 },
-        brokers: [route.broker],
       },
+      brokers: { brokers: [route.broker] },
     });
     const ids = await enqueueOrders(a, ORDERS, EVENTS, 50);
     const first = await startB({ LOSE_ACKS_AFTER: String(ACKED_BEFORE_KILL) });
