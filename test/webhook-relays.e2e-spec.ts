@@ -38,7 +38,8 @@ describe('webhooks across relays and crashes', () => {
     });
     const t = await buildApp({
       url: db.url,
-      outbox: { handlerTimeoutMs: 1000, relay: { leaseMs: 3000 }, webhooks: [webhook] },
+      outbox: { handlerTimeoutMs: 1000, relay: { leaseMs: 3000 } },
+      webhooks: { webhooks: [webhook] },
     });
     try {
       const id = await enqueueIn(t, { eventName: 'test.crash.v1' });
@@ -90,8 +91,16 @@ describe('webhooks across relays and crashes', () => {
       backoff: { baseMs: 0, capMs: 0, jitter: 0 },
       circuitBreaker: false,
     };
-    const a = await buildApp({ url: db.url, outbox: { relay: { batchSize: 40 }, webhooks: [webhook] } });
-    const b = await buildApp({ url: db.url, outbox: { relay: { batchSize: 40 }, webhooks: [webhook] } });
+    const a = await buildApp({
+      url: db.url,
+      outbox: { relay: { batchSize: 40 } },
+      webhooks: { webhooks: [webhook] },
+    });
+    const b = await buildApp({
+      url: db.url,
+      outbox: { relay: { batchSize: 40 } },
+      webhooks: { webhooks: [webhook] },
+    });
     try {
       const events = Array.from({ length: 400 }, (_, i) => ({
         tenantId: TENANTS[i % 2],

@@ -16,10 +16,10 @@ describe('tenant webhook subscriptions and the private network', () => {
   let db: TestDatabase;
   let receiver: WebhookReceiver;
   const apps: TestApp[] = [];
-  const app = async (webhookSubscriptions: object): Promise<TestApp> => {
+  const app = async (subscriptions: object): Promise<TestApp> => {
     const t = await buildApp({
       url: db.url,
-      outbox: { webhookSubscriptions: { cacheTtlMs: 1, ...webhookSubscriptions } },
+      webhooks: { subscriptions: { cacheTtlMs: 1, ...subscriptions } },
     });
     apps.push(t);
     return t;
@@ -159,7 +159,7 @@ describe('tenant webhook subscriptions and the private network', () => {
       .catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(OutboxValidationError);
     expect((refused as OutboxValidationError).field).toBe('secret');
-    expect((refused as Error).message).toContain('webhookSubscriptions.secretKeys');
+    expect((refused as Error).message).toContain("OutboxWebhooksModule's subscriptions.secretKeys");
     for (const t of apps.splice(0)) await t.close();
 
     const oldKey = key('k1');

@@ -52,7 +52,7 @@ describe('webhook subscriptions per tenant', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     receiver = await startWebhookReceiver();
-    t = await buildApp({ url: db.url, outbox: { webhookSubscriptions: SUBSCRIPTIONS } });
+    t = await buildApp({ url: db.url, webhooks: { subscriptions: SUBSCRIPTIONS } });
     subscriptions = t.app.get(OutboxWebhookSubscriptions);
   });
   afterAll(async () => {
@@ -210,7 +210,7 @@ describe('webhook subscriptions per tenant', () => {
     const ttlMs = 60_000;
     const other = await buildApp({
       url: db.url,
-      outbox: { webhookSubscriptions: { ...SUBSCRIPTIONS, cacheTtlMs: ttlMs } },
+      webhooks: { subscriptions: { ...SUBSCRIPTIONS, cacheTtlMs: ttlMs } },
     });
     // The cache's clock is Date's: faked alone (timers stay real), it runs on and the test moves it past the TTL.
     jest.useFakeTimers(FAKE_DATE_ONLY);

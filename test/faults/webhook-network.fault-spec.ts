@@ -105,8 +105,8 @@ describe('fault: network faults toward a webhook receiver', () => {
       relays.push(
         await buildApp({
           url: db.url,
+          webhooks: { webhooks: [webhook] },
           outbox: {
-            webhooks: [webhook],
             handlerTimeoutMs: 1000,
             relay: { enabled: true, pollIntervalMs: 50, leaseMs: 5000 },
           },

@@ -15,6 +15,8 @@ async function main(): Promise<void> {
     outbox: {
       handlerTimeoutMs: leaseMs - 1,
       relay: { enabled: true, pollIntervalMs: 50, leaseMs },
+    },
+    webhooks: {
       webhooks: [
         {
           name: 'crash',
