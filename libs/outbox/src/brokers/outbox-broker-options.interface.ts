@@ -18,9 +18,9 @@ export interface OutboxBrokerCommonOptions {
    * Default: `10000`.
    */
   timeoutMs?: number;
-  /** Attempts before a delivery is dead. Default: the module's `maxAttempts`. */
+  /** Attempts before a delivery is dead. Default: `OutboxModule`'s `maxAttempts`. */
   maxAttempts?: number;
-  /** Backoff between attempts; fields left out take the module's. Default: the module's `backoff`. */
+  /** Backoff between attempts; fields left out take `OutboxModule`'s. Default: `OutboxModule`'s `backoff`. */
   backoff?: OutboxBackoffOptions;
   /**
    * Circuit breaker of this forwarder (timeouts and lost connections count), or `false` for none. Default:

@@ -18,10 +18,10 @@ export interface OutboxTransportOptions {
    * aggregate until replayed. Default: `false`.
    */
   ordered?: boolean;
-  /** Time one `send` may take, in ms; must be below `relay.leaseMs`. Default: the module's `handlerTimeoutMs`. */
+  /** Time one `send` may take, in ms; must be below `relay.leaseMs`. Default: `OutboxModule`'s `handlerTimeoutMs`. */
   timeoutMs?: number;
-  /** Attempts before a delivery is dead. Default: the module's `maxAttempts`. */
+  /** Attempts before a delivery is dead. Default: `OutboxModule`'s `maxAttempts`. */
   maxAttempts?: number;
-  /** Backoff between attempts; fields left out take the module's. Default: the module's `backoff`. */
+  /** Backoff between attempts; fields left out take `OutboxModule`'s. Default: `OutboxModule`'s `backoff`. */
   backoff?: OutboxBackoffOptions;
 }
