@@ -6,6 +6,7 @@ import { OutboxModule } from 'nestjs-pg-outbox';
 import { OutboxAdminModule } from 'nestjs-pg-outbox/admin';
 import { OutboxBoardModule } from 'nestjs-pg-outbox/board';
 import { OutboxMetricsModule } from 'nestjs-pg-outbox/observability';
+import { OutboxWebhooksModule } from 'nestjs-pg-outbox/webhooks';
 import { demoMigrations } from '../../../migrations';
 import { ContactsModule } from './contacts/contacts.module';
 import { Contact } from './contacts/contact.entity';
@@ -47,12 +48,12 @@ export class AppModule {
             maxLifetimeSeconds: 30,
           },
         }),
+        OutboxModule.forRoot({ relay: { enabled: relay, pollIntervalMs: 500 } }),
         // forRootAsync: the webhook's URL and secret come from the receiver the demo starts on a loopback port.
-        OutboxModule.forRootAsync({
+        OutboxWebhooksModule.forRootAsync({
           imports: [DemoWebhooksModule],
           inject: [DemoWebhookReceiver],
           useFactory: (receiver: DemoWebhookReceiver) => ({
-            relay: { enabled: relay, pollIntervalMs: 500 },
             webhooks: [
               {
                 name: 'contacts-receiver',
