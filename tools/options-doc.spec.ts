@@ -1,6 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { OUTBOX_DEFAULTS, resolveOutboxOptions } from '../libs/outbox/src/options/outbox-options';
 import { DEFAULT_WEBHOOK_CIRCUIT_BREAKER } from '../libs/outbox/src/webhooks/webhook-endpoint';
+import { OUTBOX_WEBHOOKS_DEFAULTS } from '../libs/outbox/src/webhooks/outbox-webhooks-options';
 import {
   collectOptionTables,
   configurationPage,
@@ -66,6 +67,15 @@ describe('the documented defaults', () => {
       'relay.roundTripTimeoutMs',
       'relay.notify',
     ]);
+  });
+
+  it('of OutboxWebhooksModule.forRoot() are the values of OUTBOX_WEBHOOKS_DEFAULTS, option by option', () => {
+    const rows = rowsOf('OutboxWebhooksModuleOptions');
+    const defaults = leaves({ ...OUTBOX_WEBHOOKS_DEFAULTS, isGlobal: true });
+    expect(rows.map((row) => row.path).sort()).toEqual([...defaults.keys()].sort());
+    expect(
+      rows.filter((row) => !isDeepStrictEqual(row.defaultLiteral?.value, defaults.get(row.path))),
+    ).toEqual([]);
   });
 
   it('that are not literals are what resolveOutboxOptions() gives', () => {

@@ -37,6 +37,11 @@ export const OPTION_SECTIONS: readonly OptionSection[] = [
     interfaceName: 'OutboxModuleOptions',
   },
   {
+    heading: '`OutboxWebhooksModule.forRoot()` and `forRootAsync()`',
+    file: 'libs/outbox/src/webhooks/outbox-webhooks-options.interface.ts',
+    interfaceName: 'OutboxWebhooksModuleOptions',
+  },
+  {
     heading: 'Webhooks',
     file: 'libs/outbox/src/webhooks/outbox-webhook-options.interface.ts',
     interfaceName: 'OutboxWebhookOptions',

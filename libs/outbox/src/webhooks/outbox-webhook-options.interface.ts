@@ -62,7 +62,7 @@ export interface OutboxWebhookSubscriptionsOptions {
   /** How often deliveries of a paused subscription are looked at again, in ms. Default: `60000`. */
   pausedRecheckMs?: number;
   /**
-   * Request timeout of subscriptions that set none, in ms; when unset, it is capped below `relay.leaseMs`.
+   * Request timeout of subscriptions that set none, in ms; when unset, it is capped below `OutboxModule`'s `relay.leaseMs`.
    * Default: `10000`.
    */
   timeoutMs?: number;

@@ -3,15 +3,14 @@ import type {
   OutboxWebhookSubscriptionsOptions,
 } from './outbox-webhook-options.interface';
 
-/** Options of `OutboxWebhooksModule.forRoot()` (or what `forRootAsync()`'s `useFactory` returns). */
+/**
+ * Options of `OutboxWebhooksModule.forRoot()` / `forRootAsync()` (`nestjs-pg-outbox/webhooks`; `isGlobal` is given
+ * to `forRoot()` or next to `useFactory`, not returned by it). The module needs `OutboxModule` imported.
+ */
 export interface OutboxWebhooksModuleOptions {
   /** HTTP endpoints that receive events, each a consumer named `webhook:<name>`. Default: `[]`. */
   webhooks?: OutboxWebhookOptions[];
-  /**
-   * Webhook subscriptions that tenants add at run time (`OutboxWebhookSubscriptions`). Default: `{ enabled: true,
-   * cacheTtlMs: 5000, pausedRecheckMs: 60000, timeoutMs: 10000, allowPrivateTargets: [], responseBodyInErrors:
-   * false, secretKeys: [] }`.
-   */
+  /** Webhook subscriptions that tenants add at run time (`OutboxWebhookSubscriptions`). */
   subscriptions?: OutboxWebhookSubscriptionsOptions;
   /**
    * Register the module's services (`OutboxWebhookService`, `OutboxWebhookSubscriptions`) for every module; with
