@@ -9,6 +9,7 @@ import {
   type OutboxHandlerContext,
 } from 'nestjs-pg-outbox';
 import { OutboxAdminModule, OutboxAdminService, OutboxHealthIndicator } from 'nestjs-pg-outbox/admin';
+import { OutboxWebhookService } from 'nestjs-pg-outbox/webhooks';
 import { buildApp, type TestApp } from './support/build-app';
 import { buildHttpApp, type HttpTestApp } from './support/http-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
@@ -505,6 +506,18 @@ describe('OutboxAdminService', () => {
         )
       ).map((r) => r.consumer_name),
     ).toEqual(['billing', 'shipping']);
+  });
+
+  it('works in an app without OutboxWebhooksModule: no webhook circuits, and no subscription to pause', async () => {
+    expect(() => t.app.get(OutboxWebhookService, { strict: false })).toThrow();
+    await enqueue('test.order.placed.v1');
+    await t.relay.drain();
+    const stats = await admin.stats(TENANT);
+    expect(stats.webhookCircuits).toEqual([]);
+    expect(stats.consumers).toHaveProperty('billing');
+    await expect(admin.setSubscriptionPaused(TENANT, 'erp', true)).rejects.toThrow(
+      'OutboxWebhooksModule is not imported',
+    );
   });
 });
 

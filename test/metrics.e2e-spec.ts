@@ -206,7 +206,7 @@ describe('OutboxMetricsModule and tenant subscriptions', () => {
   /** Each tenant names its own subscription: a name the operator never chose. */
   const TENANT_COUNT = 60;
   const tenants = Array.from({ length: TENANT_COUNT }, () => randomUUID());
-  const webhookSubscriptions = {
+  const subscriptionOptions = {
     allowPrivateTargets: ['127.0.0.1/32'],
     secretKeys: [{ id: 'test', key: randomBytes(32).toString('base64') }],
   };
@@ -216,7 +216,7 @@ describe('OutboxMetricsModule and tenant subscriptions', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     receiver = await startWebhookReceiver();
-    const t = await buildApp({ url: db.url, outbox: { webhookSubscriptions } });
+    const t = await buildApp({ url: db.url, webhooks: { subscriptions: subscriptionOptions } });
     try {
       const subscriptions = t.app.get(OutboxWebhookSubscriptions);
       for (const [i, tenantId] of tenants.entries()) {
@@ -243,7 +243,7 @@ describe('OutboxMetricsModule and tenant subscriptions', () => {
     const registry = new Registry();
     const t = await buildApp({
       url: db.url,
-      outbox: { webhookSubscriptions },
+      webhooks: { subscriptions: subscriptionOptions },
       imports: [OutboxMetricsModule.forRoot({ ...metrics, registry })],
     });
     try {
