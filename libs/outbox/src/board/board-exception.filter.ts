@@ -2,7 +2,7 @@ import { ArgumentsHost, Catch, HttpException, Inject, Logger, type ExceptionFilt
 import { HttpAdapterHost } from '@nestjs/core';
 import { OutboxValidationError } from '../errors/outbox.error';
 import { errorText } from '../errors/error-text';
-import { errorPage, type BoardPageContext } from './';
+import { errorPage, type BoardPageContext } from './views';
 import { BOARD_HEADERS } from './board-headers';
 import { boardBase, boardPath } from './board-path';
 import { OUTBOX_BOARD_OPTIONS } from './outbox-board.constants';

@@ -34,7 +34,7 @@ import {
   type BoardAction,
   type BoardActionInput,
   type BoardPageContext,
-} from './';
+} from './views';
 import { OutboxBoardService } from './outbox-board.service';
 import { OUTBOX_BOARD_OPTIONS } from './outbox-board.constants';
 import type {
