@@ -15,7 +15,7 @@ import {
 } from 'nestjs-pg-outbox';
 import { OutboxAdminService } from 'nestjs-pg-outbox/admin';
 import { OutboxBoardModule } from 'nestjs-pg-outbox/board';
-import { OutboxWebhookSubscriptions } from 'nestjs-pg-outbox/webhooks';
+import { OutboxWebhooksModule, OutboxWebhookSubscriptions } from 'nestjs-pg-outbox/webhooks';
 import { DataSource } from 'typeorm';
 import { buildHttpApp, type HttpTestApp } from './support/http-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
@@ -139,11 +139,11 @@ beforeAll(async () => {
     outbox: {
       tenancy: 'multi',
       relay: { enabled: true, pollIntervalMs: 50 },
-      // the audited pause below subscribes a tenant to a loopback receiver
-      webhookSubscriptions: { allowPrivateTargets: ['127.0.0.1/32'] },
     },
     providers: [BillingConsumer, OperatorGuard],
     imports: [
+      // the audited pause below subscribes a tenant to a loopback receiver
+      OutboxWebhooksModule.forRoot({ subscriptions: { allowPrivateTargets: ['127.0.0.1/32'] } }),
       OutboxBoardModule.forRoot({
         guards: [OperatorGuard],
         tenants: tenantsOf,
