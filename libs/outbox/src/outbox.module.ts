@@ -10,6 +10,8 @@ import { OutboxWakeup } from './enqueue/outbox-wakeup';
 import { InProcessDispatcher } from './batch/in-process.dispatcher';
 import { ExternalDispatcher } from './batch/external.dispatcher';
 import { OutboxStore } from './store/outbox.store';
+import { OUTBOX_STORE_PORT } from './store/outbox-store.port';
+import { PgRelayStore } from './store/pg-relay-store';
 import { OutboxRetention } from './maintenance/outbox.retention';
 import { LeaseVacuum } from './maintenance/lease-vacuum';
 import { OutboxSchemaRegistry } from './events/outbox-schema.registry';
@@ -25,6 +27,7 @@ import { OutboxInstrumentation } from './extension/outbox-instrumentation';
   providers: [
     ...outboxOptionsProviders,
     OutboxStore,
+    { provide: OUTBOX_STORE_PORT, useClass: PgRelayStore },
     OutboxService,
     OutboxConsumerRegistry,
     OutboxExplorer,

@@ -3,9 +3,8 @@ import type { DeliveryOutcome } from '../model/delivery-outcome';
 import type { ExternalDispatcher } from './external.dispatcher';
 import { errorText } from '../errors/error-text';
 import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
-import type { OutboxStore } from '../store/outbox.store';
-import * as q from '../store/sql';
-import { relayContext, RELAY_LOG_CONTEXT, type Assigned, type TenantBatch } from './tenant-batch';
+import type { OutboxStorePort } from '../store/outbox-store.port';
+import { RELAY_LOG_CONTEXT, type Assigned, type TenantBatch } from './tenant-batch';
 
 /**
  * External deliveries (webhooks, brokers) of a batch: sent with no transaction open and no connection held;
@@ -17,7 +16,7 @@ export class ExternalBatch {
 
   constructor(
     private readonly options: ResolvedOutboxOptions,
-    private readonly store: OutboxStore,
+    private readonly store: OutboxStorePort,
     private readonly external: ExternalDispatcher,
   ) {}
 
@@ -29,13 +28,7 @@ export class ExternalBatch {
     const keeper = setInterval(
       () => {
         this.store
-          .atomically(
-            [
-              relayContext(this.options, tenantId, { durable: false }),
-              q.extendLeases(this.options.names, ids, leaseToken, leaseMs),
-            ],
-            { trip: 'leaseExtension', tenantId },
-          )
+          .extendLeases({ tenantId, leaseToken, deliveryIds: ids })
           .catch((error) =>
             this.logger.warn(
               `could not extend the leases of ${ids.length} deliveries for tenant ${tenantId}: ${errorText(error)}`,

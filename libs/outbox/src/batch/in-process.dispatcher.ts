@@ -4,7 +4,7 @@ import { OutboxHandlerTimeoutError, OutboxTransactionEndedError } from '../error
 import { messages } from '../errors/outbox.messages';
 import { sqlState } from '../errors/sql-state';
 import type { OutboxConsumer } from '../model/outbox-consumer';
-import type { SqlStatement } from '../store/sql';
+import type { HandlerChannel } from '../store/outbox-store.port';
 import type { ClaimedDelivery } from '../model/claimed-delivery';
 import { errorText } from '../errors/error-text';
 import { delivered, failed, type DeliveryOutcome } from '../model/delivery-outcome';
@@ -12,26 +12,12 @@ import { handlerFailure } from './handler-failure';
 import { OutboxInstrumentation } from '../extension/outbox-instrumentation';
 import { HandlerScope, NO_ACTIVE_TRANSACTION, type BatchProblem, type BatchState } from './handler-scope';
 
-/** How one batch transaction's handlers run (see `InProcessDispatcher.dispatch`). */
-export interface BatchRun {
-  tenantSetting: string;
-  tenantId: string;
-  /** The batch marker's value: the lease token (see `BATCH_MARKER`). */
-  marker: string;
+/** How one batch transaction's handlers run (see `InProcessDispatcher.dispatch`): on the batch's connection. */
+export interface BatchRun extends HandlerChannel {
   /** Check each handler as it returns, at a round trip each (see `BatchState.careful`). */
   careful: boolean;
   /** Deliveries whose outcome is known already: their handlers are not called. */
   settled?: ReadonlyMap<ClaimedDelivery, DeliveryOutcome>;
-  /** Restores the relay's session and batch context after a handler changed settings (see `resetSession`). */
-  restore: readonly SqlStatement[];
-  /** Takes what must go first in the batch transaction's next round trip (see `RoundConnection.takePending`). */
-  takePending: () => SqlStatement[];
-  /** Sent with the first handler's opening: makes any commit but the relay's fail (see `sealBatch`). */
-  seal: SqlStatement;
-  /** The name a statement with a prepared form runs under on the batch's connection, or undefined. */
-  nameOf: (statement: SqlStatement) => string | undefined;
-  /** Waits for a round trip of the relay's on the batch's connection, within its bound (see `RoundConnection.bounded`). */
-  bounded: <T>(work: () => Promise<T>) => Promise<T>;
 }
 
 /** What a batch's handlers did: an outcome per delivery, or a problem that keeps the batch from committing. */

@@ -6,22 +6,12 @@ import { errorText } from '../errors/error-text';
 import { OutboxError, OutboxStallError, OutboxTransactionEndedError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { sqlState } from '../errors/sql-state';
-import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 import type { LeaseVacuum } from '../maintenance/lease-vacuum';
-import type { OutboxStore, RoundConnection } from '../store/outbox.store';
-import * as q from '../store/sql';
+import { LEASE_LOST_SQLSTATE, type OutboxStorePort, type TenantConnection } from '../store/outbox-store.port';
 import type { BackgroundWork } from './background-work';
 import type { OutcomeRecorder } from './outcome-recorder';
 import type { OutboxInstrumentation } from '../extension/outbox-instrumentation';
-import {
-  batchContext,
-  count,
-  relayContext,
-  RELAY_LOG_CONTEXT,
-  type Assigned,
-  type Settled,
-  type TenantBatch,
-} from './tenant-batch';
+import { count, RELAY_LOG_CONTEXT, type Assigned, type Settled, type TenantBatch } from './tenant-batch';
 
 /** A batch's in-process deliveries, and those settled without a handler that are recorded with them. */
 export interface LocalWork {
@@ -44,8 +34,7 @@ export class LocalBatch {
   private committing = 0;
 
   constructor(
-    private readonly options: ResolvedOutboxOptions,
-    private readonly store: OutboxStore,
+    private readonly store: OutboxStorePort,
     private readonly inProcess: InProcessDispatcher,
     private readonly recorder: OutcomeRecorder,
     private readonly leaseVacuum: LeaseVacuum,
@@ -69,7 +58,7 @@ export class LocalBatch {
    * handler ran without asking for `context.manager`, and the batch went to its commit as it ran.
    */
   async run(
-    connection: RoundConnection,
+    connection: TenantConnection,
     batch: TenantBatch,
     work: LocalWork,
     overlap: boolean,
@@ -78,7 +67,7 @@ export class LocalBatch {
     let dirty: boolean;
     let noWrites: boolean;
     try {
-      await connection.begin([batchContext(this.options, batch)]);
+      await connection.beginBatch(batch.leaseToken);
       const run = await this.inProcess.dispatch(
         this.store.dataSource(),
         connection.runner,
@@ -101,9 +90,9 @@ export class LocalBatch {
     await this.finishingCommit;
     this.committing++;
     const commit = connection
-      .commit(this.closing(batch, outcomes, dirty, noWrites))
+      .commitBatch({ leaseToken: batch.leaseToken, outcomes, dirty, noWrites })
       .then(
-        (closed) => this.noteReleased(closed),
+        ({ released }) => this.noteReleased(released),
         (error: unknown) => this.failed(error, batch, work, connection, outcomes),
       )
       .finally(() => this.committing--);
@@ -117,52 +106,14 @@ export class LocalBatch {
     return { settled, noWrites };
   }
 
-  /**
-   * The closing statements of a batch transaction, sent with its `commit`: guard, the seal lifted (see
-   * `sealBatch`), the session reset when the last handlers changed settings (`dirty`), the batch's context, the
-   * outcomes (last). With `noWrites` (no
-   * handler asked for `context.manager`, the only way to the batch's connection), nothing can have ended the
-   * transaction or changed its settings: the batch's context is still pending and goes first in the same round
-   * trip (see `RoundConnection.commit`), and the outcomes follow it without the guard.
-   */
-  private closing(
-    batch: TenantBatch,
-    outcomes: DeliveryOutcome[],
-    dirty: boolean,
-    noWrites: boolean,
-  ): q.SqlStatement[] {
-    const outcome = q.recordOutcomes(this.options.names, outcomes, batch.leaseToken, { fenced: true });
-    if (noWrites) return [outcome];
-    return [
-      ...q.batchGuard(this.options.tenantSetting, batch.tenantId, batch.leaseToken),
-      // the seal goes once the guard found the batch's own transaction: the commit that follows is the relay's
-      q.unsealBatch(this.options.names, batch.leaseToken),
-      ...(dirty ? q.resetSession() : []),
-      // the batch's context again, marker included: the fenced outcome is written only where the marker is
-      batchContext(this.options, batch),
-      outcome,
-    ];
-  }
-
-  /** After a batch's commit: the outcome statement (the last one) says how many event leases it deleted. */
-  private noteReleased(closed: unknown[][]): void {
-    const recorded = closed[closed.length - 1] as { released: number }[];
-    const vacuum = this.leaseVacuum.noteReleased(recorded[0]!.released);
+  /** After a batch's commit: how many event leases its outcomes released. */
+  private noteReleased(released: number): void {
+    const vacuum = this.leaseVacuum.noteReleased(released);
     if (vacuum) void this.background.track(vacuum); // track() logs a failure, never rejects
   }
 
-  private batchRun(connection: RoundConnection, batch: TenantBatch, careful: boolean): BatchRun {
-    return {
-      takePending: () => connection.takePending(),
-      seal: q.sealBatch(this.options.names, batch.leaseToken),
-      nameOf: (statement) => connection.nameOf(statement),
-      bounded: (work) => connection.bounded('batch', work),
-      tenantSetting: this.options.tenantSetting,
-      tenantId: batch.tenantId,
-      marker: batch.leaseToken,
-      careful,
-      restore: [...q.resetSession(), batchContext(this.options, batch)],
-    };
+  private batchRun(connection: TenantConnection, batch: TenantBatch, careful: boolean): BatchRun {
+    return { ...connection.handlerChannel(batch.leaseToken), careful };
   }
 
   /**
@@ -176,7 +127,7 @@ export class LocalBatch {
     error: unknown,
     batch: TenantBatch,
     work: LocalWork,
-    connection: RoundConnection,
+    connection: TenantConnection,
     counted: DeliveryOutcome[] | null,
   ): Promise<void> {
     const { tenantId } = batch;
@@ -196,7 +147,7 @@ export class LocalBatch {
       await this.narrow(connection, batch, byEvent(work));
       return;
     }
-    if (sqlState(error) === q.LEASE_LOST_SQLSTATE) {
+    if (sqlState(error) === LEASE_LOST_SQLSTATE) {
       this.logger.warn(
         `batch of ${work.assigned.length} deliveries for tenant ${tenantId}: ${errorText(error)}`,
       );
@@ -217,7 +168,7 @@ export class LocalBatch {
    * the batch transaction is failed and the part runs again without it. All on the batch's own connection.
    * See docs/adr/0101-narrowing-batch-failures.md.
    */
-  private async narrow(connection: RoundConnection, batch: TenantBatch, groups: LocalWork[]): Promise<void> {
+  private async narrow(connection: TenantConnection, batch: TenantBatch, groups: LocalWork[]): Promise<void> {
     const known = new Map<ClaimedDelivery, DeliveryOutcome>();
     const parts: LocalWork[][] = [groups];
     while (parts.length > 0) {
@@ -231,7 +182,7 @@ export class LocalBatch {
         parts.unshift(part.slice(0, half), part.slice(half));
         continue;
       }
-      if (sqlState(error) !== q.LEASE_LOST_SQLSTATE) {
+      if (sqlState(error) !== LEASE_LOST_SQLSTATE) {
         this.logger.error(
           `event ${part[0]!.assigned[0]?.delivery.eventId ?? '(none)'} for tenant ${batch.tenantId} fails its batch on its own: ${errorText(error)}`,
         );
@@ -246,15 +197,12 @@ export class LocalBatch {
    * had taken most of — another relay then claimed the events while they ran here, and this relay's commit lost.
    */
   private async extendLeases(
-    connection: RoundConnection,
+    connection: TenantConnection,
     batch: TenantBatch,
     parts: LocalWork[][],
   ): Promise<void> {
     const eventIds = parts.flat().map((g) => (g.assigned[0] ?? g.unclaimed[0])!.delivery.eventId);
-    await connection.atomically([
-      relayContext(this.options, batch.tenantId),
-      q.extendEventLeases(this.options.names, eventIds, batch.leaseToken, this.options.relay.leaseMs),
-    ]);
+    await connection.extendEventLeases({ leaseToken: batch.leaseToken, eventIds });
   }
 
   /**
@@ -262,7 +210,7 @@ export class LocalBatch {
    * that ended the transaction is settled as failed in `known`, and the part runs again without it.
    */
   private async runCarefully(
-    connection: RoundConnection,
+    connection: TenantConnection,
     batch: TenantBatch,
     part: LocalWork[],
     known: Map<ClaimedDelivery, DeliveryOutcome>,
@@ -271,7 +219,7 @@ export class LocalBatch {
     const unclaimed = part.flatMap((g) => g.unclaimed.map((u) => u.outcome));
     for (;;) {
       try {
-        await connection.begin([batchContext(this.options, batch)]);
+        await connection.beginBatch(batch.leaseToken);
         const run = await this.inProcess.dispatch(this.store.dataSource(), connection.runner, assigned, {
           ...this.batchRun(connection, batch, true),
           settled: known,
@@ -286,7 +234,13 @@ export class LocalBatch {
         }
         const outcomes = [...unclaimed, ...run.outcomes];
         // guarded whatever the handlers did: a run in parts follows a failure
-        this.noteReleased(await connection.commit(this.closing(batch, outcomes, run.dirty, false)));
+        const { released } = await connection.commitBatch({
+          leaseToken: batch.leaseToken,
+          outcomes,
+          dirty: run.dirty,
+          noWrites: false,
+        });
+        this.noteReleased(released);
         count(outcomes, batch.result);
         return null;
       } catch (error) {
@@ -298,7 +252,7 @@ export class LocalBatch {
 
   /** Records every delivery of `part` not settled in `known` as failed by `error` (see `failed`). */
   private async charge(
-    connection: RoundConnection,
+    connection: TenantConnection,
     batch: TenantBatch,
     part: readonly LocalWork[],
     error: unknown,
@@ -337,6 +291,6 @@ function narrowable(error: unknown): boolean {
   if (error instanceof OutboxStallError) return false;
   if (error instanceof OutboxError) return true;
   const state = sqlState(error);
-  if (state === undefined || state === q.LEASE_LOST_SQLSTATE) return false;
+  if (state === undefined || state === LEASE_LOST_SQLSTATE) return false;
   return !state.startsWith('08') && !state.startsWith('57P');
 }

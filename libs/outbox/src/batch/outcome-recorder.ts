@@ -1,10 +1,8 @@
 import { Logger } from '@nestjs/common';
 import type { DeliveryOutcome } from '../model/delivery-outcome';
 import { errorText } from '../errors/error-text';
-import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
-import type { OutboxStore, RoundConnection } from '../store/outbox.store';
-import * as q from '../store/sql';
-import { count, relayContext, RELAY_LOG_CONTEXT, type TenantBatch } from './tenant-batch';
+import type { OutboxStorePort, TenantConnection } from '../store/outbox-store.port';
+import { count, RELAY_LOG_CONTEXT, type TenantBatch } from './tenant-batch';
 
 /**
  * Records outcomes outside a batch transaction's commit: in a short transaction of their own (or in the
@@ -14,29 +12,25 @@ import { count, relayContext, RELAY_LOG_CONTEXT, type TenantBatch } from './tena
 export class OutcomeRecorder {
   private readonly logger = new Logger(RELAY_LOG_CONTEXT);
 
-  constructor(
-    private readonly options: ResolvedOutboxOptions,
-    private readonly store: OutboxStore,
-  ) {}
+  constructor(private readonly store: OutboxStorePort) {}
 
   /**
    * Records `outcomes` of `batch` and counts them in its result. With `connection`, on that connection: a round
    * that holds one never asks the pool for a second (with a pool of one, that would wait forever).
    */
-  async record(batch: TenantBatch, outcomes: DeliveryOutcome[], connection?: RoundConnection): Promise<void> {
+  async record(
+    batch: TenantBatch,
+    outcomes: DeliveryOutcome[],
+    connection?: TenantConnection,
+  ): Promise<void> {
     const { tenantId, leaseToken, result } = batch;
     try {
-      const statement = q.recordOutcomes(this.options.names, outcomes, leaseToken);
-      const context = relayContext(this.options, tenantId);
-      const [recorded] = connection?.inTransaction
-        ? await connection.commit([statement], 'outcome')
-        : (
-            await (connection && !connection.released
-              ? connection.atomically([context, statement])
-              : this.store.atomically([context, statement], { trip: 'outcome', tenantId }))
-          ).slice(1);
+      const { recorded } =
+        connection && (connection.inTransaction || !connection.released)
+          ? await connection.recordOutcomes({ leaseToken, outcomes })
+          : await this.store.recordOutcomes({ tenantId, leaseToken, outcomes });
       count(outcomes, result);
-      result.leaseLost += outcomes.length - (recorded as { recorded: number }[])[0]!.recorded;
+      result.leaseLost += outcomes.length - recorded;
     } catch (error) {
       this.logger.error(
         `could not record ${outcomes.length} outcomes for tenant ${tenantId}; their leases will expire: ${errorText(error)}`,

@@ -1,9 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ClaimedDelivery } from '../model/claimed-delivery';
 import type { DeliveryOutcome } from '../model/delivery-outcome';
-import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 import type { OutboxConsumer } from '../model/outbox-consumer';
-import * as q from '../store/sql';
 import { emptyRound, type RelayRoundResult } from '../model/relay-round';
 
 /**
@@ -45,20 +43,4 @@ export function count(outcomes: readonly DeliveryOutcome[], result: RelayRoundRe
     else if (outcome.status === 'dead') result.dead += by;
     else result.failed += by;
   }
-}
-
-/** Sets the tenant for row-level security and an idle cap, both transaction-local (first in each transaction). */
-export function relayContext(
-  options: ResolvedOutboxOptions,
-  tenantId: string,
-  context: { durable?: boolean } = {},
-): q.SqlStatement {
-  return q.setTransactionContext(options.tenantSetting, tenantId, options.relay.leaseMs, context);
-}
-
-/** The context of a batch transaction, marked with its lease token (see `BATCH_MARKER`). */
-export function batchContext(options: ResolvedOutboxOptions, batch: TenantBatch): q.SqlStatement {
-  return q.setTransactionContext(options.tenantSetting, batch.tenantId, options.relay.leaseMs, {
-    batch: batch.leaseToken,
-  });
 }

@@ -1,18 +1,12 @@
 import { Logger } from '@nestjs/common';
 import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
-import type { OutboxStore } from '../store/outbox.store';
-import * as q from '../store/sql';
+import type { OutboxStorePort } from '../store/outbox-store.port';
 import { isUuid } from '../model/outbox.constants';
+import type { Clock } from '../model/clock';
+import type { DueTenant } from '../model/due-tenant';
 import { RELAY_LOG_CONTEXT } from '../batch/tenant-batch';
 
-/** A tenant with due work, and which kind (a row of `outbox_due_tenants`). */
-export interface DueTenant {
-  tenant_id: string;
-  has_new: boolean;
-  has_due: boolean;
-  /** Set by the planner, not the scan: the tenant's last batch came back full (a backlog waits). */
-  backlog?: boolean;
-}
+export type { DueTenant } from '../model/due-tenant';
 
 /** Longest time between two scans for due tenants while rounds go by hints (see `DueTenantPlanner.plan`). */
 const FULL_SCAN_EVERY_MS = 100;
@@ -35,7 +29,8 @@ export class DueTenantPlanner {
 
   constructor(
     private readonly options: ResolvedOutboxOptions,
-    private readonly store: OutboxStore,
+    private readonly store: OutboxStorePort,
+    private readonly clock: Clock,
   ) {}
 
   /** Notes tenants with new events (ids that are not UUIDs are ignored). */
@@ -66,7 +61,7 @@ export class DueTenantPlanner {
       const supplied = await this.suppliedTenants();
       this.hinted.clear();
       this.backlogged.clear();
-      await visit(supplied.map((tenant_id) => ({ tenant_id, has_new: true, has_due: true })));
+      await visit(supplied.map((tenantId) => ({ tenantId, hasNew: true, hasDue: true })));
       return false;
     }
     const hinted = this.hinted.size <= maxTenantsPerRound ? [...this.hinted] : [];
@@ -74,39 +69,31 @@ export class DueTenantPlanner {
     this.hinted.clear();
     this.backlogged.clear();
     await visit(
-      hinted.map((tenant_id) => ({
-        tenant_id,
-        has_new: true,
-        has_due: false,
-        backlog: backlogged.has(tenant_id),
+      hinted.map((tenantId) => ({
+        tenantId,
+        hasNew: true,
+        hasDue: false,
+        backlog: backlogged.has(tenantId),
       })),
     );
     if (stopping() || (hinted.length > 0 && this.scanIsFresh())) return false;
-    // in a transaction of its own with the relay's bound, not the role's or database's statement_timeout
-    const [, rows] = await this.store.atomically(
-      [
-        q.handlerBound(this.options.relay.leaseMs),
-        q.dueTenants(this.options.names, maxTenantsPerRound, this.lastTenant),
-      ],
-      { trip: 'dueTenantScan', tenantId: null },
-    );
-    const scanned = rows as DueTenant[];
-    this.lastScan = { at: Date.now(), complete: scanned.length < maxTenantsPerRound };
+    const scanned = await this.store.dueTenants({ limit: maxTenantsPerRound, after: this.lastTenant });
+    this.lastScan = { at: this.clock.now(), complete: scanned.length < maxTenantsPerRound };
     // With more due tenants than one round visits, the next round starts after the last one visited.
-    this.lastTenant = scanned.length === maxTenantsPerRound ? scanned[scanned.length - 1]!.tenant_id : null;
+    this.lastTenant = scanned.length === maxTenantsPerRound ? scanned[scanned.length - 1]!.tenantId : null;
     // a tenant visited above for its new events is visited again only for the retries the scan says are due
     const visited = new Set(hinted);
     await visit(
       scanned
-        .filter((due) => !visited.has(due.tenant_id) || due.has_due)
-        .map((due) => (visited.has(due.tenant_id) ? { ...due, has_new: false } : due)),
+        .filter((due) => !visited.has(due.tenantId) || due.hasDue)
+        .map((due) => (visited.has(due.tenantId) ? { ...due, hasNew: false } : due)),
     );
     return this.lastTenant !== null;
   }
 
   /** True when the last scan for due tenants listed every one of them, less than FULL_SCAN_EVERY_MS ago. */
   private scanIsFresh(): boolean {
-    return this.lastScan.complete && Date.now() - this.lastScan.at < FULL_SCAN_EVERY_MS;
+    return this.lastScan.complete && this.clock.now() - this.lastScan.at < FULL_SCAN_EVERY_MS;
   }
 
   /** The tenants from `relay.tenants`; ids that are not UUIDs are skipped with a warning. */

@@ -1,4 +1,11 @@
-import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  OnApplicationBootstrap,
+  OnModuleDestroy,
+  Optional,
+} from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
@@ -10,7 +17,9 @@ import { ExternalDispatcher } from '../batch/external.dispatcher';
 import { errorText } from '../errors/error-text';
 import { OutboxStallError } from '../errors/outbox.error';
 import type { OutboxRelayStall } from '../model/outbox-relay-stall.interface';
-import { OutboxStore } from '../store/outbox.store';
+import { OUTBOX_STORE_PORT, type OutboxStorePort } from '../store/outbox-store.port';
+import { OUTBOX_CLOCK } from './relay-clock';
+import { systemClock, type Clock } from '../model/clock';
 import { LeaseVacuum } from '../maintenance/lease-vacuum';
 import { OutboxWakeup } from '../enqueue/outbox-wakeup';
 import { ScheduledInterval } from '../maintenance/scheduled-interval';
@@ -65,29 +74,23 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
     private readonly registry: OutboxConsumerRegistry,
-    private readonly store: OutboxStore,
+    @Inject(OUTBOX_STORE_PORT) private readonly store: OutboxStorePort,
     inProcess: InProcessDispatcher,
     external: ExternalDispatcher,
     leaseVacuum: LeaseVacuum,
     moduleRef: ModuleRef,
     private readonly instrumentation: OutboxInstrumentation,
     wakeup: OutboxWakeup,
+    @Optional() @Inject(OUTBOX_CLOCK) clock: Clock | null = null,
   ) {
+    const time = clock ?? systemClock;
     wakeup.subscribe((tenants) => this.wake(tenants));
     this.interval = new ScheduledInterval(moduleRef, `outbox-relay:${this.instanceId}`);
-    this.planner = new DueTenantPlanner(options, store);
-    this.heartbeats = new RegistryHeartbeat(this.instanceId, options, registry, store);
-    const recorder = new OutcomeRecorder(options, store);
+    this.planner = new DueTenantPlanner(options, store, time);
+    this.heartbeats = new RegistryHeartbeat(this.instanceId, options, registry, store, time);
+    const recorder = new OutcomeRecorder(store);
     this.newLane = () => {
-      const local = new LocalBatch(
-        options,
-        store,
-        inProcess,
-        recorder,
-        leaseVacuum,
-        this.background,
-        instrumentation,
-      );
+      const local = new LocalBatch(store, inProcess, recorder, leaseVacuum, this.background, instrumentation);
       const round = new TenantRound(
         options,
         registry,
@@ -97,6 +100,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
         recorder,
         this.background,
         instrumentation,
+        time,
       );
       return { round, local };
     };
@@ -104,7 +108,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
 
   private get lanes(): RelayLane[] {
     this.lanesMade ??= Array.from(
-      { length: laneCount(this.options.relay.concurrency, this.store.dataSource()) },
+      { length: laneCount(this.options.relay.concurrency, () => this.store.poolSize()) },
       this.newLane,
     );
     return this.lanesMade;
@@ -316,7 +320,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
         counted.add(due);
         // A full batch: more is waiting, the next round can come straight back here.
         // (of the size it claimed: smaller than batchSize after a claim that outlived its bound)
-        if (run.result.eventsClaimed >= run.limit) this.planner.noteFull(due.tenant_id);
+        if (run.result.eventsClaimed >= run.limit) this.planner.noteFull(due.tenantId);
         if (run.result.eventsClaimed >= run.limit || run.result.deliveriesClaimed >= run.limit) full = true;
         results.push(run.result);
         settled.push(run.settled);

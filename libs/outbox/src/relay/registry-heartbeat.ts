@@ -2,8 +2,8 @@ import { Logger } from '@nestjs/common';
 import { errorText } from '../errors/error-text';
 import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 import type { OutboxConsumerRegistry } from '../consumers/outbox-consumer.registry';
-import type { OutboxStore } from '../store/outbox.store';
-import * as q from '../store/sql';
+import type { Clock } from '../model/clock';
+import type { OutboxStorePort } from '../store/outbox-store.port';
 import { RELAY_LOG_CONTEXT } from '../batch/tenant-batch';
 
 /**
@@ -13,37 +13,35 @@ import { RELAY_LOG_CONTEXT } from '../batch/tenant-batch';
  */
 export class RegistryHeartbeat {
   private readonly logger = new Logger(RELAY_LOG_CONTEXT);
-  private last = 0;
+  /** When this instance last beat (the clock's time), or null before its first beat. */
+  private last: number | null = null;
 
   constructor(
     private readonly instanceId: string,
     private readonly options: ResolvedOutboxOptions,
     private readonly registry: OutboxConsumerRegistry,
-    private readonly store: OutboxStore,
+    private readonly store: OutboxStorePort,
+    private readonly clock: Clock,
   ) {}
 
   /** Records that this instance hosts its consumers now. */
   async beat(): Promise<void> {
     const consumers = this.registry.consumers();
-    if (consumers.length > 0)
-      // under the relay's own bounds, not the role's or the database's statement_timeout
-      await this.store.relayQuery(
-        q.heartbeatConsumers(this.options.names, this.instanceId, consumers),
-        'heartbeat',
-      );
-    this.last = Date.now();
+    if (consumers.length > 0) await this.store.heartbeat({ instanceId: this.instanceId, consumers });
+    this.last = this.clock.now();
   }
 
   /** Beats when the last beat is `registry.heartbeatMs` old. */
   async beatIfDue(): Promise<void> {
-    if (Date.now() - this.last >= this.options.registry.heartbeatMs) await this.beat();
+    if (this.last === null || this.clock.now() - this.last >= this.options.registry.heartbeatMs)
+      await this.beat();
   }
 
   /** Removes this instance from the registry's host lists, if it ever joined them; never throws (logs). */
   async leave(): Promise<void> {
-    if (this.last === 0) return;
+    if (this.last === null) return;
     await this.store
-      .relayQuery(q.forgetInstance(this.options.names, this.instanceId), 'heartbeat')
+      .leaveRegistry({ instanceId: this.instanceId })
       .catch((error) => this.logger.warn(`could not leave the registry: ${errorText(error)}`));
   }
 }

@@ -1,4 +1,3 @@
-import type { DataSource } from 'typeorm';
 import type { DueTenant } from './due-tenant-planner';
 import type { LocalBatch } from '../batch/local-batch';
 import type { TenantRound } from './tenant-round';
@@ -11,19 +10,15 @@ export interface RelayLane {
 
 /** The smallest pool on which `relay.concurrency: 'auto'` runs two batches at once. */
 const AUTO_TWO_FROM_POOL = 8;
-/** pg's own pool size when TypeORM is given none (it passes `poolSize` as `max`, and `extra` over it). */
-const PG_DEFAULT_POOL = 10;
 
 /**
  * How many batches the relay works on at once (see `relay.concurrency`): the option's number, or for `'auto'`
  * two when the DataSource's pool has room for them and the app (each batch may hold two connections, its
  * commit and the next claim), one below.
  */
-export function laneCount(concurrency: number | 'auto', dataSource: DataSource): number {
+export function laneCount(concurrency: number | 'auto', poolSize: () => number): number {
   if (concurrency !== 'auto') return concurrency;
-  const options = dataSource.options as { poolSize?: number; extra?: { max?: number } };
-  const pool = options.extra?.max ?? options.poolSize ?? PG_DEFAULT_POOL;
-  return pool >= AUTO_TWO_FROM_POOL ? 2 : 1;
+  return poolSize() >= AUTO_TWO_FROM_POOL ? 2 : 1;
 }
 
 /**

@@ -1,31 +1,23 @@
 import { Logger } from '@nestjs/common';
-import {
-  fromFanOut,
-  toClaimedDelivery,
-  type ClaimedDelivery,
-  type ClaimedRow,
-  type FanOutResult,
-} from '../model/claimed-delivery';
+import type { ClaimedDelivery } from '../model/claimed-delivery';
+import type { Clock } from '../model/clock';
 import { failed, outcomeTarget } from '../model/delivery-outcome';
+import type { DueTenant } from '../model/due-tenant';
 import { messages } from '../errors/outbox.messages';
 import { sqlState } from '../errors/sql-state';
 import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 import type { OutboxConsumer } from '../model/outbox-consumer';
 import type { OutboxConsumerRegistry } from '../consumers/outbox-consumer.registry';
-import type { OutboxStore, RoundConnection } from '../store/outbox.store';
-import * as q from '../store/sql';
+import type { ClaimRequest, OutboxStorePort, TenantConnection } from '../store/outbox-store.port';
 import type { BackgroundWork } from '../batch/background-work';
 import { ClaimSizer, type BatchRan } from './claim-sizer';
-import type { DueTenant } from './due-tenant-planner';
 import type { ExternalBatch } from '../batch/external-batch';
 import type { LocalBatch } from '../batch/local-batch';
 import type { OutcomeRecorder } from '../batch/outcome-recorder';
 import type { OutboxInstrumentation } from '../extension/outbox-instrumentation';
 import type { RelayRoundResult } from '../model/relay-round';
 import {
-  batchContext,
   newTenantBatch,
-  relayContext,
   RELAY_LOG_CONTEXT,
   type Assigned,
   type Settled,
@@ -40,9 +32,6 @@ const MAX_CLAIMS_PER_ROUND = 3;
 
 /** How long claims go straight to the fan-out after the lean claim found a consumer it cannot take. */
 const LEAN_RETRY_MS = 30_000;
-
-/** The fan-out's result when it was not run (no new events). */
-const NOTHING_FANNED_OUT: FanOutResult = { deliveries: [], leases: [], written: [], lost: 0 };
 
 /** What one tenant's visit did: its counts (final once `settled` resolves), and the size its claim took. */
 export interface TenantVisit {
@@ -67,28 +56,29 @@ export class TenantRound {
   constructor(
     private readonly options: ResolvedOutboxOptions,
     private readonly registry: OutboxConsumerRegistry,
-    private readonly store: OutboxStore,
+    private readonly store: OutboxStorePort,
     private readonly local: LocalBatch,
     private readonly external: ExternalBatch,
     private readonly recorder: OutcomeRecorder,
     private readonly background: BackgroundWork,
     private readonly instrumentation: OutboxInstrumentation,
+    private readonly clock: Clock,
   ) {
     this.sizer = new ClaimSizer(options.relay);
   }
 
   async visit(due: DueTenant, overlap: boolean): Promise<TenantVisit> {
-    const batch = newTenantBatch(due.tenant_id);
+    const batch = newTenantBatch(due.tenantId);
     const { result } = batch;
     const tenantConsumers = await this.registry.tenantConsumers(batch.tenantId);
     const scoped = new Map(tenantConsumers.map((c) => [c.name, c]));
     const consumerNamed = (name: string): OutboxConsumer | undefined =>
       this.registry.get(name) ?? scoped.get(name);
-    const connection = this.store.round(batch.tenantId);
+    const connection = this.store.tenantConnection(batch.tenantId);
     let settled = Promise.resolve();
     // once the local batch takes the connection over, its commit releases it
     let handedOver = false;
-    const began = performance.now();
+    const began = this.clock.now();
     let ran: BatchRan | null = null;
     try {
       const { claimed, events, limit, full } = await this.claim(connection, batch, due, tenantConsumers);
@@ -157,7 +147,7 @@ export class TenantRound {
         // No transaction stays open, and no connection is held, across network I/O.
         await connection.release();
       }
-      ran = { full, noWrites, remote: remote.length > 0, ms: performance.now() - began };
+      ran = { full, noWrites, remote: remote.length > 0, ms: this.clock.now() - began };
       if (remote.length > 0) await this.recorder.record(batch, await this.external.send(batch, remote));
       return { result, settled, limit };
     } finally {
@@ -172,7 +162,7 @@ export class TenantRound {
    * consumers.
    */
   private async claim(
-    connection: RoundConnection,
+    connection: TenantConnection,
     batch: TenantBatch,
     due: DueTenant,
     tenantConsumers: readonly OutboxConsumer[],
@@ -180,10 +170,10 @@ export class TenantRound {
     const { leaseMs } = this.options.relay;
     for (;;) {
       const limit = this.sizer.next(batch.tenantId);
-      const began = Date.now();
+      const began = this.clock.now();
       try {
         const claimed = await this.claimUpTo(limit, connection, batch, due, tenantConsumers);
-        this.sizer.claimed(limit, claimed.full, Date.now() - began);
+        this.sizer.claimed(limit, claimed.full, this.clock.now() - began);
         return { ...claimed, limit };
       } catch (error) {
         // Its own bound (relay.leaseMs) is too short for a claim of this size here: take fewer at a time.
@@ -197,12 +187,11 @@ export class TenantRound {
 
   private async claimUpTo(
     limit: number,
-    connection: RoundConnection,
+    connection: TenantConnection,
     batch: TenantBatch,
-    { has_new: hasNew, has_due: hasDue }: DueTenant,
+    { hasNew, hasDue }: DueTenant,
     tenantConsumers: readonly OutboxConsumer[],
   ): Promise<{ claimed: ClaimedDelivery[]; events: number; full: boolean }> {
-    const { leaseMs } = this.options.relay;
     const { tenantId, leaseToken } = batch;
     const hosted =
       tenantConsumers.length === 0
@@ -210,64 +199,36 @@ export class TenantRound {
         : [...this.registry.names(), ...tenantConsumers.map((c) => c.name)];
     const inProcess = this.registry.inProcessNames();
     const claimDue = hasDue || (hasNew && this.hostsOrdered(tenantConsumers));
-    const fanOut = (): q.SqlStatement =>
-      q.fanOutPendingEvents(this.options.names, {
-        tenantId,
-        hosted,
-        inProcess,
-        tenantConsumers,
-        liveWithinMs: this.options.registry.liveWithinMs,
-        limit,
-        leaseToken,
-        leaseMs,
-      });
     // The lean claim where it may apply: new events only, every consumer hosted here in-process (no webhook,
     // broker, transport or tenant-scoped one), none ordered; and not while the registry said otherwise lately.
-    let lean =
+    const lean =
       hasNew &&
       !claimDue &&
       tenantConsumers.length === 0 &&
       inProcess.length === hosted.length &&
-      Date.now() >= this.leanRefusedUntil;
-    const statements = [
-      relayContext(this.options, tenantId, { durable: false }),
-      !hasNew
-        ? null
-        : lean
-          ? q.claimNewEvents(this.options.names, {
-              tenantId,
-              inProcess,
-              liveWithinMs: this.options.registry.liveWithinMs,
-              limit,
-              leaseToken,
-              leaseMs,
-            })
-          : fanOut(),
-      claimDue
-        ? q.claimDueDeliveries(this.options.names, {
-            tenantId,
-            consumers: hosted,
-            limit,
-            leaseToken,
-            leaseMs,
-          })
-        : null,
-    ];
-    const opening = inProcess.length > 0 ? [batchContext(this.options, batch)] : null;
+      this.clock.now() >= this.leanRefusedUntil;
+    const request: ClaimRequest = {
+      tenantId,
+      leaseToken,
+      limit,
+      newEvents: !hasNew ? null : lean ? 'lean' : 'fanOut',
+      due: claimDue,
+      hosted,
+      inProcess,
+      tenantConsumers,
+      beginBatch: inProcess.length > 0,
+    };
     for (let claims = 0; ;) {
-      const [, fanOutRows, dueRows] = await connection.claim(statements, opening);
-      const result = (fanOutRows[0] as FanOutResult | undefined) ?? NOTHING_FANNED_OUT;
-      if (lean && result.fallback) {
+      const answer = await connection.claim(request);
+      if (request.newEvents === 'lean' && answer.fallback) {
         // It claimed nothing: another consumer routes these events (or a fanned-out event waits for recovery).
         // The fan-out, now; after a consumer of another kind, the fan-out only, for a while.
-        if (result.fallback === 'routes') this.leanRefusedUntil = Date.now() + LEAN_RETRY_MS;
-        lean = false;
-        statements[1] = fanOut();
+        if (answer.fallback === 'routes') this.leanRefusedUntil = this.clock.now() + LEAN_RETRY_MS;
+        request.newEvents = 'fanOut';
         continue;
       }
       claims++;
-      const fresh = fromFanOut(result);
-      const due = (dueRows as (ClaimedRow & { consumer_name: string })[]).map(toClaimedDelivery);
+      const { fresh, due } = answer;
       // A claim whose snapshot predates another relay's claim can lock the events that relay just leased; the
       // lease upsert leaves them to it. When that is all this claim found, claim again, with a fresh snapshot.
       const empty = fresh.deliveries.length === 0 && fresh.events === 0 && due.length === 0;

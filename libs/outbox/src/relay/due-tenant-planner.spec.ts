@@ -1,0 +1,136 @@
+import type { DueTenant } from '../model/due-tenant';
+import { resolveOutboxOptions } from '../options/outbox-options';
+import type { OutboxRelayOptions } from '../options/outbox-module-options.interface';
+import { FakeClock, FakeStore } from '../store/outbox-store.fake';
+import { DueTenantPlanner } from './due-tenant-planner';
+
+const A = '00000000-0000-4000-8000-00000000000a';
+const B = '00000000-0000-4000-8000-00000000000b';
+const C = '00000000-0000-4000-8000-00000000000c';
+
+const due = (tenantId: string, kind: Partial<DueTenant> = {}): DueTenant => ({
+  tenantId,
+  hasNew: true,
+  hasDue: false,
+  ...kind,
+});
+
+/** A planner on a fake store and clock, and what its rounds visited: one list per `visit` call. */
+function planner(relay: OutboxRelayOptions = {}): {
+  planner: DueTenantPlanner;
+  store: FakeStore;
+  clock: FakeClock;
+  round: (stopping?: boolean) => Promise<{ visits: DueTenant[][]; more: boolean }>;
+} {
+  const store = new FakeStore();
+  const clock = new FakeClock();
+  const { options } = resolveOutboxOptions({ relay });
+  const p = new DueTenantPlanner(options, store, clock);
+  const round = async (stopping = false): Promise<{ visits: DueTenant[][]; more: boolean }> => {
+    const visits: DueTenant[][] = [];
+    const more = await p.plan(
+      (tenants) => {
+        visits.push([...tenants]);
+        return Promise.resolve();
+      },
+      () => stopping,
+    );
+    return { visits, more };
+  };
+  return { planner: p, store, clock, round };
+}
+
+describe('DueTenantPlanner', () => {
+  it('with no tenant named, scans for due tenants and visits what the scan found', async () => {
+    const { store, round } = planner();
+    store.scans.push([due(A), due(B, { hasNew: false, hasDue: true })]);
+    const { visits, more } = await round();
+    expect(visits).toEqual([[], [due(A), due(B, { hasNew: false, hasDue: true })]]);
+    expect(store.ops('dueTenants')).toEqual([{ op: 'dueTenants', request: { limit: 100, after: null } }]);
+    expect(more).toBe(false);
+  });
+
+  it('visits the tenants a wake-up named first, for their new events, before any scan', async () => {
+    const { planner: p, store, round } = planner();
+    p.hint([A, 'not-a-uuid', B.toUpperCase()]);
+    store.scans.push([]);
+    const { visits } = await round();
+    expect(visits[0]).toEqual([due(A, { backlog: false }), due(B, { backlog: false })]);
+    // the first scan has not listed every due tenant yet: it runs after them
+    expect(store.ops('dueTenants')).toHaveLength(1);
+  });
+
+  it('skips the scan while the last one listed every due tenant less than 100 ms ago, on its clock', async () => {
+    const { planner: p, store, clock, round } = planner();
+    await round(); // a complete scan (nothing due)
+    p.hint([A]);
+    clock.advance(99);
+    expect((await round()).visits).toEqual([[due(A, { backlog: false })]]);
+    expect(store.ops('dueTenants')).toHaveLength(1);
+    p.hint([A]);
+    clock.advance(1);
+    expect((await round()).visits).toHaveLength(2);
+    expect(store.ops('dueTenants')).toHaveLength(2);
+  });
+
+  it('scans every round in which no tenant was named, however fresh the last scan', async () => {
+    const { store, round } = planner();
+    await round();
+    await round();
+    expect(store.ops('dueTenants')).toHaveLength(2);
+  });
+
+  it('revisits a named tenant after the scan only for its due deliveries', async () => {
+    const { planner: p, store, round } = planner();
+    p.hint([A, B]);
+    store.scans.push([due(A, { hasDue: true }), due(B), due(C)]);
+    const { visits } = await round();
+    expect(visits[1]).toEqual([due(A, { hasNew: false, hasDue: true }), due(C)]);
+  });
+
+  it('scans from a cursor when a scan lists as many tenants as a round visits, and says more are due', async () => {
+    const { store, round } = planner({ maxTenantsPerRound: 2 });
+    store.scans.push([due(A), due(B)], [due(C)]);
+    expect((await round()).more).toBe(true);
+    expect((await round()).more).toBe(false);
+    await round();
+    expect(store.ops('dueTenants').map((s) => s.request)).toEqual([
+      { limit: 2, after: null },
+      { limit: 2, after: B },
+      { limit: 2, after: null },
+    ]);
+  });
+
+  it('leaves too many named tenants to the scan', async () => {
+    const { planner: p, store, round } = planner({ maxTenantsPerRound: 2 });
+    p.hint([A, B, C]);
+    store.scans.push([due(C)]);
+    expect((await round()).visits).toEqual([[], [due(C)]]);
+  });
+
+  it('brings a tenant whose batch came back full first in the next round, marked with a backlog', async () => {
+    const { planner: p, round } = planner();
+    p.noteFull(A);
+    const { visits } = await round();
+    expect(visits[0]).toEqual([due(A, { backlog: true })]);
+    // once only: the next round goes by the scan
+    expect((await round()).visits[0]).toEqual([]);
+  });
+
+  it('does not scan once the relay is stopping', async () => {
+    const { store, round } = planner();
+    await round(true);
+    expect(store.ops('dueTenants')).toHaveLength(0);
+  });
+
+  it('visits the tenants relay.tenants supplies, for both kinds of work, and never scans', async () => {
+    const { planner: p, store, round } = planner({ tenants: () => Promise.resolve([A, 'nope', B]) });
+    p.hint([C]);
+    const { visits, more } = await round();
+    expect(visits).toEqual([[due(A, { hasDue: true }), due(B, { hasDue: true })]]);
+    expect(more).toBe(false);
+    expect(store.log).toEqual([]);
+    // the named tenant was forgotten: the next round visits the supplied ones only
+    expect((await round()).visits).toEqual([[due(A, { hasDue: true }), due(B, { hasDue: true })]]);
+  });
+});

@@ -1,0 +1,289 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { DataSource, QueryRunner } from 'typeorm';
+import { fromFanOut, toClaimedDelivery, type ClaimedRow, type FanOutResult } from '../model/claimed-delivery';
+import type { DeliveryOutcome } from '../model/delivery-outcome';
+import type { DueTenant } from '../model/due-tenant';
+import type { OutboxConsumer } from '../model/outbox-consumer';
+import type { OutboxRelayStall } from '../model/outbox-relay-stall.interface';
+import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
+import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
+import { OutboxStore } from './outbox.store';
+import type {
+  BatchClosing,
+  ClaimAnswer,
+  ClaimRequest,
+  HandlerChannel,
+  OutboxStorePort,
+  TenantConnection,
+} from './outbox-store.port';
+import type { RoundConnection } from './round-connection';
+import * as q from './sql';
+
+/** pg's own pool size when TypeORM is given none (it passes `poolSize` as `max`, and `extra` over it). */
+const PG_DEFAULT_POOL = 10;
+
+/** The fan-out's result when it was not run (no new events). */
+const NOTHING_FANNED_OUT: FanOutResult = { deliveries: [], leases: [], written: [], lost: 0 };
+
+/** A row of `outbox_due_tenants`. */
+interface DueTenantRow {
+  tenant_id: string;
+  has_new: boolean;
+  has_due: boolean;
+}
+
+/**
+ * The relay's store on PostgreSQL (see `OutboxStorePort`): each operation's statements from `store/sql`, sent
+ * through `OutboxStore` and, for a tenant's visit, a `RoundConnection`.
+ */
+@Injectable()
+export class PgRelayStore implements OutboxStorePort {
+  constructor(
+    private readonly store: OutboxStore,
+    @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
+  ) {}
+
+  get stall(): OutboxRelayStall | null {
+    return this.store.stall;
+  }
+
+  poolSize(): number {
+    const options = this.store.dataSource().options as { poolSize?: number; extra?: { max?: number } };
+    return options.extra?.max ?? options.poolSize ?? PG_DEFAULT_POOL;
+  }
+
+  dataSource(): DataSource {
+    return this.store.dataSource();
+  }
+
+  async dueTenants({ limit, after }: { limit: number; after: string | null }): Promise<DueTenant[]> {
+    // in a transaction of its own with the relay's bound, not the role's or database's statement_timeout
+    const [, rows] = await this.store.atomically(
+      [q.handlerBound(this.options.relay.leaseMs), q.dueTenants(this.options.names, limit, after)],
+      { trip: 'dueTenantScan', tenantId: null },
+    );
+    return (rows as DueTenantRow[]).map((row) => ({
+      tenantId: row.tenant_id,
+      hasNew: row.has_new,
+      hasDue: row.has_due,
+    }));
+  }
+
+  async heartbeat({
+    instanceId,
+    consumers,
+  }: {
+    instanceId: string;
+    consumers: readonly OutboxConsumer[];
+  }): Promise<void> {
+    // under the relay's own bounds, not the role's or the database's statement_timeout
+    await this.store.relayQuery(q.heartbeatConsumers(this.options.names, instanceId, consumers), 'heartbeat');
+  }
+
+  async leaveRegistry({ instanceId }: { instanceId: string }): Promise<void> {
+    await this.store.relayQuery(q.forgetInstance(this.options.names, instanceId), 'heartbeat');
+  }
+
+  async extendLeases({
+    tenantId,
+    leaseToken,
+    deliveryIds,
+  }: {
+    tenantId: string;
+    leaseToken: string;
+    deliveryIds: readonly string[];
+  }): Promise<void> {
+    await this.store.atomically(
+      [
+        relayContext(this.options, tenantId, { durable: false }),
+        q.extendLeases(this.options.names, deliveryIds, leaseToken, this.options.relay.leaseMs),
+      ],
+      { trip: 'leaseExtension', tenantId },
+    );
+  }
+
+  async recordOutcomes({
+    tenantId,
+    leaseToken,
+    outcomes,
+  }: {
+    tenantId: string;
+    leaseToken: string;
+    outcomes: readonly DeliveryOutcome[];
+  }): Promise<{ recorded: number }> {
+    const [, rows] = await this.store.atomically(
+      [relayContext(this.options, tenantId), q.recordOutcomes(this.options.names, outcomes, leaseToken)],
+      { trip: 'outcome', tenantId },
+    );
+    return recordedOf(rows);
+  }
+
+  tenantConnection(tenantId: string): TenantConnection {
+    return new PgTenantConnection(this.store.round(tenantId), this.options, tenantId);
+  }
+}
+
+/** A tenant's visit on a `RoundConnection` (see `TenantConnection`). */
+class PgTenantConnection implements TenantConnection {
+  constructor(
+    private readonly connection: RoundConnection,
+    private readonly options: ResolvedOutboxOptions,
+    private readonly tenantId: string,
+  ) {}
+
+  get inTransaction(): boolean {
+    return this.connection.inTransaction;
+  }
+
+  get released(): boolean {
+    return this.connection.released;
+  }
+
+  get runner(): QueryRunner {
+    return this.connection.runner;
+  }
+
+  async claim(request: ClaimRequest): Promise<ClaimAnswer> {
+    const { names, relay, registry } = this.options;
+    const { tenantId, leaseToken, limit, hosted, inProcess } = request;
+    const { leaseMs } = relay;
+    const liveWithinMs = registry.liveWithinMs;
+    const statements = [
+      relayContext(this.options, tenantId, { durable: false }),
+      request.newEvents === null
+        ? null
+        : request.newEvents === 'lean'
+          ? q.claimNewEvents(names, { tenantId, inProcess, liveWithinMs, limit, leaseToken, leaseMs })
+          : q.fanOutPendingEvents(names, {
+              tenantId,
+              hosted,
+              inProcess,
+              tenantConsumers: request.tenantConsumers,
+              liveWithinMs,
+              limit,
+              leaseToken,
+              leaseMs,
+            }),
+      request.due
+        ? q.claimDueDeliveries(names, { tenantId, consumers: hosted, limit, leaseToken, leaseMs })
+        : null,
+    ];
+    const opening = request.beginBatch ? [batchContext(this.options, tenantId, leaseToken)] : null;
+    const [, fanOutRows, dueRows] = await this.connection.claim(statements, opening);
+    const result = (fanOutRows![0] as FanOutResult | undefined) ?? NOTHING_FANNED_OUT;
+    return {
+      fresh: fromFanOut(result),
+      due: (dueRows as (ClaimedRow & { consumer_name: string })[]).map(toClaimedDelivery),
+      fallback: result.fallback ?? null,
+    };
+  }
+
+  beginBatch(leaseToken: string): Promise<void> {
+    return this.connection.begin([batchContext(this.options, this.tenantId, leaseToken)]);
+  }
+
+  async commitBatch(closing: BatchClosing): Promise<{ released: number }> {
+    const closed = await this.connection.commit(this.closing(closing));
+    // the outcome statement (the last one) says how many event leases it deleted
+    const recorded = closed[closed.length - 1] as { released: number }[];
+    return { released: recorded[0]!.released };
+  }
+
+  /**
+   * The closing statements of a batch transaction, sent with its `commit`: guard, the seal lifted (see
+   * `sealBatch`), the session reset when the last handlers changed settings (`dirty`), the batch's context, the
+   * outcomes (last). With `noWrites` (no handler asked for `context.manager`, the only way to the batch's
+   * connection), nothing can have ended the transaction or changed its settings: the batch's context is still
+   * pending and goes first in the same round trip (see `RoundConnection.commit`), and the outcomes follow it
+   * without the guard.
+   */
+  private closing({ leaseToken, outcomes, dirty, noWrites }: BatchClosing): q.SqlStatement[] {
+    const { names, tenantSetting } = this.options;
+    const outcome = q.recordOutcomes(names, outcomes, leaseToken, { fenced: true });
+    if (noWrites) return [outcome];
+    return [
+      ...q.batchGuard(tenantSetting, this.tenantId, leaseToken),
+      // the seal goes once the guard found the batch's own transaction: the commit that follows is the relay's
+      q.unsealBatch(names, leaseToken),
+      ...(dirty ? q.resetSession() : []),
+      // the batch's context again, marker included: the fenced outcome is written only where the marker is
+      batchContext(this.options, this.tenantId, leaseToken),
+      outcome,
+    ];
+  }
+
+  async recordOutcomes({
+    leaseToken,
+    outcomes,
+  }: {
+    leaseToken: string;
+    outcomes: readonly DeliveryOutcome[];
+  }): Promise<{ recorded: number }> {
+    const statement = q.recordOutcomes(this.options.names, outcomes, leaseToken);
+    if (this.connection.inTransaction) {
+      const [recorded] = await this.connection.commit([statement], 'outcome');
+      return recordedOf(recorded!);
+    }
+    const [, recorded] = await this.connection.atomically([
+      relayContext(this.options, this.tenantId),
+      statement,
+    ]);
+    return recordedOf(recorded!);
+  }
+
+  async extendEventLeases({
+    leaseToken,
+    eventIds,
+  }: {
+    leaseToken: string;
+    eventIds: readonly string[];
+  }): Promise<void> {
+    await this.connection.atomically([
+      relayContext(this.options, this.tenantId),
+      q.extendEventLeases(this.options.names, eventIds, leaseToken, this.options.relay.leaseMs),
+    ]);
+  }
+
+  rollback(): Promise<void> {
+    return this.connection.rollback();
+  }
+
+  release(): Promise<void> {
+    return this.connection.release();
+  }
+
+  handlerChannel(leaseToken: string): HandlerChannel {
+    const { connection } = this;
+    return {
+      takePending: () => connection.takePending(),
+      seal: q.sealBatch(this.options.names, leaseToken),
+      nameOf: (statement) => connection.nameOf(statement),
+      bounded: (work) => connection.bounded('batch', work),
+      tenantSetting: this.options.tenantSetting,
+      tenantId: this.tenantId,
+      marker: leaseToken,
+      restore: [...q.resetSession(), batchContext(this.options, this.tenantId, leaseToken)],
+    };
+  }
+}
+
+/** The rows of `recordOutcomes`: how many it recorded. */
+function recordedOf(rows: unknown[]): { recorded: number } {
+  return { recorded: (rows as { recorded: number }[])[0]!.recorded };
+}
+
+/** Sets the tenant for row-level security and an idle cap, both transaction-local (first in each transaction). */
+function relayContext(
+  options: ResolvedOutboxOptions,
+  tenantId: string,
+  context: { durable?: boolean } = {},
+): q.SqlStatement {
+  return q.setTransactionContext(options.tenantSetting, tenantId, options.relay.leaseMs, context);
+}
+
+/** The context of a batch transaction, marked with its lease token (see `BATCH_MARKER`). */
+function batchContext(options: ResolvedOutboxOptions, tenantId: string, leaseToken: string): q.SqlStatement {
+  return q.setTransactionContext(options.tenantSetting, tenantId, options.relay.leaseMs, {
+    batch: leaseToken,
+  });
+}
