@@ -44,9 +44,8 @@ describe.each([
     t = await buildApp({
       url: bouncer.through(db.url),
       providers: [BouncedConsumers],
-      outbox: {
-        preparedStatements,
-        relay: { listen: false },
+      outbox: { preparedStatements, relay: { listen: false } },
+      webhooks: {
         webhooks: [
           {
             name: 'bounced-hook',

@@ -57,7 +57,7 @@ async function app(tracing: boolean): Promise<TestApp> {
     url: db.url,
     providers: [TracedConsumer],
     imports: tracing ? [OutboxTracingModule.forRoot()] : [],
-    outbox: {
+    webhooks: {
       webhooks: [
         { name: 'hook', url: `${receiver.baseUrl}/hook`, events: ['test.trace.*'], timeoutMs: 2000 },
       ],

@@ -1,5 +1,10 @@
 import { Injectable, Scope } from '@nestjs/common';
-import { OnOutboxEvent, OutboxConfigurationError, OutboxConsumerRegistry } from 'nestjs-pg-outbox';
+import {
+  OnOutboxEvent,
+  OutboxConfigurationError,
+  OutboxConsumerRegistry,
+  type OutboxModuleOptions,
+} from 'nestjs-pg-outbox';
 import { buildApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 
@@ -61,6 +66,27 @@ describe('wiring', () => {
     expect(error.message).toContain('BadNameConsumer#handle');
   });
 
+  it('lists an option moved to a feature module in 0.2.0 with the other wiring mistakes, naming its module and entry', async () => {
+    const failure = buildApp({
+      url: db.url,
+      providers: [WelcomeEmailConsumer, LegacyMailer],
+      outbox: {
+        webhooks: [{ name: 'w', url: 'https://example.com/hook', events: ['*'], timeoutMs: 1000 }],
+        brokers: [{ name: 'r', type: 'rabbitmq', url: 'amqp://127.0.0.1', exchange: 'x', events: ['*'] }],
+      } as OutboxModuleOptions,
+    });
+    const error = (await failure.catch((e: unknown) => e)) as OutboxConfigurationError;
+    expect(error).toBeInstanceOf(OutboxConfigurationError);
+    expect(error.problems).toHaveLength(3);
+    expect(error.message).toContain(
+      "option webhooks is now OutboxWebhooksModule.forRoot({ webhooks }) of 'nestjs-pg-outbox/webhooks'",
+    );
+    expect(error.message).toContain(
+      "option brokers is now OutboxBrokersModule.forRoot({ brokers }) of 'nestjs-pg-outbox/brokers'",
+    );
+    expect(error.message).toContain('"WelcomeEmail.send" (WelcomeEmailConsumer#send, LegacyMailer#send)');
+  });
+
   it('names the missing ScheduleModule and TypeOrmModule imports', async () => {
     const failure = buildApp({
       url: db.url,
@@ -116,7 +142,9 @@ describe('wiring', () => {
         },
         registry: { liveWithinMs: 25 * 24 * 3600_000, heartbeatMs: tooLong, orphanAfterMs: tooLong },
         retention: { intervalMs: tooLong },
-        webhookSubscriptions: { cacheTtlMs: tooLong, pausedRecheckMs: tooLong },
+      },
+      webhooks: {
+        subscriptions: { cacheTtlMs: tooLong, pausedRecheckMs: tooLong },
         webhooks: [
           {
             name: 'w',
@@ -142,8 +170,8 @@ describe('wiring', () => {
       'registry.heartbeatMs',
       'registry.orphanAfterMs',
       'retention.intervalMs',
-      'webhookSubscriptions.cacheTtlMs',
-      'webhookSubscriptions.pausedRecheckMs',
+      'OutboxWebhooksModule subscriptions.cacheTtlMs',
+      'OutboxWebhooksModule subscriptions.pausedRecheckMs',
       'backoff of SlowRetryConsumer#handle.capMs',
       'webhooks[0] ("w").backoff.capMs',
       'webhooks[0] ("w").circuitBreaker.cooldownMs',
