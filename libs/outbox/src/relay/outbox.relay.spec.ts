@@ -1,0 +1,184 @@
+import type { ModuleRef } from '@nestjs/core';
+import { SchedulerRegistry } from '@nestjs/schedule';
+import { OutboxConsumerRegistry } from '../consumers/outbox-consumer.registry';
+import type { ExternalDispatcher } from '../batch/external.dispatcher';
+import { InProcessDispatcher } from '../batch/in-process.dispatcher';
+import type { OutboxWakeup } from '../enqueue/outbox-wakeup';
+import { OutboxInstrumentation } from '../extension/outbox-instrumentation';
+import type { LeaseVacuum } from '../maintenance/lease-vacuum';
+import type { OutboxConsumer } from '../model/outbox-consumer';
+import { resolveOutboxOptions } from '../options/outbox-options';
+import type { OutboxModuleOptions } from '../options/outbox-module-options.interface';
+import type { ClaimAnswer } from '../store/outbox-store.port';
+import { claimAnswer, FakeClock, FakeStore, fakeConsumer, fakeDelivery } from '../store/outbox-store.fake';
+import { OutboxRelay } from './outbox.relay';
+
+const A = '00000000-0000-4000-8000-00000000000a';
+const B = '00000000-0000-4000-8000-00000000000b';
+
+/** A relay on a fake store and clock: no database, no poll (its interval is an hour). */
+function relayOn(
+  consumers: OutboxConsumer[],
+  options: OutboxModuleOptions = {},
+): { relay: OutboxRelay; store: FakeStore; clock: FakeClock; tick: () => Promise<void> } {
+  const { options: resolved } = resolveOutboxOptions({
+    ...options,
+    relay: { concurrency: 1, batchSize: 2, pollIntervalMs: 3_600_000, ...options.relay },
+  });
+  const store = new FakeStore();
+  const clock = new FakeClock();
+  const registry = new OutboxConsumerRegistry();
+  registry.load(consumers);
+  const instrumentation = new OutboxInstrumentation();
+  const scheduler = new SchedulerRegistry();
+  const relay = new OutboxRelay(
+    resolved,
+    registry,
+    store,
+    new InProcessDispatcher(instrumentation),
+    { dispatch: () => Promise.resolve([]) } as unknown as ExternalDispatcher,
+    { noteReleased: () => null } as unknown as LeaseVacuum,
+    { get: () => scheduler } as unknown as ModuleRef,
+    instrumentation,
+    { subscribe: () => undefined } as unknown as OutboxWakeup,
+    clock,
+  );
+  // the scheduled tick, awaited (the interval and wake-ups start it without waiting)
+  const tick = (): Promise<void> => (relay as unknown as { tick(): Promise<void> }).tick();
+  return { relay, store, clock, tick };
+}
+
+/** A claim of `n` new events of tenant `tenantId` for consumer `a`. */
+const events = (n: number, tenantId = A): ClaimAnswer =>
+  claimAnswer(Array.from({ length: n }, (_, i) => fakeDelivery(tenantId, 'a', `${tenantId}-e${i}`)));
+
+/** The tenants claimed for and the scans, in order: what the rounds did. */
+const trace = (store: FakeStore): string[] =>
+  store.log
+    .filter((e) => e.op === 'claim' || e.op === 'dueTenants' || e.op === 'heartbeat')
+    .map((e) => (e.op === 'claim' ? `claim ${e.tenantId === A ? 'A' : 'B'}` : e.op));
+
+describe('OutboxRelay', () => {
+  describe('runOnce and drain', () => {
+    it('beats the registry, scans, claims, runs the handlers and commits their outcomes, in one round', async () => {
+      const { relay, store } = relayOn([fakeConsumer('a')]);
+      store.scans.push([{ tenantId: A, hasNew: true, hasDue: false }]);
+      store.claims.push(events(1));
+      const result = await relay.runOnce();
+      expect(trace(store)).toEqual(['heartbeat', 'dueTenants', 'claim A']);
+      expect(store.committed.map((o) => o.status)).toEqual(['delivered']);
+      expect(result).toMatchObject({ tenants: 1, eventsClaimed: 1, deliveriesClaimed: 1, succeeded: 1 });
+    });
+
+    it("beats the registry again only once registry.heartbeatMs passed on the relay's clock", async () => {
+      const { relay, store, clock } = relayOn([fakeConsumer('a')], { registry: { heartbeatMs: 1_000 } });
+      await relay.runOnce();
+      clock.advance(999);
+      await relay.runOnce();
+      expect(store.ops('heartbeat')).toHaveLength(1);
+      clock.advance(1);
+      await relay.runOnce();
+      expect(store.ops('heartbeat')).toHaveLength(2);
+    });
+
+    it('drains: rounds go on while they claim something, and stop at the first that claims nothing', async () => {
+      const { relay, store } = relayOn([fakeConsumer('a')]);
+      store.scans.push(
+        [{ tenantId: A, hasNew: true, hasDue: false }],
+        [{ tenantId: A, hasNew: true, hasDue: false }],
+      );
+      store.claims.push(events(1), events(1));
+      const result = await relay.drain();
+      expect(trace(store)).toEqual([
+        'heartbeat',
+        'dueTenants',
+        'claim A',
+        'dueTenants',
+        'claim A',
+        'dueTenants',
+      ]);
+      expect(result).toMatchObject({ tenants: 2, succeeded: 2 });
+    });
+
+    it('brings a tenant whose batch came back full first in the next round, on every lane, without scanning again', async () => {
+      const { relay, store } = relayOn([fakeConsumer('a')], { relay: { concurrency: 2 } });
+      store.scans.push([
+        { tenantId: A, hasNew: true, hasDue: false },
+        { tenantId: B, hasNew: true, hasDue: false },
+      ]);
+      store.claims.push(events(2, A), events(1, B));
+      const result = await relay.drain();
+      // the scan was complete a moment ago on the relay's clock: the second round visits A alone, twice
+      expect(trace(store)).toEqual(['heartbeat', 'dueTenants', 'claim A', 'claim B', 'claim A', 'claim A']);
+      // a tenant visited on several lanes counts once in a round
+      expect(result).toMatchObject({ tenants: 3, eventsClaimed: 3, succeeded: 3 });
+    });
+
+    it('asks the pool for its size only for relay.concurrency auto: two lanes from a pool of 8', async () => {
+      const { relay, store } = relayOn([fakeConsumer('a')], { relay: { concurrency: 'auto' } });
+      store.pool = 8;
+      store.scans.push([{ tenantId: A, hasNew: true, hasDue: false, backlog: false }]);
+      store.claims.push(events(2, A));
+      await relay.drain();
+      expect(trace(store)).toEqual(['heartbeat', 'dueTenants', 'claim A', 'claim A', 'claim A']);
+    });
+  });
+
+  describe('the tick', () => {
+    it('goes on while its rounds come back full, and ends at the first that comes back short', async () => {
+      // claims that do not grow: a full batch is one of relay.batchSize
+      const { store, tick } = relayOn([fakeConsumer('a')], { relay: { maxBatchSize: 2 } });
+      store.scans.push([{ tenantId: A, hasNew: true, hasDue: false }]);
+      store.claims.push(events(2), events(2), events(1));
+      await tick();
+      expect(trace(store)).toEqual(['heartbeat', 'dueTenants', 'claim A', 'claim A', 'claim A']);
+    });
+
+    it('ends after a short round that claimed something, unless a consumer is ordered: then it looks once more', async () => {
+      const plain = relayOn([fakeConsumer('a')]);
+      plain.store.scans.push([{ tenantId: A, hasNew: true, hasDue: false }]);
+      plain.store.claims.push(events(1));
+      await plain.tick();
+      expect(trace(plain.store)).toEqual(['heartbeat', 'dueTenants', 'claim A']);
+
+      const ordered = relayOn([fakeConsumer('a', { ordered: true })]);
+      ordered.store.scans.push([{ tenantId: A, hasNew: true, hasDue: false }]);
+      ordered.store.claims.push(events(1));
+      await ordered.tick();
+      expect(trace(ordered.store)).toEqual(['heartbeat', 'dueTenants', 'claim A', 'dueTenants']);
+    });
+
+    it('runs one more round, to the tenant named, for a wake-up that came during a round', async () => {
+      const made: OutboxRelay[] = [];
+      const waking = fakeConsumer('a', {
+        handle: (event) => void (event.tenantId === A && made[0]!.wake([B])),
+      });
+      const { relay, store, tick } = relayOn([waking]);
+      made.push(relay);
+      relay.start();
+      try {
+        store.scans.push([{ tenantId: A, hasNew: true, hasDue: false }]);
+        store.claims.push(events(1, A), events(1, B));
+        await tick();
+        // the scan of the first round is fresh and complete: the second goes to B alone
+        expect(trace(store)).toEqual(['heartbeat', 'dueTenants', 'claim A', 'claim B']);
+      } finally {
+        await relay.stop();
+      }
+    });
+
+    it('never rejects: a round that failed is logged, and the next tick starts afresh', async () => {
+      const { relay, store, tick } = relayOn([fakeConsumer('a')]);
+      store.scans.push(
+        [{ tenantId: A, hasNew: true, hasDue: false }],
+        [{ tenantId: A, hasNew: true, hasDue: false }],
+      );
+      store.claims.push(new Error('connection lost'), events(1));
+      await expect(tick()).resolves.toBeUndefined();
+      expect(relay.lastRoundAt).not.toBeNull();
+      await tick();
+      expect(trace(store)).toEqual(['heartbeat', 'dueTenants', 'claim A', 'dueTenants', 'claim A']);
+      expect(store.committed).toHaveLength(1);
+    });
+  });
+});
