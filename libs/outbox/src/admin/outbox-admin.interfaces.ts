@@ -31,7 +31,7 @@ export interface OutboxStats {
    */
   webhookCircuits: OutboxWebhookCircuitState[];
   /**
-   * Circuit breakers of the broker forwarders (`brokers` option; those with a breaker) as seen by this instance:
+   * Circuit breakers of the broker forwarders (`OutboxBrokersModule`'s `brokers`, those with a breaker) as seen by this instance:
    * `url` is the broker's address without its password, `tenantId` null.
    */
   brokerCircuits: OutboxWebhookCircuitState[];
