@@ -2,7 +2,6 @@ import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { OutboxError, OutboxStallError, OutboxTransactionEndedError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { sqlState } from '../errors/sql-state';
-import { allResults, inTransactionBlock, pgConnection, sendAll, type PgResult } from '../store/pipeline';
 import {
   BATCH_SEAL_SQLSTATE,
   handlerBound,
@@ -11,7 +10,7 @@ import {
   type SqlStatement,
 } from '../store/sql';
 import { errorText } from '../errors/error-text';
-import { sendCancelRequest } from '../store/cancel-request';
+import type { BatchWire } from '../store/outbox-store.port';
 import { IN_HANDLER_SCOPE } from '../model/handler-scope-marker';
 import { TransactionControl, type QueryArgs } from './transaction-control';
 
@@ -41,7 +40,10 @@ export interface BatchState {
   readonly takePending: () => SqlStatement[];
   /** The batch's seal (see `sealBatch`), until the first handler's opening sends it; then null. */
   seal: SqlStatement | null;
-  readonly nameOf: (statement: SqlStatement) => string | undefined;
+  /** The batch's connection, for the scope's own statements (see `BatchWire`). */
+  readonly wire: () => Promise<BatchWire>;
+  /** Cancels what the batch's session runs now (see `HandlerChannel.cancelRunning`). */
+  readonly cancelRunning: (timeoutMs: number) => Promise<unknown>;
   /**
    * Waits for a round trip of the relay's on the batch's connection within its bound: the savepoint rolled back
    * or checked after a handler, which waits behind a query the handler left running (see `RoundConnection.bounded`).
@@ -103,15 +105,15 @@ export class HandlerScope {
   /** A query after the first one: sent with a new bound (`handlerBound`) in the same round trip. */
   private async later(target: QueryRunner, args: QueryArgs): Promise<unknown> {
     await this.open();
-    const connection = await pgConnection(this.runner);
+    const wire = await this.batch.wire();
     // the handler ended the batch transaction past `context.manager` (its seal failed the commit, see
     // `sealBatch`): outside a transaction its statement would commit on its own
-    if (!inTransactionBlock(connection)) {
+    if (!wire.inTransaction) {
       const ended = new OutboxTransactionEndedError(messages.transactionEnded(this.consumer));
       this.batch.problem ??= { index: this.index, error: ended };
       throw ended;
     }
-    const [bound] = sendAll(connection, [{ statement: handlerBound(this.remaining()) }]);
+    const bound = wire.send([handlerBound(this.remaining())]);
     const query = target.query(...(args as [string, unknown[]]));
     query.catch(() => undefined);
     await bound;
@@ -143,7 +145,7 @@ export class HandlerScope {
     });
     const inTime = await Promise.race([answered, late]).finally(() => clearTimeout(timer));
     if (inTime) return;
-    await sendCancelRequest(await pgConnection(this.runner), CANCEL_REQUEST_TIMEOUT_MS);
+    await this.batch.cancelRunning(CANCEL_REQUEST_TIMEOUT_MS);
   }
 
   /** The manager handed to the handler; created on first access. */
@@ -173,26 +175,18 @@ export class HandlerScope {
    * the batch transaction is gone.
    */
   private async check(): Promise<void> {
-    const connection = await pgConnection(this.runner);
-    if (!inTransactionBlock(connection))
-      throw new OutboxTransactionEndedError(messages.transactionEnded(this.consumer));
-    let results: PgResult[];
+    const wire = await this.batch.wire();
+    if (!wire.inTransaction) throw new OutboxTransactionEndedError(messages.transactionEnded(this.consumer));
+    let results: unknown[][];
     try {
-      results = await this.batch.bounded(() =>
-        allResults(
-          sendAll(
-            connection,
-            handlerChecks(this.batch.tenantSetting).map((statement) => ({ statement })),
-          ),
-        ),
-      );
+      results = await this.batch.bounded(() => wire.send(handlerChecks(this.batch.tenantSetting)));
     } catch (error) {
       if (error instanceof OutboxStallError) throw error;
       if (sqlState(error) === NO_ACTIVE_TRANSACTION)
         throw new OutboxTransactionEndedError(messages.transactionEnded(this.consumer));
       throw new OutboxError(messages.deferredViolation(this.consumer, errorText(error)));
     }
-    const seen = results[results.length - 1]!.rows[0] as { tenant: string | null; batch: string | null };
+    const seen = results[results.length - 1]![0] as { tenant: string | null; batch: string | null };
     if (seen.batch !== this.batch.marker)
       throw new OutboxTransactionEndedError(messages.transactionEnded(this.consumer));
     if (seen.tenant !== this.batch.tenantId) {
@@ -262,8 +256,8 @@ export class HandlerScope {
    */
   private async openWith(first: { target: QueryRunner; args: QueryArgs } | null): Promise<unknown> {
     const previous = this.batch.last;
-    const connection = await pgConnection(this.runner);
-    if (!inTransactionBlock(connection)) {
+    const wire = await this.batch.wire();
+    if (!wire.inTransaction) {
       const ended = new OutboxTransactionEndedError(
         messages.transactionEnded(previous?.consumer ?? this.consumer),
       );
@@ -293,14 +287,11 @@ export class HandlerScope {
     this.batch.dirty = false;
     this.savepoint = this.savepointName;
     this.batch.last = { index: this.index, consumer: this.consumer };
-    const sent = sendAll(
-      connection,
-      statements.map((statement) => ({ statement, name: this.batch.nameOf(statement) })),
-    );
+    const sent = wire.send(statements);
     const query = first ? first.target.query(...(first.args as [string, unknown[]])) : null;
     query?.catch(() => undefined);
     try {
-      const results = await allResults(sent);
+      const results = await sent;
       this.inspect(previous, results[pending.length]!);
     } catch (error) {
       // the previous handler's savepoint could not be released: that handler ended the batch transaction
@@ -317,8 +308,8 @@ export class HandlerScope {
   }
 
   /** Notes a problem when the previous handler left another tenant, or no batch marker (see `handlerContext`). */
-  private inspect(previous: BatchState['last'], seen: PgResult): void {
-    const row = seen.rows[0] as { tenant: string | null; batch: string | null };
+  private inspect(previous: BatchState['last'], seen: unknown[]): void {
+    const row = seen[0] as { tenant: string | null; batch: string | null };
     if (previous === null || this.batch.problem) return;
     if (row.batch !== this.batch.marker) {
       this.batch.problem = {

@@ -156,7 +156,8 @@ export class FakeTenantConnection implements TenantConnection {
       restore: [],
       takePending: () => [],
       seal: { text: 'select 1', values: [] },
-      nameOf: () => undefined,
+      wire: () => Promise.reject(new Error('the fake store has no connection for handlers')),
+      cancelRunning: () => Promise.resolve(),
       bounded: (work) => work(),
     };
   }

@@ -112,10 +112,27 @@ export interface HandlerChannel {
   takePending: () => SqlStatement[];
   /** Sent with the first handler's opening: makes any commit but the relay's fail (see `sealBatch`). */
   seal: SqlStatement;
-  /** The name a statement with a prepared form runs under on the batch's connection, or undefined. */
-  nameOf: (statement: SqlStatement) => string | undefined;
+  /** The batch's connection as the handler scope writes on it (connected, in pipeline mode). */
+  wire: () => Promise<BatchWire>;
+  /**
+   * Asks the server to cancel what the batch's session runs now (a handler's query left running past its
+   * deadline), on a connection of its own; resolves when delivered, or after `timeoutMs`.
+   */
+  cancelRunning: (timeoutMs: number) => Promise<unknown>;
   /** Waits for a round trip of the relay's on the batch's connection, within its bound. */
   bounded: <T>(work: () => Promise<T>) => Promise<T>;
+}
+
+/** The batch's connection, for the handler scope's own statements between a handler's queries. */
+export interface BatchWire {
+  /** True while a transaction is open on the connection (healthy or aborted), as its last result said. */
+  readonly inTransaction: boolean;
+  /**
+   * Writes the statements now, in order, each named when it has a prepared form, without waiting between them
+   * (what is sent after this call goes after them, in the same round trip), and resolves to each one's rows;
+   * rejects with the first error.
+   */
+  send(statements: readonly SqlStatement[]): Promise<unknown[][]>;
 }
 
 /**
