@@ -129,6 +129,17 @@ export default defineConfig([
               from: FEATURES.map((f) => `./libs/outbox/src/${f}`),
               message: 'the core entry loads no feature: export it from its own entry',
             })),
+            // the engine asks the store through its port: pg, pipelining and statement names stay in store/
+            ...['relay', 'batch'].map((folder) => ({
+              target: `./libs/outbox/src/${folder}`,
+              from: './libs/outbox/src/store',
+              except: [
+                './outbox-store.port.ts',
+                './outbox-store.fake.ts',
+                ...(folder === 'batch' ? ['./sql'] : []),
+              ],
+              message: `${folder}/ asks the store through its port (store/outbox-store.port.ts)`,
+            })),
             ...FEATURES.filter((f) => !['admin', 'testing'].includes(f)).map((f) => ({
               target: `./libs/outbox/src/${f}`,
               from: './libs/outbox/src/relay',
