@@ -6,7 +6,7 @@ import { WebhookCircuitBreaker } from './webhook-circuit-breaker';
 import type { WebhookEndpoint } from './webhook-endpoint';
 import { webhookBody } from './webhook-envelope';
 import { classifyWebhookResponse, isEndpointFailure, WEBHOOK_ERROR_CODES } from './webhook-outcome';
-import { WebhookTransport } from './webhook.transport';
+import { WebhookSender } from './webhook-sender';
 
 /** Extra time a half-open probe gets beyond its request timeout before another probe may go. */
 const PROBE_MARGIN_MS = 1000;
@@ -24,7 +24,7 @@ export class OutboxWebhookService {
     { endpoint: WebhookEndpoint; breaker: WebhookCircuitBreaker }
   >();
 
-  constructor(private readonly transport: WebhookTransport) {}
+  constructor(private readonly sender: WebhookSender) {}
 
   /**
    * Delivers one claimed delivery to an endpoint (the `deliver` of webhook consumers). Called with no database
@@ -52,7 +52,7 @@ export class OutboxWebhookService {
       };
     }
     const result = classifyWebhookResponse(
-      await this.transport.post(endpoint, delivery, body),
+      await this.sender.post(endpoint, delivery, body),
       endpoint.retryOn4xx,
       Date.now(),
       endpoint.responseBodyInErrors,

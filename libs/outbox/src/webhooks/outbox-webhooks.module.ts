@@ -11,7 +11,7 @@ import { resolveOutboxWebhooksOptions, type OutboxWebhooksResolution } from './o
 import type { OutboxWebhooksModuleOptions } from './outbox-webhooks-options.interface';
 import { WebhookTargetGuard } from './webhook-target-guard';
 import { SubscriptionSecretCipher } from './subscription-secret-cipher';
-import { WebhookTransport } from './webhook.transport';
+import { WebhookSender } from './webhook-sender';
 import { OutboxWebhookService } from './outbox-webhook.service';
 import { WebhookConsumerFactory } from './webhook-consumer.factory';
 import { WebhookSubscriptionSource } from './webhook-subscription.source';
@@ -45,7 +45,7 @@ const optionsProviders: Provider[] = [
     ...optionsProviders,
     WebhookTargetGuard,
     SubscriptionSecretCipher,
-    WebhookTransport,
+    WebhookSender,
     OutboxWebhookService,
     WebhookConsumerFactory,
     WebhookSubscriptionSource,

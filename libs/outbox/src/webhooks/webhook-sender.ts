@@ -21,7 +21,7 @@ const USER_AGENT = 'nestjs-pg-outbox-webhooks/1';
  * resolution (fetch offers no such hook without undici's own package). Never throws.
  */
 @Injectable()
-export class WebhookTransport implements OnModuleDestroy {
+export class WebhookSender implements OnModuleDestroy {
   private readonly httpAgent: HttpAgent;
   private readonly httpsAgent: HttpsAgent;
 
