@@ -27,6 +27,8 @@ export class FakeStore implements OutboxStorePort {
   /** Outcomes recorded outside a batch's commit, and those it committed with. */
   readonly recorded: DeliveryOutcome[] = [];
   readonly committed: DeliveryOutcome[] = [];
+  /** Says why a batch's commit fails (an error to throw), or null when it goes through; none: every one does. */
+  commitFails: ((closing: BatchClosing) => Error | null) | null = null;
   /** The tenant connections handed out, in order. */
   readonly connections: FakeTenantConnection[] = [];
   stall = null;
@@ -117,8 +119,10 @@ export class FakeTenantConnection implements TenantConnection {
 
   commitBatch(closing: BatchClosing): Promise<{ released: number }> {
     this.store.log.push({ op: 'commitBatch', tenantId: this.tenantId, request: closing });
-    this.store.committed.push(...closing.outcomes);
     this.inTransaction = false;
+    const failure = this.store.commitFails?.(closing) ?? null;
+    if (failure) return Promise.reject(failure);
+    this.store.committed.push(...closing.outcomes);
     return Promise.resolve({ released: 0 });
   }
 
