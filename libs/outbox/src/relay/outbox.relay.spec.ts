@@ -81,6 +81,16 @@ describe('OutboxRelay', () => {
       expect(store.ops('heartbeat')).toHaveLength(2);
     });
 
+    it('leaves the registry at shutdown only when it joined it', async () => {
+      const joined = relayOn([fakeConsumer('a')]);
+      await joined.relay.runOnce();
+      await joined.relay.stop();
+      expect(joined.store.ops('leaveRegistry')).toHaveLength(1);
+      const never = relayOn([fakeConsumer('a')]);
+      await never.relay.stop();
+      expect(never.store.ops('leaveRegistry')).toHaveLength(0);
+    });
+
     it('drains: rounds go on while they claim something, and stop at the first that claims nothing', async () => {
       const { relay, store } = relayOn([fakeConsumer('a')]);
       store.scans.push(
