@@ -3,26 +3,28 @@ import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nest
 import { buildApp, type TestApp } from './support/build-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { EFFECTS_TABLE_SQL, enqueueManyIn, recordEffect } from './support/outbox-fixture';
+import { expireLeases } from './support/expire-leases';
 import { waitFor } from './support/wait-for';
 
-const LEASE_MS = 1500;
+/** Long: the leases below run out because the test ends them (by SQL), never because time passed. */
+const LEASE_MS = 60_000;
 
 /**
- * On its first attempt, the first event's handler keeps its database session busy for most of a lease, and the
- * second one's waits until another relay has taken its event over: together they outlive the batch's lease,
- * while each stays under its own timeout and the session never sits idle (PostgreSQL would end an idle one).
+ * On its first attempt, each handler keeps its database session busy (an idle one would be ended) until another
+ * relay has taken its event over, or for a few seconds at most: the batch outlives its lease, which the test
+ * ends meanwhile.
  */
 @Injectable()
 class SlowFirstAttempt {
+  /** Events whose first attempt has begun. */
+  readonly started: string[] = [];
+
   @OnOutboxEvent('test.fence.v1', { consumer: 'fenced' })
   async handle(event: OutboxEvent<{ order: number }>, context: OutboxHandlerContext): Promise<void> {
     await recordEffect(event, context);
     if (context.attempt > 1) return;
-    if (event.data.order === 1) {
-      await context.manager.query('select pg_sleep(0.9)');
-      return;
-    }
-    const deadline = Date.now() + LEASE_MS - 600;
+    this.started.push(event.eventId);
+    const deadline = Date.now() + 5000;
     while (Date.now() < deadline) {
       const [lease] = await context.manager.query(
         'select claim_count from outbox_event_leases where event_id = $1',
@@ -60,15 +62,11 @@ describe('a batch that outlives its lease', () => {
       [1, 2].map((order) => ({ eventName: 'test.fence.v1', payload: { order } })),
     );
     const slowRound = a.relay.runOnce();
-    await waitFor(
-      async () =>
-        (
-          await db.sql<{ n: number }>(
-            'select count(*)::int as n from outbox_event_leases where lease_expires_at < now()',
-          )
-        )[0]!.n === 2,
-      { message: 'the slow batch’s leases to expire' },
-    );
+    await waitFor(() => a.app.get(SlowFirstAttempt).started.length > 0, {
+      message: 'the slow batch to begin',
+    });
+    // the slow batch's leases run out while its handlers run
+    expect(await expireLeases(db, ids)).toBe(2);
     const takeover = await b.relay.drain();
     expect(takeover).toMatchObject({ succeeded: 2, failed: 0, dead: 0 });
 
@@ -90,21 +88,24 @@ describe('a batch that outlives its lease', () => {
   });
 });
 
-const NARROWED_LEASE_MS = 4000;
+/** Long: the first run's leases run out because the test ends them (by SQL), never because time passed. */
+const NARROWED_LEASE_MS = 60_000;
 const NARROWED = 'test.narrowed.v1';
 
 /**
- * Per event, in name order: `a-steady` writes its effect — and on the first event, keeps its session busy for
- * half a lease on its first run, then, when the batch runs again in parts, waits past the lease that first run
- * began with until the test releases it — and `b-poisoner`, which leaves a deferred foreign key dangling on the
+ * Per event, in name order: `a-steady` writes its effect — and on the first event, keeps its session busy on its
+ * first run until the test has ended that run's leases (`leasesEnded`), then, when the batch runs again in
+ * parts, until the test releases it — and `b-poisoner`, which leaves a deferred foreign key dangling on the
  * second event (the commit fails, and the batch is narrowed). On the other relay (`takeOver`) both only count.
  */
 @Injectable()
 class NarrowedSlowly {
   takeOver = false;
   readonly takenOver: string[] = [];
-  /** The first run's lease on the first event (its deadline, as the database wrote it). */
-  private firstLease: string | null = null;
+  private firstRun = true;
+  /** The first run is under way, holding its leases. */
+  holding = false;
+  leasesEnded = false;
   waiting = false;
   released = false;
 
@@ -116,23 +117,14 @@ class NarrowedSlowly {
     }
     await recordEffect(event, context);
     if (event.data.order !== 1) return;
-    if (this.firstLease === null) {
-      const [lease] = await context.manager.query(
-        `select lease_expires_at::text as deadline from outbox_event_leases where event_id = $1`,
-        [event.eventId],
-      );
-      this.firstLease = (lease as { deadline: string }).deadline;
-      await context.manager.query(`select pg_sleep($1::float8 / 1000)`, [NARROWED_LEASE_MS / 2]);
+    if (this.firstRun) {
+      this.firstRun = false;
+      this.holding = true;
+      // the session busy meanwhile: an idle one would be ended
+      while (!this.leasesEnded) await context.manager.query('select pg_sleep(0.02)');
       return;
     }
-    // run again in parts: past the first run's lease (the session busy meanwhile: an idle one would be ended)
-    for (;;) {
-      const [row] = await context.manager.query(
-        `select clock_timestamp() > $1::timestamptz + interval '300 milliseconds' as past, pg_sleep(0.02)`,
-        [this.firstLease],
-      );
-      if ((row as { past: boolean }).past) break;
-    }
+    // run again in parts, after the first run's leases ended
     this.waiting = true;
     while (!this.released) await context.manager.query('select pg_sleep(0.02)');
   }
@@ -170,7 +162,7 @@ describe('a batch narrowed for longer than its lease', () => {
     b.app.get(NarrowedSlowly).takeOver = true;
   });
   afterAll(async () => {
-    if (a) a.app.get(NarrowedSlowly).released = true;
+    if (a) Object.assign(a.app.get(NarrowedSlowly), { leasesEnded: true, released: true });
     await a?.close();
     await b?.close();
     await db?.drop();
@@ -183,11 +175,11 @@ describe('a batch narrowed for longer than its lease', () => {
     );
     const narrowing = a.app.get(NarrowedSlowly);
     const round = a.relay.runOnce();
-    await waitFor(() => narrowing.waiting, {
-      timeoutMs: 3 * NARROWED_LEASE_MS,
-      message: 'the narrowed batch to run past its first lease',
-    });
-    // the first run's lease is over: another relay would claim the events now, were they not extended
+    await waitFor(() => narrowing.holding, { message: 'the first run to begin' });
+    // the first run's leases are over: another relay would claim the events now, were they not extended
+    expect(await expireLeases(db, [first!, second!])).toBe(2);
+    narrowing.leasesEnded = true;
+    await waitFor(() => narrowing.waiting, { message: 'the narrowed batch to run again in parts' });
     const other = await b.relay.drain();
     narrowing.released = true;
     expect(await round).toMatchObject({ succeeded: 3, failed: 1, leaseLost: 0 });
