@@ -3,7 +3,10 @@ import { createTestDatabase, type TestDatabase } from './support/test-database';
 
 /** The optional peers that test/support/optional-peers-child.ts loaded in the given mode. */
 function loadedPeers(db: TestDatabase, mode: string): string[] {
-  return loadedInChild('optional-peers-child.ts', { DATABASE_URL: db.url, OPTIONAL_PEERS: mode });
+  return loadedInChild('test/support/optional-peers-child.ts', {
+    DATABASE_URL: db.url,
+    OPTIONAL_PEERS: mode,
+  });
 }
 
 describe('the optional peers (transactionHost, brokers)', () => {

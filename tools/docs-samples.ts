@@ -2,10 +2,13 @@
  * Writes the TypeScript blocks of the docs pages that hold compiled samples into `test/types/docs/samples/`, one
  * file per block (its path from the block's first line, `// <path>.ts — …`), for `tsc -p test/types/docs` to
  * compile: the pages cannot show code the package does not accept. A block without a path fails the run.
+ * Beside them, `exports-check.ts` imports every name the README and docs/ import or name from each entry of the
+ * package (the root and each feature subpath), so a documented name its entry lacks fails the compile.
  * Run by `npm run typecheck`.
  */
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, normalize, resolve } from 'node:path';
+import { documentedExports, exportsCheckSource } from '../test/package/documented-exports';
 
 const ROOT = resolve(__dirname, '..');
 /** The pages whose every TypeScript block is a file of one sample app. */
@@ -36,6 +39,7 @@ function main(): void {
       writeFileSync(join(folder, path), source);
     }
   }
+  writeFileSync(join(OUT, 'exports-check.ts'), exportsCheckSource(documentedExports()));
 }
 
 if (require.main === module) main();

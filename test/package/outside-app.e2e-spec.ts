@@ -13,6 +13,19 @@ import { documentedExports, exportsCheckSource, quickStartFiles } from './docume
 const ROOT = join(__dirname, '..', '..');
 const TEMPLATE = join(__dirname, 'outside-app');
 const QUICK_START_MAIN = join(__dirname, 'quick-start', 'main.ts');
+/** Scripts copied into every app: one imports every entry, one imports only the core. */
+const ENTRY_SCRIPTS = join(__dirname, 'entries');
+const FEATURES = ['webhooks', 'brokers', 'inbox', 'admin', 'board', 'observability', 'testing'];
+/** The main export of each feature entry, which the docs must document. */
+const MAIN = {
+  'nestjs-pg-outbox/webhooks': 'OutboxWebhooksModule',
+  'nestjs-pg-outbox/brokers': 'OutboxBrokersModule',
+  'nestjs-pg-outbox/inbox': 'OutboxInboxModule',
+  'nestjs-pg-outbox/admin': 'OutboxAdminModule',
+  'nestjs-pg-outbox/board': 'OutboxBoardModule',
+  'nestjs-pg-outbox/observability': 'OutboxMetricsModule',
+  'nestjs-pg-outbox/testing': 'OutboxTestKit',
+} as const;
 
 const STACKS = {
   'Nest 12 + TypeORM 1': {
@@ -102,8 +115,10 @@ describe('the packed library in a Nest app outside this repository', () => {
         'package/dist/index.js',
         'package/dist/index.d.ts',
         'package/dist/cli/outbox-cli.js',
-        'package/dist/testing/index.js',
-        'package/dist/testing/index.d.ts',
+        ...FEATURES.flatMap((entry) => [
+          `package/dist/${entry}/index.js`,
+          `package/dist/${entry}/index.d.ts`,
+        ]),
         'package/dist/board/assets/board.css',
         'package/dist/board/assets/board.js',
       ]),
@@ -115,7 +130,7 @@ describe('the packed library in a Nest app outside this repository', () => {
   );
 
   it.each(cases)(
-    '$stack, "type": "$type": installs, compiles strictly, migrates, delivers a commit and nothing of a rollback, closes',
+    '$stack, "type": "$type": installs, compiles strictly, migrates, delivers a commit and nothing of a rollback, closes; boots every entry; the core alone loads no feature',
     async ({ stack, type }) => {
       const app = mkdtempSync(join(tmpdir(), 'outbox-outside-app-'));
       folders.push(app);
@@ -133,11 +148,17 @@ describe('the packed library in a Nest app outside this repository', () => {
       } else {
         cpSync(join(TEMPLATE, 'src'), join(app, 'src'), { recursive: true });
       }
+      cpSync(ENTRY_SCRIPTS, join(app, 'src'), { recursive: true });
       const names = documentedExports();
       expect(names.get('nestjs-pg-outbox')).toEqual(
         expect.arrayContaining(['OnOutboxEvent', 'OutboxModule', 'OutboxService', 'OutboxEventMap']),
       );
-      expect(names.get('nestjs-pg-outbox/testing')).toEqual(['OutboxTestKit', 'OutboxTestKitError']);
+      // each feature entry is documented, its main export imported or named in the docs
+      for (const [entry, main] of Object.entries(MAIN))
+        expect({ entry, documented: names.get(entry as keyof typeof MAIN)?.includes(main) }).toEqual({
+          entry,
+          documented: true,
+        });
       writeFileSync(join(app, 'src', 'exports-check.ts'), exportsCheckSource(names));
       writeFileSync(
         join(app, 'package.json'),
@@ -195,33 +216,59 @@ describe('the packed library in a Nest app outside this repository', () => {
       }
 
       const [observer] = await db.sql<{ pid: number }>('select pg_backend_pid() as pid');
-      const started = run(
-        process.execPath,
-        [join(app, 'dist', 'main.js')],
-        app,
-        userEnv({ DATABASE_URL: db.url, MIGRATE: migrate, OBSERVER_PID: String(observer.pid) }),
-        60_000,
-      );
-      if (started.signal)
-        throw new Error(`the app did not exit on its own after app.close(): ${started.stderr}`);
-      const line = ok(started, 'the app')
-        .split('\n')
-        .find((l) => l.startsWith('RESULT '));
-      const result = JSON.parse(line!.slice('RESULT '.length));
+      /** Runs a compiled script of the app; returns the JSON it prints after `<prefix> `. */
+      const script = (
+        name: string,
+        prefix: string,
+        env: Record<string, string> = {},
+      ): Record<string, unknown> => {
+        const started = run(
+          process.execPath,
+          [join(app, 'dist', name)],
+          app,
+          userEnv({ DATABASE_URL: db.url, ...env }),
+          60_000,
+        );
+        if (started.signal)
+          throw new Error(`${name} did not exit on its own after app.close(): ${started.stderr}`);
+        const line = ok(started, name)
+          .split('\n')
+          .find((l) => l.startsWith(`${prefix} `));
+        if (!line)
+          throw new Error(`${name} printed no ${prefix} line:\n${started.stdout}\n${started.stderr}`);
+        return JSON.parse(line.slice(prefix.length + 1));
+      };
+      const result = script('main.js', 'RESULT', { MIGRATE: migrate, OBSERVER_PID: String(observer.pid) });
       expect(result.rolledBack).toBe('rolled back on purpose');
       expect(result.summaries).toEqual([readme ? 'Contact Ada created' : 'created Ada']);
       expect(result.events).toEqual({ all: 1, published: 1 });
       expect(result.contacts).toBe(1);
       expect(result.openConnections).toBe(0);
-      // the ES-module app also boots with brokers whose clients it never installed: boot names each package
-      if (!readme)
-        expect(result.missingPeers).toEqual([
-          expect.stringContaining(
-            'brokers[0] ("rabbit") (type \'rabbitmq\') needs the package amqplib, which is not installed: npm install amqplib',
-          ),
-          expect.stringContaining('npm install @nats-io/transport-node'),
-          expect.stringContaining('npm install @nats-io/jetstream'),
-        ]);
+      // every entry, imported by its subpath: each feature module boots beside the core; brokers of each type and
+      // the observability modules fail boot naming the packages this app did not install
+      const every = script('every-entry.js', 'RESULT');
+      expect(every.booted).toEqual({
+        service: true,
+        webhookSubscriptions: true,
+        inbox: true,
+        testKit: true,
+        webhookSecret: 'string',
+        brokerErrorCodes: 'object',
+      });
+      expect(every.healthStatus).toBe('up');
+      expect(every.brokerProblems).toEqual([
+        expect.stringContaining(
+          'brokers[0] ("rabbit") (type \'rabbitmq\') needs the package amqplib, which is not installed: npm install amqplib',
+        ),
+        expect.stringContaining('npm install @nats-io/transport-node'),
+        expect.stringContaining('npm install @nats-io/jetstream'),
+      ]);
+      expect(every.metricsProblems).toEqual([expect.stringContaining('npm install prom-client')]);
+      expect(every.tracingProblems).toEqual([expect.stringContaining('npm install @opentelemetry/api')]);
+
+      // the core alone: the package's index is in the loader's cache, no feature file or feature package is
+      const coreOnly = script('core-only.js', 'LOADED');
+      expect(coreOnly).toEqual({ booted: true, outbox: 1, loaded: [] });
     },
     300_000,
   );
