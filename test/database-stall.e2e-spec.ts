@@ -87,6 +87,8 @@ describe('a database that stops answering (a hung host, a partition, a failover)
       providers: [Recorder],
       extra,
       logger: warnings,
+      // the tenants' webhook subscriptions are read on each round: one of the round trips under test
+      webhooks: {},
       outbox: {
         handlerTimeoutMs: 1000,
         relay: { enabled: true, pollIntervalMs: 100, leaseMs: LEASE_MS, listen: false, ...relay },
