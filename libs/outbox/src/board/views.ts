@@ -1,5 +1,11 @@
 /** The board's pages, one file per page (the layout and formatters they share in `layout.ts`). */
-export { type BoardPageContext, type BoardAction, type BoardActionInput, layout, pickerPage } from './layout.view';
+export {
+  type BoardPageContext,
+  type BoardAction,
+  type BoardActionInput,
+  layout,
+  pickerPage,
+} from './layout.view';
 export { overviewFragment, overviewPage } from './overview.view';
 export { failuresPage } from './failures.view';
 export { eventPage } from './event.view';
