@@ -8,6 +8,7 @@ import {
   type OutboxRelayOptions,
 } from 'nestjs-pg-outbox';
 import {
+  CLAIM_NEW_NAME,
   claimNewEvents,
   fanOutPendingEvents,
   outboxNames,
@@ -15,7 +16,6 @@ import {
   type SqlStatement,
 } from '../libs/outbox/src/store/sql';
 import { buildApp, type TestApp } from './support/build-app';
-import { relayStatement, RoundTripProbe } from './support/round-trip-probe';
 import { waitFor } from './support/wait-for';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { enqueueManyIn, TENANT } from './support/outbox-fixture';
@@ -124,68 +124,29 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
     });
   });
 
-  it("switches to generic plans in the transaction's context statement, not in a statement of its own", async () => {
-    await withApp(undefined, async (t, seen) => {
-      const probe = RoundTripProbe.attach(t.dataSource);
-      try {
-        await enqueue(t, 3);
-        expect((await t.relay.runOnce()).succeeded).toBe(3);
-      } finally {
-        probe.detach();
-      }
-      expect(seen.ids).toHaveLength(3);
-      const sent = probe.take().statements;
-      const switches = sent.filter((s) => s.text.includes('plan_cache_mode'));
-      // the claim's context before the claim, the batch's context before its outcome: both named statements
-      expect(switches).toHaveLength(2);
-      for (const s of switches) {
-        expect(s.text).toMatch(/^select set_config\(\$1, \$2, true\), set_config\('idle_in_transaction/);
-        const next = sent[sent.indexOf(s) + 1]!;
-        expect(next.trip).toBe(s.trip);
-        expect(next.name).toMatch(/^outbox_(claim_new|outcome)_[0-9a-f]{12}$/);
-      }
-      const prepared = await preparedHere(t);
-      expect(prepared).toHaveLength(2);
-      for (const statement of prepared) expect(statement).toMatchObject({ custom_plans: 0 });
-    });
-  });
-
-  it("runs a writing handler's context as a named statement too, parsed once per connection", async () => {
-    const withNames = async (preparedStatements: boolean): Promise<(string | undefined)[]> => {
-      let names: (string | undefined)[] = [];
+  it("prepares a writing handler's context too, once per connection", async () => {
+    for (const preparedStatements of [true, false]) {
       await withApp(preparedStatements, async (t) => {
-        const probe = RoundTripProbe.attach(t.dataSource);
-        try {
-          for (const count of [3, 2]) {
-            const ids = await enqueueManyIn(
-              t,
-              Array.from({ length: count }, (_, i) => ({ eventName: WRITTEN, payload: { i } })),
-            );
-            expect((await t.relay.runOnce()).succeeded).toBe(count);
-            expect(t.app.get(Writer).ids.slice(-count)).toEqual(ids);
-          }
-        } finally {
-          probe.detach();
+        for (const count of [3, 2]) {
+          const ids = await enqueueManyIn(
+            t,
+            Array.from({ length: count }, (_, i) => ({ eventName: WRITTEN, payload: { i } })),
+          );
+          expect((await t.relay.runOnce()).succeeded).toBe(count);
+          expect(t.app.get(Writer).ids.slice(-count)).toEqual(ids);
         }
-        names = probe
-          .take()
-          .statements.filter(relayStatement.handlerContext)
-          .map((s) => s.name);
-        const prepared = (await preparedHere(t)).map((p) => p.name);
+        const prepared = await preparedHere(t);
         if (preparedStatements) {
-          const contexts = prepared.filter((name) => name.startsWith('outbox_handler_context_'));
-          // one name, the generation's hash of the fan-out's and the outcome's
-          expect(contexts).toEqual([expect.stringMatching(/^outbox_handler_context_[0-9a-f]{12}$/)]);
-          expect(prepared.every((name) => name.slice(-12) === contexts[0]!.slice(-12))).toBe(true);
+          const contexts = prepared.filter((p) => p.name.startsWith('outbox_handler_context_'));
+          // one name, the generation's hash of the fan-out's and the outcome's, run for each of the 5 handlers
+          expect(contexts).toEqual([
+            expect.objectContaining({ name: expect.stringMatching(/^outbox_handler_context_[0-9a-f]{12}$/) }),
+          ]);
+          expect(contexts[0]!.generic_plans + contexts[0]!.custom_plans).toBe(5);
+          expect(prepared.every((p) => p.name.slice(-12) === contexts[0]!.name.slice(-12))).toBe(true);
         } else expect(prepared).toEqual([]);
       });
-      return names;
-    };
-    const named = await withNames(true);
-    expect(named).toHaveLength(5);
-    expect(new Set(named).size).toBe(1);
-    expect(named[0]).toMatch(/^outbox_handler_context_[0-9a-f]{12}$/);
-    expect(await withNames(false)).toEqual([undefined, undefined, undefined, undefined, undefined]);
+    }
   });
 
   it('names it anew within about a second of the first time (a new database fills up)', async () => {
@@ -193,7 +154,7 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
       await enqueue(t, 1);
       await t.relay.runOnce();
       const claim = async (): Promise<PreparedRow | undefined> =>
-        (await preparedHere(t)).find((p) => relayStatement.claimNewName(p.name));
+        (await preparedHere(t)).find((p) => p.name.startsWith(`${CLAIM_NEW_NAME}_`));
       const first = await claim();
       // the first period is 1 s: well within the deadline
       const again = await waitFor(
@@ -210,41 +171,11 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
       expect(again.prepared_at).not.toBe(first!.prepared_at);
       // the generation it left is gone from the server
       expect((await preparedHere(t)).map((p) => p.name)).not.toContain(first!.name);
-    });
-  });
-
-  it("names it anew when a round lets the connection go, never in a claim's round trip, and plans it then", async () => {
-    await withApp(undefined, async (t) => {
-      const probe = RoundTripProbe.attach(t.dataSource);
-      await enqueue(t, 1);
-      await t.relay.runOnce();
-      const names = (): string[] => [
-        ...new Set(probe.seen.flatMap((s) => (relayStatement.claimNewName(s.name) ? [s.name] : []))),
-      ];
-      await waitFor(
-        async () => {
-          await enqueue(t, 1);
-          await t.relay.runOnce();
-          return names().length >= 2;
-        },
-        { timeoutMs: 5000, intervalMs: 100, message: 'the claim named anew' },
-      );
-      // the new name's first use: a claim for no tenant, rolled back in the same round trip, which makes the
-      // claim's generic plan there and then (the fan-out's too); no claim of the app's tenant goes with it
-      const seen = probe.seen;
-      const firstUse = seen.find((s) => s.name === names()[1])!;
-      const trip = seen.filter((s) => s.trip === firstUse.trip);
-      expect(firstUse.values[0]).toBe('00000000-0000-0000-0000-000000000000');
-      expect(trip.map((s) => s.text)).toContain('rollback');
-      expect(trip.some((s) => s.values[0] === TENANT)).toBe(false);
-      expect(trip.some((s) => relayStatement.fanOutName(s.name))).toBe(true);
-      const [again] = (await preparedHere(t)).filter((p) => p.name === names()[1]);
+      // planned when named (relay-statements pins how), and the claims go on with it
       expect(again).toMatchObject({ custom_plans: 0 });
-      // and the claims go on with it
       const ids = await enqueue(t, 2);
       expect((await t.relay.runOnce()).succeeded).toBe(2);
       expect(t.app.get(Seen).ids).toEqual(expect.arrayContaining(ids));
-      probe.detach();
     });
   });
 
