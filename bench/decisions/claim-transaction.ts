@@ -37,7 +37,7 @@ const BATCH = Number(process.env.BATCH ?? 100);
 const TURNS = Number(process.env.TURNS ?? 2);
 const CONSUMERS = CONSUMER_NAMES['no-db'];
 const EXTRA_CONSUMERS = 200;
-/** What test/relay-jit.e2e-spec.ts asks of its database: every plan compiled, inlined and optimised. */
+/** What test/relay/relay-jit.e2e-spec.ts asks of its database: every plan compiled, inlined and optimised. */
 const JIT_EVERY_PLAN = `select set_config('jit_above_cost', '0', true), set_config('jit_inline_above_cost', '0', true),
                                set_config('jit_optimize_above_cost', '0', true)`;
 

@@ -1,6 +1,6 @@
 /**
  * What `@OnOutboxEvent(pattern)` (and a webhook's `events`) match: one table, run against the TypeScript
- * matcher and the fan-out's SQL by test/event-pattern.e2e-spec.ts. Every name and pattern here is valid (the
+ * matcher and the fan-out's SQL by test/delivery/event-pattern.e2e-spec.ts. Every name and pattern here is valid (the
  * explorer refuses the others at boot).
  */
 export interface EventPatternCase {

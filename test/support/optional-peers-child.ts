@@ -1,7 +1,7 @@
 /**
  * Boots an app with the outbox, enqueues one event in a transaction, closes, and prints which optional peer
  * packages were loaded (from `require.cache`). With OPTIONAL_PEERS=cls the app uses the transactionHost option (=brokers: a broker of each type),
- * so the check can be seen to fail. Run by test/optional-peers.e2e-spec.ts in a process of its own.
+ * so the check can be seen to fail. Run by test/package/optional-peers.e2e-spec.ts in a process of its own.
  */
 import 'reflect-metadata';
 import { Test } from '@nestjs/testing';

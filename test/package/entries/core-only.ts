@@ -5,7 +5,7 @@
 // With ALSO_IMPORT=<entries> (comma-separated, e.g. `webhooks,admin`) it also imports those subpaths, so the check
 // can be seen to fail. Run in the outside app as dist/core-only.js (CommonJS and ES modules alike: the package is
 // CommonJS, so its files are in the CommonJS loader's cache either way) and in this repository on the source
-// (test/entries.e2e-spec.ts).
+// (test/package/entries.e2e-spec.ts).
 import 'reflect-metadata';
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';

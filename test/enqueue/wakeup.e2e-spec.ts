@@ -1,0 +1,223 @@
+import { Injectable } from '@nestjs/common';
+import { Client } from 'pg';
+import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
+import { buildApp, type TestApp } from '../support/build-app';
+import { createTestDatabase, type TestDatabase } from '../support/test-database';
+import { waitFor } from '../support/wait-for';
+import { enqueueIn, TENANT, TENANTS } from '../support/outbox-fixture';
+
+/** So long that only a wake-up can deliver within a test's deadline. */
+const NEVER_POLL = 600_000;
+
+@Injectable()
+class Recorder {
+  readonly seen: string[] = [];
+  @OnOutboxEvent('test.wake.v1', { consumer: 'recorder' })
+  record(event: OutboxEvent): void {
+    this.seen.push(event.eventId);
+  }
+}
+
+describe('wake-ups', () => {
+  let db: TestDatabase;
+  const apps: TestApp[] = [];
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterEach(async () => {
+    while (apps.length) await apps.pop()!.close();
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  const start = async (relay: Record<string, unknown>): Promise<TestApp> => {
+    const app = await buildApp({ url: db.url, providers: [Recorder], outbox: { relay } });
+    apps.push(app);
+    return app;
+  };
+  const enqueue = (t: TestApp) => enqueueIn(t, { eventName: 'test.wake.v1' });
+
+  it("wakes this process's relay right after the enqueuing transaction commits, not at the next poll", async () => {
+    const t = await start({ enabled: true, pollIntervalMs: NEVER_POLL, listen: false, notify: false });
+    const id = await enqueue(t);
+    await waitFor(() => t.app.get(Recorder).seen.includes(id), {
+      timeoutMs: 5000,
+      message: 'the in-process wake-up',
+    });
+  });
+
+  it('wakes the relay of another process through LISTEN/NOTIFY, and again after its listening connection is killed', async () => {
+    const producer = await start({ enabled: false, notify: true });
+    const worker = await start({ enabled: true, pollIntervalMs: NEVER_POLL, listen: true });
+    const seen = worker.app.get(Recorder).seen;
+    const first = await enqueue(producer);
+    await waitFor(() => seen.includes(first), { timeoutMs: 5000, message: 'the NOTIFY wake-up' });
+
+    const killed = await db.sql<{ ok: boolean }>(
+      `select pg_terminate_backend(pid) ok from pg_stat_activity where query = 'listen outbox_wakeup' and datname = current_database()`,
+    );
+    expect(killed.length).toBeGreaterThan(0);
+    // The listener reconnects by itself; keep enqueueing until a wake-up gets through.
+    const later: string[] = [];
+    await waitFor(
+      async () => {
+        later.push(await enqueue(producer));
+        return later.some((id) => seen.includes(id));
+      },
+      { timeoutMs: 10_000, intervalMs: 200, message: 'a wake-up after the listener reconnected' },
+    );
+  });
+
+  /**
+   * A client LISTENing for wake-ups, with the payloads it received, and `marker`: a notification of its own, sent
+   * after what a test did and awaited. A wake-up due before it would be delivered before it (one channel, one
+   * server: delivered in commit order).
+   */
+  const listening = async () => {
+    const listener = new Client({ connectionString: db.url });
+    await listener.connect();
+    const received: string[] = [];
+    listener.on('notification', (n) => received.push(n.payload ?? ''));
+    await listener.query('listen outbox_wakeup');
+    const marker = async (name: string): Promise<void> => {
+      await db.sql(`select pg_notify('outbox_wakeup', $1)`, [name]);
+      await waitFor(() => received.includes(name), { timeoutMs: 5000, message: `the ${name} marker` });
+    };
+    return { received, marker, end: () => listener.end() };
+  };
+
+  it('notifies at once after a quiet spell, and once per relay.notifyGapMs for the commits within it', async () => {
+    const producer = await start({ enabled: false, notify: true, notifyGapMs: 600_000 });
+    const listener = await listening();
+    try {
+      await enqueue(producer);
+      await waitFor(() => listener.received.includes(TENANT), {
+        timeoutMs: 5000,
+        message: 'the first NOTIFY',
+      });
+      // two more commits within the gap: no wake-up of theirs before the marker
+      await enqueue(producer);
+      await enqueue(producer);
+      await listener.marker('after-the-burst');
+      expect(listener.received).toEqual([TENANT, 'after-the-burst']);
+    } finally {
+      await listener.end();
+    }
+  });
+
+  it('carries the wake-up after a quiet spell in the insert: delivered with the commit, dropped with a rollback', async () => {
+    const producer = await start({ enabled: false, notify: true, notifyGapMs: 50 });
+    const listener = await listening();
+    try {
+      // (relay-statements pins that the insert itself sends it, in the transaction)
+      await enqueue(producer);
+      await waitFor(() => listener.received.includes(TENANT), { timeoutMs: 5000, message: 'the wake-up' });
+
+      const quiet = Date.now() + 60;
+      await waitFor(() => Date.now() >= quiet, {
+        timeoutMs: 5000,
+        message: 'a quiet spell longer than the gap',
+      });
+      await expect(
+        producer.dataSource.transaction(async (manager) => {
+          await producer.outbox.enqueue(manager, {
+            tenantId: TENANTS[1],
+            eventName: 'test.wake.v1',
+            payload: {},
+          });
+          throw new Error('rolled back');
+        }),
+      ).rejects.toThrow('rolled back');
+      await listener.marker('after-the-rollback');
+      expect(listener.received).toEqual([TENANT, 'after-the-rollback']);
+    } finally {
+      await listener.end();
+    }
+  });
+
+  it('lets the first insert after the gap carry the wake-ups of the commits within it: no NOTIFY of its own', async () => {
+    const gapMs = 200;
+    const producer = await start({ enabled: false, notify: true, notifyGapMs: gapMs });
+    const listener = await listening();
+    try {
+      await enqueueIn(producer, { eventName: 'test.wake.v1', tenantId: TENANTS[0] });
+      const carriedAt = Date.now();
+      await waitFor(() => listener.received.length === 1, { timeoutMs: 5000, message: 'the first wake-up' });
+      // within the gap: owed a wake-up, due at the end of the gap and its grace
+      await enqueueIn(producer, { eventName: 'test.wake.v1', tenantId: TENANTS[1] });
+      await waitFor(() => Date.now() >= carriedAt + gapMs + 20, {
+        timeoutMs: 5000,
+        message: 'the gap to pass',
+      });
+      await enqueueIn(producer, { eventName: 'test.wake.v1', tenantId: TENANTS[2] });
+      await waitFor(() => listener.received.length === 2, { timeoutMs: 5000, message: 'the second wake-up' });
+      // past the grace: a send of its own would have gone out by now
+      await waitFor(() => Date.now() >= carriedAt + 3 * gapMs + 50, {
+        timeoutMs: 5000,
+        message: 'the grace to pass',
+      });
+      await listener.marker('after-the-grace');
+      expect(listener.received[0]).toBe(TENANTS[0]);
+      expect(listener.received[1]!.split(',').sort()).toEqual([TENANTS[1], TENANTS[2]].sort());
+      // no NOTIFY of its own: nothing came between the carried wake-ups and the marker
+      expect(listener.received).toHaveLength(3);
+    } finally {
+      await listener.end();
+    }
+  });
+
+  it('sends the wake-ups a carrier owed on a connection of its own when the savepoint holding the carrier rolls back', async () => {
+    const gapMs = 200;
+    const producer = await start({ enabled: false, notify: true, notifyGapMs: gapMs });
+    const listener = await listening();
+    try {
+      await enqueueIn(producer, { eventName: 'test.wake.v1', tenantId: TENANTS[0] });
+      const carriedAt = Date.now();
+      await waitFor(() => listener.received.length === 1, { timeoutMs: 5000, message: 'the first wake-up' });
+      const owed = await enqueueIn(producer, { eventName: 'test.wake.v1', tenantId: TENANTS[1] });
+      await waitFor(() => Date.now() >= carriedAt + gapMs + 20, {
+        timeoutMs: 5000,
+        message: 'the gap to pass',
+      });
+      await producer.dataSource.transaction(async (manager) => {
+        // the nested transaction is a savepoint: its insert carries the owed wake-up, and is rolled back
+        await manager
+          .transaction(async (inner) => {
+            await producer.outbox.enqueue(inner, {
+              tenantId: TENANTS[2],
+              eventName: 'test.wake.v1',
+              payload: {},
+            });
+            throw new Error('savepoint rolled back');
+          })
+          .catch(() => undefined);
+      });
+      await waitFor(() => listener.received.some((p) => p.split(',').includes(TENANTS[1])), {
+        timeoutMs: 5000,
+        message: `a wake-up naming the tenant of ${owed}`,
+      });
+    } finally {
+      await listener.end();
+    }
+  });
+
+  it('refuses a negative relay.notifyGapMs at boot, saying what it takes', async () => {
+    await expect(start({ enabled: false, notifyGapMs: -1 })).rejects.toThrow(
+      /relay\.notifyGapMs.*an integer number of ms ≥ 0/s,
+    );
+  });
+
+  it('still delivers by polling when no notification arrives', async () => {
+    const t = await start({ enabled: true, pollIntervalMs: 200, listen: false, notify: false });
+    // Written behind the library's back: no wake-up of any kind is sent.
+    const [{ id }] = (await db.sql<{ id: string }>(
+      `insert into event_outbox (id, tenant_id, event_name, payload) values (gen_random_uuid(), $1, 'test.wake.v1', '{}') returning id`,
+      [TENANT],
+    )) as [{ id: string }];
+    await waitFor(() => t.app.get(Recorder).seen.includes(id), {
+      timeoutMs: 5000,
+      message: 'the poll to find the event',
+    });
+  });
+});

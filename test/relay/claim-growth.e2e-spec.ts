@@ -1,0 +1,108 @@
+import { Injectable } from '@nestjs/common';
+import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
+import { buildApp, type TestApp } from '../support/build-app';
+import { createTestDatabase, type TestDatabase } from '../support/test-database';
+import {
+  effectIds,
+  EFFECTS_TABLE,
+  EFFECTS_TABLE_SQL,
+  enqueueManyIn,
+  recordEffect,
+  TENANTS,
+  truncateOutbox,
+} from '../support/outbox-fixture';
+
+const IN_MEMORY = 'test.growth.memory.v1';
+const WRITING = 'test.growth.writing.v1';
+const BATCH = 4;
+const MAX_BATCH = 16;
+
+/** One consumer that keeps what it saw in memory, one that writes a row through `context.manager`. */
+@Injectable()
+class GrowthConsumers {
+  readonly seen: string[] = [];
+
+  @OnOutboxEvent(IN_MEMORY, { consumer: 'growth-memory' })
+  remember(event: OutboxEvent): void {
+    this.seen.push(event.eventId);
+  }
+
+  @OnOutboxEvent(WRITING, { consumer: 'growth-writing' })
+  write(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    return recordEffect(event, context);
+  }
+}
+
+/**
+ * `relay.maxBatchSize`: while a tenant's backlog drains through handlers that write nothing, each claim takes
+ * twice the last, up to the bound; a batch that wrote keeps claims at `relay.batchSize`. Each event once either way.
+ */
+describe('claims grow for quick batches (relay.maxBatchSize)', () => {
+  let db: TestDatabase;
+  let t: TestApp | undefined;
+  beforeAll(async () => {
+    db = await createTestDatabase([EFFECTS_TABLE_SQL]);
+  });
+  afterEach(async () => {
+    await t?.close();
+    t = undefined;
+    await truncateOutbox(db, EFFECTS_TABLE);
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  async function start(): Promise<GrowthConsumers> {
+    t = await buildApp({
+      url: db.url,
+      providers: [GrowthConsumers],
+      // one lane: each round is one claim of the tenant
+      outbox: { relay: { batchSize: BATCH, maxBatchSize: MAX_BATCH, concurrency: 1 } },
+    });
+    return t.app.get(GrowthConsumers);
+  }
+
+  function enqueue(eventName: string, count: number): Promise<string[]> {
+    const events = Array.from({ length: count }, (_, i) => ({
+      tenantId: TENANTS[0],
+      eventName,
+      payload: { i },
+    }));
+    return enqueueManyIn(t!, events);
+  }
+
+  /** Events each round claimed, round after round, until one claims none. */
+  async function claimsUntilDrained(): Promise<number[]> {
+    const claims: number[] = [];
+    for (;;) {
+      const { eventsClaimed } = await t!.relay.runOnce();
+      if (eventsClaimed === 0) return claims;
+      claims.push(eventsClaimed);
+    }
+  }
+
+  it('doubles the claims of handlers that write nothing, up to relay.maxBatchSize', async () => {
+    const consumers = await start();
+    const ids = await enqueue(IN_MEMORY, 60);
+    expect(await claimsUntilDrained()).toEqual([4, 8, 16, 16, 16]);
+    expect([...consumers.seen].sort()).toEqual([...ids].sort());
+  });
+
+  it('keeps the claims of a writing handler at relay.batchSize', async () => {
+    await start();
+    const ids = await enqueue(WRITING, 12);
+    expect(await claimsUntilDrained()).toEqual([4, 4, 4]);
+    expect((await effectIds(db, 'growth-writing')).sort()).toEqual([...ids].sort());
+  });
+
+  it('goes back to relay.batchSize once a batch writes, and grows again after', async () => {
+    const consumers = await start();
+    const first = await enqueue(IN_MEMORY, 12);
+    // claims of 4 and 8 take the first in-memory events, one of 16 the writing ones, then 4 and 8 the rest
+    const writing = await enqueue(WRITING, 16);
+    const last = await enqueue(IN_MEMORY, 12);
+    expect(await claimsUntilDrained()).toEqual([4, 8, 16, 4, 8]);
+    expect([...consumers.seen].sort()).toEqual([...first, ...last].sort());
+    expect((await effectIds(db, 'growth-writing')).sort()).toEqual([...writing].sort());
+  });
+});
