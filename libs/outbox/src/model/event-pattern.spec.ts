@@ -16,5 +16,5 @@ describe('event patterns', () => {
   });
 
   // What a pattern matches: one table of cases (test/support/event-pattern-cases.ts), run against
-  // matchesEventPattern and the fan-out's SQL by test/event-pattern.e2e-spec.ts.
+  // matchesEventPattern and the fan-out's SQL by test/delivery/event-pattern.e2e-spec.ts.
 });
