@@ -87,6 +87,21 @@ export async function inTurns<V extends string, F extends string>(
   return figures;
 }
 
+/** Each variant's slices as `groups` means of consecutive slices (`compare` then takes the median of those). */
+export function inGroups<V>(slices: ReadonlyMap<V, readonly number[]>, groups = 4): Map<V, number[]> {
+  const grouped = new Map<V, number[]>();
+  for (const [variant, values] of slices) {
+    const size = Math.ceil(values.length / groups);
+    const means: number[] = [];
+    for (let i = 0; i < values.length; i += size) {
+      const group = values.slice(i, i + size);
+      means.push(group.reduce((sum, v) => sum + v, 0) / group.length);
+    }
+    grouped.set(variant, means);
+  }
+  return grouped;
+}
+
 export function print(line: string): void {
   process.stdout.write(`${line}\n`);
 }

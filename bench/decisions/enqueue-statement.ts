@@ -31,7 +31,7 @@ import { pgTransactionalOutboxPeer } from '../peers/pg-transactional-outbox.peer
 import { BENCH_EVENT, BENCH_TENANT } from '../harness/bench-database';
 import { insertContact, insertEvent as rawInsertEvent } from '../raw/raw.queries';
 import { insertEvent, outboxNames, type SqlStatement } from '../../libs/outbox/src/store/sql';
-import { compare, heading, inTurns, openDecisionDatabase, print } from './decision-server';
+import { compare, heading, inGroups, inTurns, openDecisionDatabase, print } from './decision-server';
 
 const NAMES = outboxNames();
 const TRANSACTIONS = Number(process.env.TRANSACTIONS ?? 4000);
@@ -39,7 +39,6 @@ const TURNS = Number(process.env.TURNS ?? 5);
 const APPLICATION = 'decision-enqueue-statement';
 const SLICE_MS = Number(process.env.SLICE_MS ?? 250);
 const SLICES = Number(process.env.SLICES ?? 24);
-const GROUPS = 4;
 
 const APP_VARIANTS = [
   'library (as shipped)',
@@ -61,21 +60,6 @@ async function openApp(url: string, variant: AppVariant, connections: number): P
       await manager.query(insert.text, insert.values);
     });
   return peerTransactor(url, connections, pgTransactionalOutboxPeer, name);
-}
-
-/** Each variant's slices as GROUPS means of consecutive slices (the median is taken over those). */
-function inGroups<V>(slices: ReadonlyMap<V, readonly number[]>): Map<V, number[]> {
-  const grouped = new Map<V, number[]>();
-  for (const [variant, values] of slices) {
-    const size = Math.ceil(values.length / GROUPS);
-    const means: number[] = [];
-    for (let i = 0; i < values.length; i += size) {
-      const group = values.slice(i, i + size);
-      means.push(group.reduce((sum, v) => sum + v, 0) / group.length);
-    }
-    grouped.set(variant, means);
-  }
-  return grouped;
 }
 
 /** The enqueue work through a Nest app, each variant's transactions in slices taking turns. */

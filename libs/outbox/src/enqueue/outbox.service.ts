@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { v7 as uuidv7 } from 'uuid';
 import type { EntityManager, QueryRunner } from 'typeorm';
 import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
@@ -10,13 +10,11 @@ import type { ResolvedOutboxOptions } from '../options/outbox-module-options.int
 import * as q from '../store/sql';
 import { SINGLE_TENANT_ID } from '../model/outbox.constants';
 import { validateEvent, type ValidatedEvent } from '../model/event-validation';
-import { OutboxWakeup, type CarriedWakeup } from './outbox-wakeup';
+import { OutboxWakeup } from './outbox-wakeup';
 import { OutboxSchemaRegistry } from '../events/outbox-schema.registry';
 import { AmbientTransactions } from '../cls/ambient-transactions';
 import { OutboxInstrumentation } from '../extension/outbox-instrumentation';
-import { inHandlerScope } from '../model/handler-scope-marker';
-import { namedQuery, statementName } from '../store/named-query';
-import { PREPARED_STATEMENT_MISSING } from '../store/round-connection';
+import { EnqueueInserts } from '../store/named-query';
 
 /** The transaction `enqueue` writes in: its EntityManager, or a QueryRunner after `startTransaction()`. */
 export type OutboxTransaction = EntityManager | QueryRunner;
@@ -24,11 +22,8 @@ export type OutboxTransaction = EntityManager | QueryRunner;
 /** Writes events into the outbox inside the caller's transaction. */
 @Injectable()
 export class OutboxService {
-  /** The name of each insert text (`preparedStatements`); a handful per schema: traced or not, carrying or not. */
-  private readonly statementNames = new Map<string, string>();
-  /** Inserts run as named statements: `preparedStatements`, until a connection lost one. */
-  private named: boolean;
-  private readonly logger = new Logger(OutboxService.name);
+  /** How the insert goes: a named statement or not (`preparedStatements`, ADR 0807). */
+  private readonly inserts: EnqueueInserts;
 
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
@@ -37,7 +32,7 @@ export class OutboxService {
     private readonly ambient: AmbientTransactions,
     private readonly instrumentation: OutboxInstrumentation,
   ) {
-    this.named = options.preparedStatements;
+    this.inserts = new EnqueueInserts(options.preparedStatements);
   }
 
   /**
@@ -57,8 +52,8 @@ export class OutboxService {
     // instrumentation: the trace context active now goes with the event
     if (this.instrumentation.active) row.traceparent = this.instrumentation.traceContext();
     const tenants = [row.tenantId];
-    const carried = await this.insert(runner, q.insertEvent(this.options.names, row), tenants);
-    this.wakeup.enqueuedIn(runner, tenants, carried);
+    await this.insert(runner, q.insertEvent(this.options.names, row), tenants);
+    this.wakeup.enqueuedIn(runner, tenants);
     if (this.instrumentation.active) this.instrumentation.eventsEnqueued([row]);
     return row.id;
   }
@@ -86,8 +81,8 @@ export class OutboxService {
     const traceparent = this.instrumentation.active ? this.instrumentation.traceContext() : null;
     if (traceparent) for (const row of rows) row.traceparent = traceparent;
     const tenants = [...new Set(rows.map((r) => r.tenantId))];
-    const carried = await this.insert(runner, q.insertEvents(this.options.names, rows), tenants);
-    this.wakeup.enqueuedIn(runner, tenants, carried);
+    await this.insert(runner, q.insertEvents(this.options.names, rows), tenants);
+    this.wakeup.enqueuedIn(runner, tenants);
     if (this.instrumentation.active) this.instrumentation.eventsEnqueued(rows);
     return rows.map((row) => row.id);
   }
@@ -110,47 +105,19 @@ export class OutboxService {
   }
 
   /**
-   * Runs the insert, with the wake-up it carries when it is its turn to carry one (returned); a refusal by
-   * row-level security becomes an OutboxError that says how to set the tenant.
+   * Runs the insert, named or not (see `EnqueueInserts`); a refusal by row-level security becomes an OutboxError
+   * that says how to set the tenant.
    */
-  private async insert(
-    runner: QueryRunner,
-    insert: q.SqlStatement,
-    tenants: string[],
-  ): Promise<CarriedWakeup | null> {
-    const carried = this.wakeup.carry(runner, tenants);
-    const statement = carried ? q.carryingWakeup(this.options.names, insert, carried.payload) : insert;
-    const name = this.nameOf(runner, statement);
+  private async insert(runner: QueryRunner, statement: q.SqlStatement, tenants: string[]): Promise<void> {
     try {
-      if (name) await namedQuery(runner, statement, name);
-      else await runner.query(statement.text, statement.values);
-      return carried;
+      await this.inserts.run(runner, statement);
     } catch (error) {
       const pg = (error as { driverError?: { code?: string; message?: string } }).driverError;
       if (pg?.code === '42501' && pg.message?.includes('row-level security')) {
         throw new OutboxError(messages.rowLevelSecurity(tenants.join(', '), this.options.tenantSetting));
       }
-      if (name && pg?.code === PREPARED_STATEMENT_MISSING) {
-        if (this.named) this.logger.warn(messages.lostEnqueueStatement());
-        this.named = false;
-        throw new OutboxError(messages.lostEnqueueStatement());
-      }
       throw error;
     }
-  }
-
-  /**
-   * The name the insert runs under, or undefined when it runs unnamed: in a handler's `context.manager` it goes
-   * through the relay's scoped runner (which opens the handler's savepoint in the same round trip).
-   */
-  private nameOf(runner: QueryRunner, statement: q.SqlStatement): string | undefined {
-    if (!this.named || inHandlerScope(runner)) return undefined;
-    let name = this.statementNames.get(statement.text);
-    if (name === undefined) {
-      name = statementName(q.ENQUEUE_NAME, statement.text);
-      this.statementNames.set(statement.text, name);
-    }
-    return name;
   }
 
   /** With tenancy off, an event without a tenant belongs to the single tenant. */

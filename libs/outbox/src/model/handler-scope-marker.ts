@@ -2,8 +2,8 @@ import type { QueryRunner } from 'typeorm';
 
 /**
  * True on the QueryRunner a handler's `context.manager` runs on (see `scopedRunner`): the relay's batch
- * transaction, whose savepoints the relay rolls back itself. An `enqueue` there carries no wake-up (a wake-up
- * carried in a savepoint the relay rolls back would be lost with it, unseen by TypeORM's subscribers).
+ * transaction, whose savepoints the relay rolls back itself. An `enqueue` there sends its insert unnamed, through
+ * that runner, which opens the handler's savepoint in the same round trip (see `EnqueueInserts`).
  */
 export const IN_HANDLER_SCOPE = Symbol('outbox.inHandlerScope');
 

@@ -23,5 +23,3 @@ export const CLAIM_NEW_NAME = 'outbox_claim_new';
 export const PAIR_OUTCOME_NAME = 'outbox_outcome';
 /** The start of the statement name of a handler's context (see `handlerContext`). */
 export const HANDLER_CONTEXT_NAME = 'outbox_handler_context';
-/** The start of the statement names of the event inserts of `enqueue` and `enqueueMany` (see `statementName`). */
-export const ENQUEUE_NAME = 'outbox_enqueue';
