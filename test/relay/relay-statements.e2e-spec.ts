@@ -106,8 +106,7 @@ class Consumers {
   }
 }
 
-const isInsert = (s: ProbedStatement): boolean =>
-  /^\s*(with inserted as \()?insert into public\.event_outbox/i.test(s.text);
+const isInsert = (s: ProbedStatement): boolean => /^\s*insert into public\.event_outbox/i.test(s.text);
 
 /** What a statement is, in a word: the relay's own by what they do, anything else by its text. */
 function label(s: ProbedStatement): string {
@@ -407,7 +406,7 @@ describe('the claim a round sends', () => {
 
 /**
  * `enqueue`'s insert: a named statement on the app's connections (`preparedStatements`), one name per text
- * (enqueue's, enqueueMany's, one carrying a wake-up); unnamed in a handler's batch transaction, with
+ * (enqueue's and enqueueMany's); unnamed in a handler's batch transaction, with
  * `preparedStatements: false`, and once a connection has lost it.
  */
 describe("enqueue's insert", () => {
@@ -429,7 +428,7 @@ describe("enqueue's insert", () => {
       url: db.url,
       typeorm: false,
       imports: [TypeOrmModule.forRoot({ type: 'postgres', url: db.url, extra: { max: 1 } })],
-      // without wake-ups unless asked: an insert carrying one has a text (and a name) of its own
+      // without wake-ups unless asked
       outbox: {
         preparedStatements: outbox.preparedStatements,
         relay: { notify: outbox.notify ?? false, notifyGapMs: 20 },
@@ -451,15 +450,6 @@ describe("enqueue's insert", () => {
     expect(new Set(inserts.map((s) => s.name)).size).toBe(2);
   });
 
-  it('names an insert that carries a wake-up too: the first of a quiet app', async () => {
-    const inserts = await insertsOf({ notify: true }, async (t) => {
-      for (let i = 0; i < 3; i++) await enqueueIn(t, { eventName: PLAIN, payload: { i } });
-    });
-    expect(inserts).toHaveLength(3);
-    expect(inserts[0]!.text).toMatch(/^with inserted as \(insert into/);
-    for (const insert of inserts) expect(insert.name).toMatch(NAMED);
-  });
-
   it('sends it unnamed with preparedStatements false', async () => {
     const inserts = await insertsOf({ preparedStatements: false }, async (t) => {
       await enqueueIn(t, { eventName: PLAIN });
@@ -468,12 +458,9 @@ describe("enqueue's insert", () => {
     expect(inserts.map((s) => s.name)).toEqual([undefined, undefined]);
   });
 
-  it("sends a handler's follow-up unnamed, through its batch transaction, carrying no wake-up however long after the last one", async () => {
-    const inserts = await insertsOf({ notify: true }, async (t) => {
+  it("sends a handler's follow-up unnamed, through its batch transaction", async () => {
+    const inserts = await insertsOf({}, async (t) => {
       await enqueueIn(t, { eventName: CHAIN });
-      // past the gap: an insert outside a handler would carry a wake-up now
-      const quiet = Date.now() + 50;
-      await waitFor(() => Date.now() >= quiet, { timeoutMs: 5000, message: 'a quiet spell' });
       expect(await t.relay.runOnce()).toMatchObject({ succeeded: 1 });
     });
     const followUps = inserts.filter((s) => s.values.includes(FOLLOW_UP));
@@ -675,10 +662,14 @@ describe('the statements of wake-ups', () => {
     }).toEqual({ claims: 1, scans: 1 });
   });
 
-  it('carries the wake-up after a quiet spell in the insert itself, a rolled-back one too', async () => {
+  it('sends the wake-up on a connection of its own after the commit, never in the transaction, none for a rollback', async () => {
     const relay = { enabled: false, notify: true, notifyGapMs: 50 };
-    const sent = await sentBy({ url: db.url, outbox: { relay } }, async (producer) => {
+    const sent = await sentBy({ url: db.url, outbox: { relay } }, async (producer, probe) => {
       await enqueueIn(producer, { eventName: PLAIN });
+      await waitFor(() => probe.seen.some((s) => s.text.includes('pg_notify')), {
+        timeoutMs: 5000,
+        message: 'the wake-up',
+      });
       const quiet = Date.now() + 60;
       await waitFor(() => Date.now() >= quiet, {
         timeoutMs: 5000,
@@ -697,13 +688,13 @@ describe('the statements of wake-ups', () => {
         await runner.release();
       }
     });
-    // the statements that send pg_notify: the two inserts themselves, in their transactions
+    // one statement sent pg_notify: a statement of its own, after the first transaction's commit
     const notifying = sent.filter((s) => s.text.includes('pg_notify'));
-    expect(notifying.map((s) => s.text.slice(0, 29))).toEqual([
-      'with inserted as (insert into',
-      'with inserted as (insert into',
-    ]);
-    expect(notifying[1]!.values).toContain(TENANTS[1]);
+    expect(notifying.map((s) => s.text.slice(0, 18))).toEqual(['select set_config(']);
+    expect(sent.some((s) => isInsert(s) && s.text.includes('pg_notify'))).toBe(false);
+    const commit = sent.findIndex((s) => /^commit$/i.test(s.text.trim()));
+    expect(commit).toBeGreaterThanOrEqual(0);
+    expect(sent.indexOf(notifying[0]!)).toBeGreaterThan(commit);
   });
 
   it('claims the tenants wake-ups named before it scans for other due tenants', async () => {

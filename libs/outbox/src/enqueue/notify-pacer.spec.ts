@@ -77,7 +77,7 @@ describe('NotifyPacer', () => {
     }
   });
 
-  it('makes the requests within the gap share one send, at the end of the gap and its grace', () => {
+  it('makes the requests within the gap share one send, at the end of the gap', () => {
     const p = pacer(5);
     p.request();
     clock.advance(1);
@@ -85,18 +85,17 @@ describe('NotifyPacer', () => {
     clock.advance(1);
     p.request();
     expect(sentAt).toEqual([1000]);
-    // the gap (5 ms), then as long again for an insert to carry the wake-up
-    clock.advance(7);
+    clock.advance(2);
     expect(sentAt).toEqual([1000]);
     clock.advance(1);
-    expect(sentAt).toEqual([1000, 1010]);
-    // the gap runs from that send: a request 1 ms later waits 9 ms
+    expect(sentAt).toEqual([1000, 1005]);
+    // the gap runs from that send: a request 1 ms later waits 4 ms
     clock.advance(1);
     p.request();
-    clock.advance(8);
-    expect(sentAt).toEqual([1000, 1010]);
+    clock.advance(3);
+    expect(sentAt).toEqual([1000, 1005]);
     clock.advance(1);
-    expect(sentAt).toEqual([1000, 1010, 1020]);
+    expect(sentAt).toEqual([1000, 1005, 1010]);
   });
 
   it('never sends two closer than the gap, even when its timer fires early', () => {
@@ -120,8 +119,8 @@ describe('NotifyPacer', () => {
     requests(pacer(2), 400, 0.5);
     const gaps = gapsBetweenSends();
     expect(Math.min(...gaps)).toBeGreaterThanOrEqual(2);
-    // the widest gap (10 ms) and the grace (2 ms)
-    expect(gaps.slice(-5)).toEqual([12, 12, 12, 12, 12]);
+    // the widest gap: 10 ms
+    expect(gaps.slice(-5)).toEqual([10, 10, 10, 10, 10]);
     expect(sentAt.length).toBeLessThan(30);
   });
 
@@ -130,7 +129,7 @@ describe('NotifyPacer', () => {
     requests(p, 2, 0.5);
     p.request();
     clock.advance(10);
-    expect(sentAt).toEqual([1000, 1004]);
+    expect(sentAt).toEqual([1000, 1002]);
   });
 
   it('narrows the gap again once requests slow down', () => {
@@ -163,84 +162,5 @@ describe('NotifyPacer', () => {
     p.stop();
     clock.advance(10);
     expect(sentAt).toEqual([1000]);
-  });
-
-  describe('wake-ups carried by an insert', () => {
-    it('lets the first insert after a quiet spell carry one, and no other within the gap', () => {
-      const p = pacer(5);
-      expect(p.mayCarry()).toBe(true);
-      clock.advance(1);
-      expect(p.mayCarry()).toBe(false);
-      clock.advance(4);
-      expect(p.mayCarry()).toBe(true);
-      expect(sentAt).toEqual([]);
-    });
-
-    it('never lets an insert carry one with a gap of 0 (every commit would take the notification lock)', () => {
-      expect(pacer(0).mayCarry()).toBe(false);
-    });
-
-    it('counts a carrier’s commit as a send: the gap runs from it, and a request within it waits', () => {
-      const p = pacer(5);
-      expect(p.mayCarry()).toBe(true);
-      clock.advance(1);
-      p.carried(false);
-      clock.advance(1);
-      expect(p.mayCarry()).toBe(false);
-      p.request();
-      expect(sentAt).toEqual([]);
-      clock.advance(9);
-      expect(sentAt).toEqual([1011]);
-    });
-
-    /** A send, a commit owed one (due at 1010: the gap, then the grace), and a carrier chosen at 1006, in flight. */
-    const carrierAfterAnOwedCommit = (): NotifyPacer => {
-      const p = pacer(5);
-      p.request();
-      clock.advance(1);
-      p.request();
-      clock.advance(5);
-      expect(p.mayCarry()).toBe(true);
-      clock.advance(1);
-      return p;
-    };
-
-    it('drops the pending send when a carrier covers what it was for, within the grace', () => {
-      const p = carrierAfterAnOwedCommit();
-      p.carried(false);
-      clock.advance(20);
-      expect(sentAt).toEqual([1000]);
-      expect(clock.pending()).toBe(0);
-    });
-
-    it('keeps a send for the commits a carrier did not cover, a gap and its grace after the carrier', () => {
-      const p = carrierAfterAnOwedCommit();
-      p.carried(true); // at 1007
-      clock.advance(9);
-      expect(sentAt).toEqual([1000]);
-      clock.advance(1);
-      expect(sentAt).toEqual([1000, 1017]);
-    });
-
-    it('sends at once after a quiet spell even while a carrier may be in flight (it cannot cover a later commit)', () => {
-      const p = pacer(5);
-      expect(p.mayCarry()).toBe(true);
-      clock.advance(20);
-      p.request();
-      expect(sentAt).toEqual([1020]);
-    });
-
-    it('under sustained load, needs no send of its own when inserts keep carrying the wake-ups', () => {
-      const p = pacer(2);
-      // one transaction every 0.25 ms for 200 ms: an insert, then its commit 0.2 ms later
-      for (let i = 0; i < 800; i++) {
-        const carries = p.mayCarry();
-        clock.advance(0.2);
-        if (carries) p.carried(true);
-        else p.request();
-        clock.advance(0.05);
-      }
-      expect(sentAt).toEqual([]);
-    });
   });
 });

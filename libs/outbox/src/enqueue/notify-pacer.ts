@@ -12,31 +12,22 @@ const PROCESS_CLOCK: PacerClock = {
 };
 
 /**
- * Spaces a process's wake-ups at least `gapMs` apart. A request after a quiet spell sends at once — in the
+ * The wake-up's policy (ADR 0606), with one switch, `relay.notifyGapMs` (`gapMs`; 0: one NOTIFY per commit):
+ * spaces a process's wake-ups at least `gapMs` apart. A request after a quiet spell sends at once — in the
  * caller's turn, not on a timer, which Node would hold back at least a millisecond — and the requests that follow
- * within the gap share one send, when the gap ends (plus `gapMs` of grace, see below). So below one commit per
- * gap every commit wakes the relays at once, and above it the wake-ups stay at one per gap at most, whatever the
- * commit rate.
+ * within the gap share one send, when the gap ends. So below one commit per gap every commit wakes the relays at
+ * once, and above it the wake-ups stay at one per gap at most, whatever the commit rate.
  *
- * A wake-up may also ride in a transaction: the first insert after the gap `mayCarry` a NOTIFY of its own
- * (PostgreSQL delivers it when that transaction commits), and its commit (`carried`) counts as a send. The grace
- * after the gap gives that transaction time to commit before the pending send goes out on a connection of its
- * own: under sustained load every wake-up then rides in an insert, and no extra round trip is made at all. Only
- * one insert per gap carries one, so the commits that take PostgreSQL's notification lock stay one per gap.
- *
- * Under sustained load the gap widens, up to `WIDEST` times `gapMs`: a NOTIFY on a connection of its own is a
- * round trip, and beside a busy one it costs the process several times its own cost. The gap is
+ * Under sustained load the gap widens, up to `WIDEST` times `gapMs`: a NOTIFY is a round trip on a connection of
+ * its own, and beside a busy one it costs the process several times its own cost. The gap is
  * `2 × gapMs² / mean interval between requests`, within [`gapMs`, `WIDEST × gapMs`]: it stays `gapMs` while
  * requests come one per `2 × gapMs` or slower (with the default 2 ms, up to 250 commits/s: each still wakes the
  * relays at once), and at higher rates a relay in another process — busy at such rates anyway — is woken at
- * least every `WIDEST × gapMs` (plus the grace). The mean is weighted towards recent requests and starts quiet,
- * so a short burst keeps the narrow gap. Why, and what was measured:
- * docs/adr/0606-no-notify-in-the-app-transaction-and-the-pacer.md and docs/adr/0805-wake-ups-ride-in-an-insert.md.
+ * least every `WIDEST × gapMs`. The mean is weighted towards recent requests and starts quiet, so a short burst
+ * keeps the narrow gap. Why, and what was measured: docs/adr/0606-no-notify-in-the-app-transaction-and-the-pacer.md.
  */
 export class NotifyPacer {
   private lastSentAt = Number.NEGATIVE_INFINITY;
-  /** When an insert last took a wake-up to carry (it may not have committed yet). */
-  private lastCarrierAt = Number.NEGATIVE_INFINITY;
   private lastRequestAt: number | null = null;
   /** Mean time between requests, in ms, weighted towards recent ones (see `widenedGap`). */
   private meanIntervalMs: number;
@@ -53,43 +44,14 @@ export class NotifyPacer {
     this.gap = gapMs;
   }
 
-  /**
-   * Asks for a send on behalf of a commit whose wake-up nothing carried: now after a quiet spell, else at the end
-   * of the gap and its grace (one send however many requests came meanwhile).
-   */
+  /** Asks for a send on behalf of a commit: now after a quiet spell, else at the end of the gap (one send however many requests came meanwhile). */
   request(): void {
     const now = this.clock.now();
     this.noteRequest(now);
     if (this.timer !== null) return;
-    const wait = this.lastSentAt + this.gap - now;
+    const wait = this.dueAt() - now;
     if (wait <= 0) this.sendNow();
-    else this.sendAfter(this.dueAt() - now);
-  }
-
-  /**
-   * Whether an insert about to be sent may carry a wake-up: yes once the gap since the last send and the last
-   * carrier has passed (never with a gap of 0: a NOTIFY in every transaction would make commits take the
-   * notification lock one after another). A yes counts as this gap's carrier.
-   */
-  mayCarry(): boolean {
-    if (this.gapMs === 0) return false;
-    const now = this.clock.now();
-    if (now < Math.max(this.lastSentAt, this.lastCarrierAt) + this.gap) return false;
-    this.lastCarrierAt = now;
-    return true;
-  }
-
-  /**
-   * A transaction that carried a wake-up committed: it counts as a send now. `owed`: whether commits that it did
-   * not cover still wait for one (their send is then due a gap and its grace from now); if none do, a pending send
-   * is dropped.
-   */
-  carried(owed: boolean): void {
-    const now = this.clock.now();
-    this.noteRequest(now);
-    this.lastSentAt = now;
-    this.stop();
-    if (owed) this.sendAfter(this.dueAt() - now);
+    else this.sendAfter(wait);
   }
 
   /** Drops a pending send (at shutdown: the relays' polls stand in for it). */
@@ -98,9 +60,9 @@ export class NotifyPacer {
     this.timer = null;
   }
 
-  /** When a pending send goes out: a gap after the last send, and the grace in which an insert may carry it. */
+  /** When a pending send goes out: a gap after the last send. */
   private dueAt(): number {
-    return this.lastSentAt + this.gap + this.gapMs;
+    return this.lastSentAt + this.gap;
   }
 
   /**

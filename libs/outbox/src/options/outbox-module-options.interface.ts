@@ -58,18 +58,16 @@ export interface OutboxRelayOptions {
    */
   maxTenantsPerRound?: number;
   /**
-   * Wake relays in other processes with a NOTIFY when a transaction that enqueued commits: carried by an insert
-   * (delivered with its commit), or sent on a pooled connection for the commits no insert covered. Default:
-   * `!relay.enabled` (`true` on an instance that only enqueues, `false` on one that relays itself).
+   * Wake relays in other processes with a NOTIFY when a transaction that enqueued commits, sent on a pooled
+   * connection after the commit (never in the app's transaction). Default: `!relay.enabled` (`true` on an
+   * instance that only enqueues, `false` on one that relays itself).
    */
   notify?: boolean;
   /**
-   * Shortest gap between two of those wake-ups from this process, in ms. An insert after a quieter spell carries
-   * one; the commits within the gap share the one the first insert after the gap carries, or, if none comes within
-   * another `notifyGapMs`, one sent on a pooled connection. Under sustained load the gap widens, up to 5×
-   * (`2 × notifyGapMs² / mean time between commits`): with 2 ms, up to 250 commits/s each commit wakes the relays
-   * at once, at 1,000/s one wake-up per 8 ms does (see `NotifyPacer`). `0`: one per commit, on a pooled
-   * connection (never carried: each transaction would take PostgreSQL's notification lock). Default: `2`.
+   * Shortest gap between two of those wake-ups from this process, in ms: a commit after a quieter spell notifies
+   * at once, the commits within the gap share one NOTIFY at its end. Under sustained load the gap widens, up to
+   * 5× (`2 × notifyGapMs² / mean time between commits`): with 2 ms, up to 250 commits/s each commit wakes the
+   * relays at once, at 1,000/s one wake-up per 8 ms does (see `NotifyPacer`). `0`: one per commit. Default: `2`.
    */
   notifyGapMs?: number;
   /**

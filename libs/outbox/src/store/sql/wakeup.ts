@@ -21,18 +21,6 @@ export function notifyWakeup(n: OutboxNames, tenants: readonly string[]): SqlSta
   };
 }
 
-/**
- * The same insert with a wake-up riding in it: PostgreSQL delivers the NOTIFY when the app's transaction
- * commits, and drops it if it rolls back. Still one statement, one round trip.
- */
-export function carryingWakeup(n: OutboxNames, insert: SqlStatement, payload: string): SqlStatement {
-  const next = insert.values.length + 1;
-  return {
-    text: `with inserted as (${insert.text}) select pg_notify($${next}, $${next + 1})`,
-    values: [...insert.values, n.wakeupChannel, payload],
-  };
-}
-
 /** The tenants a wake-up's payload names (the relay checks each is a UUID). */
 export function wakeupTenants(payload: string | undefined): string[] {
   return payload ? payload.split(',') : [];
