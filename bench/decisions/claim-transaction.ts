@@ -4,7 +4,10 @@
  * The relay's claim transaction alone, as the relay sends it on a pipelined connection — `begin`, the relay's
  * context, the generic-plan setting, the fan-out as a named statement, `commit` — timed from the first write to
  * the last result, CLAIMS (default 30) claims per variant and turn, each of BATCH (default 100) pending events for
- * two in-process consumers. Against the shipped transaction, one change at a time:
+ * two in-process consumers. The fan-out's transaction, and one change at a time against it:
+ * - `lean claim`: the lean claim of new events (ADR 0804) in place of the fan-out, as the relay sends it where its
+ *   policy has `leanClaim` and every consumer is in-process here (as in this set-up); the fan-out is what the
+ *   relay sends with `leanClaim` off;
  * - `durable`: the claim commits with `synchronous_commit = on` (ADR 0605);
  * - `jit on`: JIT left at the server's settings, and `jit on every plan`: every plan compiled whatever its
  *   estimated cost, as a plan whose estimate passes `jit_above_cost` is (ADR 0605; only where the server has
@@ -21,6 +24,7 @@ import { BENCH_TENANT, type BenchDatabase } from '../harness/bench-database';
 import { CONSUMER_NAMES } from '../harness/bench-consumers';
 import { median, now } from '../harness/stats';
 import {
+  claimNewEvents,
   fanOutPendingEvents,
   genericPlans,
   heartbeatConsumers,
@@ -41,7 +45,8 @@ const EXTRA_CONSUMERS = 200;
 const JIT_EVERY_PLAN = `select set_config('jit_above_cost', '0', true), set_config('jit_inline_above_cost', '0', true),
                                set_config('jit_optimize_above_cost', '0', true)`;
 
-type Variant = 'as shipped' | 'durable' | 'jit on' | 'jit on every plan' | 'unnamed' | 'registry of 200 more';
+type Variant =
+  'fan-out' | 'lean claim' | 'durable' | 'jit on' | 'jit on every plan' | 'unnamed' | 'registry of 200 more';
 
 interface ClaimShape {
   size: number;
@@ -50,15 +55,18 @@ interface ClaimShape {
   jit: false | 'on' | 'every plan';
   named: boolean;
   extraConsumers: boolean;
+  /** The lean claim (the policy's `leanClaim`) in place of the fan-out. */
+  lean: boolean;
 }
 
 const SHAPES: Record<Variant, Omit<ClaimShape, 'size'>> = {
-  'as shipped': { durable: false, jit: false, named: true, extraConsumers: false },
-  durable: { durable: true, jit: false, named: true, extraConsumers: false },
-  'jit on': { durable: false, jit: 'on', named: true, extraConsumers: false },
-  'jit on every plan': { durable: false, jit: 'every plan', named: true, extraConsumers: false },
-  unnamed: { durable: false, jit: false, named: false, extraConsumers: false },
-  'registry of 200 more': { durable: false, jit: false, named: true, extraConsumers: true },
+  'fan-out': { durable: false, jit: false, named: true, extraConsumers: false, lean: false },
+  'lean claim': { durable: false, jit: false, named: true, extraConsumers: false, lean: true },
+  durable: { durable: true, jit: false, named: true, extraConsumers: false, lean: false },
+  'jit on': { durable: false, jit: 'on', named: true, extraConsumers: false, lean: false },
+  'jit on every plan': { durable: false, jit: 'every plan', named: true, extraConsumers: false, lean: false },
+  unnamed: { durable: false, jit: false, named: false, extraConsumers: false, lean: false },
+  'registry of 200 more': { durable: false, jit: false, named: true, extraConsumers: true, lean: false },
 };
 
 async function main(): Promise<void> {
@@ -66,11 +74,11 @@ async function main(): Promise<void> {
   try {
     heading(`The claim transaction: ${CLAIMS} claims per variant and turn, ${TURNS} turns`, serverVersion);
     const [jit] = await db.sql<{ available: boolean }>('select pg_jit_available() as available');
-    const variants: Variant[] = ['as shipped', 'durable', 'unnamed', 'registry of 200 more'];
+    const variants: Variant[] = ['fan-out', 'lean claim', 'durable', 'unnamed', 'registry of 200 more'];
     if (jit!.available) variants.splice(2, 0, 'jit on', 'jit on every plan');
     else print('  (no JIT on this server: the "jit on" variant needs PostgreSQL built with LLVM)');
     for (const size of [BATCH, 1]) {
-      const shown = size === BATCH ? variants : (['as shipped', 'unnamed'] as Variant[]);
+      const shown = size === BATCH ? variants : (['fan-out', 'lean claim', 'unnamed'] as Variant[]);
       const figures = await inTurns(shown, TURNS, async (variant) => {
         const times = await claims(db, { size, ...SHAPES[variant] });
         return { p50: median(times) };
@@ -110,16 +118,17 @@ async function claims(db: BenchDatabase, shape: ClaimShape): Promise<number[]> {
   const times: number[] = [];
   try {
     for (let i = 0; i < CLAIMS; i++) {
-      const fanOut = fanOutPendingEvents(NAMES, {
+      const claim = {
         tenantId: BENCH_TENANT,
-        hosted: CONSUMERS,
         inProcess: CONSUMERS,
-        tenantConsumers: [],
         liveWithinMs: OUTBOX_DEFAULTS.registry.liveWithinMs,
         limit: shape.size,
         leaseToken: randomUUID(),
         leaseMs: OUTBOX_DEFAULTS.relay.leaseMs,
-      });
+      };
+      const fanOut = shape.lean
+        ? claimNewEvents(NAMES, claim)
+        : fanOutPendingEvents(NAMES, { ...claim, hosted: CONSUMERS, tenantConsumers: [] });
       const steps: (SqlStatement & { name?: string })[] = [
         { text: 'begin', values: [] },
         setTransactionContext(OUTBOX_DEFAULTS.tenantSetting, BENCH_TENANT, OUTBOX_DEFAULTS.relay.leaseMs, {

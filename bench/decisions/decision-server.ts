@@ -12,6 +12,14 @@ import type { OutboxRelayOptions } from 'nestjs-pg-outbox';
 import { createBenchApp } from '../harness/bench-app';
 import { consumerClass, type ConsumerVariant } from '../harness/bench-consumers';
 import { median, now } from '../harness/stats';
+import { cpuSpentMs, readBackendCpu } from '../harness/backend-cpu';
+import type { RelayPolicy } from '../../libs/outbox/src/options/relay-policy';
+
+/** A variant of `compareDrains`: relay options, and switches of the relay's policy over them (see `RelayPolicy`). */
+export interface DrainVariant {
+  relay?: OutboxRelayOptions;
+  policy?: Partial<RelayPolicy>;
+}
 
 /** A server and a fresh database on it; `close()` drops the database and stops an embedded server. */
 export interface DecisionDatabase {
@@ -119,37 +127,52 @@ function loadAverage(): string {
 
 /**
  * `drain()` of `events` pending events of one tenant, two consumers — both no-op, then one writing a row through
- * `context.manager` — with each variant's relay options, in turns (see `inTurns`), `turns` times: events per
- * second, printed per consumer kind.
+ * `context.manager` — with each variant's relay options and policy switches, in turns (see `inTurns`), `turns`
+ * times: events per second, and CPU per event of the Node process (user + system) and of the app's PostgreSQL
+ * backends (from /proc, when the server runs on this machine), printed per consumer kind.
  */
 export async function compareDrains<V extends string>(
   name: string,
-  variants: Readonly<Record<V, OutboxRelayOptions>>,
+  variants: Readonly<Record<V, DrainVariant>>,
   { events, turns }: { events: number; turns: number },
 ): Promise<void> {
   const { db, serverVersion, close } = await openDecisionDatabase();
+  const applicationName = `decision-${name}`;
+  const query = db.sql.bind(db) as Parameters<typeof readBackendCpu>[0];
   try {
     heading(
       `drain() of ${events.toLocaleString('en-US')} events × 2 consumers per variant, ${turns} turns`,
       serverVersion,
     );
     for (const consumers of ['no-db', 'db-write'] as ConsumerVariant[]) {
-      const figures = await inTurns<V, 'events/s'>(Object.keys(variants) as V[], turns, async (variant) => {
+      type Figure = 'events/s' | 'Node µs CPU/event' | 'PostgreSQL µs CPU/event';
+      const figures = await inTurns<V, Figure>(Object.keys(variants) as V[], turns, async (variant) => {
         await db.resetWithPendingEvents(events);
         const app = await createBenchApp({
           url: db.url,
           consumers: [consumerClass(consumers)],
-          relay: { enabled: false, ...variants[variant] },
-          applicationName: `decision-${name}`,
+          relay: { enabled: false, ...variants[variant].relay },
+          policy: variants[variant].policy ?? {},
+          applicationName,
           probe: false,
         });
         try {
+          // the pool's connections, open before the clock starts (their backends are what is counted)
+          await Promise.all(Array.from({ length: 4 }, () => app.dataSource.query('select 1')));
+          const cpuBefore = await readBackendCpu(query, [applicationName]);
+          const nodeBefore = process.cpuUsage();
           const began = now();
           const drained = await app.relay.drain();
           const ms = now() - began;
+          const node = process.cpuUsage(nodeBefore);
+          const postgresMs = cpuSpentMs(cpuBefore, await readBackendCpu(query, [applicationName]));
           if (drained.eventsClaimed !== events)
             throw new Error(`${variant}: drained ${drained.eventsClaimed} of ${events} events`);
-          return { 'events/s': (events * 1000) / ms };
+          return {
+            'events/s': (events * 1000) / ms,
+            'Node µs CPU/event': (node.user + node.system) / events,
+            'PostgreSQL µs CPU/event': postgresMs === null ? Number.NaN : (postgresMs * 1000) / events,
+          };
         } finally {
           await app.close();
         }

@@ -2,8 +2,8 @@
  * `node --conditions=@nestjs-pg-outbox/source -r @swc-node/register bench/decisions/relay-concurrency.ts`
  *
  * What batches side by side buy (ADR 0802): `drain()` of EVENTS (default 6,000) pending events of one tenant,
- * two consumers — both no-op, or one writing a row through `context.manager` — with `relay.concurrency` 1, 2
- * and 3, in turns, TURNS (default 3) times: events per second.
+ * two consumers — both no-op, or one writing a row through `context.manager` — with the relay policy's `lanes`
+ * (`relay.concurrency`) 1, 2 and 3, in turns, TURNS (default 3) times: events per second, CPU per event.
  */
 import 'reflect-metadata';
 import { compareDrains, exitWhenDone } from './decision-server';
@@ -15,9 +15,9 @@ exitWhenDone(
   compareDrains(
     'relay-concurrency',
     {
-      'concurrency 1': { concurrency: 1 },
-      'concurrency 2': { concurrency: 2 },
-      'concurrency 3': { concurrency: 3 },
+      'lanes 1': { policy: { lanes: 1 } },
+      'lanes 2 (as shipped: auto, pool of 10)': { policy: { lanes: 2 } },
+      'lanes 3': { policy: { lanes: 3 } },
     },
     { events: EVENTS, turns: TURNS },
   ),

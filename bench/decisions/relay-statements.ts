@@ -5,8 +5,10 @@
  * or DATABASE_URL on a server that preloads it): a drain of EVENTS (default 20,000) pending events, two
  * in-process consumers each, batches of 100, by the library (consumers without DB use, and one consumer writing a
  * row) and by the raw batched relay of the benchmark — calls, planning, execution and WAL per batch for each
- * statement. Then, in turns, two designs against the shipped one: the lease table LOGGED instead of UNLOGGED
- * (ADR 0601), and `relay.preparedStatements: false` (ADR 0502). Figures of ADRs 0601, 0602, 0604 and 0502.
+ * statement. Then, in turns, designs against the shipped one: the lease table LOGGED instead of UNLOGGED
+ * (ADR 0601), the relay policy's `namedStatements` off (ADR 0502; the option `preparedStatements`), and its
+ * `unguardedClosings` off (ADR 0806): statements, planning and execution per batch, events per second. Figures of
+ * ADRs 0601, 0602, 0604, 0502 and 0806.
  */
 import 'reflect-metadata';
 import { createBenchApp } from '../harness/bench-app';
@@ -22,6 +24,7 @@ import { drainBatched } from '../raw/batched-relay';
 import { RawSession } from '../raw/raw-session';
 import { compare, heading, inTurns, openDecisionDatabase, print } from './decision-server';
 import type { BenchDatabase } from '../harness/bench-database';
+import type { RelayPolicy } from '../../libs/outbox/src/options/relay-policy';
 
 const EVENTS = Number(process.env.EVENTS ?? 20_000);
 const BATCH = 100;
@@ -84,7 +87,7 @@ async function main(): Promise<void> {
     for (const variant of ['no-db', 'db-write'] as const) {
       await db.resetWithPendingEvents(EVENTS);
       await resetStatements(db);
-      await drainLibrary(db, variant, true);
+      await drainLibrary(db, variant);
       printStatements(
         `library, ${variant === 'no-db' ? 'consumers without DB' : 'one consumer writes a row'}`,
         await statements(db),
@@ -109,7 +112,7 @@ async function main(): Promise<void> {
       await db.sql(`alter table public.outbox_event_leases set ${mode === 'logged' ? 'logged' : 'unlogged'}`);
       await db.resetWithPendingEvents(EVENTS);
       const wal = await db.walPosition();
-      const ms = await drainLibrary(db, 'no-db', true);
+      const ms = await drainLibrary(db, 'no-db');
       return { wal: (await db.walBytesSince(wal)) / EVENTS, rate: (EVENTS / ms) * 1000 };
     });
     await db.sql('alter table public.outbox_event_leases set unlogged');
@@ -117,43 +120,67 @@ async function main(): Promise<void> {
     compare('events/s', '/s', leases.get('rate')!);
 
     print(
-      '\nNamed statements with generic plans (as shipped) against relay.preparedStatements: false (ADR 0502)',
+      "\nNamed statements with generic plans (as shipped) against the policy's namedStatements off (ADR 0502)",
     );
-    const plans = await inTurns(
-      ['named, generic plans (as shipped)', 'unnamed'] as const,
-      TURNS,
-      async (mode) => {
-        await db.resetWithPendingEvents(EVENTS);
-        await resetStatements(db);
-        const ms = await drainLibrary(db, 'no-db', mode === 'unnamed' ? false : true);
-        const all = await statements(db);
-        const batches = EVENTS / BATCH;
-        return {
-          plan: all.reduce((sum, s) => sum + s.planMs, 0) / batches,
-          exec: all.reduce((sum, s) => sum + s.execMs, 0) / batches,
-          rate: (EVENTS / ms) * 1000,
-        };
-      },
-    );
-    compare('planning per batch, all statements', 'ms', plans.get('plan')!);
-    compare('execution per batch, all statements', 'ms', plans.get('exec')!);
-    compare('events/s', '/s', plans.get('rate')!);
+    await comparePolicies(db, {
+      'named, generic plans (as shipped)': {},
+      unnamed: { namedStatements: false },
+    });
+    print("\nClosings without the guard (as shipped) against the policy's unguardedClosings off (ADR 0806)");
+    await comparePolicies(db, {
+      'unguarded closings (as shipped)': {},
+      'guarded closings': { unguardedClosings: false },
+    });
   } finally {
     await close();
   }
 }
 
-/** Drains the backlog with a fresh app (the registry was truncated with the events); returns the milliseconds. */
+/** Statements, planning and execution per batch of BATCH events, and events per second, of a drain. */
+function totals(
+  all: readonly StatementStats[],
+  ms: number,
+): Record<'calls' | 'plan' | 'exec' | 'rate', number> {
+  const batches = EVENTS / BATCH;
+  return {
+    calls: all.reduce((sum, s) => sum + s.calls, 0) / batches,
+    plan: all.reduce((sum, s) => sum + s.planMs, 0) / batches,
+    exec: all.reduce((sum, s) => sum + s.execMs, 0) / batches,
+    rate: (EVENTS / ms) * 1000,
+  };
+}
+
+/** Drains with consumers without DB under each variant's policy switches, in turns: `totals` of each. */
+async function comparePolicies<V extends string>(
+  db: BenchDatabase,
+  variants: Readonly<Record<V, Partial<RelayPolicy>>>,
+): Promise<void> {
+  const figures = await inTurns(Object.keys(variants) as V[], TURNS, async (variant) => {
+    await db.resetWithPendingEvents(EVENTS);
+    await resetStatements(db);
+    const ms = await drainLibrary(db, 'no-db', variants[variant]);
+    return totals(await statements(db), ms);
+  });
+  compare(`statements per batch of ${BATCH}`, '', figures.get('calls')!);
+  compare('planning per batch, all statements', 'ms', figures.get('plan')!);
+  compare('execution per batch, all statements', 'ms', figures.get('exec')!);
+  compare('events/s', '/s', figures.get('rate')!);
+}
+
+/**
+ * Drains the backlog with a fresh app (the registry was truncated with the events), with switches of the relay's
+ * policy; returns the milliseconds. Claims stay at BATCH (no claim growth), so that figures per batch compare.
+ */
 async function drainLibrary(
   db: BenchDatabase,
   variant: ConsumerVariant,
-  preparedStatements: boolean,
+  policy: Partial<RelayPolicy> = {},
 ): Promise<number> {
   const app = await createBenchApp({
     url: db.url,
     consumers: [consumerClass(variant)],
     relay: { batchSize: BATCH },
-    preparedStatements,
+    policy: { claimGrowth: null, ...policy },
     probe: false,
     applicationName: 'decision-library',
   });

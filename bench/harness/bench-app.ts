@@ -1,11 +1,25 @@
 /** Builds a Nest application context with the outbox wired as a user would: ScheduleModule, TypeORM, OutboxModule. */
-import { Module, type DynamicModule, type INestApplicationContext, type Type } from '@nestjs/common';
+import { Global, Module, type DynamicModule, type INestApplicationContext, type Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { OutboxModule, OutboxRelay, OutboxService, type OutboxRelayOptions } from 'nestjs-pg-outbox';
 import { QueryProbe } from './query-probe';
+import { OUTBOX_RELAY_POLICY_SWITCHES, type RelayPolicy } from '../../libs/outbox/src/options/relay-policy';
+
+/**
+ * Switches of the relay's policy that every bench app of this process takes when `policy` is not given: JSON in
+ * BENCH_RELAY_POLICY, e.g. `{"leanClaim":false}` (the decision scripts and the peers bench measure a mechanism
+ * against its absence with it; worker processes inherit it).
+ */
+export const RELAY_POLICY_ENV = 'BENCH_RELAY_POLICY';
+
+/** The switches BENCH_RELAY_POLICY gives, or none. */
+export function relayPolicySwitches(): Partial<RelayPolicy> {
+  const raw = process.env[RELAY_POLICY_ENV]?.trim();
+  return raw ? (JSON.parse(raw) as Partial<RelayPolicy>) : {};
+}
 
 /** Options of {@link createBenchApp}. */
 export interface BenchAppOptions {
@@ -22,6 +36,21 @@ export interface BenchAppOptions {
   applicationName?: string;
   /** Attach the query probe (default true); off where nothing reads it, so timed runs do not carry it. */
   probe?: boolean;
+  /** Switches over the relay's policy (internal, not options: see `RelayPolicy`); BENCH_RELAY_POLICY's unless set. */
+  policy?: Partial<RelayPolicy>;
+}
+
+/** Provides the switches of the relay's policy to the app's OutboxModule (its own: one app never sees another's). */
+@Global()
+@Module({})
+class RelayPolicySwitchesModule {
+  static forRoot(switches: Partial<RelayPolicy>): DynamicModule {
+    return {
+      module: RelayPolicySwitchesModule,
+      providers: [{ provide: OUTBOX_RELAY_POLICY_SWITCHES, useValue: switches }],
+      exports: [OUTBOX_RELAY_POLICY_SWITCHES],
+    };
+  }
 }
 
 /** A running app and the pieces scenarios use. */
@@ -41,6 +70,7 @@ class BenchAppModule {
     return {
       module: BenchAppModule,
       imports: [
+        RelayPolicySwitchesModule.forRoot(options.policy ?? relayPolicySwitches()),
         ScheduleModule.forRoot(),
         TypeOrmModule.forRoot({
           type: 'postgres',

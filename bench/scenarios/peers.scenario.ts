@@ -43,6 +43,7 @@ import {
   type Sample,
   type System,
 } from '../harness/peers-report';
+import { RELAY_POLICY_ENV } from '../harness/bench-app';
 import { runRelayWorkers } from '../harness/relay-workers';
 import { StatementStats, type StatementReading } from '../harness/statement-stats';
 import { inTurn, now, waitUntil } from '../harness/stats';
@@ -211,6 +212,11 @@ async function drainOnce(
   const result = outcome.results[0]!;
   if (result.events !== backlog)
     report.note(`WARNING ${system}: drained ${result.events} of ${backlog} events`);
+  if (system === 'library')
+    report.note(
+      `library (${variant}): Node ${((result.cpu.nodeMs * 1000) / backlog).toFixed(1)} µs CPU per event, ` +
+        `PostgreSQL ${result.cpu.postgresMs === null ? '?' : ((result.cpu.postgresMs * 1000) / backlog).toFixed(1)} µs`,
+    );
   return {
     rate: (backlog / result.elapsedMs) * 1000,
     serverCpuUs: result.cpu.postgresMs === null ? Number.NaN : (result.cpu.postgresMs * 1000) / backlog,
@@ -449,6 +455,8 @@ export const peersScenario: BenchScenario = {
         `each system in its own schema of ${db.name}; ${options.sizes.peersRounds} round(s) per line, ` +
         'systems in turns (forward, then backward); medians, ranges over rounds',
     );
+    const switches = process.env[RELAY_POLICY_ENV]?.trim();
+    if (switches) report.note(`library: relay policy switched by ${RELAY_POLICY_ENV}: ${switches}`);
     const stats = await StatementStats.enable(db);
     if (!stats.available) report.note(`statement counts unavailable: ${stats.reason}`);
     try {

@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import { ConfigurableOutboxModule, OUTBOX_RESOLVED_OPTIONS } from './options/outbox.module-definition';
 import { outboxOptionsProviders } from './options/outbox-options.provider';
+import { relayPolicyProvider } from './options/relay-policy';
 import { OutboxService } from './enqueue/outbox.service';
 import { OutboxExplorer } from './consumers/outbox.explorer';
 import { OutboxConsumerRegistry } from './consumers/outbox-consumer.registry';
@@ -26,6 +27,7 @@ import { OutboxInstrumentation } from './extension/outbox-instrumentation';
   imports: [DiscoveryModule],
   providers: [
     ...outboxOptionsProviders,
+    relayPolicyProvider,
     OutboxStore,
     { provide: OUTBOX_STORE_PORT, useClass: PgRelayStore },
     OutboxService,

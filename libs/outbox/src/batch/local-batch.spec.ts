@@ -2,6 +2,7 @@ import { OutboxStallError } from '../errors/outbox.error';
 import { OutboxInstrumentation } from '../extension/outbox-instrumentation';
 import type { LeaseVacuum } from '../maintenance/lease-vacuum';
 import type { DeliveryOutcome } from '../model/delivery-outcome';
+import type { RelayPolicy } from '../options/relay-policy';
 import type { BatchClosing } from '../store/outbox-store.port';
 import { FakeStore, fakeConsumer, fakeDelivery } from '../store/outbox-store.fake';
 import { BackgroundWork } from './background-work';
@@ -13,7 +14,10 @@ import { newTenantBatch, type Assigned } from './tenant-batch';
 const T = '00000000-0000-4000-8000-00000000000a';
 
 /** A local batch on a fake store, with the events `e1`…`e<n>`, one delivery each, and what their handler saw. */
-function batchOf(n: number): {
+function batchOf(
+  n: number,
+  policy: Pick<RelayPolicy, 'unguardedClosings'> = { unguardedClosings: true },
+): {
   local: LocalBatch;
   store: FakeStore;
   work: { assigned: Assigned[]; unclaimed: [] };
@@ -30,6 +34,7 @@ function batchOf(n: number): {
     { noteReleased: () => null } as unknown as LeaseVacuum,
     new BackgroundWork(),
     instrumentation,
+    policy,
   );
   const assigned = Array.from({ length: n }, (_, i) => ({
     delivery: fakeDelivery(T, 'a', `e${i + 1}`),
@@ -56,6 +61,12 @@ const statuses = (outcomes: DeliveryOutcome[]): [string, string][] =>
   ]);
 
 describe('LocalBatch', () => {
+  it('closes a batch that wrote nothing with the guard where the policy has no unguarded closings', async () => {
+    const { local, store, work } = batchOf(2, { unguardedClosings: false });
+    await local.run(store.tenantConnection(T), newTenantBatch(T), work, false);
+    expect(store.ops('commitBatch').map((c) => (c.request as BatchClosing).noWrites)).toEqual([false]);
+  });
+
   it('commits the outcomes of a batch whose handlers all succeed, in one commit', async () => {
     const { local, store, work, handled } = batchOf(3);
     const connection = store.tenantConnection(T);

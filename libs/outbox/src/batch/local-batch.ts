@@ -11,6 +11,7 @@ import { LEASE_LOST_SQLSTATE, type OutboxStorePort, type TenantConnection } from
 import type { BackgroundWork } from './background-work';
 import type { OutcomeRecorder } from './outcome-recorder';
 import type { OutboxInstrumentation } from '../extension/outbox-instrumentation';
+import type { RelayPolicy } from '../options/relay-policy';
 import { count, RELAY_LOG_CONTEXT, type Assigned, type Settled, type TenantBatch } from './tenant-batch';
 
 /** A batch's in-process deliveries, and those settled without a handler that are recorded with them. */
@@ -40,6 +41,7 @@ export class LocalBatch {
     private readonly leaseVacuum: LeaseVacuum,
     private readonly background: BackgroundWork,
     private readonly instrumentation: OutboxInstrumentation,
+    private readonly policy: Pick<RelayPolicy, 'unguardedClosings'>,
   ) {}
 
   /** The last batch commit in flight (resolved when none is). */
@@ -89,8 +91,10 @@ export class LocalBatch {
     count(outcomes, batch.result);
     await this.finishingCommit;
     this.committing++;
+    // without the guard only where the policy has unguarded closings (ADR 0806)
+    const unguarded = noWrites && this.policy.unguardedClosings;
     const commit = connection
-      .commitBatch({ leaseToken: batch.leaseToken, outcomes, dirty, noWrites })
+      .commitBatch({ leaseToken: batch.leaseToken, outcomes, dirty, noWrites: unguarded })
       .then(
         ({ released }) => this.noteReleased(released),
         (error: unknown) => this.failed(error, batch, work, connection, outcomes),

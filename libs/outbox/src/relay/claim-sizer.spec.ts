@@ -5,7 +5,7 @@ const A = '00000000-0000-4000-8000-00000000000a';
 const B = '00000000-0000-4000-8000-00000000000b';
 
 const quick: BatchRan = { full: true, noWrites: true, remote: false, ms: QUICK_BATCH_MS - 1 };
-const sizer = (): ClaimSizer => new ClaimSizer({ batchSize: 100, maxBatchSize: 500, leaseMs: 60_000 });
+const sizer = (): ClaimSizer => new ClaimSizer({ batchSize: 100, leaseMs: 60_000 }, { max: 500 });
 
 /** The sizes of a tenant's next claims, each after a batch that ran as `batch`. */
 function sizes(s: ClaimSizer, tenant: string, batches: BatchRan[]): number[] {
@@ -54,8 +54,8 @@ describe('ClaimSizer', () => {
     expect([s.next(A), s.next(B)]).toEqual([400, 100]);
   });
 
-  it('does not grow where relay.maxBatchSize is relay.batchSize', () => {
-    const s = new ClaimSizer({ batchSize: 100, maxBatchSize: 100, leaseMs: 60_000 });
+  it('does not grow where the policy has no claim growth (relay.maxBatchSize is relay.batchSize)', () => {
+    const s = new ClaimSizer({ batchSize: 100, leaseMs: 60_000 }, null);
     expect(sizes(s, A, [quick, quick])).toEqual([100, 100]);
   });
 
@@ -77,7 +77,7 @@ describe('ClaimSizer', () => {
   });
 
   it('a claim of one event that timed out cannot be made smaller', () => {
-    const s = new ClaimSizer({ batchSize: 1, maxBatchSize: 1, leaseMs: 60_000 });
+    const s = new ClaimSizer({ batchSize: 1, leaseMs: 60_000 }, null);
     expect(s.timedOut(A, 1)).toBe(false);
   });
 

@@ -1,4 +1,5 @@
 import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
+import type { RelayPolicy } from '../options/relay-policy';
 
 /**
  * How long a batch of handlers that write nothing may take, from its claim to its commit sent, for its tenant's
@@ -21,8 +22,9 @@ export interface BatchRan {
 /**
  * How many events one lane's claims take, tenant by tenant: `relay.batchSize`; fewer, for every tenant, after a
  * claim that outlived its statement bound (`relay.leaseMs`), growing back by doubling after full claims that took
- * under a quarter of it; more, up to `relay.maxBatchSize`, for a tenant whose full batches write nothing and
- * take under QUICK_BATCH_MS (see `ran`). Pure: the relay tells it what happened.
+ * under a quarter of it; more, up to the policy's `claimGrowth.max` (`relay.maxBatchSize`), for a tenant whose
+ * full batches write nothing and take under QUICK_BATCH_MS (see `ran`), unless `claimGrowth` is off. Pure: the
+ * relay tells it what happened.
  */
 export class ClaimSizer {
   /** `relay.batchSize`, or less after a claim that timed out. */
@@ -31,7 +33,8 @@ export class ClaimSizer {
   private readonly grown = new Map<string, number>();
 
   constructor(
-    private readonly relay: Pick<ResolvedOutboxOptions['relay'], 'batchSize' | 'maxBatchSize' | 'leaseMs'>,
+    private readonly relay: Pick<ResolvedOutboxOptions['relay'], 'batchSize' | 'leaseMs'>,
+    private readonly growth: RelayPolicy['claimGrowth'],
   ) {
     this.limit = relay.batchSize;
   }
@@ -65,16 +68,22 @@ export class ClaimSizer {
    * brings it back to `relay.batchSize`.
    */
   ran(tenantId: string, batch: BatchRan | null): void {
-    const { batchSize, maxBatchSize } = this.relay;
-    if (batch === null || !batch.full || !batch.noWrites || batch.remote || this.limit < batchSize) {
+    const { batchSize } = this.relay;
+    const { growth } = this;
+    if (
+      !growth ||
+      batch === null ||
+      !batch.full ||
+      !batch.noWrites ||
+      batch.remote ||
+      this.limit < batchSize
+    ) {
       this.grown.delete(tenantId);
       return;
     }
     const size = this.grown.get(tenantId) ?? batchSize;
     const next =
-      batch.ms < QUICK_BATCH_MS
-        ? Math.min(maxBatchSize, size * 2)
-        : Math.max(batchSize, Math.floor(size / 2));
+      batch.ms < QUICK_BATCH_MS ? Math.min(growth.max, size * 2) : Math.max(batchSize, Math.floor(size / 2));
     if (next > batchSize) this.grown.set(tenantId, next);
     else this.grown.delete(tenantId);
   }

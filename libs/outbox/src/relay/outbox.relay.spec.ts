@@ -9,6 +9,7 @@ import type { LeaseVacuum } from '../maintenance/lease-vacuum';
 import type { OutboxConsumer } from '../model/outbox-consumer';
 import { resolveOutboxOptions } from '../options/outbox-options';
 import type { OutboxModuleOptions } from '../options/outbox-module-options.interface';
+import { relayPolicy } from '../options/relay-policy';
 import type { ClaimAnswer } from '../store/outbox-store.port';
 import { claimAnswer, FakeClock, FakeStore, fakeConsumer, fakeDelivery } from '../store/outbox-store.fake';
 import { OutboxRelay } from './outbox.relay';
@@ -41,6 +42,7 @@ function relayOn(
     { get: () => scheduler } as unknown as ModuleRef,
     instrumentation,
     { subscribe: () => undefined } as unknown as OutboxWakeup,
+    relayPolicy(resolved),
     clock,
   );
   // the scheduled tick, awaited (the interval and wake-ups start it without waiting)

@@ -11,6 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
+import { OUTBOX_RELAY_POLICY, type RelayPolicy } from '../options/relay-policy';
 import { OutboxConsumerRegistry } from '../consumers/outbox-consumer.registry';
 import { InProcessDispatcher } from '../batch/in-process.dispatcher';
 import { ExternalDispatcher } from '../batch/external.dispatcher';
@@ -81,6 +82,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     moduleRef: ModuleRef,
     private readonly instrumentation: OutboxInstrumentation,
     wakeup: OutboxWakeup,
+    @Inject(OUTBOX_RELAY_POLICY) private readonly policy: RelayPolicy,
     @Optional() @Inject(OUTBOX_CLOCK) clock: Clock | null = null,
   ) {
     const time = clock ?? systemClock;
@@ -90,7 +92,15 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     this.heartbeats = new RegistryHeartbeat(this.instanceId, options, registry, store, time);
     const recorder = new OutcomeRecorder(store);
     this.newLane = () => {
-      const local = new LocalBatch(store, inProcess, recorder, leaseVacuum, this.background, instrumentation);
+      const local = new LocalBatch(
+        store,
+        inProcess,
+        recorder,
+        leaseVacuum,
+        this.background,
+        instrumentation,
+        policy,
+      );
       const round = new TenantRound(
         options,
         registry,
@@ -101,6 +111,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
         this.background,
         instrumentation,
         time,
+        policy,
       );
       return { round, local };
     };
@@ -108,7 +119,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
 
   private get lanes(): RelayLane[] {
     this.lanesMade ??= Array.from(
-      { length: laneCount(this.options.relay.concurrency, () => this.store.poolSize()) },
+      { length: laneCount(this.policy.lanes, () => this.store.poolSize()) },
       this.newLane,
     );
     return this.lanesMade;

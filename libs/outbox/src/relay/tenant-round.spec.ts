@@ -12,6 +12,7 @@ import type { DueTenant } from '../model/due-tenant';
 import type { OutboxConsumer } from '../model/outbox-consumer';
 import { resolveOutboxOptions } from '../options/outbox-options';
 import type { OutboxRelayOptions } from '../options/outbox-module-options.interface';
+import { relayPolicy, type RelayPolicy } from '../options/relay-policy';
 import type { ClaimRequest } from '../store/outbox-store.port';
 import {
   claimAnswer,
@@ -31,9 +32,11 @@ function round(
   {
     relay = {},
     tenantConsumers = [],
-  }: { relay?: OutboxRelayOptions; tenantConsumers?: OutboxConsumer[] } = {},
+    switches = {},
+  }: { relay?: OutboxRelayOptions; tenantConsumers?: OutboxConsumer[]; switches?: Partial<RelayPolicy> } = {},
 ): { round: TenantRound; store: FakeStore; clock: FakeClock; sent: string[] } {
   const { options } = resolveOutboxOptions({ relay });
+  const policy = relayPolicy(options, switches);
   const store = new FakeStore();
   const clock = new FakeClock();
   const registry = new OutboxConsumerRegistry();
@@ -51,6 +54,7 @@ function round(
     leaseVacuum,
     background,
     instrumentation,
+    policy,
   );
   const sent: string[] = [];
   const external = {
@@ -69,6 +73,7 @@ function round(
     background,
     instrumentation,
     clock,
+    policy,
   );
   return { round: tenantRound, store, clock, sent };
 }
@@ -95,6 +100,12 @@ describe('TenantRound', () => {
           beginBatch: true,
         }),
       ]);
+    });
+
+    it('fans out where the policy has no lean claim', async () => {
+      const { round: r, store } = round([fakeConsumer('a')], { switches: { leanClaim: false } });
+      await r.visit(newEvents, false);
+      expect(claims(store).map((c) => c.newEvents)).toEqual(['fanOut']);
     });
 
     it('fans out when a consumer is not in-process, and begins no batch transaction without handlers', async () => {
@@ -226,6 +237,18 @@ describe('TenantRound', () => {
       await r.visit(newEvents, false);
       await r.visit(newEvents, false);
       expect(claims(store).map((c) => c.limit)).toEqual([4, 8, 16]);
+    });
+
+    it('keeps every claim at relay.batchSize where the policy has no claim growth', async () => {
+      const { round: r, store } = round([fakeConsumer('a')], {
+        relay: { batchSize: 4, maxBatchSize: 16 },
+        switches: { claimGrowth: null },
+      });
+      store.claims.push(full(4), full(4));
+      await r.visit(newEvents, false);
+      await r.visit(newEvents, false);
+      await r.visit(newEvents, false);
+      expect(claims(store).map((c) => c.limit)).toEqual([4, 4, 4]);
     });
 
     it('does not grow the claims of a tenant whose full batches take 100 ms or more', async () => {

@@ -6,6 +6,7 @@ import type { DueTenant } from '../model/due-tenant';
 import { messages } from '../errors/outbox.messages';
 import { sqlState } from '../errors/sql-state';
 import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
+import type { RelayPolicy } from '../options/relay-policy';
 import type { OutboxConsumer } from '../model/outbox-consumer';
 import type { OutboxConsumerRegistry } from '../consumers/outbox-consumer.registry';
 import type { ClaimRequest, OutboxStorePort, TenantConnection } from '../store/outbox-store.port';
@@ -63,8 +64,9 @@ export class TenantRound {
     private readonly background: BackgroundWork,
     private readonly instrumentation: OutboxInstrumentation,
     private readonly clock: Clock,
+    private readonly policy: RelayPolicy,
   ) {
-    this.sizer = new ClaimSizer(options.relay);
+    this.sizer = new ClaimSizer(options.relay, policy.claimGrowth);
   }
 
   async visit(due: DueTenant, overlap: boolean): Promise<TenantVisit> {
@@ -199,9 +201,11 @@ export class TenantRound {
         : [...this.registry.names(), ...tenantConsumers.map((c) => c.name)];
     const inProcess = this.registry.inProcessNames();
     const claimDue = hasDue || (hasNew && this.hostsOrdered(tenantConsumers));
-    // The lean claim where it may apply: new events only, every consumer hosted here in-process (no webhook,
-    // broker, transport or tenant-scoped one), none ordered; and not while the registry said otherwise lately.
+    // The lean claim where the policy has it and it may apply: new events only, every consumer hosted here
+    // in-process (no webhook, broker, transport or tenant-scoped one), none ordered; and not while the registry
+    // said otherwise lately.
     const lean =
+      this.policy.leanClaim &&
       hasNew &&
       !claimDue &&
       tenantConsumers.length === 0 &&

@@ -6,6 +6,7 @@ import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
 import { OutboxError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
+import { OUTBOX_RELAY_POLICY, type RelayPolicy } from '../options/relay-policy';
 import type { OutboxRelayStall, OutboxRoundTrip } from '../model/outbox-relay-stall.interface';
 import { ListenConnection, type ListenHandlers } from './listen-connection';
 import { allResults, pgConnection, sendAll, setPipeline } from './pipeline';
@@ -27,9 +28,11 @@ export class OutboxStore {
   constructor(
     private readonly moduleRef: ModuleRef,
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    @Inject(OUTBOX_RELAY_POLICY) policy: RelayPolicy,
   ) {
     this.transport = {
-      prepared: new PreparedStatements(options.preparedStatements, preparedTextsHash(options.names)),
+      prepared: new PreparedStatements(policy.namedStatements, preparedTextsHash(options.names)),
+      leanClaim: policy.leanClaim,
       names: options.names,
       tenantSetting: options.tenantSetting,
       leaseMs: options.relay.leaseMs,

@@ -23,6 +23,8 @@ const ROLLBACK: q.SqlStatement = { text: 'rollback', values: [] };
 /** What the relay needs of the store to send its statements (see `OutboxStore`). */
 export interface RelayTransport {
   readonly prepared: PreparedStatements;
+  /** The policy's `leanClaim`: its statement is warmed up with the fan-out's (see `refreshPrepared`). */
+  readonly leanClaim: boolean;
   readonly names: q.OutboxNames;
   readonly tenantSetting: string;
   readonly leaseMs: number;
@@ -259,7 +261,7 @@ export class RoundConnection {
    * longer). Never throws: on failure the next claim parses what it needs in its own round trip.
    */
   private async refreshPrepared(connection: PoolClient): Promise<void> {
-    const { prepared, names, tenantSetting, leaseMs } = this.transport;
+    const { prepared, names, tenantSetting, leaseMs, leanClaim } = this.transport;
     if (!prepared.due(connection)) return;
     const left = prepared.next(connection, [
       q.FAN_OUT_NAME,
@@ -282,15 +284,17 @@ export class RoundConnection {
       connection,
       left.map((name) => ({ statement: { text: `deallocate ${name}`, values: [] } })),
     );
-    // the lean claim of new events too: a claim takes one or the other (see TenantRound)
-    const warmUpLean = q.claimNewEvents(names, {
-      tenantId: NIL_UUID,
-      inProcess: [],
-      liveWithinMs: 1,
-      limit: 1,
-      leaseToken: NIL_UUID,
-      leaseMs: 1,
-    });
+    // the lean claim of new events too, where the policy has it: a claim takes one or the other (see TenantRound)
+    const warmUpLean = leanClaim
+      ? q.claimNewEvents(names, {
+          tenantId: NIL_UUID,
+          inProcess: [],
+          liveWithinMs: 1,
+          limit: 1,
+          leaseToken: NIL_UUID,
+          leaseMs: 1,
+        })
+      : null;
     await sendSteps(this.transport, connection, [
       BEGIN,
       q.setTransactionContext(tenantSetting, NIL_UUID, leaseMs),

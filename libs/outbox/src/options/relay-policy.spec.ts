@@ -1,0 +1,33 @@
+import { resolveOutboxOptions } from './outbox-options';
+import { relayPolicy } from './relay-policy';
+
+const policyOf = (...args: Parameters<typeof resolveOutboxOptions>) =>
+  relayPolicy(resolveOutboxOptions(...args).options);
+
+describe('relayPolicy', () => {
+  it('has every mechanism on by default: two lanes on a pool of 8 or more, claims growing to 500', () => {
+    expect(policyOf({})).toEqual({
+      lanes: 'auto',
+      claimGrowth: { max: 500 },
+      leanClaim: true,
+      namedStatements: true,
+      unguardedClosings: true,
+    });
+  });
+
+  it('follows the options: relay.concurrency, relay.maxBatchSize, preparedStatements', () => {
+    expect(
+      policyOf({ preparedStatements: false, relay: { concurrency: 3, batchSize: 50, maxBatchSize: 50 } }),
+    ).toMatchObject({ lanes: 3, claimGrowth: null, namedStatements: false });
+  });
+
+  it('takes the switches an app provides over what the options give', () => {
+    const { options } = resolveOutboxOptions({});
+    expect(relayPolicy(options, { leanClaim: false, unguardedClosings: false, lanes: 1 })).toMatchObject({
+      lanes: 1,
+      leanClaim: false,
+      unguardedClosings: false,
+      claimGrowth: { max: 500 },
+    });
+  });
+});

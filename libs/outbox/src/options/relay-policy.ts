@@ -1,0 +1,61 @@
+import type { Provider } from '@nestjs/common';
+import { OUTBOX_RESOLVED_OPTIONS } from './outbox.module-definition';
+import type { ResolvedOutboxOptions } from './outbox-module-options.interface';
+
+/**
+ * The relay's performance mechanisms, one switch each, made once from the resolved options and read by the code
+ * that applies each one. Each has its decision script in bench/decisions/ and its figure in its ADR:
+ * - `lanes`: batches worked on at once, `relay.concurrency` (ADR 0802, relay/relay-lanes.ts);
+ * - `claimGrowth`: claims grow up to `max` for quick batches that write nothing, or null: every claim takes
+ *   `relay.batchSize` (ADR 0803, relay/claim-sizer.ts; `relay.maxBatchSize`);
+ * - `leanClaim`: new events claimed by the lean statement where every consumer is in-process here (ADR 0804,
+ *   store/sql/claim-new.ts and the tenant round's choice);
+ * - `namedStatements`: the relay's statements with a prepared form run named, with generic plans, renamed on a
+ *   schedule (ADR 0502, store/prepared-statements.ts; `preparedStatements`);
+ * - `unguardedClosings`: a batch whose handlers never asked for `context.manager` commits without the guard
+ *   (ADR 0806, the batch's closing in store/pg-relay-store.ts).
+ * Pipelining (ADR 0501/0604) and the narrowing of a failed batch (ADR 0101) are not switches: the relay's
+ * round trips and its guarantees rest on them.
+ */
+export interface RelayPolicy {
+  readonly lanes: number | 'auto';
+  readonly claimGrowth: { readonly max: number } | null;
+  readonly leanClaim: boolean;
+  readonly namedStatements: boolean;
+  readonly unguardedClosings: boolean;
+}
+
+/** Token of the app's `RelayPolicy` (internal: not exported by the package's index). */
+export const OUTBOX_RELAY_POLICY = Symbol('OUTBOX_RELAY_POLICY');
+
+/**
+ * Token of switches that override the policy made from the options: not an option of the module, but what the
+ * decision scripts and the benchmark provide (from a global module of their app) to measure a mechanism against
+ * its absence. A string, so that a copy of the library built elsewhere (the benchmark's) finds it too. Each app
+ * has its own: two apps in one process never see each other's.
+ */
+export const OUTBOX_RELAY_POLICY_SWITCHES = 'nestjs-pg-outbox:relay-policy-switches';
+
+/** The policy the options give, with `switches` over it. */
+export function relayPolicy(
+  options: Pick<ResolvedOutboxOptions, 'relay' | 'preparedStatements'>,
+  switches: Partial<RelayPolicy> = {},
+): RelayPolicy {
+  const { batchSize, maxBatchSize, concurrency } = options.relay;
+  return {
+    lanes: concurrency,
+    claimGrowth: maxBatchSize > batchSize ? { max: maxBatchSize } : null,
+    leanClaim: true,
+    namedStatements: options.preparedStatements,
+    unguardedClosings: true,
+    ...switches,
+  };
+}
+
+/** Makes the policy once, from the resolved options and the switches an app may provide. */
+export const relayPolicyProvider: Provider = {
+  provide: OUTBOX_RELAY_POLICY,
+  useFactory: (options: ResolvedOutboxOptions, switches: Partial<RelayPolicy> | undefined): RelayPolicy =>
+    relayPolicy(options, switches ?? {}),
+  inject: [OUTBOX_RESOLVED_OPTIONS, { token: OUTBOX_RELAY_POLICY_SWITCHES, optional: true }],
+};
