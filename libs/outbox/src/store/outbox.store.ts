@@ -9,9 +9,15 @@ import type { ResolvedOutboxOptions } from '../options/outbox-module-options.int
 import { OUTBOX_RELAY_POLICY, type RelayPolicy } from '../options/relay-policy';
 import type { OutboxRelayStall, OutboxRoundTrip } from '../model/outbox-relay-stall.interface';
 import { ListenConnection, type ListenHandlers } from './listen-connection';
-import { allResults, pgConnection, sendAll, setPipeline } from './pipeline';
+import { pgConnection } from './pipeline';
 import { PreparedStatements } from './prepared-statements';
-import { RoundConnection, sendSteps, type RelayTransport, type Step } from './round-connection';
+import {
+  pipelinedCommands,
+  pipelinedTransaction,
+  RoundConnection,
+  type RelayTransport,
+  type Step,
+} from './round-connection';
 import { RoundTripDeadline } from './round-trip-deadline';
 import { handlerBound, preparedTextsHash, type SqlStatement } from './sql';
 import { resetSessionBound, sessionBound } from './sql/session-bound';
@@ -111,13 +117,7 @@ export class OutboxStore {
     const runner = this.dataSource().createQueryRunner();
     const run = async (): Promise<unknown[][]> => {
       const connection = bound ? await this.transport.deadline.connect(runner) : await pgConnection(runner);
-      setPipeline(connection, true);
-      try {
-        const rows = await sendSteps(this.transport, connection, [BEGIN, ...statements, COMMIT]);
-        return rows.slice(1, -1);
-      } finally {
-        setPipeline(connection, false);
-      }
+      return pipelinedTransaction(this.transport, connection, statements);
     };
     try {
       return await (bound ? this.transport.deadline.within(runner, bound.trip, bound.tenantId, run) : run());
@@ -148,19 +148,12 @@ export class OutboxStore {
     try {
       await this.transport.deadline.within(runner, trip, null, async () => {
         const connection = await this.transport.deadline.connect(runner);
-        setPipeline(connection, true);
-        try {
-          // each its own implicit transaction (pg ends each with a Sync): the reset runs after a failure too
-          await allResults(
-            sendAll(connection, [
-              { statement: sessionBound(this.transport.leaseMs) },
-              { statement },
-              { statement: resetSessionBound() },
-            ]),
-          );
-        } finally {
-          setPipeline(connection, false);
-        }
+        // each its own implicit transaction: the reset runs after a failure too
+        await pipelinedCommands(connection, [
+          sessionBound(this.transport.leaseMs),
+          statement,
+          resetSessionBound(),
+        ]);
       });
     } finally {
       await runner.release();
@@ -197,6 +190,3 @@ export class OutboxStore {
     }
   }
 }
-
-const BEGIN: SqlStatement = { text: 'begin', values: [] };
-const COMMIT: SqlStatement = { text: 'commit', values: [] };

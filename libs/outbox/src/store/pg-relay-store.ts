@@ -9,10 +9,9 @@ import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 import { OutboxStore } from './outbox.store';
 import { sendCancelRequest } from './cancel-request';
-import { allResults, inTransactionBlock, pgConnection, sendAll } from './pipeline';
+import { pgConnection } from './pipeline';
 import type {
   BatchClosing,
-  BatchWire,
   ClaimAnswer,
   ClaimRequest,
   HandlerChannel,
@@ -255,32 +254,12 @@ class PgTenantConnection implements TenantConnection {
     return this.connection.release();
   }
 
-  /** The runner's pg connection for the handler scope (see `BatchWire`). */
-  private async wire(): Promise<BatchWire> {
-    const { connection } = this;
-    const client = await pgConnection(connection.runner);
-    return {
-      get inTransaction() {
-        return inTransactionBlock(client);
-      },
-      send: (statements) => {
-        const sent = sendAll(
-          client,
-          statements.map((statement) => ({ statement, name: connection.nameOf(statement) })),
-        );
-        const rows = allResults(sent).then((results) => results.map((result) => result.rows as unknown[]));
-        rows.catch(() => undefined);
-        return rows;
-      },
-    };
-  }
-
   handlerChannel(leaseToken: string): HandlerChannel {
     const { connection } = this;
     return {
       takePending: () => connection.takePending(),
       seal: q.sealBatch(this.options.names, leaseToken),
-      wire: () => this.wire(),
+      wire: () => connection.wire(),
       cancelRunning: async (timeoutMs) => sendCancelRequest(await pgConnection(connection.runner), timeoutMs),
       bounded: (work) => connection.bounded('batch', work),
       tenantSetting: this.options.tenantSetting,

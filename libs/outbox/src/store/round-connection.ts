@@ -5,7 +5,8 @@ import { messages } from '../errors/outbox.messages';
 import { sqlState } from '../errors/sql-state';
 import { NIL_UUID } from '../model/outbox.constants';
 import type { OutboxRoundTrip } from '../model/outbox-relay-stall.interface';
-import { allResults, inTransactionBlock, sendAll, setPipeline, type Sent } from './pipeline';
+import { allResults, inTransactionBlock, pgConnection, sendAll, setPipeline, type Sent } from './pipeline';
+import type { BatchWire } from './outbox-store.port';
 import type { PreparedStatements } from './prepared-statements';
 import type { RoundTripDeadline } from './round-trip-deadline';
 import * as q from './sql';
@@ -84,6 +85,46 @@ export async function sendSteps(
 }
 
 /**
+ * Runs `statements` as one transaction of their own on `connection` (`begin; …; commit`, one round trip, `null`s
+ * as in `sendSteps`), in pipeline mode for it alone: a pooled connection of the app's goes back as it was.
+ * Returns each statement's rows.
+ */
+export async function pipelinedTransaction(
+  transport: RelayTransport,
+  connection: PoolClient,
+  statements: readonly Step[],
+): Promise<unknown[][]> {
+  setPipeline(connection, true);
+  try {
+    const rows = await sendSteps(transport, connection, [BEGIN, ...statements, COMMIT]);
+    return rows.slice(1, -1);
+  } finally {
+    setPipeline(connection, false);
+  }
+}
+
+/**
+ * Sends `statements` on `connection` in one round trip, each its own implicit transaction (pg ends each with a
+ * Sync: one that fails does not stop those after it), in pipeline mode for them alone; throws the first error.
+ */
+export async function pipelinedCommands(
+  connection: PoolClient,
+  statements: readonly q.SqlStatement[],
+): Promise<void> {
+  setPipeline(connection, true);
+  try {
+    await allResults(
+      sendAll(
+        connection,
+        statements.map((statement) => ({ statement })),
+      ),
+    );
+  } finally {
+    setPipeline(connection, false);
+  }
+}
+
+/**
  * One relay round's connection, in pg's pipeline mode while the round holds it (see `setPipeline`). The claim
  * commits on it and, in the same round trip, the batch transaction in which in-process handlers run begins —
  * through TypeORM's own `startTransaction()`, so handlers see it open (their `manager.transaction()` makes a
@@ -127,6 +168,28 @@ export class RoundConnection {
    */
   nameOf(statement: q.SqlStatement): string | undefined {
     return this.connection ? this.transport.prepared.nameOn(this.connection, statement) : undefined;
+  }
+
+  /**
+   * The round's pg connection for the handler scope (see `BatchWire`): its statements written at once, named
+   * when they have a prepared form, in the same round trip as what is sent after them.
+   */
+  async wire(): Promise<BatchWire> {
+    const client = await pgConnection(this.runner);
+    return {
+      get inTransaction() {
+        return inTransactionBlock(client);
+      },
+      send: (statements) => {
+        const sent = sendAll(
+          client,
+          statements.map((statement) => ({ statement, name: this.nameOf(statement) })),
+        );
+        const rows = allResults(sent).then((results) => results.map((result) => result.rows as unknown[]));
+        rows.catch(() => undefined);
+        return rows;
+      },
+    };
   }
 
   /** The statements that must go first in the batch transaction's next round trip; taken once. */
