@@ -1,0 +1,119 @@
+import { Global, Injectable, Module, type DynamicModule } from '@nestjs/common';
+import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
+import {
+  OUTBOX_RELAY_POLICY,
+  OUTBOX_RELAY_POLICY_SWITCHES,
+  type RelayPolicy,
+} from '../../libs/outbox/src/options/relay-policy';
+import { buildApp, type TestApp } from '../support/build-app';
+import { relayStatement, RoundTripProbe, type ProbedStatement } from '../support/round-trip-probe';
+import { createTestDatabase, type TestDatabase } from '../support/test-database';
+import { enqueueIn, enqueueManyIn, truncateOutbox } from '../support/outbox-fixture';
+
+const EVENT = 'test.policy.v1';
+
+@Injectable()
+class Plain {
+  @OnOutboxEvent(EVENT, { consumer: 'policy-plain' })
+  handle(_event: OutboxEvent): void {}
+}
+
+/** What the decision scripts and the benchmark import to switch the relay's mechanisms: a global module of the app. */
+@Global()
+@Module({})
+class Switches {
+  static of(switches: Partial<RelayPolicy>): DynamicModule {
+    return {
+      module: Switches,
+      providers: [{ provide: OUTBOX_RELAY_POLICY_SWITCHES, useValue: switches }],
+      exports: [OUTBOX_RELAY_POLICY_SWITCHES],
+    };
+  }
+}
+
+const ALL_OFF: Partial<RelayPolicy> = {
+  lanes: 1,
+  claimGrowth: null,
+  leanClaim: false,
+  namedStatements: false,
+  unguardedClosings: false,
+};
+
+/**
+ * The relay's policy (options/relay-policy.ts): one switch per performance mechanism, made once per app from its
+ * options, with the switches an app provides over it. Two apps in one process, one with every switch off, each
+ * send what their own policy says.
+ */
+describe("the relay's policy", () => {
+  let db: TestDatabase;
+  let shipped: TestApp | undefined;
+  let switched: TestApp | undefined;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterEach(async () => {
+    await shipped?.close();
+    await switched?.close();
+    shipped = switched = undefined;
+    await truncateOutbox(db);
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  /** The second round of an app, on two events: its statements (the first round registers and warms up). */
+  async function secondRound(t: TestApp): Promise<ProbedStatement[]> {
+    const probe = RoundTripProbe.attach(t.dataSource);
+    try {
+      await enqueueIn(t, { eventName: EVENT });
+      expect(await t.relay.runOnce()).toMatchObject({ succeeded: 1 });
+      await enqueueManyIn(t, [{ eventName: EVENT }, { eventName: EVENT }]);
+      probe.take();
+      expect(await t.relay.runOnce()).toMatchObject({ eventsClaimed: 2, succeeded: 2 });
+      return probe.take().statements;
+    } finally {
+      probe.detach();
+    }
+  }
+
+  const guarded = (statements: readonly ProbedStatement[]): boolean =>
+    statements.some((s) => s.text.trimStart().startsWith('do $outbox_guard$'));
+
+  it('is made from the options, and each app in a process has its own', async () => {
+    shipped = await buildApp({ url: db.url, providers: [Plain] });
+    switched = await buildApp({
+      url: db.url,
+      providers: [Plain],
+      imports: [Switches.of(ALL_OFF)],
+      outbox: { relay: { concurrency: 3, maxBatchSize: 200 } },
+    });
+    expect(shipped.app.get(OUTBOX_RELAY_POLICY, { strict: false })).toEqual({
+      lanes: 'auto',
+      claimGrowth: { max: 500 },
+      leanClaim: true,
+      namedStatements: true,
+      unguardedClosings: true,
+    });
+    expect(switched.app.get(OUTBOX_RELAY_POLICY, { strict: false })).toEqual(ALL_OFF);
+  });
+
+  it('as shipped: the lean claim, named, and a closing without the guard for handlers that write nothing', async () => {
+    shipped = await buildApp({ url: db.url, providers: [Plain] });
+    const sent = await secondRound(shipped);
+    const claims = sent.filter((s) => relayStatement.claim(s));
+    expect(claims).toHaveLength(1);
+    expect(relayStatement.fanOut(claims[0]!)).toBe(false);
+    expect(relayStatement.claimNewName(claims[0]!.name)).toBe(true);
+    expect(guarded(sent)).toBe(false);
+  });
+
+  it('with the switches off: the fan-out, unnamed, and the guard in every closing', async () => {
+    switched = await buildApp({ url: db.url, providers: [Plain], imports: [Switches.of(ALL_OFF)] });
+    const sent = await secondRound(switched);
+    const claims = sent.filter((s) => relayStatement.claim(s));
+    expect(claims).toHaveLength(1);
+    expect(relayStatement.fanOut(claims[0]!)).toBe(true);
+    expect(sent.filter((s) => s.name !== undefined)).toEqual([]);
+    expect(guarded(sent)).toBe(true);
+  });
+});
