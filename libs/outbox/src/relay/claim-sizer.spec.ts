@@ -1,14 +1,14 @@
-import { ClaimSizer, QUICK_BATCH_MS, type BatchRan } from './claim-sizer';
+import { ClaimSizer, QUICK_BATCH_MS, type BatchSummary } from './claim-sizer';
 import { resolveOutboxOptions } from '../options/outbox-options';
 
 const A = '00000000-0000-4000-8000-00000000000a';
 const B = '00000000-0000-4000-8000-00000000000b';
 
-const quick: BatchRan = { full: true, noWrites: true, remote: false, ms: QUICK_BATCH_MS - 1 };
+const quick: BatchSummary = { full: true, noWrites: true, external: false, ms: QUICK_BATCH_MS - 1 };
 const sizer = (): ClaimSizer => new ClaimSizer({ batchSize: 100, leaseMs: 60_000 }, { max: 500 });
 
 /** The sizes of a tenant's next claims, each after a batch that ran as `batch`. */
-function sizes(s: ClaimSizer, tenant: string, batches: BatchRan[]): number[] {
+function sizes(s: ClaimSizer, tenant: string, batches: BatchSummary[]): number[] {
   return batches.map((batch) => {
     s.ran(tenant, batch);
     return s.next(tenant);
@@ -24,11 +24,11 @@ describe('ClaimSizer', () => {
     expect(sizes(sizer(), A, [quick, quick, quick, quick])).toEqual([200, 400, 500, 500]);
   });
 
-  it('keeps claims at relay.batchSize after a batch that wrote, was not full, had remote deliveries or failed', () => {
+  it('keeps claims at relay.batchSize after a batch that wrote, was not full, had external deliveries or failed', () => {
     for (const batch of [
       { ...quick, noWrites: false },
       { ...quick, full: false },
-      { ...quick, remote: true },
+      { ...quick, external: true },
       null,
     ]) {
       const s = sizer();

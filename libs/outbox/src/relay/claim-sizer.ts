@@ -7,14 +7,14 @@ import type { RelayPolicy } from '../options/relay-policy';
  */
 export const QUICK_BATCH_MS = 100;
 
-/** What a tenant's batch did, as far as the size of its next claim goes. */
-export interface BatchRan {
+/** What a tenant's batch did, as far as the size of its next claim goes (the claim sizer's input). */
+export interface BatchSummary {
   /** The claim came back with as many events (or due deliveries) as it asked for. */
   full: boolean;
   /** Every handler ran without `context.manager`, and the batch went to its commit as it ran. */
   noWrites: boolean;
   /** The batch had webhook or broker deliveries. */
-  remote: boolean;
+  external: boolean;
   /** From the claim sent to the commit sent. */
   ms: number;
 }
@@ -67,7 +67,7 @@ export class ClaimSizer {
    * under QUICK_BATCH_MS, and halves it when it took longer (never below `relay.batchSize`); any other batch
    * brings it back to `relay.batchSize`.
    */
-  ran(tenantId: string, batch: BatchRan | null): void {
+  ran(tenantId: string, batch: BatchSummary | null): void {
     const { batchSize } = this.relay;
     const { growth } = this;
     if (
@@ -75,7 +75,7 @@ export class ClaimSizer {
       batch === null ||
       !batch.full ||
       !batch.noWrites ||
-      batch.remote ||
+      batch.external ||
       this.limit < batchSize
     ) {
       this.grown.delete(tenantId);

@@ -11,7 +11,7 @@ import type { OutboxConsumer } from '../model/outbox-consumer';
 import type { OutboxConsumerRegistry } from '../consumers/outbox-consumer.registry';
 import type { ClaimRequest, OutboxStorePort, TenantConnection } from '../store/outbox-store.port';
 import type { BackgroundWork } from '../batch/background-work';
-import { ClaimSizer, type BatchRan } from './claim-sizer';
+import { ClaimSizer, type BatchSummary } from './claim-sizer';
 import type { ExternalBatch } from '../batch/external-batch';
 import type { LocalBatch } from '../batch/local-batch';
 import type { OutcomeRecorder } from '../batch/outcome-recorder';
@@ -81,7 +81,7 @@ export class TenantRound {
     // once the local batch takes the connection over, its commit releases it
     let handedOver = false;
     const began = this.clock.now();
-    let ran: BatchRan | null = null;
+    let ran: BatchSummary | null = null;
     try {
       const { claimed, events, limit, full } = await this.claim(connection, batch, due, tenantConsumers);
       result.eventsClaimed = events;
@@ -96,7 +96,7 @@ export class TenantRound {
       }
 
       const local: Assigned[] = [];
-      const remote: Assigned[] = [];
+      const external: Assigned[] = [];
       const unclaimed: Settled[] = [];
       for (const delivery of claimed) {
         const consumer = consumerNamed(delivery.consumerName);
@@ -125,7 +125,7 @@ export class TenantRound {
           // instrumentation: an attempt that ends before it starts
           this.instrumentation.attemptStarted(delivery, consumer)?.ended?.(poisoned);
         } else {
-          (consumer.kind === 'handler' ? local : remote).push({ delivery, consumer });
+          (consumer.kind === 'handler' ? local : external).push({ delivery, consumer });
         }
       }
       // Outcomes settled without a handler go with the local batch when there is one: an event's lease is released
@@ -149,8 +149,8 @@ export class TenantRound {
         // No transaction stays open, and no connection is held, across network I/O.
         await connection.release();
       }
-      ran = { full, noWrites, remote: remote.length > 0, ms: this.clock.now() - began };
-      if (remote.length > 0) await this.recorder.record(batch, await this.external.send(batch, remote));
+      ran = { full, noWrites, external: external.length > 0, ms: this.clock.now() - began };
+      if (external.length > 0) await this.recorder.record(batch, await this.external.send(batch, external));
       return { result, settled, limit };
     } finally {
       this.sizer.ran(batch.tenantId, ran);
