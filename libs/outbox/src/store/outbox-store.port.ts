@@ -5,6 +5,7 @@ import type { DueTenant } from '../model/due-tenant';
 import type { OutboxConsumer } from '../model/outbox-consumer';
 import type { OutboxRelayStall } from '../model/outbox-relay-stall.interface';
 import type { SqlStatement } from './sql/statement';
+import type { NewEventsChoice } from './sql/claim-new';
 
 /**
  * The store as the relay and the batch transaction ask for it, in their words: which tenants are due, claim a
@@ -54,11 +55,8 @@ export interface ClaimRequest {
   leaseToken: string;
   /** At most this many new events, and this many due deliveries. */
   limit: number;
-  /**
-   * New events: not looked for (null), through the lean claim (new events only, every consumer in-process, none
-   * ordered), or fanned out to every consumer's delivery rows.
-   */
-  newEvents: 'lean' | 'fanOut' | null;
+  /** New events: how the claim takes them, or null: not looked for (see `newEventsStatement`). */
+  newEvents: NewEventsChoice;
   /** Also claim due deliveries (retries, expired leases) of the hosted consumers. */
   due: boolean;
   /** Names of the consumers hosted here (the app's and the tenant's). */

@@ -38,7 +38,7 @@ export class OutboxStore {
   ) {
     this.transport = {
       prepared: new PreparedStatements(policy.namedStatements, preparedTextsHash(options.names)),
-      leanClaim: policy.leanClaim,
+      policy,
       names: options.names,
       tenantSetting: options.tenantSetting,
       leaseMs: options.relay.leaseMs,

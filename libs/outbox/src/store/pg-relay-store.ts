@@ -147,25 +147,12 @@ class PgTenantConnection implements TenantConnection {
 
   async claim(request: ClaimRequest): Promise<ClaimAnswer> {
     const { names, relay, registry } = this.options;
-    const { tenantId, leaseToken, limit, hosted, inProcess } = request;
+    const { tenantId, leaseToken, limit, hosted } = request;
     const { leaseMs } = relay;
     const liveWithinMs = registry.liveWithinMs;
     const statements = [
       relayContext(this.options, tenantId, { durable: false }),
-      request.newEvents === null
-        ? null
-        : request.newEvents === 'lean'
-          ? q.claimNewEvents(names, { tenantId, inProcess, liveWithinMs, limit, leaseToken, leaseMs })
-          : q.fanOutPendingEvents(names, {
-              tenantId,
-              hosted,
-              inProcess,
-              tenantConsumers: request.tenantConsumers,
-              liveWithinMs,
-              limit,
-              leaseToken,
-              leaseMs,
-            }),
+      q.newEventsStatement(names, { ...request, liveWithinMs, leaseMs }),
       request.due
         ? q.claimDueDeliveries(names, { tenantId, consumers: hosted, limit, leaseToken, leaseMs })
         : null,

@@ -5,6 +5,7 @@ import { messages } from '../errors/outbox.messages';
 import { sqlState } from '../errors/sql-state';
 import { NIL_UUID } from '../model/outbox.constants';
 import type { OutboxRoundTrip } from '../model/outbox-relay-stall.interface';
+import type { RelayPolicy } from '../options/relay-policy';
 import { allResults, inTransactionBlock, pgConnection, sendAll, setPipeline, type Sent } from './pipeline';
 import type { BatchWire } from './outbox-store.port';
 import type { PreparedStatements } from './prepared-statements';
@@ -24,8 +25,8 @@ const ROLLBACK: q.SqlStatement = { text: 'rollback', values: [] };
 /** What the relay needs of the store to send its statements (see `OutboxStore`). */
 export interface RelayTransport {
   readonly prepared: PreparedStatements;
-  /** The policy's `leanClaim`: its statement is warmed up with the fan-out's (see `refreshPrepared`). */
-  readonly leanClaim: boolean;
+  /** The relay's mechanisms, as the app has them (the lean claim's warm-up reads it, see `refreshPrepared`). */
+  readonly policy: RelayPolicy;
   readonly names: q.OutboxNames;
   readonly tenantSetting: string;
   readonly leaseMs: number;
@@ -318,13 +319,13 @@ export class RoundConnection {
 
   /**
    * The next generation of the connection's named statements, when due (see `PreparedStatements`): the old
-   * names deallocated on the server, and the new ones of the fan-out and the lean claim parsed and planned at
-   * once by a claim of each for no tenant that is rolled back — off the claim's path, as a round lets its connection go, mostly after the
+   * names deallocated on the server, and the new ones of the claims of new events parsed and planned at
+   * once by a claim of each for no tenant that is rolled back (see `newEventsWarmUp`) — off the claim's path, as a round lets its connection go, mostly after the
    * batch's commit, in the background (a claim that parses and makes a generic plan first takes a few ms
    * longer). Never throws: on failure the next claim parses what it needs in its own round trip.
    */
   private async refreshPrepared(connection: PoolClient): Promise<void> {
-    const { prepared, names, tenantSetting, leaseMs, leanClaim } = this.transport;
+    const { prepared, names, tenantSetting, leaseMs, policy } = this.transport;
     if (!prepared.due(connection)) return;
     const left = prepared.next(connection, [
       q.FAN_OUT_NAME,
@@ -332,37 +333,15 @@ export class RoundConnection {
       q.PAIR_OUTCOME_NAME,
       q.HANDLER_CONTEXT_NAME,
     ]);
-    const warmUp = q.fanOutPendingEvents(names, {
-      tenantId: NIL_UUID,
-      hosted: [],
-      inProcess: [],
-      tenantConsumers: [],
-      liveWithinMs: 1,
-      limit: 1,
-      leaseToken: NIL_UUID,
-      leaseMs: 1,
-    });
     // a name the server no longer has (or never parsed, as the outcome's may be) fails alone: no transaction
     const deallocated = sendAll(
       connection,
       left.map((name) => ({ statement: { text: `deallocate ${name}`, values: [] } })),
     );
-    // the lean claim of new events too, where the policy has it: a claim takes one or the other (see TenantRound)
-    const warmUpLean = leanClaim
-      ? q.claimNewEvents(names, {
-          tenantId: NIL_UUID,
-          inProcess: [],
-          liveWithinMs: 1,
-          limit: 1,
-          leaseToken: NIL_UUID,
-          leaseMs: 1,
-        })
-      : null;
     await sendSteps(this.transport, connection, [
       BEGIN,
       q.setTransactionContext(tenantSetting, NIL_UUID, leaseMs),
-      warmUp,
-      warmUpLean,
+      ...q.newEventsWarmUp(names, policy),
       ROLLBACK,
     ]).catch(() => sendAll(connection, [{ statement: ROLLBACK }])[0]!.catch(() => undefined));
     await Promise.allSettled(deallocated);

@@ -1,7 +1,9 @@
 import { CLAIM_NEW_NAME, type SqlStatement } from './statement';
 import type { OutboxNames } from '../../model/table-names';
+import type { RelayPolicy } from '../../options/relay-policy';
+import { NIL_UUID } from '../../model/outbox.constants';
 import { eventPatternMatch } from './event-pattern';
-import type { NewEventsClaim } from './fan-out';
+import { fanOutPendingEvents, type NewEventsClaim } from './fan-out';
 
 /**
  * The fan-out's text for the common case only (see `claimNewEvents`); its columns are the fan-out's, plus
@@ -78,4 +80,51 @@ export function claimNewEvents(n: OutboxNames, p: NewEventsClaim): SqlStatement 
     prepared: CLAIM_NEW_NAME,
     values: [p.tenantId, p.limit, p.leaseToken, p.leaseMs, p.liveWithinMs, p.inProcess],
   };
+}
+
+/** How a claim takes new events: not at all (null), through the lean claim, or through the fan-out. */
+export type NewEventsChoice = 'lean' | 'fanOut' | null;
+
+/**
+ * The statement of a claim that takes new events as `p.newEvents` says (the tenant round's choice, see
+ * `TenantRound`): the lean claim's (`claimNewEvents`), the fan-out's (`fanOutPendingEvents`), or none.
+ */
+export function newEventsStatement(
+  n: OutboxNames,
+  p: Parameters<typeof fanOutPendingEvents>[1] & { newEvents: NewEventsChoice },
+): SqlStatement | null {
+  if (p.newEvents === null) return null;
+  if (p.newEvents === 'lean') {
+    const { tenantId, inProcess, liveWithinMs, limit, leaseToken, leaseMs } = p;
+    return claimNewEvents(n, { tenantId, inProcess, liveWithinMs, limit, leaseToken, leaseMs });
+  }
+  const { tenantId, hosted, inProcess, tenantConsumers, liveWithinMs, limit, leaseToken, leaseMs } = p;
+  return fanOutPendingEvents(n, {
+    tenantId,
+    hosted,
+    inProcess,
+    tenantConsumers,
+    liveWithinMs,
+    limit,
+    leaseToken,
+    leaseMs,
+  });
+}
+
+/**
+ * Claims of new events for no tenant, which parse and plan a connection's named statements of them (see
+ * `refreshPrepared` in the store): the fan-out's, and the lean claim's where the policy has it (a claim takes one
+ * or the other, see `TenantRound`).
+ */
+export function newEventsWarmUp(n: OutboxNames, policy: Pick<RelayPolicy, 'leanClaim'>): SqlStatement[] {
+  const p = {
+    tenantId: NIL_UUID,
+    inProcess: [],
+    liveWithinMs: 1,
+    limit: 1,
+    leaseToken: NIL_UUID,
+    leaseMs: 1,
+  };
+  const fanOut = fanOutPendingEvents(n, { ...p, hosted: [], tenantConsumers: [] });
+  return policy.leanClaim ? [fanOut, claimNewEvents(n, p)] : [fanOut];
 }
