@@ -19,7 +19,7 @@ import {
   type Step,
 } from './round-connection';
 import { RoundTripDeadline } from './round-trip-deadline';
-import { handlerBound, preparedTextsHash, type SqlStatement } from './sql';
+import { handlerBound, type SqlStatement } from './sql';
 import { resetSessionBound, sessionBound } from './sql/session-bound';
 
 export { PREPARED_STATEMENT_MISSING, RoundConnection, type Step } from './round-connection';
@@ -37,7 +37,7 @@ export class OutboxStore {
     @Inject(OUTBOX_RELAY_POLICY) policy: RelayPolicy,
   ) {
     this.transport = {
-      prepared: new PreparedStatements(policy.namedStatements, preparedTextsHash(options.names)),
+      prepared: new PreparedStatements(policy.namedStatements, options.names),
       policy,
       names: options.names,
       tenantSetting: options.tenantSetting,

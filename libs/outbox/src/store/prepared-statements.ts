@@ -1,5 +1,38 @@
+import { createHash } from 'node:crypto';
 import type { PoolClient } from 'pg';
-import { preparedName, type SqlStatement } from './sql';
+import {
+  claimNewText,
+  fanOutText,
+  handlerContext,
+  pairOutcomeText,
+  type OutboxNames,
+  type SqlStatement,
+} from './sql';
+
+/**
+ * A hash of the texts of every statement with a prepared form, in the schema of `n`: the texts name the
+ * schema's tables, so each schema's statements get names of their own.
+ */
+function preparedTextsHash(n: OutboxNames): string {
+  return createHash('sha1')
+    .update(fanOutText(n))
+    .update(claimNewText(n))
+    .update(pairOutcomeText(n))
+    .update(handlerContext('', '', 0).text)
+    .digest('hex');
+}
+
+/**
+ * The name a statement with a prepared form has on a connection: its start (`FAN_OUT_NAME`,
+ * `PAIR_OUTCOME_NAME`) and a hash of every such statement's text (`textsHash`, see `preparedTextsHash`) and of
+ * the connection's `generation` of them. A change to any text renames them all, so two versions of the library
+ * on one server, or two schemas' outboxes on one connection pool, never mistake each other's statements; a new
+ * generation (see `PreparedStatements`) is parsed — and planned — anew.
+ */
+function preparedName(start: string, textsHash: string, generation: number): string {
+  const hash = createHash('sha1').update(textsHash).update(String(generation)).digest('hex').slice(0, 12);
+  return `${start}_${hash}`;
+}
 
 /**
  * How long a connection uses a generation of its named statements before making the next one: 1 s after the
@@ -27,14 +60,19 @@ interface Generation {
  */
 export class PreparedStatements {
   private readonly generations = new WeakMap<PoolClient, Generation>();
+  /** The hash of the module's statement texts (see `preparedTextsHash`): part of every name. */
+  private readonly textsHash: string;
 
   /**
-   * @param textsHash the hash of the module's statement texts (see `preparedTextsHash`): part of every name.
+   * @param enabled the policy's `namedStatements`: without it every statement runs unnamed.
+   * @param names the module's table names, which the statements' texts hold.
    */
   constructor(
     private readonly enabled: boolean,
-    private readonly textsHash: string,
-  ) {}
+    names: OutboxNames,
+  ) {
+    this.textsHash = preparedTextsHash(names);
+  }
 
   /** The name `statement` runs under on `connection`, or undefined when it runs unnamed. */
   nameOn(connection: PoolClient, statement: SqlStatement): string | undefined {

@@ -18,4 +18,3 @@ export * from './event-pattern';
 export * from './registry';
 export * from './leases';
 export * from './record-outcomes';
-export * from './prepared';

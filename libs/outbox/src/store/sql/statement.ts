@@ -4,7 +4,7 @@ export interface SqlStatement {
   values: unknown[];
   /**
    * Set on a statement the relay runs as a named statement on each connection (`preparedStatements`):
-   * the start of its name (see `preparedName`). Only for statements whose generic plan does not depend on table
+   * the start of its name (see `PreparedStatements`). Only for statements whose generic plan does not depend on table
    * sizes (checked by `prepared-statements.e2e-spec.ts`). Every parameter has its type in the text.
    */
   prepared?: string;
