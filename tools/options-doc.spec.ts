@@ -65,7 +65,6 @@ describe('the documented defaults', () => {
     expect(rows.filter((row) => !row.defaultLiteral).map((row) => row.path)).toEqual([
       'dataSource',
       'relay.roundTripTimeoutMs',
-      'relay.notify',
     ]);
   });
 
@@ -79,11 +78,6 @@ describe('the documented defaults', () => {
   });
 
   it('that are not literals are what resolveOutboxOptions() gives', () => {
-    expect(rowsOf('OutboxModuleOptions').find((row) => row.path === 'relay.notify')?.defaultText).toMatch(
-      /^`!relay\.enabled`/,
-    );
-    expect(resolveOutboxOptions({}).options.relay.notify).toBe(false);
-    expect(resolveOutboxOptions({ relay: { enabled: false } }).options.relay.notify).toBe(true);
     expect(resolveOutboxOptions({}).options.dataSource).toBeUndefined();
     expect(
       rowsOf('OutboxModuleOptions').find((row) => row.path === 'relay.roundTripTimeoutMs')?.defaultText,

@@ -6,9 +6,10 @@
  * contact, `enqueue` — at 1 and 8 connections, one listener on the wake-up channel (as a relay elsewhere). The
  * variants, all open at once and taking turns in slices of SLICE_MS (default 250 ms), SLICES each (default 24),
  * shown as the means of 4 groups of consecutive slices:
- * - as shipped: a NOTIFY on a pooled connection after the commit, paced (`NotifyPacer`, `relay.notifyGapMs` 2 ms);
- * - the pacer's switch flipped, `relay.notifyGapMs: 0`: one pooled NOTIFY per commit;
- * - `relay.notify: false`: no wake-up at all.
+ * - as shipped: a NOTIFY on a pooled connection after the commit, paced (`NotifyPacer`, the relay policy's
+ *   `wakeUpGapMs`, 2 ms);
+ * - the pacer's switch flipped, the policy's `wakeUpGapMs: 0`: one pooled NOTIFY per commit;
+ * - `relay.wakeUps: 'off'`: no wake-up at all.
  * Commits/s, server and Node CPU per commit, statements per commit (pg_stat_statements, NOTIFYs included) and
  * wake-ups sent per commit.
  */
@@ -19,16 +20,22 @@ import { readBackendCpu, cpuSpentMs } from '../harness/backend-cpu';
 import { drive, libraryTransactor, type Transactor } from '../harness/enqueue-transactors';
 import { StatementStats } from '../harness/statement-stats';
 import { outboxNames } from '../../libs/outbox/src/store/sql';
+import type { RelayPolicy } from '../../libs/outbox/src/options/relay-policy';
 import { compare, heading, inGroups, inTurns, openDecisionDatabase } from './decision-server';
 
 const SLICE_MS = Number(process.env.SLICE_MS ?? 250);
 const SLICES = Number(process.env.SLICES ?? 24);
 
+interface VariantSetup {
+  relay?: OutboxRelayOptions;
+  policy?: Partial<RelayPolicy>;
+}
+/** Each variant's relay options and switches over its relay's policy (the pacer's gap is not an option). */
 const VARIANTS = {
   'paced (as shipped)': {},
-  'one per commit (notifyGapMs 0)': { notifyGapMs: 0 },
-  'no wake-up (notify false)': { notify: false },
-} as const satisfies Record<string, OutboxRelayOptions>;
+  'one per commit (wakeUpGapMs 0)': { policy: { wakeUpGapMs: 0 } },
+  "no wake-up (wakeUps 'off')": { relay: { wakeUps: 'off' } },
+} as const satisfies Record<string, VariantSetup>;
 type Variant = keyof typeof VARIANTS;
 const NAMES = Object.keys(VARIANTS) as Variant[];
 
@@ -55,7 +62,8 @@ async function main(): Promise<void> {
     );
     for (const connections of [1, 8]) {
       const apps = new Map<Variant, Transactor>();
-      for (const variant of NAMES)
+      for (const variant of NAMES) {
+        const setup: VariantSetup = VARIANTS[variant];
         apps.set(
           variant,
           await libraryTransactor(
@@ -65,12 +73,14 @@ async function main(): Promise<void> {
               side: 'library',
               business: true,
               withEvent: true,
-              relay: { enabled: false, ...VARIANTS[variant] },
+              relay: { enabled: false, ...setup.relay },
+              policy: setup.policy,
             },
             applicationName(variant),
             false,
           ),
         );
+      }
       try {
         await db.truncate();
         for (const app of apps.values()) await drive(app, connections, 300);

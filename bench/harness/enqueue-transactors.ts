@@ -5,6 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { OutboxEventInput, OutboxRelayOptions } from 'nestjs-pg-outbox';
+import type { RelayPolicy } from '../../libs/outbox/src/options/relay-policy';
 import { createBenchApp } from './bench-app';
 import { BENCH_EVENT, BENCH_TENANT } from './bench-database';
 import { now } from './stats';
@@ -31,6 +32,8 @@ export interface Workload {
   relay?: OutboxRelayOptions;
   /** Library only: `preparedStatements` of the app (a diagnostic variant turns the named insert off). */
   preparedStatements?: boolean;
+  /** Library only: switches over the relay's policy (a decision script sets the wake-up pacer's gap). */
+  policy?: Partial<RelayPolicy>;
 }
 
 /** Runs one business transaction on connection `worker`. */
@@ -63,7 +66,7 @@ export function contactEvent(): {
 export async function libraryTransactor(
   url: string,
   connections: number,
-  { business, withEvent, relay, preparedStatements }: Workload,
+  { business, withEvent, relay, preparedStatements, policy }: Workload,
   applicationName = ENQUEUE_APPLICATION_NAME,
   probe = true,
 ): Promise<Transactor> {
@@ -75,6 +78,7 @@ export async function libraryTransactor(
     consumers: [],
     relay,
     preparedStatements,
+    policy,
     poolSize,
     applicationName,
     probe,

@@ -142,7 +142,7 @@ export const enqueueScenario: BenchScenario = {
         side: 'library',
         business: true,
         withEvent: true,
-        relay: { notify: false },
+        relay: { wakeUps: 'off' },
       },
     ];
     const figures = new Map<string, EnqueueFigures>();
@@ -214,7 +214,7 @@ export const enqueueScenario: BenchScenario = {
       });
       report.add({
         scenario: 'enqueue',
-        label: `diagnostic: + enqueue with relay.notify false, ${c} conn`,
+        label: `diagnostic: + enqueue with relay.wakeUps 'off', ${c} conn`,
         value: pick(`library-outbox-quiet@${c}`, 'commitsPerS'),
         unit: '/s',
         versus: { label: 'raw', value: pick(`raw-outbox@${c}`, 'commitsPerS') },

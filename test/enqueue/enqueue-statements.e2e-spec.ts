@@ -72,7 +72,7 @@ describe("enqueue's insert as a named statement", () => {
       imports: [TypeOrmModule.forRoot({ type: 'postgres', url: db.url, extra: { max: 1 }, logger })],
       providers: [Chainer],
       // no wake-up NOTIFY on the pool's one connection
-      outbox: { preparedStatements, relay: { notify: false } },
+      outbox: { preparedStatements, relay: { wakeUps: 'off' } },
     });
     try {
       await work(t, logger);

@@ -1,7 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import { Client } from 'pg';
 import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
+import type { OutboxRelayOptions } from 'nestjs-pg-outbox';
+import type { RelayPolicy } from '../../libs/outbox/src/options/relay-policy';
 import { buildApp, type TestApp } from '../support/build-app';
+import { PolicySwitches } from '../support/policy-switches';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { waitFor } from '../support/wait-for';
 import { enqueueIn, TENANT, TENANTS } from '../support/outbox-fixture';
@@ -31,15 +34,21 @@ describe('wake-ups', () => {
     await db?.drop();
   });
 
-  const start = async (relay: Record<string, unknown>): Promise<TestApp> => {
-    const app = await buildApp({ url: db.url, providers: [Recorder], outbox: { relay } });
+  /** An app with these relay options, and these switches over its relay's policy (e.g. the pacer's gap). */
+  const start = async (relay: OutboxRelayOptions, switches: Partial<RelayPolicy> = {}): Promise<TestApp> => {
+    const app = await buildApp({
+      url: db.url,
+      providers: [Recorder],
+      imports: [PolicySwitches.of(switches)],
+      outbox: { relay },
+    });
     apps.push(app);
     return app;
   };
   const enqueue = (t: TestApp) => enqueueIn(t, { eventName: 'test.wake.v1' });
 
   it("wakes this process's relay right after the enqueuing transaction commits, not at the next poll", async () => {
-    const t = await start({ enabled: true, pollIntervalMs: NEVER_POLL, listen: false, notify: false });
+    const t = await start({ enabled: true, pollIntervalMs: NEVER_POLL, wakeUps: 'off' });
     const id = await enqueue(t);
     await waitFor(() => t.app.get(Recorder).seen.includes(id), {
       timeoutMs: 5000,
@@ -48,8 +57,8 @@ describe('wake-ups', () => {
   });
 
   it('wakes the relay of another process through LISTEN/NOTIFY, and again after its listening connection is killed', async () => {
-    const producer = await start({ enabled: false, notify: true });
-    const worker = await start({ enabled: true, pollIntervalMs: NEVER_POLL, listen: true });
+    const producer = await start({ enabled: false, wakeUps: 'notify' });
+    const worker = await start({ enabled: true, pollIntervalMs: NEVER_POLL, wakeUps: 'listen' });
     const seen = worker.app.get(Recorder).seen;
     const first = await enqueue(producer);
     await waitFor(() => seen.includes(first), { timeoutMs: 5000, message: 'the NOTIFY wake-up' });
@@ -87,8 +96,8 @@ describe('wake-ups', () => {
     return { received, marker, end: () => listener.end() };
   };
 
-  it('notifies at once after a quiet spell, and once per relay.notifyGapMs for the commits within it', async () => {
-    const producer = await start({ enabled: false, notify: true, notifyGapMs: 600_000 });
+  it('notifies at once after a quiet spell, and once per gap of the pacer for the commits within it', async () => {
+    const producer = await start({ enabled: false, wakeUps: 'notify' }, { wakeUpGapMs: 600_000 });
     const listener = await listening();
     try {
       await enqueue(producer);
@@ -107,7 +116,7 @@ describe('wake-ups', () => {
   });
 
   it('wakes the relays after a commit, and not for a rollback', async () => {
-    const producer = await start({ enabled: false, notify: true, notifyGapMs: 50 });
+    const producer = await start({ enabled: false, wakeUps: 'notify' }, { wakeUpGapMs: 50 });
     const listener = await listening();
     try {
       // (relay-statements pins that it goes on a connection of its own, after the commit)
@@ -137,7 +146,7 @@ describe('wake-ups', () => {
   });
 
   it('wakes the relays for a commit whose savepoint rolled back, naming the tenants of what it kept', async () => {
-    const producer = await start({ enabled: false, notify: true, notifyGapMs: 50 });
+    const producer = await start({ enabled: false, wakeUps: 'notify' }, { wakeUpGapMs: 50 });
     const listener = await listening();
     try {
       await producer.dataSource.transaction(async (manager) => {
@@ -167,14 +176,53 @@ describe('wake-ups', () => {
     }
   });
 
-  it('refuses a negative relay.notifyGapMs at boot, saying what it takes', async () => {
-    await expect(start({ enabled: false, notifyGapMs: -1 })).rejects.toThrow(
-      /relay\.notifyGapMs.*an integer number of ms ≥ 0/s,
+  it("sends as relay.wakeUps says: 'auto' only from an instance whose relay is off, 'both' from any", async () => {
+    const listener = await listening();
+    try {
+      const relaying = await start({ enabled: true, pollIntervalMs: NEVER_POLL });
+      await enqueue(relaying);
+      await listener.marker('after-auto-with-a-relay');
+      const off = await start({ enabled: false, wakeUps: 'off' });
+      await enqueue(off);
+      await listener.marker('after-off');
+      expect(listener.received).toEqual(['after-auto-with-a-relay', 'after-off']);
+
+      const enqueuing = await start({ enabled: false });
+      await enqueue(enqueuing);
+      await waitFor(() => listener.received.includes(TENANT), {
+        timeoutMs: 5000,
+        message: "'auto' notifying",
+      });
+      const both = await start({ enabled: true, pollIntervalMs: NEVER_POLL, wakeUps: 'both' });
+      await enqueue(both);
+      await waitFor(() => listener.received.filter((p) => p === TENANT).length === 2, {
+        timeoutMs: 5000,
+        message: "'both' notifying",
+      });
+    } finally {
+      await listener.end();
+    }
+  });
+
+  it('refuses the options that relay.wakeUps replaced, and a wakeUps it does not know, at boot', async () => {
+    for (const [old, value] of [
+      ['notify', true],
+      ['listen', false],
+      ['notifyGapMs', 2],
+    ] as const) {
+      await expect(start({ enabled: false, [old]: value } as OutboxRelayOptions)).rejects.toThrow(
+        new RegExp(`option relay\\.${old} is now relay\\.wakeUps`),
+      );
+    }
+    await expect(
+      start({ enabled: false, wakeUps: 'always' } as unknown as OutboxRelayOptions),
+    ).rejects.toThrow(
+      /option relay\.wakeUps must be one of 'auto', 'listen', 'notify', 'both', 'off', got "always"/,
     );
   });
 
   it('still delivers by polling when no notification arrives', async () => {
-    const t = await start({ enabled: true, pollIntervalMs: 200, listen: false, notify: false });
+    const t = await start({ enabled: true, pollIntervalMs: 200, wakeUps: 'off' });
     // Written behind the library's back: no wake-up of any kind is sent.
     const [{ id }] = (await db.sql<{ id: string }>(
       `insert into event_outbox (id, tenant_id, event_name, payload) values (gen_random_uuid(), $1, 'test.wake.v1', '{}') returning id`,

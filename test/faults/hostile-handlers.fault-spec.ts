@@ -25,7 +25,7 @@ describe('fault: hostile handlers beside healthy consumers', () => {
   const relays: ChildRelay[] = [];
   beforeAll(async () => {
     db = await createTestDatabase(HOSTILE_SCENARIO_SQL);
-    producer = await buildApp({ url: db.url, outbox: { relay: { enabled: false, notify: true } } });
+    producer = await buildApp({ url: db.url, outbox: { relay: { enabled: false, wakeUps: 'notify' } } });
   });
   afterAll(async () => {
     await Promise.all(relays.map((r) => r.kill('SIGKILL')));

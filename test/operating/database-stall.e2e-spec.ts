@@ -60,7 +60,7 @@ describe('a database that stops answering (a hung host, a partition, a failover)
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    producer = await buildApp({ url: db.url, outbox: { relay: { notify: true } } });
+    producer = await buildApp({ url: db.url, outbox: { relay: { wakeUps: 'notify' } } });
   });
   beforeEach(async () => {
     proxy = await FreezingProxy.start(target());
@@ -91,7 +91,7 @@ describe('a database that stops answering (a hung host, a partition, a failover)
       webhooks: {},
       outbox: {
         handlerTimeoutMs: 1000,
-        relay: { enabled: true, pollIntervalMs: 100, leaseMs: LEASE_MS, listen: false, ...relay },
+        relay: { enabled: true, pollIntervalMs: 100, leaseMs: LEASE_MS, wakeUps: 'off', ...relay },
       },
     });
     return worker;
@@ -202,7 +202,7 @@ describe('a database that stops answering (a hung host, a partition, a failover)
   });
 
   it('notices a wake-up listener whose server stopped answering and listens again where the pool now goes', async () => {
-    const t = await startWorker({ pollIntervalMs: NEVER_POLL, listen: true });
+    const t = await startWorker({ pollIntervalMs: NEVER_POLL, wakeUps: 'listen' });
     await waitFor(() => listening(db), { timeoutMs: 5000, message: 'the LISTEN session' });
     const before = await listening(db);
     proxy.freeze();
@@ -249,7 +249,7 @@ describe("the wake-up listener and the pool's Client class", () => {
       url: db.url,
       providers: [Recorder],
       extra: { Client: RecordingClient, application_name: 'stall-spec' },
-      outbox: { relay: { enabled: true, pollIntervalMs: NEVER_POLL, listen: true } },
+      outbox: { relay: { enabled: true, pollIntervalMs: NEVER_POLL, wakeUps: 'listen' } },
     });
     const [pid] = await waitFor(() => listening(db), { timeoutMs: 5000, message: 'the LISTEN session' });
     const pids = made.map((client) => (client as Client & { processID: number | null }).processID);

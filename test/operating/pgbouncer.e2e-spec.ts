@@ -44,7 +44,7 @@ describe.each([
     t = await buildApp({
       url: bouncer.through(db.url),
       providers: [BouncedConsumers],
-      outbox: { preparedStatements, relay: { listen: false } },
+      outbox: { preparedStatements, relay: { wakeUps: 'off' } },
       webhooks: {
         webhooks: [
           {

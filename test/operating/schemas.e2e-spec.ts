@@ -130,7 +130,7 @@ describe('two apps in one database, each in its own schema', () => {
   });
 
   it("wakes only its own schema's relays: the NOTIFY goes on the schema's channel", async () => {
-    const producer = await start(BILLING, [], { enabled: false, notify: true });
+    const producer = await start(BILLING, [], { enabled: false, wakeUps: 'notify' });
     const listener = new Client({ connectionString: db.url });
     await listener.connect();
     try {

@@ -1,11 +1,8 @@
-import { Global, Injectable, Module, type DynamicModule } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
-import {
-  OUTBOX_RELAY_POLICY,
-  OUTBOX_RELAY_POLICY_SWITCHES,
-  type RelayPolicy,
-} from '../../libs/outbox/src/options/relay-policy';
+import { OUTBOX_RELAY_POLICY, type RelayPolicy } from '../../libs/outbox/src/options/relay-policy';
 import { buildApp, type TestApp } from '../support/build-app';
+import { PolicySwitches as Switches } from '../support/policy-switches';
 import { relayStatement, RoundTripProbe, type ProbedStatement } from '../support/round-trip-probe';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { enqueueIn, enqueueManyIn, truncateOutbox } from '../support/outbox-fixture';
@@ -18,25 +15,13 @@ class Plain {
   handle(_event: OutboxEvent): void {}
 }
 
-/** What the decision scripts and the benchmark import to switch the relay's mechanisms: a global module of the app. */
-@Global()
-@Module({})
-class Switches {
-  static of(switches: Partial<RelayPolicy>): DynamicModule {
-    return {
-      module: Switches,
-      providers: [{ provide: OUTBOX_RELAY_POLICY_SWITCHES, useValue: switches }],
-      exports: [OUTBOX_RELAY_POLICY_SWITCHES],
-    };
-  }
-}
-
 const ALL_OFF: Partial<RelayPolicy> = {
   lanes: 1,
   claimGrowth: null,
   leanClaim: false,
   namedStatements: false,
   unguardedClosings: false,
+  wakeUpGapMs: 0,
 };
 
 /**
@@ -93,6 +78,7 @@ describe("the relay's policy", () => {
       leanClaim: true,
       namedStatements: true,
       unguardedClosings: true,
+      wakeUpGapMs: 2,
     });
     expect(switched.app.get(OUTBOX_RELAY_POLICY, { strict: false })).toEqual(ALL_OFF);
   });

@@ -4,6 +4,7 @@ import { AbstractLogger, type LogLevel, type LogMessage } from 'typeorm';
 import { OnOutboxEvent, OutboxService, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import type { OutboxWebhooksModuleOptions } from 'nestjs-pg-outbox/webhooks';
 import { buildApp, type BuildAppOptions, type TestApp } from '../support/build-app';
+import { PolicySwitches } from '../support/policy-switches';
 import { relayStatement, RoundTripProbe, type ProbedStatement } from '../support/round-trip-probe';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { startWebhookReceiver, type WebhookReceiver } from '../support/webhook-receiver';
@@ -251,7 +252,7 @@ describe("a batch's statements and round trips, for each kind of consumer", () =
   async function secondRound(eventName: string, webhooks?: OutboxWebhooksModuleOptions) {
     let round: unknown;
     // no wake-up NOTIFY: it goes on the pool after the producer's commit, not in the relay's round trips
-    const outbox = { relay: { notify: false } };
+    const outbox = { relay: { wakeUps: 'off' as const } };
     const statements = await sentBy({ url: db.url, webhooks, outbox }, async (t, probe) => {
       await enqueueIn(t, { eventName });
       expect((await t.relay.runOnce()).failed).toBe(0);
@@ -423,18 +424,15 @@ describe("enqueue's insert", () => {
 
   /** The inserts `work` sends on an app of one connection, by name (`undefined`: unnamed) and text. */
   async function insertsOf(
-    outbox: { preparedStatements?: boolean; notify?: boolean },
+    outbox: { preparedStatements?: boolean },
     work: (t: TestApp) => Promise<void>,
   ): Promise<ProbedStatement[]> {
     const options: BuildAppOptions = {
       url: db.url,
       typeorm: false,
       imports: [TypeOrmModule.forRoot({ type: 'postgres', url: db.url, extra: { max: 1 } })],
-      // without wake-ups unless asked
-      outbox: {
-        preparedStatements: outbox.preparedStatements,
-        relay: { notify: outbox.notify ?? false, notifyGapMs: 20 },
-      },
+      // without wake-ups
+      outbox: { preparedStatements: outbox.preparedStatements, relay: { wakeUps: 'off' } },
     };
     return (await sentBy(options, work)).filter(isInsert);
   }
@@ -605,7 +603,10 @@ describe("the relay's bound on its other statements", () => {
     sentBy(
       {
         url: db.url,
-        outbox: { handlerTimeoutMs: 10_000, relay: { leaseMs: 20_000, listen: false, vacuumLeasesEvery: 1 } },
+        outbox: {
+          handlerTimeoutMs: 10_000,
+          relay: { leaseMs: 20_000, wakeUps: 'off', vacuumLeasesEvery: 1 },
+        },
       },
       work,
     );
@@ -648,7 +649,7 @@ describe('the statements of wake-ups', () => {
   });
 
   it('claims a lone event once: after a short batch the relay waits for the next wake-up instead of going round again', async () => {
-    const relay = { enabled: true, pollIntervalMs: NEVER_POLL, listen: false, notify: false };
+    const relay = { enabled: true, pollIntervalMs: NEVER_POLL, wakeUps: 'off' as const };
     const sent = await sentBy({ url: db.url, outbox: { relay } }, async (t) => {
       const id = await enqueueIn(t, { eventName: PLAIN });
       await waitFor(() => t.app.get(Consumers).seen.includes(id), {
@@ -665,8 +666,9 @@ describe('the statements of wake-ups', () => {
   });
 
   it('sends the wake-up on a connection of its own after the commit, never in the transaction, none for a rollback', async () => {
-    const relay = { enabled: false, notify: true, notifyGapMs: 50 };
-    const sent = await sentBy({ url: db.url, outbox: { relay } }, async (producer, probe) => {
+    const relay = { enabled: false, wakeUps: 'notify' as const };
+    const imports = [PolicySwitches.of({ wakeUpGapMs: 50 })];
+    const sent = await sentBy({ url: db.url, imports, outbox: { relay } }, async (producer, probe) => {
       await enqueueIn(producer, { eventName: PLAIN });
       await waitFor(() => probe.seen.some((s) => s.text.includes('pg_notify')), {
         timeoutMs: 5000,

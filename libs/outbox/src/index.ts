@@ -36,6 +36,7 @@ export { SINGLE_TENANT_ID, DEFAULT_TENANT_SETTING } from './model/outbox.constan
 export type {
   OutboxModuleOptions,
   OutboxRelayOptions,
+  OutboxWakeUps,
   OutboxBackoffOptions,
   OutboxRegistryOptions,
   OutboxRetentionOptions,

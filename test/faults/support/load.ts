@@ -8,7 +8,7 @@ export const FAULT_TENANTS = [
 
 /** Enqueues `count` `fault.load.v1` events through the library (relay off), spread over three tenants; returns their ids. */
 export async function enqueueLoad(url: string, count: number): Promise<string[]> {
-  const producer = await buildApp({ url, outbox: { relay: { enabled: false, notify: false } } });
+  const producer = await buildApp({ url, outbox: { relay: { enabled: false, wakeUps: 'off' } } });
   try {
     const ids: string[] = [];
     for (let i = 0; i < count; i += 1000) {

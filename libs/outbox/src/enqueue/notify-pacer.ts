@@ -12,7 +12,7 @@ const PROCESS_CLOCK: PacerClock = {
 };
 
 /**
- * The wake-up's policy (ADR 0606), with one switch, `relay.notifyGapMs` (`gapMs`; 0: one NOTIFY per commit):
+ * The wake-up's policy (ADR 0606), with one switch, `RelayPolicy.wakeUpGapMs` (`gapMs`; 0: one NOTIFY per commit):
  * spaces a process's wake-ups at least `gapMs` apart. A request after a quiet spell sends at once — in the
  * caller's turn, not on a timer, which Node would hold back at least a millisecond — and the requests that follow
  * within the gap share one send, when the gap ends. So below one commit per gap every commit wakes the relays at

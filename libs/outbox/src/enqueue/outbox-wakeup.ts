@@ -8,6 +8,8 @@ import type {
 } from 'typeorm';
 import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
+import { wakeUpSides } from '../options/outbox-options';
+import { OUTBOX_RELAY_POLICY, type RelayPolicy } from '../options/relay-policy';
 import { errorText } from '../errors/error-text';
 import { OutboxStore, type ListenConnection } from '../store/outbox.store';
 import * as q from '../store/sql';
@@ -20,9 +22,10 @@ const RECONNECT_MAX_MS = 5000;
  * Wakes relays soon after an event commits, instead of at the next poll. A TypeORM subscriber sees the commit of
  * a transaction that enqueued: it wakes this process's relay at once and, to wake the relays of other processes
  * (which LISTEN on a dedicated connection that reconnects by itself), has a `pg_notify` sent on a pooled
- * connection after the commit, paced by `NotifyPacer` (the policy, switched by `relay.notifyGapMs`). Never a
- * NOTIFY in the app's transaction: its commit would take PostgreSQL's notification lock, and a savepoint rolled
- * back would lose it unseen. Polling stays the safety net: a lost notification only delays an event to the next
+ * connection after the commit, paced by `NotifyPacer` (the policy, switched by `RelayPolicy.wakeUpGapMs`).
+ * Whether an instance listens and whether it notifies, `relay.wakeUps` says (its own commits always wake its own
+ * relay). Never a NOTIFY in the app's transaction: its commit would take PostgreSQL's notification lock, and a
+ * savepoint rolled back would lose it unseen. Polling stays the safety net: a lost notification only delays an event to the next
  * poll. See docs/adr/0606-no-notify-in-the-app-transaction-and-the-pacer.md.
  */
 @Injectable()
@@ -34,6 +37,8 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
   private owed = new Set<string>();
   private readonly hooked = new WeakSet<DataSource>();
   private readonly pacer: NotifyPacer;
+  /** Whether this instance listens, and whether it notifies (`relay.wakeUps`). */
+  private readonly sides: { listen: boolean; notify: boolean };
   private listener: ListenConnection | null = null;
   private reconnectTimer: NodeJS.Timeout | null = null;
   private reconnectDelay = RECONNECT_MIN_MS;
@@ -51,8 +56,10 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
     private readonly store: OutboxStore,
+    @Inject(OUTBOX_RELAY_POLICY) policy: RelayPolicy,
   ) {
-    this.pacer = new NotifyPacer(options.relay.notifyGapMs, () => this.notify());
+    this.pacer = new NotifyPacer(policy.wakeUpGapMs, () => this.notify());
+    this.sides = wakeUpSides(options.relay);
   }
 
   /** The relay of this module gives its `wake` here: what a commit or a notification wakes (nothing until then). */
@@ -62,7 +69,7 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
 
   async onApplicationBootstrap(): Promise<void> {
     this.hook(this.store.dataSource());
-    if (this.options.relay.enabled && this.options.relay.listen) await this.listen();
+    if (this.sides.listen) await this.listen();
   }
 
   async onModuleDestroy(): Promise<void> {
@@ -97,7 +104,7 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
     if (runner.isTransactionActive || !tenants) return;
     this.enqueued.delete(runner);
     this.wakeRelay(tenants);
-    if (!this.options.relay.notify || this.closed) return;
+    if (!this.sides.notify || this.closed) return;
     for (const tenant of tenants) this.owed.add(tenant);
     this.pacer.request();
   }

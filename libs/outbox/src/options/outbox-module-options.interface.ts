@@ -58,25 +58,20 @@ export interface OutboxRelayOptions {
    */
   maxTenantsPerRound?: number;
   /**
-   * Wake relays in other processes with a NOTIFY when a transaction that enqueued commits, sent on a pooled
-   * connection after the commit (never in the app's transaction). Default: `!relay.enabled` (`true` on an
-   * instance that only enqueues, `false` on one that relays itself).
+   * How relays are woken soon after a transaction that enqueued commits, instead of at their next poll. `'auto'`:
+   * an instance whose relay is enabled listens, one whose relay is off (`relay.enabled: false`) notifies.
+   * `'listen'`: listen only. `'notify'`: notify only. `'both'`: both. `'off'`: neither, relays find new events at
+   * `relay.pollIntervalMs` (e.g. behind a pooler in transaction mode, where LISTEN cannot work). To notify is to
+   * send a NOTIFY naming the commit's tenants on a pooled connection after the commit (never in the app's
+   * transaction), paced: a commit after a quiet spell wakes the relays at once, the commits that follow within a
+   * couple of milliseconds share one NOTIFY. To listen is to LISTEN on a dedicated connection, made as the
+   * DataSource's pool makes its connections (its `Client` class and options: it follows a failover where they
+   * do), checked every half `relay.roundTripTimeoutMs` (at most 30 s) and made anew, with backoff, when it fails
+   * or stops answering. Only an instance whose relay is enabled listens: with `relay.enabled: false`, `'listen'`
+   * is the same as `'off'` and `'both'` as `'notify'`. Whatever this says, an instance's own commits wake its own
+   * relay in-process. Default: `'auto'`.
    */
-  notify?: boolean;
-  /**
-   * Shortest gap between two of those wake-ups from this process, in ms: a commit after a quieter spell notifies
-   * at once, the commits within the gap share one NOTIFY at its end. Under sustained load the gap widens, up to
-   * 5× (`2 × notifyGapMs² / mean time between commits`): with 2 ms, up to 250 commits/s each commit wakes the
-   * relays at once, at 1,000/s one wake-up per 8 ms does (see `NotifyPacer`). `0`: one per commit. Default: `2`.
-   */
-  notifyGapMs?: number;
-  /**
-   * LISTEN for those wake-ups on a dedicated connection, made as the DataSource's pool makes its connections (its
-   * `Client` class and options: it follows a failover where they do), checked every half
-   * `relay.roundTripTimeoutMs` (at most 30 s) and made anew, with backoff, when it fails or stops answering.
-   * Default: `true`.
-   */
-  listen?: boolean;
+  wakeUps?: 'auto' | 'listen' | 'notify' | 'both' | 'off';
   /**
    * Vacuum `outbox_event_leases` after this many event leases released by this instance (`0`: never, leave it to
    * autovacuum). Each in-process batch inserts a lease row per event and its outcome deletes it; until VACUUM
@@ -92,6 +87,9 @@ export interface OutboxRelayOptions {
    */
   tenants?: (() => readonly string[] | Promise<readonly string[]>) | null;
 }
+
+/** How relays are woken after a commit: the values of `relay.wakeUps`. */
+export type OutboxWakeUps = NonNullable<OutboxRelayOptions['wakeUps']>;
 
 /** Options of the persisted consumer registry that fan-out reads. */
 export interface OutboxRegistryOptions {

@@ -2,7 +2,11 @@ import { DEFAULT_TENANT_SETTING } from '../model/outbox.constants';
 import { stripUndefined } from '../model/strip-undefined';
 import { DEFAULT_OUTBOX_SCHEMA, outboxNames, schemaProblem } from '../model/table-names';
 import { messages } from '../errors/outbox.messages';
-import type { OutboxModuleOptions, ResolvedOutboxOptions } from './outbox-module-options.interface';
+import type {
+  OutboxModuleOptions,
+  OutboxWakeUps,
+  ResolvedOutboxOptions,
+} from './outbox-module-options.interface';
 
 /** Defaults, written once (the names are not an option: they are made from `schema`). */
 export const OUTBOX_DEFAULTS: Omit<ResolvedOutboxOptions, 'names'> = {
@@ -19,9 +23,7 @@ export const OUTBOX_DEFAULTS: Omit<ResolvedOutboxOptions, 'names'> = {
     roundTripTimeoutMs: 61_000,
     shutdownTimeoutMs: 10_000,
     maxTenantsPerRound: 100,
-    notify: true,
-    notifyGapMs: 2,
-    listen: true,
+    wakeUps: 'auto',
     vacuumLeasesEvery: 2000,
     tenants: null,
   },
@@ -57,9 +59,6 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
     registry: { ...OUTBOX_DEFAULTS.registry, ...stripUndefined(raw.registry ?? {}) },
     retention: { ...OUTBOX_DEFAULTS.retention, ...stripUndefined(raw.retention ?? {}) },
   };
-  // By default only instances that do not relay themselves wake the others: an instance with a relay picks up
-  // its own events at once, and a NOTIFY per commit would cost the app's write path for nothing.
-  if (raw.relay?.notify === undefined) options.relay.notify = !options.relay.enabled;
   const problems: string[] = [];
   const report = (problem: string | null): void => {
     if (problem) problems.push(problem);
@@ -97,7 +96,6 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
   );
   report(durationProblem('relay.shutdownTimeoutMs', relay.shutdownTimeoutMs));
   report(countProblem('relay.maxTenantsPerRound', relay.maxTenantsPerRound));
-  report(durationProblem('relay.notifyGapMs', relay.notifyGapMs, { zero: 'one NOTIFY per commit' }));
   report(
     countProblem('relay.vacuumLeasesEvery', relay.vacuumLeasesEvery, 'leave the lease table to autovacuum'),
   );
@@ -151,11 +149,47 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
     );
   if (typeof options.preparedStatements !== 'boolean')
     problems.push(messages.badOption('preparedStatements', 'true or false', options.preparedStatements));
-  for (const flag of ['enabled', 'notify', 'listen'] as const) {
-    if (typeof relay[flag] !== 'boolean')
-      problems.push(messages.badOption(`relay.${flag}`, 'true or false', relay[flag]));
+  if (typeof relay.enabled !== 'boolean')
+    problems.push(messages.badOption('relay.enabled', 'true or false', relay.enabled));
+  if (!WAKE_UPS.includes(relay.wakeUps))
+    problems.push(
+      messages.badOption(
+        'relay.wakeUps',
+        `one of ${WAKE_UPS.map((w) => `'${w}'`).join(', ')}`,
+        relay.wakeUps,
+      ),
+    );
+  // 0.2.0: one option for the wake-ups (docs/upgrading.md)
+  for (const [was, now] of MOVED_TO_WAKE_UPS) {
+    if (raw.relay && was in raw.relay)
+      problems.push(messages.movedOption(`relay.${was}`, now, 'one option for the wake-ups since 0.2.0'));
   }
   return { options, problems };
+}
+
+const WAKE_UPS: readonly OutboxWakeUps[] = ['auto', 'listen', 'notify', 'both', 'off'];
+
+/** Options of `relay` before 0.2.0 that `relay.wakeUps` replaced, and what to write instead. */
+const MOVED_TO_WAKE_UPS: readonly (readonly [string, string])[] = [
+  ['notify', "relay.wakeUps ('notify' or 'both'; false: 'listen' or 'off')"],
+  ['listen', "relay.wakeUps ('listen' or 'both'; false: 'notify' or 'off')"],
+  ['notifyGapMs', "relay.wakeUps ('notify' or 'both', paced by the library: drop the gap)"],
+];
+
+/**
+ * Whether this instance listens for wake-ups and whether it notifies after its commits, as `relay.wakeUps` says
+ * (`'auto'`: an instance whose relay is enabled listens, one whose relay is off notifies). Only an instance whose
+ * relay is enabled listens.
+ */
+export function wakeUpSides(relay: Pick<ResolvedOutboxOptions['relay'], 'enabled' | 'wakeUps'>): {
+  listen: boolean;
+  notify: boolean;
+} {
+  const mode = relay.wakeUps === 'auto' ? (relay.enabled ? 'listen' : 'notify') : relay.wakeUps;
+  return {
+    listen: relay.enabled && (mode === 'listen' || mode === 'both'),
+    notify: mode === 'notify' || mode === 'both',
+  };
 }
 
 /** Options of `OutboxModule` before 0.2.0 that belong to a feature module now, and where each went. */

@@ -12,6 +12,7 @@ describe('relayPolicy', () => {
       leanClaim: true,
       namedStatements: true,
       unguardedClosings: true,
+      wakeUpGapMs: 2,
     });
   });
 
@@ -23,8 +24,11 @@ describe('relayPolicy', () => {
 
   it('takes the switches an app provides over what the options give', () => {
     const { options } = resolveOutboxOptions({});
-    expect(relayPolicy(options, { leanClaim: false, unguardedClosings: false, lanes: 1 })).toMatchObject({
+    expect(
+      relayPolicy(options, { leanClaim: false, unguardedClosings: false, lanes: 1, wakeUpGapMs: 0 }),
+    ).toMatchObject({
       lanes: 1,
+      wakeUpGapMs: 0,
       leanClaim: false,
       unguardedClosings: false,
       claimGrowth: { max: 500 },

@@ -13,7 +13,9 @@ import type { ResolvedOutboxOptions } from './outbox-module-options.interface';
  * - `namedStatements`: the relay's statements with a prepared form run named, with generic plans, renamed on a
  *   schedule (ADR 0502, store/prepared-statements.ts; `preparedStatements`);
  * - `unguardedClosings`: a batch whose handlers never asked for `context.manager` commits without the guard
- *   (ADR 0806, the batch's closing in store/pg-relay-store.ts).
+ *   (ADR 0806, the batch's closing in store/pg-relay-store.ts);
+ * - `wakeUpGapMs`: the shortest gap between two wake-up NOTIFYs of this process, in ms (0: one per commit;
+ *   ADR 0606, enqueue/notify-pacer.ts; an option, `relay.notifyGapMs`, before 0.2.0).
  * Pipelining (ADR 0501/0604) and the narrowing of a failed batch (ADR 0101) are not switches: the relay's
  * round trips and its guarantees rest on them.
  */
@@ -23,6 +25,7 @@ export interface RelayPolicy {
   readonly leanClaim: boolean;
   readonly namedStatements: boolean;
   readonly unguardedClosings: boolean;
+  readonly wakeUpGapMs: number;
 }
 
 /** Token of the app's `RelayPolicy` (internal: not exported by the package's index). */
@@ -36,6 +39,9 @@ export const OUTBOX_RELAY_POLICY = Symbol('OUTBOX_RELAY_POLICY');
  */
 export const OUTBOX_RELAY_POLICY_SWITCHES = 'nestjs-pg-outbox:relay-policy-switches';
 
+/** The wake-up pacer's gap as shipped, in ms (ADR 0606). */
+const WAKE_UP_GAP_MS = 2;
+
 /** The policy the options give, with `switches` over it. */
 export function relayPolicy(
   options: Pick<ResolvedOutboxOptions, 'relay' | 'preparedStatements'>,
@@ -48,6 +54,7 @@ export function relayPolicy(
     leanClaim: true,
     namedStatements: options.preparedStatements,
     unguardedClosings: true,
+    wakeUpGapMs: WAKE_UP_GAP_MS,
     ...switches,
   };
 }
