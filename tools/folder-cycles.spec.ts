@@ -4,7 +4,7 @@ import ts from 'typescript';
 
 /**
  * No import cycle between the library's folders (STYLE.md, "arrows run one way"). A unit is a folder, each
- * sub-folder on its own (`delivery/webhook/` is not `delivery/`), or a file at the root of src/; every relative
+ * sub-folder on its own (`observability/metrics/` is not `observability/`), or a file at the root of src/; every relative
  * import of a non-spec file is an arrow, type-only ones included. The cycles found today (issue 34) are the
  * allow-list below, a ratchet: a unit that joins a cycle fails this spec with the imports that bring it in, and a
  * unit that leaves one must be taken off the list. The list goes to `[]` when the folders follow the event's path.
