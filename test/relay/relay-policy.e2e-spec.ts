@@ -21,6 +21,7 @@ const ALL_OFF: Partial<RelayPolicy> = {
   leanClaim: false,
   namedStatements: false,
   unguardedClosings: false,
+  optimisticBatches: false,
   wakeUpGapMs: 0,
 };
 
@@ -78,6 +79,7 @@ describe("the relay's policy", () => {
       leanClaim: true,
       namedStatements: true,
       unguardedClosings: true,
+      optimisticBatches: true,
       wakeUpGapMs: 2,
     });
     expect(switched.app.get(OUTBOX_RELAY_POLICY, { strict: false })).toEqual(ALL_OFF);
