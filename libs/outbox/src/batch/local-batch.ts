@@ -57,17 +57,19 @@ export class LocalBatch {
   /**
    * Runs the handlers and sends the commit. Takes the connection over: it is released once the commit is done.
    * With `overlap`, returns as soon as the commit is sent (`settled` resolves when it is done). `noWrites`: every
-   * handler ran without asking for `context.manager`, and the batch went to its commit as it ran.
+   * handler ran without asking for `context.manager`, and the batch went to its commit as it ran. `reran`: a
+   * handler's failure made the batch run again (with savepoints, or in parts).
    */
   async run(
     connection: TenantConnection,
     batch: TenantBatch,
     work: LocalWork,
     overlap: boolean,
-  ): Promise<{ settled: Promise<void>; noWrites: boolean }> {
+  ): Promise<{ settled: Promise<void>; noWrites: boolean; reran: boolean }> {
     let outcomes: DeliveryOutcome[];
     let dirty: boolean;
     let noWrites: boolean;
+    let reran = false;
     try {
       await connection.beginBatch(batch.leaseToken);
       let run = await this.inProcess.dispatch(
@@ -76,7 +78,10 @@ export class LocalBatch {
         work.assigned,
         this.batchRun(connection, batch, { careful: false, savepoints: !this.policy.optimisticBatches }),
       );
-      if (run.rerun) run = await this.rerun(connection, batch, work, run);
+      if (run.rerun) {
+        reran = true;
+        run = await this.rerun(connection, batch, work, run);
+      }
       if (run.problem) throw run.problem.error;
       outcomes = [...work.unclaimed.map((u) => u.outcome), ...run.outcomes];
       dirty = run.dirty;
@@ -87,7 +92,7 @@ export class LocalBatch {
       } finally {
         await connection.release();
       }
-      return { settled: Promise.resolve(), noWrites: false };
+      return { settled: Promise.resolve(), noWrites: false, reran: true };
     }
     count(outcomes, batch.result);
     await this.finishingCommit;
@@ -108,7 +113,7 @@ export class LocalBatch {
     void this.background.track(settled.then(() => connection.release())); // track() logs a failure, never rejects
     if (!overlap) await settled;
     // in an object: an async function returning a bare promise would wait for it
-    return { settled, noWrites };
+    return { settled, noWrites, reran };
   }
 
   /** After a batch's commit: how many event leases its outcomes released. */
