@@ -5,6 +5,7 @@ import { Client } from 'pg';
 import { OutboxHealthIndicator } from 'nestjs-pg-outbox/admin';
 import { OUTBOX_INDEXES, OUTBOX_TABLES } from '../../libs/outbox/src/maintenance/outbox-indexes';
 import { buildApp } from '../support/build-app';
+import { waitFor } from '../support/wait-for';
 import { TENANT } from '../support/outbox-fixture';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
@@ -156,6 +157,45 @@ describe('npx nestjs-pg-outbox doctor', () => {
     const after = await doctor(db, '--json', '--set', 'transactionSeconds=0,3600');
     expect(of(after, 'transactions').map((f) => f.subject)).not.toContain('doctor-holder');
     expect(of(after, 'transactions').every((f) => f.figures.applicationName !== 'doctor-holder')).toBe(true);
+  });
+
+  it("reports a table's dead rows and bloat, and says to free the horizon before vacuuming", async () => {
+    const holder = await connect(db, 'doctor-snapshot');
+    const writer = await connect(db, 'doctor-writer');
+    try {
+      await holder.query('begin isolation level repeatable read');
+      await holder.query('select count(*) from outbox_activity');
+      await writer.query(
+        `insert into outbox_activity (tenant_id, minute, consumer_name)
+         select $1, now() - g * interval '1 minute', 'doctor' from generate_series(1, 21000) g`,
+        [TENANT],
+      );
+      await writer.query(`delete from outbox_activity where minute < now() - interval '1000 minutes'`);
+      await writer.query('analyze outbox_activity');
+      await writer.query('select pg_stat_force_next_flush()');
+      const table = await waitFor(
+        async () => {
+          const run = await doctor(db, '--json', '--set', 'bloatMinBytes=0');
+          const [finding] = of(run, 'tables').filter((f) => f.subject === 'public.outbox_activity');
+          return (finding?.figures.deadRows as number) >= 20_000 ? finding : null;
+        },
+        { timeoutMs: 20_000 },
+      );
+      expect(table.severity).toBe('critical');
+      expect(table.summary).toMatch(
+        /^public\.outbox_activity: .+, ≈ \d+ % bloat \(.+\), 20,0\d\d dead rows \(\d+ % of rows\)/,
+      );
+      expect(table.figures.bloatBytes as number).toBeGreaterThan(0);
+      expect(table.action).toContain('if a transaction or slot above holds the horizon, deal with it first');
+      expect(table.action).toContain('vacuum (verbose, analyze) public.outbox_activity;');
+      expect(table.action).toContain('pg_repack');
+    } finally {
+      await holder.end();
+      // vacuum can remove them now: the table is back to empty for the checks below
+      await writer.query('delete from outbox_activity');
+      await writer.query('vacuum analyze outbox_activity');
+      await writer.end();
+    }
   });
 
   it('names an inactive replication slot that keeps WAL, and says how to drop it', async () => {
