@@ -8,6 +8,7 @@ import { buildApp } from '../support/build-app';
 import { waitFor } from '../support/wait-for';
 import { TENANT } from '../support/outbox-fixture';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
+import { createLoginRole } from '../support/test-roles';
 
 const CLI = join(__dirname, '..', '..', 'libs', 'outbox', 'src', 'cli', 'outbox-cli.ts');
 
@@ -320,6 +321,33 @@ describe('npx nestjs-pg-outbox doctor', () => {
     const elsewhere = await doctor(db, '--json', '--migrations-table', 'app_migrations');
     expect(of(elsewhere, 'migrations')).toMatchObject([{ severity: 'warn', subject: 'app_migrations' }]);
     expect(of(await doctor(db, '--json'), 'migrations')).toMatchObject([{ severity: 'ok' }]);
+  });
+
+  it("runs as the app's relay role under row-level security, and says what that role could not see", async () => {
+    const role = await createLoginRole(db, 'outbox_relay');
+    await seedDeliveries(db, [['doctor.mailer', 'pending', 2 * 3600]]);
+    try {
+      const run = await doctor({ ...db, url: role.url }, '--json');
+      const report = JSON.parse(run.stdout);
+      expect(report.role).toEqual({ name: role.name, seesAllSessions: false, rowSecurity: true });
+      // every tenant's backlog, through the migrations' SECURITY DEFINER function; the row itself is hidden
+      expect(of(run, 'pending')).toMatchObject([
+        { severity: 'critical', figures: { consumer: null, oldestPendingSeconds: expect.any(Number) } },
+      ]);
+      expect(of(run, 'dead-deliveries')[0]!.summary).toContain(
+        `row-level security shows role ${role.name} one tenant's rows only`,
+      );
+      expect(of(run, 'transactions')[0]!.summary).toContain(`grant pg_read_all_stats to ${role.name}`);
+      const [migrations] = of(run, 'migrations');
+      expect(migrations).toMatchObject({ severity: 'warn', subject: 'migrations' });
+      expect(migrations!.action).toContain(`grant select on migrations to ${role.name};`);
+      expect(of(run, 'indexes')).toMatchObject([{ severity: 'ok' }]);
+      expect(run.code).toBe(2);
+    } finally {
+      await db.sql(`delete from outbox_deliveries where consumer_name like 'doctor.%'`);
+      await db.sql(`delete from event_outbox where event_name = 'test.doctor.v1'`);
+      await role.drop();
+    }
   });
 
   it('checks an outbox in another schema', async () => {

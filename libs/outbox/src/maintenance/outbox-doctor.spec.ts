@@ -35,7 +35,7 @@ function database(rows: Partial<Record<string, unknown[] | Error>> = {}): Doctor
     ],
     [q.oldestPending(names, 0).text, [{ seconds: 0, oldest: null }]],
     [q.deadDeliveries(names, 0).text, [{ dead: 0, consumers: [] }]],
-    [q.findMigrationsTable('migrations').text, [{ table_sql: 'migrations' }]],
+    [q.findMigrationsTable('migrations').text, [{ table_sql: 'migrations', readable: true }]],
     [q.appliedMigrations('migrations').text, outboxMigrations.map((M) => ({ name: new M().name ?? M.name }))],
   ]);
   if (rows.prepared instanceof Error) answers.set(q.preparedTransactions().text, rows.prepared);

@@ -584,7 +584,9 @@ async function checkMigrations(ctx: Context, table: string): Promise<void> {
   const expected = outboxMigrations.map((Migration) =>
     migrationNameInSchema(new Migration().name ?? Migration.name, schema),
   );
-  const [found] = await ctx.query<{ table_sql: string | null }>(q.findMigrationsTable(table));
+  const [found] = await ctx.query<{ table_sql: string | null; readable: boolean }>(
+    q.findMigrationsTable(table),
+  );
   if (!found?.table_sql) {
     push(ctx, {
       check: 'migrations',
@@ -595,6 +597,19 @@ async function checkMigrations(ctx: Context, table: string): Promise<void> {
         `If your DataSource sets migrationsTableName, give that name (--migrations-table). If you apply the ` +
         `outbox's SQL files with another tool (npx nestjs-pg-outbox sql), compare its record with the ` +
         `${expected.length} files instead; the indexes check above still tells whether the schema is complete.`,
+      figures: { expected: expected.length, applied: null },
+    });
+    return;
+  }
+  if (!found.readable) {
+    push(ctx, {
+      check: 'migrations',
+      subject: found.table_sql,
+      severity: 'warn',
+      summary: `Role ${ctx.role.user_name} may not read the migrations table ${found.table_sql}, so the migrations applied were not checked.`,
+      action:
+        `Grant it: grant select on ${found.table_sql} to ${ctx.role.user_name}; or run the doctor as the ` +
+        `tables' owner. The indexes check still tells whether the schema is complete.`,
       figures: { expected: expected.length, applied: null },
     });
     return;

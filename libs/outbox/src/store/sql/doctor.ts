@@ -234,10 +234,14 @@ export function outboxIndexes(n: OutboxNames, tables: readonly string[]): SqlSta
 
 /**
  * The TypeORM migrations table `name` resolves to (as `to_regclass` prints it: quoted where needed, qualified when
- * off the search path), or null when there is none.
+ * off the search path), or null when there is none; and whether this role may read it.
  */
 export function findMigrationsTable(name: string): SqlStatement {
-  return { text: `select to_regclass($1)::text as table_sql`, values: [name] };
+  return {
+    text: `select to_regclass($1)::text as table_sql,
+                  coalesce(has_table_privilege(to_regclass($1), 'select'), false) as readable`,
+    values: [name],
+  };
 }
 
 /** A TypeORM migrations table's text as `to_regclass` prints it: `migrations`, `app."Migrations"`, … */
