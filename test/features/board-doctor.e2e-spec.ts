@@ -64,4 +64,25 @@ describe("the doctor's findings on the board (HTML over HTTP)", () => {
   it('refuses an operator the guard refuses', async () => {
     expect((await fetch(page())).status).toBe(403);
   });
+
+  it('refuses wrong thresholds at boot, naming the option and the threshold', async () => {
+    await expect(
+      buildHttpApp({
+        url: db.url,
+        providers: [OperatorGuard],
+        imports: [
+          OutboxBoardModule.forRoot({
+            guards: [OperatorGuard],
+            tenants: tenantsOf,
+            doctor: { pendingSeconds: [600, 60] },
+          }),
+        ],
+      }),
+    ).rejects.toMatchObject({
+      name: 'OutboxConfigurationError',
+      message: expect.stringContaining(
+        'option OutboxBoardModule doctor: threshold pendingSeconds must be [warn, critical]',
+      ),
+    });
+  });
 });

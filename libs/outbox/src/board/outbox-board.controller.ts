@@ -206,7 +206,7 @@ export class OutboxBoardController {
   async doctor(@Req() request: OutboxBoardRequest, @Param('tenantId') tenantId: string): Promise<string> {
     const ctx = await this.context(request, tenantId);
     const everyTenant = ctx.tenants === 'all' || this.outboxOptions.tenancy === 'single';
-    return doctorPage(ctx, everyTenant ? await this.admin.doctor() : null);
+    return doctorPage(ctx, everyTenant ? await this.admin.doctor({ thresholds: this.options.doctor }) : null);
   }
 
   /** The confirmation page of an action (nothing is changed here). */
