@@ -18,7 +18,7 @@ function database(rows: Partial<Record<string, unknown[] | Error>> = {}): Doctor
       q.doctorRole(names).text,
       [{ user_name: 'app', database: 'app', sees_all_sessions: true, row_security: false }],
     ],
-    [q.outboxTables(names, []).text, []],
+    [q.outboxTables(names, []).text, rows.tables ?? []],
     [q.horizonSessions(0, 0).text, rows.sessions ?? []],
     [q.replicationSlots().text, rows.slots ?? []],
     [q.preparedTransactions().text, rows.prepared ?? []],
@@ -117,6 +117,32 @@ describe('examineOutbox', () => {
     const sender = report.findings.find((f) => f.check === 'transactions')!;
     expect(sender).toMatchObject({ severity: 'warn', subject: 'pid 42' });
     expect(sender.action).toContain('hot_standby_feedback');
+  });
+
+  it('warns of dead rows piling up in a table autovacuum does not visit, whatever their share', async () => {
+    const table = {
+      table_name: 'outbox_deliveries',
+      table_bytes: 10 * 1024 ** 3,
+      index_bytes: 1024 ** 3,
+      live_rows: 10_000_000,
+      dead_rows: 50_000,
+      last_autovacuum: null,
+      last_vacuum: null,
+      last_autoanalyze: null,
+      since_vacuum_seconds: null,
+      heap_bytes: 10 * 1024 ** 3,
+      bloat_bytes: 0,
+      autovacuum: false,
+    };
+    const off = await examineOutbox(database({ tables: [table] }), { names });
+    const [finding] = off.findings;
+    expect(finding).toMatchObject({ check: 'tables', subject: 'public.outbox_deliveries', severity: 'warn' });
+    expect(finding!.summary).toBe(
+      'public.outbox_deliveries: 11 GiB (table 10 GiB, indexes 1 GiB), ≈ 0 % bloat (0 bytes), 50,000 dead rows (0 % of rows), never vacuumed, autovacuum off.',
+    );
+    expect(finding!.action).toContain('alter system set autovacuum = on;');
+    const on = await examineOutbox(database({ tables: [{ ...table, autovacuum: true }] }), { names });
+    expect(on.severity).toBe('ok');
   });
 
   it('turns a check that fails into a warning saying why, and runs the others', async () => {

@@ -408,13 +408,23 @@ async function checkTables(ctx: Context): Promise<void> {
       row.bloat_bytes !== null && row.bloat_bytes >= t.bloatMinBytes ? level(bloat, t.bloatRatio) : 'ok';
     const dead = row.dead_rows ?? 0;
     const deadRatio = dead > 0 ? dead / (dead + (row.live_rows ?? 0)) : 0;
-    const deadLevel = dead >= t.deadRowsMin ? level(deadRatio, t.deadRowsRatio) : 'ok';
+    // with autovacuum off, nothing removes dead rows but a manual vacuum: a pile of them warns whatever its share
+    const deadLevel =
+      dead >= t.deadRowsMin
+        ? worstSeverity([level(deadRatio, t.deadRowsRatio), row.autovacuum ? 'ok' : 'warn'])
+        : 'ok';
     const table = `${n.schemaSql}.${row.table_name}`;
     const vacuumed =
       row.since_vacuum_seconds === null
         ? 'never vacuumed'
         : `last vacuumed ${duration(row.since_vacuum_seconds)} ago${row.last_autovacuum ? '' : ' (by hand; autovacuum never ran)'}`;
     const actions: string[] = [];
+    if (deadLevel !== 'ok' && !row.autovacuum)
+      actions.push(
+        `Autovacuum does not visit this table (the server's autovacuum setting is off, or the table's ` +
+          `autovacuum_enabled is false): turn it on (alter system set autovacuum = on; select pg_reload_conf(); ` +
+          `or alter table ${table} reset (autovacuum_enabled);), or vacuum it on a schedule of your own.`,
+      );
     if (deadLevel !== 'ok')
       actions.push(
         `Dead rows pile up: if a transaction or slot above holds the horizon, deal with it first (vacuum cannot ` +
@@ -437,7 +447,8 @@ async function checkTables(ctx: Context): Promise<void> {
         (bloat === null
           ? 'bloat unknown (no statistics yet)'
           : `≈ ${percent(bloat)} bloat (${bytes(row.bloat_bytes!)})`) +
-        `, ${count(dead)} dead rows${dead > 0 ? ` (${percent(deadRatio)} of rows)` : ''}, ${vacuumed}.`,
+        `, ${count(dead)} dead rows${dead > 0 ? ` (${percent(deadRatio)} of rows)` : ''}, ${vacuumed}` +
+        `${row.autovacuum ? '' : ', autovacuum off'}.`,
       action: actions.length > 0 ? actions.join(' ') : null,
       figures: {
         tableBytes: row.table_bytes,
@@ -447,6 +458,7 @@ async function checkTables(ctx: Context): Promise<void> {
         deadRows: row.dead_rows,
         lastAutovacuum: row.last_autovacuum?.toISOString() ?? null,
         lastVacuum: row.last_vacuum?.toISOString() ?? null,
+        autovacuum: row.autovacuum,
       },
     });
   }

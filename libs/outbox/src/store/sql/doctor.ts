@@ -136,6 +136,8 @@ export interface OutboxTableRow {
   bloat_bytes: number | null;
   /** The heap's own bytes (main fork), against which `bloat_bytes` is measured. */
   heap_bytes: number;
+  /** Whether autovacuum visits the table: on for the server (`autovacuum`) and not switched off for the table. */
+  autovacuum: boolean;
 }
 
 /**
@@ -154,7 +156,9 @@ export function outboxTables(n: OutboxNames, tables: readonly string[]): SqlStat
     text: `with t as (
              select c.oid, c.relname, c.reltuples, c.relpages,
                     coalesce((select split_part(o, '=', 2)::int from unnest(c.reloptions) o
-                               where o like 'fillfactor=%'), 100) as fillfactor
+                               where o like 'fillfactor=%'), 100) as fillfactor,
+                    current_setting('autovacuum')::bool
+                      and not coalesce('autovacuum_enabled=false' = any(c.reloptions), false) as autovacuum
                from pg_class c join pg_namespace ns on ns.oid = c.relnamespace
               where ns.nspname = $1 and c.relname = any($2::text[]) and c.relkind in ('r', 'p')
            ), w as (
@@ -168,7 +172,7 @@ export function outboxTables(n: OutboxNames, tables: readonly string[]): SqlStat
                   s.n_live_tup::float8 as live_rows, s.n_dead_tup::float8 as dead_rows,
                   s.last_autovacuum, s.last_vacuum, s.last_autoanalyze,
                   extract(epoch from now() - greatest(s.last_autovacuum, s.last_vacuum))::float8 as since_vacuum_seconds,
-                  (t.relpages::float8 * current_setting('block_size')::float8) as heap_bytes,
+                  (t.relpages::float8 * current_setting('block_size')::float8) as heap_bytes, t.autovacuum,
                   case when w.analysed = 0 or t.reltuples < 0 then null
                        else greatest(0, t.relpages - ceil(t.reltuples * w.row_bytes
                                                           / ((current_setting('block_size')::float8 - 24) * t.fillfactor / 100.0)))
