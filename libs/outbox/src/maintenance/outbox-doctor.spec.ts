@@ -2,7 +2,8 @@ import { outboxMigrations } from '../migrations';
 import { outboxNames } from '../model/table-names';
 import * as q from '../store/sql/doctor';
 import type { SqlStatement } from '../store/sql/statement';
-import { duration, examineOutbox, thresholdProblems, type DoctorQuery } from './outbox-doctor';
+import { duration } from './doctor-format';
+import { examineOutbox, thresholdProblems, type DoctorQuery } from './outbox-doctor';
 import { OUTBOX_INDEXES } from './outbox-indexes';
 
 const names = outboxNames();
