@@ -52,7 +52,7 @@ export async function checkTransactions(ctx: DoctorContext): Promise<void> {
     severity: 'ok',
     summary:
       (oldest
-        ? `No transaction holds the vacuum horizon back for long: the oldest, pid ${oldest.pid}, is ${duration(oldest.xact_seconds)} old.`
+        ? `No transaction holds the vacuum horizon back for long: the one furthest back, pid ${oldest.pid}, has been open ${duration(oldest.xact_seconds)}.`
         : 'No transaction holds the vacuum horizon back.') + hidden,
     action: null,
     figures: {
