@@ -86,7 +86,7 @@ const FULL: BenchSizes = {
   roundTripBatchSizes: [10, 100, 500],
   roundTripBatches: 6,
   peersRounds: 3,
-  // A full `--only=peers --loaded` (every line idle, then loaded) in about 12 minutes on a 2-core machine.
+  // A full `--only=peers --loaded` (every line idle, then loaded) in 12–14 minutes on a shared 2-core machine.
   peersEnqueueSeconds: 1.5,
   peersBacklog: 8_000,
   peersLatencyRate: 100,

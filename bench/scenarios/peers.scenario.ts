@@ -30,13 +30,16 @@ import type { PeersRun } from './peers/peers-run';
 const LOAD: DutyCycle = { busyMs: 10, idleMs: 10 };
 
 async function allLines(run: PeersRun): Promise<void> {
-  const began = Date.now();
-  await enqueueLines(run);
-  await drainLines(run);
-  await latencyLines(run);
-  run.context.report.note(
-    `${run.tag ? 'loaded' : 'idle'} lines took ${((Date.now() - began) / 1000).toFixed(0)} s`,
-  );
+  const seconds: string[] = [];
+  const timed = async (what: string, lines: (run: PeersRun) => Promise<void>): Promise<void> => {
+    const began = Date.now();
+    await lines(run);
+    seconds.push(`${what} ${((Date.now() - began) / 1000).toFixed(0)} s`);
+  };
+  await timed('enqueue', enqueueLines);
+  await timed('drains', drainLines);
+  await timed('latency', latencyLines);
+  run.context.report.note(`${run.tag ? 'loaded' : 'idle'} lines took ${seconds.join(', ')}`);
 }
 
 export const peersScenario: BenchScenario = {
