@@ -151,7 +151,7 @@ export class InProcessDispatcher {
           : errorText(error);
         outcome = failed(delivery, consumer, code, text, { dead });
         // without a savepoint, what it wrote stays in the batch transaction
-        if (!batch.savepoints && scope?.sent) batch.rerun = true;
+        if (!batch.problem && !batch.savepoints && scope?.sent) batch.rerun = true;
       }
       outcomes.push(outcome);
       attempt?.ended?.(outcome);
