@@ -157,6 +157,23 @@ export async function typeormTransactor(
   };
 }
 
+/**
+ * The hand-written insert of the event in the same transaction: through the manager (TypeORM's `query()`,
+ * unnamed, the peers scenario's raw line), or with `named`, as a named statement on the transaction's `pg` client.
+ */
+export function rawInsertTransactor(
+  url: string,
+  connections: number,
+  applicationName: string,
+  named = false,
+): Promise<Transactor> {
+  return typeormTransactor(url, connections, applicationName, async (manager, client) => {
+    const insert = rawEventInsert();
+    if (named) await client.query({ name: 'bench_raw_event', text: insert.text, values: insert.values });
+    else await manager.query(insert.text, insert.values);
+  });
+}
+
 /** A contact's event as the peers take it. */
 export function peerEvent(): PeerEvent {
   const { contact } = contactEvent();

@@ -115,7 +115,7 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
     this.owed = new Set();
     if (tenants.length === 0) return;
     this.store
-      .query(q.notifyWakeup(this.options.names, tenants))
+      .notify(q.notifyWakeup(this.options.names, tenants))
       .catch((error) => this.logger.warn(`wake-up NOTIFY failed (relays will poll): ${errorText(error)}`));
   }
 

@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { getDataSourceToken } from '@nestjs/typeorm';
+import type { Pool } from 'pg';
 import type { DataSource, QueryRunner } from 'typeorm';
 import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
 import { OutboxError } from '../errors/outbox.error';
@@ -171,6 +172,22 @@ export class OutboxStore {
    */
   listenConnection(handlers: ListenHandlers): ListenConnection {
     return new ListenConnection(this.dataSource(), handlers, this.transport.deadline);
+  }
+
+  /**
+   * Sends a wake-up (`notifyWakeup`) on a pooled connection, straight through the DataSource's `pg` pool: a
+   * statement in an implicit transaction of its own needs none of a QueryRunner's bookkeeping, a sixth of what the
+   * NOTIFY costs Node alone (ADR 1004). The DataSource's logger still sees it.
+   */
+  async notify(statement: SqlStatement): Promise<void> {
+    const dataSource = this.dataSource();
+    const pool = (dataSource.driver as unknown as { master?: Pool }).master;
+    if (typeof pool?.query !== 'function') {
+      await this.query(statement);
+      return;
+    }
+    dataSource.logger.logQuery(statement.text, statement.values);
+    await pool.query(statement.text, statement.values);
   }
 
   /**

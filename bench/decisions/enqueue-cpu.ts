@@ -1,0 +1,177 @@
+/**
+ * `node --conditions=@nestjs-pg-outbox/source -r @swc-node/register bench/decisions/enqueue-cpu.ts`
+ *
+ * Where `enqueue`'s CPU goes against the hand-written insert (issue 35, ADR 1004): the peers scenario's enqueue
+ * work — TypeORM's `transaction()`, a contact through the manager, then the event — at 1 and 8 connections, every
+ * variant's app open at once, taking turns in slices of SLICE_MS (default 250 ms), SLICES per variant (default 24),
+ * shown as the means of 4 groups of consecutive slices (ratios to the first variant, the peers scenario's raw line):
+ * - the hand-written insert through the manager (TypeORM's `query()`, unnamed), the raw line of the peers scenario;
+ * - the library as shipped (its defaults: the named insert, a paced wake-up NOTIFY after the commit);
+ * - the library with `relay.wakeUps: 'off'` (what the wake-up costs);
+ * - the hand-written insert as a named statement on the runner's `pg` client (the floor of enqueue's query path);
+ * - pg-transactional-outbox's call (the rate to reach).
+ * Per commit: the rate, Node CPU (this process, `process.cpuUsage`), the server's CPU (/proc: the server must run on
+ * this machine — embedded when DATABASE_URL is unset) and statements (pg_stat_statements, loaded on the embedded
+ * server; the library's beyond 4 are its wake-up NOTIFYs).
+ *
+ * Before that, two deterministic figures of Node CPU alone, CALLS (default 100,000) each: `enqueue`'s own work with
+ * its I/O stubbed (checks, id, statement, the named insert's path, the wake-up's bookkeeping), and one wake-up NOTIFY
+ * sent alone, through a TypeORM QueryRunner (as before ADR 1004) and straight through the pool (as shipped).
+ */
+import 'reflect-metadata';
+import { cpuSpentMs, readBackendCpu, type RowsQuery } from '../harness/backend-cpu';
+import { createBenchApp } from '../harness/bench-app';
+import {
+  contactEvent,
+  drive,
+  libraryTransactor,
+  peerTransactor,
+  rawInsertTransactor,
+  type Transactor,
+} from '../harness/enqueue-transactors';
+import { StatementStats } from '../harness/statement-stats';
+import { pgTransactionalOutboxPeer } from '../peers/pg-transactional-outbox.peer';
+import { OutboxStore } from '../../libs/outbox/src/store/outbox.store';
+import { notifyWakeup, outboxNames } from '../../libs/outbox/src/store/sql';
+import { BENCH_TENANT } from '../harness/bench-database';
+import { compare, heading, inGroups, inTurns, openDecisionDatabase, print } from './decision-server';
+
+const SLICE_MS = Number(process.env.SLICE_MS ?? 250);
+const SLICES = Number(process.env.SLICES ?? 24);
+const CALLS = Number(process.env.CALLS ?? 100_000);
+
+/** Each variant's transactions, on connections named after it (ratios are to the first). */
+const OPENERS: Record<string, (url: string, connections: number, name: string) => Promise<Transactor>> = {
+  'raw insert through the manager': (url, connections, name) => rawInsertTransactor(url, connections, name),
+  'library (as shipped)': (url, connections, name) =>
+    libraryTransactor(url, connections, LIBRARY, name, false),
+  "library, wakeUps 'off'": (url, connections, name) =>
+    libraryTransactor(url, connections, { ...LIBRARY, relay: { wakeUps: 'off' } }, name, false),
+  'raw insert, named, on the pg client': (url, connections, name) =>
+    rawInsertTransactor(url, connections, name, true),
+  'pg-transactional-outbox': (url, connections, name) =>
+    peerTransactor(url, connections, pgTransactionalOutboxPeer, name),
+};
+const LIBRARY = { side: 'library', business: true, withEvent: true } as const;
+const VARIANTS = Object.keys(OPENERS);
+
+function applicationName(variant: string): string {
+  return `decision-enqueue-cpu-${VARIANTS.indexOf(variant)}`;
+}
+
+/** Node CPU per call of `work`, in µs, over `calls` calls one after another (after a tenth as many to warm up). */
+async function cpuPerCall(calls: number, work: (i: number) => Promise<unknown>): Promise<number> {
+  for (let i = 0; i < calls / 10; i++) await work(i);
+  const before = process.cpuUsage();
+  for (let i = 0; i < calls; i++) await work(i);
+  const spent = process.cpuUsage(before);
+  return (spent.user + spent.system) / calls;
+}
+
+/**
+ * `enqueue`'s own Node CPU, its I/O stubbed: a runner whose `pg` client answers at once, so what is left is the
+ * library's work per call. And a wake-up NOTIFY alone, both ways, on an idle pool. Three turns each.
+ */
+async function nodeAlone(url: string): Promise<void> {
+  const app = await createBenchApp({
+    url,
+    consumers: [],
+    probe: false,
+    applicationName: 'decision-enqueue-alone',
+  });
+  try {
+    const answered = Promise.resolve({ rows: [], rowCount: 1 });
+    const client = { query: () => answered, pipeline: false };
+    const runner = {
+      isTransactionActive: true,
+      isReleased: false,
+      startTransaction: () => undefined,
+      connection: app.dataSource,
+      databaseConnection: client,
+      connect: () => Promise.resolve(client),
+      query: () => Promise.resolve([]),
+    } as never;
+    const events = Array.from({ length: 1000 }, () => contactEvent().event);
+    const store = app.context.get(OutboxStore);
+    const wakeUp = notifyWakeup(outboxNames(), [BENCH_TENANT]);
+    const figures = await inTurns(
+      ['enqueue, I/O stubbed', 'NOTIFY through a QueryRunner', 'NOTIFY through the pool'],
+      3,
+      async (variant) => {
+        if (variant === 'enqueue, I/O stubbed')
+          return { cpu: await cpuPerCall(CALLS, (i) => app.outbox.enqueue(runner, events[i % 1000]!)) };
+        const calls = CALLS / 20;
+        if (variant === 'NOTIFY through a QueryRunner')
+          return { cpu: await cpuPerCall(calls, () => store.query(wakeUp)) };
+        return { cpu: await cpuPerCall(calls, () => store.notify(wakeUp)) };
+      },
+    );
+    compare('Node CPU per call, alone', 'µs', figures.get('cpu')!);
+  } finally {
+    await app.close();
+  }
+}
+
+async function main(): Promise<void> {
+  const { db, serverVersion, close } = await openDecisionDatabase({
+    shared_preload_libraries: 'pg_stat_statements',
+    'pg_stat_statements.track': 'none',
+  });
+  const stats = await StatementStats.enable(db);
+  const query = db.sql.bind(db) as RowsQuery;
+  await pgTransactionalOutboxPeer.uninstall(db);
+  await pgTransactionalOutboxPeer.install(db);
+  try {
+    heading(
+      `Business transaction + event through TypeORM, ${SLICES} slices of ${SLICE_MS} ms per variant`,
+      serverVersion,
+    );
+    await nodeAlone(db.url);
+    for (const connections of [1, 8]) {
+      const apps = new Map<string, Transactor>();
+      for (const variant of VARIANTS)
+        apps.set(variant, await OPENERS[variant]!(db.url, connections, applicationName(variant)));
+      try {
+        await db.truncate();
+        for (const app of apps.values()) await drive(app, connections, 300);
+        const figures = await inTurns(VARIANTS, SLICES, async (variant) => {
+          const name = applicationName(variant);
+          const cpuBefore = await readBackendCpu(query, [name]);
+          await stats.reset();
+          const slice = await drive(apps.get(variant)!, connections, SLICE_MS);
+          // the wake-ups of the slice's last commits: sent within a gap or two
+          await new Promise((resolve) => setTimeout(resolve, 25));
+          const reading = await stats.read(0);
+          const serverMs = cpuSpentMs(cpuBefore, await readBackendCpu(query, [name])) ?? Number.NaN;
+          const node = slice.cpuUs / slice.commits;
+          const server = (serverMs * 1000) / slice.commits;
+          return {
+            rate: (slice.commits * 1000) / slice.ms,
+            total: node + server,
+            node,
+            server,
+            statements: (reading?.calls ?? Number.NaN) / slice.commits,
+          };
+        });
+        const label = `${connections} connection${connections > 1 ? 's' : ''}`;
+        compare(`${label}: commits/s`, '/s', inGroups(figures.get('rate')!));
+        compare(`${label}: CPU per commit, Node + server`, 'µs', inGroups(figures.get('total')!));
+        compare(`${label}: Node CPU per commit`, 'µs', inGroups(figures.get('node')!));
+        compare(`${label}: server CPU per commit`, 'µs', inGroups(figures.get('server')!));
+        compare(`${label}: statements per commit`, '', inGroups(figures.get('statements')!));
+      } finally {
+        for (const app of apps.values()) await app.close();
+      }
+    }
+    print('  (the library against raw: CPU per commit ≤ 1.15×, Node CPU within 30 µs; commits/s ≥ the peer)');
+  } finally {
+    await pgTransactionalOutboxPeer.uninstall(db);
+    await stats.disable();
+    await close();
+  }
+}
+
+void main().catch((error: unknown) => {
+  process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exit(1);
+});
