@@ -119,9 +119,29 @@ describe('NotifyPacer', () => {
     requests(pacer(2), 400, 0.5);
     const gaps = gapsBetweenSends();
     expect(Math.min(...gaps)).toBeGreaterThanOrEqual(2);
-    // the widest gap: 10 ms
-    expect(gaps.slice(-5)).toEqual([10, 10, 10, 10, 10]);
+    // the widest gap: 10 ms, and the millisecond a widened gap's timer is armed for beyond it (ADR 1004)
+    expect(gaps.slice(-5)).toEqual([11, 11, 11, 11, 11]);
     expect(sentAt.length).toBeLessThan(30);
+  });
+
+  it('under sustained load arms one timer per send, even when timers fire early', () => {
+    clock = new FakeClock(0.9);
+    let armed = 0;
+    const setTimer = clock.setTimeout.bind(clock);
+    clock.setTimeout = (callback, ms) => {
+      armed++;
+      return setTimer(callback, ms);
+    };
+    const p = pacer(2);
+    requests(p, 100, 0.5); // the gap widens
+    armed = 0;
+    sentAt = [];
+    requests(p, 300, 0.5);
+    const late = gapsBetweenSends();
+    // a timer armed for the exact time would fire early and be armed again: two per send
+    expect(armed).toBeLessThanOrEqual(sentAt.length);
+    expect(Math.min(...late)).toBeGreaterThanOrEqual(10);
+    expect(Math.max(...late)).toBeLessThanOrEqual(11);
   });
 
   it('keeps the narrow gap for a short burst after a quiet spell', () => {
