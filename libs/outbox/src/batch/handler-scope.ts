@@ -43,8 +43,8 @@ export interface BatchState {
   readonly savepoints: boolean;
   /**
    * The `statement_timeout` in force on the batch's connection as the relay last set it, in ms; Infinity when
-   * unknown (the relay's own bound, or a handler's statement that may have changed it). A statement of a handler
-   * sent at `now` is bounded to its deadline when `now + boundMs` passes it by more than `BOUND_SLACK_MS`.
+   * unknown (the relay's own bound, or a handler's statement that may have changed it or undone it). A handler's
+   * statement gets a bound of its own when this one is more than `BOUND_SLACK_MS` away from its time left.
    */
   boundMs: number;
   /** An optimistic run must be rolled back and run again with savepoints: a handler failed after writing. */
@@ -138,16 +138,17 @@ export class HandlerScope {
   }
 
   /**
-   * The statement that bounds the handler's next one by its time left, when the bound in force lets it run past
-   * the handler's deadline by more than `BOUND_SLACK_MS` (none otherwise: a quick handler's queries all go under
-   * the bound set when it opened). Never under BOUND_FLOOR_MS, so that the relay's own statements that follow the
-   * handler's last one in the same transaction (its next handler's opening, the closing) are not cancelled for the
-   * handler's lack of time.
+   * The statement that bounds the handler's next one by its time left, when the bound in force would end it more
+   * than `BOUND_SLACK_MS` away from the handler's deadline — past it (a later query of a slow handler), or before
+   * it (a bound an earlier handler with less time left set) — and none otherwise: a quick handler's queries all go
+   * under the bound set when the batch's first one opened. Never under BOUND_FLOOR_MS, so that the relay's own
+   * statements that follow the handler's last one in the same transaction (its next handler's opening, the
+   * closing) are not cancelled for the handler's lack of time.
    */
   private bound(): SqlStatement[] {
     const now = Date.now();
-    if (now + this.batch.boundMs <= this.deadline + BOUND_SLACK_MS) return [];
     const ms = Math.max(BOUND_FLOOR_MS, this.deadline - now);
+    if (Math.abs(this.batch.boundMs - ms) <= BOUND_SLACK_MS) return [];
     this.batch.boundMs = ms;
     return [handlerBound(ms)];
   }
@@ -400,6 +401,9 @@ export class HandlerScope {
           if (changesSettings) {
             this.batch.dirty = true;
             this.batch.boundMs = Number.POSITIVE_INFINITY;
+          } else if (ROLLBACK_TO_SAVEPOINT.test(String(args[0]))) {
+            // a handler's own nested transaction rolled back (manager.transaction()): a bound sent inside it is undone
+            this.batch.boundMs = Number.POSITIVE_INFINITY;
           }
         }
       },
@@ -413,6 +417,9 @@ export class HandlerScope {
     });
   }
 }
+
+/** A handler's statement that undoes what was set since one of its own savepoints, the bound among it. */
+const ROLLBACK_TO_SAVEPOINT = /^\s*rollback\s+to\s/i;
 
 /** The shortest bound a handler's statement gets (see `HandlerScope.remaining`). */
 const BOUND_FLOOR_MS = 50;

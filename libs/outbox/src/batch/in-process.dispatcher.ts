@@ -20,6 +20,8 @@ export interface BatchRun extends HandlerChannel {
   savepoints: boolean;
   /** Deliveries whose outcome is known already: their handlers are not called. */
   settled?: ReadonlyMap<ClaimedDelivery, DeliveryOutcome>;
+  /** Deliveries whose attempt instrumentation observed already (a batch run again): not observed twice. */
+  observed?: ReadonlySet<ClaimedDelivery>;
 }
 
 /** What a batch's handlers did: an outcome per delivery, or a problem that keeps the batch from committing. */
@@ -110,7 +112,9 @@ export class InProcessDispatcher {
         consumer: consumer.name,
       };
       // instrumentation: one observed attempt per handler call (null when nothing observes)
-      const attempt = this.instrumentation.attemptStarted(delivery, consumer);
+      const attempt = run.observed?.has(delivery)
+        ? null
+        : this.instrumentation.attemptStarted(delivery, consumer);
       let outcome: DeliveryOutcome;
       try {
         const returned = attempt?.run

@@ -70,6 +70,8 @@ export class LocalBatch {
     let dirty: boolean;
     let noWrites: boolean;
     let reran = false;
+    /** Outcomes kept from a first run that stopped at a handler's failure (see `rerun`). */
+    let known = new Map<ClaimedDelivery, DeliveryOutcome>();
     try {
       await connection.beginBatch(batch.leaseToken);
       let run = await this.inProcess.dispatch(
@@ -80,7 +82,10 @@ export class LocalBatch {
       );
       if (run.rerun) {
         reran = true;
-        run = await this.rerun(connection, batch, work, run);
+        // the failed handler's outcome is kept (it is not called again); the handlers before it were observed
+        const ran = run.outcomes.length;
+        known = new Map([[work.assigned[ran - 1]!.delivery, run.outcomes[ran - 1]!]]);
+        run = await this.rerun(connection, batch, work, known, ran);
       }
       if (run.problem) throw run.problem.error;
       outcomes = [...work.unclaimed.map((u) => u.outcome), ...run.outcomes];
@@ -88,7 +93,7 @@ export class LocalBatch {
       noWrites = run.scoped === 0;
     } catch (error) {
       try {
-        await this.failed(error, batch, work, connection, null);
+        await this.failed(error, batch, work, connection, null, known);
       } finally {
         await connection.release();
       }
@@ -103,7 +108,7 @@ export class LocalBatch {
       .commitBatch({ leaseToken: batch.leaseToken, outcomes, dirty, noWrites: unguarded })
       .then(
         ({ released }) => this.noteReleased(released),
-        (error: unknown) => this.failed(error, batch, work, connection, outcomes),
+        (error: unknown) => this.failed(error, batch, work, connection, outcomes, known),
       )
       .finally(() => this.committing--);
     const settled = this.background.track(commit);
@@ -140,18 +145,18 @@ export class LocalBatch {
     connection: TenantConnection,
     batch: TenantBatch,
     work: LocalWork,
-    run: DispatchResult,
+    known: ReadonlyMap<ClaimedDelivery, DeliveryOutcome>,
+    ran: number,
   ): Promise<DispatchResult> {
-    const index = run.outcomes.length - 1;
-    const known = new Map([[work.assigned[index]!.delivery, run.outcomes[index]!]]);
     await connection.rollback();
-    this.instrumentation.batchRolledBack({ tenantId: batch.tenantId, deliveries: index + 1 });
-    // the first run took some of the lease: the second gets a full one, as narrowing's parts do
-    await this.extendLeases(connection, batch, [[work]]);
+    // the first run took some of the lease: the second gets a full one, every event's, as narrowing's parts do
+    await this.extendLeases(connection, batch, [byEvent(work)]);
     await connection.beginBatch(batch.leaseToken);
     return this.inProcess.dispatch(this.store.dataSource(), connection.runner, work.assigned, {
       ...this.batchRun(connection, batch, { careful: false, savepoints: true }),
       settled: known,
+      // the handlers before the failed one were observed as they ended in the first run: not twice
+      observed: new Set(work.assigned.slice(0, ran).map((a) => a.delivery)),
     });
   }
 
@@ -168,6 +173,7 @@ export class LocalBatch {
     work: LocalWork,
     connection: TenantConnection,
     counted: DeliveryOutcome[] | null,
+    known: ReadonlyMap<ClaimedDelivery, DeliveryOutcome>,
   ): Promise<void> {
     const { tenantId } = batch;
     if (counted) count(counted, batch.result, -1);
@@ -183,6 +189,8 @@ export class LocalBatch {
         `batch of ${work.assigned.length} deliveries for tenant ${tenantId} was rolled back (${errorText(error)}); ` +
           'running it again, in parts, to find the deliveries that caused it',
       );
+      // from nothing known: a failure kept from a first run may come from what an earlier handler did unseen
+      // (a tenant changed through a function), which the careful run finds
       await this.narrow(connection, batch, byEvent(work));
       return;
     }
@@ -195,7 +203,7 @@ export class LocalBatch {
         `batch of ${work.assigned.length} deliveries for tenant ${tenantId} failed and was rolled back: ${errorText(error)}`,
       );
     }
-    await this.charge(connection, batch, [work], error, new Map());
+    await this.charge(connection, batch, [work], error, known);
   }
 
   /**
