@@ -22,6 +22,12 @@ export { OutboxConsumerRegistry, type TenantConsumerSource } from './consumers/o
 export type { OutboxConsumer } from './model/outbox-consumer';
 export { OutboxRelay } from './relay/outbox.relay';
 export { OutboxRetention } from './maintenance/outbox.retention';
+export { OutboxBackfill } from './consumers/outbox-backfill';
+export type {
+  OutboxBackfillPace,
+  OutboxBackfillResult,
+  OutboxBackfillScope,
+} from './consumers/outbox-backfill';
 export {
   OutboxError,
   OutboxValidationError,
@@ -41,7 +47,7 @@ export type {
   OutboxRegistryOptions,
   OutboxRetentionOptions,
 } from './options/outbox-module-options.interface';
-export type { OnOutboxEventOptions } from './model/outbox-handler-options.interface';
+export type { OnOutboxEventOptions, OutboxStartFrom } from './model/outbox-handler-options.interface';
 export type {
   OutboxEvent,
   OutboxEventInput,

@@ -15,6 +15,7 @@ import { OUTBOX_STORE_PORT } from './store/outbox-store.port';
 import { PgRelayStore } from './store/pg-relay-store';
 import { OutboxRetention } from './maintenance/outbox.retention';
 import { LeaseVacuum } from './maintenance/lease-vacuum';
+import { OutboxBackfill } from './consumers/outbox-backfill';
 import { OutboxSchemaRegistry } from './events/outbox-schema.registry';
 import { AmbientTransactions } from './cls/ambient-transactions';
 import { OutboxInstrumentation } from './extension/outbox-instrumentation';
@@ -38,6 +39,7 @@ import { OutboxInstrumentation } from './extension/outbox-instrumentation';
     OutboxRelay,
     OutboxWakeup,
     OutboxRetention,
+    OutboxBackfill,
     LeaseVacuum,
     OutboxSchemaRegistry,
     AmbientTransactions,
@@ -48,6 +50,7 @@ import { OutboxInstrumentation } from './extension/outbox-instrumentation';
     OutboxConsumerRegistry,
     OutboxRelay,
     OutboxRetention,
+    OutboxBackfill,
     OutboxInstrumentation,
     // for the feature modules (internal: not exported by the package's index)
     OutboxStore,

@@ -15,7 +15,12 @@ export type {
   OutboxInboxCounts,
 } from './outbox-admin.interfaces';
 export { OutboxAdminModule } from './outbox-admin.module';
-export type { OutboxActionOptions, OutboxAuditEntry } from './outbox-admin.interfaces';
+export type {
+  OutboxActionOptions,
+  OutboxAuditEntry,
+  OutboxBackfillReport,
+  OutboxBackfillRequest,
+} from './outbox-admin.interfaces';
 export type { OutboxAdminModuleOptions } from './outbox-admin-options.interface';
 export {
   OutboxHealthIndicator,

@@ -12,6 +12,7 @@ import {
 import { OutboxValidationError } from '../errors/outbox.error';
 import { OutboxAdminService } from './outbox-admin.service';
 import type {
+  OutboxBackfillReport,
   OutboxEventDeliveries,
   OutboxFailedEvent,
   OutboxPage,
@@ -96,6 +97,46 @@ export class OutboxAdminController {
       ),
     };
   }
+
+  /**
+   * `POST tenants/:tenantId/consumers/:consumer/backfill` with `{ since, eventNames?, dryRun?, chunkSize?,
+   * pauseMs? }`: the consumer's missing deliveries of the tenant's retained events (`dryRun`: their count). Answers
+   * when the backfill finished.
+   */
+  @Post('tenants/:tenantId/consumers/:consumer/backfill')
+  @HttpCode(200)
+  backfill(
+    @Param('tenantId') tenantId: string,
+    @Param('consumer') consumer: string,
+    @Body() body?: BackfillBody,
+  ): Promise<OutboxBackfillReport> {
+    return badRequestOnInvalid(() =>
+      this.admin.backfill(consumer, {
+        tenantId,
+        since: since(body?.since),
+        eventNames: body?.eventNames,
+        dryRun: body?.dryRun === true,
+        chunkSize: body?.chunkSize,
+        pauseMs: body?.pauseMs,
+      }),
+    );
+  }
+}
+
+/** Body of the backfill route: `since` an ISO date or `'oldest'`. */
+interface BackfillBody {
+  since?: string;
+  eventNames?: string[];
+  dryRun?: boolean;
+  chunkSize?: number;
+  pauseMs?: number;
+}
+
+/** An ISO date becomes a Date; anything else is passed on for the service to refuse by name. */
+function since(value: unknown): Date | 'oldest' {
+  if (typeof value === 'string' && value !== 'oldest' && !Number.isNaN(Date.parse(value)))
+    return new Date(value);
+  return value as 'oldest';
 }
 
 /** Query strings of digits become numbers; anything else is passed on for the service to refuse by name. */

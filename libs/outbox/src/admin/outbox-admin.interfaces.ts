@@ -169,11 +169,42 @@ export interface OutboxActionOptions {
 export interface OutboxAuditEntry {
   id: string;
   actor: string;
-  /** `replayEvent`, `replayFailed`, `purgeEvent`, `purgeFailed`, `pauseSubscription` or `resumeSubscription`. */
+  /** `replayEvent`, `replayFailed`, `purgeEvent`, `purgeFailed`, `backfill`, `pauseSubscription` or `resumeSubscription`. */
   action: string;
   /** What it was applied to: the event id, consumer, event name or subscription given. */
   target: Record<string, unknown>;
   /** Rows changed: deliveries reset, events purged, subscriptions paused or resumed. */
   rows: number;
   at: Date;
+}
+
+/** What `OutboxAdminService.backfill` covers and how it runs. */
+export interface OutboxBackfillRequest {
+  /** One tenant; left out, every tenant the connection sees (all for the table owner, one under row-level security). */
+  tenantId?: string;
+  /** Events inserted at or after this time, or `'oldest'`: every retained event. */
+  since: Date | 'oldest';
+  /** Only events matching one of these names or patterns (`orders.*`); left out, every event the consumer listens to. */
+  eventNames?: readonly string[];
+  /** Count the delivery rows it would create, and change nothing. Default `false`. */
+  dryRun?: boolean;
+  /** Events per chunk (one transaction each). Default 1,000. */
+  chunkSize?: number;
+  /** Pause between chunks, in ms: what keeps live traffic's latency (docs/adr/1011). Default 50. */
+  pauseMs?: number;
+}
+
+/** What `OutboxAdminService.backfill` did, or would do (`dryRun`). */
+export interface OutboxBackfillReport {
+  /** The same consumer, tenant, `since` and event names give the same id: running it again resumes it. */
+  backfillId: string;
+  dryRun: boolean;
+  /** Dry run: the delivery rows it would create now. Otherwise: the rows this run created. */
+  deliveries: number;
+  /** Rows created by every run of this backfill (0 for a dry run). */
+  totalCreated: number;
+  /** Chunks this run committed. */
+  chunks: number;
+  /** Reached its horizon (a dry run: false). */
+  finished: boolean;
 }

@@ -10,6 +10,9 @@ import { OutboxValidationError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { OutboxConsumerRegistry } from '../consumers/outbox-consumer.registry';
 import { OutboxRelay } from '../relay/outbox.relay';
+import { OutboxBackfill } from '../consumers/outbox-backfill';
+import { isEventPattern } from '../model/event-pattern';
+import { NIL_UUID } from '../model/outbox.constants';
 import { OutboxWebhookService } from '../webhooks/outbox-webhook.service';
 import { OutboxStore } from '../store/outbox.store';
 import * as q from '../store/sql/admin';
@@ -31,6 +34,8 @@ import {
 import type {
   OutboxActionOptions,
   OutboxAuditEntry,
+  OutboxBackfillReport,
+  OutboxBackfillRequest,
   OutboxBlockedAggregate,
   OutboxConsumerCounts,
   OutboxDeliveryRecord,
@@ -76,6 +81,7 @@ export class OutboxAdminService {
     private readonly store: OutboxStore,
     private readonly registry: OutboxConsumerRegistry,
     private readonly relay: OutboxRelay,
+    private readonly backfills: OutboxBackfill,
     // explicit tokens: the emitted type of `X | null` is Object
     @Optional() @Inject(OutboxWebhookService) private readonly webhooks: OutboxWebhookService | null,
     @Optional()
@@ -225,6 +231,72 @@ export class OutboxAdminService {
       checked.tenantId,
       audited(options, 'purgeFailed', { consumer: checked.consumer, eventName: checked.eventName }),
     );
+  }
+
+  /**
+   * Gives a consumer that joined late the deliveries of retained events that fanned out before it was registered
+   * (docs/delivery.md#consumers-that-join-late): one pending delivery, due now, per event of `since` or later (of
+   * `tenantId`, of `eventNames`) it has none for, in chunks of `chunkSize` events with `pauseMs` between them.
+   * Each event gets at most one row (a row the fan-out wrote is kept); events still pending fan out to it anyway.
+   * The consumer must be registered and live (an instance hosts it). Resumable: the same request again continues
+   * where a crashed or stopped run left off, and does nothing once finished. `dryRun` counts and changes nothing.
+   * With `audit`, one audit row (action `backfill`, the rows created) when the run ends.
+   */
+  async backfill(
+    consumer: string,
+    request: OutboxBackfillRequest,
+    options: OutboxActionOptions = {},
+  ): Promise<OutboxBackfillReport> {
+    const name = checkConsumerName('consumer', consumer);
+    if (name === null)
+      throw new OutboxValidationError('consumer', messages.badText('consumer', 200, consumer));
+    const tenantId = request?.tenantId === undefined ? null : checkUuid('tenantId', request.tenantId);
+    const since = checkSince(request?.since);
+    const eventNames = checkEventNames(request?.eventNames);
+    const chunkSize = checkInteger('chunkSize', request?.chunkSize, 1, 10_000, 1_000);
+    const pauseMs = checkInteger('pauseMs', request?.pauseMs, 0, 60_000, 50);
+    const scope = { consumer: name, tenantId, since, eventNames };
+    const backfillId = this.backfills.backfillId(scope);
+    if (request.dryRun === true) {
+      const deliveries = await this.backfills.count(scope);
+      return { backfillId, dryRun: true, deliveries, totalCreated: 0, chunks: 0, finished: false };
+    }
+    const audit = audited(options, 'backfill', {
+      consumer: name,
+      backfillId,
+      since: since?.toISOString() ?? 'oldest',
+      eventNames,
+    });
+    const result = await this.backfills.run(scope, { chunkSize, pauseMs });
+    if (audit) {
+      const auditTenant = tenantId ?? NIL_UUID;
+      await this.write(auditTenant, (runner) =>
+        this.store.rows(
+          runner,
+          bq.insertAudit(this.options.names, {
+            ...audit,
+            target: { ...audit.target, finished: result.finished },
+            tenantId: auditTenant,
+            rows: result.created,
+          }),
+        ),
+      );
+    }
+    if (result.created > 0) {
+      this.logger.log(
+        `backfill ${backfillId} of "${name}" created ${result.created} deliveries` +
+          `${tenantId === null ? '' : ` for tenant ${tenantId}`}${result.finished ? '' : ' (stopped; run it again to resume)'}`,
+      );
+      this.relay.wake();
+    }
+    return {
+      backfillId,
+      dryRun: false,
+      deliveries: result.created,
+      totalCreated: result.totalCreated,
+      chunks: result.chunks,
+      finished: result.finished,
+    };
   }
 
   /**
@@ -405,6 +477,29 @@ function audited(
   if (actor === undefined) return null;
   const checked = checkConsumerName('audit.actor', actor);
   return { actor: checked!, action, target };
+}
+
+function checkSince(value: unknown): Date | null {
+  if (value === 'oldest') return null;
+  if (value instanceof Date && !Number.isNaN(value.getTime())) return value;
+  throw new OutboxValidationError(
+    'since',
+    messages.badOption('since', "a Date, or 'oldest' (every retained event)", value),
+  );
+}
+
+function checkEventNames(value: unknown): string[] | null {
+  if (value === undefined || value === null) return null;
+  if (!Array.isArray(value) || value.length === 0 || value.length > 100)
+    throw new OutboxValidationError(
+      'eventNames',
+      messages.badOption('eventNames', 'an array of 1 to 100 event names or patterns', value),
+    );
+  value.forEach((name, i) => {
+    if (!isEventPattern(name))
+      throw new OutboxValidationError(`eventNames[${i}]`, messages.badPattern(`eventNames[${i}]`, name));
+  });
+  return [...(value as string[])];
 }
 
 function checkId(field: string, value: unknown): string {

@@ -164,6 +164,9 @@ export class OutboxExplorer implements OnModuleInit {
       if (problem) problems.push(problem);
     const backoff = { ...this.options.backoff, ...options.backoff };
     problems.push(...backoffProblems(`backoff of ${host}`, backoff));
+    const startFrom = options.startFrom ?? 'registration';
+    const startProblem = startFromProblem(startFrom);
+    if (startProblem) problems.push(messages.badOption(`startFrom of ${host}`, startProblem, startFrom));
     const instance = wrapper.instance as Record<string, (...args: unknown[]) => unknown> | undefined;
     let handle: NonNullable<OutboxConsumer['handle']> = (event, context) =>
       instance![methodName]!(event, context);
@@ -180,6 +183,7 @@ export class OutboxExplorer implements OnModuleInit {
       eventName: metadata.eventName,
       eventNames: [metadata.eventName],
       ordered: options.ordered === true,
+      startFrom,
       hostClass: type,
       methodName,
       maxAttempts,
@@ -188,4 +192,12 @@ export class OutboxExplorer implements OnModuleInit {
       handle,
     };
   }
+}
+
+/** What is wrong with a `startFrom`, or null: 'registration', 'oldest', or a valid Date not in the future. */
+function startFromProblem(value: unknown): string | null {
+  if (value === 'registration' || value === 'oldest') return null;
+  const expected = "'registration' (the default), 'oldest', or a Date in the past";
+  if (!(value instanceof Date) || Number.isNaN(value.getTime())) return expected;
+  return value.getTime() > Date.now() ? `${expected} (a consumer cannot start in the future)` : null;
 }

@@ -134,6 +134,13 @@ export const messages = {
   consumerStillLive: (name: string, orphanAfterMs: number): string =>
     `consumer "${name}" was reported by an instance within the last ${orphanAfterMs} ms (registry.orphanAfterMs), so ` +
     'it would be registered again at the next heartbeat; remove it from every instance first, then forget it.',
+  backfillUnknownConsumer: (name: string): string =>
+    `consumer "${name}" is not in the persisted registry (outbox_consumers): a backfill creates the rows of a ` +
+    'consumer that an instance hosts; start an instance that hosts it (its relay enabled), then backfill.',
+  backfillConsumerNotLive: (name: string, liveWithinMs: number): string =>
+    `consumer "${name}" was not reported by any instance within the last ${liveWithinMs} ms (registry.liveWithinMs): ` +
+    'the events still pending would not fan out to it, so the backfill would miss them; start an instance that ' +
+    'hosts it, then backfill.',
   unguardedAdmin: (): string =>
     "OutboxAdminModule.forRoot() was given no guard, and its routes read and replay every tenant's events: pass " +
     'guards: [YourAuthGuard] (the guard sees request.params.tenantId), or allowUnguarded: true for a local demo only.',

@@ -15,6 +15,7 @@ import { OutboxInbox1764500300000 } from './1764500300000-outbox-inbox';
 import { OutboxInboxTenantKey1764500400000 } from './1764500400000-outbox-inbox-tenant-key';
 import { OutboxBatchSeal1764500700000 } from './1764500700000-outbox-batch-seal';
 import { OutboxPurgeRelayInbox1764500800000 } from './1764500800000-outbox-purge-relay-inbox';
+import { OutboxBackfills1764500900000 } from './1764500900000-outbox-backfills';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -35,4 +36,5 @@ export const outboxMigrations = [
   OutboxInboxTenantKey1764500400000,
   OutboxBatchSeal1764500700000,
   OutboxPurgeRelayInbox1764500800000,
+  OutboxBackfills1764500900000,
 ];

@@ -1,5 +1,6 @@
 import type { Type } from '@nestjs/common';
 import type { OutboxBackoffOptions } from './backoff';
+import type { OutboxStartFrom } from './outbox-handler-options.interface';
 import type { OutboxEvent, OutboxHandlerContext } from './outbox-event.interface';
 import type { ClaimedDelivery } from './claimed-delivery';
 import type { OutboxTransportOutcome } from './outbox-transport.interface';
@@ -29,6 +30,8 @@ export interface OutboxConsumer {
    * dead delivery blocks the aggregate for this consumer until replayed. Default false.
    */
   readonly ordered?: boolean;
+  /** Where its events start; other than `'registration'`, a backfill runs once at boot. Default `'registration'`. */
+  readonly startFrom?: OutboxStartFrom;
   readonly maxAttempts: number;
   readonly timeoutMs: number;
   readonly backoff: Required<OutboxBackoffOptions>;

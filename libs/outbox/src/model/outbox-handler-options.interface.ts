@@ -22,7 +22,18 @@ export interface OnOutboxEventOptions {
    * (not retried). Events whose name has no schema pass unchecked. Default: `false`.
    */
   validatePayload?: boolean;
+  /**
+   * Where a consumer that joins late starts: `'registration'` (the events fanned out once an instance first
+   * reported it), `'oldest'` (every retained event as well) or a `Date` (the retained events inserted since then
+   * as well). Other than `'registration'`, the relay backfills the older events once, in throttled chunks, when
+   * an instance that hosts the consumer starts (docs/delivery.md#consumers-that-join-late). Default:
+   * `'registration'`.
+   */
+  startFrom?: OutboxStartFrom;
 }
+
+/** Where a consumer's events start (`@OnOutboxEvent`'s `startFrom`). */
+export type OutboxStartFrom = 'registration' | 'oldest' | Date;
 
 /** What the decorator records on a method. */
 export interface OutboxHandlerMetadata {

@@ -37,6 +37,8 @@ export interface OutboxNames {
   readonly oldestPendingAge: string;
   readonly leaseFence: string;
   readonly audit: string;
+  /** Backfills of late consumers, one row each with its progress. */
+  readonly backfills: string;
   readonly activity: string;
   readonly rowEstimate: string;
   readonly recordActivity: string;
@@ -92,6 +94,7 @@ export function outboxNames(schema: string = DEFAULT_OUTBOX_SCHEMA): OutboxNames
     oldestPendingAge: qualified('outbox_oldest_pending_age'),
     leaseFence: qualified('outbox_lease_fence'),
     audit: qualified('outbox_audit'),
+    backfills: qualified('outbox_backfills'),
     activity: qualified('outbox_activity'),
     rowEstimate: qualified('outbox_row_estimate'),
     recordActivity: qualified('outbox_record_activity'),

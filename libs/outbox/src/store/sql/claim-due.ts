@@ -8,8 +8,9 @@ const CLAIMED_COLUMNS = `d.id as delivery_id, d.consumer_name, d.attempt_count, 
 
 /**
  * For an ordered delivery `d`: an earlier delivery of its aggregate to the same consumer that is not delivered
- * yet (pending, leased, failed or dead), or an earlier event of the aggregate not fanned out yet. Either one
- * makes `d` wait. (Within one aggregate, apps serialise their writes, so insert order is commit order.)
+ * yet (pending, leased, failed or dead), or an earlier event of the aggregate not fanned out yet, or a backfill
+ * of the consumer not finished (its history must come first: docs/adr/1011-backfill-for-late-consumers.md). Any
+ * one makes `d` wait. (Within one aggregate, apps serialise their writes, so insert order is commit order.)
  */
 function earlierInAggregate(n: OutboxNames): string {
   return `
@@ -19,7 +20,11 @@ function earlierInAggregate(n: OutboxNames): string {
   union all
   select 1 from ${n.events} pe join ${n.events} me on me.id = d.event_id
    where pe.tenant_id = d.tenant_id and pe.status = 'pending' and pe.aggregate_id = me.aggregate_id
-     and pe.aggregate_type is not distinct from me.aggregate_type and pe.seq < me.seq`;
+     and pe.aggregate_type is not distinct from me.aggregate_type and pe.seq < me.seq
+  union all
+  select 1 from ${n.backfills} b
+   where b.consumer_name = d.consumer_name and b.finished_at is null
+     and (b.tenant_id is null or b.tenant_id = d.tenant_id)`;
 }
 
 /**

@@ -18,3 +18,4 @@ export * from './event-pattern';
 export * from './registry';
 export * from './leases';
 export * from './record-outcomes';
+export * from './backfill';
