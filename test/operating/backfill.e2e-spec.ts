@@ -1,12 +1,16 @@
-import { Injectable, type Type } from '@nestjs/common';
+import { Injectable, type CanActivate, type ExecutionContext, type Type } from '@nestjs/common';
 import {
   OnOutboxEvent,
   OutboxConfigurationError,
+  OutboxRelay,
   OutboxValidationError,
   type OutboxEvent,
   type OutboxHandlerContext,
 } from 'nestjs-pg-outbox';
-import { OutboxAdminService } from 'nestjs-pg-outbox/admin';
+import { OutboxAdminModule, OutboxAdminService } from 'nestjs-pg-outbox/admin';
+import { OutboxBoardModule } from 'nestjs-pg-outbox/board';
+import { buildHttpApp, type HttpTestApp } from '../support/http-app';
+import { OperatorGuard, tenantsOf } from '../support/board-operators';
 import { buildApp, type TestApp } from '../support/build-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { createLoginRole, type TestRole } from '../support/test-roles';
@@ -416,5 +420,120 @@ describe('startFrom on @OnOutboxEvent', () => {
     const boot = buildApp({ url: db.url, providers: [Wrong] });
     await expect(boot).rejects.toBeInstanceOf(OutboxConfigurationError);
     await expect(boot).rejects.toThrow(/startFrom of Wrong#run.*\n.*startFrom of Wrong#later/s);
+  });
+});
+
+/** Lets an admin route through when the request carries `x-admin: yes`. */
+@Injectable()
+class HeaderGuard implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    return (
+      context.switchToHttp().getRequest<{ headers: Record<string, string> }>().headers['x-admin'] === 'yes'
+    );
+  }
+}
+
+describe('backfill over HTTP: the admin route and the board form', () => {
+  let http: HttpTestApp;
+  const board = () => `${http.baseUrl}/outbox/board/t/${TENANT}`;
+
+  /** The app, once history is written (an app hosting "late" earlier would fan the history out to it). */
+  const serve = async (): Promise<void> => {
+    http = await buildHttpApp({
+      url: db.url,
+      providers: [Early, Late, HeaderGuard, OperatorGuard],
+      imports: [
+        OutboxAdminModule.forRoot({ guards: [HeaderGuard] }),
+        OutboxBoardModule.forRoot({ guards: [OperatorGuard], tenants: tenantsOf }),
+      ],
+    });
+    await http.app.get(OutboxRelay).heartbeat();
+  };
+  afterEach(async () => {
+    await http?.close();
+  });
+
+  const lateRows = async () =>
+    (
+      await db.sql<{ n: number }>(
+        `select count(*)::int as n from outbox_deliveries where consumer_name = 'late'`,
+      )
+    )[0]!.n;
+
+  it('runs behind the admin guard: a dry run, then the backfill', async () => {
+    await history(events(4));
+    await serve();
+    const route = `${http.baseUrl}/outbox/tenants/${TENANT}/consumers/late/backfill`;
+    const call = async (body: unknown, admin = true) => {
+      const response = await fetch(route, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(admin ? { 'x-admin': 'yes' } : {}) },
+        body: JSON.stringify(body),
+      });
+      return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+    };
+
+    expect((await call({ since: 'oldest' }, false)).status).toBe(403);
+    expect(await call({ since: 'last week' })).toMatchObject({ status: 400, body: { field: 'since' } });
+    expect(await call({ since: 'oldest', dryRun: true })).toMatchObject({
+      status: 200,
+      body: { dryRun: true, deliveries: 4 },
+    });
+    expect(await lateRows()).toBe(0);
+    expect(await call({ since: '2000-01-01T00:00:00Z' })).toMatchObject({
+      status: 200,
+      body: { dryRun: false, deliveries: 4, finished: true },
+    });
+    expect(await lateRows()).toBe(4);
+  });
+
+  it('offers a form on the consumers page that shows the dry-run count before the confirmation, and audits the run', async () => {
+    await history(events(3));
+    await serve();
+    const page = await fetch(`${board()}/consumers`, { headers: { 'x-operator': 'alice' } });
+    const html = await page.text();
+    const cookie =
+      page.headers
+        .getSetCookie()
+        .map((c) => c.split(';')[0])
+        .find((c) => c.startsWith('outbox-board-csrf=')) ?? '';
+    const form = /<form[^>]*data-testid="backfill-form"[\s\S]*?<\/form>/.exec(html)?.[0] ?? '';
+    const token = /name="_csrf" value="([^"]*)"/.exec(form)?.[1] ?? '';
+    expect(form).toContain('<option value="late">');
+    expect(token).not.toBe('');
+    const post = (to: 'confirm' | 'act', fields: Record<string, string>) =>
+      fetch(`${board()}/${to}`, {
+        method: 'POST',
+        headers: {
+          'x-operator': 'alice',
+          'content-type': 'application/x-www-form-urlencoded',
+          cookie,
+          origin: 'null',
+        },
+        body: new URLSearchParams(fields).toString(),
+        redirect: 'manual',
+      });
+    const fields = {
+      action: 'backfill-consumer',
+      consumer: 'late',
+      since: 'oldest',
+      eventNames: 'test.bf.*',
+    };
+
+    expect((await post('act', fields)).status).toBe(403); // no token: refused before anything runs
+    const confirm = await post('confirm', { ...fields, _csrf: token });
+    const confirmation = await confirm.text();
+    expect(confirm.status).toBe(200);
+    expect(confirmation).toContain('Backfill consumer late');
+    expect(/data-testid="dry-run">\s*Dry run: <strong>3<\/strong>/.exec(confirmation)).not.toBeNull();
+    expect(await lateRows()).toBe(0);
+
+    const act = await post('act', { ...fields, _csrf: token });
+    expect(act.status).toBe(303);
+    expect(act.headers.get('location')).toBe(`/outbox/board/t/${TENANT}/consumers?done=backfilled&n=3`);
+    expect(await lateRows()).toBe(3);
+    expect(await db.sql(`select actor, action, rows_affected from outbox_audit`)).toEqual([
+      { actor: 'alice', action: 'backfill', rows_affected: 3 },
+    ]);
   });
 });

@@ -17,6 +17,12 @@ export function describeAction(input: BoardActionInput): string {
       return `Pause webhook subscription ${input.subscription}`;
     case 'resume-subscription':
       return `Resume webhook subscription ${input.subscription}`;
+    case 'backfill-consumer':
+      return (
+        `Backfill consumer ${input.consumer} with the retained events ` +
+        `${input.since === 'oldest' ? 'from the oldest' : `since ${input.since}`}` +
+        `${input.eventNames ? ` named ${input.eventNames}` : ''}`
+      );
   }
 }
 
@@ -27,6 +33,8 @@ function hiddenFields(ctx: BoardPageContext, input: BoardActionInput, returnTo?:
     ${input.eventId ? html`<input type="hidden" name="eventId" value="${input.eventId}" />` : ''}
     ${input.consumer ? html`<input type="hidden" name="consumer" value="${input.consumer}" />` : ''}
     ${input.subscription ? html`<input type="hidden" name="subscription" value="${input.subscription}" />` : ''}
+    ${input.since ? html`<input type="hidden" name="since" value="${input.since}" />` : ''}
+    ${input.eventNames ? html`<input type="hidden" name="eventNames" value="${input.eventNames}" />` : ''}
     ${returnTo ? html`<input type="hidden" name="returnTo" value="${returnTo}" />` : ''}`;
 }
 
@@ -50,13 +58,27 @@ export function actionForm(
 }
 
 /** The confirmation page of an action: what it will do, Confirm (posts it) and Cancel (goes back). */
-export function confirmPage(ctx: BoardPageContext, input: BoardActionInput, cancelTo: string): string {
+export function confirmPage(
+  ctx: BoardPageContext,
+  input: BoardActionInput,
+  cancelTo: string,
+  /** A backfill's dry run: the deliveries it would create. */
+  wouldCreate?: number,
+): string {
   return layout(
     ctx,
     'Confirm',
     '',
     html`<form class="confirm" method="post" action="${tenantBase(ctx)}/act">
       <p id="confirm-what">${describeAction(input)} in tenant <code>${ctx.tenantId}</code>?</p>
+      ${
+        wouldCreate === undefined
+          ? ''
+          : html`<p data-testid="dry-run">
+              Dry run: <strong>${wouldCreate}</strong> ${wouldCreate === 1 ? 'delivery' : 'deliveries'} would
+              be created now (pending, due at once), in throttled chunks.
+            </p>`
+      }
       ${hiddenFields(ctx, input, cancelTo)}
       <p>
         <button
@@ -85,4 +107,23 @@ export function errorPage(ctx: BoardPageContext, status: number, message: string
     html`<p data-testid="error" data-status="${status}">${message}</p>
       <p><a href="${ctx.base}">Back to the board</a></p>`,
   );
+}
+
+/** The consumers page's backfill form: which consumer, since when, which events; it asks for a dry run first. */
+export function backfillForm(ctx: BoardPageContext, consumers: readonly string[]): SafeHtml {
+  return html`<form method="post" action="${tenantBase(ctx)}/confirm" data-testid="backfill-form">
+    <input type="hidden" name="${CSRF_FIELD}" value="${ctx.csrfToken}" />
+    <input type="hidden" name="action" value="backfill-consumer" />
+    <p>
+      <label
+        >Consumer
+        <select name="consumer" required>
+          ${consumers.map((name) => html`<option value="${name}">${name}</option>`)}
+        </select></label
+      >
+      <label>Since <input name="since" placeholder="2026-11-01 or oldest" required /></label>
+      <label>Event names <input name="eventNames" placeholder="all it listens to (orders.* …)" /></label>
+      <button type="submit">Count and confirm…</button>
+    </p>
+  </form>`;
 }

@@ -1,7 +1,7 @@
 import { type SafeHtml, html } from './board-html';
 import type { BoardConsumersView } from './outbox-board.service';
 import { type BoardPageContext, badge, count, layout, tenantBase, time } from './layout.view';
-import { actionForm } from './actions.view';
+import { actionForm, backfillForm } from './actions.view';
 
 /** The consumers of the registry with kind, health and counts; circuits, subscriptions, blocked aggregates, orphans. */
 export function consumersPage(ctx: BoardPageContext, v: BoardConsumersView): string {
@@ -161,6 +161,17 @@ export function consumersPage(ctx: BoardPageContext, v: BoardConsumersView): str
                 </tbody>
               </table>`
         }
+      </section>
+      <section aria-labelledby="backfill-title">
+        <h2 id="backfill-title">Backfill a consumer that joined late</h2>
+        <p class="muted small">
+          Creates the consumer's missing deliveries of this tenant's retained events (each event once), in
+          throttled chunks; the count comes first, on the confirmation page.
+        </p>
+        ${backfillForm(
+          ctx,
+          v.overview.consumers.filter((c) => !c.orphaned).map((c) => c.name),
+        )}
       </section>
       <section aria-labelledby="orphans-title">
         <h2 id="orphans-title">Orphaned consumer names</h2>

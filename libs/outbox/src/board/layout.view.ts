@@ -19,7 +19,12 @@ export interface BoardPageContext {
 
 /** The actions the board offers, each confirmed on a page of its own before it runs. */
 export type BoardAction =
-  'replay-event' | 'replay-consumer' | 'purge-event' | 'pause-subscription' | 'resume-subscription';
+  | 'replay-event'
+  | 'replay-consumer'
+  | 'purge-event'
+  | 'pause-subscription'
+  | 'resume-subscription'
+  | 'backfill-consumer';
 
 /** The fields of an action's form. */
 export interface BoardActionInput {
@@ -27,6 +32,10 @@ export interface BoardActionInput {
   eventId?: string;
   consumer?: string;
   subscription?: string;
+  /** `backfill-consumer`: an ISO date (YYYY-MM-DD or a full timestamp), or `oldest`. */
+  since?: string;
+  /** `backfill-consumer`: event names or patterns, space-separated (none: every event the consumer listens to). */
+  eventNames?: string;
 }
 
 export const number = new Intl.NumberFormat('en-US');

@@ -17,6 +17,7 @@ import type { ResolvedOutboxOptions } from '../options/outbox-module-options.int
 import { SINGLE_TENANT_ID } from '../model/outbox.constants';
 import { OutboxAdminService } from '../admin/outbox-admin.service';
 import { checkUuid } from '../admin/admin-validation';
+import type { OutboxBackfillRequest } from '../admin/outbox-admin.interfaces';
 import { BoardAssets } from './board-assets';
 import { BoardResponse } from './board-headers';
 import { BOARD_CONTEXT } from './board-exception.filter';
@@ -51,6 +52,7 @@ const ACTIONS: readonly BoardAction[] = [
   'purge-event',
   'pause-subscription',
   'resume-subscription',
+  'backfill-consumer',
 ];
 /** What the page says after an action, by the `done` code of the redirect (never text from the URL). */
 const DONE: Record<string, (n: number) => string> = {
@@ -58,6 +60,7 @@ const DONE: Record<string, (n: number) => string> = {
   purged: (n) => (n === 1 ? 'Purged the event.' : 'Nothing purged: the event is not settled (or gone).'),
   paused: (n) => (n === 1 ? 'Paused the subscription.' : 'No such subscription.'),
   resumed: (n) => (n === 1 ? 'Resumed the subscription.' : 'No such subscription.'),
+  backfilled: (n) => `Backfilled: ${n} ${n === 1 ? 'delivery' : 'deliveries'} created, pending, due now.`,
 };
 
 /**
@@ -220,7 +223,16 @@ export class OutboxBoardController {
   ): Promise<string> {
     const ctx = await this.context(request, tenantId);
     const input = actionInput(body);
-    return confirmPage(ctx, input, this.returnTo(ctx, input));
+    const wouldCreate =
+      input.action === 'backfill-consumer'
+        ? (
+            await this.admin.backfill(input.consumer!, {
+              ...backfillRequest(input, ctx.tenantId!),
+              dryRun: true,
+            })
+          ).deliveries
+        : undefined;
+    return confirmPage(ctx, input, this.returnTo(ctx, input), wouldCreate);
   }
 
   /** Runs a confirmed action through the admin service, with its audit row, and goes back to where it came from. */
@@ -250,6 +262,11 @@ export class OutboxBoardController {
         n = (await this.admin.purgeEvent(tenant, input.eventId!, { audit })) ? 1 : 0;
         done = 'purged';
         break;
+      case 'backfill-consumer':
+        n = (await this.admin.backfill(input.consumer!, backfillRequest(input, tenant), { audit }))
+          .deliveries;
+        done = 'backfilled';
+        break;
       case 'pause-subscription':
       case 'resume-subscription': {
         const pause = input.action === 'pause-subscription';
@@ -271,7 +288,7 @@ export class OutboxBoardController {
       return given.replace(/[?&]done=[^&]*&n=\d*/, '');
     }
     if (input.eventId) return `${tenantRoot}/events/${input.eventId}`;
-    if (input.subscription) return `${tenantRoot}/consumers`;
+    if (input.subscription || input.action === 'backfill-consumer') return `${tenantRoot}/consumers`;
     return `${tenantRoot}/failures`;
   }
 
@@ -335,12 +352,27 @@ function actionInput(body: Record<string, unknown> | undefined): BoardActionInpu
     eventId: field('eventId'),
     consumer: field('consumer'),
     subscription: field('subscription'),
+    since: field('since'),
+    eventNames: field('eventNames'),
   };
   if ((action === 'replay-event' || action === 'purge-event') && !input.eventId)
     throw new BadRequestException(`${action} needs an eventId.`);
-  if (action === 'replay-consumer' && !input.consumer)
-    throw new BadRequestException('replay-consumer needs a consumer.');
+  if ((action === 'replay-consumer' || action === 'backfill-consumer') && !input.consumer)
+    throw new BadRequestException(`${action} needs a consumer.`);
+  if (action === 'backfill-consumer' && !input.since)
+    throw new BadRequestException('backfill-consumer needs since: a date (2026-11-01) or oldest.');
   if (action.endsWith('-subscription') && !input.subscription)
     throw new BadRequestException(`${action} needs a subscription.`);
   return input;
+}
+
+/** A backfill form's fields as the admin service's request (which checks them, naming the field). */
+function backfillRequest(input: BoardActionInput, tenantId: string): OutboxBackfillRequest {
+  const since = input.since!.trim();
+  const date = new Date(since);
+  return {
+    tenantId,
+    since: since === 'oldest' ? 'oldest' : Number.isNaN(date.getTime()) ? (since as 'oldest') : date,
+    eventNames: input.eventNames?.split(/[\s,]+/).filter((name) => name !== ''),
+  };
 }
