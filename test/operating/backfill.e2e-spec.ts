@@ -26,6 +26,7 @@ import {
   type TestEvent,
 } from '../support/outbox-fixture';
 import { waitFor } from '../support/wait-for';
+import { startWebhookReceiver } from '../support/webhook-receiver';
 
 /** The consumer every app of this file hosts from the start. */
 @Injectable()
@@ -276,6 +277,34 @@ describe('a consumer that joins late, backfilled through the admin service', () 
     expect(await backfill).toMatchObject({ deliveries: 3, finished: true });
     await t.relay.drain();
     expect([...(await effectCounts('late')).keys()].sort()).toEqual([before, leased, after].sort());
+  });
+
+  it("backfills a webhook consumer: the relay's claim of due deliveries sends each older event once", async () => {
+    const receiver = await startWebhookReceiver();
+    try {
+      const old = await history(events(5));
+      const t = await buildApp({
+        url: db.url,
+        providers: [Early],
+        webhooks: {
+          webhooks: [
+            { name: 'late-hook', url: `${receiver.baseUrl}/hook`, events: ['test.bf.*'], timeoutMs: 2000 },
+          ],
+        },
+      });
+      apps.push(t);
+      await t.relay.heartbeat();
+
+      const report = await t.app
+        .get(OutboxAdminService)
+        .backfill('webhook:late-hook', { tenantId: TENANT, since: 'oldest', pauseMs: 0 });
+      await t.relay.drain();
+
+      expect(report.deliveries).toBe(5);
+      expect(receiver.requests.map((r) => r.id).sort()).toEqual([...old].sort());
+    } finally {
+      await receiver.close();
+    }
   });
 
   it('resumes after a chunk failed, without creating any delivery twice', async () => {
