@@ -347,6 +347,34 @@ describe('a consumer that joins late, backfilled through the admin service', () 
     expect([...late.values()].every((n) => n === 1)).toBe(true);
   });
 
+  it('stops after its chunk when the app shuts down, and the same backfill resumes in the next app', async () => {
+    const old = await history(events(60));
+    const first = await start([Early, Late]);
+    const stopped = first.app
+      .get(OutboxAdminService)
+      .backfill('late', { tenantId: TENANT, since: 'oldest', chunkSize: 10, pauseMs: 100 });
+    await waitFor(async () => (await db.sql(`select 1 from outbox_backfills where chunks >= 2`)).length > 0);
+    await stopAll();
+    const partial = await stopped;
+    expect(partial.finished).toBe(false);
+    expect(partial.totalCreated).toBeLessThan(60);
+
+    const second = await start([Early, Late]);
+    const resumed = await second.app
+      .get(OutboxAdminService)
+      .backfill('late', { tenantId: TENANT, since: 'oldest', chunkSize: 10, pauseMs: 0 });
+    await second.relay.drain();
+
+    expect(resumed).toMatchObject({
+      deliveries: 60 - partial.totalCreated,
+      totalCreated: 60,
+      finished: true,
+    });
+    const late = await effectCounts('late');
+    expect([...late.keys()].sort()).toEqual([...old].sort());
+    expect([...late.values()].every((n) => n === 1)).toBe(true);
+  });
+
   it('gives an ordered consumer the history of an aggregate before its new events', async () => {
     const aggregate = { aggregateType: 'order', aggregateId: 'o-1' };
     const old = await history([

@@ -76,6 +76,8 @@ export class OutboxBackfill implements OnApplicationBootstrap, OnModuleDestroy {
   private stopped = false;
   private readonly stop = new AbortController();
   private readonly boots: Promise<void>[] = [];
+  /** The runs in flight, which shutdown waits for (each stops after its chunk). */
+  private readonly running = new Set<Promise<unknown>>();
 
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
@@ -103,6 +105,7 @@ export class OutboxBackfill implements OnApplicationBootstrap, OnModuleDestroy {
     this.stopped = true;
     this.stop.abort();
     await Promise.all(this.boots);
+    await Promise.allSettled([...this.running]);
   }
 
   /** The id of the backfill of this scope: the same scope, the same id. */
@@ -130,7 +133,13 @@ export class OutboxBackfill implements OnApplicationBootstrap, OnModuleDestroy {
    * Runs the backfill of this scope to its horizon (or resumes it), chunk by chunk. Refused when the consumer
    * is not registered, or no instance reported it within `registry.liveWithinMs`.
    */
-  async run(scope: OutboxBackfillScope, pace: OutboxBackfillPace = {}): Promise<OutboxBackfillResult> {
+  run(scope: OutboxBackfillScope, pace: OutboxBackfillPace = {}): Promise<OutboxBackfillResult> {
+    const run = this.chunks(scope, pace);
+    this.running.add(run);
+    return run.finally(() => this.running.delete(run));
+  }
+
+  private async chunks(scope: OutboxBackfillScope, pace: OutboxBackfillPace): Promise<OutboxBackfillResult> {
     const chunkSize = pace.chunkSize ?? BACKFILL_CHUNK_SIZE;
     const pauseMs = pace.pauseMs ?? BACKFILL_PAUSE_MS;
     await this.registered(scope.consumer);
