@@ -537,11 +537,18 @@ describe('backfill over HTTP: the admin route and the board form', () => {
       body: { dryRun: true, deliveries: 4 },
     });
     expect(await lateRows()).toBe(0);
-    expect(await call({ since: '2000-01-01T00:00:00Z' })).toMatchObject({
-      status: 200,
-      body: { dryRun: false, deliveries: 4, finished: true },
+    const started = await call({ since: '2000-01-01T00:00:00Z' });
+    expect(started).toMatchObject({ status: 202, body: { deliveries: 4 } });
+    await waitFor(async () => (await lateRows()) === 4, { message: 'the backfill in the background' });
+    const list = await fetch(`${http.baseUrl}/outbox/tenants/${TENANT}/consumers/late/backfills`, {
+      headers: { 'x-admin': 'yes' },
     });
-    expect(await lateRows()).toBe(4);
+    await waitFor(
+      async () => (await db.sql(`select 1 from outbox_backfills where finished_at is not null`)).length,
+    );
+    expect(await list.json()).toEqual([
+      expect.objectContaining({ backfillId: started.body.backfillId, consumer: 'late', tenantId: TENANT }),
+    ]);
   });
 
   it('offers a form on the consumers page that shows the dry-run count before the confirmation, and audits the run', async () => {
@@ -587,10 +594,12 @@ describe('backfill over HTTP: the admin route and the board form', () => {
 
     const act = await post('act', { ...fields, _csrf: token });
     expect(act.status).toBe(303);
-    expect(act.headers.get('location')).toBe(`/outbox/board/t/${TENANT}/consumers?done=backfilled&n=3`);
+    expect(act.headers.get('location')).toBe(`/outbox/board/t/${TENANT}/consumers?done=backfilling&n=3`);
+    const audit = await waitFor(async () => {
+      const rows = await db.sql(`select actor, action, rows_affected from outbox_audit`);
+      return rows.length > 0 ? rows : null;
+    });
+    expect(audit).toEqual([{ actor: 'alice', action: 'backfill', rows_affected: 3 }]);
     expect(await lateRows()).toBe(3);
-    expect(await db.sql(`select actor, action, rows_affected from outbox_audit`)).toEqual([
-      { actor: 'alice', action: 'backfill', rows_affected: 3 },
-    ]);
   });
 });

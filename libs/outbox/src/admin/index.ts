@@ -20,6 +20,7 @@ export type {
   OutboxAuditEntry,
   OutboxBackfillReport,
   OutboxBackfillRequest,
+  OutboxBackfillState,
 } from './outbox-admin.interfaces';
 export type { OutboxAdminModuleOptions } from './outbox-admin-options.interface';
 export {

@@ -8,11 +8,14 @@ import {
   Param,
   Post,
   Query,
+  Res,
 } from '@nestjs/common';
 import { OutboxValidationError } from '../errors/outbox.error';
 import { OutboxAdminService } from './outbox-admin.service';
+import { checkUuid } from './admin-validation';
 import type {
   OutboxBackfillReport,
+  OutboxBackfillState,
   OutboxEventDeliveries,
   OutboxFailedEvent,
   OutboxPage,
@@ -100,26 +103,41 @@ export class OutboxAdminController {
 
   /**
    * `POST tenants/:tenantId/consumers/:consumer/backfill` with `{ since, eventNames?, dryRun?, chunkSize?,
-   * pauseMs? }`: the consumer's missing deliveries of the tenant's retained events (`dryRun`: their count). Answers
-   * when the backfill finished.
+   * pauseMs? }`: a dry run answers the count (200); otherwise the backfill starts in the background and the answer
+   * (202) is its id and the rows it will create. `GET tenants/:tenantId/consumers/:consumer/backfills` shows it.
    */
   @Post('tenants/:tenantId/consumers/:consumer/backfill')
   @HttpCode(200)
-  backfill(
+  async backfill(
     @Param('tenantId') tenantId: string,
     @Param('consumer') consumer: string,
+    @Res({ passthrough: true }) response: { status(code: number): unknown },
     @Body() body?: BackfillBody,
-  ): Promise<OutboxBackfillReport> {
-    return badRequestOnInvalid(() =>
-      this.admin.backfill(consumer, {
-        tenantId,
-        since: since(body?.since),
-        eventNames: body?.eventNames,
-        dryRun: body?.dryRun === true,
-        chunkSize: body?.chunkSize,
-        pauseMs: body?.pauseMs,
-      }),
-    );
+  ): Promise<OutboxBackfillReport | { backfillId: string; deliveries: number }> {
+    const request = {
+      tenantId,
+      since: since(body?.since),
+      eventNames: body?.eventNames,
+      chunkSize: body?.chunkSize,
+      pauseMs: body?.pauseMs,
+    };
+    if (body?.dryRun === true)
+      return badRequestOnInvalid(() => this.admin.backfill(consumer, { ...request, dryRun: true }));
+    const started = await badRequestOnInvalid(() => this.admin.startBackfill(consumer, request));
+    response.status(202);
+    return started;
+  }
+
+  /** `GET tenants/:tenantId/consumers/:consumer/backfills`: the consumer's backfills with their progress. */
+  @Get('tenants/:tenantId/consumers/:consumer/backfills')
+  async backfills(
+    @Param('tenantId') tenantId: string,
+    @Param('consumer') consumer: string,
+  ): Promise<OutboxBackfillState[]> {
+    checkUuid('tenantId', tenantId);
+    const all = await badRequestOnInvalid(() => this.admin.backfills(consumer));
+    // a backfill of every tenant shows to each: it names no event
+    return all.filter((b) => b.tenantId === null || b.tenantId === tenantId.toLowerCase());
   }
 }
 

@@ -190,7 +190,10 @@ export interface OutboxBackfillRequest {
   dryRun?: boolean;
   /** Events per chunk (one transaction each). Default 1,000. */
   chunkSize?: number;
-  /** Pause between chunks, in ms: what keeps live traffic's latency (docs/adr/1011). Default 50. */
+  /**
+   * Pause between chunks, in ms: what keeps live traffic's latency (docs/adr/1011-backfill-for-late-consumers.md).
+   * Default 1,000 (about 1,000 rows a second with the default chunk).
+   */
   pauseMs?: number;
 }
 
@@ -207,4 +210,22 @@ export interface OutboxBackfillReport {
   chunks: number;
   /** Reached its horizon (a dry run: false). */
   finished: boolean;
+}
+
+/** A backfill and its progress (`OutboxAdminService.backfills`). */
+export interface OutboxBackfillState {
+  backfillId: string;
+  consumer: string;
+  /** null: every tenant the connection saw. */
+  tenantId: string | null;
+  /** null: from the oldest retained event. */
+  since: Date | null;
+  eventNames: string[] | null;
+  /** Delivery rows created so far. */
+  created: number;
+  chunks: number;
+  startedAt: Date;
+  updatedAt: Date;
+  /** null while it runs, or after it stopped (run the same request again to resume it). */
+  finishedAt: Date | null;
 }

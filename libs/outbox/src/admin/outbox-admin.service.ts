@@ -8,9 +8,10 @@ import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 import { OutboxValidationError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
+import { errorText } from '../errors/error-text';
 import { OutboxConsumerRegistry } from '../consumers/outbox-consumer.registry';
 import { OutboxRelay } from '../relay/outbox.relay';
-import { OutboxBackfill } from '../consumers/outbox-backfill';
+import { BACKFILL_CHUNK_SIZE, BACKFILL_PAUSE_MS, OutboxBackfill } from '../consumers/outbox-backfill';
 import { isEventPattern } from '../model/event-pattern';
 import { NIL_UUID } from '../model/outbox.constants';
 import { OutboxWebhookService } from '../webhooks/outbox-webhook.service';
@@ -36,6 +37,7 @@ import type {
   OutboxAuditEntry,
   OutboxBackfillReport,
   OutboxBackfillRequest,
+  OutboxBackfillState,
   OutboxBlockedAggregate,
   OutboxConsumerCounts,
   OutboxDeliveryRecord,
@@ -81,7 +83,7 @@ export class OutboxAdminService {
     private readonly store: OutboxStore,
     private readonly registry: OutboxConsumerRegistry,
     private readonly relay: OutboxRelay,
-    private readonly backfills: OutboxBackfill,
+    private readonly backfillRunner: OutboxBackfill,
     // explicit tokens: the emitted type of `X | null` is Object
     @Optional() @Inject(OutboxWebhookService) private readonly webhooks: OutboxWebhookService | null,
     @Optional()
@@ -234,6 +236,42 @@ export class OutboxAdminService {
   }
 
   /**
+   * Starts `backfill` in the background and answers at once (for HTTP, where a backfill of many events outlasts a
+   * request): its id, and the dry-run count of the rows it will create. Refused, as `backfill`, before anything
+   * starts. A failure is logged; the same request resumes it. `backfills` shows its progress.
+   */
+  async startBackfill(
+    consumer: string,
+    request: Omit<OutboxBackfillRequest, 'dryRun'>,
+    options: OutboxActionOptions = {},
+  ): Promise<{ backfillId: string; deliveries: number }> {
+    const { backfillId, deliveries } = await this.backfill(consumer, { ...request, dryRun: true });
+    void this.backfill(consumer, { ...request, dryRun: false }, options).catch((error: unknown) =>
+      this.logger.error(
+        `backfill ${backfillId} of "${consumer}" failed (the same request resumes it): ${errorText(error)}`,
+      ),
+    );
+    return { backfillId, deliveries };
+  }
+
+  /** The backfills of a consumer (or of every one), newest first, with their progress. */
+  async backfills(consumer?: string): Promise<OutboxBackfillState[]> {
+    const name = checkConsumerName('consumer', consumer);
+    return (await this.backfillRunner.list(name)).map((r) => ({
+      backfillId: r.id,
+      consumer: r.consumer_name,
+      tenantId: r.tenant_id,
+      since: r.since,
+      eventNames: r.event_names,
+      created: Number(r.created_rows),
+      chunks: r.chunks,
+      startedAt: r.started_at,
+      updatedAt: r.updated_at,
+      finishedAt: r.finished_at,
+    }));
+  }
+
+  /**
    * Gives a consumer that joined late the deliveries of retained events that fanned out before it was registered
    * (docs/delivery.md#consumers-that-join-late): one pending delivery, due now, per event of `since` or later (of
    * `tenantId`, of `eventNames`) it has none for, in chunks of `chunkSize` events with `pauseMs` between them.
@@ -253,12 +291,12 @@ export class OutboxAdminService {
     const tenantId = request?.tenantId === undefined ? null : checkUuid('tenantId', request.tenantId);
     const since = checkSince(request?.since);
     const eventNames = checkEventNames(request?.eventNames);
-    const chunkSize = checkInteger('chunkSize', request?.chunkSize, 1, 10_000, 1_000);
-    const pauseMs = checkInteger('pauseMs', request?.pauseMs, 0, 60_000, 50);
+    const chunkSize = checkInteger('chunkSize', request?.chunkSize, 1, 10_000, BACKFILL_CHUNK_SIZE);
+    const pauseMs = checkInteger('pauseMs', request?.pauseMs, 0, 60_000, BACKFILL_PAUSE_MS);
     const scope = { consumer: name, tenantId, since, eventNames };
-    const backfillId = this.backfills.backfillId(scope);
+    const backfillId = this.backfillRunner.backfillId(scope);
     if (request.dryRun === true) {
-      const deliveries = await this.backfills.count(scope);
+      const deliveries = await this.backfillRunner.count(scope);
       return { backfillId, dryRun: true, deliveries, totalCreated: 0, chunks: 0, finished: false };
     }
     const audit = audited(options, 'backfill', {
@@ -267,7 +305,7 @@ export class OutboxAdminService {
       since: since?.toISOString() ?? 'oldest',
       eventNames,
     });
-    const result = await this.backfills.run(scope, { chunkSize, pauseMs });
+    const result = await this.backfillRunner.run(scope, { chunkSize, pauseMs });
     if (audit) {
       const auditTenant = tenantId ?? NIL_UUID;
       await this.write(auditTenant, (runner) =>

@@ -60,7 +60,8 @@ const DONE: Record<string, (n: number) => string> = {
   purged: (n) => (n === 1 ? 'Purged the event.' : 'Nothing purged: the event is not settled (or gone).'),
   paused: (n) => (n === 1 ? 'Paused the subscription.' : 'No such subscription.'),
   resumed: (n) => (n === 1 ? 'Resumed the subscription.' : 'No such subscription.'),
-  backfilled: (n) => `Backfilled: ${n} ${n === 1 ? 'delivery' : 'deliveries'} created, pending, due now.`,
+  backfilling: (n) =>
+    `Backfill started: ${n} ${n === 1 ? 'delivery' : 'deliveries'} to create, in throttled chunks; each is due once created.`,
 };
 
 /**
@@ -263,9 +264,10 @@ export class OutboxBoardController {
         done = 'purged';
         break;
       case 'backfill-consumer':
-        n = (await this.admin.backfill(input.consumer!, backfillRequest(input, tenant), { audit }))
+        // in the background: a large backfill outlasts a request (its audit row is written when it ends)
+        n = (await this.admin.startBackfill(input.consumer!, backfillRequest(input, tenant), { audit }))
           .deliveries;
-        done = 'backfilled';
+        done = 'backfilling';
         break;
       case 'pause-subscription':
       case 'resume-subscription': {

@@ -21,8 +21,11 @@ import { OutboxConsumerRegistry } from './outbox-consumer.registry';
 
 /** Delivery rows per chunk (one transaction each) unless the call says otherwise. */
 export const BACKFILL_CHUNK_SIZE = 1_000;
-/** Pause between chunks, in ms, unless the call says otherwise: what keeps live traffic's latency (ADR 1011). */
-export const BACKFILL_PAUSE_MS = 50;
+/**
+ * Pause between chunks, in ms, unless the call says otherwise: about 1,000 rows a second, below what a relay
+ * delivers to an in-process consumer, so live events keep their latency (figures: ADR 1011).
+ */
+export const BACKFILL_PAUSE_MS = 1_000;
 /** Pause before looking again at an event a relay holds under a lean lease (see `fillBackfillChunk`). */
 const LEASED_EVENT_PAUSE_MS = 100;
 /** Pause before the boot backfill of a consumer looks again for its registration, or retries after an error. */
@@ -43,7 +46,7 @@ export interface OutboxBackfillScope {
 export interface OutboxBackfillPace {
   /** Delivery rows per chunk. Default 1,000. */
   chunkSize?: number;
-  /** Pause between chunks, in ms (0: none). Default 50. */
+  /** Pause between chunks, in ms (0: none). Default 1,000. */
   pauseMs?: number;
 }
 
