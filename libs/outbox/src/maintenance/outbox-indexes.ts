@@ -22,6 +22,7 @@ export const OUTBOX_TABLES: readonly string[] = [
   'event_outbox',
   'outbox_activity',
   'outbox_audit',
+  'outbox_backfills',
   'outbox_batch_seals',
   'outbox_consumer_instances',
   'outbox_consumers',
@@ -78,6 +79,12 @@ export const OUTBOX_INDEXES: readonly OutboxIndex[] = [
   },
   { table: 'outbox_audit', name: 'outbox_audit_pkey', constraint: 'primary key (id)' },
   { table: 'outbox_audit', name: 'outbox_audit_tenant_idx', definition: 'using btree (tenant_id, id)' },
+  {
+    table: 'outbox_backfills',
+    name: 'outbox_backfills_open_idx',
+    definition: 'using btree (consumer_name) where (finished_at is null)',
+  },
+  { table: 'outbox_backfills', name: 'outbox_backfills_pkey', constraint: 'primary key (id)' },
   { table: 'outbox_batch_seals', name: 'outbox_batch_seals_pkey', constraint: 'primary key (lease_token)' },
   {
     table: 'outbox_consumer_instances',
