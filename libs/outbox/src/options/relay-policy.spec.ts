@@ -13,6 +13,7 @@ describe('relayPolicy', () => {
       namedStatements: true,
       unguardedClosings: true,
       wakeUpGapMs: 2,
+      oneWrite: true,
     });
   });
 

@@ -15,7 +15,9 @@ import type { ResolvedOutboxOptions } from './outbox-module-options.interface';
  * - `unguardedClosings`: a batch whose handlers never asked for `context.manager` commits without the guard
  *   (ADR 0806, the batch's closing in store/pg-relay-store.ts);
  * - `wakeUpGapMs`: the shortest gap between two wake-up NOTIFYs of this process, in ms (0: one per commit;
- *   ADR 0606, enqueue/notify-pacer.ts; an option, `relay.notifyGapMs`, before 0.2.0).
+ *   ADR 0606, enqueue/notify-pacer.ts; an option, `relay.notifyGapMs`, before 0.2.0);
+ * - `oneWrite`: the statements of one round trip leave in one socket write, TypeORM's own included (ADR 1005,
+ *   store/pipeline.ts and `sendSteps`).
  * Pipelining (ADR 0501/0604) and the narrowing of a failed batch (ADR 0101) are not switches: the relay's
  * round trips and its guarantees rest on them.
  */
@@ -26,6 +28,7 @@ export interface RelayPolicy {
   readonly namedStatements: boolean;
   readonly unguardedClosings: boolean;
   readonly wakeUpGapMs: number;
+  readonly oneWrite: boolean;
 }
 
 /** Token of the app's `RelayPolicy` (internal: not exported by the package's index). */
@@ -55,6 +58,7 @@ export function relayPolicy(
     namedStatements: options.preparedStatements,
     unguardedClosings: true,
     wakeUpGapMs: WAKE_UP_GAP_MS,
+    oneWrite: true,
     ...switches,
   };
 }
