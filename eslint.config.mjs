@@ -21,13 +21,13 @@ const CORE_FLOORS = {
   store: ['options', 'model', 'errors'],
   events: ['options', 'model', 'errors'],
   cls: ['store', 'options', 'model', 'errors'],
-  maintenance: ['store', 'options', 'model', 'errors'],
+  maintenance: ['store', 'migrations', 'options', 'model', 'errors'],
   enqueue: ['cls', 'events', 'store', 'extension', 'options', 'model', 'errors'],
   consumers: ['cls', 'events', 'store', 'extension', 'options', 'model', 'errors'],
   batch: ['maintenance', 'store', 'extension', 'options', 'model', 'errors'],
   relay: ['batch', 'consumers', 'enqueue', 'maintenance', 'store', 'extension', 'options', 'model', 'errors'],
   migrations: ['model', 'errors'],
-  cli: ['migrations', 'model', 'errors'],
+  cli: ['maintenance', 'store', 'migrations', 'model', 'errors'],
 };
 const FEATURES = ['webhooks', 'brokers', 'inbox', 'admin', 'board', 'observability', 'testing'];
 

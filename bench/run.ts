@@ -54,8 +54,8 @@ async function main(options: BenchOptions): Promise<void> {
     const environment = await describeEnvironment(db, source, flushes);
     const report = new BenchReport(write);
     report.header(
-      `outbox bench${options.quick ? ' --quick' : ''} — ${new Date().toISOString()}`,
-      { ...environment.facts, quick: options.quick, scenarios: options.scenarios },
+      `outbox bench${options.quick ? ' --quick' : ''}${options.loaded ? ' --loaded' : ''} — ${new Date().toISOString()}`,
+      { ...environment.facts, quick: options.quick, loaded: options.loaded, scenarios: options.scenarios },
       [
         ...environment.lines,
         `database ${db.name}; every figure: library (left) vs baseline of the same run (right), ratio = left / right`,

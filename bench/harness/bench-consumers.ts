@@ -1,24 +1,41 @@
 /**
- * The consumers the benchmark registers: two per event, in two variants — neither touches the database, or
- * one writes an effect row through `context.manager`. The raw-SQL baselines use the same consumer names and do
- * the same per-event write, so both sides produce the same rows.
+ * The consumers the benchmark registers: two per event, in three variants — neither touches the database, one
+ * writes an effect row through `context.manager`, or both do. The raw-SQL baselines and the peers use the same
+ * consumer names and do the same per-event writes, so every system produces the same rows.
  */
 import { Injectable, type Type } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
 import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { BENCH_EVENT } from './bench-database';
 
-/** Which consumers run: `no-db` (two in-memory handlers) or `db-write` (one of the two inserts an effect row). */
-export type ConsumerVariant = 'no-db' | 'db-write';
+/**
+ * Which consumers run: `no-db` (two in-memory handlers), `db-write` (one of the two inserts an effect row) or
+ * `db-write-all` (each of the two inserts one).
+ */
+export type ConsumerVariant = 'no-db' | 'db-write' | 'db-write-all';
 
-/** The consumer that writes an effect row in the `db-write` variant. */
+/** The consumer that writes an effect row in the `db-write` and `db-write-all` variants. */
 export const EFFECT_CONSUMER = 'bench.effect';
 
-/** Consumer names per variant, identical for the library and the raw baselines. */
+/** The second writing consumer of the `db-write-all` variant. */
+export const AUDIT_EFFECT_CONSUMER = 'bench.audit-effect';
+
+/** Consumer names per variant, identical for the library, the raw baselines and the peers. */
 export const CONSUMER_NAMES: Readonly<Record<ConsumerVariant, readonly string[]>> = {
   'no-db': ['bench.notify', 'bench.audit'],
   'db-write': ['bench.notify', EFFECT_CONSUMER],
+  'db-write-all': [EFFECT_CONSUMER, AUDIT_EFFECT_CONSUMER],
 };
+
+/** Whether `consumer` writes an effect row (the same statement on every system). */
+export function writesEffect(consumer: string): boolean {
+  return consumer === EFFECT_CONSUMER || consumer === AUDIT_EFFECT_CONSUMER;
+}
+
+/** Effect rows a drained backlog of `events` leaves: one per event and writing consumer. */
+export function expectedEffects(variant: ConsumerVariant, events: number): number {
+  return CONSUMER_NAMES[variant].filter(writesEffect).length * events;
+}
 
 /** The effect a writing consumer leaves; the raw baselines run the same statement. */
 export const INSERT_EFFECT_SQL = 'insert into public.consumer_effects (event_id, consumer) values ($1, $2)';
@@ -56,6 +73,24 @@ export class WritingConsumers {
   }
 }
 
+/** Both consumers write a row through the handler's transaction. */
+@Injectable()
+export class AllWritingConsumers {
+  handled = 0;
+
+  @OnOutboxEvent(BENCH_EVENT, { consumer: EFFECT_CONSUMER })
+  async record(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    await context.manager.query(INSERT_EFFECT_SQL, [event.eventId, context.consumer]);
+    this.handled++;
+  }
+
+  @OnOutboxEvent(BENCH_EVENT, { consumer: AUDIT_EFFECT_CONSUMER })
+  async audit(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    await context.manager.query(INSERT_EFFECT_SQL, [event.eventId, context.consumer]);
+    this.handled++;
+  }
+}
+
 /** Records when each event reached its handler, on this process's monotonic clock. */
 @Injectable()
 export class LatencyConsumer {
@@ -69,5 +104,10 @@ export class LatencyConsumer {
 
 /** The provider class hosting a variant's consumers. */
 export function consumerClass(variant: ConsumerVariant): Type {
-  return variant === 'no-db' ? InMemoryConsumers : WritingConsumers;
+  const classes: Record<ConsumerVariant, Type> = {
+    'no-db': InMemoryConsumers,
+    'db-write': WritingConsumers,
+    'db-write-all': AllWritingConsumers,
+  };
+  return classes[variant];
 }

@@ -59,6 +59,8 @@ export interface BenchSizes {
 /** What the command line asked for. */
 export interface BenchOptions {
   quick: boolean;
+  /** Peers: run every line a second time under a fixed background CPU load on every core. */
+  loaded: boolean;
   /** Print a JSON summary on stdout (the readable report then goes to stderr). */
   json: boolean;
   /** Scenarios to run, in their fixed order. */
@@ -84,10 +86,11 @@ const FULL: BenchSizes = {
   roundTripBatchSizes: [10, 100, 500],
   roundTripBatches: 6,
   peersRounds: 3,
-  peersEnqueueSeconds: 2,
-  peersBacklog: 20_000,
+  // A full `--only=peers --loaded` (every line idle, then loaded) in 12–14 minutes on a shared 2-core machine.
+  peersEnqueueSeconds: 1.5,
+  peersBacklog: 8_000,
   peersLatencyRate: 100,
-  peersLatencySeconds: 8,
+  peersLatencySeconds: 4,
 };
 
 const QUICK: BenchSizes = {
@@ -110,8 +113,9 @@ const QUICK: BenchSizes = {
   peersLatencySeconds: 3,
 };
 
-const USAGE = `usage: npm run bench -- [--quick] [--json] [--only=${SCENARIO_NAMES.join(',')}]
+const USAGE = `usage: npm run bench -- [--quick] [--loaded] [--json] [--only=${SCENARIO_NAMES.join(',')}]
   --quick   smaller sizes (about a minute): 5k backlog, 100k rows for scale, 20k events for memory
+  --loaded  peers: every line idle, then again under a fixed CPU load on every core (labelled "(loaded)")
   --json    JSON summary on stdout; the readable report goes to stderr
   --only    run only the named scenarios (comma-separated)
   DATABASE_URL  use this server (a throwaway database is created on it) instead of an embedded PostgreSQL`;
@@ -119,10 +123,12 @@ const USAGE = `usage: npm run bench -- [--quick] [--json] [--only=${SCENARIO_NAM
 /** Parses `process.argv.slice(2)`; throws the usage text on an unknown flag. */
 export function parseBenchOptions(argv: readonly string[]): BenchOptions {
   let quick = false;
+  let loaded = false;
   let json = false;
   let scenarios: ScenarioName[] = [...SCENARIO_NAMES];
   for (const arg of argv) {
     if (arg === '--quick') quick = true;
+    else if (arg === '--loaded') loaded = true;
     else if (arg === '--json') json = true;
     else if (arg.startsWith('--only=')) {
       const names = arg.slice('--only='.length).split(',').filter(Boolean);
@@ -131,5 +137,5 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
       scenarios = SCENARIO_NAMES.filter((n) => names.includes(n));
     } else throw new Error(`unknown argument "${arg}"\n${USAGE}`);
   }
-  return { quick, json, scenarios, sizes: quick ? QUICK : FULL };
+  return { quick, loaded, json, scenarios, sizes: quick ? QUICK : FULL };
 }

@@ -7,14 +7,17 @@ import { randomUUID } from 'node:crypto';
 import { Pool } from 'pg';
 import { OUTBOX_DEFAULTS } from 'nestjs-pg-outbox';
 import { createBenchApp, type BenchApp } from './bench-app';
+import type { RowsQuery } from './backend-cpu';
+import { CpuMeter } from './cpu-meter';
 import { BENCH_EVENT, BENCH_TENANT } from './bench-database';
 import { LatencyConsumer } from './bench-consumers';
 import type { BenchContext } from './bench-scenario';
 import { addKinds, type QueryKindStats } from './query-probe';
 import { max, now, percentile, sleep, waitUntil } from './stats';
-import { NotifyRelay, RAW_NOTIFY_CHANNEL } from '../raw/notify-relay';
+import { NOTIFY_RELAY_APPLICATION_NAMES, NotifyRelay, RAW_NOTIFY_CHANNEL } from '../raw/notify-relay';
 import { insertContact, insertEvent, notify } from '../raw/raw.queries';
 import { RawSession } from '../raw/raw-session';
+import type { CpuProfile } from '../workers/relay-worker.protocol';
 
 export interface LatencyRun {
   /** For the library: relay rounds run and their statements, from the app's query probe. */
@@ -27,6 +30,11 @@ export interface LatencyRun {
   produced: number;
   missing: number;
   ratePerS: number;
+  /**
+   * CPU of the timed part (after the warm-up, until every event was handled): this process, producer and
+   * consumers together, and the PostgreSQL backends of both.
+   */
+  cpu: CpuProfile;
 }
 
 /** Produces one event; resolves with its id once committed (and the commit timestamp is taken). */
@@ -73,6 +81,7 @@ export function summarize(
   handledAt: Map<string, number>,
   produced: number,
   elapsedMs: number,
+  cpu: CpuProfile,
 ): LatencyRun {
   const latencies: number[] = [];
   for (const [id, committed] of committedAt) {
@@ -87,7 +96,38 @@ export function summarize(
     produced,
     missing: produced - latencies.length,
     ratePerS: (produced / elapsedMs) * 1000,
+    cpu,
   };
+}
+
+/** What {@link timedRun} needs of a run: its producer, the two clocks' maps, and the backends to meter. */
+export interface TimedRunPlan {
+  query: RowsQuery;
+  rate: number;
+  seconds: number;
+  produce: Produce;
+  committedAt: Map<string, number>;
+  handledAt: Map<string, number>;
+  /** `application_name` of every connection of the system (producer and consumers). */
+  applicationNames: readonly string[];
+  /** How long the last events may take to be handled; default 10 s. */
+  settleMs?: number;
+  /** Runs after the warm-up, before the timed part (what it does is not timed). */
+  afterWarmUp?: () => void;
+}
+
+/**
+ * A warm-up, then `rate` events a second for `seconds`, until every one was handled (or `settleMs` passed):
+ * latencies of the timed part, and its CPU (this process and the system's backends).
+ */
+export async function timedRun(plan: TimedRunPlan): Promise<LatencyRun> {
+  const { rate, produce, committedAt, handledAt } = plan;
+  await warmUp(rate, produce, committedAt, handledAt);
+  plan.afterWarmUp?.();
+  const meter = await CpuMeter.start(plan.query, plan.applicationNames);
+  const { produced, elapsedMs } = await produceSteadily(rate, plan.seconds, produce);
+  await waitUntil(() => handledAt.size >= produced, plan.settleMs ?? 10_000);
+  return summarize(committedAt, handledAt, produced, elapsedMs, await meter.stop());
 }
 
 /** Runs of one side as one: percentiles over all their events together. */
@@ -103,8 +143,19 @@ export function pooled(runs: readonly LatencyRun[]): LatencyRun {
     produced: runs.reduce((sum, r) => sum + r.produced, 0),
     missing: runs.reduce((sum, r) => sum + r.missing, 0),
     ratePerS: Math.min(...runs.map((r) => r.ratePerS)),
+    cpu: {
+      nodeMs: runs.reduce((sum, r) => sum + r.cpu.nodeMs, 0),
+      postgresMs: runs.every((r) => r.cpu.postgresMs !== null)
+        ? runs.reduce((sum, r) => sum + r.cpu.postgresMs!, 0)
+        : null,
+    },
   };
 }
+
+const RAW_PRODUCER = 'bench-raw-producer';
+const RAW_NOTIFIER = 'bench-raw-notifier';
+/** Every connection of a raw latency run: the producer's, the notifier's, and the relay's two. */
+const RAW_APPLICATION_NAMES = [RAW_PRODUCER, RAW_NOTIFIER, ...NOTIFY_RELAY_APPLICATION_NAMES];
 
 export async function measureRaw(context: BenchContext): Promise<LatencyRun> {
   const { db, options } = context;
@@ -121,8 +172,8 @@ export async function measureRaw(context: BenchContext): Promise<LatencyRun> {
       if (!handledAt.has(event.id)) handledAt.set(event.id, now());
     },
   });
-  const pool = new Pool({ connectionString: db.url, max: 10, application_name: 'bench-raw-producer' });
-  const notifier = await RawSession.connect(db.url, 'bench-raw-notifier');
+  const pool = new Pool({ connectionString: db.url, max: 10, application_name: RAW_PRODUCER });
+  const notifier = await RawSession.connect(db.url, RAW_NOTIFIER);
   // One connection sends the notifications, one after another (pg does not pipeline a client's queries).
   let notifying: Promise<unknown> = Promise.resolve();
   try {
@@ -132,14 +183,15 @@ export async function measureRaw(context: BenchContext): Promise<LatencyRun> {
       notifying = notifying.then(() => notifier.rows(notify(RAW_NOTIFY_CHANNEL)));
       await notifying;
     };
-    await warmUp(options.sizes.latencyRate, produce, committedAt, handledAt);
-    const { produced, elapsedMs } = await produceSteadily(
-      options.sizes.latencyRate,
-      options.sizes.latencySeconds,
+    return await timedRun({
+      query: db.sql.bind(db),
+      rate: options.sizes.latencyRate,
+      seconds: options.sizes.latencySeconds,
       produce,
-    );
-    await waitUntil(() => handledAt.size >= produced, 10_000);
-    return summarize(committedAt, handledAt, produced, elapsedMs);
+      committedAt,
+      handledAt,
+      applicationNames: RAW_APPLICATION_NAMES,
+    });
   } finally {
     await relay.stop();
     await notifier.end();
@@ -197,6 +249,9 @@ export function commitContactEvent(app: BenchApp): Promise<string> {
  */
 export type WakePath = 'automatic' | 'woken' | 'notified';
 
+const LIBRARY_APP = 'bench-latency';
+const LIBRARY_PRODUCER_APP = 'bench-latency-producer';
+
 /**
  * `probe: false` leaves the query probe off (no `rounds` then): it wraps every query and keeps each statement until
  * the run is read, which the raw relay and the peers do not carry (measured: p99 1.71 ms with it, 1.15 ms without,
@@ -216,7 +271,7 @@ export async function measureLibrary(
     url: db.url,
     consumers: [LatencyConsumer],
     relay: { enabled: true },
-    applicationName: 'bench-latency',
+    applicationName: LIBRARY_APP,
     probe,
   });
   // A web instance's app: it does not relay, so it sends the wake-up NOTIFY (the default when relay.enabled is false).
@@ -226,7 +281,7 @@ export async function measureLibrary(
           url: db.url,
           consumers: [],
           relay: { enabled: false },
-          applicationName: 'bench-latency-producer',
+          applicationName: LIBRARY_PRODUCER_APP,
           probe,
         }).catch(async (error: unknown) => {
           await app.close();
@@ -241,23 +296,25 @@ export async function measureLibrary(
       committedAt.set(id, now());
       if (path === 'woken') app.relay.wake();
     };
-    await warmUp(options.sizes.latencyRate, produce, committedAt, handledAt);
-    // the statements counted are the timed part's
-    app.probe.take();
-    producer.probe.take();
-    const { produced, elapsedMs } = await produceSteadily(
-      options.sizes.latencyRate,
-      options.sizes.latencySeconds,
+    const run = await timedRun({
+      query: db.sql.bind(db),
+      rate: options.sizes.latencyRate,
+      seconds: options.sizes.latencySeconds,
       produce,
-    );
-    await waitUntil(() => handledAt.size >= produced, 3 * POLL_MS + 10_000);
+      committedAt,
+      handledAt,
+      applicationNames: [LIBRARY_APP, LIBRARY_PRODUCER_APP],
+      settleMs: 3 * POLL_MS + 10_000,
+      // the statements counted are the timed part's
+      afterWarmUp: () => {
+        app.probe.take();
+        producer.probe.take();
+      },
+    });
     // the producer's statements and NOTIFYs are counted where they are sent
     const kinds = app.probe.take().kinds;
     if (producer !== app) addKinds(kinds, producer.probe.take().kinds);
-    return {
-      ...summarize(committedAt, handledAt, produced, elapsedMs),
-      ...(probe ? { rounds: describeRounds(kinds, produced) } : {}),
-    };
+    return { ...run, ...(probe ? { rounds: describeRounds(kinds, run.produced) } : {}) };
   } finally {
     if (producer !== app) await producer.close();
     await app.close();

@@ -1,6 +1,6 @@
 /**
  * The peers scenario's figures: a sample per system and round, their medians and ranges, and the report lines
- * (library / peer, the peers that lead, the cost per commit or per 100 events).
+ * (library / peer, the peers that lead, CPU per unit of work as Node + PostgreSQL, statements per unit).
  */
 import type { BenchContext } from './bench-scenario';
 import { formatValue } from './report';
@@ -16,7 +16,9 @@ export type System = 'library' | 'raw' | Peer['name'];
 export interface Sample {
   /** Commits/s or events/s. */
   rate: number;
-  /** Server CPU per commit or event (µs), from /proc; NaN when unreadable. */
+  /** Node CPU per commit or event (µs): the process(es) doing the system's work, user + system. */
+  nodeCpuUs: number;
+  /** PostgreSQL CPU per commit or event (µs): its backends, from /proc; NaN when unreadable. */
   serverCpuUs: number;
   /** Statements per commit or event, from pg_stat_statements; NaN when unavailable. */
   statements: number;
@@ -24,13 +26,40 @@ export interface Sample {
   top: StatementReading['top'];
 }
 
+/** CPU per unit of the round whose total is the median (so that its two parts add up), and the totals' range. */
+export interface CpuSummary {
+  nodeUs: number;
+  serverUs: number;
+  totalUs: number;
+  minUs: number;
+  maxUs: number;
+}
+
 export interface Summary {
   median: number;
   min: number;
   max: number;
-  serverCpuUs: number;
+  cpu: CpuSummary;
   statements: number;
   top: StatementReading['top'];
+}
+
+const NO_CPU: CpuSummary = { nodeUs: NaN, serverUs: NaN, totalUs: NaN, minUs: NaN, maxUs: NaN };
+
+function summarizeCpu(samples: readonly Sample[]): CpuSummary {
+  const totals = samples
+    .map((s) => ({ node: s.nodeCpuUs, server: s.serverCpuUs, total: s.nodeCpuUs + s.serverCpuUs }))
+    .filter((c) => Number.isFinite(c.total))
+    .sort((a, b) => a.total - b.total);
+  const middle = totals[(totals.length - 1) >> 1];
+  if (!middle) return NO_CPU;
+  return {
+    nodeUs: middle.node,
+    serverUs: middle.server,
+    totalUs: middle.total,
+    minUs: totals[0]!.total,
+    maxUs: totals[totals.length - 1]!.total,
+  };
 }
 
 /** Medians and range over the rounds that produced a rate (a failed drain has none). */
@@ -42,7 +71,7 @@ export function summarizeSamples(all: readonly Sample[]): Summary {
     median: median(rates),
     min: Math.min(...rates),
     max: Math.max(...rates),
-    serverCpuUs: median(samples.map((s) => s.serverCpuUs)),
+    cpu: summarizeCpu(samples),
     statements: median(samples.map((s) => s.statements)),
     top: middle?.top ?? [],
   };
@@ -61,10 +90,8 @@ export interface Unit {
   scale: number;
 }
 
-function costOf(system: System, s: Summary, unit: Unit): string {
-  const cpu = Number.isNaN(s.serverCpuUs) ? 'n/a' : `${((s.serverCpuUs * unit.scale) / 1000).toFixed(2)} ms`;
-  const statements = Number.isNaN(s.statements) ? 'n/a' : (s.statements * unit.scale).toFixed(1);
-  return `${system} ${cpu} server CPU, ${statements} statements`;
+function statementsOf(system: System, s: Summary, unit: Unit): string {
+  return `${system} ${Number.isNaN(s.statements) ? 'n/a' : (s.statements * unit.scale).toFixed(1)}`;
 }
 
 function describeTop(system: System, s: Summary, unit: Unit): string | null {
@@ -105,14 +132,15 @@ export function reportRates(
   }
 }
 
-export function reportCosts(
+/** Statements per unit for every system, and the costliest statements of `topOf`. */
+export function reportStatements(
   context: BenchContext,
   summaries: Map<System, Summary>,
   unit: Unit,
   topOf: System[],
 ): void {
-  const costs = [...summaries].map(([system, s]) => costOf(system, s, unit));
-  context.report.note(`per ${unit.name}: ${costs.join('; ')}`);
+  const counts = [...summaries].map(([system, s]) => statementsOf(system, s, unit));
+  context.report.note(`statements per ${unit.name}: ${counts.join('; ')}`);
   for (const system of topOf) {
     const text = describeTop(system, summaries.get(system)!, unit);
     if (text) context.report.note(text);
@@ -123,4 +151,56 @@ export function reportCosts(
 export function bestPeer(summaries: Map<System, Summary>): System {
   const peers = PEERS.map((p) => p.name).filter((name) => summaries.has(name));
   return peers.reduce((a, b) => (summaries.get(b)!.median > summaries.get(a)!.median ? b : a));
+}
+
+/**
+ * How a line's CPU is given: per commit in µs, per 1,000 events in ms, per event in µs. A sample holds µs per
+ * commit or event, so µs per event and ms per 1,000 events are the same number.
+ */
+export interface CpuUnit {
+  /** `µs per commit`, `ms per 1,000 events`, `µs per event`. */
+  per: string;
+  unit: 'µs' | 'ms';
+}
+
+/** A CPU comparison: the library's CPU per unit against `versus`'s, at most `target` × it when given. */
+export interface CpuGoal {
+  versus: System;
+  target?: number;
+}
+
+function cpuText(system: System, c: CpuSummary): string {
+  if (!Number.isFinite(c.totalUs)) return `${system} n/a`;
+  const figure = (us: number): string => formatValue(us, '');
+  const spread = c.minUs === c.maxUs ? '' : ` (rounds ${figure(c.minUs)}–${figure(c.maxUs)})`;
+  return `${system} ${figure(c.nodeUs)} + ${figure(c.serverUs)} = ${figure(c.totalUs)}${spread}`;
+}
+
+/**
+ * `<work>: CPU <per>, Node + PostgreSQL: raw 94 + 177 = 271; library …` for every system of the line, then one
+ * figure per goal: the library's total against the other system's.
+ */
+export function reportCpu(
+  context: BenchContext,
+  work: string,
+  summaries: Map<System, Summary>,
+  unit: CpuUnit,
+  goals: readonly CpuGoal[],
+): void {
+  const { report } = context;
+  const systems = [...summaries].map(([system, s]) => cpuText(system, s.cpu));
+  report.note(`${work}: CPU ${unit.per}, Node + PostgreSQL: ${systems.join('; ')}`);
+  const library = summaries.get('library')!.cpu;
+  for (const goal of goals) {
+    const other = summaries.get(goal.versus)!.cpu;
+    report.add({
+      scenario: 'peers',
+      label: `${work}: CPU ${unit.per}, library vs ${goal.versus}`,
+      value: library.totalUs,
+      unit: unit.unit,
+      versus: { label: goal.versus, value: other.totalUs },
+      goal: goal.target === undefined ? undefined : { on: 'ratio', op: '<=', target: goal.target },
+      note: `Node + PostgreSQL: ${cpuText('library', library)}; ${cpuText(goal.versus, other)}`,
+    });
+  }
 }

@@ -4,7 +4,7 @@
  */
 import { Pool, type ClientBase } from 'pg';
 import { Logger, run, runMigrations, type Task } from 'graphile-worker';
-import { INSERT_EFFECT_SQL, EFFECT_CONSUMER } from '../harness/bench-consumers';
+import { INSERT_EFFECT_SQL, writesEffect } from '../harness/bench-consumers';
 import type { BenchDatabase } from '../harness/bench-database';
 import type { Peer, PeerConsumerOptions, PeerConsumers, PeerEvent } from './peer';
 
@@ -92,7 +92,7 @@ export const graphileWorkerPeer: Peer = {
         const { eventId } = payload as PeerEvent;
         options.onHandled(eventId, consumer);
         // withPgClient opens no transaction: the row commits before, and apart from, the job's completion.
-        if (consumer === EFFECT_CONSUMER)
+        if (writesEffect(consumer))
           await helpers.withPgClient((client) => client.query(INSERT_EFFECT_SQL, [eventId, consumer]));
       };
     const runner = await run({

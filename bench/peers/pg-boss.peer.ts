@@ -1,12 +1,12 @@
 /**
  * pg-boss as a peer: a queue per consumer (`send` to each in the business transaction through its `db`
- * option), LISTEN/NOTIFY on, and workers that take batches; the writing consumer runs `transactional`, so its
+ * option), LISTEN/NOTIFY on, and workers that take batches; each writing consumer runs `transactional`, so its
  * row commits with the job's completion.
  */
 import { randomUUID } from 'node:crypto';
 import type { ClientBase } from 'pg';
 import { PgBoss, type ConstructorOptions, type Db, type Job } from 'pg-boss';
-import { INSERT_EFFECT_SQL, CONSUMER_NAMES, EFFECT_CONSUMER } from '../harness/bench-consumers';
+import { INSERT_EFFECT_SQL, CONSUMER_NAMES, writesEffect } from '../harness/bench-consumers';
 import type { BenchDatabase } from '../harness/bench-database';
 import {
   LATENCY_CONSUMER,
@@ -64,7 +64,7 @@ export const pgBossPeer: Peer = {
   version: '12.38.0',
   settings:
     `work() with batchSize ${BATCH_SIZE}, burstWhenBatchFull, localConcurrency ${LOCAL_CONCURRENCY}; ` +
-    `useListenNotify and queue notify on; pool max ${POOL_MAX}; the writing consumer transactional ` +
+    `useListenNotify and queue notify on; pool max ${POOL_MAX}; the writing consumers transactional ` +
     '(its API docs; no tuning guide found), everything else default',
   fanOut: 'one queue per consumer, a send() to each in the transaction',
   writesAtomically: true,
@@ -124,7 +124,7 @@ export const pgBossPeer: Peer = {
     const { url, applicationName, consumers, onHandled } = consumerOptions;
     const { boss, failure } = await startBoss(options(url, applicationName, { useListenNotify: true }));
     for (const queue of consumers) {
-      if (queue === EFFECT_CONSUMER) {
+      if (writesEffect(queue)) {
         const transactional = { ...WORK_OPTIONS, transactional: true } as const;
         await boss.work<PeerEvent, unknown, typeof transactional>(queue, transactional, async (jobs, tx) => {
           for (const job of jobs) {

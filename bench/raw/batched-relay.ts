@@ -3,7 +3,7 @@
  * claims N pending events (`skip locked`), runs the handlers, then records deliveries, inbox rows and the
  * events' status in one statement over arrays. 4 round trips per batch, plus the handlers' own writes.
  */
-import { EFFECT_CONSUMER } from '../harness/bench-consumers';
+import { writesEffect } from '../harness/bench-consumers';
 import { claimPendingEvents, insertEffect, recordBatch, type RawEventRow } from './raw.queries';
 import type { RawSession } from './raw-session';
 
@@ -25,7 +25,7 @@ export async function runBatchedRound(session: RawSession, plan: RawRelayPlan): 
     for (const event of events) {
       for (const consumer of plan.consumers) {
         plan.onDelivery?.(event, consumer);
-        if (consumer === EFFECT_CONSUMER) await session.rows(insertEffect(event.id, consumer));
+        if (writesEffect(consumer)) await session.rows(insertEffect(event.id, consumer));
       }
     }
     await session.rows(recordBatch(events, plan.consumers));

@@ -9,6 +9,11 @@ import { RawSession } from './raw-session';
 /** The channel the raw producer notifies after commit. */
 export const RAW_NOTIFY_CHANNEL = 'bench_outbox';
 
+const LISTENER = 'bench-raw-listener';
+const WORKER = 'bench-raw-relay';
+/** `application_name` of the relay's two connections. */
+export const NOTIFY_RELAY_APPLICATION_NAMES = [LISTENER, WORKER] as const;
+
 export class NotifyRelay {
   private draining: Promise<void> | null = null;
   private again = false;
@@ -21,8 +26,8 @@ export class NotifyRelay {
   ) {}
 
   static async start(url: string, plan: RawRelayPlan): Promise<NotifyRelay> {
-    const listener = await RawSession.connect(url, 'bench-raw-listener');
-    const worker = await RawSession.connect(url, 'bench-raw-relay');
+    const listener = await RawSession.connect(url, LISTENER);
+    const worker = await RawSession.connect(url, WORKER);
     const relay = new NotifyRelay(listener, worker, plan);
     listener.client.on('notification', () => relay.kick());
     await listener.rows(`listen ${RAW_NOTIFY_CHANNEL}`);

@@ -4,7 +4,7 @@
  * row and insert an inbox row per consumer, mark the event published. Its stuck-event recovery scan is left
  * out (it would only make the reference slower).
  */
-import { EFFECT_CONSUMER } from '../harness/bench-consumers';
+import { writesEffect } from '../harness/bench-consumers';
 import {
   crmClaimEvents,
   crmDeliveredConsumers,
@@ -29,7 +29,7 @@ export async function runPerEventRound(session: RawSession, plan: RawRelayPlan):
       const pending = plan.consumers.filter((c) => !done.has(c));
       for (const consumer of pending) {
         plan.onDelivery?.(event, consumer);
-        if (consumer === EFFECT_CONSUMER) await session.rows(insertEffect(event.id, consumer));
+        if (writesEffect(consumer)) await session.rows(insertEffect(event.id, consumer));
       }
       for (const consumer of pending) {
         await session.rows(crmUpsertDelivery(event, consumer));

@@ -22,6 +22,7 @@ const BATCH_SIZE = OUTBOX_DEFAULTS.relay.batchSize;
 const VARIANT_TEXT: Record<ConsumerVariant, string> = {
   'no-db': 'consumers without DB',
   'db-write': 'one consumer writes a row',
+  'db-write-all': 'each consumer writes a row',
 };
 
 /**

@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Injectable, type CanActivate, type ExecutionContext } from '@nestjs/common';
+import { Injectable, type CanActivate } from '@nestjs/common';
 import { ScheduleModule } from '@nestjs/schedule';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
@@ -21,6 +21,7 @@ import { buildHttpApp, type HttpTestApp } from '../support/http-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { waitFor } from '../support/wait-for';
 import { TENANTS } from '../support/outbox-fixture';
+import { OperatorGuard, tenantsOf } from '../support/board-operators';
 
 const [TENANT_A, TENANT_B] = TENANTS;
 /** Screenshots go here (gitignored); docs/images/board.png is a copy of one of them. */
@@ -53,18 +54,6 @@ class BillingConsumer {
   }
 }
 
-/** Operators by the `x-operator` header: the guard puts them on `request.user`, as an auth guard would. */
-@Injectable()
-class OperatorGuard implements CanActivate {
-  canActivate(context: ExecutionContext): boolean {
-    const request = context.switchToHttp().getRequest<{ headers: Record<string, string>; user?: unknown }>();
-    const name = request.headers['x-operator'];
-    if (name !== 'alice' && name !== 'root') return false;
-    request.user = { id: name };
-    return true;
-  }
-}
-
 /** A guard whose constructor takes one injected argument, as a session guard's does. */
 @Injectable()
 class SessionGuard implements CanActivate {
@@ -74,9 +63,6 @@ class SessionGuard implements CanActivate {
     return this.dataSource.isInitialized;
   }
 }
-
-const tenantsOf = (request: { user?: unknown }) =>
-  (request.user as { id: string }).id === 'root' ? ('all' as const) : [TENANT_A];
 
 let db: TestDatabase;
 let http: HttpTestApp;

@@ -27,15 +27,18 @@ class GrowthConsumers {
     this.seen.push(event.eventId);
   }
 
+  /** Writes a row, then throws for the events marked `fail`. */
   @OnOutboxEvent(WRITING, { consumer: 'growth-writing' })
-  write(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
-    return recordEffect(event, context);
+  async write(event: OutboxEvent<{ fail?: boolean }>, context: OutboxHandlerContext): Promise<void> {
+    await recordEffect(event, context);
+    if (event.data.fail) throw new Error('fails after writing');
   }
 }
 
 /**
- * `relay.maxBatchSize`: while a tenant's backlog drains through handlers that write nothing, each claim takes
- * twice the last, up to the bound; a batch that wrote keeps claims at `relay.batchSize`. Each event once either way.
+ * `relay.maxBatchSize`: while a tenant's backlog drains through quick batches — handlers that write nothing, or
+ * write without a savepoint each (ADR 1001) — each claim takes twice the last, up to the bound; a batch that ran
+ * again after a writing handler failed brings claims back to `relay.batchSize`. Each event once either way.
  */
 describe('claims grow for quick batches (relay.maxBatchSize)', () => {
   let db: TestDatabase;
@@ -62,11 +65,11 @@ describe('claims grow for quick batches (relay.maxBatchSize)', () => {
     return t.app.get(GrowthConsumers);
   }
 
-  function enqueue(eventName: string, count: number): Promise<string[]> {
+  function enqueue(eventName: string, count: number, failing = -1): Promise<string[]> {
     const events = Array.from({ length: count }, (_, i) => ({
       tenantId: TENANTS[0],
       eventName,
-      payload: { i },
+      payload: { i, fail: i === failing },
     }));
     return enqueueManyIn(t!, events);
   }
@@ -88,21 +91,22 @@ describe('claims grow for quick batches (relay.maxBatchSize)', () => {
     expect([...consumers.seen].sort()).toEqual([...ids].sort());
   });
 
-  it('keeps the claims of a writing handler at relay.batchSize', async () => {
+  it('doubles the claims of a writing handler too (no savepoint per handler)', async () => {
     await start();
     const ids = await enqueue(WRITING, 12);
-    expect(await claimsUntilDrained()).toEqual([4, 4, 4]);
+    expect(await claimsUntilDrained()).toEqual([4, 8]);
     expect((await effectIds(db, 'growth-writing')).sort()).toEqual([...ids].sort());
   });
 
-  it('goes back to relay.batchSize once a batch writes, and grows again after', async () => {
+  it('goes back to relay.batchSize once a batch runs again after a writing handler failed, and grows again after', async () => {
     const consumers = await start();
     const first = await enqueue(IN_MEMORY, 12);
-    // claims of 4 and 8 take the first in-memory events, one of 16 the writing ones, then 4 and 8 the rest
-    const writing = await enqueue(WRITING, 16);
+    // claims of 4 and 8 take the first in-memory events, one of 16 the writing ones (one fails: the batch runs
+    // again), then 4 and 8 the rest
+    const writing = await enqueue(WRITING, 16, 5);
     const last = await enqueue(IN_MEMORY, 12);
     expect(await claimsUntilDrained()).toEqual([4, 8, 16, 4, 8]);
     expect([...consumers.seen].sort()).toEqual([...first, ...last].sort());
-    expect((await effectIds(db, 'growth-writing')).sort()).toEqual([...writing].sort());
+    expect((await effectIds(db, 'growth-writing')).sort()).toEqual(writing.filter((_, i) => i !== 5).sort());
   });
 });

@@ -15,7 +15,9 @@ import {
   recordOutcomes,
   type SqlStatement,
 } from '../../libs/outbox/src/store/sql';
+import type { RelayPolicy } from '../../libs/outbox/src/options/relay-policy';
 import { buildApp, type TestApp } from '../support/build-app';
+import { PolicySwitches } from '../support/policy-switches';
 import { waitFor } from '../support/wait-for';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { enqueueManyIn, TENANT } from '../support/outbox-fixture';
@@ -74,12 +76,14 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
   async function withApp(
     preparedStatements: boolean | undefined,
     work: (t: TestApp, seen: Seen) => Promise<void>,
+    policy: Partial<RelayPolicy> = {},
   ): Promise<void> {
     const t = await buildApp({
       url: db.url,
       providers: [Seen, Writer],
       poolSize: 1,
       outbox: { preparedStatements },
+      imports: [PolicySwitches.of(policy)],
     });
     try {
       await work(t, t.app.get(Seen));
@@ -124,28 +128,36 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
     });
   });
 
-  it("prepares a writing handler's context too, once per connection", async () => {
+  it("prepares a writing handler's context too, once per connection (with a savepoint per handler)", async () => {
     for (const preparedStatements of [true, false]) {
-      await withApp(preparedStatements, async (t) => {
-        for (const count of [3, 2]) {
-          const ids = await enqueueManyIn(
-            t,
-            Array.from({ length: count }, (_, i) => ({ eventName: WRITTEN, payload: { i } })),
-          );
-          expect((await t.relay.runOnce()).succeeded).toBe(count);
-          expect(t.app.get(Writer).ids.slice(-count)).toEqual(ids);
-        }
-        const prepared = await preparedHere(t);
-        if (preparedStatements) {
-          const contexts = prepared.filter((p) => p.name.startsWith('outbox_handler_context_'));
-          // one name, the generation's hash of the fan-out's and the outcome's, run for each of the 5 handlers
-          expect(contexts).toEqual([
-            expect.objectContaining({ name: expect.stringMatching(/^outbox_handler_context_[0-9a-f]{12}$/) }),
-          ]);
-          expect(contexts[0]!.generic_plans + contexts[0]!.custom_plans).toBe(5);
-          expect(prepared.every((p) => p.name.slice(-12) === contexts[0]!.name.slice(-12))).toBe(true);
-        } else expect(prepared).toEqual([]);
-      });
+      // as a batch runs again after a writing handler failed (ADR 1001): the optimistic run sends no handler context
+      const policy = { optimisticBatches: false };
+      await withApp(
+        preparedStatements,
+        async (t) => {
+          for (const count of [3, 2]) {
+            const ids = await enqueueManyIn(
+              t,
+              Array.from({ length: count }, (_, i) => ({ eventName: WRITTEN, payload: { i } })),
+            );
+            expect((await t.relay.runOnce()).succeeded).toBe(count);
+            expect(t.app.get(Writer).ids.slice(-count)).toEqual(ids);
+          }
+          const prepared = await preparedHere(t);
+          if (preparedStatements) {
+            const contexts = prepared.filter((p) => p.name.startsWith('outbox_handler_context_'));
+            // one name, the generation's hash of the fan-out's and the outcome's, run for each of the 5 handlers
+            expect(contexts).toEqual([
+              expect.objectContaining({
+                name: expect.stringMatching(/^outbox_handler_context_[0-9a-f]{12}$/),
+              }),
+            ]);
+            expect(contexts[0]!.generic_plans + contexts[0]!.custom_plans).toBe(5);
+            expect(prepared.every((p) => p.name.slice(-12) === contexts[0]!.name.slice(-12))).toBe(true);
+          } else expect(prepared).toEqual([]);
+        },
+        policy,
+      );
     }
   });
 

@@ -22,6 +22,7 @@ const ALL_OFF: Partial<RelayPolicy> = {
   leanClaim: false,
   namedStatements: false,
   unguardedClosings: false,
+  optimisticBatches: false,
   wakeUpGapMs: 0,
   oneWrite: false,
 };
@@ -104,6 +105,7 @@ describe("the relay's policy", () => {
       leanClaim: true,
       namedStatements: true,
       unguardedClosings: true,
+      optimisticBatches: true,
       wakeUpGapMs: 2,
       oneWrite: true,
     });

@@ -49,6 +49,7 @@ class SlowQueries extends AbstractLogger {
 
 const PLAIN = 'test.plain.v1';
 const WRITTEN = 'test.written.v1';
+const WRITTEN_FAILS = 'test.written-fails.v1';
 const CHAIN = 'test.chain.v1';
 const FOLLOW_UP = 'test.chain.follow-up.v1';
 const HOOKED = 'test.hooked.v1';
@@ -92,6 +93,17 @@ class Consumers {
     await context.manager.query('select $1::uuid', [event.eventId]);
   }
 
+  @OnOutboxEvent(WRITTEN_FAILS, { consumer: 'fails-after-writing' })
+  async failsAfterWriting(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    await context.manager.query('select $1::uuid', [event.eventId]);
+    throw new Error('fails after writing');
+  }
+
+  @OnOutboxEvent(WRITTEN_FAILS, { consumer: 'steady-writer' })
+  async steadyWriter(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    await context.manager.query('select $1::uuid', [event.eventId]);
+  }
+
   @OnOutboxEvent(CHAIN, { consumer: 'chainer' })
   async chain(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
     await this.outbox.enqueue(context.manager, {
@@ -123,6 +135,7 @@ function label(s: ProbedStatement): string {
   if (text.startsWith("select set_config('outbox.expected_batch'")) return 'expect batch';
   if (text.startsWith('do $outbox_guard$')) return 'guard';
   if (/^insert into \S*outbox_batch_seals/.test(text)) return 'seal';
+  if (/^update \S*outbox_event_leases set lease_expires_at/.test(text)) return 'extend event leases';
   if (/^delete from \S*outbox_batch_seals/.test(text)) return 'unseal';
   if (/^with c as \(.*outbox_consumers/.test(text)) return 'heartbeat';
   if (/^select \* from \S*outbox_webhook_subscriptions/.test(text)) return 'subscriptions';
@@ -249,13 +262,13 @@ describe("a batch's statements and round trips, for each kind of consumer", () =
   });
 
   /** The app's second round, of two events of `eventName`: what it did, and its statements round trip by round trip. */
-  async function secondRound(eventName: string, webhooks?: OutboxWebhooksModuleOptions) {
+  async function secondRound(eventName: string, webhooks?: OutboxWebhooksModuleOptions, firstFailed = 0) {
     let round: unknown;
     // no wake-up NOTIFY: it goes on the pool after the producer's commit, not in the relay's round trips
     const outbox = { relay: { wakeUps: 'off' as const } };
     const statements = await sentBy({ url: db.url, webhooks, outbox }, async (t, probe) => {
       await enqueueIn(t, { eventName });
-      expect((await t.relay.runOnce()).failed).toBe(0);
+      expect((await t.relay.runOnce()).failed).toBe(firstFailed);
       await enqueueManyIn(t, [{ eventName }, { eventName }]);
       probe.take();
       round = await t.relay.runOnce();
@@ -276,25 +289,47 @@ describe("a batch's statements and round trips, for each kind of consumer", () =
     ]);
   });
 
-  it("in-process consumers writing through context.manager: each handler's first query with its savepoint, the guarded closing", async () => {
+  const FIRST = 'select $1::text, $2::int, $3::float8, $4::bool, $5::text[], $6::bytea';
+  const SECOND = 'select $1::uuid';
+
+  it("in-process consumers writing through context.manager: the batch's context and bound once, the handlers' queries alone, the guarded closing", async () => {
     const { round, trips, statements } = await secondRound(WRITTEN);
     expect(round).toMatchObject({ eventsClaimed: 2, succeeded: 4 });
-    const FIRST = 'select $1::text, $2::int, $3::float8, $4::bool, $5::text[], $6::bytea';
-    const SECOND = 'select $1::uuid';
     expect(trips).toEqual([
       SCAN,
       ['begin', 'context', 'lean claim', 'commit', 'START TRANSACTION'],
-      ['context', 'seal', 'handler context', 'savepoint outbox_h0', FIRST],
-      ['bound', SECOND],
-      ['handler context', 'release savepoint outbox_h0; savepoint outbox_h1', SECOND],
-      ['handler context', 'release savepoint outbox_h1; savepoint outbox_h2', FIRST],
-      ['bound', SECOND],
-      ['handler context', 'release savepoint outbox_h2; savepoint outbox_h3', SECOND],
+      ['context', 'seal', 'bound', FIRST],
+      [SECOND],
+      [SECOND],
+      [FIRST],
+      [SECOND],
+      [SECOND],
       ['expect batch', 'guard', 'unseal', 'context', 'outcome', 'COMMIT'],
     ]);
     // the first query's values bound as the driver was given them, binary ones included
     for (const first of statements.filter((s) => s.text === FIRST))
       expect(first.values).toEqual(FIRST_VALUES);
+  });
+
+  it("a writing handler that fails: the batch rolled back, its leases extended, and run again with each handler's first query in its savepoint", async () => {
+    const { round, trips } = await secondRound(WRITTEN_FAILS, undefined, 1);
+    expect(round).toMatchObject({ eventsClaimed: 2, succeeded: 2, failed: 2 });
+    const WRITE = 'select $1::uuid';
+    expect(trips).toEqual([
+      SCAN,
+      ['begin', 'context', 'lean claim', 'commit', 'START TRANSACTION'],
+      // e1: fails first, then steady; the optimistic run stops at the failure
+      ['context', 'seal', 'bound', WRITE],
+      ['ROLLBACK'],
+      ['begin', 'context', 'extend event leases', 'commit'],
+      ['START TRANSACTION'],
+      // e1's failure kept: its handler is not called again
+      ['context', 'seal', 'handler context', 'savepoint outbox_h1', WRITE],
+      ['handler context', 'release savepoint outbox_h1; savepoint outbox_h2', WRITE],
+      ['rollback to savepoint outbox_h2; release savepoint outbox_h2'],
+      ['handler context', 'savepoint outbox_h3', WRITE],
+      ['expect batch', 'guard', 'unseal', 'context', 'outcome', 'COMMIT'],
+    ]);
   });
 
   it('consumers of another instance too: the fan-out, and the claim of the pairs due', async () => {
@@ -500,7 +535,9 @@ describe("the relay's named statements", () => {
   const onOneConnection = (
     preparedStatements: boolean | undefined,
     work: (t: TestApp, probe: RoundTripProbe) => Promise<void>,
-  ): Promise<ProbedStatement[]> => sentBy({ url: db.url, poolSize: 1, outbox: { preparedStatements } }, work);
+    options: Pick<BuildAppOptions, 'imports'> = {},
+  ): Promise<ProbedStatement[]> =>
+    sentBy({ url: db.url, poolSize: 1, outbox: { preparedStatements }, ...options }, work);
 
   it("switches to generic plans in the transaction's context statement, not in a statement of its own", async () => {
     const sent = await onOneConnection(undefined, async (t) => {
@@ -518,18 +555,23 @@ describe("the relay's named statements", () => {
     }
   });
 
-  it("runs a writing handler's context as a named statement, one name for every handler", async () => {
+  it("runs a writing handler's context as a named statement, one name for every handler (with a savepoint each)", async () => {
     const contexts = async (preparedStatements: boolean): Promise<(string | undefined)[]> =>
       (
-        await onOneConnection(preparedStatements, async (t) => {
-          for (const count of [3, 2]) {
-            await enqueueManyIn(
-              t,
-              Array.from({ length: count }, (_, i) => ({ eventName: WRITTEN, payload: { i } })),
-            );
-            expect(await t.relay.runOnce()).toMatchObject({ succeeded: 2 * count });
-          }
-        })
+        await onOneConnection(
+          preparedStatements,
+          async (t) => {
+            for (const count of [3, 2]) {
+              await enqueueManyIn(
+                t,
+                Array.from({ length: count }, (_, i) => ({ eventName: WRITTEN, payload: { i } })),
+              );
+              expect(await t.relay.runOnce()).toMatchObject({ succeeded: 2 * count });
+            }
+          },
+          // as a batch runs again after a writing handler failed (ADR 1001)
+          { imports: [PolicySwitches.of({ optimisticBatches: false })] },
+        )
       )
         .filter(relayStatement.handlerContext)
         .map((s) => s.name);

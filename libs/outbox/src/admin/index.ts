@@ -22,3 +22,10 @@ export {
   type OutboxHealthOptions,
   type OutboxHealthDetails,
 } from './outbox.health-indicator';
+export type {
+  OutboxDoctorReport,
+  OutboxDoctorFinding,
+  OutboxDoctorSeverity,
+  OutboxDoctorCheck,
+  OutboxDoctorThresholds,
+} from '../model/outbox-doctor-report.interface';

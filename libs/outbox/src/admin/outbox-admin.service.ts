@@ -19,6 +19,8 @@ import * as iq from '../inbox/inbox-sql';
 import { OutboxError } from '../errors/outbox.error';
 import { subscriptionConsumerName, WebhookSubscriptionSource } from '../webhooks/webhook-subscription.source';
 import type { SqlStatement } from '../store/sql';
+import { examineOutbox } from '../maintenance/outbox-doctor';
+import type { OutboxDoctorReport, OutboxDoctorThresholds } from '../model/outbox-doctor-report.interface';
 import {
   MAX_PAGE_SIZE,
   checkConsumerName,
@@ -307,6 +309,22 @@ export class OutboxAdminService {
         `consumer "${consumer}" removed from the registry; fan-out no longer creates its deliveries`,
       );
     return row.deleted > 0;
+  }
+
+  /**
+   * Runs the doctor's checks on the app's database, as the app's role (docs/doctor.md): what holds the vacuum
+   * horizon back, the outbox tables' size, bloat and vacuum state, missing or invalid indexes, the backlog, dead
+   * deliveries and the migrations applied, each with a severity and what to do. Not tenant-scoped: it reads the
+   * whole database (a role under row-level security counts its own tenant's dead deliveries only; the report
+   * says so). The migrations table is the DataSource's `migrationsTableName`.
+   */
+  async doctor(options: { thresholds?: OutboxDoctorThresholds } = {}): Promise<OutboxDoctorReport> {
+    return examineOutbox((statement) => this.store.query(statement), {
+      names: this.options.names,
+      orphanAfterMs: this.options.registry.orphanAfterMs,
+      migrationsTable: this.store.dataSource().options.migrationsTableName ?? 'migrations',
+      thresholds: options.thresholds,
+    });
   }
 
   private async replay(statement: SqlStatement, tenantId: string, audit: Audit | null): Promise<number> {

@@ -6,6 +6,12 @@ import { errorText } from '../errors/error-text';
 import { OutboxRelay } from '../relay/outbox.relay';
 import { OutboxStore } from '../store/outbox.store';
 import * as q from '../store/sql/admin';
+import type {
+  OutboxDoctorFinding,
+  OutboxDoctorSeverity,
+  OutboxDoctorThresholds,
+} from '../model/outbox-doctor-report.interface';
+import { OutboxAdminService } from './outbox-admin.service';
 
 /** Thresholds of {@link OutboxHealthIndicator.isHealthy}. */
 export interface OutboxHealthOptions {
@@ -16,6 +22,13 @@ export interface OutboxHealthOptions {
    * and 10 poll intervals (`relay.pollIntervalMs`).
    */
   maxRoundAgeSeconds?: number;
+  /**
+   * Also run the doctor's checks (`OutboxAdminService.doctor`, docs/doctor.md) with these thresholds (`true`: the
+   * defaults): down on a critical finding, warnings listed in `doctor` without failing the check. They read the
+   * statistics views and the outbox tables' catalog: cheap, but more than the backlog probe, so a readiness probe
+   * every few seconds may prefer a separate, slower check. Default: `false`.
+   */
+  doctor?: boolean | OutboxDoctorThresholds;
 }
 
 /** What the indicator reports under its key; the shape of a `@nestjs/terminus` `HealthIndicatorResult`. */
@@ -32,6 +45,11 @@ export interface OutboxHealthDetails {
    * without reading the backlog.
    */
   stall?: OutboxRelayStall;
+  /** With the `doctor` option: the worst severity found, and every finding that is not ok, worst first. */
+  doctor?: {
+    severity: OutboxDoctorSeverity;
+    findings: Pick<OutboxDoctorFinding, 'check' | 'subject' | 'severity' | 'summary' | 'action'>[];
+  };
   /** Why it is down. */
   message?: string;
 }
@@ -50,6 +68,7 @@ export class OutboxHealthIndicator {
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
     private readonly relay: OutboxRelay,
     private readonly store: OutboxStore,
+    private readonly admin: OutboxAdminService,
   ) {}
 
   /** Checks the relay and the backlog; never throws (a database error is reported as `down`). */
@@ -99,6 +118,27 @@ export class OutboxHealthIndicator {
         problems.push(`could not read the outbox backlog: ${errorText(error)}`);
       }
     }
+    let doctor: OutboxHealthDetails['doctor'];
+    if (options.doctor) {
+      try {
+        const report = await this.admin.doctor({
+          thresholds: options.doctor === true ? undefined : options.doctor,
+        });
+        const findings = report.findings
+          .filter((f) => f.severity !== 'ok')
+          .map(({ check, subject, severity, summary, action }) => ({
+            check,
+            subject,
+            severity,
+            summary,
+            action,
+          }));
+        doctor = { severity: report.severity, findings };
+        for (const f of findings) if (f.severity === 'critical') problems.push(`doctor: ${f.summary}`);
+      } catch (error) {
+        problems.push(`could not run the doctor's checks: ${errorText(error)}`);
+      }
+    }
     const details: OutboxHealthDetails = {
       status: problems.length === 0 ? 'up' : 'down',
       relay,
@@ -106,6 +146,7 @@ export class OutboxHealthIndicator {
       oldestPendingAgeSeconds,
       maxPendingAgeSeconds,
       ...(stall ? { stall } : {}),
+      ...(doctor ? { doctor } : {}),
       ...(problems.length > 0 ? { message: problems.join('; ') } : {}),
     };
     return { [key]: details } as Record<Key, OutboxHealthDetails>;

@@ -34,6 +34,21 @@ export interface BatchState {
   readonly marker: string;
   /** Check each handler as it returns (deferred constraints, tenant, marker), at one round trip per handler. */
   readonly careful: boolean;
+  /**
+   * Each handler that writes gets a savepoint, and its opening sets the batch's context again (`handlerContext`):
+   * a failing handler is rolled back alone. Without (an optimistic run, ADR 1001), handlers share the batch
+   * transaction as it is, the context is sent once, and a handler that fails after it sent a query asks for the
+   * batch to run again (`rerun`). Always with `careful`.
+   */
+  readonly savepoints: boolean;
+  /**
+   * The `statement_timeout` in force on the batch's connection as the relay last set it, in ms; Infinity when
+   * unknown (the relay's own bound, or a handler's statement that may have changed it). A statement of a handler
+   * sent at `now` is bounded to its deadline when `now + boundMs` passes it by more than `BOUND_SLACK_MS`.
+   */
+  boundMs: number;
+  /** An optimistic run must be rolled back and run again with savepoints: a handler failed after writing. */
+  rerun: boolean;
   /** What restores the relay's context after a handler changed settings (see `resetSession`). */
   readonly restore: readonly SqlStatement[];
   /** Takes what must go first in the batch transaction's next round trip (the batch's context, once). */
@@ -113,11 +128,28 @@ export class HandlerScope {
       this.batch.problem ??= { index: this.index, error: ended };
       throw ended;
     }
-    const bound = wire.send([handlerBound(this.remaining())]);
+    const bound = this.bound();
+    if (bound.length === 0) return target.query(...(args as [string, unknown[]]));
+    const sent = wire.send(bound);
     const query = target.query(...(args as [string, unknown[]]));
     query.catch(() => undefined);
-    await bound;
+    await sent;
     return query;
+  }
+
+  /**
+   * The statement that bounds the handler's next one by its time left, when the bound in force lets it run past
+   * the handler's deadline by more than `BOUND_SLACK_MS` (none otherwise: a quick handler's queries all go under
+   * the bound set when it opened). Never under BOUND_FLOOR_MS, so that the relay's own statements that follow the
+   * handler's last one in the same transaction (its next handler's opening, the closing) are not cancelled for the
+   * handler's lack of time.
+   */
+  private bound(): SqlStatement[] {
+    const now = Date.now();
+    if (now + this.batch.boundMs <= this.deadline + BOUND_SLACK_MS) return [];
+    const ms = Math.max(BOUND_FLOOR_MS, this.deadline - now);
+    this.batch.boundMs = ms;
+    return [handlerBound(ms)];
   }
 
   /** Notes a query of the handler's as running until it is answered (see `stopQueries`). */
@@ -196,6 +228,11 @@ export class HandlerScope {
     }
   }
 
+  /** The handler sent a statement (or its scope did, for it): it may have written in the batch transaction. */
+  get sent(): boolean {
+    return this.opening !== null;
+  }
+
   /** Marks a scope made after its handler returned: it has nothing to keep, and its queries fail. */
   settleUnused(): void {
     this.settled = true;
@@ -272,27 +309,38 @@ export class HandlerScope {
       pending.push(this.batch.seal);
       this.batch.seal = null;
     }
-    const statements: SqlStatement[] = [
-      ...pending,
-      handlerContext(this.batch.tenantSetting, this.batch.tenantId, ms),
-      // a handler before this one may have changed settings (or the role): reset them, then the relay's context,
-      // then this handler's bound again (the relay's context bounds statements by relay.leaseMs)
-      ...(this.batch.dirty ? [...this.batch.restore, handlerBound(ms)] : []),
+    // With savepoints, every opening checks and sets the batch's context; in an optimistic run only one that
+    // follows a handler that may have changed settings (the closing's guard finds any other change, and the
+    // batch then runs again in careful parts).
+    const context = this.batch.savepoints || this.batch.dirty;
+    const statements: SqlStatement[] = [...pending];
+    if (context) {
+      statements.push(
+        handlerContext(this.batch.tenantSetting, this.batch.tenantId, ms),
+        // a handler before this one may have changed settings (or the role): reset them, then the relay's
+        // context, then this handler's bound again (the relay's context bounds statements by relay.leaseMs)
+        ...(this.batch.dirty ? [...this.batch.restore, handlerBound(ms)] : []),
+      );
+      this.batch.boundMs = ms;
+    } else {
+      statements.push(...this.bound());
+    }
+    if (this.batch.savepoints) {
       // no parameters: one simple-protocol query for both
-      {
+      statements.push({
         text: `${release ? `release savepoint ${release}; ` : ''}savepoint ${this.savepointName}`,
         values: [],
-      },
-    ];
+      });
+      this.savepoint = this.savepointName;
+    }
     this.batch.dirty = false;
-    this.savepoint = this.savepointName;
     this.batch.last = { index: this.index, consumer: this.consumer };
-    const sent = wire.send(statements);
+    const sent = statements.length > 0 ? wire.send(statements) : Promise.resolve([]);
     const query = first ? first.target.query(...(first.args as [string, unknown[]])) : null;
     query?.catch(() => undefined);
     try {
       const results = await sent;
-      this.inspect(previous, results[pending.length]!);
+      if (context) this.inspect(previous, results[pending.length]!);
     } catch (error) {
       // the previous handler's savepoint could not be released: that handler ended the batch transaction
       if (previous && release && sqlState(error) === NO_ACTIVE_TRANSACTION) {
@@ -347,8 +395,12 @@ export class HandlerScope {
             throw new OutboxError(messages.sealChecked(this.consumer));
           throw error;
         } finally {
-          // after the query: the restore goes before the next handler's statements, not before this one
-          if (changesSettings) this.batch.dirty = true;
+          // after the query: the restore goes before the next handler's statements, not before this one; the
+          // bound in force is unknown from now on (the query may have set statement_timeout)
+          if (changesSettings) {
+            this.batch.dirty = true;
+            this.batch.boundMs = Number.POSITIVE_INFINITY;
+          }
         }
       },
       property: (property) => {
@@ -364,6 +416,13 @@ export class HandlerScope {
 
 /** The shortest bound a handler's statement gets (see `HandlerScope.remaining`). */
 const BOUND_FLOOR_MS = 50;
+
+/**
+ * How far past its handler's deadline the bound in force may let a statement run before the relay sends a new one
+ * (see `HandlerScope.bound`): a handler's queries sent within this of its opening need no bound of their own. A
+ * query still running past the deadline is cancelled after `CANCEL_GRACE_MS` anyway (see `stopQueries`).
+ */
+const BOUND_SLACK_MS = 50;
 
 /**
  * How long after a handler's deadline the relay waits for its running query to end by the server's bound

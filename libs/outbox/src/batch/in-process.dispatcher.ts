@@ -16,6 +16,8 @@ import { HandlerScope, NO_ACTIVE_TRANSACTION, type BatchProblem, type BatchState
 export interface BatchRun extends HandlerChannel {
   /** Check each handler as it returns, at a round trip each (see `BatchState.careful`). */
   careful: boolean;
+  /** A savepoint per handler that writes (see `BatchState.savepoints`); always with `careful`. */
+  savepoints: boolean;
   /** Deliveries whose outcome is known already: their handlers are not called. */
   settled?: ReadonlyMap<ClaimedDelivery, DeliveryOutcome>;
 }
@@ -27,14 +29,21 @@ export interface DispatchResult {
   problem: BatchProblem | null;
   /** The last handlers may have changed settings since the relay last restored its own: restore before the outcome. */
   dirty: boolean;
-  /** Handlers that asked for `context.manager` (each works in a savepoint of the batch transaction). */
+  /** Handlers that asked for `context.manager`. */
   scoped: number;
+  /**
+   * A run without savepoints stopped at a handler that failed after it sent a statement: its writes cannot be
+   * undone alone. The batch transaction must be rolled back and the batch run again with savepoints, the last
+   * outcome (that handler's failure) kept as it is.
+   */
+  rerun: boolean;
 }
 
 /**
  * Calls in-process handlers for a batch of claimed deliveries, one after another, inside the caller's open
- * transaction: each handler gets a lazily opened savepoint, so its writes and its inbox row (written by the
- * caller after this returns) commit together, and a failing handler is rolled back alone.
+ * transaction, so each handler's writes and its outcome (written by the caller after this returns) commit
+ * together. With savepoints, each handler that writes gets one, opened lazily, and a failing handler is rolled
+ * back alone; without (an optimistic run), a handler that fails after writing stops the run (`rerun`).
  */
 @Injectable()
 export class InProcessDispatcher {
@@ -57,6 +66,9 @@ export class InProcessDispatcher {
       tenantId: run.tenantId,
       marker: run.marker,
       careful: run.careful,
+      savepoints: run.savepoints || run.careful,
+      boundMs: Number.POSITIVE_INFINITY,
+      rerun: false,
       restore: run.restore,
       takePending: run.takePending,
       seal: run.seal,
@@ -138,12 +150,14 @@ export class InProcessDispatcher {
           ? messages.handlerTimeout(consumer.name, consumer.timeoutMs)
           : errorText(error);
         outcome = failed(delivery, consumer, code, text, { dead });
+        // without a savepoint, what it wrote stays in the batch transaction
+        if (!batch.savepoints && scope?.sent) batch.rerun = true;
       }
       outcomes.push(outcome);
       attempt?.ended?.(outcome);
-      if (batch.problem) break;
+      if (batch.problem || batch.rerun) break;
     }
-    return { outcomes, problem: batch.problem, dirty: batch.dirty, scoped };
+    return { outcomes, problem: batch.problem, dirty: batch.dirty, scoped, rerun: batch.rerun };
   }
 }
 

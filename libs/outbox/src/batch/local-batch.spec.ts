@@ -16,7 +16,10 @@ const T = '00000000-0000-4000-8000-00000000000a';
 /** A local batch on a fake store, with the events `e1`…`e<n>`, one delivery each, and what their handler saw. */
 function batchOf(
   n: number,
-  policy: Pick<RelayPolicy, 'unguardedClosings'> = { unguardedClosings: true },
+  policy: Pick<RelayPolicy, 'unguardedClosings' | 'optimisticBatches'> = {
+    unguardedClosings: true,
+    optimisticBatches: true,
+  },
 ): {
   local: LocalBatch;
   store: FakeStore;
@@ -62,7 +65,7 @@ const statuses = (outcomes: DeliveryOutcome[]): [string, string][] =>
 
 describe('LocalBatch', () => {
   it('closes a batch that wrote nothing with the guard where the policy has no unguarded closings', async () => {
-    const { local, store, work } = batchOf(2, { unguardedClosings: false });
+    const { local, store, work } = batchOf(2, { unguardedClosings: false, optimisticBatches: true });
     await local.run(store.tenantConnection(T), newTenantBatch(T), work, false);
     expect(store.ops('commitBatch').map((c) => (c.request as BatchClosing).noWrites)).toEqual([false]);
   });

@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import type { ClaimedDelivery } from '../model/claimed-delivery';
 import { failed, type DeliveryOutcome } from '../model/delivery-outcome';
-import type { BatchRun, InProcessDispatcher } from './in-process.dispatcher';
+import type { BatchRun, DispatchResult, InProcessDispatcher } from './in-process.dispatcher';
 import { errorText } from '../errors/error-text';
 import { OutboxError, OutboxStallError, OutboxTransactionEndedError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
@@ -41,7 +41,7 @@ export class LocalBatch {
     private readonly leaseVacuum: LeaseVacuum,
     private readonly background: BackgroundWork,
     private readonly instrumentation: OutboxInstrumentation,
-    private readonly policy: Pick<RelayPolicy, 'unguardedClosings'>,
+    private readonly policy: Pick<RelayPolicy, 'unguardedClosings' | 'optimisticBatches'>,
   ) {}
 
   /** The last batch commit in flight (resolved when none is). */
@@ -57,25 +57,31 @@ export class LocalBatch {
   /**
    * Runs the handlers and sends the commit. Takes the connection over: it is released once the commit is done.
    * With `overlap`, returns as soon as the commit is sent (`settled` resolves when it is done). `noWrites`: every
-   * handler ran without asking for `context.manager`, and the batch went to its commit as it ran.
+   * handler ran without asking for `context.manager`, and the batch went to its commit as it ran. `reran`: a
+   * handler's failure made the batch run again (with savepoints, or in parts).
    */
   async run(
     connection: TenantConnection,
     batch: TenantBatch,
     work: LocalWork,
     overlap: boolean,
-  ): Promise<{ settled: Promise<void>; noWrites: boolean }> {
+  ): Promise<{ settled: Promise<void>; noWrites: boolean; reran: boolean }> {
     let outcomes: DeliveryOutcome[];
     let dirty: boolean;
     let noWrites: boolean;
+    let reran = false;
     try {
       await connection.beginBatch(batch.leaseToken);
-      const run = await this.inProcess.dispatch(
+      let run = await this.inProcess.dispatch(
         this.store.dataSource(),
         connection.runner,
         work.assigned,
-        this.batchRun(connection, batch, false),
+        this.batchRun(connection, batch, { careful: false, savepoints: !this.policy.optimisticBatches }),
       );
+      if (run.rerun) {
+        reran = true;
+        run = await this.rerun(connection, batch, work, run);
+      }
       if (run.problem) throw run.problem.error;
       outcomes = [...work.unclaimed.map((u) => u.outcome), ...run.outcomes];
       dirty = run.dirty;
@@ -86,7 +92,7 @@ export class LocalBatch {
       } finally {
         await connection.release();
       }
-      return { settled: Promise.resolve(), noWrites: false };
+      return { settled: Promise.resolve(), noWrites: false, reran: true };
     }
     count(outcomes, batch.result);
     await this.finishingCommit;
@@ -107,7 +113,7 @@ export class LocalBatch {
     void this.background.track(settled.then(() => connection.release())); // track() logs a failure, never rejects
     if (!overlap) await settled;
     // in an object: an async function returning a bare promise would wait for it
-    return { settled, noWrites };
+    return { settled, noWrites, reran };
   }
 
   /** After a batch's commit: how many event leases its outcomes released. */
@@ -116,8 +122,37 @@ export class LocalBatch {
     if (vacuum) void this.background.track(vacuum); // track() logs a failure, never rejects
   }
 
-  private batchRun(connection: TenantConnection, batch: TenantBatch, careful: boolean): BatchRun {
-    return { ...connection.handlerChannel(batch.leaseToken), careful };
+  private batchRun(
+    connection: TenantConnection,
+    batch: TenantBatch,
+    mode: Pick<BatchRun, 'careful' | 'savepoints'>,
+  ): BatchRun {
+    return { ...connection.handlerChannel(batch.leaseToken), ...mode };
+  }
+
+  /**
+   * An optimistic run (no savepoint per handler, ADR 1001) stopped at a handler that failed after writing: its
+   * writes cannot be undone alone. The batch transaction is rolled back and the batch runs again from its start
+   * with a savepoint per handler, that handler's failure kept as its outcome (it is not called again, and its
+   * attempt is charged once). The handlers before it run again: their writes were rolled back with the batch.
+   */
+  private async rerun(
+    connection: TenantConnection,
+    batch: TenantBatch,
+    work: LocalWork,
+    run: DispatchResult,
+  ): Promise<DispatchResult> {
+    const index = run.outcomes.length - 1;
+    const known = new Map([[work.assigned[index]!.delivery, run.outcomes[index]!]]);
+    await connection.rollback();
+    this.instrumentation.batchRolledBack({ tenantId: batch.tenantId, deliveries: index + 1 });
+    // the first run took some of the lease: the second gets a full one, as narrowing's parts do
+    await this.extendLeases(connection, batch, [[work]]);
+    await connection.beginBatch(batch.leaseToken);
+    return this.inProcess.dispatch(this.store.dataSource(), connection.runner, work.assigned, {
+      ...this.batchRun(connection, batch, { careful: false, savepoints: true }),
+      settled: known,
+    });
   }
 
   /**
@@ -225,7 +260,7 @@ export class LocalBatch {
       try {
         await connection.beginBatch(batch.leaseToken);
         const run = await this.inProcess.dispatch(this.store.dataSource(), connection.runner, assigned, {
-          ...this.batchRun(connection, batch, true),
+          ...this.batchRun(connection, batch, { careful: true, savepoints: true }),
           settled: known,
         });
         if (run.problem) {

@@ -68,6 +68,7 @@ export function layout(ctx: BoardPageContext, title: string, current: string, bo
         ['failures', 'Failures'],
         ['consumers', 'Consumers'],
         ['audit', 'Audit log'],
+        ['doctor', 'Database'],
       ]
     : [];
   const href = (page: string) => (page === 'overview' ? tenantBase(ctx) : `${tenantBase(ctx)}/${page}`);

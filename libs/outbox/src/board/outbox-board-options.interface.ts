@@ -1,4 +1,5 @@
 import type { CanActivate, ModuleMetadata, Type } from '@nestjs/common';
+import type { OutboxDoctorThresholds } from '../model/outbox-doctor-report.interface';
 
 /** The HTTP request as the app's guards left it (express or fastify); `user` is what an auth guard usually sets. */
 export interface OutboxBoardRequest {
@@ -43,6 +44,8 @@ export interface OutboxBoardModuleOptions {
   recordActivity?: boolean;
   /** How often the activity summed in memory is written, in ms. Default: `5000`. */
   activityFlushMs?: number;
+  /** Thresholds of the doctor's checks on the Database page (docs/doctor.md). Default: the doctor's own. */
+  doctor?: OutboxDoctorThresholds;
   /** Modules that the guards' own dependencies come from. Default: none. */
   imports?: ModuleMetadata['imports'];
 }

@@ -25,6 +25,7 @@ import { boardBase, boardPath } from './board-path';
 import {
   auditPage,
   confirmPage,
+  doctorPage,
   consumersPage,
   eventPage,
   failuresPage,
@@ -194,6 +195,18 @@ export class OutboxBoardController {
       beforeId: beforeId && /^\d{1,18}$/.test(beforeId) ? beforeId : undefined,
     });
     return auditPage(ctx, entries, 50);
+  }
+
+  /**
+   * The doctor's findings for the whole database (docs/doctor.md): shown to an operator of every tenant (or of a
+   * single-tenant app) only, since they count every tenant's rows.
+   */
+  @Get('t/:tenantId/doctor')
+  @BoardResponse(HTML)
+  async doctor(@Req() request: OutboxBoardRequest, @Param('tenantId') tenantId: string): Promise<string> {
+    const ctx = await this.context(request, tenantId);
+    const everyTenant = ctx.tenants === 'all' || this.outboxOptions.tenancy === 'single';
+    return doctorPage(ctx, everyTenant ? await this.admin.doctor({ thresholds: this.options.doctor }) : null);
   }
 
   /** The confirmation page of an action (nothing is changed here). */

@@ -14,6 +14,7 @@ import type { ResolvedOutboxOptions } from '../options/outbox-module-options.int
 import { OutboxConfigurationError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { guardProblems, routeGuards } from '../admin/route-guards';
+import { thresholdProblems } from '../maintenance/outbox-doctor';
 import { OutboxAdminModule } from '../admin/outbox-admin.module';
 import { BoardAssets } from './board-assets';
 import { BoardCsrfInterceptor } from './board-csrf.interceptor';
@@ -78,6 +79,8 @@ export class OutboxBoardModule implements OnModuleInit {
           ),
         );
     }
+    for (const problem of thresholdProblems(this.options.doctor))
+      problems.push(messages.badDoctorThreshold('OutboxBoardModule doctor', problem));
     if (problems.length > 0) throw new OutboxConfigurationError(problems);
   }
 }

@@ -11,4 +11,5 @@ export { failuresPage } from './failures.view';
 export { eventPage } from './event.view';
 export { consumersPage } from './consumers.view';
 export { auditPage } from './audit.view';
+export { doctorPage } from './doctor.view';
 export { describeAction, confirmPage, errorPage } from './actions.view';

@@ -1,8 +1,10 @@
 #!/usr/bin/env node
 import { migrationSql, sqlHeader } from './migration-sql';
 import { schemaProblem } from '../model/table-names';
+import { DOCTOR_USAGE, doctorCommand } from './doctor-command';
 
 const USAGE = `Usage: nestjs-pg-outbox sql [--schema <name>] [--down] [--no-transaction]
+       nestjs-pg-outbox doctor [--url <url>] [--schema <name>] [--json] [--set <threshold>=<warn>,<critical>]
 
   sql               print the up SQL of every outbox migration, in order, in one transaction
                     (e.g. npx nestjs-pg-outbox sql | psql "$DATABASE_URL")
@@ -12,7 +14,8 @@ const USAGE = `Usage: nestjs-pg-outbox sql [--schema <name>] [--down] [--no-tran
   --no-transaction  leave out the surrounding begin/commit (for tools that add their own)
 
 The public SQL ships as numbered files in node_modules/nestjs-pg-outbox/sql/ (NNNN-name.up.sql, .down.sql).
-`;
+
+${DOCTOR_USAGE}`;
 
 /** The parsed command line, or the reason it is refused. */
 type Parsed = { down: boolean; transaction: boolean; schema?: string } | { problem: string };
@@ -35,12 +38,21 @@ function parse(flags: readonly string[]): Parsed {
   return parsed;
 }
 
-/** `npx nestjs-pg-outbox sql`: prints the migrations as plain SQL, for review or for another migration tool. */
+/**
+ * `npx nestjs-pg-outbox sql`: prints the migrations as plain SQL, for review or for another migration tool;
+ * `npx nestjs-pg-outbox doctor`: checks the outbox's database (see docs/doctor.md).
+ */
 async function main(args: string[]): Promise<number> {
   const [command, ...flags] = args;
   if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
     process.stdout.write(USAGE);
     return command === undefined ? 1 : 0;
+  }
+  if (command === 'doctor') {
+    return doctorCommand(flags, {
+      stdout: (text) => process.stdout.write(text),
+      stderr: (text) => process.stderr.write(text),
+    });
   }
   const parsed: Parsed = command === 'sql' ? parse(flags) : { problem: `unknown command "${command}"` };
   if ('problem' in parsed) {

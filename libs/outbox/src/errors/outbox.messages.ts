@@ -99,6 +99,8 @@ export const messages = {
     `${host} is request-scoped (or depends on a request-scoped provider); outbox consumers must be singletons`,
   badOption: (field: string, expected: string, value: unknown): string =>
     `option ${field} must be ${expected}, got ${describe(value)}`,
+  badDoctorThreshold: (option: string, problem: string): string =>
+    `option ${option}: ${problem} (the thresholds are listed in docs/doctor.md)`,
   movedOption: (was: string, now: string, why: string): string =>
     `option ${was} is now ${now} (${why}): move its value there`,
   unknownPublicInMigration: (migration: string, excerpt: string): string =>

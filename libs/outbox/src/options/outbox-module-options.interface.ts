@@ -13,11 +13,11 @@ export interface OutboxRelayOptions {
   /** Events (and due retries) claimed per tenant per round. Default: `100`. */
   batchSize?: number;
   /**
-   * How large a tenant's claim may grow while a backlog drains. After a full batch whose handlers all returned
-   * without asking for `context.manager` (so no savepoints) and that had no webhook or broker deliveries, the
-   * tenant's next claim takes twice as many when the batch ran in under 100 ms, half as many when it took longer,
-   * never fewer than `relay.batchSize`; any other batch brings it back to `relay.batchSize`. Set it to
-   * `relay.batchSize` to keep every claim at that size. See docs/adr/0803-claims-grow-for-quick-batches.md.
+   * How large a tenant's claim may grow while a backlog drains. After a full batch that did not run again after
+   * a handler's failure and that had no webhook or broker deliveries, the tenant's next claim takes twice as many
+   * when the batch ran in under 100 ms, half as many when it took longer, never fewer than `relay.batchSize`; any
+   * other batch brings it back to `relay.batchSize`. Set it to `relay.batchSize` to keep every claim at that size.
+   * See docs/adr/0803-claims-grow-for-quick-batches.md and docs/adr/1001-optimistic-batches.md.
    * Default: `500` (or `relay.batchSize`, when that is larger).
    */
   maxBatchSize?: number;

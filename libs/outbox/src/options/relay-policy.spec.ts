@@ -12,6 +12,7 @@ describe('relayPolicy', () => {
       leanClaim: true,
       namedStatements: true,
       unguardedClosings: true,
+      optimisticBatches: true,
       wakeUpGapMs: 2,
       oneWrite: true,
     });

@@ -14,6 +14,10 @@ import type { ResolvedOutboxOptions } from './outbox-module-options.interface';
  *   schedule (ADR 0502, store/prepared-statements.ts; `preparedStatements`);
  * - `unguardedClosings`: a batch whose handlers never asked for `context.manager` commits without the guard
  *   (ADR 0806, the batch's closing in store/pg-relay-store.ts);
+ * - `optimisticBatches`: a batch's handlers run without a savepoint each, and the batch's context and bounds are
+ *   sent once, not per handler; a handler that fails after writing rolls the batch back, and it runs again with a
+ *   savepoint per handler, the failed delivery settled as it failed (ADR 1001, batch/local-batch.ts and
+ *   batch/handler-scope.ts);
  * - `wakeUpGapMs`: the shortest gap between two wake-up NOTIFYs of this process, in ms (0: one per commit;
  *   ADR 0606, enqueue/notify-pacer.ts; an option, `relay.notifyGapMs`, before 0.2.0);
  * - `oneWrite`: the statements of one round trip leave in one socket write, TypeORM's own included (ADR 1005,
@@ -27,6 +31,7 @@ export interface RelayPolicy {
   readonly leanClaim: boolean;
   readonly namedStatements: boolean;
   readonly unguardedClosings: boolean;
+  readonly optimisticBatches: boolean;
   readonly wakeUpGapMs: number;
   readonly oneWrite: boolean;
 }
@@ -57,6 +62,7 @@ export function relayPolicy(
     leanClaim: true,
     namedStatements: options.preparedStatements,
     unguardedClosings: true,
+    optimisticBatches: true,
     wakeUpGapMs: WAKE_UP_GAP_MS,
     oneWrite: true,
     ...switches,

@@ -4,8 +4,16 @@ import { resolveOutboxOptions } from '../options/outbox-options';
 const A = '00000000-0000-4000-8000-00000000000a';
 const B = '00000000-0000-4000-8000-00000000000b';
 
-const quick: BatchSummary = { full: true, noWrites: true, external: false, ms: QUICK_BATCH_MS - 1 };
-const sizer = (): ClaimSizer => new ClaimSizer({ batchSize: 100, leaseMs: 60_000 }, { max: 500 });
+const quick: BatchSummary = {
+  full: true,
+  noWrites: true,
+  reran: false,
+  external: false,
+  ms: QUICK_BATCH_MS - 1,
+};
+/** As shipped: batches whose handlers write grow too (`optimisticBatches`), unless `writingGrows` is false. */
+const sizer = (writingGrows = true): ClaimSizer =>
+  new ClaimSizer({ batchSize: 100, leaseMs: 60_000 }, { max: 500 }, writingGrows);
 
 /** The sizes of a tenant's next claims, each after a batch that ran as `batch`. */
 function sizes(s: ClaimSizer, tenant: string, batches: BatchSummary[]): number[] {
@@ -24,9 +32,23 @@ describe('ClaimSizer', () => {
     expect(sizes(sizer(), A, [quick, quick, quick, quick])).toEqual([200, 400, 500, 500]);
   });
 
-  it('keeps claims at relay.batchSize after a batch that wrote, was not full, had external deliveries or failed', () => {
+  it('doubles them after quick full batches whose handlers wrote, each without a savepoint', () => {
+    expect(sizes(sizer(), A, [{ ...quick, noWrites: false }, quick, { ...quick, noWrites: false }])).toEqual([
+      200, 400, 500,
+    ]);
+  });
+
+  it('keeps claims at relay.batchSize after a batch that wrote with a savepoint per handler (optimisticBatches off)', () => {
+    const s = sizer(false);
+    s.ran(A, quick);
+    expect(s.next(A)).toBe(200);
+    s.ran(A, { ...quick, noWrites: false });
+    expect(s.next(A)).toBe(100);
+  });
+
+  it('keeps claims at relay.batchSize after a batch that ran again, was not full, had external deliveries or failed', () => {
     for (const batch of [
-      { ...quick, noWrites: false },
+      { ...quick, noWrites: false, reran: true },
       { ...quick, full: false },
       { ...quick, external: true },
       null,
@@ -55,7 +77,7 @@ describe('ClaimSizer', () => {
   });
 
   it('does not grow where the policy has no claim growth (relay.maxBatchSize is relay.batchSize)', () => {
-    const s = new ClaimSizer({ batchSize: 100, leaseMs: 60_000 }, null);
+    const s = new ClaimSizer({ batchSize: 100, leaseMs: 60_000 }, null, true);
     expect(sizes(s, A, [quick, quick])).toEqual([100, 100]);
   });
 
@@ -77,7 +99,7 @@ describe('ClaimSizer', () => {
   });
 
   it('a claim of one event that timed out cannot be made smaller', () => {
-    const s = new ClaimSizer({ batchSize: 1, leaseMs: 60_000 }, null);
+    const s = new ClaimSizer({ batchSize: 1, leaseMs: 60_000 }, null, true);
     expect(s.timedOut(A, 1)).toBe(false);
   });
 

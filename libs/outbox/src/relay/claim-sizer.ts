@@ -13,6 +13,8 @@ export interface BatchSummary {
   full: boolean;
   /** Every handler ran without `context.manager`, and the batch went to its commit as it ran. */
   noWrites: boolean;
+  /** A handler's failure made the batch run again (with a savepoint per handler, or in parts). */
+  reran: boolean;
   /** The batch had webhook or broker deliveries. */
   external: boolean;
   /** From the claim sent to the commit sent. */
@@ -23,8 +25,8 @@ export interface BatchSummary {
  * How many events one lane's claims take, tenant by tenant: `relay.batchSize`; fewer, for every tenant, after a
  * claim that outlived its statement bound (`relay.leaseMs`), growing back by doubling after full claims that took
  * under a quarter of it; more, up to the policy's `claimGrowth.max` (`relay.maxBatchSize`), for a tenant whose
- * full batches write nothing and take under QUICK_BATCH_MS (see `ran`), unless `claimGrowth` is off. Pure: the
- * relay tells it what happened.
+ * full batches run without a savepoint per handler and take under QUICK_BATCH_MS (see `ran`), unless
+ * `claimGrowth` is off. Pure: the relay tells it what happened.
  */
 export class ClaimSizer {
   /** `relay.batchSize`, or less after a claim that timed out. */
@@ -35,6 +37,8 @@ export class ClaimSizer {
   constructor(
     private readonly relay: Pick<ResolvedOutboxOptions['relay'], 'batchSize' | 'leaseMs'>,
     private readonly growth: RelayPolicy['claimGrowth'],
+    /** Batches whose handlers write grow too: they run without a savepoint each (`optimisticBatches`, ADR 1001). */
+    private readonly writingGrows: boolean,
   ) {
     this.limit = relay.batchSize;
   }
@@ -63,9 +67,10 @@ export class ClaimSizer {
 
   /**
    * A tenant's batch ran (`null`: it claimed nothing, or failed). A full batch of handlers that wrote nothing
-   * through `context.manager`, with no webhook or broker deliveries, doubles the tenant's next claim when it took
-   * under QUICK_BATCH_MS, and halves it when it took longer (never below `relay.batchSize`); any other batch
-   * brings it back to `relay.batchSize`.
+   * through `context.manager` — or wrote without a savepoint each (`writingGrows`) — that did not run again after
+   * a handler's failure, with no webhook or broker deliveries, doubles the tenant's next claim when it took under
+   * QUICK_BATCH_MS, and halves it when it took longer (never below `relay.batchSize`); any other batch brings it
+   * back to `relay.batchSize`.
    */
   ran(tenantId: string, batch: BatchSummary | null): void {
     const { batchSize } = this.relay;
@@ -74,7 +79,8 @@ export class ClaimSizer {
       !growth ||
       batch === null ||
       !batch.full ||
-      !batch.noWrites ||
+      (!batch.noWrites && !this.writingGrows) ||
+      batch.reran ||
       batch.external ||
       this.limit < batchSize
     ) {

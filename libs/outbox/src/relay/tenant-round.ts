@@ -66,7 +66,7 @@ export class TenantRound {
     private readonly clock: Clock,
     private readonly policy: RelayPolicy,
   ) {
-    this.sizer = new ClaimSizer(options.relay, policy.claimGrowth);
+    this.sizer = new ClaimSizer(options.relay, policy.claimGrowth, policy.optimisticBatches);
   }
 
   async visit(due: DueTenant, overlap: boolean): Promise<TenantVisit> {
@@ -133,9 +133,10 @@ export class TenantRound {
       // Outcomes settled without a handler go with the local batch when there is one: an event's lease is released
       // only once every one of its in-process pairs is recorded, and pairs of one event may be split between lists.
       let noWrites = true;
+      let reran = false;
       if (local.length > 0) {
         handedOver = true;
-        ({ settled, noWrites } = await this.local.run(
+        ({ settled, noWrites, reran } = await this.local.run(
           connection,
           batch,
           { assigned: local, unclaimed },
@@ -151,7 +152,7 @@ export class TenantRound {
         // No transaction stays open, and no connection is held, across network I/O.
         await connection.release();
       }
-      ran = { full, noWrites, external: external.length > 0, ms: this.clock.now() - began };
+      ran = { full, noWrites, reran, external: external.length > 0, ms: this.clock.now() - began };
       if (external.length > 0) await this.recorder.record(batch, await this.external.send(batch, external));
       return { result, settled, limit };
     } finally {
