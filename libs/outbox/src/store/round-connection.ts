@@ -119,11 +119,13 @@ export async function pipelinedTransaction(
 
 /**
  * Sends `statements` on `connection` in one round trip, each its own implicit transaction (pg ends each with a
- * Sync: one that fails does not stop those after it), in pipeline mode for them alone; throws the first error.
+ * Sync: one that fails does not stop those after it), in pipeline mode for them alone, in one write with
+ * `oneWrite` (`RelayPolicy.oneWrite`); throws the first error.
  */
 export async function pipelinedCommands(
   connection: PoolClient,
   statements: readonly q.SqlStatement[],
+  oneWrite: boolean,
 ): Promise<void> {
   setPipeline(connection, true);
   try {
@@ -131,6 +133,7 @@ export async function pipelinedCommands(
       sendAll(
         connection,
         statements.map((statement) => ({ statement })),
+        oneWrite,
       ),
     );
   } finally {
