@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { Pool } from 'pg';
 import { OUTBOX_DEFAULTS } from 'nestjs-pg-outbox';
-import { createBenchApp } from './bench-app';
+import { createBenchApp, type BenchApp } from './bench-app';
 import type { RowsQuery } from './backend-cpu';
 import { CpuMeter } from './cpu-meter';
 import { BENCH_EVENT, BENCH_TENANT } from './bench-database';
@@ -178,35 +178,7 @@ export async function measureRaw(context: BenchContext): Promise<LatencyRun> {
   let notifying: Promise<unknown> = Promise.resolve();
   try {
     const produce: Produce = async () => {
-      const id = randomUUID();
-      const contactId = randomUUID();
-      const client = await pool.connect();
-      try {
-        await client.query('begin');
-        const contact = insertContact(
-          contactId,
-          BENCH_TENANT,
-          'Contact',
-          `${contactId.slice(0, 8)}@example.com`,
-        );
-        await client.query(contact.text, contact.values);
-        const event = insertEvent({
-          id,
-          tenantId: BENCH_TENANT,
-          eventName: BENCH_EVENT,
-          payloadJson: JSON.stringify({
-            contactId,
-            name: 'Contact',
-            email: `${contactId.slice(0, 8)}@example.com`,
-          }),
-          aggregateType: 'contact',
-          aggregateId: contactId,
-        });
-        await client.query(event.text, event.values);
-        await client.query('commit');
-      } finally {
-        client.release();
-      }
+      const id = await commitRawContactEvent(pool);
       committedAt.set(id, now());
       notifying = notifying.then(() => notifier.rows(notify(RAW_NOTIFY_CHANNEL)));
       await notifying;
@@ -225,6 +197,49 @@ export async function measureRaw(context: BenchContext): Promise<LatencyRun> {
     await notifier.end();
     await pool.end();
   }
+}
+
+/** The raw side's business transaction with plain `pg`: a contact and its event; resolves with the event's id. */
+export async function commitRawContactEvent(pool: Pool): Promise<string> {
+  const id = randomUUID();
+  const contactId = randomUUID();
+  const email = `${contactId.slice(0, 8)}@example.com`;
+  const client = await pool.connect();
+  try {
+    await client.query('begin');
+    const contact = insertContact(contactId, BENCH_TENANT, 'Contact', email);
+    await client.query(contact.text, contact.values);
+    const event = insertEvent({
+      id,
+      tenantId: BENCH_TENANT,
+      eventName: BENCH_EVENT,
+      payloadJson: JSON.stringify({ contactId, name: 'Contact', email }),
+      aggregateType: 'contact',
+      aggregateId: contactId,
+    });
+    await client.query(event.text, event.values);
+    await client.query('commit');
+  } finally {
+    client.release();
+  }
+  return id;
+}
+
+/** A business transaction through the app: a contact and its event (`enqueue`); resolves with the event's id. */
+export function commitContactEvent(app: BenchApp): Promise<string> {
+  const contactId = randomUUID();
+  const email = `${contactId.slice(0, 8)}@example.com`;
+  return app.dataSource.transaction(async (manager) => {
+    const contact = insertContact(contactId, BENCH_TENANT, 'Contact', email);
+    await manager.query(contact.text, contact.values);
+    return app.outbox.enqueue(manager, {
+      tenantId: BENCH_TENANT,
+      eventName: BENCH_EVENT,
+      payload: { contactId, name: 'Contact', email },
+      aggregateType: 'contact',
+      aggregateId: contactId,
+    });
+  });
 }
 
 /**
@@ -277,19 +292,7 @@ export async function measureLibrary(
   const committedAt = new Map<string, number>();
   try {
     const produce: Produce = async () => {
-      const contactId = randomUUID();
-      const email = `${contactId.slice(0, 8)}@example.com`;
-      const id = await producer.dataSource.transaction(async (manager) => {
-        const contact = insertContact(contactId, BENCH_TENANT, 'Contact', email);
-        await manager.query(contact.text, contact.values);
-        return producer.outbox.enqueue(manager, {
-          tenantId: BENCH_TENANT,
-          eventName: BENCH_EVENT,
-          payload: { contactId, name: 'Contact', email },
-          aggregateType: 'contact',
-          aggregateId: contactId,
-        });
-      });
+      const id = await commitContactEvent(producer);
       committedAt.set(id, now());
       if (path === 'woken') app.relay.wake();
     };

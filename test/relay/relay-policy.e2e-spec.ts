@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import type { Pool, PoolClient } from 'pg';
 import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
 import { OUTBOX_RELAY_POLICY, type RelayPolicy } from '../../libs/outbox/src/options/relay-policy';
 import { buildApp, type TestApp } from '../support/build-app';
@@ -23,6 +24,7 @@ const ALL_OFF: Partial<RelayPolicy> = {
   unguardedClosings: false,
   optimisticBatches: false,
   wakeUpGapMs: 0,
+  oneWrite: false,
 };
 
 /**
@@ -47,18 +49,42 @@ describe("the relay's policy", () => {
     await db?.drop();
   });
 
-  /** The second round of an app, on two events: its statements (the first round registers and warms up). */
-  async function secondRound(t: TestApp): Promise<ProbedStatement[]> {
+  /**
+   * The second round of an app, on two events (the first round registers and warms up): its statements, round
+   * trips, and the socket writes of the pool's connections meanwhile.
+   */
+  async function secondRound(
+    t: TestApp,
+  ): Promise<{ statements: ProbedStatement[]; roundTrips: number; writes: number }> {
+    const pool = (t.dataSource.driver as unknown as { master: Pool }).master;
+    let writes = 0;
+    const counted = new WeakSet<object>();
+    // every write or writev of a socket goes through its `_writeGeneric` (Node's own): counted per socket
+    const onAcquire = (client: PoolClient): void => {
+      const socket = (client as unknown as { connection: { stream: Record<string, unknown> } }).connection
+        .stream as { _writeGeneric: (...args: unknown[]) => unknown };
+      if (counted.has(socket)) return;
+      counted.add(socket);
+      const original = socket._writeGeneric;
+      socket._writeGeneric = function (this: unknown, ...args: unknown[]) {
+        writes++;
+        return original.apply(this, args);
+      };
+    };
+    pool.on('acquire', onAcquire);
     const probe = RoundTripProbe.attach(t.dataSource);
     try {
       await enqueueIn(t, { eventName: EVENT });
       expect(await t.relay.runOnce()).toMatchObject({ succeeded: 1 });
       await enqueueManyIn(t, [{ eventName: EVENT }, { eventName: EVENT }]);
       probe.take();
+      writes = 0;
       expect(await t.relay.runOnce()).toMatchObject({ eventsClaimed: 2, succeeded: 2 });
-      return probe.take().statements;
+      const { statements, roundTrips } = probe.take();
+      return { statements, roundTrips, writes };
     } finally {
       probe.detach();
+      pool.off('acquire', onAcquire);
     }
   }
 
@@ -81,13 +107,14 @@ describe("the relay's policy", () => {
       unguardedClosings: true,
       optimisticBatches: true,
       wakeUpGapMs: 2,
+      oneWrite: true,
     });
     expect(switched.app.get(OUTBOX_RELAY_POLICY, { strict: false })).toEqual(ALL_OFF);
   });
 
   it('as shipped: the lean claim, named, and a closing without the guard for handlers that write nothing', async () => {
     shipped = await buildApp({ url: db.url, providers: [Plain] });
-    const sent = await secondRound(shipped);
+    const { statements: sent } = await secondRound(shipped);
     const claims = sent.filter((s) => relayStatement.claim(s));
     expect(claims).toHaveLength(1);
     expect(relayStatement.fanOut(claims[0]!)).toBe(false);
@@ -97,11 +124,26 @@ describe("the relay's policy", () => {
 
   it('with the switches off: the fan-out, unnamed, and the guard in every closing', async () => {
     switched = await buildApp({ url: db.url, providers: [Plain], imports: [Switches.of(ALL_OFF)] });
-    const sent = await secondRound(switched);
+    const { statements: sent } = await secondRound(switched);
     const claims = sent.filter((s) => relayStatement.claim(s));
     expect(claims).toHaveLength(1);
     expect(relayStatement.fanOut(claims[0]!)).toBe(true);
     expect(sent.filter((s) => s.name !== undefined)).toEqual([]);
     expect(guarded(sent)).toBe(true);
+  });
+
+  it('as shipped, each round trip leaves in one socket write; with oneWrite off, each statement in one of its own', async () => {
+    shipped = await buildApp({ url: db.url, providers: [Plain] });
+    const one = await secondRound(shipped);
+    // TypeORM's START TRANSACTION and COMMIT included: they go in the write of the claim and of the closing
+    expect(one.statements.length).toBeGreaterThan(one.roundTrips);
+    expect(one.writes).toBe(one.roundTrips);
+    switched = await buildApp({
+      url: db.url,
+      providers: [Plain],
+      imports: [Switches.of({ oneWrite: false })],
+    });
+    const each = await secondRound(switched);
+    expect(each.writes).toBe(each.statements.length);
   });
 });

@@ -14,6 +14,7 @@ describe('relayPolicy', () => {
       unguardedClosings: true,
       optimisticBatches: true,
       wakeUpGapMs: 2,
+      oneWrite: true,
     });
   });
 

@@ -19,7 +19,9 @@ import type { ResolvedOutboxOptions } from './outbox-module-options.interface';
  *   savepoint per handler, the failed delivery settled as it failed (ADR 1001, batch/local-batch.ts and
  *   batch/handler-scope.ts);
  * - `wakeUpGapMs`: the shortest gap between two wake-up NOTIFYs of this process, in ms (0: one per commit;
- *   ADR 0606, enqueue/notify-pacer.ts; an option, `relay.notifyGapMs`, before 0.2.0).
+ *   ADR 0606, enqueue/notify-pacer.ts; an option, `relay.notifyGapMs`, before 0.2.0);
+ * - `oneWrite`: the statements of one round trip leave in one socket write, TypeORM's own included (ADR 1005,
+ *   store/pipeline.ts and `sendSteps`).
  * Pipelining (ADR 0501/0604) and the narrowing of a failed batch (ADR 0101) are not switches: the relay's
  * round trips and its guarantees rest on them.
  */
@@ -31,6 +33,7 @@ export interface RelayPolicy {
   readonly unguardedClosings: boolean;
   readonly optimisticBatches: boolean;
   readonly wakeUpGapMs: number;
+  readonly oneWrite: boolean;
 }
 
 /** Token of the app's `RelayPolicy` (internal: not exported by the package's index). */
@@ -61,6 +64,7 @@ export function relayPolicy(
     unguardedClosings: true,
     optimisticBatches: true,
     wakeUpGapMs: WAKE_UP_GAP_MS,
+    oneWrite: true,
     ...switches,
   };
 }

@@ -39,6 +39,9 @@ export async function runLanes<L, V>(
   visits: readonly V[],
   visit: (lane: L, next: V) => Promise<void>,
 ): Promise<void> {
+  // the common case at a low rate — one visit, or none — needs no lanes side by side
+  if (visits.length === 0) return;
+  if (visits.length === 1 && lanes.length > 0) return visit(lanes[0]!, visits[0]!);
   let next = 0;
   let failed = false;
   const ended = await Promise.allSettled(

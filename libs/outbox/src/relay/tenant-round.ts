@@ -73,9 +73,10 @@ export class TenantRound {
     const batch = newTenantBatch(due.tenantId);
     const { result } = batch;
     const tenantConsumers = await this.registry.tenantConsumers(batch.tenantId);
-    const scoped = new Map(tenantConsumers.map((c) => [c.name, c]));
+    // tenant-scoped consumers (webhook subscriptions): none for most tenants, and no map made then
+    const scoped = tenantConsumers.length === 0 ? null : new Map(tenantConsumers.map((c) => [c.name, c]));
     const consumerNamed = (name: string): OutboxConsumer | undefined =>
-      this.registry.get(name) ?? scoped.get(name);
+      this.registry.get(name) ?? scoped?.get(name);
     const connection = this.store.tenantConnection(batch.tenantId);
     let settled = Promise.resolve();
     // once the local batch takes the connection over, its commit releases it
@@ -86,8 +87,9 @@ export class TenantRound {
       const { claimed, events, limit, full } = await this.claim(connection, batch, due, tenantConsumers);
       result.eventsClaimed = events;
       result.deliveriesClaimed = claimed.length;
-      // instrumentation: batch size, lease recoveries
-      this.instrumentation.batchClaimed({ tenantId: batch.tenantId, events, deliveries: claimed });
+      // instrumentation: batch size, lease recoveries (nothing made for it when nobody observes)
+      if (this.instrumentation.active)
+        this.instrumentation.batchClaimed({ tenantId: batch.tenantId, events, deliveries: claimed });
       if (claimed.length === 0) {
         // Nothing to do: the (empty) batch transaction is rolled back without holding the round up.
         handedOver = true;

@@ -150,11 +150,11 @@ export class OutboxStore {
       await this.transport.deadline.within(runner, trip, null, async () => {
         const connection = await this.transport.deadline.connect(runner);
         // each its own implicit transaction: the reset runs after a failure too
-        await pipelinedCommands(connection, [
-          sessionBound(this.transport.leaseMs),
-          statement,
-          resetSessionBound(),
-        ]);
+        await pipelinedCommands(
+          connection,
+          [sessionBound(this.transport.leaseMs), statement, resetSessionBound()],
+          this.transport.policy.oneWrite,
+        );
       });
     } finally {
       await runner.release();

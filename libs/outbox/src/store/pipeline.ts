@@ -1,3 +1,4 @@
+import type { Writable } from 'node:stream';
 import type { PoolClient, QueryConfig, QueryResult } from 'pg';
 import type { QueryRunner } from 'typeorm';
 import type { SqlStatement } from './sql';
@@ -34,17 +35,44 @@ export function setPipeline(connection: PoolClient, on: boolean): void {
 
 /**
  * Writes the statements on the connection, in order, without waiting (the connection must be in pipeline mode
- * for them to share a round trip), and returns each one's result. Every promise is observed, so a statement
+ * for them to share a round trip), in one socket write unless `oneWrite` is false (`RelayPolicy.oneWrite`), and
+ * returns each one's result. Every promise is observed, so a statement
  * that fails after an earlier failure (an aborted transaction fails the rest) never goes unhandled.
  */
-export function sendAll(connection: PoolClient, statements: readonly Sent[]): Promise<QueryResult>[] {
-  return statements.map(({ statement, name }) => {
-    const config: QueryConfig = { text: statement.text, values: statement.values };
-    if (name !== undefined) config.name = name;
-    const result = connection.query(config);
-    result.catch(() => undefined);
-    return result;
-  });
+export function sendAll(
+  connection: PoolClient,
+  statements: readonly Sent[],
+  oneWrite = true,
+): Promise<QueryResult>[] {
+  const write = (): Promise<QueryResult>[] =>
+    statements.map(({ statement, name }) => {
+      const config: QueryConfig = { text: statement.text, values: statement.values };
+      if (name !== undefined) config.name = name;
+      const result = connection.query(config);
+      result.catch(() => undefined);
+      return result;
+    });
+  return oneWrite ? inOneWrite(connection, write) : write();
+}
+
+/**
+ * Runs `write`, which writes on the connection, with its socket corked: what it writes leaves in one `writev`
+ * when it returns, instead of one write per statement (pg corks each statement's messages, not a pipeline's
+ * statements; on loopback each write also costs the kernel's delivery to the server). With `untilImmediate`,
+ * the socket stays corked until this turn's promise callbacks have run, so that what they write — TypeORM's
+ * `START TRANSACTION` or `COMMIT`, a few awaits behind — goes in the same write (see `sendSteps`). The relay's
+ * policy switches it (`RelayPolicy.oneWrite`); measured in docs/adr/1005-low-rate-relay-cpu.md.
+ */
+export function inOneWrite<T>(connection: PoolClient, write: () => T, untilImmediate = false): T {
+  const socket = (connection as unknown as { connection?: { stream?: Writable } }).connection?.stream;
+  if (!socket?.cork) return write();
+  socket.cork();
+  try {
+    return write();
+  } finally {
+    if (untilImmediate) setImmediate(() => socket.uncork());
+    else socket.uncork();
+  }
 }
 
 /** Waits for every result; throws the first statement's error (the cause: those after it fail because of it). */

@@ -50,6 +50,8 @@ interface Generation {
   number: number;
   /** Epoch ms after which the next generation is made (Infinity: never). */
   until: number;
+  /** The generation's names by their start, made once (a name is a hash: not made again per round trip). */
+  names: Map<string, string>;
 }
 
 /**
@@ -79,10 +81,15 @@ export class PreparedStatements {
     if (!this.enabled || statement.prepared === undefined) return undefined;
     let generation = this.generations.get(connection);
     if (!generation) {
-      generation = { number: 0, until: Date.now() + REFRESH_AFTER_MS[0]! };
+      generation = { number: 0, until: Date.now() + REFRESH_AFTER_MS[0]!, names: new Map() };
       this.generations.set(connection, generation);
     }
-    return preparedName(statement.prepared, this.textsHash, generation.number);
+    let name = generation.names.get(statement.prepared);
+    if (name === undefined) {
+      name = preparedName(statement.prepared, this.textsHash, generation.number);
+      generation.names.set(statement.prepared, name);
+    }
+    return name;
   }
 
   /** True when the connection's named statements are due for their next generation. */
@@ -100,6 +107,7 @@ export class PreparedStatements {
     if (!generation) return [];
     const left = starts.map((start) => preparedName(start, this.textsHash, generation.number));
     generation.number++;
+    generation.names = new Map();
     const after = REFRESH_AFTER_MS[generation.number];
     generation.until = after === undefined ? Infinity : Date.now() + after;
     return left;

@@ -6,7 +6,15 @@ import { sqlState } from '../errors/sql-state';
 import { NIL_UUID } from '../model/outbox.constants';
 import type { OutboxRoundTrip } from '../model/outbox-relay-stall.interface';
 import type { RelayPolicy } from '../options/relay-policy';
-import { allResults, inTransactionBlock, pgConnection, sendAll, setPipeline, type Sent } from './pipeline';
+import {
+  allResults,
+  inOneWrite,
+  inTransactionBlock,
+  pgConnection,
+  sendAll,
+  setPipeline,
+  type Sent,
+} from './pipeline';
 import type { BatchWire } from './outbox-store.port';
 import type { PreparedStatements } from './prepared-statements';
 import type { RoundTripDeadline } from './round-trip-deadline';
@@ -72,9 +80,14 @@ export async function sendSteps(
     generic = true;
     return sent.push({ statement, name }) - 1;
   });
-  const results = sendAll(connection, sent);
-  // what TypeORM sends itself (its `START TRANSACTION`, `COMMIT`) goes last, in the same round trip
-  const closing = last?.();
+  // what TypeORM sends itself (its `START TRANSACTION`, `COMMIT`) goes last, in the same round trip and write
+  let closing: Promise<unknown> | undefined;
+  const write = (): Promise<QueryResult>[] => {
+    const written = sendAll(connection, sent, false);
+    closing = last?.();
+    return written;
+  };
+  const results = transport.policy.oneWrite ? inOneWrite(connection, write, last !== undefined) : write();
   let settled: QueryResult[];
   try {
     settled = await allResults(results);
@@ -106,11 +119,13 @@ export async function pipelinedTransaction(
 
 /**
  * Sends `statements` on `connection` in one round trip, each its own implicit transaction (pg ends each with a
- * Sync: one that fails does not stop those after it), in pipeline mode for them alone; throws the first error.
+ * Sync: one that fails does not stop those after it), in pipeline mode for them alone, in one write with
+ * `oneWrite` (`RelayPolicy.oneWrite`); throws the first error.
  */
 export async function pipelinedCommands(
   connection: PoolClient,
   statements: readonly q.SqlStatement[],
+  oneWrite: boolean,
 ): Promise<void> {
   setPipeline(connection, true);
   try {
@@ -118,6 +133,7 @@ export async function pipelinedCommands(
       sendAll(
         connection,
         statements.map((statement) => ({ statement })),
+        oneWrite,
       ),
     );
   } finally {
@@ -185,6 +201,7 @@ export class RoundConnection {
         const sent = sendAll(
           client,
           statements.map((statement) => ({ statement, name: this.nameOf(statement) })),
+          this.transport.policy.oneWrite,
         );
         const rows = allResults(sent).then((results) => results.map((result) => result.rows as unknown[]));
         rows.catch(() => undefined);
@@ -334,16 +351,22 @@ export class RoundConnection {
       q.HANDLER_CONTEXT_NAME,
     ]);
     // a name the server no longer has (or never parsed, as the outcome's may be) fails alone: no transaction
-    const deallocated = sendAll(
-      connection,
-      left.map((name) => ({ statement: { text: `deallocate ${name}`, values: [] } })),
-    );
-    await sendSteps(this.transport, connection, [
-      BEGIN,
-      q.setTransactionContext(tenantSetting, NIL_UUID, leaseMs),
-      ...q.newEventsWarmUp(names, policy),
-      ROLLBACK,
-    ]).catch(() => sendAll(connection, [{ statement: ROLLBACK }])[0]!.catch(() => undefined));
+    const write = (): { deallocated: Promise<unknown>[]; warmedUp: Promise<unknown> } => ({
+      deallocated: sendAll(
+        connection,
+        left.map((name) => ({ statement: { text: `deallocate ${name}`, values: [] } })),
+        false,
+      ),
+      warmedUp: sendSteps(this.transport, connection, [
+        BEGIN,
+        q.setTransactionContext(tenantSetting, NIL_UUID, leaseMs),
+        ...q.newEventsWarmUp(names, policy),
+        ROLLBACK,
+      ]),
+    });
+    // both in one write, as one round trip
+    const { deallocated, warmedUp } = policy.oneWrite ? inOneWrite(connection, write) : write();
+    await warmedUp.catch(() => sendAll(connection, [{ statement: ROLLBACK }])[0]!.catch(() => undefined));
     await Promise.allSettled(deallocated);
   }
 

@@ -159,24 +159,34 @@ export class RoundTripDeadline {
     (client as unknown as PgParameters).connectionParameters.query_timeout = ms;
   }
 
-  private async bound<T>(work: () => Promise<T>, expire: () => OutboxStallError): Promise<T> {
+  /**
+   * `work`, or an `OutboxStallError` from `expire` once `ms` passed without its answer. One promise and one
+   * timer per round trip, no race of two promises: it runs on every round trip of the relay.
+   */
+  private bound<T>(work: () => Promise<T>, expire: () => OutboxStallError): Promise<T> {
     if (this.ms === 0) return work();
     const began = performance.now();
-    const running = work();
-    let timer: NodeJS.Timeout | undefined;
-    const expired = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
+    return new Promise<T>((resolve, reject) => {
+      const running = work();
+      let expired = false;
+      const timer = setTimeout(() => {
+        expired = true;
         running.catch(() => undefined); // it fails once its connection is gone: the stall is what is reported
         reject(expire());
       }, this.ms);
+      running.then(
+        (result) => {
+          clearTimeout(timer);
+          if (expired) return;
+          if (began > this.stalledAt) this.recovered();
+          resolve(result);
+        },
+        (error: Error) => {
+          clearTimeout(timer);
+          reject(error);
+        },
+      );
     });
-    try {
-      const result = await Promise.race([running, expired]);
-      if (began > this.stalledAt) this.recovered();
-      return result;
-    } finally {
-      clearTimeout(timer);
-    }
   }
 
   /** Records a stall and logs it (once for the round trips that give up together); returns its error. */
