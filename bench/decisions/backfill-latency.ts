@@ -11,7 +11,9 @@
  */
 import 'reflect-metadata';
 import { Injectable } from '@nestjs/common';
-import { OnOutboxEvent, OutboxBackfill, type OutboxEvent } from 'nestjs-pg-outbox';
+import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
+// internal (not exported by the package): the pace is the script's variable; run from source, one copy of the class
+import { OutboxBackfill } from '../../libs/outbox/src/consumers/outbox-backfill';
 import { createBenchApp } from '../harness/bench-app';
 import { BENCH_EVENT, BENCH_TENANT } from '../harness/bench-database';
 import { percentile, sleep } from '../harness/stats';

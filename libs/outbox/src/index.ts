@@ -22,12 +22,6 @@ export { OutboxConsumerRegistry, type TenantConsumerSource } from './consumers/o
 export type { OutboxConsumer } from './model/outbox-consumer';
 export { OutboxRelay } from './relay/outbox.relay';
 export { OutboxRetention } from './maintenance/outbox.retention';
-export { OutboxBackfill } from './consumers/outbox-backfill';
-export type {
-  OutboxBackfillPace,
-  OutboxBackfillResult,
-  OutboxBackfillScope,
-} from './consumers/outbox-backfill';
 export {
   OutboxError,
   OutboxValidationError,
