@@ -55,3 +55,11 @@ export function checkEventName(field: string, value: unknown): string | null {
   if (!isEventName(value)) throw new OutboxValidationError(field, messages.badEventName(field, value));
   return value;
 }
+
+/** An optional free text of at most `max` characters, without control characters (a reason, a note). */
+export function checkText(field: string, value: unknown, max: number): string | null {
+  if (value === undefined || value === null || value === '') return null;
+  if (typeof value !== 'string' || value.length > max || CONTROL_CHARS.test(value))
+    throw new OutboxValidationError(field, messages.badText(field, max, value));
+  return value;
+}

@@ -21,6 +21,8 @@ export type {
   OutboxBackfillReport,
   OutboxBackfillRequest,
   OutboxBackfillState,
+  OutboxConsumerPause,
+  OutboxConsumerPauseScope,
 } from './outbox-admin.interfaces';
 export type { OutboxAdminModuleOptions } from './outbox-admin-options.interface';
 export {

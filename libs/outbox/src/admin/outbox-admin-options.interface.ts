@@ -4,7 +4,9 @@ import type { CanActivate, ModuleMetadata, Type } from '@nestjs/common';
 export interface OutboxAdminModuleOptions {
   /**
    * Guards run before every route (at least one, unless `allowUnguarded`). Each sees `request.params.tenantId`
-   * and must check that the caller may operate on that tenant: the routes read payloads and replay events.
+   * and must check that the caller may operate on that tenant: the routes read payloads and replay events. The
+   * routes of every tenant (`consumers/:consumer/pause`, `…/resume`, `consumers/paused`) have no `tenantId`: let
+   * only operators of every tenant through them.
    * Default: none (boot fails unless `allowUnguarded` is `true`).
    */
   guards?: (Type<CanActivate> | CanActivate)[];

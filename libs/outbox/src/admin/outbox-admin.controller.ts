@@ -8,6 +8,7 @@ import {
   Param,
   Post,
   Query,
+  Req,
   Res,
 } from '@nestjs/common';
 import { OutboxValidationError } from '../errors/outbox.error';
@@ -16,6 +17,7 @@ import { checkUuid } from './admin-validation';
 import type {
   OutboxBackfillReport,
   OutboxBackfillState,
+  OutboxConsumerPause,
   OutboxEventDeliveries,
   OutboxFailedEvent,
   OutboxPage,
@@ -128,6 +130,77 @@ export class OutboxAdminController {
     return started;
   }
 
+  /**
+   * `POST tenants/:tenantId/consumers/:consumer/pause` with an optional `{ reason }`: the tenant's deliveries to
+   * the consumer wait until resumed (docs/flow-control.md); audited. `{ paused: false }` when it was already.
+   */
+  @Post('tenants/:tenantId/consumers/:consumer/pause')
+  @HttpCode(200)
+  async pauseTenant(
+    @Req() request: { user?: unknown },
+    @Param('tenantId') tenantId: string,
+    @Param('consumer') consumer: string,
+    @Body() body?: PauseBody,
+  ): Promise<{ paused: boolean }> {
+    const audit = { actor: routeActor(request) };
+    return {
+      paused: await badRequestOnInvalid(() =>
+        this.admin.pauseConsumer(consumer, { tenantId, reason: body?.reason }, { audit }),
+      ),
+    };
+  }
+
+  /** `POST tenants/:tenantId/consumers/:consumer/resume`: lifts the tenant's own pause; audited. */
+  @Post('tenants/:tenantId/consumers/:consumer/resume')
+  @HttpCode(200)
+  async resumeTenant(
+    @Req() request: { user?: unknown },
+    @Param('tenantId') tenantId: string,
+    @Param('consumer') consumer: string,
+  ): Promise<{ resumed: boolean }> {
+    const audit = { actor: routeActor(request) };
+    return {
+      resumed: await badRequestOnInvalid(() => this.admin.resumeConsumer(consumer, { tenantId }, { audit })),
+    };
+  }
+
+  /**
+   * `POST consumers/:consumer/pause` with an optional `{ reason }`: every tenant's deliveries to the consumer
+   * wait. No `tenantId` in the route: the guards must let through only operators of every tenant. Audited (in
+   * the nil tenant's log).
+   */
+  @Post('consumers/:consumer/pause')
+  @HttpCode(200)
+  async pauseAll(
+    @Req() request: { user?: unknown },
+    @Param('consumer') consumer: string,
+    @Body() body?: PauseBody,
+  ): Promise<{ paused: boolean }> {
+    const audit = { actor: routeActor(request) };
+    return {
+      paused: await badRequestOnInvalid(() =>
+        this.admin.pauseConsumer(consumer, { reason: body?.reason }, { audit }),
+      ),
+    };
+  }
+
+  /** `POST consumers/:consumer/resume`: lifts the pause of every tenant (tenants' own pauses stay); audited. */
+  @Post('consumers/:consumer/resume')
+  @HttpCode(200)
+  async resumeAll(
+    @Req() request: { user?: unknown },
+    @Param('consumer') consumer: string,
+  ): Promise<{ resumed: boolean }> {
+    const audit = { actor: routeActor(request) };
+    return { resumed: await badRequestOnInvalid(() => this.admin.resumeConsumer(consumer, {}, { audit })) };
+  }
+
+  /** `GET consumers/paused`: every pause in force, of every tenant (the guards as for the routes above). */
+  @Get('consumers/paused')
+  paused(): Promise<OutboxConsumerPause[]> {
+    return badRequestOnInvalid(() => this.admin.pausedConsumers());
+  }
+
   /** `GET tenants/:tenantId/consumers/:consumer/backfills`: the consumer's backfills with their progress. */
   @Get('tenants/:tenantId/consumers/:consumer/backfills')
   async backfills(
@@ -139,6 +212,21 @@ export class OutboxAdminController {
     // a backfill of every tenant shows to each: it names no event
     return all.filter((b) => b.tenantId === null || b.tenantId === tenantId.toLowerCase());
   }
+}
+
+/** Body of the pause routes. */
+interface PauseBody {
+  reason?: string;
+}
+
+/** The actor of a route's audit row: the user the app's guard authenticated (its id, username, email or name). */
+function routeActor(request: { user?: unknown }): string {
+  const user = request.user as Record<string, unknown> | undefined;
+  for (const key of ['id', 'username', 'email', 'name']) {
+    const value = user?.[key];
+    if (typeof value === 'string' || typeof value === 'number') return String(value).slice(0, 200);
+  }
+  return 'admin-route';
 }
 
 /** Body of the backfill route: `since` an ISO date or `'oldest'`. */

@@ -54,6 +54,30 @@ export interface OutboxStats {
    * started: `recoveredAt` is null while the database still does not answer. Of this instance, for every tenant.
    */
   relayStall: OutboxRelayStall | null;
+  /**
+   * The consumers paused for this tenant (its own pauses and those of every tenant): their deliveries wait,
+   * uncharged, until `resumeConsumer` (docs/flow-control.md).
+   */
+  pausedConsumers: OutboxConsumerPause[];
+}
+
+/** A paused consumer (`OutboxAdminService.pauseConsumer`): its deliveries of `tenantId` (null: every tenant) wait. */
+export interface OutboxConsumerPause {
+  consumer: string;
+  /** The tenant paused, or null: every tenant. */
+  tenantId: string | null;
+  pausedAt: Date;
+  /** The actor of the audited pause, or null. */
+  pausedBy: string | null;
+  reason: string | null;
+}
+
+/** What `pauseConsumer` and `resumeConsumer` act on. */
+export interface OutboxConsumerPauseScope {
+  /** The tenant whose deliveries to the consumer wait; leave it out for every tenant. */
+  tenantId?: string;
+  /** Why (shown with the pause in `stats`, the board and the audit row), at most 500 characters. */
+  reason?: string;
 }
 
 /** One inbox consumer's messages not processed. */

@@ -17,6 +17,7 @@ import { NIL_UUID } from '../model/outbox.constants';
 import { OutboxWebhookService } from '../webhooks/outbox-webhook.service';
 import { OutboxStore } from '../store/outbox.store';
 import * as q from '../store/sql/admin';
+import * as pq from '../store/sql/consumer-pauses';
 import * as bq from './board-sql';
 import * as wq from '../webhooks/webhooks-sql';
 import * as iq from '../inbox/inbox-sql';
@@ -30,6 +31,7 @@ import {
   checkConsumerName,
   checkEventName,
   checkInteger,
+  checkText,
   checkUuid,
 } from './admin-validation';
 import type {
@@ -40,6 +42,8 @@ import type {
   OutboxBackfillState,
   OutboxBlockedAggregate,
   OutboxConsumerCounts,
+  OutboxConsumerPause,
+  OutboxConsumerPauseScope,
   OutboxDeliveryRecord,
   OutboxDeliveryStatus,
   OutboxEventDeliveries,
@@ -99,7 +103,7 @@ export class OutboxAdminService {
   async stats(tenantId: string): Promise<OutboxStats> {
     const tenant = checkUuid('tenantId', tenantId);
     const tenantConsumers = (await this.registry.tenantConsumers(tenant)).map((c) => c.name);
-    const [[row], inboxRows] = await this.read(tenant, async (runner) => [
+    const [[row], inboxRows, pauses] = await this.read(tenant, async (runner) => [
       await this.store.rows<StatsRow>(
         runner,
         q.tenantStats(this.options.names, {
@@ -110,6 +114,7 @@ export class OutboxAdminService {
         }),
       ),
       await this.store.rows<iq.InboxCountsRow>(runner, iq.inboxCounts(this.options.names, tenant)),
+      await this.store.rows<pq.ConsumerPauseRow>(runner, pq.consumerPauses(this.options.names, tenant)),
     ]);
     const events = Object.fromEntries(EVENT_STATUSES.map((s) => [s, row.events[s] ?? 0])) as Record<
       OutboxEventStatus,
@@ -137,6 +142,7 @@ export class OutboxAdminService {
         inboxRows.map((r) => [r.consumer_name, { retrying: r.retrying, dead: r.dead }]),
       ),
       relayStall: this.relay.stall,
+      pausedConsumers: pauses.map(toConsumerPause),
     };
   }
 
@@ -377,6 +383,111 @@ export class OutboxAdminService {
     return found;
   }
 
+  /**
+   * Pauses a consumer for one tenant (`scope.tenantId`) or for every tenant, in the database, for every relay:
+   * from the next claim on, no relay hands out its deliveries of that tenant (a delivery in flight finishes).
+   * Events enqueued meanwhile still fan out to it, as pending deliveries with no attempt charged, and reach its
+   * other consumers as usual; `resumeConsumer` makes them due, in order (docs/flow-control.md). The consumer must
+   * be in the persisted registry. Returns false when the pair was paused already (the first pause is kept). With
+   * `audit`, an audit row (action `pauseConsumer`) in the tenant's log (the nil tenant's for every tenant).
+   */
+  async pauseConsumer(
+    consumer: string,
+    scope: OutboxConsumerPauseScope = {},
+    options: OutboxActionOptions = {},
+  ): Promise<boolean> {
+    const { name, tenantId } = this.pauseTarget(consumer, scope);
+    const reason = checkText('reason', scope?.reason, 500);
+    const audit = audited(options, 'pauseConsumer', {
+      consumer: name,
+      allTenants: tenantId === null,
+      reason,
+    });
+    const [known] = await this.store.query<{ known: boolean }>(pq.consumerKnown(this.options.names, name));
+    if (!known?.known) throw new OutboxValidationError('consumer', messages.pauseUnknownConsumer(name));
+    const paused = await this.pauseWrite(
+      tenantId,
+      pq.pauseConsumer(this.options.names, {
+        consumer: name,
+        tenantId,
+        pausedBy: audit?.actor ?? null,
+        reason,
+      }),
+      audit,
+    );
+    if (paused)
+      this.logger.log(
+        `consumer "${name}" paused for ${tenantId === null ? 'every tenant' : `tenant ${tenantId}`}`,
+      );
+    return paused;
+  }
+
+  /**
+   * Resumes a consumer paused by `pauseConsumer` for the same scope (leave `tenantId` out to lift the pause of
+   * every tenant: a tenant's own pause stays). Its deliveries that waited are due at once, and the relays are
+   * woken. Returns false when that pair was not paused. With `audit`, an audit row (action `resumeConsumer`).
+   */
+  async resumeConsumer(
+    consumer: string,
+    scope: Pick<OutboxConsumerPauseScope, 'tenantId'> = {},
+    options: OutboxActionOptions = {},
+  ): Promise<boolean> {
+    const { name, tenantId } = this.pauseTarget(consumer, scope);
+    const audit = audited(options, 'resumeConsumer', { consumer: name, allTenants: tenantId === null });
+    const resumed = await this.pauseWrite(
+      tenantId,
+      pq.resumeConsumer(this.options.names, { consumer: name, tenantId }),
+      audit,
+    );
+    if (resumed) {
+      this.logger.log(
+        `consumer "${name}" resumed for ${tenantId === null ? 'every tenant' : `tenant ${tenantId}`}`,
+      );
+      this.relay.wake();
+    }
+    return resumed;
+  }
+
+  /** The pauses in force: those that apply to `tenantId` (its own and every tenant's), or all of them. */
+  async pausedConsumers(tenantId?: string): Promise<OutboxConsumerPause[]> {
+    const tenant = tenantId === undefined ? null : checkUuid('tenantId', tenantId);
+    const rows = await this.store.query<pq.ConsumerPauseRow>(pq.consumerPauses(this.options.names, tenant));
+    return rows.map(toConsumerPause);
+  }
+
+  /** The consumer and tenant of a pause or resume, checked. */
+  private pauseTarget(
+    consumer: string,
+    scope: Pick<OutboxConsumerPauseScope, 'tenantId'>,
+  ): { name: string; tenantId: string | null } {
+    const name = checkConsumerName('consumer', consumer);
+    if (name === null)
+      throw new OutboxValidationError('consumer', messages.badText('consumer', 200, consumer));
+    const tenantId = scope?.tenantId === undefined ? null : checkUuid('tenantId', scope.tenantId);
+    return { name, tenantId };
+  }
+
+  /**
+   * A pause's or a resume's statement, with its audit row, under the admin lock of its tenant (the nil tenant's
+   * for every tenant): two writes of one pair run one after the other. True when it changed a row.
+   */
+  private async pauseWrite(
+    tenantId: string | null,
+    statement: SqlStatement,
+    audit: Audit | null,
+  ): Promise<boolean> {
+    const tenant = tenantId ?? NIL_UUID;
+    return this.write(tenant, async (runner) => {
+      const rows = await this.store.rows(runner, statement);
+      if (audit)
+        await this.store.rows(
+          runner,
+          bq.insertAudit(this.options.names, { ...audit, tenantId: tenant, rows: rows.length }),
+        );
+      return rows.length > 0;
+    });
+  }
+
   /** A page of the tenant's audit log (actions taken with `audit`), newest first. */
   async auditLog(
     tenantId: string,
@@ -544,6 +655,16 @@ function checkId(field: string, value: unknown): string {
   if (typeof value !== 'string' || !/^\d{1,18}$/.test(value))
     throw new OutboxValidationError(field, messages.badInteger(field, 1, null, value));
   return value;
+}
+
+function toConsumerPause(row: pq.ConsumerPauseRow): OutboxConsumerPause {
+  return {
+    consumer: row.consumer_name,
+    tenantId: row.tenant_id,
+    pausedAt: row.paused_at,
+    pausedBy: row.paused_by,
+    reason: row.reason,
+  };
 }
 
 interface AuditRow {

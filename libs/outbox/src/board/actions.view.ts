@@ -17,6 +17,10 @@ export function describeAction(input: BoardActionInput): string {
       return `Pause webhook subscription ${input.subscription}`;
     case 'resume-subscription':
       return `Resume webhook subscription ${input.subscription}`;
+    case 'pause-consumer':
+      return `Pause consumer ${input.consumer}: its deliveries wait, uncharged, until resumed`;
+    case 'resume-consumer':
+      return `Resume consumer ${input.consumer}: its waiting deliveries are due at once, in order`;
     case 'backfill-consumer':
       return (
         `Backfill consumer ${input.consumer} with the retained events ` +

@@ -7,16 +7,36 @@ import { actionForm, backfillForm } from './actions.view';
 export function consumersPage(ctx: BoardPageContext, v: BoardConsumersView): string {
   const circuits = (name: string) => v.circuits.filter((c) => c.consumer === name);
   const paused = new Set(v.subscriptions.filter((s) => s.status === 'paused').map((s) => s.consumer));
+  const pausedHere = new Set(v.pauses.filter((p) => p.tenant_id !== null).map((p) => p.consumer_name));
+  const pausedEverywhere = new Set(v.pauses.filter((p) => p.tenant_id === null).map((p) => p.consumer_name));
+  // a consumer's deliveries in this tenant: paused here (the board resumes it), or for every tenant (the admin
+  // routes or service resume it: the board acts on one tenant)
+  const subscriptionConsumers = new Set(v.subscriptions.map((sub) => sub.consumer));
+  const pause = (name: string, orphaned: boolean): SafeHtml | string => {
+    // a webhook subscription is paused on its own line below
+    if (subscriptionConsumers.has(name)) return '';
+    if (pausedHere.has(name))
+      return actionForm(
+        ctx,
+        { action: 'resume-consumer', consumer: name },
+        'Resume',
+        `Resume consumer ${name}`,
+      );
+    if (pausedEverywhere.has(name)) return html`<span class="muted small">paused for every tenant</span>`;
+    if (orphaned) return '';
+    return actionForm(ctx, { action: 'pause-consumer', consumer: name }, 'Pause', `Pause consumer ${name}`);
+  };
   const health = (c: BoardConsumersView['overview']['consumers'][number]): SafeHtml => {
     const open = circuits(c.name).some((x) => x.state !== 'closed');
     if (c.orphaned) return badge('orphaned');
-    if (paused.has(c.name)) return badge('paused');
+    if (paused.has(c.name) || pausedHere.has(c.name) || pausedEverywhere.has(c.name)) return badge('paused');
     if (open) return badge('circuit-open');
     if (c.dead > 0) return badge('dead');
     if (c.failed > 0) return badge('retrying');
     return badge('healthy');
   };
   const orphaned = v.overview.consumers.filter((c) => c.orphaned);
+
   return layout(
     ctx,
     'Consumers',
@@ -34,6 +54,7 @@ export function consumersPage(ctx: BoardPageContext, v: BoardConsumersView): str
             <th scope="col">Health</th>
             <th scope="col">Waiting</th>
             <th scope="col">Dead</th>
+            <th scope="col">Delivery</th>
           </tr>
         </thead>
         <tbody>
@@ -47,6 +68,7 @@ export function consumersPage(ctx: BoardPageContext, v: BoardConsumersView): str
                 <td>${health(c)}</td>
                 <td>${count(c.pending + c.failed)}</td>
                 <td>${count(c.dead)}</td>
+                <td>${pause(c.name, c.orphaned)}</td>
               </tr>`,
           )}
         </tbody>

@@ -24,7 +24,9 @@ export type BoardAction =
   | 'purge-event'
   | 'pause-subscription'
   | 'resume-subscription'
-  | 'backfill-consumer';
+  | 'backfill-consumer'
+  | 'pause-consumer'
+  | 'resume-consumer';
 
 /** The fields of an action's form. */
 export interface BoardActionInput {

@@ -53,6 +53,8 @@ const ACTIONS: readonly BoardAction[] = [
   'pause-subscription',
   'resume-subscription',
   'backfill-consumer',
+  'pause-consumer',
+  'resume-consumer',
 ];
 /** What the page says after an action, by the `done` code of the redirect (never text from the URL). */
 const DONE: Record<string, (n: number) => string> = {
@@ -60,6 +62,14 @@ const DONE: Record<string, (n: number) => string> = {
   purged: (n) => (n === 1 ? 'Purged the event.' : 'Nothing purged: the event is not settled (or gone).'),
   paused: (n) => (n === 1 ? 'Paused the subscription.' : 'No such subscription.'),
   resumed: (n) => (n === 1 ? 'Resumed the subscription.' : 'No such subscription.'),
+  'consumer-paused': (n) =>
+    n === 1
+      ? 'Paused the consumer for this tenant: its deliveries wait until resumed.'
+      : 'The consumer was paused already.',
+  'consumer-resumed': (n) =>
+    n === 1
+      ? 'Resumed the consumer: its waiting deliveries are due now.'
+      : 'The consumer was not paused here.',
   backfilling: (n) =>
     `Backfill started: ${n} ${n === 1 ? 'delivery' : 'deliveries'} to create, in throttled chunks; each is due once created.`,
 };
@@ -269,6 +279,14 @@ export class OutboxBoardController {
           .deliveries;
         done = 'backfilling';
         break;
+      case 'pause-consumer':
+        n = (await this.admin.pauseConsumer(input.consumer!, { tenantId: tenant }, { audit })) ? 1 : 0;
+        done = 'consumer-paused';
+        break;
+      case 'resume-consumer':
+        n = (await this.admin.resumeConsumer(input.consumer!, { tenantId: tenant }, { audit })) ? 1 : 0;
+        done = 'consumer-resumed';
+        break;
       case 'pause-subscription':
       case 'resume-subscription': {
         const pause = input.action === 'pause-subscription';
@@ -290,7 +308,8 @@ export class OutboxBoardController {
       return given.replace(/[?&]done=[^&]*&n=\d*/, '');
     }
     if (input.eventId) return `${tenantRoot}/events/${input.eventId}`;
-    if (input.subscription || input.action === 'backfill-consumer') return `${tenantRoot}/consumers`;
+    if (input.subscription || (input.action.endsWith('-consumer') && input.action !== 'replay-consumer'))
+      return `${tenantRoot}/consumers`;
     return `${tenantRoot}/failures`;
   }
 
@@ -359,7 +378,7 @@ function actionInput(body: Record<string, unknown> | undefined): BoardActionInpu
   };
   if ((action === 'replay-event' || action === 'purge-event') && !input.eventId)
     throw new BadRequestException(`${action} needs an eventId.`);
-  if ((action === 'replay-consumer' || action === 'backfill-consumer') && !input.consumer)
+  if (action.endsWith('-consumer') && !input.consumer)
     throw new BadRequestException(`${action} needs a consumer.`);
   if (action === 'backfill-consumer' && !input.since)
     throw new BadRequestException('backfill-consumer needs since: a date (2026-11-01) or oldest.');

@@ -12,6 +12,7 @@ import { OutboxWebhookService } from '../webhooks/outbox-webhook.service';
 import { OutboxWebhookSubscriptions } from '../webhooks/outbox-webhook-subscriptions.service';
 import { OutboxStore } from '../store/outbox.store';
 import * as bq from '../admin/board-sql';
+import * as pq from '../store/sql/consumer-pauses';
 import { checkConsumerName, checkEventName, checkUuid } from '../admin/admin-validation';
 import type { OutboxBlockedAggregate } from '../admin/outbox-admin.interfaces';
 
@@ -74,6 +75,8 @@ export interface BoardConsumersView {
   circuits: OutboxWebhookCircuitState[];
   subscriptions: OutboxWebhookSubscription[];
   blocked: Omit<OutboxBlockedAggregate, 'waitingDeliveries'>[];
+  /** The pauses that apply to this tenant: its own (`tenantId` set) and those of every tenant (null). */
+  pauses: pq.ConsumerPauseRow[];
 }
 
 /**
@@ -191,7 +194,7 @@ export class OutboxBoardService {
   async consumers(tenantId: string): Promise<BoardConsumersView> {
     const overview = await this.overview(tenantId);
     const tenant = overview.tenantId;
-    const [blocked, subscriptions] = await Promise.all([
+    const [blocked, subscriptions, pauses] = await Promise.all([
       this.read(tenant, (runner) =>
         this.store.rows<Omit<OutboxBlockedAggregate, 'waitingDeliveries'>>(
           runner,
@@ -199,6 +202,7 @@ export class OutboxBoardService {
         ),
       ),
       this.subscriptions?.enabled ? this.subscriptions.list(tenant) : Promise.resolve([]),
+      this.store.query<pq.ConsumerPauseRow>(pq.consumerPauses(this.options.names, tenant)),
     ]);
     return {
       overview,
@@ -207,6 +211,7 @@ export class OutboxBoardService {
       ),
       subscriptions,
       blocked,
+      pauses,
     };
   }
 

@@ -134,6 +134,9 @@ export const messages = {
   consumerStillLive: (name: string, orphanAfterMs: number): string =>
     `consumer "${name}" was reported by an instance within the last ${orphanAfterMs} ms (registry.orphanAfterMs), so ` +
     'it would be registered again at the next heartbeat; remove it from every instance first, then forget it.',
+  pauseUnknownConsumer: (name: string): string =>
+    `consumer "${name}" is not in the persisted registry (outbox_consumers): pause a consumer by the name an ` +
+    'instance registered (stats and the board list them); a webhook subscription is paused with setSubscriptionPaused.',
   backfillUnknownConsumer: (name: string): string =>
     `consumer "${name}" is not in the persisted registry (outbox_consumers): a backfill creates the rows of a ` +
     'consumer that an instance hosts; start an instance that hosts it (its relay enabled), then backfill.',

@@ -16,6 +16,7 @@ import { OutboxInboxTenantKey1764500400000 } from './1764500400000-outbox-inbox-
 import { OutboxBatchSeal1764500700000 } from './1764500700000-outbox-batch-seal';
 import { OutboxPurgeRelayInbox1764500800000 } from './1764500800000-outbox-purge-relay-inbox';
 import { OutboxBackfills1764500900000 } from './1764500900000-outbox-backfills';
+import { OutboxConsumerPauses1764501000000 } from './1764501000000-outbox-consumer-pauses';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -37,4 +38,5 @@ export const outboxMigrations = [
   OutboxBatchSeal1764500700000,
   OutboxPurgeRelayInbox1764500800000,
   OutboxBackfills1764500900000,
+  OutboxConsumerPauses1764501000000,
 ];

@@ -39,6 +39,8 @@ export interface OutboxNames {
   readonly audit: string;
   /** Backfills of late consumers, one row each with its progress. */
   readonly backfills: string;
+  /** Paused (consumer, tenant) pairs: their deliveries wait (migration OutboxConsumerPauses1764501000000). */
+  readonly consumerPauses: string;
   readonly activity: string;
   readonly rowEstimate: string;
   readonly recordActivity: string;
@@ -95,6 +97,7 @@ export function outboxNames(schema: string = DEFAULT_OUTBOX_SCHEMA): OutboxNames
     leaseFence: qualified('outbox_lease_fence'),
     audit: qualified('outbox_audit'),
     backfills: qualified('outbox_backfills'),
+    consumerPauses: qualified('outbox_consumer_pauses'),
     activity: qualified('outbox_activity'),
     rowEstimate: qualified('outbox_row_estimate'),
     recordActivity: qualified('outbox_record_activity'),

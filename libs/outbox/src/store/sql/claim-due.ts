@@ -1,4 +1,5 @@
 import { messages } from '../../errors/outbox.messages';
+import { deliveryNotPaused } from './consumer-pauses';
 import type { SqlStatement } from './statement';
 import type { OutboxNames } from '../../model/table-names';
 
@@ -35,7 +36,8 @@ function earlierInAggregate(n: OutboxNames): string {
  * claim commits at once with a lease (deadline + random token) instead of holding row locks while handlers run,
  * so a crashed relay's work is taken over after `lease_expires_at`, and only the holder of the current token
  * can record an outcome (fencing). The attempt is counted here, at claim time, so a crash still counts and a
- * poison event cannot crash-loop the relay forever. Two index scans (one per partial index) rather than one
+ * poison event cannot crash-loop the relay forever. Deliveries of a paused (consumer, tenant) pair are passed
+ * by, due or stale: they wait, uncharged, until it resumes. Two index scans (one per partial index) rather than one
  * `or`, so each stays an ordered, limited scan over due rows only.
  */
 export function claimDueDeliveries(
@@ -53,17 +55,19 @@ export function claimDueDeliveries(
              select d.id from ${n.deliveries} d
               where d.tenant_id = $1 and d.status in ('pending', 'failed') and d.next_attempt_at <= now()
                 and d.consumer_name = any($2::text[])
+                and ${deliveryNotPaused(n, 'd')}
                 and (d.aggregate_key is null or not exists (${earlierInAggregate(n)}))
               order by d.next_attempt_at
               limit $3
                 for update of d skip locked
            ), stale as (
-             select id from ${n.deliveries}
-              where tenant_id = $1 and status = 'processing' and lease_expires_at <= now()
-                and consumer_name = any($2::text[])
-              order by lease_expires_at
+             select s.id from ${n.deliveries} s
+              where s.tenant_id = $1 and s.status = 'processing' and s.lease_expires_at <= now()
+                and s.consumer_name = any($2::text[])
+                and ${deliveryNotPaused(n, 's')}
+              order by s.lease_expires_at
               limit $3
-                for update skip locked
+                for update of s skip locked
            ), claimed as (
              update ${n.deliveries} d
                 set status = 'processing',

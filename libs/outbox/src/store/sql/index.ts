@@ -19,3 +19,4 @@ export * from './registry';
 export * from './leases';
 export * from './record-outcomes';
 export * from './backfill';
+export * from './consumer-pauses';

@@ -1,0 +1,82 @@
+import type { SqlStatement } from './statement';
+import type { OutboxNames } from '../../model/table-names';
+
+/**
+ * An array of the consumers paused for tenant `tenantSql` (its own pauses and those of every tenant), for
+ * `name <> all(...)`: uncorrelated, so PostgreSQL computes it once per statement (an InitPlan) and each row then
+ * checks an array that is empty while nothing is paused — the claims' cost stays flat, in a generic plan too.
+ * See docs/adr/1101-consumer-pauses-in-the-database.md.
+ */
+export function pausedConsumers(n: OutboxNames, tenantSql: string): string {
+  return `array(select x.consumer_name from ${n.consumerPauses} x where x.tenant_id is null or x.tenant_id = ${tenantSql})`;
+}
+
+/**
+ * For a delivery row `d` (an alias or a table name): its (consumer, tenant) pair is not paused. An anti-join on a
+ * table that is empty while nothing is paused; in the due claim it keeps the plan of the statement without it,
+ * where `pausedConsumers` made the planner pick a nested loop that cost 10–40 ms per claim
+ * (docs/adr/1101-consumer-pauses-in-the-database.md).
+ */
+export function deliveryNotPaused(n: OutboxNames, d: string): string {
+  return `not exists (select 1 from ${n.consumerPauses} x
+                       where x.consumer_name = ${d}.consumer_name and (x.tenant_id is null or x.tenant_id = ${d}.tenant_id))`;
+}
+
+/** A row of `outbox_consumer_pauses`. */
+export interface ConsumerPauseRow {
+  consumer_name: string;
+  tenant_id: string | null;
+  paused_at: Date;
+  paused_by: string | null;
+  reason: string | null;
+}
+
+/**
+ * Pauses `consumer` for `tenantId` (null: every tenant). One row per pair, kept as it was when the pair is
+ * paused already (the caller holds the admin lock of the pair's tenant, so two pauses of a pair do not race).
+ * Returns the row written, or none.
+ */
+export function pauseConsumer(
+  n: OutboxNames,
+  p: { consumer: string; tenantId: string | null; pausedBy: string | null; reason: string | null },
+): SqlStatement {
+  return {
+    text: `insert into ${n.consumerPauses} (consumer_name, tenant_id, paused_by, reason)
+           select $1::text, $2::uuid, $3::text, $4::text
+            where not exists (select 1 from ${n.consumerPauses}
+                               where consumer_name = $1::text and tenant_id is not distinct from $2::uuid)
+           returning consumer_name`,
+    values: [p.consumer, p.tenantId, p.pausedBy, p.reason],
+  };
+}
+
+/** Resumes `consumer` for `tenantId` (null: the pause of every tenant; a tenant's own pause stays). */
+export function resumeConsumer(
+  n: OutboxNames,
+  p: { consumer: string; tenantId: string | null },
+): SqlStatement {
+  return {
+    text: `delete from ${n.consumerPauses}
+            where consumer_name = $1::text and tenant_id is not distinct from $2::uuid
+           returning consumer_name`,
+    values: [p.consumer, p.tenantId],
+  };
+}
+
+/** The pauses that apply to `tenantId` (its own and every tenant's), or every pause (null), by consumer. */
+export function consumerPauses(n: OutboxNames, tenantId: string | null): SqlStatement {
+  return {
+    text: `select consumer_name, tenant_id, paused_at, paused_by, reason from ${n.consumerPauses}
+            where $1::uuid is null or tenant_id is null or tenant_id = $1::uuid
+            order by consumer_name, tenant_id nulls first`,
+    values: [tenantId],
+  };
+}
+
+/** Whether the persisted registry (`outbox_consumers`) knows `name`: the consumers a pause may name. */
+export function consumerKnown(n: OutboxNames, name: string): SqlStatement {
+  return {
+    text: `select exists (select 1 from ${n.consumers} where name = $1::text) as known`,
+    values: [name],
+  };
+}
