@@ -424,8 +424,9 @@ export class OutboxAdminService {
 
   /**
    * Resumes a consumer paused by `pauseConsumer` for the same scope (leave `tenantId` out to lift the pause of
-   * every tenant: a tenant's own pause stays). Its deliveries that waited are due at once, and the relays are
-   * woken. Returns false when that pair was not paused. With `audit`, an audit row (action `resumeConsumer`).
+   * every tenant: a tenant's own pause stays). Its deliveries that waited are due at once; this instance's relay
+   * is woken (the others find them at their next poll). Returns false when that pair was not paused. With
+   * `audit`, an audit row (action `resumeConsumer`).
    */
   async resumeConsumer(
     consumer: string,
