@@ -549,6 +549,13 @@ describe('backfill over HTTP: the admin route and the board form', () => {
     expect(await list.json()).toEqual([
       expect.objectContaining({ backfillId: started.body.backfillId, consumer: 'late', tenantId: TENANT }),
     ]);
+    const bad = await fetch(`${http.baseUrl}/outbox/tenants/not-a-uuid/consumers/late/backfills`, {
+      headers: { 'x-admin': 'yes' },
+    });
+    expect({ status: bad.status, field: ((await bad.json()) as { field?: string }).field }).toEqual({
+      status: 400,
+      field: 'tenantId',
+    });
   });
 
   it('offers a form on the consumers page that shows the dry-run count before the confirmation, and audits the run', async () => {

@@ -207,10 +207,13 @@ export class OutboxAdminController {
     @Param('tenantId') tenantId: string,
     @Param('consumer') consumer: string,
   ): Promise<OutboxBackfillState[]> {
-    checkUuid('tenantId', tenantId);
-    const all = await badRequestOnInvalid(() => this.admin.backfills(consumer));
+    const [tenant, all] = await badRequestOnInvalid(async () => {
+      // validated inside: a bad tenant id answers 400, as on every other route
+      const checked = checkUuid('tenantId', tenantId);
+      return [checked, await this.admin.backfills(consumer)] as const;
+    });
     // a backfill of every tenant shows to each: it names no event
-    return all.filter((b) => b.tenantId === null || b.tenantId === tenantId.toLowerCase());
+    return all.filter((b) => b.tenantId === null || b.tenantId === tenant);
   }
 }
 
