@@ -1,3 +1,12 @@
+/*
+ * One file, on purpose (about 440 lines, most of them comments): `HandlerScope` is one handler's view of the batch
+ * transaction, and every method reads or moves the same few pieces of state — the opening in flight, the
+ * savepoint, whether the handler settled, its queries still running, its `TransactionControl` — whose order on
+ * the one pipelined connection is the correctness argument (ADRs 0101, 0102, 0604, 1001). Split by role (opening,
+ * bounds, checks, rollback), each part would take that state as parameters and the ordering would be argued
+ * across files. What is not that state lives elsewhere already: the SQL in store/sql, the guard of transaction
+ * control in transaction-control.ts, the statement-text reading in handler-sql.ts.
+ */
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { OutboxError, OutboxStallError, OutboxTransactionEndedError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
