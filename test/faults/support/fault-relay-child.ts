@@ -1,7 +1,7 @@
 /**
  * A relay process for the fault suite: `node -r @swc-node/register test/faults/support/fault-relay-child.ts`.
  * Env: DATABASE_URL, LEASE_MS, TIMEOUT_MS, BATCH_SIZE (default 100; small batches keep a scenario's drain long
- * enough for its faults to land), FLAKY ("1": the consumers sometimes throw, hang past their timeout,
+ * enough for its faults to land, so when it is given claims do not grow past it), FLAKY ("1": the consumers sometimes throw, hang past their timeout,
  * or take 10× longer, as OUTBOX_FAULT_SEED decides).
  * Both consumers of `fault.load.v1` write their effect through `context.manager`.
  */
@@ -40,6 +40,7 @@ class FaultConsumers {
 
 async function main(): Promise<void> {
   const leaseMs = Number(process.env.LEASE_MS ?? 2000);
+  const batchSize = Number(process.env.BATCH_SIZE ?? 100);
   await buildApp({
     url: process.env.DATABASE_URL!,
     providers: [FaultConsumers],
@@ -49,7 +50,8 @@ async function main(): Promise<void> {
         enabled: true,
         pollIntervalMs: 100,
         leaseMs,
-        batchSize: Number(process.env.BATCH_SIZE ?? 100),
+        batchSize,
+        ...(process.env.BATCH_SIZE === undefined ? {} : { maxBatchSize: batchSize }),
       },
     },
   });
