@@ -67,9 +67,11 @@ export interface OutboxConsumerPause {
   /** The tenant paused, or null: every tenant. */
   tenantId: string | null;
   pausedAt: Date;
-  /** The actor of the audited pause, or null. */
+  /** The actor of the audited pause, or null (`'relay'`: a webhook's `Retry-After` holds the pair). */
   pausedBy: string | null;
   reason: string | null;
+  /** When the pause ends by itself (a webhook's `Retry-After`, docs/webhooks.md); null: until resumed. */
+  resumesAt: Date | null;
 }
 
 /** What `pauseConsumer` and `resumeConsumer` act on. */

@@ -665,6 +665,7 @@ function toConsumerPause(row: pq.ConsumerPauseRow): OutboxConsumerPause {
     pausedAt: row.paused_at,
     pausedBy: row.paused_by,
     reason: row.reason,
+    resumesAt: row.resumes_at,
   };
 }
 

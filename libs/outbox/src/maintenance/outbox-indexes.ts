@@ -94,8 +94,8 @@ export const OUTBOX_INDEXES: readonly OutboxIndex[] = [
   },
   {
     table: 'outbox_consumer_pauses',
-    name: 'outbox_consumer_pauses_pair_idx',
-    definition: 'using btree (consumer_name, tenant_id)',
+    name: 'outbox_consumer_pauses_pair_key',
+    constraint: 'unique (consumer_name, tenant_id)',
   },
   { table: 'outbox_consumers', name: 'outbox_consumers_pkey', constraint: 'primary key (name)' },
   {

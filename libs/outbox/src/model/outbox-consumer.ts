@@ -5,8 +5,13 @@ import type { OutboxEvent, OutboxHandlerContext } from './outbox-event.interface
 import type { ClaimedDelivery } from './claimed-delivery';
 import type { OutboxTransportOutcome } from './outbox-transport.interface';
 
-/** What an external transport says about one delivery; the relay turns it into a stored outcome. */
-export type ExternalDeliveryResult = OutboxTransportOutcome;
+/**
+ * What an external transport says about one delivery; the relay turns it into a stored outcome. `snoozed` (webhooks
+ * only, not a transport's outcome): the receiver asked to be called again after `retryAfterMs` (`429`/`503` with
+ * `Retry-After`); no attempt is charged and the (consumer, tenant) pair is held until then (docs/adr/1105-snooze.md).
+ */
+export type ExternalDeliveryResult =
+  OutboxTransportOutcome | { status: 'snoozed'; errorCode: string; error: string; retryAfterMs: number };
 
 /** One consumer known to this app: a named handler (or external endpoint) and the events it listens to. */
 export interface OutboxConsumer {
@@ -33,6 +38,8 @@ export interface OutboxConsumer {
   /** Where its events start; other than `'registration'`, a backfill runs once at boot. Default `'registration'`. */
   readonly startFrom?: OutboxStartFrom;
   readonly maxAttempts: number;
+  /** Snoozes per delivery before a snooze is charged as a failed attempt. Default: `DEFAULT_MAX_SNOOZES`. */
+  readonly maxSnoozes?: number;
   readonly timeoutMs: number;
   readonly backoff: Required<OutboxBackoffOptions>;
   /** In-process consumers: calls the handler bound to its instance. */
