@@ -117,6 +117,32 @@ describe('a webhook answered 429 or 503 with Retry-After', () => {
     },
   );
 
+  it('becomes a pause until resumed when an operator pauses the held pair, and resuming lifts it', async () => {
+    const app = await start();
+    receiver.reply = (_request, index) =>
+      index === 0 ? { status: 429, headers: { 'retry-after': '1' } } : {};
+    const id = await enqueueIn(app, { eventName: 'test.hook.created.v1' });
+    await app.relay.drain();
+    expect((await hold())!.resumes_at).toBeInstanceOf(Date);
+
+    const admin = app.app.get(OutboxAdminService);
+    expect(await admin.pauseConsumer('webhook:hook', { tenantId: TENANT, reason: 'partner asked' })).toBe(
+      true,
+    );
+    expect(await hold()).toMatchObject({ resumes_at: null, reason: 'partner asked' });
+    // the hold's second is long gone: still paused
+    await db.sql(
+      `update outbox_deliveries set next_attempt_at = now() - interval '1 hour' where event_id = $1`,
+      [id],
+    );
+    await app.relay.drain();
+    expect(receiver.requests).toHaveLength(1);
+
+    expect(await admin.resumeConsumer('webhook:hook', { tenantId: TENANT })).toBe(true);
+    await app.relay.drain();
+    expect(await row(id)).toMatchObject({ status: 'delivered', attempt_count: 1 });
+  });
+
   it('caps the wait at the backoff cap, and charges a plain 429 (no Retry-After) as an attempt', async () => {
     const app = await start({ backoff: { baseMs: 1, capMs: 1500, jitter: 0 }, maxAttempts: 1 });
     receiver.reply = (_request, index) =>

@@ -106,6 +106,8 @@ export function holdPairs(n: OutboxNames, h: string): string {
   return `insert into ${n.consumerPauses} as x (consumer_name, tenant_id, paused_by, reason, resumes_at)
              select consumer_name, tenant_id, 'relay', max(reason), statement_timestamp() + max(hold_ms) * interval '1 millisecond'
                from ${h} as h group by consumer_name, tenant_id
+              -- in key order: two relays holding the same pairs lock their rows in one order
+              order by consumer_name, tenant_id
              on conflict (consumer_name, tenant_id) do update
                 set resumes_at = greatest(x.resumes_at, excluded.resumes_at),
                     paused_at = case when x.resumes_at > now() then x.paused_at else now() end,
