@@ -117,6 +117,38 @@ describe('a webhook answered 429 or 503 with Retry-After', () => {
     },
   );
 
+  it('holds the pair for every relay: another instance does not send the tenant its next event either', async () => {
+    const first = await start();
+    const other = await buildApp({
+      url: db.url,
+      webhooks: {
+        webhooks: [
+          {
+            name: 'hook',
+            url: `${receiver.baseUrl}/hook`,
+            events: ['test.hook.*'],
+            timeoutMs: 2000,
+          } as OutboxWebhookOptions,
+        ],
+      },
+    });
+    try {
+      receiver.reply = (_request, index) =>
+        index === 0 ? { status: 429, headers: { 'retry-after': '30' } } : {};
+      await enqueueIn(first, { eventName: 'test.hook.created.v1', payload: { n: 1 } });
+      await first.relay.drain();
+      expect(await hold()).toBeDefined();
+
+      const next = await enqueueIn(other, { eventName: 'test.hook.created.v1', payload: { n: 2 } });
+      await other.relay.drain();
+      await first.relay.drain();
+      expect(receiver.requests).toHaveLength(1);
+      expect(await row(next)).toMatchObject({ status: 'pending', attempt_count: 0 });
+    } finally {
+      await other.close();
+    }
+  });
+
   it('becomes a pause until resumed when an operator pauses the held pair, and resuming lifts it', async () => {
     const app = await start();
     receiver.reply = (_request, index) =>
