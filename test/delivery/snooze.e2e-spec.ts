@@ -13,6 +13,7 @@ import {
   truncateOutbox,
 } from '../support/outbox-fixture';
 import { waitFor } from '../support/wait-for';
+import { PolicySwitches } from '../support/policy-switches';
 
 /** One handler call: the event, the attempt it was told, and the database's clock when it ran. */
 interface Call {
@@ -64,10 +65,11 @@ let db: TestDatabase;
 let t: TestApp | undefined;
 let consumers: SnoozeConsumers;
 
-async function start(relay: boolean): Promise<TestApp> {
+async function start(relay: boolean, savepoints = false): Promise<TestApp> {
   t = await buildApp({
     url: db.url,
     providers: [SnoozeConsumers],
+    imports: savepoints ? [PolicySwitches.of({ optimisticBatches: false })] : [],
     outbox: relay ? { relay: { enabled: true, pollIntervalMs: 50 } } : undefined,
   });
   consumers = t.app.get(SnoozeConsumers);
@@ -124,6 +126,28 @@ describe('a handler that snoozes (context.retryAfter)', () => {
     // the snoozing call's effect was rolled back; the second call's committed
     expect(await effects(db, 'snoozer')).toEqual([{ event_id: id, consumer: 'snoozer', attempt: 1 }]);
     expect((await eventOf(db, id))!.status).toBe('published');
+  });
+
+  it.each([
+    ['sharing the batch transaction (optimistic)', false],
+    ['with a savepoint per handler', true],
+  ])('rolls back only the snoozing handler in a batch %s: the others commit once', async (_, savepoints) => {
+    const app = await start(false, savepoints);
+    consumers.plan.set('later', { times: 1, ms: 60_000 });
+    const [snoozing, plain] = await enqueueManyIn(app, [
+      { eventName: 'test.snooze.plain.v1', payload: { key: 'later' } },
+      { eventName: 'test.snooze.plain.v1', payload: { key: 'now' } },
+    ]);
+    await app.relay.drain();
+    expect(await effects(db, 'snoozer')).toEqual([{ event_id: plain, consumer: 'snoozer', attempt: 1 }]);
+    expect(await deliveryOf(db, snoozing!, 'snoozer')).toMatchObject({
+      status: 'pending',
+      attempt_count: 0,
+      snoozes: 1,
+    });
+    expect(await deliveryOf(db, plain!, 'snoozer')).toMatchObject({ status: 'delivered', attempt_count: 1 });
+    // called once: the snooze is kept when the batch runs again
+    expect(callsOf('snoozer').filter((c) => c.eventId === snoozing)).toHaveLength(1);
   });
 
   it('charges a snooze past maxSnoozes as a failed attempt, so a handler that snoozes for ever ends dead', async () => {
