@@ -95,12 +95,13 @@ function outcomeText(n: OutboxNames): string {
              returning d.event_id, d.tenant_id, d.consumer_name, d.status, d.attempt_count, d.last_error
            ), held as (
              -- a webhook's Retry-After holds its (consumer, tenant) pair: only for rows this relay still leases
-             -- (= any() over the ids, as in \`updated\`: a probe of the primary key, never a scan)
+             -- (= any() over the held ids alone: a probe of the primary key per hold, none when nothing is held)
              ${holdPairs(
                n,
                `(select d.consumer_name, d.tenant_id, o.hold_ms, o.last_error as reason
                    from o join ${n.deliveries} d on d.id = o.id
-                  where o.hold_ms is not null and d.id = any($14::bigint[]) and d.lease_token = $6)`,
+                  where d.id = any(array(select id from o where hold_ms is not null)) and o.hold_ms is not null
+                    and d.lease_token = $6)`,
              )}
            ), locked as (
              -- the events of in-process pairs, locked in id order before their leases are deleted (see recordOutcomes)
