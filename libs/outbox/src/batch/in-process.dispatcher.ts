@@ -34,9 +34,9 @@ export interface DispatchResult {
   /** Handlers that asked for `context.manager`. */
   scoped: number;
   /**
-   * A run without savepoints stopped at a handler that failed after it sent a statement: its writes cannot be
-   * undone alone. The batch transaction must be rolled back and the batch run again with savepoints, the last
-   * outcome (that handler's failure) kept as it is.
+   * A run without savepoints stopped at a handler that failed (or snoozed) after it sent a statement: its writes
+   * cannot be undone alone. The batch transaction must be rolled back and the batch run again with savepoints,
+   * the last outcome (that handler's failure or snooze) kept as it is.
    */
   rerun: boolean;
 }
