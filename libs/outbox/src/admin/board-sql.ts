@@ -89,6 +89,8 @@ export function boardOverview(
                     'pending', ${capped(`${n.events} e where e.tenant_id = $1 and e.status = 'pending'`, '$2')},
                     'processing', ${capped(`${n.events} e where e.tenant_id = $1 and e.status = 'processing'`, '$2')},
                     'failed', ${capped(`${n.events} e where e.tenant_id = $1 and e.status = 'failed'`, '$2')},
+                    -- walks the scheduled events of every tenant (event_outbox_scheduled_idx), up to the cap of this one's
+                    'scheduled', ${capped(`${n.events} e where e.tenant_id = $1 and e.status = 'scheduled'`, '$2')},
                     'published', ${n.rowEstimate}($1, 'published'),
                     'no_handlers', ${n.rowEstimate}($1, 'no_handlers')
                   ) as events,

@@ -3,7 +3,8 @@ import type { OutboxJson } from '../model/outbox-event.interface';
 import type { OutboxRelayStall } from '../model/outbox-relay-stall.interface';
 
 /** Status of an event in `event_outbox`. */
-export type OutboxEventStatus = 'pending' | 'processing' | 'published' | 'failed' | 'no_handlers';
+export type OutboxEventStatus =
+  'pending' | 'processing' | 'published' | 'failed' | 'no_handlers' | 'scheduled';
 
 /** Status of one event's delivery to one consumer. */
 export type OutboxDeliveryStatus = 'pending' | 'processing' | 'delivered' | 'failed' | 'dead';
@@ -59,6 +60,11 @@ export interface OutboxStats {
    * uncharged, until `resumeConsumer` (docs/flow-control.md).
    */
   pausedConsumers: OutboxConsumerPause[];
+  /**
+   * When this tenant's next delayed event is due (`deliverAt`/`delayMs`, docs/flow-control.md#delayed-events), or
+   * null when none waits; `events.scheduled` counts them.
+   */
+  nextDeliveryAt: Date | null;
 }
 
 /** A paused consumer (`OutboxAdminService.pauseConsumer`): its deliveries of `tenantId` (null: every tenant) wait. */
@@ -177,6 +183,8 @@ export interface OutboxEventDeliveries {
   schemaVersion: number;
   occurredAt: Date;
   createdAt: Date;
+  /** For a delayed event, when it is (or was) due; null for one enqueued without a delay. */
+  deliverAt: Date | null;
   publishedAt: Date | null;
   failedAt: Date | null;
   error: string | null;

@@ -52,8 +52,11 @@ export class OutboxService {
     // instrumentation: the trace context active now goes with the event
     if (this.instrumentation.active) row.traceparent = this.instrumentation.traceContext();
     const tenants = [row.tenantId];
-    await this.insert(runner, q.insertEvent(this.options.names, row), tenants);
-    this.wakeup.enqueuedIn(runner, tenants);
+    // delayed: a statement of its own; the undelayed insert's named statement stays as it was (ADR 0807)
+    const delayed = q.isDelayed(row);
+    const insert = delayed ? q.insertScheduledEvent : q.insertEvent;
+    await this.insert(runner, insert(this.options.names, row), tenants);
+    this.wakeup.enqueuedIn(runner, delayed ? [] : tenants, delayed);
     if (this.instrumentation.active) this.instrumentation.eventsEnqueued([row]);
     return row.id;
   }
@@ -81,8 +84,11 @@ export class OutboxService {
     const traceparent = this.instrumentation.active ? this.instrumentation.traceContext() : null;
     if (traceparent) for (const row of rows) row.traceparent = traceparent;
     const tenants = [...new Set(rows.map((r) => r.tenantId))];
-    await this.insert(runner, q.insertEvents(this.options.names, rows), tenants);
-    this.wakeup.enqueuedIn(runner, tenants);
+    const delayed = rows.some(q.isDelayed);
+    const insert = delayed ? q.insertScheduledEvents : q.insertEvents;
+    await this.insert(runner, insert(this.options.names, rows), tenants);
+    const due = delayed ? [...new Set(rows.filter((r) => !q.isDelayed(r)).map((r) => r.tenantId))] : tenants;
+    this.wakeup.enqueuedIn(runner, due, delayed);
     if (this.instrumentation.active) this.instrumentation.eventsEnqueued(rows);
     return rows.map((row) => row.id);
   }

@@ -82,6 +82,12 @@ export const messages = {
     'the number of the version (of the events option) whose payload shape the event has.',
   badDate: (field: string, value: unknown): string =>
     `${field} must be a valid Date, got ${describe(value)}.`,
+  badDelay: (field: string, value: unknown): string =>
+    `${field} must be a finite number of milliseconds, 0 or more, got ${describe(value)}: leave it out to ` +
+    'deliver at once.',
+  bothDelays: (where: string, deliverAt: unknown, delayMs: unknown): string =>
+    `${where}.delayMs and ${where}.deliverAt are both given (${describe(delayMs)}, ${describe(deliverAt)}): ` +
+    'give one of them, delayMs for "this long after the insert" or deliverAt for "at this instant".',
   notAnArray: (field: string, value: unknown): string =>
     `${field} must be an array of events, got ${describe(value)}.`,
   notAnObject: (field: string, value: unknown): string =>

@@ -68,6 +68,11 @@ export const OUTBOX_INDEXES: readonly OutboxIndex[] = [
   },
   {
     table: 'event_outbox',
+    name: 'event_outbox_scheduled_idx',
+    definition: "using btree (deliver_at) where (status = 'scheduled'::text)",
+  },
+  {
+    table: 'event_outbox',
     name: 'event_outbox_settled_idx',
     definition:
       "using btree (published_at) where (status = any (array['published'::text, 'no_handlers'::text]))",

@@ -18,6 +18,16 @@ export interface OutboxEventInput<TPayload = OutboxJson> {
   schemaVersion?: number;
   /** When the fact happened. Default: now. */
   occurredAt?: Date;
+  /**
+   * Deliver no sooner than this instant, by the database's clock (docs/flow-control.md#delayed-events). Not with
+   * `delayMs`. Default: at once.
+   */
+  deliverAt?: Date;
+  /**
+   * Deliver no sooner than this many milliseconds after the insert, by the database's clock. A number ≥ 0; not
+   * with `deliverAt`. Default: at once.
+   */
+  delayMs?: number;
 }
 
 /**

@@ -41,6 +41,8 @@ export interface OutboxNames {
   readonly backfills: string;
   /** Paused (consumer, tenant) pairs: their deliveries wait (migration OutboxConsumerPauses1764501000000). */
   readonly consumerPauses: string;
+  /** Makes due scheduled (delayed) events pending (migration OutboxScheduledEvents1764501100000). */
+  readonly promoteScheduled: string;
   readonly activity: string;
   readonly rowEstimate: string;
   readonly recordActivity: string;
@@ -98,6 +100,7 @@ export function outboxNames(schema: string = DEFAULT_OUTBOX_SCHEMA): OutboxNames
     audit: qualified('outbox_audit'),
     backfills: qualified('outbox_backfills'),
     consumerPauses: qualified('outbox_consumer_pauses'),
+    promoteScheduled: qualified('outbox_promote_scheduled'),
     activity: qualified('outbox_activity'),
     rowEstimate: qualified('outbox_row_estimate'),
     recordActivity: qualified('outbox_record_activity'),

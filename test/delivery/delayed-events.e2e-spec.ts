@@ -1,0 +1,272 @@
+import { Injectable } from '@nestjs/common';
+import {
+  OnOutboxEvent,
+  OutboxRetention,
+  OutboxValidationError,
+  type OutboxEvent,
+  type OutboxHandlerContext,
+} from 'nestjs-pg-outbox';
+import { OutboxAdminService } from 'nestjs-pg-outbox/admin';
+import { buildApp, type TestApp } from '../support/build-app';
+import { createTestDatabase, type TestDatabase } from '../support/test-database';
+import {
+  EFFECTS_TABLE_SQL,
+  effectIds,
+  enqueueIn,
+  enqueueManyIn,
+  recordEffect,
+  TENANT,
+  truncateOutbox,
+  type TestEvent,
+} from '../support/outbox-fixture';
+import { waitFor } from '../support/wait-for';
+
+/** Every consumer writes an effect row in its batch transaction: its `created_at` is when the batch began (the database's clock). */
+@Injectable()
+class DelayedConsumers {
+  @OnOutboxEvent('test.dl.*', { consumer: 'plain' })
+  plain(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    return recordEffect(event, context);
+  }
+
+  @OnOutboxEvent('test.dl.*', { consumer: 'ordered', ordered: true })
+  ordered(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    return recordEffect(event, context);
+  }
+}
+
+let db: TestDatabase;
+const apps: TestApp[] = [];
+
+/** An app; with `relay`, its relay runs on its own, polling only once a minute (so the timer, not a poll, delivers). */
+async function start(options: { relay?: boolean } = {}): Promise<TestApp> {
+  const app = await buildApp({
+    url: db.url,
+    providers: [DelayedConsumers],
+    outbox: options.relay ? { relay: { enabled: true, pollIntervalMs: 60_000 } } : undefined,
+  });
+  apps.push(app);
+  await app.relay.heartbeat();
+  return app;
+}
+
+async function stopAll(): Promise<void> {
+  while (apps.length > 0) await apps.pop()!.close();
+}
+
+const event = (extra: Partial<TestEvent> = {}): TestEvent => ({ eventName: 'test.dl.a.v1', ...extra });
+
+/** Each event's status and deliver_at, and its handler starts (effect rows) by `consumer`, by the database's clock. */
+async function deliveries(
+  consumer: string,
+): Promise<{ id: string; status: string; deliver_at: Date | null; started: Date[]; late_ms: number[] }[]> {
+  return db.sql(
+    `select e.id, e.status, e.deliver_at,
+            coalesce(array_agg(f.created_at order by f.id) filter (where f.id is not null), '{}') as started,
+            coalesce(array_agg(extract(epoch from f.created_at - e.deliver_at) * 1000 order by f.id)
+                       filter (where f.id is not null), '{}')::float8[] as late_ms
+       from event_outbox e left join test_effects f on f.event_id = e.id and f.consumer = $1
+      group by e.id order by e.created_at, e.id`,
+    [consumer],
+  );
+}
+
+async function dbNow(): Promise<Date> {
+  const [row] = await db.sql<{ now: Date }>('select clock_timestamp() as now');
+  return row!.now;
+}
+
+/** Lateness (handler start − deliver_at) percentiles, printed for the ADR. */
+function percentile(values: readonly number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+beforeAll(async () => {
+  db = await createTestDatabase([EFFECTS_TABLE_SQL]);
+});
+afterAll(async () => {
+  await stopAll();
+  await db?.drop();
+});
+beforeEach(async () => {
+  await truncateOutbox(db, 'test_effects');
+});
+afterEach(stopAll);
+
+describe('an event enqueued with delayMs or deliverAt', () => {
+  it('is not delivered before its time by the database clock, and is delivered then by the timer, with no other event and no poll', async () => {
+    const t = await start({ relay: true });
+    const id = await enqueueIn(t, event({ delayMs: 1200 }));
+    const [row] = await db.sql<{ status: string; due_in_ms: number }>(
+      `select status, (extract(epoch from deliver_at - created_at) * 1000)::float8 as due_in_ms from event_outbox where id = $1`,
+      [id],
+    );
+    expect(row).toEqual({ status: 'scheduled', due_in_ms: expect.closeTo(1200, 0) });
+    // a relay driven by hand meanwhile finds nothing to deliver
+    expect((await t.relay.runOnce()).eventsClaimed).toBe(0);
+    expect(await effectIds(db)).toEqual([]);
+
+    const [done] = await waitFor(
+      async () => {
+        const rows = await deliveries('plain');
+        return rows[0]!.started.length > 0 ? rows : null;
+      },
+      { timeoutMs: 10_000, message: 'the delayed event to be delivered' },
+    );
+    expect(done!.started).toHaveLength(1);
+    expect(done!.late_ms[0]).toBeGreaterThanOrEqual(0);
+    // the timer, not the once-a-minute poll
+    expect(done!.late_ms[0]).toBeLessThan(1000);
+  });
+
+  it('with deliverAt keeps the instant given and is delivered at it, not before', async () => {
+    const t = await start({ relay: true });
+    const at = new Date((await dbNow()).getTime() + 800);
+    const id = await enqueueIn(t, event({ deliverAt: at }));
+    expect((await db.sql(`select deliver_at from event_outbox where id = $1`, [id]))[0]).toEqual({
+      deliver_at: at,
+    });
+    await waitFor(async () => (await effectIds(db, 'plain')).length === 1, { timeoutMs: 10_000 });
+    const [done] = await deliveries('plain');
+    expect(done!.late_ms[0]).toBeGreaterThanOrEqual(0);
+    expect(done!.late_ms[0]).toBeLessThan(1000);
+  });
+
+  it('with a deliverAt already past, or delayMs 0, is delivered at once', async () => {
+    const t = await start();
+    const ids = await enqueueManyIn(t, [
+      event({ deliverAt: new Date(Date.now() - 60_000) }),
+      event({ delayMs: 0 }),
+    ]);
+    expect((await db.sql(`select status from event_outbox`)).map((r) => r.status)).toEqual([
+      'pending',
+      'pending',
+    ]);
+    await t.relay.drain();
+    expect(await effectIds(db, 'plain')).toEqual(ids);
+  });
+
+  it('in enqueueMany beside events not delayed: those go at once, the delayed one at its time', async () => {
+    const t = await start();
+    const [first, delayed, last] = await enqueueManyIn(t, [
+      event({ payload: { i: 0 } }),
+      event({ payload: { i: 1 }, delayMs: 700 }),
+      event({ payload: { i: 2 } }),
+    ]);
+    await t.relay.drain();
+    expect(await effectIds(db, 'plain')).toEqual([first, last]);
+    await waitFor(async () => (await db.sql(`select 1 from event_outbox where deliver_at <= now()`)).length, {
+      timeoutMs: 5_000,
+      message: 'the database clock to pass deliver_at',
+    });
+    await t.relay.drain();
+    expect(await effectIds(db, 'plain')).toEqual([first, last, delayed]);
+    const rows = await deliveries('plain');
+    expect(rows.find((r) => r.id === delayed)!.late_ms[0]).toBeGreaterThanOrEqual(0);
+  });
+});
+
+describe('bad delays', () => {
+  it.each([
+    [{ delayMs: 10, deliverAt: new Date() }, 'event.delayMs', /both given.*give one of them/],
+    [{ deliverAt: new Date('nope') }, 'event.deliverAt', /must be a valid Date/],
+    [{ deliverAt: '2030-01-01' }, 'event.deliverAt', /must be a valid Date, got "2030-01-01"/],
+    [{ delayMs: -1 }, 'event.delayMs', /0 or more, got -1/],
+    [{ delayMs: Number.NaN }, 'event.delayMs', /got NaN/],
+    [{ delayMs: '10' }, 'event.delayMs', /got "10"/],
+  ])('%p is refused naming %s, and nothing is written', async (extra, field, message) => {
+    const t = await start();
+    const error = await enqueueIn(t, event(extra as Partial<TestEvent>)).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OutboxValidationError);
+    expect(error).toMatchObject({ field, message: expect.stringMatching(message) });
+    expect(await db.sql(`select id from event_outbox`)).toEqual([]);
+  });
+
+  it('names the event of enqueueMany, and writes none of the call', async () => {
+    const t = await start();
+    const error = await enqueueManyIn(t, [event(), event({ delayMs: -5 })]).catch((e: unknown) => e);
+    expect(error).toMatchObject({ name: 'OutboxValidationError', field: 'events[1].delayMs' });
+    expect(await db.sql(`select id from event_outbox`)).toEqual([]);
+  });
+});
+
+describe('an ordered consumer', () => {
+  it('gets a delayed event in its aggregate when it becomes due: after those enqueued before, before those enqueued after, and the later ones are not held back meanwhile', async () => {
+    const t = await start({ relay: true });
+    const aggregate = { aggregateType: 'order', aggregateId: 'o-1' };
+    const delayed = await enqueueIn(t, event({ ...aggregate, delayMs: 800 }));
+    const before = await enqueueIn(t, event(aggregate));
+    await waitFor(async () => (await effectIds(db, 'ordered')).includes(before), { timeoutMs: 10_000 });
+    expect(await effectIds(db, 'ordered')).toEqual([before]);
+    await waitFor(async () => (await effectIds(db, 'ordered')).includes(delayed), { timeoutMs: 10_000 });
+    const after = await enqueueIn(t, event(aggregate));
+    await waitFor(async () => (await effectIds(db, 'ordered')).length === 3, { timeoutMs: 10_000 });
+    expect(await effectIds(db, 'ordered')).toEqual([before, delayed, after]);
+    // its place is its promotion: a seq after the event enqueued after it was (sequence order)
+    const seqs = await db.sql<{ id: string }>(`select id from event_outbox order by seq`);
+    expect(seqs.map((r) => r.id)).toEqual([before, delayed, after]);
+  });
+});
+
+describe('around a delayed event', () => {
+  it('retention never purges one not yet due, however old', async () => {
+    const t = await start();
+    const scheduled = await enqueueIn(t, event({ delayMs: 86_400_000 }));
+    const settled = await enqueueIn(t, event());
+    await t.relay.drain();
+    await db.sql(
+      `update event_outbox set created_at = now() - interval '400 days', published_at = now() - interval '400 days' where id = $1`,
+      [settled],
+    );
+    await db.sql(`update event_outbox set created_at = now() - interval '400 days' where id = $1`, [
+      scheduled,
+    ]);
+    expect(await t.app.get(OutboxRetention).purgeNow()).toMatchObject({ deletedEvents: 1 });
+    expect(await db.sql(`select id, status from event_outbox`)).toEqual([
+      { id: scheduled, status: 'scheduled' },
+    ]);
+  });
+
+  it('stats count scheduled events and say when the next is due', async () => {
+    const t = await start();
+    const at = new Date((await dbNow()).getTime() + 3_600_000);
+    await enqueueManyIn(t, [event({ deliverAt: at }), event({ delayMs: 7_200_000 }), event()]);
+    const stats = await t.app.get(OutboxAdminService).stats(TENANT);
+    expect(stats.events).toMatchObject({ scheduled: 2, pending: 1 });
+    expect(stats.nextDeliveryAt).toEqual(at);
+  });
+});
+
+describe('several relay instances', () => {
+  it('deliver each delayed event exactly once, on time, though the app that enqueued them runs no relay', async () => {
+    const enqueuer = await start();
+    await start({ relay: true });
+    await start({ relay: true });
+    const count = 40;
+    const ids = await enqueueManyIn(
+      enqueuer,
+      Array.from({ length: count }, (_, i) => event({ payload: { i }, delayMs: 300 + 25 * i })),
+    );
+    await waitFor(async () => (await effectIds(db, 'plain')).length >= count, {
+      timeoutMs: 15_000,
+      message: `${count} delayed events delivered`,
+    });
+    const rows = await deliveries('plain');
+    expect(rows.map((r) => r.id).sort()).toEqual([...ids].sort());
+    expect(rows.every((r) => r.started.length === 1)).toBe(true);
+    const late = rows.map((r) => r.late_ms[0]!);
+    expect(Math.min(...late)).toBeGreaterThanOrEqual(0);
+    const p50 = percentile(late, 50);
+    const p99 = percentile(late, 99);
+    // the relays' poll is once a minute: the timers woke them
+    expect(p99).toBeLessThan(1000);
+    process.stdout.write(
+      `delayed-events lateness (handler batch start − deliver_at, 2 relays, ${count} events): p50 ${p50.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms\n`,
+    );
+    // a last look a while later: nothing delivered twice
+    await enqueueIn(enqueuer, event({ delayMs: 200 }));
+    await waitFor(async () => (await effectIds(db, 'plain')).length === count + 1, { timeoutMs: 10_000 });
+    expect(new Set(await effectIds(db, 'plain')).size).toBe(count + 1);
+  });
+});
