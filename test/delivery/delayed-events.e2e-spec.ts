@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, type Type } from '@nestjs/common';
 import {
   OnOutboxEvent,
   OutboxRetention,
@@ -7,15 +7,21 @@ import {
   type OutboxHandlerContext,
 } from 'nestjs-pg-outbox';
 import { OutboxAdminService } from 'nestjs-pg-outbox/admin';
+import { OutboxBoardModule } from 'nestjs-pg-outbox/board';
+import { OperatorGuard, tenantsOf } from '../support/board-operators';
 import { buildApp, type TestApp } from '../support/build-app';
+import { buildHttpApp } from '../support/http-app';
+import { createLoginRole, type TestRole } from '../support/test-roles';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import {
+  EFFECTS_GRANT,
   EFFECTS_TABLE_SQL,
   effectIds,
   enqueueIn,
   enqueueManyIn,
   recordEffect,
   TENANT,
+  TENANTS,
   truncateOutbox,
   type TestEvent,
 } from '../support/outbox-fixture';
@@ -37,6 +43,8 @@ class DelayedConsumers {
 
 let db: TestDatabase;
 const apps: TestApp[] = [];
+/** Login roles made by a test, dropped after the database (which holds their grants). */
+const roles: TestRole[] = [];
 
 /** An app; with `relay`, its relay runs on its own, polling only once a minute (so the timer, not a poll, delivers). */
 async function start(options: { relay?: boolean } = {}): Promise<TestApp> {
@@ -88,6 +96,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await stopAll();
   await db?.drop();
+  for (const role of roles) await role.drop();
 });
 beforeEach(async () => {
   await truncateOutbox(db, 'test_effects');
@@ -268,5 +277,65 @@ describe('several relay instances', () => {
     await enqueueIn(enqueuer, event({ delayMs: 200 }));
     await waitFor(async () => (await effectIds(db, 'plain')).length === count + 1, { timeoutMs: 10_000 });
     expect(new Set(await effectIds(db, 'plain')).size).toBe(count + 1);
+  });
+});
+
+describe('under row-level security', () => {
+  it('is enqueued by the app role in its tenant and promoted and delivered by a relay role that is not the owner', async () => {
+    const appRole = await createLoginRole(db, 'outbox_app');
+    const relayRole = await createLoginRole(db, 'outbox_relay', [EFFECTS_GRANT]);
+    roles.push(appRole, relayRole);
+    const web = await buildApp({ url: appRole.url });
+    apps.push(web);
+    const worker = await buildApp({ url: relayRole.url, providers: [DelayedConsumers] });
+    apps.push(worker);
+    await worker.relay.heartbeat();
+    const tenant = TENANTS[1];
+    const id = await web.dataSource.transaction(async (manager) => {
+      await manager.query(`select set_config('app.current_tenant_id', $1, true)`, [tenant]);
+      return web.outbox.enqueue(manager, {
+        tenantId: tenant,
+        eventName: 'test.dl.a.v1',
+        payload: {},
+        delayMs: 300,
+      });
+    });
+    await worker.relay.drain();
+    expect(await effectIds(db, 'plain')).toEqual([]);
+    await waitFor(async () => (await db.sql(`select 1 from event_outbox where deliver_at <= now()`)).length, {
+      timeoutMs: 5_000,
+    });
+    await worker.relay.drain();
+    expect(await effectIds(db, 'plain')).toEqual([id]);
+  });
+});
+
+describe('on the board', () => {
+  it("counts the tenant's scheduled events on the overview and shows the status and deliver-at on the event page", async () => {
+    const http = await buildHttpApp({
+      url: db.url,
+      providers: [DelayedConsumers, OperatorGuard] as Type[],
+      imports: [OutboxBoardModule.forRoot({ guards: [OperatorGuard], tenants: tenantsOf })],
+    });
+    try {
+      const t = await start();
+      const [id] = await enqueueManyIn(t, [
+        event({ deliverAt: new Date('2099-01-02T03:04:05Z') }),
+        event({ delayMs: 3_600_000 }),
+      ]);
+      const page = async (path: string): Promise<string> => {
+        const response = await fetch(`${http.baseUrl}/outbox/board/t/${TENANT}${path}`, {
+          headers: { 'x-operator': 'alice' },
+        });
+        expect(response.status).toBe(200);
+        return response.text();
+      };
+      expect(await page('')).toMatch(/<td data-testid="events-scheduled">2<\/td>/);
+      const eventPage = await page(`/events/${id}`);
+      expect(eventPage).toMatch(/scheduled/);
+      expect(eventPage).toMatch(/Deliver at[\s\S]*2099-01-02/);
+    } finally {
+      await http.close();
+    }
   });
 });

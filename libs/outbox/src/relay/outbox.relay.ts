@@ -94,7 +94,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     this.interval = new ScheduledInterval(moduleRef, `outbox-relay:${this.instanceId}`);
     this.planner = new DueTenantPlanner(options, store, time);
     this.heartbeats = new RegistryHeartbeat(this.instanceId, options, registry, store, time);
-    this.promoter = new ScheduledPromoter(store, time, () => this.wake());
+    this.promoter = new ScheduledPromoter(store, () => this.wake());
     const recorder = new OutcomeRecorder(store);
     this.newLane = () => {
       const local = new LocalBatch(
@@ -212,6 +212,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
 
   /** Processes one round of due work for every tenant that has some, and says what it did. Never runs two at once. */
   async runOnce(): Promise<RelayRoundResult> {
+    this.promoter.requestIfScheduled();
     const run = await this.runRound(false);
     await run.settled;
     await this.finishing;
@@ -224,6 +225,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
    * batch is claimed.
    */
   async drain(): Promise<RelayRoundResult> {
+    this.promoter.requestIfScheduled();
     const results: RelayRoundResult[] = [];
     const settled: Promise<void>[] = [];
     for (;;) {

@@ -1,4 +1,3 @@
-import type { Clock } from '../model/clock';
 import type { OutboxStorePort } from '../store/outbox-store.port';
 
 /** Most delayed events one promotion makes pending; more due ones are promoted by the next, at once. */
@@ -18,15 +17,14 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
  */
 export class ScheduledPromoter {
   private requested = true;
-  /** When (this process's clock) the next delayed event known to this instance is due; null: none known. */
-  private dueAt: number | null = null;
+  /** The last promotion said some delayed event is still scheduled. */
+  private knowsScheduled = false;
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
 
   /** @param due called when the timer fires: the relay wakes for a round (which promotes). */
   constructor(
     private readonly store: OutboxStorePort,
-    private readonly clock: Clock,
     private readonly due: () => void,
   ) {}
 
@@ -36,13 +34,19 @@ export class ScheduledPromoter {
   }
 
   /**
-   * When asked since the last time, or when the next delayed event known is due (a round driven by hand, with no
-   * timer running): promotes due delayed events and sets the timer for the next one. Returns the tenants whose
-   * events became pending (none when it did not look).
+   * The next round promotes when the last promotion said some delayed event is still scheduled: for rounds driven
+   * by hand (`runOnce`, `drain`), which no timer wakes. A relay never sent delayed events is not asked.
+   */
+  requestIfScheduled(): void {
+    if (this.knowsScheduled) this.requested = true;
+  }
+
+  /**
+   * When asked since the last time: promotes due delayed events and sets the timer for the next one. Returns the
+   * tenants whose events became pending (none when it did not look).
    */
   async promoteIfRequested(): Promise<string[]> {
-    const due = this.dueAt !== null && this.clock.now() >= this.dueAt;
-    if ((!this.requested && !due) || this.stopped) return [];
+    if (!this.requested || this.stopped) return [];
     this.requested = false;
     try {
       const { tenantIds, promoted, nextDueInMs } = await this.store.promoteScheduled({ limit: PROMOTE_MAX });
@@ -68,7 +72,7 @@ export class ScheduledPromoter {
   private arm(inMs: number | null): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    this.dueAt = inMs === null ? null : this.clock.now() + inMs;
+    this.knowsScheduled = inMs !== null;
     if (inMs === null || this.stopped) return;
     this.timer = setTimeout(
       () => {
