@@ -26,6 +26,12 @@ import {
   type TestEvent,
 } from '../support/outbox-fixture';
 import { waitFor } from '../support/wait-for';
+import {
+  insertScheduledEvent,
+  insertScheduledEvents,
+  outboxNames,
+  type EventRow,
+} from '../../libs/outbox/src/store/sql';
 
 /** Every consumer writes an effect row in its batch transaction: its `created_at` is when the batch began (the database's clock). */
 @Injectable()
@@ -176,6 +182,36 @@ describe('an event enqueued with delayMs or deliverAt', () => {
   });
 });
 
+describe('the delayed inserts', () => {
+  it('write the trace context when there is one, one event or many', async () => {
+    const row = (i: number, extra: Partial<EventRow>): EventRow => ({
+      id: `0192a000-0000-7000-8000-00000000000${i}`,
+      tenantId: TENANT,
+      eventName: 'test.dl.a.v1',
+      payloadJson: '{}',
+      aggregateType: null,
+      aggregateId: null,
+      correlationId: null,
+      schemaVersion: 1,
+      occurredAt: null,
+      ...extra,
+    });
+    const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const one = insertScheduledEvent(outboxNames(), row(1, { delayMs: 60_000, traceparent }));
+    await db.sql(one.text, one.values as unknown[]);
+    const many = insertScheduledEvents(outboxNames(), [
+      row(2, { traceparent }),
+      row(3, { deliverAt: new Date(Date.now() + 60_000), traceparent }),
+    ]);
+    await db.sql(many.text, many.values as unknown[]);
+    expect(await db.sql(`select status, traceparent from event_outbox order by id`)).toEqual([
+      { status: 'scheduled', traceparent },
+      { status: 'pending', traceparent },
+      { status: 'scheduled', traceparent },
+    ]);
+  });
+});
+
 describe('bad delays', () => {
   it.each([
     [{ delayMs: 10, deliverAt: new Date() }, 'event.delayMs', /both given.*give one of them/],
@@ -244,6 +280,29 @@ describe('around a delayed event', () => {
     const stats = await t.app.get(OutboxAdminService).stats(TENANT);
     expect(stats.events).toMatchObject({ scheduled: 2, pending: 1 });
     expect(stats.nextDeliveryAt).toEqual(at);
+  });
+});
+
+describe('a delayed event promoted and waiting', () => {
+  it('counts as waiting from its deliver_at, not from its insert, in stats and the health check', async () => {
+    const t = await start();
+    const id = await enqueueIn(t, event({ delayMs: 3_600_000 }));
+    await db.sql(
+      `update event_outbox set created_at = now() - interval '1 day', deliver_at = now() - interval '5 seconds' where id = $1`,
+      [id],
+    );
+    expect(await db.sql(`select promoted from outbox_promote_scheduled(10)`)).toEqual([{ promoted: 1 }]);
+    expect(await db.sql(`select status from event_outbox where id = $1`, [id])).toEqual([
+      { status: 'pending' },
+    ]);
+    const { oldestPendingAgeSeconds } = await t.app.get(OutboxAdminService).stats(TENANT);
+    expect(oldestPendingAgeSeconds).toBeGreaterThanOrEqual(5);
+    expect(oldestPendingAgeSeconds).toBeLessThan(60);
+    const [health] = await db.sql<{ seconds: number }>(
+      `select outbox_oldest_pending_age(interval '1 hour') as seconds`,
+    );
+    expect(health!.seconds).toBeGreaterThanOrEqual(5);
+    expect(health!.seconds).toBeLessThan(60);
   });
 });
 

@@ -5,7 +5,8 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  * `scheduled` with its `deliver_at`, out of every claim's partial index, so no claim sees it and none of them
  * changes. `outbox_promote_scheduled` (SECURITY DEFINER: it works across tenants under row-level security, as
  * `outbox_due_tenants` does) makes the due ones `pending` with a fresh `seq`, so each joins its aggregate's order
- * when it becomes due, and says when the next one is due. See docs/adr/1102-delayed-events-are-promoted.md.
+ * when it becomes due, and says when the next one is due; `outbox_oldest_pending_age` counts a promoted event from
+ * its `deliver_at`. See docs/adr/1102-delayed-events-are-promoted.md.
  * Frozen history: literal SQL.
  */
 export class OutboxScheduledEvents1764501100000 implements MigrationInterface {
@@ -56,9 +57,12 @@ export class OutboxScheduledEvents1764501100000 implements MigrationInterface {
       $$`);
     await q.query(`revoke all on function public.outbox_promote_scheduled(integer) from public`);
     await q.query(`grant execute on function public.outbox_promote_scheduled(integer) to outbox_relay`);
+    // a promoted event waits from its deliver_at, not from its insert: health checks must not see a day's delay as a day's backlog
+    await q.query(oldestPendingAgeFunction('greatest(e.created_at, e.deliver_at)'));
   }
 
   async down(q: QueryRunner): Promise<void> {
+    await q.query(oldestPendingAgeFunction('e.created_at'));
     await q.query(`drop function if exists public.outbox_promote_scheduled(integer)`);
     // events still scheduled become due at once: without the column, nothing could hold them back
     await q.query(`update public.event_outbox set status = 'pending', seq = default where status = 'scheduled'`);
@@ -69,4 +73,32 @@ export class OutboxScheduledEvents1764501100000 implements MigrationInterface {
           check (status in ('pending', 'processing', 'published', 'failed', 'no_handlers'))`);
     await q.query(`alter table public.event_outbox drop column if exists deliver_at`);
   }
+}
+
+/**
+ * `outbox_oldest_pending_age` as migration OutboxAdmin1764428650000 made it, with `since` as the instant a pending
+ * event `e` waits from (`e.created_at`: that version itself, for down).
+ */
+function oldestPendingAgeFunction(since: string): string {
+  return `
+      create or replace function public.outbox_oldest_pending_age(orphaned_after interval) returns double precision
+      language sql stable security definer set search_path = pg_catalog, public as $$
+        with recursive pending_t(tenant_id) as (
+          (select tenant_id from public.event_outbox where status = 'pending' order by tenant_id limit 1)
+          union all
+          select (select e.tenant_id from public.event_outbox e
+                   where e.status = 'pending' and e.tenant_id > p.tenant_id order by e.tenant_id limit 1)
+            from pending_t p where p.tenant_id is not null
+        ), oldest_event as (
+          select min((select ${since} from public.event_outbox e
+                       where e.status = 'pending' and e.tenant_id = p.tenant_id order by e.seq limit 1)) as at
+            from pending_t p where p.tenant_id is not null
+        ), oldest_delivery as (
+          select min(d.created_at) as at from public.outbox_deliveries d
+           where d.status in ('pending', 'failed')
+             and not exists (select 1 from public.outbox_consumers c
+                              where c.name = d.consumer_name and c.last_seen_at <= now() - orphaned_after)
+        )
+        select coalesce(extract(epoch from now() - least((select at from oldest_event), (select at from oldest_delivery)))::double precision, 0)
+      $$`;
 }

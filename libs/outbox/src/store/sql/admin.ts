@@ -67,7 +67,8 @@ export function tenantStats(
                          where not exists (select 1 from live l where l.name = d.consumer_name)
                          order by d.consumer_name) as orphaned,
                   extract(epoch from now() - least(
-                    (select min(created_at) from ${n.events} where tenant_id = $1 and status = 'pending'),
+                    -- a promoted delayed event waits from its deliver_at
+                    (select min(greatest(created_at, deliver_at)) from ${n.events} where tenant_id = $1 and status = 'pending'),
                     (select min(created_at) from ${n.deliveries} where tenant_id = $1 and status in ('pending', 'failed'))
                   ))::float8 as oldest_pending_age_seconds,
                   (select count(*)::int from blocked) as blocked_count,
