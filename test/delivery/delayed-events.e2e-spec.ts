@@ -2,6 +2,7 @@ import { Injectable, type Type } from '@nestjs/common';
 import {
   OnOutboxEvent,
   OutboxRetention,
+  OutboxService,
   OutboxValidationError,
   type OutboxEvent,
   type OutboxHandlerContext,
@@ -36,9 +37,22 @@ import {
 /** Every consumer writes an effect row in its batch transaction: its `created_at` is when the batch began (the database's clock). */
 @Injectable()
 class DelayedConsumers {
+  constructor(private readonly outbox: OutboxService) {}
+
   @OnOutboxEvent('test.dl.*', { consumer: 'plain' })
   plain(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
     return recordEffect(event, context);
+  }
+
+  /** Enqueues a delayed follow-up in its batch transaction. */
+  @OnOutboxEvent('test.chain.v1', { consumer: 'chain' })
+  async chain(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    await this.outbox.enqueue(context.manager, {
+      tenantId: event.tenantId,
+      eventName: 'test.dl.followup.v1',
+      payload: {},
+      delayMs: 300,
+    });
   }
 
   @OnOutboxEvent('test.dl.*', { consumer: 'ordered', ordered: true })
@@ -209,6 +223,28 @@ describe('the delayed inserts', () => {
       { status: 'pending', traceparent },
       { status: 'scheduled', traceparent },
     ]);
+  });
+});
+
+describe('a delayed event enqueued by a handler', () => {
+  it('is delivered at its time by the relay that ran the handler, without waiting for a poll', async () => {
+    const t = await start({ relay: true });
+    await enqueueIn(t, { eventName: 'test.chain.v1' });
+    const [followUp] = await waitFor(
+      async () => {
+        const rows = await db.sql<{ id: string; status: string }>(
+          `select id, status from event_outbox where event_name = 'test.dl.followup.v1'`,
+        );
+        return rows.length > 0 ? rows : null;
+      },
+      { timeoutMs: 5_000, message: 'the handler to enqueue its follow-up' },
+    );
+    await waitFor(async () => (await effectIds(db, 'plain')).includes(followUp!.id), {
+      timeoutMs: 5_000,
+      message: 'the follow-up delivered (the poll is once a minute)',
+    });
+    const rows = await deliveries('plain');
+    expect(rows.find((r) => r.id === followUp!.id)!.late_ms[0]).toBeGreaterThanOrEqual(0);
   });
 });
 
