@@ -33,16 +33,24 @@ async function timeOnce(client: Client, statement: SqlStatement, rollback = fals
 
 async function inTurns(client: Client, label: string, variants: Record<string, SqlStatement>): Promise<void> {
   const times = new Map<string, number[]>(Object.keys(variants).map((k) => [k, []]));
+  // this process's CPU (user + system) per call, transaction included
+  const cpu = new Map<string, number>(Object.keys(variants).map((k) => [k, 0]));
   for (let i = 0; i < RUNS; i++)
     for (const [variant, statement] of Object.entries(variants)) {
+      const before = process.cpuUsage();
       const elapsed = await timeOnce(client, statement);
-      if (i >= 10) times.get(variant)!.push(elapsed);
+      const used = process.cpuUsage(before);
+      if (i >= 10) {
+        times.get(variant)!.push(elapsed);
+        cpu.set(variant, cpu.get(variant)! + used.user + used.system);
+      }
     }
   print(`  ${label}`);
   for (const [variant, runs] of times) {
     const sorted = [...runs].sort((a, b) => a - b);
     print(
-      `    ${variant.padEnd(34)} median ${percentile(sorted, 50).toFixed(0)} µs, p90 ${percentile(sorted, 90).toFixed(0)} µs`,
+      `    ${variant.padEnd(34)} median ${percentile(sorted, 50).toFixed(0)} µs, p90 ${percentile(sorted, 90).toFixed(0)} µs, ` +
+        `Node CPU ${(cpu.get(variant)! / runs.length).toFixed(0)} µs per call`,
     );
   }
 }
