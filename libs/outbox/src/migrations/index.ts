@@ -18,7 +18,7 @@ import { OutboxPurgeRelayInbox1764500800000 } from './1764500800000-outbox-purge
 import { OutboxBackfills1764500900000 } from './1764500900000-outbox-backfills';
 import { OutboxConsumerPauses1764501000000 } from './1764501000000-outbox-consumer-pauses';
 import { OutboxSnooze1764501400000 } from './1764501400000-outbox-snooze';
-import { OutboxScheduledEvents1764501100000 } from './1764501100000-outbox-scheduled-events';
+import { OutboxScheduledEvents1764501600000 } from './1764501600000-outbox-scheduled-events';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -42,5 +42,5 @@ export const outboxMigrations = [
   OutboxBackfills1764500900000,
   OutboxConsumerPauses1764501000000,
   OutboxSnooze1764501400000,
-  OutboxScheduledEvents1764501100000,
+  OutboxScheduledEvents1764501600000,
 ];

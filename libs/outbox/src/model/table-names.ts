@@ -41,7 +41,7 @@ export interface OutboxNames {
   readonly backfills: string;
   /** Paused (consumer, tenant) pairs: their deliveries wait (migration OutboxConsumerPauses1764501000000). */
   readonly consumerPauses: string;
-  /** Makes due scheduled (delayed) events pending (migration OutboxScheduledEvents1764501100000). */
+  /** Makes due scheduled (delayed) events pending (migration OutboxScheduledEvents1764501600000). */
   readonly promoteScheduled: string;
   readonly activity: string;
   readonly rowEstimate: string;

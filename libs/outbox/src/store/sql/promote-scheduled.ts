@@ -13,7 +13,7 @@ export interface PromoteScheduledRow {
 /**
  * Makes up to `limit` due delayed events pending, each with a fresh `seq` (it joins its aggregate's order when it
  * becomes due), and says when the next one is due. A SECURITY DEFINER function (migration
- * OutboxScheduledEvents1764501100000) so the relay role sees every tenant under row-level security. It locks the
+ * OutboxScheduledEvents1764501600000) so the relay role sees every tenant under row-level security. It locks the
  * due rows with SKIP LOCKED: two relays promoting at once split them, and a row is promoted once. With nothing
  * scheduled it is two probes of an empty partial index (docs/adr/1102-delayed-events-are-promoted.md).
  */

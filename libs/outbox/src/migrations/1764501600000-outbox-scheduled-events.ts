@@ -9,8 +9,8 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  * its `deliver_at`. See docs/adr/1102-delayed-events-are-promoted.md.
  * Frozen history: literal SQL.
  */
-export class OutboxScheduledEvents1764501100000 implements MigrationInterface {
-  name = 'OutboxScheduledEvents1764501100000';
+export class OutboxScheduledEvents1764501600000 implements MigrationInterface {
+  name = 'OutboxScheduledEvents1764501600000';
 
   async up(q: QueryRunner): Promise<void> {
     await q.query(`alter table public.event_outbox add column deliver_at timestamptz`);
