@@ -10,10 +10,12 @@ import {
   enqueueManyIn,
   eventOf,
   recordEffect,
+  TENANT,
   truncateOutbox,
 } from '../support/outbox-fixture';
 import { waitFor } from '../support/wait-for';
 import { PolicySwitches } from '../support/policy-switches';
+import { OutboxAdminService } from 'nestjs-pg-outbox/admin';
 
 /** One handler call: the event, the attempt it was told, and the database's clock when it ran. */
 interface Call {
@@ -171,6 +173,66 @@ describe('a handler that snoozes (context.retryAfter)', () => {
     });
     expect((await eventOf(db, id))!.status).toBe('failed');
     expect(await effects(db, 'snoozer')).toEqual([]);
+  });
+
+  it.each([
+    ['sharing the batch transaction (optimistic)', false],
+    ['with a savepoint per handler', true],
+  ])(
+    'keeps every snooze of a batch %s whose snoozing handlers are neither first nor alone: the others commit once',
+    async (_, savepoints) => {
+      const app = await start(false, savepoints);
+      consumers.plan.set('s1', { times: 1, ms: 60_000 });
+      consumers.plan.set('s2', { times: 1, ms: 60_000 });
+      const ids = await enqueueManyIn(
+        app,
+        ['p1', 's1', 'p2', 's2', 'p3'].map((key) => ({
+          eventName: 'test.snooze.plain.v1',
+          payload: { key },
+        })),
+      );
+      const [p1, s1, p2, s2, p3] = ids as [string, string, string, string, string];
+      await app.relay.drain();
+      expect((await effects(db, 'snoozer')).map((e) => e.event_id).sort()).toEqual([p1, p2, p3].sort());
+      for (const id of [s1, s2])
+        expect(await deliveryOf(db, id, 'snoozer')).toMatchObject({
+          status: 'pending',
+          attempt_count: 0,
+          snoozes: 1,
+        });
+      for (const id of [p1, p2, p3])
+        expect(await deliveryOf(db, id, 'snoozer')).toMatchObject({ status: 'delivered', attempt_count: 1 });
+      // each snoozing handler called once
+      for (const id of [s1, s2]) expect(callsOf('snoozer').filter((c) => c.eventId === id)).toHaveLength(1);
+    },
+  );
+
+  it('gives a replayed delivery its snoozes back, as it gives its attempts back', async () => {
+    const app = await start(false);
+    consumers.plan.set('replayed', { times: Number.POSITIVE_INFINITY, ms: 0 });
+    const id = await enqueueIn(app, { eventName: 'test.snooze.plain.v1', payload: { key: 'replayed' } });
+    await waitFor(
+      async () => {
+        await app.relay.drain();
+        return (await deliveryOf(db, id, 'snoozer'))?.status === 'dead';
+      },
+      { message: 'the delivery to go dead' },
+    );
+
+    // the partner is back: one more "not now", then it works
+    consumers.plan.set('replayed', { times: 1, ms: 0 });
+    consumers.calls.clear();
+    expect(await app.app.get(OutboxAdminService).replayEvent(TENANT, id)).toBe(1);
+    await waitFor(
+      async () => {
+        await app.relay.drain();
+        return (await deliveryOf(db, id, 'snoozer'))?.status === 'delivered';
+      },
+      { message: 'the replayed delivery delivered' },
+    );
+    // the snooze after the replay is not charged: attempt 1 twice, not attempts 1 and 2
+    expect(callsOf('snoozer').map((c) => c.attempt)).toEqual([1, 1]);
+    expect(await deliveryOf(db, id, 'snoozer')).toMatchObject({ attempt_count: 1, snoozes: 1 });
   });
 
   it('fails the attempt, naming the consumer and the value, when the delay is not a number of ms from 0 to a day', async () => {
