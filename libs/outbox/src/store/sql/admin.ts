@@ -158,7 +158,7 @@ export function eventDeliveries(n: OutboxNames, tenantId: string, eventId: strin
 
 /**
  * Puts a tenant's dead and failed deliveries (of one event, or matching the filter) back to `pending`, due now,
- * attempts reset; delivered, pending and in-flight deliveries are never touched. Each event's counters follow:
+ * attempts and snoozes reset; delivered, pending and in-flight deliveries are never touched. Each event's counters follow:
  * a dead delivery revived is open again, and the event is `processing` once none of its deliveries is dead.
  *
  * Locking: the deliveries are locked first and their event second, the relay's own order when it records
@@ -177,7 +177,8 @@ export function replayDeliveries(n: OutboxNames, p: FailedFilter & { eventId: st
                 for update of d
            ), reset as (
              update ${n.deliveries} d
-                set status = 'pending', attempt_count = 0, next_attempt_at = now(),
+                -- snoozes too: maxSnoozes bounds a run of the delivery, and a replay starts one (ADR 1105)
+                set status = 'pending', attempt_count = 0, snoozes = 0, next_attempt_at = now(),
                     lease_token = null, lease_expires_at = null, updated_at = now()
                from targets t
               where d.id = t.id
