@@ -81,6 +81,17 @@ async function start(relay: boolean, savepoints = false): Promise<TestApp> {
 
 const callsOf = (consumer: string): Call[] => consumers.calls.get(consumer) ?? [];
 
+/** Drains the relay until the snoozer's delivery of `id` has `status`. */
+async function drainUntil(app: TestApp, id: string, status: string): Promise<void> {
+  await waitFor(
+    async () => {
+      await app.relay.drain();
+      return (await deliveryOf(db, id, 'snoozer'))?.status === status;
+    },
+    { message: `the delivery to be ${status}` },
+  );
+}
+
 beforeAll(async () => {
   db = await createTestDatabase([EFFECTS_TABLE_SQL]);
 });
@@ -157,13 +168,7 @@ describe('a handler that snoozes (context.retryAfter)', () => {
     consumers.plan.set('always', { times: Number.POSITIVE_INFINITY, ms: 0 });
     const id = await enqueueIn(app, { eventName: 'test.snooze.plain.v1', payload: { key: 'always' } });
 
-    await waitFor(
-      async () => {
-        await app.relay.drain();
-        return (await deliveryOf(db, id, 'snoozer'))?.status === 'dead';
-      },
-      { message: 'the delivery to go dead' },
-    );
+    await drainUntil(app, id, 'dead');
     // maxSnoozes 2 uncharged, then each snooze charged: attempts 1 and 2 (maxAttempts 2)
     expect(callsOf('snoozer').map((c) => c.attempt)).toEqual([1, 1, 1, 2]);
     expect(await deliveryOf(db, id, 'snoozer')).toMatchObject({
@@ -211,25 +216,13 @@ describe('a handler that snoozes (context.retryAfter)', () => {
     const app = await start(false);
     consumers.plan.set('replayed', { times: Number.POSITIVE_INFINITY, ms: 0 });
     const id = await enqueueIn(app, { eventName: 'test.snooze.plain.v1', payload: { key: 'replayed' } });
-    await waitFor(
-      async () => {
-        await app.relay.drain();
-        return (await deliveryOf(db, id, 'snoozer'))?.status === 'dead';
-      },
-      { message: 'the delivery to go dead' },
-    );
+    await drainUntil(app, id, 'dead');
 
     // the partner is back: one more "not now", then it works
     consumers.plan.set('replayed', { times: 1, ms: 0 });
     consumers.calls.clear();
     expect(await app.app.get(OutboxAdminService).replayEvent(TENANT, id)).toBe(1);
-    await waitFor(
-      async () => {
-        await app.relay.drain();
-        return (await deliveryOf(db, id, 'snoozer'))?.status === 'delivered';
-      },
-      { message: 'the replayed delivery delivered' },
-    );
+    await drainUntil(app, id, 'delivered');
     // the snooze after the replay is not charged: attempt 1 twice, not attempts 1 and 2
     expect(callsOf('snoozer').map((c) => c.attempt)).toEqual([1, 1]);
     expect(await deliveryOf(db, id, 'snoozer')).toMatchObject({ attempt_count: 1, snoozes: 1 });

@@ -190,6 +190,24 @@ describe('a consumer paused through the admin service', () => {
     expect(await due()).toEqual([{ tenant_id: TENANT }]);
   });
 
+  it('says a pair whose hold has expired was not paused: resuming it returns false, and no audit row counts it', async () => {
+    const t = await start();
+    const admin = t.app.get(OutboxAdminService);
+    // a webhook's Retry-After hold that ended a second ago (its row stays until the pair is held or resumed again)
+    await db.sql(
+      `insert into outbox_consumer_pauses (consumer_name, tenant_id, paused_by, reason, resumes_at)
+       values ('paused', $1, 'relay', 'HTTP 429', now() - interval '1 second')`,
+      [TENANT],
+    );
+    expect(await admin.pausedConsumers()).toEqual([]);
+
+    expect(await admin.resumeConsumer('paused', { tenantId: TENANT }, { audit: { actor: 'ops' } })).toBe(
+      false,
+    );
+    const [entry] = await admin.auditLog(TENANT);
+    expect(entry).toMatchObject({ action: 'resumeConsumer', rows: 0 });
+  });
+
   it('refuses an unknown consumer, a tenant id that is not a UUID and a reason too long, naming the field', async () => {
     const t = await start();
     const admin = t.app.get(OutboxAdminService);
