@@ -64,15 +64,21 @@ export function pauseConsumer(
   };
 }
 
-/** Resumes `consumer` for `tenantId` (null: the pause of every tenant; a tenant's own pause stays). */
+/**
+ * Resumes `consumer` for `tenantId` (null: the pause of every tenant; a tenant's own pause stays). Returns the
+ * pause lifted, or none: an expired hold's row is deleted too, but that pair was not paused.
+ */
 export function resumeConsumer(
   n: OutboxNames,
   p: { consumer: string; tenantId: string | null },
 ): SqlStatement {
   return {
-    text: `delete from ${n.consumerPauses}
-            where consumer_name = $1::text and tenant_id is not distinct from $2::uuid
-           returning consumer_name`,
+    text: `with lifted as (
+             delete from ${n.consumerPauses} x
+              where consumer_name = $1::text and tenant_id is not distinct from $2::uuid
+             returning consumer_name, resumes_at
+           )
+           select consumer_name from lifted x where ${IN_FORCE}`,
     values: [p.consumer, p.tenantId],
   };
 }
