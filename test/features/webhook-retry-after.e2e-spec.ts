@@ -4,7 +4,14 @@ import { buildApp, type TestApp } from '../support/build-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { startWebhookReceiver, type WebhookReceiver } from '../support/webhook-receiver';
 import { waitFor } from '../support/wait-for';
-import { deliveryOf, enqueueIn, TENANT, TENANTS, truncateOutbox } from '../support/outbox-fixture';
+import {
+  deliveryOf,
+  enqueueIn,
+  enqueueManyIn,
+  TENANT,
+  TENANTS,
+  truncateOutbox,
+} from '../support/outbox-fixture';
 
 describe('a webhook answered 429 or 503 with Retry-After', () => {
   let db: TestDatabase;
@@ -116,6 +123,22 @@ describe('a webhook answered 429 or 503 with Retry-After', () => {
       expect(await row(first)).toMatchObject({ attempt_count: 1, snoozes: 1 });
     },
   );
+
+  it('sends the held tenant nothing more in the same batch: only the requests already in flight go', async () => {
+    const app = await start();
+    receiver.reply = () => ({ status: 429, headers: { 'retry-after': '30' } });
+    // one batch of 40 events of one tenant; the relay sends 16 requests at a time
+    const ids = await enqueueManyIn(
+      app,
+      Array.from({ length: 40 }, (_, n) => ({ eventName: 'test.hook.created.v1', payload: { n } })),
+    );
+    await app.relay.drain();
+
+    expect(await hold()).toMatchObject({ tenant_id: TENANT, paused_by: 'relay' });
+    // the partner said "not for 30 s": at most the 16 requests sent before its answer came back
+    expect(receiver.requests.length).toBeLessThanOrEqual(16);
+    for (const id of ids) expect(await row(id)).toMatchObject({ status: 'pending', attempt_count: 0 });
+  });
 
   it('holds the pair for every relay: another instance does not send the tenant its next event either', async () => {
     const first = await start();
