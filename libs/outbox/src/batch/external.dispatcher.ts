@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { ExternalDeliveryResult, OutboxConsumer } from '../model/outbox-consumer';
 import type { DeliveryOutcome } from '../model/delivery-outcome';
 import type { ClaimedDelivery } from '../model/claimed-delivery';
-import { errorText } from '../errors/error-text';
+import { boundedText, errorText } from '../errors/error-text';
 import { delivered, failed, outcomeTarget, snoozed } from '../model/delivery-outcome';
 import { OutboxInstrumentation, runAttempt } from '../extension/outbox-instrumentation';
 
@@ -33,14 +33,24 @@ export class ExternalDispatcher {
       batches.set(consumer, indexes);
     });
     let next = 0;
+    /** The (consumer, tenant) pairs a receiver asked to hold (a webhook's Retry-After), by `pairKey`. */
+    const held = new Map<string, DeliveryOutcome>();
     const worker = async (): Promise<void> => {
       while (next < single.length) {
         const index = single[next++]!;
         const { delivery, consumer } = deliveries[index]!;
+        const hold = held.get(pairKey(delivery));
+        if (hold) {
+          // not sent: its pair is held from the outcome of the one that asked (recorded with this batch's outcomes)
+          outcomes[index] = heldBack(delivery, hold);
+          continue;
+        }
         // instrumentation: the attempt's context is active while the transport sends (traceparent)
         const attempt = this.instrumentation.attemptStarted(delivery, consumer);
-        outcomes[index] = await runAttempt(attempt, () => this.deliverOne(delivery, consumer));
-        attempt?.ended?.(outcomes[index]!);
+        const outcome = await runAttempt(attempt, () => this.deliverOne(delivery, consumer));
+        outcomes[index] = outcome;
+        if (outcome.holdMs !== undefined) held.set(pairKey(delivery), outcome);
+        attempt?.ended?.(outcome);
       }
     };
     await Promise.all([
@@ -92,6 +102,25 @@ export class ExternalDispatcher {
 }
 
 const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
+
+/** A delivery's (consumer, tenant) pair, as a hold names it. */
+function pairKey(delivery: ClaimedDelivery): string {
+  return `${delivery.consumerName}\u0000${delivery.tenantId}`;
+}
+
+/**
+ * A delivery not sent because an earlier one of its pair was answered with a hold (ADR 1105): deferred, no
+ * attempt charged and no snooze counted (it did not ask), due when the hold ends.
+ */
+function heldBack(delivery: ClaimedDelivery, hold: DeliveryOutcome): DeliveryOutcome {
+  return {
+    ...outcomeTarget(delivery),
+    status: 'deferred',
+    errorCode: hold.errorCode,
+    error: boundedText(`not sent, its pair held: ${hold.error ?? ''}`),
+    retryInMs: hold.holdMs!,
+  };
+}
 
 /** The stored outcome of what a transport said about a delivery. */
 function toOutcome(
