@@ -339,6 +339,45 @@ describe('migrations', () => {
     ).rejects.toThrow(/consumer_inbox_pkey/);
   });
 
+  it('make the pause pair key unique on a live table holding duplicate pauses, and going down drops only the holds', async () => {
+    const snooze = outboxMigrations.findIndex((M) => new M().name === 'OutboxSnooze1764501400000');
+    expect(snooze).toBeGreaterThan(0);
+    const db = track(await createEmptyDatabase());
+    await migrateBefore(db, snooze);
+    const tenant = 'f1f1f1f1-0000-4000-8000-000000000001';
+    // two pauses of a pair (written around the admin lock), two of every tenant, and one alone
+    await db.sql(
+      `insert into outbox_consumer_pauses (consumer_name, tenant_id, reason)
+       values ('c', $1, 'first'), ('c', $1, 'second'), ('c', null, 'all'), ('c', null, 'all again'), ('d', $1, null)`,
+      [tenant],
+    );
+    const pairs = () =>
+      db.sql<{ consumer_name: string; tenant_id: string | null }>(
+        `select consumer_name, tenant_id from outbox_consumer_pauses where tenant_id is not null
+          order by consumer_name`,
+      );
+
+    await withMigrator(db, (dataSource) => dataSource.runMigrations({ transaction: 'each' }));
+    expect(await pairs()).toEqual([
+      { consumer_name: 'c', tenant_id: tenant },
+      { consumer_name: 'd', tenant_id: tenant },
+    ]);
+    // a hold beside them, as a webhook's Retry-After writes it
+    await db.sql(
+      `insert into outbox_consumer_pauses (consumer_name, tenant_id, paused_by, resumes_at)
+       values ('e', $1, 'relay', now() + interval '1 minute')`,
+      [tenant],
+    );
+
+    await withMigrator(db, async (dataSource) => {
+      for (let i = snooze; i < outboxMigrations.length; i++) await dataSource.undoLastMigration();
+    });
+    expect(await pairs()).toEqual([
+      { consumer_name: 'c', tenant_id: tenant },
+      { consumer_name: 'd', tenant_id: tenant },
+    ]);
+  });
+
   it("narrow retention's inbox delete to the relay's rows of the event's tenant, and going down restores the function as it was", async () => {
     const narrowing = outboxMigrations.findIndex(
       (M) => new M().name === 'OutboxPurgeRelayInbox1764500800000',
