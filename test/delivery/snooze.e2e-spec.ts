@@ -245,6 +245,34 @@ describe('a handler that snoozes (context.retryAfter)', () => {
     expect(row.last_error).toMatch(/snoozer.*retryAfter\(-5\)/);
   });
 
+  it("lets an ordered consumer's other aggregates go on while one aggregate's event is snoozed", async () => {
+    const app = await start(false);
+    consumers.plan.set('a1', { times: 1, ms: 60_000 });
+    const event = (aggregateId: string, key: string) => ({
+      eventName: 'test.snooze.ordered.v1',
+      aggregateType: 'order',
+      aggregateId,
+      payload: { key },
+    });
+    const [a1, b1, a2, b2] = (await enqueueManyIn(app, [
+      event('A', 'a1'),
+      event('B', 'b1'),
+      event('A', 'a2'),
+      event('B', 'b2'),
+    ])) as [string, string, string, string];
+    for (let round = 0; round < 3; round++) await app.relay.drain();
+
+    // A's first event snoozed for a minute holds A's second; B's events are delivered in order meanwhile
+    expect(callsOf('ordered').map((c) => c.eventId)).toEqual([a1, b1, b2]);
+    expect(await deliveryOf(db, a1, 'ordered')).toMatchObject({
+      status: 'pending',
+      attempt_count: 0,
+      snoozes: 1,
+    });
+    expect(await deliveryOf(db, a2, 'ordered')).toMatchObject({ status: 'pending', attempt_count: 0 });
+    expect((await effects(db, 'ordered')).map((e) => e.event_id)).toEqual([b1, b2]);
+  });
+
   it('holds back the later events of its aggregate for an ordered consumer, as a retry does', async () => {
     const app = await start(true);
     consumers.plan.set('first', { times: 1, ms: 1000 });
