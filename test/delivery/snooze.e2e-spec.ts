@@ -49,6 +49,29 @@ class SnoozeConsumers {
     return this.handle(event, context);
   }
 
+  /** What `retryAfter` threw when called after the handler returned. */
+  late: unknown = null;
+
+  @OnOutboxEvent('test.snooze.fickle.v1', { consumer: 'fickle', backoff: { baseMs: 60_000, jitter: 0 } })
+  async fickle(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    const { mode } = event.data as { mode: 'twice' | 'throw' | 'late' };
+    if (mode === 'twice') {
+      context.retryAfter(3_600_000);
+      return context.retryAfter(120_000);
+    }
+    if (mode === 'throw') {
+      context.retryAfter(1000);
+      throw new Error('changed its mind');
+    }
+    setImmediate(() => {
+      try {
+        context.retryAfter(1000);
+      } catch (error) {
+        this.late = error;
+      }
+    });
+  }
+
   private async handle(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
     const [{ at }] = (await context.manager.query('select clock_timestamp() as at')) as { at: Date }[];
     const calls = this.calls.get(context.consumer) ?? [];
@@ -226,6 +249,43 @@ describe('a handler that snoozes (context.retryAfter)', () => {
     // the snooze after the replay is not charged: attempt 1 twice, not attempts 1 and 2
     expect(callsOf('snoozer').map((c) => c.attempt)).toEqual([1, 1]);
     expect(await deliveryOf(db, id, 'snoozer')).toMatchObject({ attempt_count: 1, snoozes: 1 });
+  });
+
+  it('takes the last retryAfter, charges a throw after it, and refuses a call after the handler returned', async () => {
+    const app = await start(false);
+    const [twice, thrown, late] = (await enqueueManyIn(
+      app,
+      (['twice', 'throw', 'late'] as const).map((mode) => ({
+        eventName: 'test.snooze.fickle.v1',
+        payload: { mode },
+      })),
+    )) as [string, string, string];
+    await app.relay.drain();
+
+    const waitOf = async (id: string) =>
+      (
+        await db.sql<{ ms: number }>(
+          `select extract(epoch from next_attempt_at - updated_at) * 1000 as ms from outbox_deliveries
+            where event_id = $1 and consumer_name = 'fickle'`,
+          [id],
+        )
+      )[0]!.ms;
+    expect(await deliveryOf(db, twice, 'fickle')).toMatchObject({
+      status: 'pending',
+      attempt_count: 0,
+      snoozes: 1,
+    });
+    expect(Number(await waitOf(twice))).toBeGreaterThanOrEqual(120_000);
+    expect(Number(await waitOf(twice))).toBeLessThan(180_000);
+    expect(await deliveryOf(db, thrown, 'fickle')).toMatchObject({
+      status: 'failed',
+      attempt_count: 1,
+      snoozes: 0,
+      error_code: 'handlerError',
+    });
+    expect(await deliveryOf(db, late, 'fickle')).toMatchObject({ status: 'delivered', snoozes: 0 });
+    await waitFor(() => consumers.late, { message: 'the late call to throw' });
+    expect(String(consumers.late)).toMatch(/fickle.*after it returned/);
   });
 
   it('fails the attempt, naming the consumer and the value, when the delay is not a number of ms from 0 to a day', async () => {
