@@ -29,6 +29,7 @@ module.exports = {
         '<rootDir>/libs/**/*.spec.ts',
         '<rootDir>/tools/**/*.spec.ts',
         '<rootDir>/test/**/*.spec.ts',
+        '<rootDir>/bench/**/*.spec.ts',
       ],
     },
     {

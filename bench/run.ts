@@ -17,6 +17,7 @@ import { backlogScaleScenario } from './scenarios/backlog-scale.scenario';
 import { memoryScenario } from './scenarios/memory.scenario';
 import { roundTripsScenario } from './scenarios/round-trips.scenario';
 import { peersScenario } from './scenarios/peers.scenario';
+import { soakScenario } from './scenarios/soak.scenario';
 
 const SCENARIOS: readonly BenchScenario[] = [
   enqueueScenario,
@@ -26,12 +27,15 @@ const SCENARIOS: readonly BenchScenario[] = [
   memoryScenario,
   roundTripsScenario,
   peersScenario,
+  soakScenario,
 ];
 
 async function main(options: BenchOptions): Promise<void> {
   const write = (line: string): void =>
     void (options.json ? process.stderr : process.stdout).write(`${line}\n`);
-  const server = await resolveDatabase({ settings: statementStatsSettings(options) });
+  const server = await resolveDatabase({
+    settings: { ...statementStatsSettings(options), ...soakSettings(options) },
+  });
   let db: BenchDatabase | null = null;
   // Ctrl-C: drop what we created and stop the embedded server before going (its watchdog is the last resort).
   const interrupt = (): void => {
@@ -77,12 +81,22 @@ async function main(options: BenchOptions): Promise<void> {
 }
 
 /**
- * The peers scenario counts statements with pg_stat_statements: loaded at start (it cannot be later), but
- * tracking nothing unless a scenario turns it on for its database, so the other scenarios do not pay for it.
+ * The peers scenario counts statements with pg_stat_statements, the soak times the claim with it: loaded at start
+ * (it cannot be later), but tracking nothing unless a scenario turns it on for its database, so the other
+ * scenarios do not pay for it.
  */
 function statementStatsSettings(options: BenchOptions): Record<string, string> | undefined {
-  if (!options.scenarios.includes('peers')) return undefined;
+  if (!options.scenarios.includes('peers') && !options.scenarios.includes('soak')) return undefined;
   return { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'none' };
+}
+
+/**
+ * The quick soak compresses time: retention of 20 s instead of days, so autovacuum wakes every 10 s instead of
+ * every minute, or the two-minute run would see one vacuum at most. The full soak keeps the server's default.
+ */
+function soakSettings(options: BenchOptions): Record<string, string> | undefined {
+  if (!options.scenarios.includes('soak') || !options.quick) return undefined;
+  return { autovacuum_naptime: '10s' };
 }
 
 let options: BenchOptions;

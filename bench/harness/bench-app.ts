@@ -4,7 +4,13 @@ import { NestFactory } from '@nestjs/core';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { OutboxModule, OutboxRelay, OutboxService, type OutboxRelayOptions } from 'nestjs-pg-outbox';
+import {
+  OutboxModule,
+  OutboxRelay,
+  OutboxService,
+  type OutboxRelayOptions,
+  type OutboxRetentionOptions,
+} from 'nestjs-pg-outbox';
 import { QueryProbe } from './query-probe';
 import { OUTBOX_RELAY_POLICY_SWITCHES, type RelayPolicy } from '../../libs/outbox/src/options/relay-policy';
 
@@ -36,6 +42,10 @@ export interface BenchAppOptions {
   applicationName?: string;
   /** Attach the query probe (default true); off where nothing reads it, so timed runs do not carry it. */
   probe?: boolean;
+  /** Retention options (the library's defaults unless set; retention runs only where the relay is enabled). */
+  retention?: OutboxRetentionOptions;
+  /** Feature modules the app imports besides the outbox (e.g. `OutboxAdminModule` for the doctor). */
+  imports?: readonly (Type | DynamicModule)[];
   /** Switches over the relay's policy (internal, not options: see `RelayPolicy`); BENCH_RELAY_POLICY's unless set. */
   policy?: Partial<RelayPolicy>;
 }
@@ -81,7 +91,9 @@ class BenchAppModule {
         OutboxModule.forRoot({
           relay: { enabled: false, ...options.relay },
           preparedStatements: options.preparedStatements,
+          retention: options.retention,
         }),
+        ...(options.imports ?? []),
       ],
       providers: [...options.consumers],
     };

@@ -111,3 +111,25 @@ export function consumerClass(variant: ConsumerVariant): Type {
   };
   return classes[variant];
 }
+
+/**
+ * The soak's two consumers: one in memory that notes when each event reached it (the run's latency and
+ * throughput), one that writes an effect row through the handler's transaction.
+ */
+@Injectable()
+export class SoakConsumers {
+  /** Events handled by the timed consumer, whose time the soak has not taken yet. */
+  readonly handledAt = new Map<string, number>();
+  handled = 0;
+
+  @OnOutboxEvent(BENCH_EVENT, { consumer: 'bench.notify' })
+  notify(event: OutboxEvent): void {
+    this.handled++;
+    if (!this.handledAt.has(event.eventId)) this.handledAt.set(event.eventId, performance.now());
+  }
+
+  @OnOutboxEvent(BENCH_EVENT, { consumer: EFFECT_CONSUMER })
+  async record(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    await context.manager.query(INSERT_EFFECT_SQL, [event.eventId, context.consumer]);
+  }
+}

@@ -9,6 +9,7 @@ export const SCENARIO_NAMES = [
   'memory',
   'round-trips',
   'peers',
+  'soak',
 ] as const;
 export type ScenarioName = (typeof SCENARIO_NAMES)[number];
 
@@ -54,6 +55,26 @@ export interface BenchSizes {
   /** Peers: events per second and seconds of each latency run. */
   peersLatencyRate: number;
   peersLatencySeconds: number;
+  /** Soak: minutes of sustained load (`--minutes` overrides). */
+  soakMinutes: number;
+  /** Soak: seconds per window of figures. */
+  soakWindowSeconds: number;
+  /** Soak: settled events older than this many seconds are purged (the bench lowers the floor; see the scenario). */
+  soakRetentionSeconds: number;
+  /** Soak: how often retention runs, in ms (`retention.intervalMs`). */
+  soakRetentionIntervalMs: number;
+}
+
+/** Soak settings that flags can change. */
+export interface SoakFlags {
+  /** Events enqueued per second (`--rate`). */
+  rate: number;
+  /** Minutes of load (`--minutes`); the size's default unless given. */
+  minutes: number | null;
+  /** Seconds a second connection holds a repeatable-read snapshot in the middle of the run (`--hold`); 0 for none. */
+  holdSeconds: number;
+  /** Where the run's JSON and plots go (`--out`). */
+  outDir: string;
 }
 
 /** What the command line asked for. */
@@ -66,6 +87,7 @@ export interface BenchOptions {
   /** Scenarios to run, in their fixed order. */
   scenarios: readonly ScenarioName[];
   sizes: BenchSizes;
+  soak: SoakFlags;
 }
 
 const FULL: BenchSizes = {
@@ -91,6 +113,10 @@ const FULL: BenchSizes = {
   peersBacklog: 8_000,
   peersLatencyRate: 100,
   peersLatencySeconds: 4,
+  soakMinutes: 30,
+  soakWindowSeconds: 60,
+  soakRetentionSeconds: 120,
+  soakRetentionIntervalMs: 15_000,
 };
 
 const QUICK: BenchSizes = {
@@ -111,13 +137,24 @@ const QUICK: BenchSizes = {
   peersEnqueueSeconds: 1,
   peersBacklog: 2_000,
   peersLatencySeconds: 3,
+  soakMinutes: 2,
+  soakWindowSeconds: 15,
+  soakRetentionSeconds: 20,
+  soakRetentionIntervalMs: 5_000,
 };
 
+/** Scenarios a bare `npm run bench` leaves out: they run only when `--only` names them. */
+const ON_REQUEST: readonly ScenarioName[] = ['soak'];
+
 const USAGE = `usage: npm run bench -- [--quick] [--loaded] [--json] [--only=${SCENARIO_NAMES.join(',')}]
-  --quick   smaller sizes (about a minute): 5k backlog, 100k rows for scale, 20k events for memory
+  --quick   smaller sizes (about a minute): 5k backlog, 100k rows for scale, 20k events for memory; soak 2 minutes
   --loaded  peers: every line idle, then again under a fixed CPU load on every core (labelled "(loaded)")
   --json    JSON summary on stdout; the readable report goes to stderr
-  --only    run only the named scenarios (comma-separated)
+  --only    run only the named scenarios (comma-separated); soak runs only when named
+  --minutes=N   soak: minutes of load (default 30, 2 with --quick)
+  --rate=N      soak: events enqueued per second (default 400)
+  --hold=S      soak: hold a repeatable-read snapshot open for S seconds in the middle of the run (default 0: none)
+  --out=DIR     soak: where the run's JSON and plots go (default bench-output)
   DATABASE_URL  use this server (a throwaway database is created on it) instead of an embedded PostgreSQL`;
 
 /** Parses `process.argv.slice(2)`; throws the usage text on an unknown flag. */
@@ -125,9 +162,15 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
   let quick = false;
   let loaded = false;
   let json = false;
-  let scenarios: ScenarioName[] = [...SCENARIO_NAMES];
+  let scenarios: ScenarioName[] = SCENARIO_NAMES.filter((n) => !ON_REQUEST.includes(n));
+  const soak: SoakFlags = { rate: 400, minutes: null, holdSeconds: 0, outDir: 'bench-output' };
   for (const arg of argv) {
     if (arg === '--quick') quick = true;
+    else if (arg.startsWith('--minutes=')) soak.minutes = positiveNumber(arg, 'a number of minutes above 0');
+    else if (arg.startsWith('--rate=')) soak.rate = positiveNumber(arg, 'events per second above 0');
+    else if (arg.startsWith('--hold=')) soak.holdSeconds = positiveNumber(arg, 'a number of seconds above 0');
+    else if (arg.startsWith('--out=') && arg.length > '--out='.length)
+      soak.outDir = arg.slice('--out='.length);
     else if (arg === '--loaded') loaded = true;
     else if (arg === '--json') json = true;
     else if (arg.startsWith('--only=')) {
@@ -137,5 +180,21 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
       scenarios = SCENARIO_NAMES.filter((n) => names.includes(n));
     } else throw new Error(`unknown argument "${arg}"\n${USAGE}`);
   }
-  return { quick, loaded, json, scenarios, sizes: quick ? QUICK : FULL };
+  const sizes = quick ? QUICK : FULL;
+  const minutes = soak.minutes ?? sizes.soakMinutes;
+  if (soak.holdSeconds >= minutes * 60) {
+    throw new Error(
+      `--hold=${soak.holdSeconds} must be shorter than the soak's ${minutes} minutes (${minutes * 60} s): ` +
+        `lengthen the run with --minutes or shorten the hold\n${USAGE}`,
+    );
+  }
+  return { quick, loaded, json, scenarios, sizes, soak };
+}
+
+function positiveNumber(arg: string, expected: string): number {
+  const text = arg.slice(arg.indexOf('=') + 1);
+  const value = Number(text);
+  if (text === '' || !Number.isFinite(value) || value <= 0)
+    throw new Error(`${arg.slice(0, arg.indexOf('='))} must be ${expected}, got "${text}"\n${USAGE}`);
+  return value;
 }

@@ -22,20 +22,11 @@ import { createTestDatabase, type TestDatabase } from '../support/test-database'
 import { waitFor } from '../support/wait-for';
 import { TENANTS } from '../support/outbox-fixture';
 import { OperatorGuard, tenantsOf } from '../support/board-operators';
+import { CHROMIUM_ARGS, CHROMIUM_PATH } from '../../tools/chromium';
 
 const [TENANT_A, TENANT_B] = TENANTS;
 /** Screenshots go here (gitignored); docs/images/board.png is a copy of one of them. */
 const OUTPUT = join(__dirname, '..', '..', 'test-output', 'board');
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--no-first-run',
-  '--disable-sync',
-  '--disable-quic',
-];
 
 /** Bills every order event; fails while `broken` (two attempts, then dead). */
 @Injectable()
@@ -139,7 +130,7 @@ beforeAll(async () => {
     ],
   });
   billing = http.app.get(BillingConsumer);
-  browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
+  browser = await chromium.launch({ executablePath: CHROMIUM_PATH, args: [...CHROMIUM_ARGS] });
 }, 60_000);
 
 afterAll(async () => {

@@ -1,0 +1,42 @@
+import { parseBenchOptions } from './bench-options';
+
+describe('parseBenchOptions, soak flags', () => {
+  it('leaves the soak out of a bare run and runs it when --only names it', () => {
+    expect(parseBenchOptions([]).scenarios).not.toContain('soak');
+    expect(parseBenchOptions(['--only=soak']).scenarios).toEqual(['soak']);
+  });
+
+  it('reads the rate, length, hold and output directory', () => {
+    const { soak } = parseBenchOptions([
+      '--only=soak',
+      '--rate=250',
+      '--minutes=12',
+      '--hold=240',
+      '--out=/tmp/x',
+    ]);
+    expect(soak).toEqual({ rate: 250, minutes: 12, holdSeconds: 240, outDir: '/tmp/x' });
+  });
+
+  it('defaults to 400 events/s, no hold, and the size’s length', () => {
+    const options = parseBenchOptions(['--quick', '--only=soak']);
+    expect(options.soak).toEqual({ rate: 400, minutes: null, holdSeconds: 0, outDir: 'bench-output' });
+    expect(options.sizes.soakMinutes).toBe(2);
+  });
+
+  it('names the flag and the value it refuses', () => {
+    expect(() => parseBenchOptions(['--rate=fast'])).toThrow(
+      '--rate must be events per second above 0, got "fast"',
+    );
+    expect(() => parseBenchOptions(['--minutes=0'])).toThrow('--minutes must be a number of minutes above 0');
+    expect(() => parseBenchOptions(['--hold='])).toThrow(
+      '--hold must be a number of seconds above 0, got ""',
+    );
+  });
+
+  it('refuses a hold as long as the run', () => {
+    expect(() => parseBenchOptions(['--quick', '--hold=120'])).toThrow(
+      "--hold=120 must be shorter than the soak's 2 minutes (120 s)",
+    );
+    expect(parseBenchOptions(['--quick', '--minutes=3', '--hold=120']).soak.holdSeconds).toBe(120);
+  });
+});

@@ -1,0 +1,211 @@
+/**
+ * The soak's figures, window by window: what the scenario reads at each window's end (counters), what a window
+ * is (the differences between two readings, and the latencies of the events handled in it), and the goals as
+ * ratios of the last window to the first once retention has cycled. Pure: the scenario does the reading.
+ */
+import { percentile } from './stats';
+
+/** Counters read at a window's boundary; a window is the difference between two of them. */
+export interface SoakReading {
+  /** Seconds since the load began. */
+  atS: number;
+  /** Bytes of the outbox tables (heap, TOAST) and of their indexes, by table. */
+  tables: Record<
+    string,
+    { tableBytes: number; indexBytes: number; deadTuples: number; deletedTuples: number }
+  >;
+  /** Events handled so far by the consumer that times them. */
+  handled: number;
+  /** CPU of this process (user + system), ms. */
+  nodeCpuMs: number;
+  /** CPU of the relay's and of the producer's PostgreSQL backends, ms, or null where /proc cannot show them. */
+  relayBackendCpuMs: number | null;
+  producerBackendCpuMs: number | null;
+  rssBytes: number;
+  /** The machine's load average over the last minute. */
+  loadAverage: number;
+  /** Claims (new events and due retries) and due-tenant scans from pg_stat_statements, or null without it. */
+  claims: { calls: number; execMs: number } | null;
+  dueScans: { calls: number; execMs: number } | null;
+}
+
+/** One window of the run. */
+export interface SoakWindow {
+  index: number;
+  startS: number;
+  endS: number;
+  /** Outbox tables and their indexes at the window's end. */
+  tableBytes: number;
+  indexBytes: number;
+  sizeBytes: number;
+  /** Dead tuples of the outbox tables at the window's end, all and by table. */
+  deadTuples: number;
+  deadByTable: Record<string, number>;
+  /** Events retention deleted from the events table during the window. */
+  purgedEvents: number;
+  /** Commit → handler latency of the events handled in the window. */
+  latencyCount: number;
+  p50Ms: number;
+  p99Ms: number;
+  /** Events the relay handled per second. */
+  eventsPerS: number;
+  /** CPU per handled event: this process (producer and relay), the relay's backends, the producer's. */
+  nodeCpuPerEventMs: number;
+  relayBackendCpuPerEventMs: number | null;
+  producerBackendCpuPerEventMs: number | null;
+  /** Cores this process used over the window (its CPU over the window's length): on a shared machine, its share. */
+  nodeCores: number;
+  rssBytes: number;
+  loadAverage: number;
+  /** Mean execution per call, ms (null without pg_stat_statements, or no call in the window). */
+  claimMeanMs: number | null;
+  claimCalls: number | null;
+  dueScanMeanMs: number | null;
+  /** Seconds of the window during which the snapshot was held. */
+  heldS: number;
+}
+
+/** The events table: retention's deletes are counted there (one per purged event). */
+export const EVENTS_TABLE = 'event_outbox';
+
+/** A window from two readings, the latencies of the events handled between them, and the hold's span if any. */
+export function soakWindow(
+  index: number,
+  before: SoakReading,
+  after: SoakReading,
+  latenciesMs: readonly number[],
+  hold: { startS: number; endS: number } | null,
+): SoakWindow {
+  const seconds = after.atS - before.atS;
+  const handled = after.handled - before.handled;
+  const perEvent = (spent: number | null): number | null =>
+    spent === null || handled <= 0 ? null : spent / handled;
+  const diff = (a: number | null, b: number | null): number | null =>
+    a === null || b === null ? null : a - b;
+  const tables = Object.entries(after.tables);
+  const tableBytes = tables.reduce((sum, [, t]) => sum + t.tableBytes, 0);
+  const indexBytes = tables.reduce((sum, [, t]) => sum + t.indexBytes, 0);
+  const claims = after.claims && before.claims ? delta(after.claims, before.claims) : null;
+  const due = after.dueScans && before.dueScans ? delta(after.dueScans, before.dueScans) : null;
+  const purged =
+    (after.tables[EVENTS_TABLE]?.deletedTuples ?? 0) - (before.tables[EVENTS_TABLE]?.deletedTuples ?? 0);
+  return {
+    index,
+    startS: before.atS,
+    endS: after.atS,
+    tableBytes,
+    indexBytes,
+    sizeBytes: tableBytes + indexBytes,
+    deadTuples: tables.reduce((sum, [, t]) => sum + t.deadTuples, 0),
+    deadByTable: Object.fromEntries(tables.map(([name, t]) => [name, t.deadTuples])),
+    purgedEvents: purged,
+    latencyCount: latenciesMs.length,
+    p50Ms: percentile(latenciesMs, 50),
+    p99Ms: percentile(latenciesMs, 99),
+    eventsPerS: seconds > 0 ? handled / seconds : Number.NaN,
+    nodeCpuPerEventMs: perEvent(after.nodeCpuMs - before.nodeCpuMs) ?? Number.NaN,
+    relayBackendCpuPerEventMs: perEvent(diff(after.relayBackendCpuMs, before.relayBackendCpuMs)),
+    producerBackendCpuPerEventMs: perEvent(diff(after.producerBackendCpuMs, before.producerBackendCpuMs)),
+    nodeCores: seconds > 0 ? (after.nodeCpuMs - before.nodeCpuMs) / (seconds * 1000) : Number.NaN,
+    rssBytes: after.rssBytes,
+    loadAverage: after.loadAverage,
+    claimMeanMs: claims && claims.calls > 0 ? claims.execMs / claims.calls : null,
+    claimCalls: claims?.calls ?? null,
+    dueScanMeanMs: due && due.calls > 0 ? due.execMs / due.calls : null,
+    heldS: hold ? overlap(before.atS, after.atS, hold.startS, hold.endS) : 0,
+  };
+}
+
+function delta(
+  after: { calls: number; execMs: number },
+  before: { calls: number; execMs: number },
+): { calls: number; execMs: number } {
+  return { calls: after.calls - before.calls, execMs: after.execMs - before.execMs };
+}
+
+function overlap(a0: number, a1: number, b0: number, b1: number): number {
+  return Math.max(0, Math.min(a1, b1) - Math.max(a0, b0));
+}
+
+/** A goal of the soak: the last window's figure over the reference window's. */
+export interface SoakGoal {
+  label: string;
+  unit: string;
+  first: number;
+  last: number;
+  ratio: number;
+  op: '<=' | '>=';
+  target: number;
+  met: boolean;
+}
+
+/** The goals of issue 37 and the windows they compare, or why they cannot be judged. */
+export type SoakVerdict =
+  | { judged: true; first: SoakWindow; last: SoakWindow; goals: SoakGoal[] }
+  | { judged: false; reason: string };
+
+/**
+ * The reference window is the first that begins after the first window in which retention deleted events (the
+ * tables have then reached the size they keep); the last is the run's last. Size ≤ 1.1×, p99 ≤ 1.2×, throughput
+ * ≥ 0.9× (issue 37).
+ */
+export function judgeSoak(windows: readonly SoakWindow[]): SoakVerdict {
+  const cycled = windows.findIndex((w) => w.purgedEvents > 0);
+  if (cycled === -1)
+    return {
+      judged: false,
+      reason: 'retention never deleted an event: lengthen the run or shorten retention',
+    };
+  const first = windows[cycled + 1];
+  const last = windows[windows.length - 1]!;
+  if (!first || first === last)
+    return {
+      judged: false,
+      reason: `retention first deleted events in window ${cycled + 1} of ${windows.length}: too late to leave two windows to compare; lengthen the run`,
+    };
+  const goal = (
+    label: string,
+    unit: string,
+    a: number,
+    b: number,
+    op: '<=' | '>=',
+    target: number,
+  ): SoakGoal => {
+    const ratio = b / a;
+    const met = Number.isFinite(ratio) && (op === '<=' ? ratio <= target : ratio >= target);
+    return { label, unit, first: a, last: b, ratio, op, target, met };
+  };
+  return {
+    judged: true,
+    first,
+    last,
+    goals: [
+      goal('outbox tables + indexes size', 'MiB', mib(first.sizeBytes), mib(last.sizeBytes), '<=', 1.1),
+      goal('commit → handler p99', 'ms', first.p99Ms, last.p99Ms, '<=', 1.2),
+      goal('relay throughput', 'events/s', first.eventsPerS, last.eventsPerS, '>=', 0.9),
+    ],
+  };
+}
+
+function mib(bytes: number): number {
+  return bytes / (1024 * 1024);
+}
+
+/** What the windows held under the snapshot show against the window before the hold, and whether the end recovered. */
+export interface HoldEffect {
+  before: SoakWindow;
+  /** The held window with the highest claim mean (or p99 without pg_stat_statements). */
+  worst: SoakWindow;
+  /** The first window entirely after the hold. */
+  after: SoakWindow | null;
+}
+
+export function holdEffect(windows: readonly SoakWindow[]): HoldEffect | null {
+  const firstHeld = windows.findIndex((w) => w.heldS > 0);
+  if (firstHeld <= 0) return null;
+  const held = windows.filter((w) => w.heldS > 0);
+  const key = (w: SoakWindow): number => w.claimMeanMs ?? w.p99Ms;
+  const worst = held.reduce((a, b) => (key(b) > key(a) ? b : a));
+  const lastHeld = held[held.length - 1]!;
+  return { before: windows[firstHeld - 1]!, worst, after: windows[lastHeld.index + 1] ?? null };
+}
