@@ -9,6 +9,7 @@ function reading(atS: number, overrides: Partial<SoakReading> = {}): SoakReading
       event_outbox: { tableBytes: 2 * MiB, indexBytes: MiB, deadTuples: 100, deletedTuples: 0 },
       outbox_deliveries: { tableBytes: 4 * MiB, indexBytes: 2 * MiB, deadTuples: 50, deletedTuples: 0 },
     },
+    produced: 0,
     handled: 0,
     nodeCpuMs: 0,
     relayBackendCpuMs: 0,
@@ -34,6 +35,7 @@ describe('soakWindow', () => {
     // counters that grow k times over: 6,000 events handled between the two readings, 15 s apart
     const at = (atS: number, k: number): SoakReading =>
       reading(atS, {
+        produced: 1100 * k,
         handled: 1000 * k,
         nodeCpuMs: 500 * k,
         relayBackendCpuMs: 200 * k,
@@ -44,7 +46,14 @@ describe('soakWindow', () => {
     const before = at(60, 1);
     const after = at(75, 7);
     const w = soakWindow(3, before, after, [1, 2, 3, 4, 100], null);
-    expect(w).toMatchObject({ index: 3, startS: 60, endS: 75, eventsPerS: 400, latencyCount: 5 });
+    expect(w).toMatchObject({
+      index: 3,
+      startS: 60,
+      endS: 75,
+      eventsPerS: 400,
+      backlog: 700,
+      latencyCount: 5,
+    });
     expect(w.nodeCpuPerEventMs).toBeCloseTo(0.5);
     expect(w.nodeCores).toBeCloseTo(0.2);
     expect(w.relayBackendCpuPerEventMs).toBeCloseTo(0.2);

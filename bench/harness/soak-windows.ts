@@ -14,6 +14,8 @@ export interface SoakReading {
     string,
     { tableBytes: number; indexBytes: number; deadTuples: number; deletedTuples: number }
   >;
+  /** Events committed so far by the producer. */
+  produced: number;
   /** Events handled so far by the consumer that times them. */
   handled: number;
   /** CPU of this process (user + system), ms. */
@@ -49,6 +51,8 @@ export interface SoakWindow {
   p99Ms: number;
   /** Events the relay handled per second. */
   eventsPerS: number;
+  /** Events committed and not yet handled at the window's end: a relay that keeps up keeps it small. */
+  backlog: number;
   /** CPU per handled event: this process (producer and relay), the relay's backends, the producer's. */
   nodeCpuPerEventMs: number;
   relayBackendCpuPerEventMs: number | null;
@@ -103,6 +107,7 @@ export function soakWindow(
     p50Ms: percentile(latenciesMs, 50),
     p99Ms: percentile(latenciesMs, 99),
     eventsPerS: seconds > 0 ? handled / seconds : Number.NaN,
+    backlog: Math.max(0, after.produced - after.handled),
     nodeCpuPerEventMs: perEvent(after.nodeCpuMs - before.nodeCpuMs) ?? Number.NaN,
     relayBackendCpuPerEventMs: perEvent(diff(after.relayBackendCpuMs, before.relayBackendCpuMs)),
     producerBackendCpuPerEventMs: perEvent(diff(after.producerBackendCpuMs, before.producerBackendCpuMs)),
