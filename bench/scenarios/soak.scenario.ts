@@ -16,17 +16,13 @@
  * that function's cut-off to `now() - <soakRetentionSeconds>` (the options ask for 2 hours, which passes the
  * floor check) and restores it afterwards. The library's code is unchanged.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
-import { join } from 'node:path';
-import { OutboxAdminModule, OutboxAdminService, type OutboxDoctorReport } from 'nestjs-pg-outbox/admin';
+import { OutboxAdminModule, OutboxAdminService } from 'nestjs-pg-outbox/admin';
 import { createBenchApp, type BenchApp } from '../harness/bench-app';
-import { cpuSpentMs, readBackendCpu, type BackendCpuSample, type RowsQuery } from '../harness/backend-cpu';
 import type { BenchDatabase } from '../harness/bench-database';
-import type { BenchContext, BenchScenario } from '../harness/bench-scenario';
+import type { BenchScenario } from '../harness/bench-scenario';
 import { SoakConsumers } from '../harness/bench-consumers';
 import { commitContactEvent } from '../harness/latency-runs';
-import { renderPng, svgSize } from '../harness/png-render';
 import { SnapshotHolder } from '../harness/snapshot-holder';
 import {
   holdEffect,
@@ -35,13 +31,17 @@ import {
   type SoakReading,
   type SoakWindow,
 } from '../harness/soak-windows';
-import { soakPlots } from '../harness/soak-plots';
+import {
+  describeWindow,
+  doctorCall,
+  reportHold,
+  writeOutcome,
+  type DoctorCall,
+} from '../harness/soak-report';
+import { PRODUCER_APP, RELAY_APP, SoakReader } from '../harness/soak-readings';
 import { StatementStats } from '../harness/statement-stats';
 import { now, sleep, waitUntil } from '../harness/stats';
 
-const RELAY_APP = 'bench-soak-relay';
-const PRODUCER_APP = 'bench-soak-producer';
-const MiB = 1024 * 1024;
 /** Tables whose autovacuum the bench database turns off for the other scenarios, on again for this one. */
 const VACUUMED_TABLES = [
   'event_outbox',
@@ -52,18 +52,6 @@ const VACUUMED_TABLES = [
 ];
 /** Asked of retention so that the function's floor check passes; the rewritten function ignores it. */
 const RETENTION_DAYS_ASKED = 2 / 24;
-
-/** One call of the doctor during the run. */
-interface DoctorCall {
-  atS: number;
-  holding: boolean;
-  severity: string;
-  /** Whether a non-ok `transactions` finding names the holder's pid. */
-  namesHolder: boolean;
-  holderSummary: string | null;
-  /** Every finding that is not ok, as `check: summary`. */
-  problems: string[];
-}
 
 export const soakScenario: BenchScenario = {
   name: 'soak',
@@ -141,7 +129,7 @@ export const soakScenario: BenchScenario = {
         (error) => failures.push(error instanceof Error ? error.message : String(error)),
       );
 
-      const reader = new ReadingTaker(db, stats.available);
+      const reader = new SoakReader(db, stats.available);
       const readings: SoakReading[] = [await reader.read(0, 0, consumers.handled)];
       const windows: SoakWindow[] = [];
       const doctorCalls: DoctorCall[] = [];
@@ -336,218 +324,4 @@ function takeLatencies(committedAt: Map<string, number>, handledAt: Map<string, 
     committedAt.delete(id);
   }
   return latencies;
-}
-
-/**
- * Reads the counters of a window's boundary. The backends' CPU is summed from one readable sample to the next
- * (a pool connection opened in between counts from zero); a boundary whose backends cannot be read (one closed
- * while being read, three times over) has none, and neither window beside it gets a figure.
- */
-class ReadingTaker {
-  private readonly relay = new BackendCpuTotal([RELAY_APP]);
-  private readonly producer = new BackendCpuTotal([PRODUCER_APP]);
-
-  constructor(
-    private readonly db: BenchDatabase,
-    private readonly statements: boolean,
-  ) {}
-
-  async read(atS: number, produced: number, handled: number): Promise<SoakReading> {
-    const query = this.db.sql.bind(this.db);
-    const relayCpu = await this.relay.read(query);
-    const producerCpu = await this.producer.read(query);
-    const node = process.cpuUsage();
-    const tables = await this.db.sql<{
-      name: string;
-      table_bytes: string;
-      index_bytes: string;
-      dead: string;
-      deleted: string;
-    }>(
-      `select s.relname as name, pg_table_size(s.relid)::text as table_bytes,
-              pg_indexes_size(s.relid)::text as index_bytes, s.n_dead_tup::text as dead, s.n_tup_del::text as deleted
-         from pg_stat_user_tables s
-        where s.schemaname = 'public' and (s.relname in ('event_outbox', 'consumer_inbox') or s.relname like 'outbox\\_%')`,
-    );
-    const statements = this.statements ? await this.statementTotals() : null;
-    return {
-      atS,
-      tables: Object.fromEntries(
-        tables.map((t) => [
-          t.name,
-          {
-            tableBytes: Number(t.table_bytes),
-            indexBytes: Number(t.index_bytes),
-            deadTuples: Number(t.dead),
-            deletedTuples: Number(t.deleted),
-          },
-        ]),
-      ),
-      produced,
-      handled,
-      nodeCpuMs: (node.user + node.system) / 1000,
-      relayBackendCpuMs: relayCpu,
-      producerBackendCpuMs: producerCpu,
-      rssBytes: process.memoryUsage().rss,
-      loadAverage: loadavg()[0]!,
-      claims: statements?.claims ?? null,
-      dueScans: statements?.due ?? null,
-    };
-  }
-
-  /** The claims (new events, due retries) and the due-tenant scans so far. */
-  private async statementTotals(): Promise<{
-    claims: { calls: number; execMs: number };
-    due: { calls: number; execMs: number };
-  }> {
-    const [row] = await this.db.sql<{ cc: string; cm: number; dc: string; dm: number }>(
-      `select coalesce(sum(calls) filter (where query like any($1::text[])), 0)::text as cc,
-              coalesce(sum(total_exec_time) filter (where query like any($1::text[])), 0)::float8 as cm,
-              coalesce(sum(calls) filter (where query like '%outbox_due_tenants%'), 0)::text as dc,
-              coalesce(sum(total_exec_time) filter (where query like '%outbox_due_tenants%'), 0)::float8 as dm
-         from pg_stat_statements
-        where dbid = (select oid from pg_database where datname = current_database())`,
-      [['with fresh as%', 'with retry as%']],
-    );
-    return {
-      claims: { calls: Number(row!.cc), execMs: row!.cm },
-      due: { calls: Number(row!.dc), execMs: row!.dm },
-    };
-  }
-}
-
-/** CPU of the backends of some `application_name`s, summed since the first reading. */
-class BackendCpuTotal {
-  private sample: BackendCpuSample = null;
-  private total = 0;
-
-  constructor(private readonly applicationNames: readonly string[]) {}
-
-  /** Milliseconds since the first reading, or null when the backends cannot be read now. */
-  async read(query: RowsQuery): Promise<number | null> {
-    let sample: BackendCpuSample = null;
-    for (let attempt = 0; attempt < 3 && sample === null; attempt++)
-      sample = await readBackendCpu(query, this.applicationNames);
-    if (sample === null) return null;
-    this.total += cpuSpentMs(this.sample ?? sample, sample) ?? 0;
-    this.sample = sample;
-    return this.total;
-  }
-}
-
-function doctorCall(found: OutboxDoctorReport, atS: number, holder: SnapshotHolder | null): DoctorCall {
-  const holding = holder !== null && !holder.isReleased;
-  const finding = holder
-    ? found.findings.find(
-        (f) => f.check === 'transactions' && f.severity !== 'ok' && f.figures.pid === holder.pid,
-      )
-    : undefined;
-  return {
-    atS: Math.round(atS),
-    holding,
-    severity: found.severity,
-    namesHolder: finding !== undefined,
-    holderSummary: finding?.summary ?? null,
-    problems: found.findings
-      .filter((f) => f.severity !== 'ok')
-      .map((f) => `${f.check} (${f.severity}): ${f.summary}`),
-  };
-}
-
-function describeWindow(w: SoakWindow): string {
-  const ms = (v: number | null): string =>
-    v === null || !Number.isFinite(v) ? 'n/a' : v.toFixed(v < 10 ? 2 : 0);
-  const k = (v: number): string => (v >= 1000 ? `${(v / 1000).toFixed(1)}k` : String(v));
-  return (
-    `w${w.index + 1} ${w.startS.toFixed(0)}–${w.endS.toFixed(0)} s: ${(w.sizeBytes / MiB).toFixed(1)} MiB ` +
-    `(indexes ${(w.indexBytes / MiB).toFixed(1)}), dead ${k(w.deadTuples)}, purged ${k(w.purgedEvents)}; ` +
-    `p50/p99 ${ms(w.p50Ms)}/${ms(w.p99Ms)} ms; ${w.eventsPerS.toFixed(0)} events/s, backlog ${k(w.backlog)}; ` +
-    `CPU/event node ${ms(w.nodeCpuPerEventMs)} + relay pg ${ms(w.relayBackendCpuPerEventMs)} ` +
-    `(+ producer pg ${ms(w.producerBackendCpuPerEventMs)}) ms; claim ${ms(w.claimMeanMs)} ms × ${w.claimCalls ?? 'n/a'}, ` +
-    `due scan ${ms(w.dueScanMeanMs)} ms; RSS ${(w.rssBytes / MiB).toFixed(0)} MiB; ` +
-    `this process ${(w.nodeCores * 100).toFixed(0)}% of a core, load average ${w.loadAverage.toFixed(1)}${w.heldS > 0 ? ` [held ${w.heldS.toFixed(0)} s]` : ''}`
-  );
-}
-
-function reportHold(
-  context: BenchContext,
-  effect: NonNullable<ReturnType<typeof holdEffect>>,
-  calls: readonly DoctorCall[],
-  span: { startS: number; endS: number },
-): void {
-  const { report } = context;
-  const { before, worst, after } = effect;
-  report.note(
-    `hold ${span.startS.toFixed(0)}–${span.endS.toFixed(0)} s: window ${before.index + 1} (before) against window ` +
-      `${worst.index + 1} (held, the worst claim)${after ? ` and window ${after.index + 1} (the first after)` : ''}`,
-  );
-  const line = (
-    label: string,
-    value: number | null,
-    versus: number | null,
-    unit: string,
-    target?: number,
-  ): void => {
-    if (value === null || versus === null) return;
-    report.add({
-      scenario: 'soak',
-      label,
-      value,
-      unit,
-      versus: { label: 'before the hold', value: versus },
-      goal: target === undefined ? undefined : { on: 'ratio', op: '<=', target },
-    });
-  };
-  // issue 39's goals, judged on the held window
-  line('held: claim mean execution per call (issue 39)', worst.claimMeanMs, before.claimMeanMs, 'ms', 2);
-  line('held: commit → handler p99 (issue 39)', worst.p99Ms, before.p99Ms, 'ms', 2);
-  line(
-    'held: relay CPU per event, node + relay pg (issue 39)',
-    worst.nodeCpuPerEventMs + (worst.relayBackendCpuPerEventMs ?? 0),
-    before.nodeCpuPerEventMs + (before.relayBackendCpuPerEventMs ?? 0),
-    'ms',
-    1.2,
-  );
-  line('held: dead tuples of the outbox tables', worst.deadTuples, before.deadTuples, '');
-  line('held: due-tenant scan per call', worst.dueScanMeanMs, before.dueScanMeanMs, 'ms');
-  if (after) {
-    line('after the hold: claim mean execution per call', after.claimMeanMs, before.claimMeanMs, 'ms');
-    line('after the hold: commit → handler p99', after.p99Ms, before.p99Ms, 'ms');
-  }
-  const during = calls.filter((c) => c.holding);
-  const named = during.filter((c) => c.namesHolder).length;
-  report.note(
-    `doctor during the hold: named the holder in ${named} of ${during.length} calls` +
-      (during.find((c) => c.holderSummary)?.holderSummary
-        ? ` — "${during.find((c) => c.holderSummary)!.holderSummary}"`
-        : ''),
-  );
-  const beforeCall = calls.find((c) => !c.holding);
-  if (beforeCall)
-    report.note(
-      `doctor before the hold: ${beforeCall.problems.length === 0 ? 'nothing to report' : beforeCall.problems.join(' | ')}`,
-    );
-}
-
-async function writeOutcome(
-  context: BenchContext,
-  outcome: Record<string, unknown>,
-  windows: readonly SoakWindow[],
-  hold: { startS: number; endS: number } | null,
-): Promise<void> {
-  const { report, options } = context;
-  const dir = options.soak.outDir;
-  mkdirSync(dir, { recursive: true });
-  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
-  const base = join(
-    dir,
-    `soak-${stamp}${options.soak.holdSeconds > 0 ? `-hold${options.soak.holdSeconds}` : ''}`,
-  );
-  writeFileSync(`${base}.json`, `${JSON.stringify(outcome, null, 2)}\n`);
-  const svg = soakPlots(windows, hold);
-  writeFileSync(`${base}.svg`, svg);
-  const { width, height } = svgSize(svg);
-  const problem = await renderPng(svg, width, height, `${base}.png`);
-  report.note(`data: ${base}.json; plots: ${base}.svg${problem ? '' : ` and ${base}.png`}`);
-  if (problem) report.note(`WARNING ${problem}`);
 }

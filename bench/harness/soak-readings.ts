@@ -1,0 +1,111 @@
+/**
+ * What the soak reads at each window's boundary: the library's tables (bytes, dead tuples, deletes), the claims' and
+ * due-tenant scans' calls and time from pg_stat_statements, this process's CPU and RSS, the relay's and producer's
+ * backends' CPU, the load average. `soak-windows.ts` turns two readings into a window.
+ */
+import { loadavg } from 'node:os';
+import { cpuSpentMs, readBackendCpu, type BackendCpuSample, type RowsQuery } from './backend-cpu';
+import type { BenchDatabase } from './bench-database';
+import type { SoakReading } from './soak-windows';
+
+/** `application_name` of the relay app's connections. */
+export const RELAY_APP = 'bench-soak-relay';
+/** `application_name` of the producer app's connections. */
+export const PRODUCER_APP = 'bench-soak-producer';
+
+/**
+ * Reads the counters of a window's boundary. The backends' CPU is summed from one readable sample to the next
+ * (a pool connection opened in between counts from zero); a boundary whose backends cannot be read (one closed
+ * while being read, three times over) has none, and neither window beside it gets a figure.
+ */
+export class SoakReader {
+  private readonly relay = new BackendCpuTotal([RELAY_APP]);
+  private readonly producer = new BackendCpuTotal([PRODUCER_APP]);
+
+  constructor(
+    private readonly db: BenchDatabase,
+    private readonly statements: boolean,
+  ) {}
+
+  async read(atS: number, produced: number, handled: number): Promise<SoakReading> {
+    const query = this.db.sql.bind(this.db);
+    const relayCpu = await this.relay.read(query);
+    const producerCpu = await this.producer.read(query);
+    const node = process.cpuUsage();
+    const tables = await this.db.sql<{
+      name: string;
+      table_bytes: string;
+      index_bytes: string;
+      dead: string;
+      deleted: string;
+    }>(
+      `select s.relname as name, pg_table_size(s.relid)::text as table_bytes,
+              pg_indexes_size(s.relid)::text as index_bytes, s.n_dead_tup::text as dead, s.n_tup_del::text as deleted
+         from pg_stat_user_tables s
+        where s.schemaname = 'public' and (s.relname in ('event_outbox', 'consumer_inbox') or s.relname like 'outbox\\_%')`,
+    );
+    const statements = this.statements ? await this.statementTotals() : null;
+    return {
+      atS,
+      tables: Object.fromEntries(
+        tables.map((t) => [
+          t.name,
+          {
+            tableBytes: Number(t.table_bytes),
+            indexBytes: Number(t.index_bytes),
+            deadTuples: Number(t.dead),
+            deletedTuples: Number(t.deleted),
+          },
+        ]),
+      ),
+      produced,
+      handled,
+      nodeCpuMs: (node.user + node.system) / 1000,
+      relayBackendCpuMs: relayCpu,
+      producerBackendCpuMs: producerCpu,
+      rssBytes: process.memoryUsage().rss,
+      loadAverage: loadavg()[0]!,
+      claims: statements?.claims ?? null,
+      dueScans: statements?.due ?? null,
+    };
+  }
+
+  /** The claims (new events, due retries) and the due-tenant scans so far. */
+  private async statementTotals(): Promise<{
+    claims: { calls: number; execMs: number };
+    due: { calls: number; execMs: number };
+  }> {
+    const [row] = await this.db.sql<{ cc: string; cm: number; dc: string; dm: number }>(
+      `select coalesce(sum(calls) filter (where query like any($1::text[])), 0)::text as cc,
+              coalesce(sum(total_exec_time) filter (where query like any($1::text[])), 0)::float8 as cm,
+              coalesce(sum(calls) filter (where query like '%outbox_due_tenants%'), 0)::text as dc,
+              coalesce(sum(total_exec_time) filter (where query like '%outbox_due_tenants%'), 0)::float8 as dm
+         from pg_stat_statements
+        where dbid = (select oid from pg_database where datname = current_database())`,
+      [['with fresh as%', 'with retry as%']],
+    );
+    return {
+      claims: { calls: Number(row!.cc), execMs: row!.cm },
+      due: { calls: Number(row!.dc), execMs: row!.dm },
+    };
+  }
+}
+
+/** CPU of the backends of some `application_name`s, summed since the first reading. */
+class BackendCpuTotal {
+  private sample: BackendCpuSample = null;
+  private total = 0;
+
+  constructor(private readonly applicationNames: readonly string[]) {}
+
+  /** Milliseconds since the first reading, or null when the backends cannot be read now. */
+  async read(query: RowsQuery): Promise<number | null> {
+    let sample: BackendCpuSample = null;
+    for (let attempt = 0; attempt < 3 && sample === null; attempt++)
+      sample = await readBackendCpu(query, this.applicationNames);
+    if (sample === null) return null;
+    this.total += cpuSpentMs(this.sample ?? sample, sample) ?? 0;
+    this.sample = sample;
+    return this.total;
+  }
+}

@@ -1,0 +1,148 @@
+/** How the soak tells what it saw: a line per window, the hold's figures and the doctor's calls, the data and plots. */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { OutboxDoctorReport } from 'nestjs-pg-outbox/admin';
+import type { BenchContext } from './bench-scenario';
+import { renderPng, svgSize } from './png-render';
+import type { SnapshotHolder } from './snapshot-holder';
+import { soakPlots } from './soak-plots';
+import type { holdEffect, SoakWindow } from './soak-windows';
+
+const MiB = 1024 * 1024;
+
+/** One call of the doctor during the run. */
+export interface DoctorCall {
+  atS: number;
+  holding: boolean;
+  severity: string;
+  /** Whether a non-ok `transactions` finding names the holder's pid. */
+  namesHolder: boolean;
+  holderSummary: string | null;
+  /** Every finding that is not ok, as `check: summary`. */
+  problems: string[];
+}
+
+/** What one call of the doctor said of the holder, and what else it found. */
+export function doctorCall(
+  found: OutboxDoctorReport,
+  atS: number,
+  holder: SnapshotHolder | null,
+): DoctorCall {
+  const holding = holder !== null && !holder.isReleased;
+  const finding = holder
+    ? found.findings.find(
+        (f) => f.check === 'transactions' && f.severity !== 'ok' && f.figures.pid === holder.pid,
+      )
+    : undefined;
+  return {
+    atS: Math.round(atS),
+    holding,
+    severity: found.severity,
+    namesHolder: finding !== undefined,
+    holderSummary: finding?.summary ?? null,
+    problems: found.findings
+      .filter((f) => f.severity !== 'ok')
+      .map((f) => `${f.check} (${f.severity}): ${f.summary}`),
+  };
+}
+
+/** One line per window, as the run goes. */
+export function describeWindow(w: SoakWindow): string {
+  const ms = (v: number | null): string =>
+    v === null || !Number.isFinite(v) ? 'n/a' : v.toFixed(v < 10 ? 2 : 0);
+  const k = (v: number): string => (v >= 1000 ? `${(v / 1000).toFixed(1)}k` : String(v));
+  return (
+    `w${w.index + 1} ${w.startS.toFixed(0)}–${w.endS.toFixed(0)} s: ${(w.sizeBytes / MiB).toFixed(1)} MiB ` +
+    `(indexes ${(w.indexBytes / MiB).toFixed(1)}), dead ${k(w.deadTuples)}, purged ${k(w.purgedEvents)}; ` +
+    `p50/p99 ${ms(w.p50Ms)}/${ms(w.p99Ms)} ms; ${w.eventsPerS.toFixed(0)} events/s, backlog ${k(w.backlog)}; ` +
+    `CPU/event node ${ms(w.nodeCpuPerEventMs)} + relay pg ${ms(w.relayBackendCpuPerEventMs)} ` +
+    `(+ producer pg ${ms(w.producerBackendCpuPerEventMs)}) ms; claim ${ms(w.claimMeanMs)} ms × ${w.claimCalls ?? 'n/a'}, ` +
+    `due scan ${ms(w.dueScanMeanMs)} ms; RSS ${(w.rssBytes / MiB).toFixed(0)} MiB; ` +
+    `this process ${(w.nodeCores * 100).toFixed(0)}% of a core, load average ${w.loadAverage.toFixed(1)}${w.heldS > 0 ? ` [held ${w.heldS.toFixed(0)} s]` : ''}`
+  );
+}
+
+/** The hold's figures against the window before it (issue 39's goals among them), and the doctor's calls. */
+export function reportHold(
+  context: BenchContext,
+  effect: NonNullable<ReturnType<typeof holdEffect>>,
+  calls: readonly DoctorCall[],
+  span: { startS: number; endS: number },
+): void {
+  const { report } = context;
+  const { before, worst, after } = effect;
+  report.note(
+    `hold ${span.startS.toFixed(0)}–${span.endS.toFixed(0)} s: window ${before.index + 1} (before) against window ` +
+      `${worst.index + 1} (held, the worst claim)${after ? ` and window ${after.index + 1} (the first after)` : ''}`,
+  );
+  const line = (
+    label: string,
+    value: number | null,
+    versus: number | null,
+    unit: string,
+    target?: number,
+  ): void => {
+    if (value === null || versus === null) return;
+    report.add({
+      scenario: 'soak',
+      label,
+      value,
+      unit,
+      versus: { label: 'before the hold', value: versus },
+      goal: target === undefined ? undefined : { on: 'ratio', op: '<=', target },
+    });
+  };
+  // issue 39's goals, judged on the held window
+  line('held: claim mean execution per call (issue 39)', worst.claimMeanMs, before.claimMeanMs, 'ms', 2);
+  line('held: commit → handler p99 (issue 39)', worst.p99Ms, before.p99Ms, 'ms', 2);
+  line(
+    'held: relay CPU per event, node + relay pg (issue 39)',
+    worst.nodeCpuPerEventMs + (worst.relayBackendCpuPerEventMs ?? 0),
+    before.nodeCpuPerEventMs + (before.relayBackendCpuPerEventMs ?? 0),
+    'ms',
+    1.2,
+  );
+  line('held: dead tuples of the outbox tables', worst.deadTuples, before.deadTuples, '');
+  line('held: due-tenant scan per call', worst.dueScanMeanMs, before.dueScanMeanMs, 'ms');
+  if (after) {
+    line('after the hold: claim mean execution per call', after.claimMeanMs, before.claimMeanMs, 'ms');
+    line('after the hold: commit → handler p99', after.p99Ms, before.p99Ms, 'ms');
+  }
+  const during = calls.filter((c) => c.holding);
+  const named = during.filter((c) => c.namesHolder).length;
+  report.note(
+    `doctor during the hold: named the holder in ${named} of ${during.length} calls` +
+      (during.find((c) => c.holderSummary)?.holderSummary
+        ? ` — "${during.find((c) => c.holderSummary)!.holderSummary}"`
+        : ''),
+  );
+  const beforeCall = calls.find((c) => !c.holding);
+  if (beforeCall)
+    report.note(
+      `doctor before the hold: ${beforeCall.problems.length === 0 ? 'nothing to report' : beforeCall.problems.join(' | ')}`,
+    );
+}
+
+/** Writes the run's JSON, its SVG plots and, where Chromium is, their PNG; says where. */
+export async function writeOutcome(
+  context: BenchContext,
+  outcome: Record<string, unknown>,
+  windows: readonly SoakWindow[],
+  hold: { startS: number; endS: number } | null,
+): Promise<void> {
+  const { report, options } = context;
+  const dir = options.soak.outDir;
+  mkdirSync(dir, { recursive: true });
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  const base = join(
+    dir,
+    `soak-${stamp}${options.soak.holdSeconds > 0 ? `-hold${options.soak.holdSeconds}` : ''}`,
+  );
+  writeFileSync(`${base}.json`, `${JSON.stringify(outcome, null, 2)}\n`);
+  const svg = soakPlots(windows, hold);
+  writeFileSync(`${base}.svg`, svg);
+  const { width, height } = svgSize(svg);
+  const problem = await renderPng(svg, width, height, `${base}.png`);
+  report.note(`data: ${base}.json; plots: ${base}.svg${problem ? '' : ` and ${base}.png`}`);
+  if (problem) report.note(`WARNING ${problem}`);
+}
