@@ -58,7 +58,7 @@ export function describeWindow(w: SoakWindow): string {
     `CPU/event node ${ms(w.nodeCpuPerEventMs)} + relay pg ${ms(w.relayBackendCpuPerEventMs)} ` +
     `(+ producer pg ${ms(w.producerBackendCpuPerEventMs)}) ms; claim ${ms(w.claimMeanMs)} ms × ${w.claimCalls ?? 'n/a'}, ` +
     `due scan ${ms(w.dueScanMeanMs)} ms; RSS ${(w.rssBytes / MiB).toFixed(0)} MiB; ` +
-    `this process ${(w.nodeCores * 100).toFixed(0)}% of a core, load average ${w.loadAverage.toFixed(1)}${w.heldS > 0 ? ` [held ${w.heldS.toFixed(0)} s]` : ''}`
+    `this process ${(w.nodeCores * 100).toFixed(0)}% of a core, load average ${w.loadAverage.toFixed(1)}${w.heldS > 0 ? ` [held ${w.heldS < 1 ? '< 1' : w.heldS.toFixed(0)} s]` : ''}`
   );
 }
 
