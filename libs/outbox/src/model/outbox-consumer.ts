@@ -8,6 +8,18 @@ import type { OutboxTransportOutcome } from './outbox-transport.interface';
 /** What an external transport says about one delivery; the relay turns it into a stored outcome. */
 export type ExternalDeliveryResult = OutboxTransportOutcome;
 
+/**
+ * A consumer's limits as the registry stores them (`outbox_consumers`): null where the option is not set. Set
+ * from `@OnOutboxEvent`'s `concurrency` and `rateLimit`; a consumer with none has no `limits`.
+ */
+export interface OutboxConsumerLimits {
+  readonly concurrency: number | null;
+  readonly tenantConcurrency: number | null;
+  readonly rateLimit: number | null;
+  readonly rateIntervalMs: number | null;
+  readonly ratePerTenant: boolean;
+}
+
 /** One consumer known to this app: a named handler (or external endpoint) and the events it listens to. */
 export interface OutboxConsumer {
   /** Stable name stored in `outbox_deliveries.consumer_name`. */
@@ -32,6 +44,8 @@ export interface OutboxConsumer {
   readonly ordered?: boolean;
   /** Where its events start; other than `'registration'`, a backfill runs once at boot. Default `'registration'`. */
   readonly startFrom?: OutboxStartFrom;
+  /** Its concurrency and rate limits, enforced by the claims in the database; none when absent. */
+  readonly limits?: OutboxConsumerLimits;
   readonly maxAttempts: number;
   readonly timeoutMs: number;
   readonly backoff: Required<OutboxBackoffOptions>;

@@ -41,6 +41,10 @@ export interface OutboxNames {
   readonly backfills: string;
   /** Paused (consumer, tenant) pairs: their deliveries wait (migration OutboxConsumerPauses1764501000000). */
   readonly consumerPauses: string;
+  /** Limited consumers' claim turns and rate logs (migration OutboxConsumerLimits1764501300000). */
+  readonly consumerLimits: string;
+  /** A consumer's deliveries under a live lease, across tenants (migration OutboxConsumerLimits1764501300000). */
+  readonly consumerInFlight: string;
   readonly activity: string;
   readonly rowEstimate: string;
   readonly recordActivity: string;
@@ -98,6 +102,8 @@ export function outboxNames(schema: string = DEFAULT_OUTBOX_SCHEMA): OutboxNames
     audit: qualified('outbox_audit'),
     backfills: qualified('outbox_backfills'),
     consumerPauses: qualified('outbox_consumer_pauses'),
+    consumerLimits: qualified('outbox_consumer_limits'),
+    consumerInFlight: qualified('outbox_consumer_in_flight'),
     activity: qualified('outbox_activity'),
     rowEstimate: qualified('outbox_row_estimate'),
     recordActivity: qualified('outbox_record_activity'),

@@ -203,7 +203,9 @@ export class TenantRound {
         ? this.registry.names()
         : [...this.registry.names(), ...tenantConsumers.map((c) => c.name)];
     const inProcess = this.registry.inProcessNames();
-    const claimDue = hasDue || (hasNew && this.hostsOrdered(tenantConsumers));
+    const limited = this.registry.limitedNames();
+    // the fan-out leaves new rows of ordered and limited consumers pending: the due claim that follows takes them
+    const claimDue = hasDue || (hasNew && (this.hostsOrdered(tenantConsumers) || limited.length > 0));
     // The lean claim where the policy has it and it may apply: new events only, every consumer hosted here
     // in-process (no webhook, broker, transport or tenant-scoped one), none ordered; and not while the registry
     // said otherwise lately.
@@ -222,6 +224,7 @@ export class TenantRound {
       due: claimDue,
       hosted,
       inProcess,
+      limited,
       tenantConsumers,
       beginBatch: inProcess.length > 0,
     };

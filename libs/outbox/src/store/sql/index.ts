@@ -20,3 +20,4 @@ export * from './leases';
 export * from './record-outcomes';
 export * from './backfill';
 export * from './consumer-pauses';
+export * from './consumer-limits';
