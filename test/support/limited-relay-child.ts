@@ -2,7 +2,8 @@
  * A relay process with limited consumers, for test/operating/consumer-limits.e2e-spec.ts:
  * `node -r @swc-node/register test/support/limited-relay-child.ts`. Env: DATABASE_URL, HOLD_MS (how long each
  * handler runs), BATCH_SIZE (each claim's size, default 5). Three batches at once.
- * Each handler writes its start and end (and this process's id) to `limit_probe` on a connection of its own
+ * Each handler writes its start and end, when its claim committed (and this process's id) to `limit_probe` on a
+ * connection of its own
  * (committed at once, so the
  * spec sees what is in flight across processes), and its effect through `context.manager` (committed with the
  * delivery, so a relay killed mid-batch leaves none).
@@ -17,13 +18,19 @@ import { recordEffect } from './outbox-fixture';
 const pool = new Pool({ connectionString: process.env.DATABASE_URL, max: 12 });
 const relay = process.pid;
 const holdMs = Number(process.env.HOLD_MS ?? 30);
+const LEASE_MS = 2000;
 
 async function probed(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
   const seq = (event.data as { seq?: number }).seq ?? null;
+  // when its claim committed, by the database's clock: its lease's end less relay.leaseMs (never extended here)
   const [row] = (
     await pool.query<{ id: string }>(
-      'insert into limit_probe (consumer, event_id, seq, relay) values ($1, $2, $3, $4) returning id',
-      [context.consumer, event.eventId, seq, relay],
+      `insert into limit_probe (consumer, event_id, seq, relay, claimed_at)
+       select $1, $2, $3, $4, d.lease_expires_at - $5 * interval '1 millisecond'
+         from outbox_deliveries d
+        where d.event_id = $2 and d.consumer_name = $1
+       returning id`,
+      [context.consumer, event.eventId, seq, relay, LEASE_MS],
     )
   ).rows;
   await new Promise((resolve) => setTimeout(resolve, holdMs));
@@ -62,7 +69,7 @@ async function main(): Promise<void> {
       relay: {
         enabled: true,
         pollIntervalMs: 20,
-        leaseMs: 2000,
+        leaseMs: LEASE_MS,
         concurrency: 3,
         batchSize: Number(process.env.BATCH_SIZE ?? 5),
         maxBatchSize: Number(process.env.BATCH_SIZE ?? 5),

@@ -203,9 +203,8 @@ export class TenantRound {
         ? this.registry.names()
         : [...this.registry.names(), ...tenantConsumers.map((c) => c.name)];
     const inProcess = this.registry.inProcessNames();
-    const limited = this.registry.limitedNames();
-    // the fan-out leaves new rows of ordered and limited consumers pending: the due claim that follows takes them
-    const claimDue = hasDue || (hasNew && (this.hostsOrdered(tenantConsumers) || limited.length > 0));
+    // (a limited consumer's new rows wait pending too; the next round's due claim takes them, within its room)
+    const claimDue = hasDue || (hasNew && this.hostsOrdered(tenantConsumers));
     // The lean claim where the policy has it and it may apply: new events only, every consumer hosted here
     // in-process (no webhook, broker, transport or tenant-scoped one), none ordered; and not while the registry
     // said otherwise lately.
@@ -224,7 +223,7 @@ export class TenantRound {
       due: claimDue,
       hosted,
       inProcess,
-      limited,
+      limited: this.registry.limitedNames(),
       tenantConsumers,
       beginBatch: inProcess.length > 0,
     };
