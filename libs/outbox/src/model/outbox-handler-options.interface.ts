@@ -37,8 +37,8 @@ export interface OnOutboxEventOptions {
    */
   concurrency?: { global?: number; perTenant?: number };
   /**
-   * At most `limit` of the consumer's deliveries started per `intervalMs` (a sliding window), across every relay:
-   * over all tenants, or in each tenant with `perTenant: true`. Deliveries over the limit wait, uncharged.
+   * At most `limit` of the consumer's deliveries claimed in any window of `intervalMs` (sliding), across every
+   * relay: over all tenants, or in each tenant with `perTenant: true`. Deliveries over the limit wait, uncharged.
    * Enforced in the database (docs/flow-control.md#concurrency-and-rate-limits). Default: no limit.
    */
   rateLimit?: { limit: number; intervalMs: number; perTenant?: boolean };

@@ -43,8 +43,10 @@ export function lockConsumerLimits(
  * live lease (`outbox_consumer_in_flight`, over every tenant or in this one) and less the starts its rate log
  * holds for the last interval —, then its stale and due rows up to that room (stale first: a recovery is a start
  * too), and the rate log written: the claim's starts appended, those older than the interval dropped. A
- * consumer the registry gives no limit (an instance reported it without) has the room of the claim. Parameters:
- * those of the due claim, `$7` the limited consumers, `$8` the nil tenant.
+ * consumer the registry gives no limit (an instance reported it without) has the room of the claim. The log's
+ * times are `clock_timestamp()`, read once the turn is held: `now()` is the transaction's start, which predates
+ * the wait for the turn: a claim that waited would date its starts early, and they would leave the window early.
+ * Parameters: those of the due claim, `$7` the limited consumers, `$8` the nil tenant.
  */
 export function limitedClaimParts(
   n: OutboxNames,
