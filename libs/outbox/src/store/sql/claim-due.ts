@@ -39,9 +39,9 @@ function earlierInAggregate(n: OutboxNames): string {
  * so a crashed relay's work is taken over after `lease_expires_at`, and only the holder of the current token
  * can record an outcome (fencing). The attempt is counted here, at claim time, so a crash still counts and a
  * poison event cannot crash-loop the relay forever. Deliveries of a paused (consumer, tenant) pair are passed
- * by, due or stale: they wait, uncharged, until it resumes. A limited consumer's (`limited`) are claimed apart, up
- * to its room (`limitedClaimParts`, docs/adr/1104-consumer-limits-in-the-database.md). Two index scans (one per partial index) rather than one
- * `or`, so each stays an ordered, limited scan over due rows only.
+ * by, due or stale: they wait, uncharged, until it resumes. A limited consumer's (`limited`) are claimed apart,
+ * up to its room (`limitedClaimParts`, docs/adr/1104-consumer-limits-in-the-database.md). Two index scans (one
+ * per partial index) rather than one `or`, so each stays an ordered, limited scan over due rows only.
  */
 export function claimDueDeliveries(
   n: OutboxNames,
