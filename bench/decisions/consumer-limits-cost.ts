@@ -5,8 +5,8 @@
  * on EVENTS (default 20,000) pending events of one tenant and as many due deliveries, named statements (generic
  * plans), in turns, RUNS (default 300) times each, each run in a transaction rolled back — the fan-out and the
  * lean claim (100 events) as shipped and with their check for limited consumers taken out, and the due claim of
- * 100 deliveries of an unlimited consumer (the text as before) against the same rows with the consumer limited
- * (a cap of 1,000: room for all 100), its turn taken first. Then an unlimited consumer's drain, CPU per event
+ * 100 of a consumer's 20,000 due deliveries with the consumer unlimited (the text as before), limited (a cap of
+ * 1,000: room for all 100; its turn taken first), and limited with no room left. Then an unlimited consumer's drain, CPU per event
  * (Node + PostgreSQL): two unlimited consumers alone, and beside a limited consumer the relay also hosts
  * (`compareDrains`, DRAIN_EVENTS default 6,000, TURNS default 3).
  */
@@ -95,23 +95,23 @@ async function statements(): Promise<void> {
     heading('consumer-limits-cost: the claim statements', serverVersion);
     await db.sql(
       `insert into outbox_consumers (name, event_patterns) values ('bench.a', '{bench.limits.v1}'), ('bench.b', '{bench.limits.v1}'),
-         ('bench.due', '{bench.other.v1}'), ('bench.capped', '{bench.other.v1}')`,
+         ('bench.capped', '{bench.other.v1}'), ('bench.full', '{bench.other.v1}')`,
     );
+    // a cap with room for a whole claim, and one with none left (0: the option refuses it, the room is the same)
     await db.sql(`update outbox_consumers set concurrency = 1000 where name = 'bench.capped'`);
+    await db.sql(`update outbox_consumers set concurrency = 0 where name = 'bench.full'`);
     await db.sql(
       `insert into event_outbox (id, tenant_id, event_name, payload, status)
        select gen_random_uuid(), $1::uuid, 'bench.limits.v1', '{}', 'pending' from generate_series(1, $2::int)`,
       [TENANT, EVENTS],
     );
-    // due rows of an unlimited consumer and as many of a limited one
+    // due rows of the consumer the due claim takes, nothing else due in the tenant
     await db.sql(
       `insert into outbox_deliveries (event_id, tenant_id, consumer_name, event_seq, status)
-       select id, tenant_id, c, seq, 'pending' from event_outbox, unnest('{bench.due,bench.capped}'::text[]) c`,
+       select id, tenant_id, 'bench.capped', seq, 'pending' from event_outbox`,
     );
     await db.sql('analyze');
-    print(
-      `  ${EVENTS.toLocaleString('en-US')} pending events, as many due deliveries per consumer; ${RUNS} runs each`,
-    );
+    print(`  ${EVENTS.toLocaleString('en-US')} pending events and as many due deliveries; ${RUNS} runs each`);
     const claim = { tenantId: TENANT, liveWithinMs: 60_000, limit: 100, leaseToken: NIL, leaseMs: 30_000 };
     const fanOut = fanOutPendingEvents(names, {
       ...claim,
@@ -129,11 +129,17 @@ async function statements(): Promise<void> {
       'no limit check': [withoutLimitCheck(lean)],
     });
     const due = { tenantId: TENANT, limit: 100, leaseToken: NIL, leaseMs: 30_000 };
-    await compareSteps(client, 'due claim (100 deliveries)', {
-      'unlimited consumer (as before)': [claimDueDeliveries(names, { ...due, consumers: ['bench.due'] })],
-      'limited consumer, its turn first': [
+    await compareSteps(client, 'due claim (100 of its 20,000 due deliveries)', {
+      'the consumer unlimited (as before)': [
+        claimDueDeliveries(names, { ...due, consumers: ['bench.capped'] }),
+      ],
+      'the consumer limited, its turn first': [
         lockConsumerLimits(names, { tenantId: TENANT, consumers: ['bench.capped'] }),
         claimDueDeliveries(names, { ...due, consumers: ['bench.capped'], limited: ['bench.capped'] }),
+      ],
+      'a limited consumer with no room': [
+        lockConsumerLimits(names, { tenantId: TENANT, consumers: ['bench.full'] }),
+        claimDueDeliveries(names, { ...due, consumers: ['bench.full'], limited: ['bench.full'] }),
       ],
     });
   } finally {

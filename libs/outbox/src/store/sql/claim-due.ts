@@ -52,14 +52,17 @@ export function claimDueDeliveries(
     leaseToken: string;
     leaseMs: number;
     /**
-     * The hosted consumers with a concurrency or rate limit: claimed up to their room only, after
-     * `lockConsumerLimits` in the same transaction. None: the statement has no part for them.
+     * The hosted consumers with a concurrency or rate limit (among `consumers`): claimed up to their room only,
+     * after `lockConsumerLimits` in the same transaction. None: the statement has no part for them.
      */
     limited?: readonly string[];
   },
 ): SqlStatement {
   const limited = p.limited ?? [];
-  const unlimited = limited.length === 0 ? '' : 'and d.consumer_name <> all($7::text[])';
+  // the unlimited consumers' scans as before, over those only; none to scan when every hosted consumer is limited
+  // (the scan would walk the limited consumers' waiting rows for nothing)
+  const unlimited = limited.length === 0 ? p.consumers : p.consumers.filter((c) => !limited.includes(c));
+  const none = unlimited.length === 0 ? 'false and ' : '';
   const parts =
     limited.length === 0
       ? ''
@@ -77,8 +80,8 @@ export function claimDueDeliveries(
   return {
     text: `with ${parts}retry as (
              select d.id from ${n.deliveries} d
-              where d.tenant_id = $1 and d.status in ('pending', 'failed') and d.next_attempt_at <= now()
-                and d.consumer_name = any($2::text[]) ${unlimited}
+              where ${none}d.tenant_id = $1 and d.status in ('pending', 'failed') and d.next_attempt_at <= now()
+                and d.consumer_name = any($2::text[])
                 and ${deliveryNotPaused(n, 'd')}
                 and (d.aggregate_key is null or not exists (${earlierInAggregate(n)}))
               order by d.next_attempt_at
@@ -86,8 +89,8 @@ export function claimDueDeliveries(
                 for update of d skip locked
            ), stale as (
              select s.id from ${n.deliveries} s
-              where s.tenant_id = $1 and s.status = 'processing' and s.lease_expires_at <= now()
-                and s.consumer_name = any($2::text[]) ${unlimited.replace('d.', 's.')}
+              where ${none}s.tenant_id = $1 and s.status = 'processing' and s.lease_expires_at <= now()
+                and s.consumer_name = any($2::text[])
                 and ${deliveryNotPaused(n, 's')}
               order by s.lease_expires_at
               limit $3
@@ -112,7 +115,7 @@ export function claimDueDeliveries(
             order by e.seq, d.consumer_name`,
     values: [
       p.tenantId,
-      p.consumers,
+      unlimited,
       p.limit,
       p.leaseToken,
       p.leaseMs,
