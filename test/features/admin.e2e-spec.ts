@@ -156,7 +156,14 @@ describe('OutboxAdminService', () => {
     }
 
     const stats = await admin.stats(TENANT);
-    expect(stats.events).toEqual({ pending: 1, processing: 0, published: 1, failed: 1, no_handlers: 0 });
+    expect(stats.events).toEqual({
+      pending: 1,
+      processing: 0,
+      published: 1,
+      failed: 1,
+      no_handlers: 0,
+      scheduled: 0,
+    });
     const none = { pending: 0, processing: 0, delivered: 0, failed: 0, dead: 0 };
     expect(stats.consumers).toEqual({
       billing: { ...none, delivered: 1, dead: 1 },

@@ -89,6 +89,8 @@ export function boardOverview(
                     'pending', ${capped(`${n.events} e where e.tenant_id = $1 and e.status = 'pending'`, '$2')},
                     'processing', ${capped(`${n.events} e where e.tenant_id = $1 and e.status = 'processing'`, '$2')},
                     'failed', ${capped(`${n.events} e where e.tenant_id = $1 and e.status = 'failed'`, '$2')},
+                    -- walks the scheduled events of every tenant (event_outbox_scheduled_idx), up to the cap of this one's
+                    'scheduled', ${capped(`${n.events} e where e.tenant_id = $1 and e.status = 'scheduled'`, '$2')},
                     'published', ${n.rowEstimate}($1, 'published'),
                     'no_handlers', ${n.rowEstimate}($1, 'no_handlers')
                   ) as events,
@@ -96,7 +98,7 @@ export function boardOverview(
                               'name', name, 'pending', pending, 'processing', processing, 'failed', failed, 'dead', dead,
                               'deliveredEstimate', delivered_estimate, 'oldestWaitingAt', oldest_waiting_at, 'orphaned', orphaned)
                             order by name) from per_consumer), '[]'::json) as consumers,
-                  (select e.created_at from ${n.events} e where e.tenant_id = $1 and e.status = 'pending' order by e.seq limit 1)
+                  (select greatest(e.created_at, e.deliver_at) from ${n.events} e where e.tenant_id = $1 and e.status = 'pending' order by e.seq limit 1)
                     as oldest_pending_event_at,
                   now() as now,
                   coalesce((select json_agg(json_build_object('minute', minute, 'delivered', delivered, 'failed', failed, 'dead', dead)

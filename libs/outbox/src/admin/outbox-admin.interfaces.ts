@@ -3,7 +3,8 @@ import type { OutboxJson } from '../model/outbox-event.interface';
 import type { OutboxRelayStall } from '../model/outbox-relay-stall.interface';
 
 /** Status of an event in `event_outbox`. */
-export type OutboxEventStatus = 'pending' | 'processing' | 'published' | 'failed' | 'no_handlers';
+export type OutboxEventStatus =
+  'pending' | 'processing' | 'published' | 'failed' | 'no_handlers' | 'scheduled';
 
 /** Status of one event's delivery to one consumer. */
 export type OutboxDeliveryStatus = 'pending' | 'processing' | 'delivered' | 'failed' | 'dead';
@@ -59,6 +60,11 @@ export interface OutboxStats {
    * uncharged, until `resumeConsumer` (docs/flow-control.md).
    */
   pausedConsumers: OutboxConsumerPause[];
+  /**
+   * When this tenant's next delayed event is due (`deliverAt`/`delayMs`, docs/flow-control.md#delayed-events), or
+   * null when none waits; `events.scheduled` counts them.
+   */
+  nextDeliveryAt: Date | null;
 }
 
 /** A paused consumer (`OutboxAdminService.pauseConsumer`): its deliveries of `tenantId` (null: every tenant) wait. */
@@ -67,9 +73,11 @@ export interface OutboxConsumerPause {
   /** The tenant paused, or null: every tenant. */
   tenantId: string | null;
   pausedAt: Date;
-  /** The actor of the audited pause, or null. */
+  /** The actor of the audited pause, or null (`'relay'`: a webhook's `Retry-After` holds the pair). */
   pausedBy: string | null;
   reason: string | null;
+  /** When the pause ends by itself (a webhook's `Retry-After`, docs/webhooks.md); null: until resumed. */
+  resumesAt: Date | null;
 }
 
 /** What `pauseConsumer` and `resumeConsumer` act on. */
@@ -175,6 +183,8 @@ export interface OutboxEventDeliveries {
   schemaVersion: number;
   occurredAt: Date;
   createdAt: Date;
+  /** For a delayed event, when it is (or was) due; null for one enqueued without a delay. */
+  deliverAt: Date | null;
   publishedAt: Date | null;
   failedAt: Date | null;
   error: string | null;

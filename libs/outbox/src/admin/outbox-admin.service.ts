@@ -61,6 +61,7 @@ const EVENT_STATUSES: readonly OutboxEventStatus[] = [
   'published',
   'failed',
   'no_handlers',
+  'scheduled',
 ];
 const DELIVERY_STATUSES: readonly OutboxDeliveryStatus[] = [
   'pending',
@@ -143,6 +144,7 @@ export class OutboxAdminService {
       ),
       relayStall: this.relay.stall,
       pausedConsumers: pauses.map(toConsumerPause),
+      nextDeliveryAt: row.next_delivery_at,
     };
   }
 
@@ -665,6 +667,7 @@ function toConsumerPause(row: pq.ConsumerPauseRow): OutboxConsumerPause {
     pausedAt: row.paused_at,
     pausedBy: row.paused_by,
     reason: row.reason,
+    resumesAt: row.resumes_at,
   };
 }
 
@@ -684,6 +687,7 @@ interface StatsRow {
   oldest_pending_age_seconds: number | null;
   blocked: (OutboxBlockedAggregate & { seq: string })[];
   blocked_count: number;
+  next_delivery_at: Date | null;
 }
 
 type Json<T> = {
@@ -704,6 +708,7 @@ interface EventDeliveriesRow {
   schema_version: number;
   occurred_at: Date;
   created_at: Date;
+  deliver_at: Date | null;
   published_at: Date | null;
   failed_at: Date | null;
   error_message: string | null;
@@ -740,6 +745,7 @@ function toEventDeliveries(row: EventDeliveriesRow): OutboxEventDeliveries {
     schemaVersion: row.schema_version,
     occurredAt: row.occurred_at,
     createdAt: row.created_at,
+    deliverAt: row.deliver_at,
     publishedAt: row.published_at,
     failedAt: row.failed_at,
     error: row.error_message,

@@ -3,7 +3,7 @@ import type { ExternalDeliveryResult, OutboxConsumer } from '../model/outbox-con
 import type { DeliveryOutcome } from '../model/delivery-outcome';
 import type { ClaimedDelivery } from '../model/claimed-delivery';
 import { errorText } from '../errors/error-text';
-import { delivered, failed, outcomeTarget } from '../model/delivery-outcome';
+import { delivered, failed, outcomeTarget, snoozed } from '../model/delivery-outcome';
 import { OutboxInstrumentation, runAttempt } from '../extension/outbox-instrumentation';
 
 /** How many external deliveries of one batch run at once. */
@@ -120,6 +120,13 @@ function toOutcome(
         error: result.error,
         retryInMs: result.retryAfterMs,
       };
+    case 'snoozed':
+      // the receiver's "not now" (a webhook's 429/503 with Retry-After): uncharged, its pair held (ADR 1105)
+      return snoozed(delivery, consumer, result.retryAfterMs, {
+        errorCode: result.errorCode,
+        error: result.error,
+        holdPair: true,
+      });
     default:
       return failed(
         delivery,

@@ -1,13 +1,13 @@
 import { Injectable } from '@nestjs/common';
 import type { DataSource, QueryRunner } from 'typeorm';
-import { OutboxHandlerTimeoutError, OutboxTransactionEndedError } from '../errors/outbox.error';
+import { OutboxError, OutboxHandlerTimeoutError, OutboxTransactionEndedError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { sqlState } from '../errors/sql-state';
 import type { OutboxConsumer } from '../model/outbox-consumer';
 import type { HandlerChannel } from '../store/outbox-store.port';
 import type { ClaimedDelivery } from '../model/claimed-delivery';
 import { errorText } from '../errors/error-text';
-import { delivered, failed, type DeliveryOutcome } from '../model/delivery-outcome';
+import { delivered, failed, snoozed, type DeliveryOutcome } from '../model/delivery-outcome';
 import { handlerFailure } from './handler-failure';
 import { OutboxInstrumentation } from '../extension/outbox-instrumentation';
 import { HandlerScope, NO_ACTIVE_TRANSACTION, type BatchProblem, type BatchState } from './handler-scope';
@@ -34,9 +34,9 @@ export interface DispatchResult {
   /** Handlers that asked for `context.manager`. */
   scoped: number;
   /**
-   * A run without savepoints stopped at a handler that failed after it sent a statement: its writes cannot be
-   * undone alone. The batch transaction must be rolled back and the batch run again with savepoints, the last
-   * outcome (that handler's failure) kept as it is.
+   * A run without savepoints stopped at a handler that failed (or snoozed) after it sent a statement: its writes
+   * cannot be undone alone. The batch transaction must be rolled back and the batch run again with savepoints,
+   * the last outcome (that handler's failure or snooze) kept as it is.
    */
   rerun: boolean;
 }
@@ -97,6 +97,8 @@ export class InProcessDispatcher {
       // (typed by an assertion: assigned in the getter, it must not narrow to null below)
       let scope = null as HandlerScope | null;
       let settled = false;
+      /** What the handler asked through `context.retryAfter`: a snooze of that many ms when it returns. */
+      let snooze = null as number | null;
       const deadline = Date.now() + consumer.timeoutMs;
       const context = {
         get manager() {
@@ -110,12 +112,18 @@ export class InProcessDispatcher {
         },
         attempt: delivery.attempt,
         consumer: consumer.name,
+        retryAfter(ms: number): void {
+          if (settled) throw new OutboxError(messages.retryAfterLate(consumer.name));
+          if (typeof ms !== 'number' || !(ms >= 0 && ms <= MAX_SNOOZE_MS))
+            throw new OutboxError(messages.badRetryAfter(consumer.name, ms, MAX_SNOOZE_MS));
+          snooze = Math.round(ms);
+        },
       };
       // instrumentation: one observed attempt per handler call (null when nothing observes)
       const attempt = run.observed?.has(delivery)
         ? null
         : this.instrumentation.attemptStarted(delivery, consumer);
-      let outcome: DeliveryOutcome;
+      let outcome: DeliveryOutcome | null = null;
       try {
         const returned = attempt?.run
           ? attempt.run(() => consumer.handle!(delivery.event, context))
@@ -129,24 +137,17 @@ export class InProcessDispatcher {
           );
         }
         settled = true;
-        if (scope !== null) await scope.commit();
-        outcome = delivered(delivery);
+        if (snooze === null) {
+          if (scope !== null) await scope.commit();
+          outcome = delivered(delivery);
+        }
       } catch (error) {
         settled = true;
         if (error instanceof OutboxTransactionEndedError) {
           batch.problem ??= { index, error };
           break;
         }
-        try {
-          if (scope !== null) await scope.rollback();
-        } catch (rollbackError) {
-          // its savepoint is gone with the transaction: this handler (or, as the scope found, an earlier one) ended it
-          if (sqlState(rollbackError) !== NO_ACTIVE_TRANSACTION) throw rollbackError;
-          batch.problem ??= {
-            index,
-            error: new OutboxTransactionEndedError(messages.transactionEnded(consumer.name)),
-          };
-        }
+        await undo(scope, batch, index, consumer);
         // its query cancelled by the bound of its time left (see handlerContext): its timeout, whichever came first
         const cancelled = sqlState(error) === QUERY_CANCELED && Date.now() >= deadline - TIMER_SLACK_MS;
         const { code, dead } = cancelled ? { code: 'timeout', dead: false } : handlerFailure(error);
@@ -154,8 +155,12 @@ export class InProcessDispatcher {
           ? messages.handlerTimeout(consumer.name, consumer.timeoutMs)
           : errorText(error);
         outcome = failed(delivery, consumer, code, text, { dead });
-        // without a savepoint, what it wrote stays in the batch transaction
-        if (!batch.problem && !batch.savepoints && scope?.sent) batch.rerun = true;
+      }
+      if (outcome === null) {
+        // "not now": what it wrote is undone as on a failure, and no attempt is charged (ADR 1105)
+        await undo(scope, batch, index, consumer);
+        const ms = snooze!;
+        outcome = snoozed(delivery, consumer, ms, { errorCode: 'snoozed', error: messages.snoozed(ms) });
       }
       outcomes.push(outcome);
       attempt?.ended?.(outcome);
@@ -164,6 +169,32 @@ export class InProcessDispatcher {
     return { outcomes, problem: batch.problem, dirty: batch.dirty, scoped, rerun: batch.rerun };
   }
 }
+
+/**
+ * Undoes what a handler that failed (or snoozed) wrote: rolled back to its savepoint; without one (an optimistic
+ * run, ADR 1001), what it wrote stays in the batch transaction, and the batch must run again (`rerun`).
+ */
+async function undo(
+  scope: HandlerScope | null,
+  batch: BatchState,
+  index: number,
+  consumer: OutboxConsumer,
+): Promise<void> {
+  try {
+    if (scope !== null) await scope.rollback();
+  } catch (rollbackError) {
+    // its savepoint is gone with the transaction: this handler (or, as the scope found, an earlier one) ended it
+    if (sqlState(rollbackError) !== NO_ACTIVE_TRANSACTION) throw rollbackError;
+    batch.problem ??= {
+      index,
+      error: new OutboxTransactionEndedError(messages.transactionEnded(consumer.name)),
+    };
+  }
+  if (!batch.problem && !batch.savepoints && scope?.sent) batch.rerun = true;
+}
+
+/** The longest snooze a handler may ask for (`context.retryAfter`): a day. */
+const MAX_SNOOZE_MS = 86_400_000;
 
 /** SQLSTATE `query_canceled` (a statement timeout). */
 const QUERY_CANCELED = '57014';

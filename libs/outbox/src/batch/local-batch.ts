@@ -136,10 +136,10 @@ export class LocalBatch {
   }
 
   /**
-   * An optimistic run (no savepoint per handler, ADR 1001) stopped at a handler that failed after writing: its
-   * writes cannot be undone alone. The batch transaction is rolled back and the batch runs again from its start
-   * with a savepoint per handler, that handler's failure kept as its outcome (it is not called again, and its
-   * attempt is charged once). The handlers before it run again: their writes were rolled back with the batch.
+   * An optimistic run (no savepoint per handler, ADR 1001) stopped at a handler that failed (or snoozed, ADR 1105)
+   * after writing: its writes cannot be undone alone. The batch transaction is rolled back and the batch runs
+   * again from its start with a savepoint per handler, that handler's outcome kept (it is not called again, and a
+   * failure's attempt is charged once). The handlers before it run again: their writes were rolled back with the batch.
    */
   private async rerun(
     connection: TenantConnection,

@@ -16,6 +16,7 @@ export function eventPage(ctx: BoardPageContext, e: OutboxEventDeliveries): stri
     ['Schema version', e.schemaVersion],
     ['Occurred', time(e.occurredAt)],
     ['Enqueued', time(e.createdAt)],
+    ['Deliver at', time(e.deliverAt)],
     ['Published', time(e.publishedAt)],
     ['Failed', time(e.failedAt)],
     ['Error', e.error ?? '—'],

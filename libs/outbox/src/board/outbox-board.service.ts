@@ -48,7 +48,15 @@ export interface BoardOverview {
   tenantId: string;
   at: Date;
   /** Counts of open statuses exact up to `BOARD_COUNT_CAP`; `published` and `no_handlers` are estimates. */
-  events: { pending: number; processing: number; failed: number; published: number; no_handlers: number };
+  events: {
+    pending: number;
+    processing: number;
+    failed: number;
+    /** Delayed events not due yet. */
+    scheduled: number;
+    published: number;
+    no_handlers: number;
+  };
   consumers: BoardConsumerCounts[];
   oldestPendingAgeSeconds: number | null;
   /** One entry per minute, oldest first, every minute present. */

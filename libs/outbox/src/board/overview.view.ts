@@ -38,6 +38,10 @@ export function overviewFragment(ctx: BoardPageContext, o: BoardOverview): SafeH
               <td>${count(e.processing)}</td>
             </tr>
             <tr>
+              <th scope="row">scheduled</th>
+              <td data-testid="events-scheduled">${count(e.scheduled)}</td>
+            </tr>
+            <tr>
               <th scope="row">failed</th>
               <td data-testid="events-failed">${count(e.failed)}</td>
             </tr>

@@ -15,6 +15,7 @@ import { messages } from '../errors/outbox.messages';
 import type { OutboxHandlerMetadata } from '../model/outbox-handler-options.interface';
 import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 import type { OutboxConsumer } from '../model/outbox-consumer';
+import { DEFAULT_MAX_SNOOZES } from '../model/delivery-outcome';
 import { OutboxConsumerRegistry } from './outbox-consumer.registry';
 import { isEventPattern } from '../model/event-pattern';
 import { OutboxExtension } from '../extension/outbox-extension';
@@ -156,10 +157,12 @@ export class OutboxExplorer implements OnModuleInit {
       );
     }
     const maxAttempts = options.maxAttempts ?? this.options.maxAttempts;
+    const maxSnoozes = options.maxSnoozes ?? DEFAULT_MAX_SNOOZES;
     const timeoutMs = options.timeoutMs ?? this.options.handlerTimeoutMs;
     const leaseMs = this.options.relay.leaseMs;
     for (const problem of [
       countProblem(`maxAttempts of ${host}`, maxAttempts),
+      countProblem(`maxSnoozes of ${host}`, maxSnoozes, 'every snooze is charged as a failed attempt'),
       durationProblem(`timeoutMs of ${host}`, timeoutMs, { below: { name: 'relay.leaseMs', ms: leaseMs } }),
     ])
       if (problem) problems.push(problem);
@@ -190,6 +193,7 @@ export class OutboxExplorer implements OnModuleInit {
       hostClass: type,
       methodName,
       maxAttempts,
+      maxSnoozes,
       timeoutMs,
       backoff,
       handle,

@@ -33,8 +33,12 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly logger = new Logger(OutboxWakeup.name);
   /** Transactions that enqueued and have not committed yet: the tenants of their events. */
   private readonly enqueued = new WeakMap<QueryRunner, Set<string>>();
+  /** Of those, the transactions that enqueued a delayed event. */
+  private readonly delayedIn = new WeakSet<QueryRunner>();
   /** Tenants whose commits still wait for a wake-up. */
   private owed = new Set<string>();
+  /** A commit with a delayed event waits for a wake-up: the next one names no tenant (relays promote). */
+  private owedDelayed = false;
   private readonly hooked = new WeakSet<DataSource>();
   private readonly pacer: NotifyPacer;
   /** Whether this instance listens, and whether it notifies (`relay.wakeUps`). */
@@ -47,7 +51,9 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
     afterTransactionCommit: (event: TransactionCommitEvent) => this.afterCommit(event.queryRunner),
     afterTransactionRollback: (event: TransactionRollbackEvent) => {
       // a savepoint's rollback also reports one: the transaction goes on
-      if (!event.queryRunner.isTransactionActive) this.enqueued.delete(event.queryRunner);
+      if (event.queryRunner.isTransactionActive) return;
+      this.enqueued.delete(event.queryRunner);
+      this.delayedIn.delete(event.queryRunner);
     },
   };
 
@@ -84,9 +90,14 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
     if (index >= 0) subscribers.splice(index, 1);
   }
 
-  /** Called by `enqueue` once its insert succeeded: the transaction's commit is to wake the relays. */
-  enqueuedIn(runner: QueryRunner, tenants: readonly string[]): void {
+  /**
+   * Called by `enqueue` once its insert succeeded: the transaction's commit is to wake the relays, for the
+   * tenants of its events due at once and, when it holds a delayed event (`delayed`), with a wake-up naming no
+   * tenant, on which relays promote due delayed events and learn when the next one is due.
+   */
+  enqueuedIn(runner: QueryRunner, tenants: readonly string[], delayed = false): void {
     this.hook(runner.connection);
+    if (delayed) this.delayedIn.add(runner);
     const known = this.enqueued.get(runner);
     if (!known) this.enqueued.set(runner, new Set(tenants));
     else for (const tenant of tenants) known.add(tenant);
@@ -103,17 +114,23 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
     const tenants = this.enqueued.get(runner);
     if (runner.isTransactionActive || !tenants) return;
     this.enqueued.delete(runner);
-    this.wakeRelay(tenants);
+    const delayed = this.delayedIn.delete(runner);
+    if (tenants.size > 0) this.wakeRelay(tenants);
+    if (delayed) this.wakeRelay();
     if (!this.sides.notify || this.closed) return;
     for (const tenant of tenants) this.owed.add(tenant);
+    if (delayed) this.owedDelayed = true;
     this.pacer.request();
   }
 
   /** Sends one NOTIFY naming the tenants still owed a wake-up (not awaited by the commit). */
   private notify(): void {
-    const tenants = [...this.owed];
+    // a wake-up naming no tenant makes relays look for due work everywhere, the named tenants' included
+    const tenants = this.owedDelayed ? [] : [...this.owed];
+    const owed = this.owedDelayed || this.owed.size > 0;
     this.owed = new Set();
-    if (tenants.length === 0) return;
+    this.owedDelayed = false;
+    if (!owed) return;
     this.store
       .notify(q.notifyWakeup(this.options.names, tenants))
       .catch((error) => this.logger.warn(`wake-up NOTIFY failed (relays will poll): ${errorText(error)}`));

@@ -15,6 +15,7 @@ import { OutboxSchemaRegistry } from '../events/outbox-schema.registry';
 import { AmbientTransactions } from '../cls/ambient-transactions';
 import { OutboxInstrumentation } from '../extension/outbox-instrumentation';
 import { EnqueueInserts } from '../store/named-query';
+import { inHandlerScope } from '../model/handler-scope-marker';
 
 /** The transaction `enqueue` writes in: its EntityManager, or a QueryRunner after `startTransaction()`. */
 export type OutboxTransaction = EntityManager | QueryRunner;
@@ -52,8 +53,12 @@ export class OutboxService {
     // instrumentation: the trace context active now goes with the event
     if (this.instrumentation.active) row.traceparent = this.instrumentation.traceContext();
     const tenants = [row.tenantId];
-    await this.insert(runner, q.insertEvent(this.options.names, row), tenants);
-    this.wakeup.enqueuedIn(runner, tenants);
+    // delayed: a statement of its own; the undelayed insert's named statement stays as it was (ADR 0807)
+    const delayed = q.isDelayed(row);
+    const insert = delayed ? q.insertScheduledEvent : q.insertEvent;
+    await this.insert(runner, insert(this.options.names, row), tenants);
+    if (delayed) await this.wakeAtCommitInHandler(runner);
+    this.wakeup.enqueuedIn(runner, delayed ? [] : tenants, delayed);
     if (this.instrumentation.active) this.instrumentation.eventsEnqueued([row]);
     return row.id;
   }
@@ -81,8 +86,12 @@ export class OutboxService {
     const traceparent = this.instrumentation.active ? this.instrumentation.traceContext() : null;
     if (traceparent) for (const row of rows) row.traceparent = traceparent;
     const tenants = [...new Set(rows.map((r) => r.tenantId))];
-    await this.insert(runner, q.insertEvents(this.options.names, rows), tenants);
-    this.wakeup.enqueuedIn(runner, tenants);
+    const delayed = rows.some(q.isDelayed);
+    const insert = delayed ? q.insertScheduledEvents : q.insertEvents;
+    await this.insert(runner, insert(this.options.names, rows), tenants);
+    if (delayed) await this.wakeAtCommitInHandler(runner);
+    const due = delayed ? [...new Set(rows.filter((r) => !q.isDelayed(r)).map((r) => r.tenantId))] : tenants;
+    this.wakeup.enqueuedIn(runner, due, delayed);
     if (this.instrumentation.active) this.instrumentation.eventsEnqueued(rows);
     return rows.map((row) => row.id);
   }
@@ -117,6 +126,19 @@ export class OutboxService {
         throw new OutboxError(messages.rowLevelSecurity(tenants.join(', '), this.options.tenantSetting));
       }
       throw error;
+    }
+  }
+
+  /**
+   * A delayed event enqueued by a handler (`context.manager`): the relay commits that batch itself, so no commit
+   * subscriber hears it, and without a wake-up the relays would find the event only at their next poll. A NOTIFY
+   * in that transaction wakes them at its commit (a rollback drops it); the notification lock it takes at commit
+   * is for such batches only (ADR 0606 keeps NOTIFY out of the app's own transactions).
+   */
+  private async wakeAtCommitInHandler(runner: QueryRunner): Promise<void> {
+    if (inHandlerScope(runner)) {
+      const statement = q.notifyWakeupAtCommit(this.options.names);
+      await runner.query(statement.text, statement.values);
     }
   }
 

@@ -82,6 +82,12 @@ export const messages = {
     'the number of the version (of the events option) whose payload shape the event has.',
   badDate: (field: string, value: unknown): string =>
     `${field} must be a valid Date, got ${describe(value)}.`,
+  badDelay: (field: string, value: unknown): string =>
+    `${field} must be a finite number of milliseconds, 0 or more, got ${describe(value)}: leave it out to ` +
+    'deliver at once.',
+  bothDelays: (where: string, deliverAt: unknown, delayMs: unknown): string =>
+    `${where}.delayMs and ${where}.deliverAt are both given (${describe(delayMs)}, ${describe(deliverAt)}): ` +
+    'give one of them, delayMs for "this long after the insert" or deliverAt for "at this instant".',
   notAnArray: (field: string, value: unknown): string =>
     `${field} must be an array of events, got ${describe(value)}.`,
   notAnObject: (field: string, value: unknown): string =>
@@ -129,6 +135,15 @@ export const messages = {
   batchFailed: (error: string): string => `the batch transaction failed: ${error}`,
   managerAfterSettle: (consumer: string): string =>
     `handler ${consumer} used context.manager after it returned or timed out; await every query inside the handler`,
+  snoozeLimit: (consumer: string, max: number, why: string): string =>
+    `consumer ${consumer} snoozed this delivery ${max} times already (maxSnoozes ${max}), so this snooze is ` +
+    `charged as a failed attempt: ${why}. Raise maxSnoozes in @OnOutboxEvent, or let the attempt fail`,
+  snoozed: (ms: number): string => `the handler asked to be called again in ${ms} ms (context.retryAfter)`,
+  badRetryAfter: (consumer: string, value: unknown, maxMs: number): string =>
+    `handler ${consumer} called context.retryAfter(${describe(value)}): give a delay in ms, a finite number from 0 ` +
+    `to ${maxMs} (24 hours)`,
+  retryAfterLate: (consumer: string): string =>
+    `handler ${consumer} called context.retryAfter after it returned or timed out: call it before the handler returns`,
   badInteger: (field: string, min: number, max: number | null, value: unknown): string =>
     `${field} must be an integer ${max === null ? `≥ ${min}` : `from ${min} to ${max}`}, got ${describe(value)}.`,
   consumerStillLive: (name: string, orphanAfterMs: number): string =>

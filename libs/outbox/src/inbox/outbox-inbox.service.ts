@@ -307,6 +307,8 @@ export class OutboxInbox {
         manager: context.manager,
         attempt: context.attempt,
         consumer: context.consumer,
+        // only the manager is read (the TransactionHost's); the inbox handler gets its own context above
+        retryAfter: () => undefined,
       });
   }
 

@@ -69,6 +69,11 @@ export const OUTBOX_INDEXES: readonly OutboxIndex[] = [
   },
   {
     table: 'event_outbox',
+    name: 'event_outbox_scheduled_idx',
+    definition: "using btree (deliver_at) where (status = 'scheduled'::text)",
+  },
+  {
+    table: 'event_outbox',
     name: 'event_outbox_settled_idx',
     definition:
       "using btree (published_at) where (status = any (array['published'::text, 'no_handlers'::text]))",
@@ -100,8 +105,8 @@ export const OUTBOX_INDEXES: readonly OutboxIndex[] = [
   },
   {
     table: 'outbox_consumer_pauses',
-    name: 'outbox_consumer_pauses_pair_idx',
-    definition: 'using btree (consumer_name, tenant_id)',
+    name: 'outbox_consumer_pauses_pair_key',
+    constraint: 'unique (consumer_name, tenant_id)',
   },
   { table: 'outbox_consumers', name: 'outbox_consumers_pkey', constraint: 'primary key (name)' },
   {

@@ -17,7 +17,9 @@ import { OutboxBatchSeal1764500700000 } from './1764500700000-outbox-batch-seal'
 import { OutboxPurgeRelayInbox1764500800000 } from './1764500800000-outbox-purge-relay-inbox';
 import { OutboxBackfills1764500900000 } from './1764500900000-outbox-backfills';
 import { OutboxConsumerPauses1764501000000 } from './1764501000000-outbox-consumer-pauses';
-import { OutboxConsumerLimits1764501300000 } from './1764501300000-outbox-consumer-limits';
+import { OutboxSnooze1764501400000 } from './1764501400000-outbox-snooze';
+import { OutboxScheduledEvents1764501600000 } from './1764501600000-outbox-scheduled-events';
+import { OutboxConsumerLimits1764501700000 } from './1764501700000-outbox-consumer-limits';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -40,5 +42,7 @@ export const outboxMigrations = [
   OutboxPurgeRelayInbox1764500800000,
   OutboxBackfills1764500900000,
   OutboxConsumerPauses1764501000000,
-  OutboxConsumerLimits1764501300000,
+  OutboxSnooze1764501400000,
+  OutboxScheduledEvents1764501600000,
+  OutboxConsumerLimits1764501700000,
 ];

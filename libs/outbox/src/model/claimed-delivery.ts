@@ -12,6 +12,8 @@ export interface ClaimedDelivery {
   attempt: number;
   /** True when the previous attempt's relay died or stalled without recording an outcome. */
   recovered: boolean;
+  /** Times it was snoozed (`outbox_deliveries.snoozes`); 0 when left out (a delivery claimed for the first time). */
+  snoozes?: number;
   /** The event's insert order (bigint as text); set for in-process pairs, whose row is written with the outcome. */
   eventSeq?: string;
   /**
@@ -31,6 +33,8 @@ export interface ClaimedRow {
   consumer_name: string | null;
   attempt_count: number;
   recovered: boolean;
+  /** Times the delivery row was snoozed (the due claim only). */
+  snoozes?: number;
   event_id: string;
   tenant_id: string;
   event_name: string;
@@ -47,7 +51,7 @@ export interface ClaimedRow {
 
 /** The envelope handlers receive, from a claim row. */
 function toEvent(
-  row: Omit<ClaimedRow, 'delivery_id' | 'consumer_name' | 'attempt_count' | 'recovered'>,
+  row: Omit<ClaimedRow, 'delivery_id' | 'consumer_name' | 'attempt_count' | 'recovered' | 'snoozes'>,
 ): OutboxEvent {
   return {
     eventId: row.event_id,
@@ -69,6 +73,7 @@ export function toClaimedDelivery(row: ClaimedRow & { consumer_name: string }): 
     consumerName: row.consumer_name,
     attempt: row.attempt_count,
     recovered: row.recovered,
+    snoozes: row.snoozes ?? 0,
     eventSeq: row.event_seq ?? undefined,
     eventId: row.event_id,
     tenantId: row.tenant_id,

@@ -22,6 +22,13 @@ export interface DeliveryOutcome {
   retryInMs: number;
   /** The receiver's own id for the delivery (a webhook's run id), kept on the row. */
   externalRunId?: string | null;
+  /** `deferred` at the consumer's request (see `snoozed`): counted in the row's `snoozes`, which bounds them. */
+  snoozed?: boolean;
+  /**
+   * With `snoozed`: hold the delivery's (consumer, tenant) pair for this long — its other deliveries wait too (a
+   * webhook's `Retry-After`; see `holdPairs`).
+   */
+  holdMs?: number;
 }
 
 const logger = new Logger('OutboxDelivery');
@@ -88,5 +95,38 @@ export function failed(
         ? Math.min(consumer.backoff.capMs, Math.max(backoff, options.retryAfterMs))
         : backoff,
     externalRunId: options.externalRunId ?? null,
+  };
+}
+
+/** Snoozes a delivery may take when its consumer sets no `maxSnoozes`. */
+export const DEFAULT_MAX_SNOOZES = 25;
+
+/**
+ * The consumer asked to be called again in `ms` without charging an attempt (a handler's `context.retryAfter`, a
+ * webhook's `429`/`503` with `Retry-After`): `deferred`, counted in the row's `snoozes`, due after `ms`. Once the
+ * delivery was snoozed `maxSnoozes` times, a further snooze is charged as a failed attempt (`snoozeLimit`),
+ * retried after the later of its backoff and `ms` (capped by the backoff cap), or dead once its attempts are
+ * spent: a handler that snoozes for ever ends as a dead letter (docs/adr/1105-snooze.md).
+ */
+export function snoozed(
+  delivery: ClaimedDelivery,
+  consumer: OutboxConsumer,
+  ms: number,
+  why: { errorCode: string; error: string; holdPair?: boolean },
+): DeliveryOutcome {
+  const max = consumer.maxSnoozes ?? DEFAULT_MAX_SNOOZES;
+  const count = delivery.snoozes ?? 0;
+  if (count >= max)
+    return failed(delivery, consumer, 'snoozeLimit', messages.snoozeLimit(consumer.name, max, why.error), {
+      retryAfterMs: ms,
+    });
+  return {
+    ...outcomeTarget(delivery),
+    status: 'deferred',
+    errorCode: why.errorCode,
+    error: boundedText(why.error),
+    retryInMs: ms,
+    snoozed: true,
+    holdMs: why.holdPair === true ? ms : undefined,
   };
 }

@@ -18,6 +18,38 @@ describe('event validation', () => {
     });
   });
 
+  it('keeps a delay given as deliverAt or delayMs, and none when neither is given', () => {
+    const at = new Date('2030-01-01T00:00:00Z');
+    expect(validateEvent(base, 'event', 1024)).toMatchObject({ deliverAt: null, delayMs: null });
+    expect(validateEvent({ ...base, deliverAt: at }, 'event', 1024)).toMatchObject({
+      deliverAt: at,
+      delayMs: null,
+    });
+    expect(validateEvent({ ...base, delayMs: 0 }, 'event', 1024)).toMatchObject({
+      deliverAt: null,
+      delayMs: 0,
+    });
+    expect(validateEvent({ ...base, delayMs: 1.5 }, 'event', 1024)).toMatchObject({ delayMs: 1.5 });
+  });
+
+  it.each([
+    [{ deliverAt: new Date(), delayMs: 5 }, 'events[1].delayMs', /both given/],
+    [{ deliverAt: new Date(Number.NaN) }, 'events[1].deliverAt', /must be a valid Date/],
+    [{ deliverAt: 1_700_000_000_000 }, 'events[1].deliverAt', /must be a valid Date/],
+    [{ delayMs: -0.5 }, 'events[1].delayMs', /0 or more/],
+    [{ delayMs: Infinity }, 'events[1].delayMs', /finite number/],
+    [{ delayMs: 5n }, 'events[1].delayMs', /finite number/],
+  ])('refuses the delay %p, naming %s', (extra, field, message) => {
+    const attempt = () => validateEvent({ ...base, ...(extra as object) }, 'events[1]', 1024);
+    expect(attempt).toThrow(OutboxValidationError);
+    expect(attempt).toThrow(message);
+    try {
+      attempt();
+    } catch (error) {
+      expect((error as OutboxValidationError).field).toBe(field);
+    }
+  });
+
   it('takes a missing schemaVersion as 1 and keeps a positive integer', () => {
     expect(checkSchemaVersion(undefined, 'event.schemaVersion')).toBe(1);
     expect(checkSchemaVersion(1, 'event.schemaVersion')).toBe(1);

@@ -20,6 +20,10 @@ export interface ValidatedEvent {
   correlationId: string | null;
   schemaVersion: number;
   occurredAt: Date | null;
+  /** Not delivered before this instant (`deliverAt`); null or absent: not delayed. */
+  deliverAt?: Date | null;
+  /** Not delivered before this many ms after the insert, by the database's clock (`delayMs`). */
+  delayMs?: number | null;
 }
 
 /** True when `name` is a valid event name. */
@@ -64,7 +68,29 @@ export function validateEvent(
     correlationId: optionalText(input.correlationId, `${where}.correlationId`),
     schemaVersion,
     occurredAt,
+    ...checkDelay(input, where),
   };
+}
+
+/**
+ * When a delayed event may be delivered: `deliverAt` (a valid Date) or `delayMs` (a finite number ≥ 0), not
+ * both; neither given, not delayed.
+ */
+function checkDelay(
+  input: OutboxEventInput<unknown>,
+  where: string,
+): Pick<ValidatedEvent, 'deliverAt' | 'delayMs'> {
+  const { deliverAt = null, delayMs = null } = input;
+  if (deliverAt !== null && delayMs !== null) {
+    throw new OutboxValidationError(`${where}.delayMs`, messages.bothDelays(where, deliverAt, delayMs));
+  }
+  if (deliverAt !== null && !(deliverAt instanceof Date && Number.isFinite(deliverAt.getTime()))) {
+    throw new OutboxValidationError(`${where}.deliverAt`, messages.badDate(`${where}.deliverAt`, deliverAt));
+  }
+  if (delayMs !== null && !(typeof delayMs === 'number' && Number.isFinite(delayMs) && delayMs >= 0)) {
+    throw new OutboxValidationError(`${where}.delayMs`, messages.badDelay(`${where}.delayMs`, delayMs));
+  }
+  return { deliverAt, delayMs };
 }
 
 /**

@@ -5,8 +5,13 @@ import type { OutboxEvent, OutboxHandlerContext } from './outbox-event.interface
 import type { ClaimedDelivery } from './claimed-delivery';
 import type { OutboxTransportOutcome } from './outbox-transport.interface';
 
-/** What an external transport says about one delivery; the relay turns it into a stored outcome. */
-export type ExternalDeliveryResult = OutboxTransportOutcome;
+/**
+ * What an external transport says about one delivery; the relay turns it into a stored outcome. `snoozed` (webhooks
+ * only, not a transport's outcome): the receiver asked to be called again after `retryAfterMs` (`429`/`503` with
+ * `Retry-After`); no attempt is charged and the (consumer, tenant) pair is held until then (docs/adr/1105-snooze.md).
+ */
+export type ExternalDeliveryResult =
+  OutboxTransportOutcome | { status: 'snoozed'; errorCode: string; error: string; retryAfterMs: number };
 
 /**
  * A consumer's limits as the registry stores them (`outbox_consumers`): null where the option is not set. Set
@@ -47,6 +52,8 @@ export interface OutboxConsumer {
   /** Its concurrency and rate limits, enforced by the claims in the database; none when absent. */
   readonly limits?: OutboxConsumerLimits;
   readonly maxAttempts: number;
+  /** Snoozes per delivery before a snooze is charged as a failed attempt. Default: `DEFAULT_MAX_SNOOZES`. */
+  readonly maxSnoozes?: number;
   readonly timeoutMs: number;
   readonly backoff: Required<OutboxBackoffOptions>;
   /** In-process consumers: calls the handler bound to its instance. */

@@ -18,6 +18,16 @@ export interface OutboxEventInput<TPayload = OutboxJson> {
   schemaVersion?: number;
   /** When the fact happened. Default: now. */
   occurredAt?: Date;
+  /**
+   * Deliver no sooner than this instant, by the database's clock (docs/flow-control.md#delayed-events). Not with
+   * `delayMs`. Default: at once.
+   */
+  deliverAt?: Date;
+  /**
+   * Deliver no sooner than this many milliseconds after the insert, by the database's clock. A number ≥ 0; not
+   * with `deliverAt`. Default: at once.
+   */
+  delayMs?: number;
 }
 
 /**
@@ -48,4 +58,13 @@ export interface OutboxHandlerContext {
   readonly attempt: number;
   /** The consumer's name. */
   readonly consumer: string;
+  /**
+   * Asks to be called again in `ms` (0 to 86,400,000) without charging an attempt — "not now": the delivery waits
+   * as pending and comes back no sooner than `ms` later, by the database's clock; the handler's writes through
+   * `manager` are rolled back, as on a failure. Takes effect when the handler returns normally (a throw is
+   * charged as a failure); the last call wins. Bounded by the consumer's `maxSnoozes`: past it, a snooze is
+   * charged as a failed attempt. An ordered consumer's later events of the aggregate wait for it
+   * (docs/flow-control.md#snooze). Usually `return context.retryAfter(60_000)`.
+   */
+  retryAfter(ms: number): void;
 }

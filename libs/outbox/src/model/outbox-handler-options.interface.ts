@@ -12,6 +12,12 @@ export interface OnOutboxEventOptions {
   ordered?: boolean;
   /** Attempts before the delivery is dead. Default: the module's `maxAttempts`. */
   maxAttempts?: number;
+  /**
+   * Times one delivery may be snoozed (`context.retryAfter`) without charging an attempt; a further snooze is
+   * charged as a failed attempt (error code `snoozeLimit`), so a handler that snoozes for ever ends dead after
+   * `maxAttempts` more calls (docs/flow-control.md#snooze). Default: `25`.
+   */
+  maxSnoozes?: number;
   /** Time the handler may run, in ms. Default: the module's `handlerTimeoutMs`. */
   timeoutMs?: number;
   /** Backoff between attempts; fields left out take the module's. Default: the module's `backoff`. */

@@ -2,7 +2,7 @@
  * The relay's waits on the database, each bounded by `relay.roundTripTimeoutMs`: a claim, a batch (its
  * transaction's begin, a handler's savepoint rolled back or checked, its commit), the outcomes recorded outside a
  * batch, a lease extension of webhook and broker deliveries, a tenant's webhook subscriptions read for its round,
- * the scan for tenants with due work, the registry heartbeat, the lease vacuum, the wake-up listener's check, and
+ * the scan for tenants with due work, the promotion of due delayed events, the registry heartbeat, the lease vacuum, the wake-up listener's check, and
  * the health check's read of the backlog, a retention purge, a metrics scrape's read.
  */
 export type OutboxRoundTrip =
@@ -12,6 +12,7 @@ export type OutboxRoundTrip =
   | 'leaseExtension'
   | 'subscriptions'
   | 'dueTenantScan'
+  | 'promotion'
   | 'heartbeat'
   | 'leaseVacuum'
   | 'listen'

@@ -41,9 +41,11 @@ export interface OutboxNames {
   readonly backfills: string;
   /** Paused (consumer, tenant) pairs: their deliveries wait (migration OutboxConsumerPauses1764501000000). */
   readonly consumerPauses: string;
-  /** Limited consumers' claim turns and rate logs (migration OutboxConsumerLimits1764501300000). */
+  /** Makes due scheduled (delayed) events pending (migration OutboxScheduledEvents1764501600000). */
+  readonly promoteScheduled: string;
+  /** Limited consumers' claim turns and rate logs (migration OutboxConsumerLimits1764501700000). */
   readonly consumerLimits: string;
-  /** A consumer's deliveries under a live lease, across tenants (migration OutboxConsumerLimits1764501300000). */
+  /** A consumer's deliveries under a live lease, across tenants (migration OutboxConsumerLimits1764501700000). */
   readonly consumerInFlight: string;
   readonly activity: string;
   readonly rowEstimate: string;
@@ -102,6 +104,7 @@ export function outboxNames(schema: string = DEFAULT_OUTBOX_SCHEMA): OutboxNames
     audit: qualified('outbox_audit'),
     backfills: qualified('outbox_backfills'),
     consumerPauses: qualified('outbox_consumer_pauses'),
+    promoteScheduled: qualified('outbox_promote_scheduled'),
     consumerLimits: qualified('outbox_consumer_limits'),
     consumerInFlight: qualified('outbox_consumer_in_flight'),
     activity: qualified('outbox_activity'),

@@ -34,6 +34,7 @@ import { RegistryHeartbeat } from './registry-heartbeat';
 import { TenantRound } from './tenant-round';
 import { laneCount, runLanes, visitsOf, type RelayLane } from './relay-lanes';
 import { OutboxInstrumentation } from '../extension/outbox-instrumentation';
+import { ScheduledPromoter } from './scheduled-promoter';
 
 /**
  * Delivers committed events to the consumers this app hosts, tenant by tenant. Runs on an interval registered
@@ -63,6 +64,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly background = new BackgroundWork();
   private readonly planner: DueTenantPlanner;
   private readonly heartbeats: RegistryHeartbeat;
+  /** Delayed events: their promotion when due, and the one timer for the next. */
+  private readonly promoter: ScheduledPromoter;
   /** Makes one lane: a tenant round and the local batch, with its own commit pipeline, it hands work to. */
   private readonly newLane: () => RelayLane;
   /** The batches worked on at once (`relay.concurrency`), made at the first round: the pool is known then. */
@@ -91,6 +94,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     this.interval = new ScheduledInterval(moduleRef, `outbox-relay:${this.instanceId}`);
     this.planner = new DueTenantPlanner(options, store, time);
     this.heartbeats = new RegistryHeartbeat(this.instanceId, options, registry, store, time);
+    this.promoter = new ScheduledPromoter(store, () => this.wake());
     const recorder = new OutcomeRecorder(store);
     this.newLane = () => {
       const local = new LocalBatch(
@@ -163,8 +167,12 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   /** Starts polling (done at bootstrap when `relay.enabled`). */
   start(): void {
     if (this.interval.isScheduled || this.stopping) return;
-    // tick() logs a failed round and never rejects
-    this.interval.schedule(this.options.relay.pollIntervalMs, () => void this.tick());
+    // tick() logs a failed round and never rejects; each poll also looks for due delayed events (a lost wake-up
+    // or a timer of a relay that stopped delays one by a poll at most)
+    this.interval.schedule(this.options.relay.pollIntervalMs, () => {
+      this.promoter.request();
+      void this.tick();
+    });
     this.logger.log(
       `relay ${this.instanceId} started: every ${this.options.relay.pollIntervalMs} ms, batches of ${this.options.relay.batchSize}, ${this.lanes.length} at once`,
     );
@@ -173,11 +181,14 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   /**
    * Asks for a round as soon as possible (coalesced: many calls while a round runs make one more round). With
    * the tenants that have new events, the round may go to them straight away, without looking for due tenants
-   * (see `DueTenantPlanner`).
+   * (see `DueTenantPlanner`). Naming none, the round also promotes due delayed events (see `ScheduledPromoter`).
    */
   wake(tenants?: Iterable<string>): void {
+    const named = [...(tenants ?? [])];
+    // runOnce and drain promote too: a delayed event enqueued here is looked for even when the relay is driven by hand
+    if (named.length === 0 && !this.stopping) this.promoter.request();
     if (!this.interval.isScheduled || this.stopping) return;
-    this.planner.hint(tenants ?? []);
+    this.planner.hint(named);
     this.wakeRequested = true;
     if (!this.ticking) setImmediate(() => void this.tick()); // tick() never rejects
   }
@@ -201,6 +212,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
 
   /** Processes one round of due work for every tenant that has some, and says what it did. Never runs two at once. */
   async runOnce(): Promise<RelayRoundResult> {
+    this.promoter.requestIfScheduled();
     const run = await this.runRound(false);
     await run.settled;
     await this.finishing;
@@ -213,6 +225,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
    * batch is claimed.
    */
   async drain(): Promise<RelayRoundResult> {
+    this.promoter.requestIfScheduled();
     const results: RelayRoundResult[] = [];
     const settled: Promise<void>[] = [];
     for (;;) {
@@ -297,6 +310,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
 
   private async stopNow(): Promise<void> {
     this.interval.unschedule();
+    this.promoter.stop();
     if (this.round) {
       let timer: NodeJS.Timeout | undefined;
       const timedOut = new Promise<'timeout'>((resolve) => {
@@ -322,6 +336,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
 
   private async processRound(overlap: boolean, committingAtStart: boolean): Promise<RoundRun> {
     await this.heartbeats.beatIfDue();
+    this.planner.hint(await this.promoter.promoteIfRequested());
     const results: RelayRoundResult[] = [];
     const settled: Promise<void>[] = [];
     let full = false;

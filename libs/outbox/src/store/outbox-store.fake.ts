@@ -10,6 +10,7 @@ import type {
   ClaimRequest,
   HandlerChannel,
   OutboxStorePort,
+  ScheduledPromotion,
   TenantConnection,
 } from './outbox-store.port';
 
@@ -22,6 +23,8 @@ export class FakeStore implements OutboxStorePort {
   readonly log: { op: string; tenantId?: string; request?: unknown }[] = [];
   /** Answers of `dueTenants`, one per scan (then none). */
   readonly scans: DueTenant[][] = [];
+  /** Answers of `promoteScheduled`, one per promotion (then nothing promoted, nothing scheduled). */
+  readonly promotions: ScheduledPromotion[] = [];
   /** Answers of claims, one per claim (then nothing claimed); an Error is thrown instead. */
   readonly claims: (ClaimAnswer | Error)[] = [];
   /** Outcomes recorded outside a batch's commit, and those it committed with. */
@@ -36,6 +39,11 @@ export class FakeStore implements OutboxStorePort {
 
   poolSize(): number {
     return this.pool;
+  }
+
+  promoteScheduled(request: { limit: number }): Promise<ScheduledPromotion> {
+    this.log.push({ op: 'promoteScheduled', request });
+    return Promise.resolve(this.promotions.shift() ?? { tenantIds: [], promoted: 0, nextDueInMs: null });
   }
 
   dueTenants(request: { limit: number; after: string | null }): Promise<DueTenant[]> {

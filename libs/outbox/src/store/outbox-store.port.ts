@@ -23,6 +23,11 @@ export interface OutboxStorePort {
    * transaction of their own under the relay's bounds.
    */
   dueTenants(request: { limit: number; after: string | null }): Promise<DueTenant[]>;
+  /**
+   * Makes up to `limit` due delayed events pending (a transaction of its own): which tenants they belong to, how
+   * many, and in how many ms (the database's clock) the next one still scheduled is due (null: none is).
+   */
+  promoteScheduled(request: { limit: number }): Promise<ScheduledPromotion>;
   /** Records in the persisted registry that this instance hosts `consumers` now. */
   heartbeat(request: { instanceId: string; consumers: readonly OutboxConsumer[] }): Promise<void>;
   /** Removes this instance from the registry's host lists. */
@@ -46,6 +51,13 @@ export interface OutboxStorePort {
   tenantConnection(tenantId: string): TenantConnection;
   /** The app's TypeORM DataSource, which in-process handlers get. */
   dataSource(): DataSource;
+}
+
+/** What a promotion of due delayed events did (see `OutboxStorePort.promoteScheduled`). */
+export interface ScheduledPromotion {
+  tenantIds: string[];
+  promoted: number;
+  nextDueInMs: number | null;
 }
 
 /** What a claim takes for a tenant. */

@@ -16,6 +16,7 @@ import type {
   ClaimRequest,
   HandlerChannel,
   OutboxStorePort,
+  ScheduledPromotion,
   TenantConnection,
 } from './outbox-store.port';
 import type { RoundConnection } from './round-connection';
@@ -69,6 +70,18 @@ export class PgRelayStore implements OutboxStorePort {
       hasNew: row.has_new,
       hasDue: row.has_due,
     }));
+  }
+
+  async promoteScheduled({ limit }: { limit: number }): Promise<ScheduledPromotion> {
+    const [row] = await this.store.relayQuery<q.PromoteScheduledRow>(
+      q.promoteScheduled(this.options.names, limit),
+      'promotion',
+    );
+    return {
+      tenantIds: row?.tenant_ids ?? [],
+      promoted: row?.promoted ?? 0,
+      nextDueInMs: row?.next_due_in_ms ?? null,
+    };
   }
 
   async heartbeat({

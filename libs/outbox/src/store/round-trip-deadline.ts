@@ -13,6 +13,7 @@ const LABELS: Record<OutboxRoundTrip, string> = {
   leaseExtension: 'lease extension',
   subscriptions: "read of the tenant's webhook subscriptions",
   dueTenantScan: 'scan for due tenants',
+  promotion: 'promotion of due delayed events',
   heartbeat: 'registry heartbeat',
   leaseVacuum: 'lease vacuum',
   listen: 'wake-up listener check',

@@ -56,6 +56,7 @@ export class OutboxWebhookService {
       endpoint.retryOn4xx,
       Date.now(),
       endpoint.responseBodyInErrors,
+      endpoint.backoff.capMs,
     );
     if (breaker) {
       const before = breaker.snapshot().state;

@@ -20,11 +20,38 @@ describe('webhook outcomes', () => {
     for (const status of [301, 400, 404, 410, 422])
       expect(classifyWebhookResponse(response(status), false).status).toBe('dead');
     expect(classifyWebhookResponse(response(400), true).status).toBe('failed');
-    expect(classifyWebhookResponse(response(503, 'down', { 'retry-after': '7' }), false)).toMatchObject({
+    expect(classifyWebhookResponse(response(500, 'down', { 'retry-after': '7' }), false)).toMatchObject({
+      status: 'failed',
       errorCode: 'httpStatus',
-      error: 'HTTP 503: down',
+      error: 'HTTP 500: down',
       retryAfterMs: 7000,
     });
+  });
+
+  it('snoozes a 429 or 503 with a readable Retry-After (no attempt charged), capped at maxRetryAfterMs', () => {
+    const now = Date.parse('Wed, 21 Oct 2015 07:28:00 GMT');
+    expect(classifyWebhookResponse(response(503, 'down', { 'retry-after': '7' }), false)).toMatchObject({
+      status: 'snoozed',
+      errorCode: 'retryAfter',
+      retryAfterMs: 7000,
+    });
+    expect(
+      classifyWebhookResponse(
+        response(429, '', { 'retry-after': 'Wed, 21 Oct 2015 07:28:30 GMT' }),
+        false,
+        now,
+        true,
+        60_000,
+      ),
+    ).toMatchObject({ status: 'snoozed', retryAfterMs: 30_000 });
+    expect(
+      classifyWebhookResponse(response(429, '', { 'retry-after': '3600' }), false, now, true, 60_000),
+    ).toMatchObject({ status: 'snoozed', retryAfterMs: 60_000 });
+    // unreadable, or another status: charged as before
+    expect(classifyWebhookResponse(response(429, '', { 'retry-after': 'soon' }), false).status).toBe(
+      'failed',
+    );
+    expect(classifyWebhookResponse(response(502, '', { 'retry-after': '5' }), false).status).toBe('failed');
   });
 
   it('treats a 2xx JSON body with ok: false as a remote failure and keeps the receiver run id', () => {

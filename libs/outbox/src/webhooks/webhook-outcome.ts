@@ -27,6 +27,11 @@ export const WEBHOOK_ERROR_CODES = {
   subscriptionPaused: 'subscriptionPaused',
   /** A stored subscription no longer passes the checks (edited by hand): held back like a paused one. */
   subscriptionInvalid: 'subscriptionInvalid',
+  /**
+   * `429` or `503` with `Retry-After`: not charged (a snooze, bounded by `maxSnoozes`); the webhook's deliveries of
+   * that tenant wait until then (capped by the backoff cap).
+   */
+  retryAfter: 'retryAfter',
 } as const;
 
 /** What the transport observed for one request. */
@@ -42,8 +47,9 @@ const RUN_ID_MAX = 200;
 
 /**
  * Turns an HTTP exchange into a delivery result: 2xx is delivered unless its JSON body says `"ok": false`;
- * 408, 429 and 5xx are retried (after `Retry-After` when given); other statuses are dead at once unless
- * `retryOn4xx`. The receiver's run id (JSON `runId` or `event_id`, or the `x-run-id` header) is kept. The
+ * `429` and `503` with a readable `Retry-After` are snoozed — no attempt charged, due again then, at most
+ * `maxRetryAfterMs` away; 408, 429 and 5xx are retried (after `Retry-After` when given); other statuses are dead
+ * at once unless `retryOn4xx`. The receiver's run id (JSON `runId` or `event_id`, or the `x-run-id` header) is kept. The
  * error keeps up to 500 characters of the body only with `withBody`; whatever the receiver wrote is made
  * printable (control characters escaped), since it goes to logs.
  */
@@ -52,6 +58,7 @@ export function classifyWebhookResponse(
   retryOn4xx: boolean,
   now: number = Date.now(),
   withBody = true,
+  maxRetryAfterMs = Number.POSITIVE_INFINITY,
 ): ExternalDeliveryResult {
   if (response.kind === 'timeout') {
     return {
@@ -89,6 +96,15 @@ export function classifyWebhookResponse(
   }
   const statusText = printable(response.statusText.slice(0, STATUS_TEXT_MAX));
   const error = `HTTP ${response.status}${statusText ? ` ${statusText}` : ''}${snippet ? `: ${snippet}` : ''}`;
+  if (retryAfterMs !== undefined && (response.status === 429 || response.status === 503)) {
+    const ms = Math.min(retryAfterMs, maxRetryAfterMs);
+    return {
+      status: 'snoozed',
+      errorCode: WEBHOOK_ERROR_CODES.retryAfter,
+      error: `${error} (Retry-After: waits ${ms} ms, no attempt charged)`,
+      retryAfterMs: ms,
+    };
+  }
   if (isRetryableStatus(response.status) || retryOn4xx) {
     return {
       status: 'failed',

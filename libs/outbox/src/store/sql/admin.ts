@@ -29,7 +29,7 @@ export function setAdminTenantForWrite(
 
 /**
  * One tenant's counts: events per status, deliveries per consumer and status, the age of the oldest work not
- * done (pending events, pending or failed deliveries), and the consumers named in delivery rows that no live
+ * done (pending events, pending or failed deliveries), when its next delayed event is due, and the consumers named in delivery rows that no live
  * instance hosts (unknown to the registry, or not reported within `orphanAfterMs`), tenant-scoped consumers
  * excepted. The counts read every row of the tenant (there is no index on tenant alone, to keep the relay's
  * writes cheap): fine for an operator, not for a probe — the health check uses `oldestPendingAge`.
@@ -67,10 +67,12 @@ export function tenantStats(
                          where not exists (select 1 from live l where l.name = d.consumer_name)
                          order by d.consumer_name) as orphaned,
                   extract(epoch from now() - least(
-                    (select min(created_at) from ${n.events} where tenant_id = $1 and status = 'pending'),
+                    -- a promoted delayed event waits from its deliver_at
+                    (select min(greatest(created_at, deliver_at)) from ${n.events} where tenant_id = $1 and status = 'pending'),
                     (select min(created_at) from ${n.deliveries} where tenant_id = $1 and status in ('pending', 'failed'))
                   ))::float8 as oldest_pending_age_seconds,
                   (select count(*)::int from blocked) as blocked_count,
+                  (select min(deliver_at) from ${n.events} where tenant_id = $1 and status = 'scheduled') as next_delivery_at,
                   coalesce((select json_agg(b order by b.consumer, b.seq) from (
                               select k.consumer_name as consumer, e.aggregate_type as "aggregateType",
                                      e.aggregate_id as "aggregateId", k.event_id as "deadEventId", k.event_seq as seq,
@@ -134,7 +136,7 @@ export function failedEventsPage(
 export function eventDeliveries(n: OutboxNames, tenantId: string, eventId: string): SqlStatement {
   return {
     text: `select e.id as event_id, e.event_name, e.status, e.payload, e.aggregate_type, e.aggregate_id, e.correlation_id,
-                  e.schema_version, e.occurred_at, e.created_at, e.published_at, e.failed_at, e.error_message,
+                  e.schema_version, e.occurred_at, e.created_at, e.deliver_at, e.published_at, e.failed_at, e.error_message,
                   e.deliveries_open, e.deliveries_dead,
                   coalesce((select json_agg(json_build_object(
                                      'consumer', d.consumer_name, 'status', d.status, 'attempts', d.attempt_count,

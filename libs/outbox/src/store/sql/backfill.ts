@@ -111,7 +111,8 @@ export function lockBackfillChunk(
  * `to`], pending and due now, and the backfill's position, in one statement (so a chunk commits both or
  * neither). `on conflict do nothing`: a pair the fan-out wrote is never doubled. Each row opens its event again
  * (`deliveries_open` + 1; a settled event is `processing` until the row closes). Events still `pending` are the
- * fan-out's (the consumer is registered, so their claim gives it a row) and get none here; one with a live lease
+ * fan-out's (the consumer is registered, so their claim gives it a row) and get none here, as do delayed ones
+ * still `scheduled` (the fan-out's once they are due); one with a live lease
  * (a lean claim, whose consumers were read when it was claimed) stops the chunk before it: its position stays
  * there, and the next chunk looks again once the relay recorded it. `last`: the chunk reached the horizon.
  */
@@ -129,7 +130,7 @@ export function fillBackfillChunk(
               order by ev.id limit 1
            ), todo as (
              select * from ev
-              where ev.status <> 'pending' and (not exists (select 1 from waiting) or ev.id < (select id from waiting))
+              where ev.status not in ('pending', 'scheduled') and (not exists (select 1 from waiting) or ev.id < (select id from waiting))
            ), inserted as (
              insert into ${n.deliveries} (event_id, tenant_id, consumer_name, event_seq, aggregate_key, status, attempt_count, next_attempt_at)
              select t.id, t.tenant_id, $1::text, t.seq,
@@ -168,12 +169,12 @@ export function fillBackfillChunk(
 
 /**
  * A dry run: how many delivery rows a backfill would create now — events of its scope up to the largest id,
- * fanned out already (not `pending`), with no row for the consumer.
+ * fanned out already (not `pending` nor `scheduled`), with no row for the consumer.
  */
 export function countBackfill(n: OutboxNames, s: BackfillScope): SqlStatement {
   return {
     text: `select count(*)::int as events from ${inScope(n)}
-              and e.status <> 'pending'
+              and e.status not in ('pending', 'scheduled')
               and not exists (select 1 from ${n.deliveries} d where d.event_id = e.id and d.consumer_name = $1::text)`,
     values: scopeValues(s, null, 'ffffffff-ffff-ffff-ffff-ffffffffffff'),
   };

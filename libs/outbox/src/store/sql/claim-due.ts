@@ -6,7 +6,7 @@ import type { SqlStatement } from './statement';
 import type { OutboxNames } from '../../model/table-names';
 
 /** Columns of a claimed delivery joined with its event. */
-const CLAIMED_COLUMNS = `d.id as delivery_id, d.consumer_name, d.attempt_count, e.id as event_id, e.tenant_id, e.event_name,
+const CLAIMED_COLUMNS = `d.id as delivery_id, d.consumer_name, d.attempt_count, d.snoozes, e.id as event_id, e.tenant_id, e.event_name,
   e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version, e.traceparent`;
 
 /**

@@ -56,3 +56,65 @@ export function insertEvents(n: OutboxNames, rows: readonly EventRow[]): SqlStat
     ],
   };
 }
+
+/** True when the row was given `deliverAt` or `delayMs`: it goes in with `insertScheduledEvent(s)`. */
+export function isDelayed(row: EventRow): boolean {
+  return (row.deliverAt ?? null) !== null || (row.delayMs ?? null) !== null;
+}
+
+/**
+ * When a delayed event may be delivered, by the database's clock: `deliverAt` as given, else the insert's
+ * `now()` plus `delayMs`. An event already due then is written `pending`, as `insertEvent` writes it; a later one
+ * `scheduled`, out of every claim's index, until `promoteScheduled` makes it pending
+ * (docs/adr/1102-delayed-events-are-promoted.md).
+ */
+function deliverAtSql(at: string, ms: string): string {
+  return `coalesce(${at}::timestamptz, now() + ${ms}::float8 * interval '1 millisecond')`;
+}
+
+/** Inserts one delayed event. Its own text, so the undelayed insert's named statement stays as it was (ADR 0807). */
+export function insertScheduledEvent(n: OutboxNames, e: EventRow): SqlStatement {
+  const traced = e.traceparent ? [', traceparent', ', $12::text'] : ['', ''];
+  return {
+    text: `insert into ${n.events} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at, deliver_at, status${traced[0]})
+           select $1::uuid, $2::uuid, $3::text, $4::jsonb, $5::text, $6::text, $7::text, $8::int, coalesce($9::timestamptz, now()),
+                  d.at, case when d.at <= now() then 'pending' else 'scheduled' end${traced[1]}
+             from (select ${deliverAtSql('$10', '$11')} as at) d`,
+    // the undelayed insert's nine values first (its text is not sent), then the delay's two
+    values: [
+      ...insertEvent(n, { ...e, traceparent: null }).values,
+      e.deliverAt ?? null,
+      e.delayMs ?? null,
+      ...(e.traceparent ? [e.traceparent] : []),
+    ],
+  };
+}
+
+/**
+ * Inserts many events of which some are delayed, in one statement; `seq` keeps their order. Those not delayed
+ * are written as `insertEvents` writes them.
+ */
+export function insertScheduledEvents(n: OutboxNames, rows: readonly EventRow[]): SqlStatement {
+  const traced = rows.some((r) => r.traceparent);
+  const t = traced ? [', traceparent', ', $12::text[]', ', traceparent'] : ['', '', ''];
+  return {
+    text: `insert into ${n.events} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at, deliver_at, status${t[0]})
+           select id, tenant_id, event_name, payload::jsonb, aggregate_type, aggregate_id, correlation_id, schema_version, coalesce(occurred_at, now()),
+                  d.at, case when d.at is null or d.at <= now() then 'pending' else 'scheduled' end${t[2]}
+             from unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[], $9::timestamptz[], $10::timestamptz[], $11::float8[]${t[1]})
+               with ordinality as t(id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at, deliver_at, delay_ms${t[0]}, n)
+             cross join lateral (select case when t.deliver_at is not null or t.delay_ms is not null
+                                             then ${deliverAtSql('t.deliver_at', 't.delay_ms')} end as at) d
+            order by n`,
+    // as in insertScheduledEvent: the undelayed insert's nine arrays, then the delays'
+    values: [
+      ...insertEvents(
+        n,
+        rows.map((r) => ({ ...r, traceparent: null })),
+      ).values,
+      rows.map((r) => r.deliverAt ?? null),
+      rows.map((r) => r.delayMs ?? null),
+      ...(traced ? [rows.map((r) => r.traceparent ?? null)] : []),
+    ],
+  };
+}

@@ -20,4 +20,5 @@ export * from './leases';
 export * from './record-outcomes';
 export * from './backfill';
 export * from './consumer-pauses';
+export * from './promote-scheduled';
 export * from './consumer-limits';

@@ -2,14 +2,15 @@ import type { DeliveryOutcome } from '../../model/delivery-outcome';
 import { PAIR_OUTCOME_NAME, type SqlStatement } from './statement';
 import type { OutboxNames } from '../../model/table-names';
 import { BATCH_MARKER } from './transaction-context';
+import { holdPairs } from './consumer-pauses';
 
 /** The outcomes sent as arrays, one row each (see `recordOutcomes` for the parameters). */
 const OUTCOME_ROWS = `select id, status, error_code, last_error, retry_ms, external_run_id, event_id, consumer, attempt,
-                    coalesce(tenant_id, $15::uuid) as tenant_id, seq
+                    coalesce(tenant_id, $15::uuid) as tenant_id, seq, snoozed, hold_ms
                from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $7::text[],
-                           $8::uuid[], $9::text[], $10::int[], $11::uuid[], $12::bigint[])
+                           $8::uuid[], $9::text[], $10::int[], $11::uuid[], $12::bigint[], $17::boolean[], $18::int[])
                       as o(id, status, error_code, last_error, retry_ms, external_run_id, event_id, consumer, attempt,
-                           tenant_id, seq)
+                           tenant_id, seq, snoozed, hold_ms)
               -- fenced: only in the batch's own transaction (its marker holds the lease token); anywhere else no
               -- outcome is written and the fence fails the statement (see \`batchGuard\`, which says why first)
               where (not $16::boolean or current_setting('${BATCH_MARKER}', true) = $6::uuid::text)`;
@@ -42,13 +43,21 @@ const SETTLE_EVENT = `deliveries_open = case when e.status = 'pending' then p.to
                     attempts = greatest(e.attempts, p.attempts),
                     updated_at = now()`;
 
-/** The delivery row of an in-process pair `o`, inserted with its final status. */
+/**
+ * The delivery row of an in-process pair `o`, inserted with its final status; a deferred one (snoozed, or its
+ * consumer gone) as pending, its attempt given back. A retry is due `retry_ms` after the statement starts, not
+ * the batch transaction: a snooze of `ms` is never due sooner than `ms` after its handler asked.
+ */
 function insertPairRow(n: OutboxNames): string {
   return `insert into ${n.deliveries} (event_id, tenant_id, consumer_name, event_seq, status, attempt_count, error_code,
-                                        last_error, next_attempt_at, processed_at, external_run_id)
-             select o.event_id, o.tenant_id, o.consumer, o.seq, o.status, o.attempt, o.error_code, o.last_error,
-                    now() + o.retry_ms * interval '1 millisecond',
-                    case when o.status = 'delivered' then now() end, o.external_run_id
+                                        last_error, next_attempt_at, processed_at, external_run_id, snoozes)
+             select o.event_id, o.tenant_id, o.consumer, o.seq,
+                    case when o.status = 'deferred' then 'pending' else o.status end,
+                    case when o.status = 'deferred' then o.attempt - 1 else o.attempt end,
+                    o.error_code, o.last_error,
+                    statement_timestamp() + o.retry_ms * interval '1 millisecond',
+                    case when o.status = 'delivered' then now() end, o.external_run_id,
+                    case when o.snoozed then 1 else 0 end
                from o`;
 }
 
@@ -66,11 +75,14 @@ function outcomeText(n: OutboxNames): string {
              update ${n.deliveries} d
                 set status = case when o.status = 'deferred' then 'pending' else o.status end,
                     attempt_count = case when o.status = 'deferred' then d.attempt_count - 1 else d.attempt_count end,
+                    snoozes = d.snoozes + case when o.snoozed then 1 else 0 end,
                     external_run_id = coalesce(o.external_run_id, d.external_run_id),
                     -- a success keeps the last error seen (e.g. staleLeaseRecovered): operators see how it got there
                     error_code = coalesce(o.error_code, d.error_code),
                     last_error = coalesce(o.last_error, d.last_error),
-                    next_attempt_at = case when o.status in ('failed', 'deferred') then now() + o.retry_ms * interval '1 millisecond'
+                    -- from the statement's start, not the transaction's: see insertPairRow
+                    next_attempt_at = case when o.status in ('failed', 'deferred')
+                                           then statement_timestamp() + o.retry_ms * interval '1 millisecond'
                                            else d.next_attempt_at end,
                     processed_at = case when o.status = 'delivered' then now() else null end,
                     lease_token = null,
@@ -81,6 +93,16 @@ function outcomeText(n: OutboxNames): string {
               -- table when there are none, instead of scanning it
               where d.id = any($14::bigint[]) and d.id = o.id and d.lease_token = $6
              returning d.event_id, d.tenant_id, d.consumer_name, d.status, d.attempt_count, d.last_error
+           ), held as (
+             -- a webhook's Retry-After holds its (consumer, tenant) pair: only for rows this relay still leases
+             -- (= any() over the held ids alone: a probe of the primary key per hold, none when nothing is held)
+             ${holdPairs(
+               n,
+               `(select d.consumer_name, d.tenant_id, o.hold_ms, o.last_error as reason
+                   from o join ${n.deliveries} d on d.id = o.id
+                  where d.id = any(array(select id from o where hold_ms is not null)) and o.hold_ms is not null
+                    and d.lease_token = $6)`,
+             )}
            ), locked as (
              -- the events of in-process pairs, locked in id order before their leases are deleted (see recordOutcomes)
              select e.id from ${n.events} e
@@ -227,6 +249,8 @@ export function recordOutcomes(
       rowIds,
       tenants.size === 1 ? tenant : null,
       fenced,
+      column(outcomes, (o) => o.snoozed ?? null),
+      column(outcomes, (o) => (o.holdMs === undefined ? null : Math.round(o.holdMs))),
     ],
   };
 }

@@ -21,6 +21,15 @@ export function notifyWakeup(n: OutboxNames, tenants: readonly string[]): SqlSta
   };
 }
 
+/**
+ * A wake-up naming no tenant, sent inside the transaction it is for: PostgreSQL delivers it at that commit and
+ * drops it with a rollback. Only in a handler's batch transaction, which the relay commits itself (no commit
+ * subscriber hears it), and only for a delayed event: relays promote on it (docs/adr/1102-delayed-events-are-promoted.md).
+ */
+export function notifyWakeupAtCommit(n: OutboxNames): SqlStatement {
+  return { text: `select pg_notify($1, '')`, values: [n.wakeupChannel] };
+}
+
 /** The tenants a wake-up's payload names (the relay checks each is a UUID). */
 export function wakeupTenants(payload: string | undefined): string[] {
   return payload ? payload.split(',') : [];

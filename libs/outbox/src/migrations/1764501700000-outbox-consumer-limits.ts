@@ -11,8 +11,8 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  * Not tenant-scoped by row-level security: a row names a consumer and a tenant, no event data. Frozen history:
  * literal SQL.
  */
-export class OutboxConsumerLimits1764501300000 implements MigrationInterface {
-  name = 'OutboxConsumerLimits1764501300000';
+export class OutboxConsumerLimits1764501700000 implements MigrationInterface {
+  name = 'OutboxConsumerLimits1764501700000';
 
   async up(q: QueryRunner): Promise<void> {
     await q.query(`

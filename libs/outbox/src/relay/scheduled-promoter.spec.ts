@@ -1,0 +1,113 @@
+import { FakeStore } from '../store/outbox-store.fake';
+import { PROMOTE_MAX, ScheduledPromoter } from './scheduled-promoter';
+
+const A = '00000000-0000-4000-8000-00000000000a';
+
+/** A promoter on a fake store and clock; `woken` counts its timer's wake-ups. */
+function promoterOn(): { promoter: ScheduledPromoter; store: FakeStore; woken: () => number } {
+  const store = new FakeStore();
+  let wakes = 0;
+  const promoter = new ScheduledPromoter(store, () => void wakes++);
+  return { promoter, store, woken: () => wakes };
+}
+
+beforeEach(() => jest.useFakeTimers());
+afterEach(() => jest.useRealTimers());
+
+describe('ScheduledPromoter', () => {
+  it('promotes at the first round, then only when asked: a relay sent no delayed events costs nothing more', async () => {
+    const { promoter, store } = promoterOn();
+    expect(await promoter.promoteIfRequested()).toEqual([]);
+    await promoter.promoteIfRequested();
+    await promoter.promoteIfRequested();
+    expect(store.ops('promoteScheduled')).toHaveLength(1);
+    promoter.request();
+    await promoter.promoteIfRequested();
+    expect(store.ops('promoteScheduled')).toHaveLength(2);
+  });
+
+  it('hands back the tenants promoted, and sets one timer for the next due event that wakes the relay then', async () => {
+    const { promoter, store, woken } = promoterOn();
+    store.promotions.push({ tenantIds: [A], promoted: 2, nextDueInMs: 500 });
+    expect(await promoter.promoteIfRequested()).toEqual([A]);
+    jest.advanceTimersByTime(499);
+    expect(woken()).toBe(0);
+    jest.advanceTimersByTime(1);
+    expect(woken()).toBe(1);
+    // the timer asked for the next round's promotion
+    await promoter.promoteIfRequested();
+    expect(store.ops('promoteScheduled')).toHaveLength(2);
+  });
+
+  it('replaces its timer with the earliest time the last promotion read, and sets none when nothing is scheduled', async () => {
+    const { promoter, store, woken } = promoterOn();
+    store.promotions.push(
+      { tenantIds: [], promoted: 0, nextDueInMs: 10_000 },
+      { tenantIds: [], promoted: 0, nextDueInMs: 100 },
+      { tenantIds: [], promoted: 0, nextDueInMs: null },
+    );
+    await promoter.promoteIfRequested();
+    promoter.request();
+    await promoter.promoteIfRequested();
+    jest.advanceTimersByTime(100);
+    expect(woken()).toBe(1);
+    await promoter.promoteIfRequested();
+    jest.advanceTimersByTime(60_000);
+    expect(woken()).toBe(1);
+    expect(jest.getTimerCount()).toBe(0);
+  });
+
+  it('looks again at once after a full promotion, and shortly when the next is due but held by another relay', async () => {
+    const { promoter, store, woken } = promoterOn();
+    store.promotions.push(
+      { tenantIds: [A], promoted: PROMOTE_MAX, nextDueInMs: -3 },
+      { tenantIds: [], promoted: 0, nextDueInMs: -1 },
+    );
+    await promoter.promoteIfRequested();
+    jest.advanceTimersByTime(0);
+    expect(woken()).toBe(1);
+    await promoter.promoteIfRequested();
+    jest.advanceTimersByTime(4);
+    expect(woken()).toBe(1);
+    jest.advanceTimersByTime(1);
+    expect(woken()).toBe(2);
+  });
+
+  it('promotes in a round driven by hand only while the last promotion said something is still scheduled', async () => {
+    const { promoter, store } = promoterOn();
+    store.promotions.push(
+      { tenantIds: [], promoted: 0, nextDueInMs: 1_000 },
+      { tenantIds: [], promoted: 0, nextDueInMs: null },
+    );
+    await promoter.promoteIfRequested();
+    promoter.requestIfScheduled();
+    await promoter.promoteIfRequested();
+    expect(store.ops('promoteScheduled')).toHaveLength(2);
+    promoter.requestIfScheduled();
+    await promoter.promoteIfRequested();
+    expect(store.ops('promoteScheduled')).toHaveLength(2);
+  });
+
+  it('clears its timer at stop and promotes no more', async () => {
+    const { promoter, store, woken } = promoterOn();
+    store.promotions.push({ tenantIds: [], promoted: 0, nextDueInMs: 100 });
+    await promoter.promoteIfRequested();
+    promoter.stop();
+    promoter.stop();
+    expect(jest.getTimerCount()).toBe(0);
+    jest.advanceTimersByTime(1_000);
+    expect(woken()).toBe(0);
+    promoter.request();
+    await promoter.promoteIfRequested();
+    expect(store.ops('promoteScheduled')).toHaveLength(1);
+  });
+
+  it('asks again after a promotion that failed', async () => {
+    const { promoter, store } = promoterOn();
+    const failing = jest.spyOn(store, 'promoteScheduled').mockRejectedValueOnce(new Error('gone'));
+    await expect(promoter.promoteIfRequested()).rejects.toThrow('gone');
+    failing.mockRestore();
+    await promoter.promoteIfRequested();
+    expect(store.ops('promoteScheduled')).toHaveLength(1);
+  });
+});

@@ -1,0 +1,88 @@
+import type { OutboxStorePort } from '../store/outbox-store.port';
+
+/** Most delayed events one promotion makes pending; more due ones are promoted by the next, at once. */
+export const PROMOTE_MAX = 1000;
+/** How soon to look again when the next event is already due but another relay's promotion holds it. */
+const HELD_RETRY_MS = 5;
+/** setTimeout's longest delay; a later event is looked at again then (or at a poll, which also promotes). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * How delayed events reach delivery on this relay instance: when asked (by the poll, by a wake-up that names no
+ * tenant — an enqueue of a delayed event sends one —, by its own timer), the next round first promotes the due
+ * ones (`outbox_promote_scheduled`: they become `pending`, in their tenants' order from then on) and hints their
+ * tenants; the answer also says when the next one is due, by the database's clock, and one timer is set for that
+ * instant. Not asked, it sends nothing: a round of a relay that nobody sends delayed events to costs what it did.
+ * See docs/adr/1102-delayed-events-are-promoted.md.
+ */
+export class ScheduledPromoter {
+  private requested = true;
+  /** The last promotion said some delayed event is still scheduled. */
+  private knowsScheduled = false;
+  private timer: NodeJS.Timeout | null = null;
+  private stopped = false;
+
+  /** @param due called when the timer fires: the relay wakes for a round (which promotes). */
+  constructor(
+    private readonly store: OutboxStorePort,
+    private readonly due: () => void,
+  ) {}
+
+  /** The next round promotes due delayed events first. */
+  request(): void {
+    this.requested = true;
+  }
+
+  /**
+   * The next round promotes when the last promotion said some delayed event is still scheduled: for rounds driven
+   * by hand (`runOnce`, `drain`), which no timer wakes. A relay never sent delayed events is not asked.
+   */
+  requestIfScheduled(): void {
+    if (this.knowsScheduled) this.requested = true;
+  }
+
+  /**
+   * When asked since the last time: promotes due delayed events and sets the timer for the next one. Returns the
+   * tenants whose events became pending (none when it did not look).
+   */
+  async promoteIfRequested(): Promise<string[]> {
+    if (!this.requested || this.stopped) return [];
+    this.requested = false;
+    try {
+      const { tenantIds, promoted, nextDueInMs } = await this.store.promoteScheduled({ limit: PROMOTE_MAX });
+      if (promoted >= PROMOTE_MAX) this.arm(0);
+      else if (nextDueInMs === null) this.arm(null);
+      // already due, yet not promoted here: another relay's promotion holds it (or it fell due meanwhile)
+      else this.arm(nextDueInMs <= 0 ? HELD_RETRY_MS : nextDueInMs);
+      return tenantIds;
+    } catch (error) {
+      this.requested = true;
+      throw error;
+    }
+  }
+
+  /** Clears the timer; nothing is promoted any more. Safe to call twice. */
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  /** One timer, for the next due event (`inMs` from now), replacing any earlier one; null: none. */
+  private arm(inMs: number | null): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    this.knowsScheduled = inMs !== null;
+    if (inMs === null || this.stopped) return;
+    this.timer = setTimeout(
+      () => {
+        this.timer = null;
+        this.request();
+        this.due();
+      },
+      Math.min(MAX_TIMER_MS, Math.ceil(inMs)),
+    );
+    // the relay's interval keeps the process alive while it runs; this timer alone need not
+    this.timer.unref();
+  }
+}
