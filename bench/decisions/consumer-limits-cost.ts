@@ -8,7 +8,7 @@
  * 100 of a consumer's 20,000 due deliveries with the consumer unlimited (the text as before), limited (a cap of
  * 1,000: room for all 100; its turn taken first), and limited with no room left. Then an unlimited consumer's drain, CPU per event
  * (Node + PostgreSQL): two unlimited consumers alone, and beside a limited consumer the relay also hosts
- * (`compareDrains`, DRAIN_EVENTS default 6,000, TURNS default 3).
+ * (`compareDrains`, DRAIN_EVENTS default 6,000, TURNS default 3; DRAINS=0 leaves them out).
  */
 import 'reflect-metadata';
 import { Injectable } from '@nestjs/common';
@@ -60,15 +60,19 @@ async function timeOnce(client: Client, name: string, steps: readonly SqlStateme
   return elapsed * 1000;
 }
 
+let compared = 0;
+
 async function compareSteps(
   client: Client,
   label: string,
   variants: Record<string, readonly SqlStatement[]>,
 ): Promise<void> {
   const times = new Map<string, number[]>(Object.keys(variants).map((k) => [k, []]));
+  // statement names stay short: PostgreSQL cuts them at 63 bytes
+  const tag = `c${++compared}`;
   for (let i = 0; i < RUNS; i++)
-    for (const [variant, steps] of Object.entries(variants)) {
-      const elapsed = await timeOnce(client, `${label}:${variant}`, steps);
+    for (const [v, [variant, steps]] of Object.entries(variants).entries()) {
+      const elapsed = await timeOnce(client, `${tag}v${v}`, steps);
       if (i >= 10) times.get(variant)!.push(elapsed); // after the generic plan settles
     }
   print(`  ${label}`);
@@ -151,6 +155,7 @@ async function statements(): Promise<void> {
 exitWhenDone(
   (async () => {
     await statements();
+    if (process.env.DRAINS === '0') return;
     await compareDrains(
       'consumer-limits-cost',
       {
