@@ -8,6 +8,7 @@ import { loadavg } from 'node:os';
 import { resolveDatabase, type ResolvedDatabase } from '../../tools/database-url';
 import { startEmbeddedPostgres } from '../../tools/embedded-postgres';
 import { BenchDatabase } from '../harness/bench-database';
+import type { Type } from '@nestjs/common';
 import type { OutboxRelayOptions } from 'nestjs-pg-outbox';
 import { createBenchApp } from '../harness/bench-app';
 import { consumerClass, type ConsumerVariant } from '../harness/bench-consumers';
@@ -19,6 +20,8 @@ import type { RelayPolicy } from '../../libs/outbox/src/options/relay-policy';
 export interface DrainVariant {
   relay?: OutboxRelayOptions;
   policy?: Partial<RelayPolicy>;
+  /** More consumer classes for the app, beside the drained ones (they get no events). */
+  consumers?: readonly Type[];
 }
 
 /** A server and a fresh database on it; `close()` drops the database and stops an embedded server. */
@@ -150,7 +153,7 @@ export async function compareDrains<V extends string>(
         await db.resetWithPendingEvents(events);
         const app = await createBenchApp({
           url: db.url,
-          consumers: [consumerClass(consumers)],
+          consumers: [consumerClass(consumers), ...(variants[variant].consumers ?? [])],
           relay: { enabled: false, ...variants[variant].relay },
           policy: variants[variant].policy ?? {},
           applicationName,

@@ -15,7 +15,12 @@ export interface TenantConsumerSource {
 export class OutboxConsumerRegistry {
   private readonly byName = new Map<string, OutboxConsumer>();
   /** Derived once at load: the relay reads them every round. */
-  private derived = { names: [] as string[], inProcessNames: [] as string[], hasOrdered: false };
+  private derived = {
+    names: [] as string[],
+    inProcessNames: [] as string[],
+    limitedNames: [] as string[],
+    hasOrdered: false,
+  };
   private readonly tenantSources: TenantConsumerSource[] = [];
 
   /** Every consumer, in discovery order. */
@@ -54,6 +59,7 @@ export class OutboxConsumerRegistry {
     this.derived = {
       names: consumers.map((c) => c.name),
       inProcessNames: consumers.filter((c) => c.kind === 'handler').map((c) => c.name),
+      limitedNames: consumers.filter((c) => c.limits !== undefined).map((c) => c.name),
       hasOrdered: consumers.some((c) => c.ordered === true),
     };
   }
@@ -66,6 +72,11 @@ export class OutboxConsumerRegistry {
   /** Names of the in-process (handler) consumers this app hosts. */
   inProcessNames(): readonly string[] {
     return this.derived.inProcessNames;
+  }
+
+  /** Names of the consumers this app hosts with a concurrency or rate limit (their claims take turns). */
+  limitedNames(): readonly string[] {
+    return this.derived.limitedNames;
   }
 
   /** True when some consumer of this app asked for per-aggregate order. */

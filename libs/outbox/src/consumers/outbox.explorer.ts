@@ -23,6 +23,7 @@ import { OutboxStore } from '../store/outbox.store';
 import { OUTBOX_OPTIONS_RESOLUTION } from '../options/outbox-options.provider';
 import { OutboxSchemaRegistry } from '../events/outbox-schema.registry';
 import { receiptValidated } from '../events/receipt-validation';
+import { consumerLimits } from './consumer-limits';
 import { AmbientTransactions } from '../cls/ambient-transactions';
 
 /**
@@ -170,6 +171,7 @@ export class OutboxExplorer implements OnModuleInit {
     const startFrom = options.startFrom ?? 'registration';
     const startProblem = startFromProblem(startFrom);
     if (startProblem) problems.push(messages.badOption(`startFrom of ${host}`, startProblem, startFrom));
+    const limits = consumerLimits(host, options, problems);
     const instance = wrapper.instance as Record<string, (...args: unknown[]) => unknown> | undefined;
     let handle: NonNullable<OutboxConsumer['handle']> = (event, context) =>
       instance![methodName]!(event, context);
@@ -187,6 +189,7 @@ export class OutboxExplorer implements OnModuleInit {
       eventNames: [metadata.eventName],
       ordered: options.ordered === true,
       startFrom,
+      ...(limits ? { limits } : {}),
       hostClass: type,
       methodName,
       maxAttempts,

@@ -19,6 +19,7 @@ import { OutboxBackfills1764500900000 } from './1764500900000-outbox-backfills';
 import { OutboxConsumerPauses1764501000000 } from './1764501000000-outbox-consumer-pauses';
 import { OutboxSnooze1764501400000 } from './1764501400000-outbox-snooze';
 import { OutboxScheduledEvents1764501600000 } from './1764501600000-outbox-scheduled-events';
+import { OutboxConsumerLimits1764501700000 } from './1764501700000-outbox-consumer-limits';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -43,4 +44,5 @@ export const outboxMigrations = [
   OutboxConsumerPauses1764501000000,
   OutboxSnooze1764501400000,
   OutboxScheduledEvents1764501600000,
+  OutboxConsumerLimits1764501700000,
 ];

@@ -13,6 +13,18 @@ import type { OutboxTransportOutcome } from './outbox-transport.interface';
 export type ExternalDeliveryResult =
   OutboxTransportOutcome | { status: 'snoozed'; errorCode: string; error: string; retryAfterMs: number };
 
+/**
+ * A consumer's limits as the registry stores them (`outbox_consumers`): null where the option is not set. Set
+ * from `@OnOutboxEvent`'s `concurrency` and `rateLimit`; a consumer with none has no `limits`.
+ */
+export interface OutboxConsumerLimits {
+  readonly concurrency: number | null;
+  readonly tenantConcurrency: number | null;
+  readonly rateLimit: number | null;
+  readonly rateIntervalMs: number | null;
+  readonly ratePerTenant: boolean;
+}
+
 /** One consumer known to this app: a named handler (or external endpoint) and the events it listens to. */
 export interface OutboxConsumer {
   /** Stable name stored in `outbox_deliveries.consumer_name`. */
@@ -37,6 +49,8 @@ export interface OutboxConsumer {
   readonly ordered?: boolean;
   /** Where its events start; other than `'registration'`, a backfill runs once at boot. Default `'registration'`. */
   readonly startFrom?: OutboxStartFrom;
+  /** Its concurrency and rate limits, enforced by the claims in the database; none when absent. */
+  readonly limits?: OutboxConsumerLimits;
   readonly maxAttempts: number;
   /** Snoozes per delivery before a snooze is charged as a failed attempt. Default: `DEFAULT_MAX_SNOOZES`. */
   readonly maxSnoozes?: number;

@@ -36,6 +36,18 @@ export interface OnOutboxEventOptions {
    * `'registration'`.
    */
   startFrom?: OutboxStartFrom;
+  /**
+   * At most this many of the consumer's deliveries in flight at once (claimed, not yet settled), across every
+   * relay: `global` over all tenants, `perTenant` in each tenant; either or both. Deliveries over the cap wait,
+   * uncharged. Enforced in the database (docs/flow-control.md#concurrency-and-rate-limits). Default: no cap.
+   */
+  concurrency?: { global?: number; perTenant?: number };
+  /**
+   * At most `limit` of the consumer's deliveries claimed in any window of `intervalMs` (sliding), across every
+   * relay: over all tenants, or in each tenant with `perTenant: true`. Deliveries over the limit wait, uncharged.
+   * Enforced in the database (docs/flow-control.md#concurrency-and-rate-limits). Default: no limit.
+   */
+  rateLimit?: { limit: number; intervalMs: number; perTenant?: boolean };
 }
 
 /** Where a consumer's events start (`@OnOutboxEvent`'s `startFrom`). */

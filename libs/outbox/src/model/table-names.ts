@@ -43,6 +43,10 @@ export interface OutboxNames {
   readonly consumerPauses: string;
   /** Makes due scheduled (delayed) events pending (migration OutboxScheduledEvents1764501600000). */
   readonly promoteScheduled: string;
+  /** Limited consumers' claim turns and rate logs (migration OutboxConsumerLimits1764501700000). */
+  readonly consumerLimits: string;
+  /** A consumer's deliveries under a live lease, across tenants (migration OutboxConsumerLimits1764501700000). */
+  readonly consumerInFlight: string;
   readonly activity: string;
   readonly rowEstimate: string;
   readonly recordActivity: string;
@@ -101,6 +105,8 @@ export function outboxNames(schema: string = DEFAULT_OUTBOX_SCHEMA): OutboxNames
     backfills: qualified('outbox_backfills'),
     consumerPauses: qualified('outbox_consumer_pauses'),
     promoteScheduled: qualified('outbox_promote_scheduled'),
+    consumerLimits: qualified('outbox_consumer_limits'),
+    consumerInFlight: qualified('outbox_consumer_in_flight'),
     activity: qualified('outbox_activity'),
     rowEstimate: qualified('outbox_row_estimate'),
     recordActivity: qualified('outbox_record_activity'),

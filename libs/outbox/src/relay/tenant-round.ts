@@ -203,6 +203,7 @@ export class TenantRound {
         ? this.registry.names()
         : [...this.registry.names(), ...tenantConsumers.map((c) => c.name)];
     const inProcess = this.registry.inProcessNames();
+    // (a limited consumer's new rows wait pending too; the next round's due claim takes them, within its room)
     const claimDue = hasDue || (hasNew && this.hostsOrdered(tenantConsumers));
     // The lean claim where the policy has it and it may apply: new events only, every consumer hosted here
     // in-process (no webhook, broker, transport or tenant-scoped one), none ordered; and not while the registry
@@ -222,6 +223,7 @@ export class TenantRound {
       due: claimDue,
       hosted,
       inProcess,
+      limited: this.registry.limitedNames(),
       tenantConsumers,
       beginBatch: inProcess.length > 0,
     };

@@ -75,6 +75,8 @@ export interface ClaimRequest {
   hosted: readonly string[];
   /** Names of the in-process consumers hosted here. */
   inProcess: readonly string[];
+  /** Names of the hosted consumers with a concurrency or rate limit (see `lockConsumerLimits`). */
+  limited: readonly string[];
   /** The tenant's own consumers. */
   tenantConsumers: readonly OutboxConsumer[];
   /** Begin the batch transaction, in which in-process handlers run, in the claim's round trip. */

@@ -160,18 +160,21 @@ class PgTenantConnection implements TenantConnection {
 
   async claim(request: ClaimRequest): Promise<ClaimAnswer> {
     const { names, relay, registry } = this.options;
-    const { tenantId, leaseToken, limit, hosted } = request;
+    const { tenantId, leaseToken, limit, hosted, limited } = request;
     const { leaseMs } = relay;
     const liveWithinMs = registry.liveWithinMs;
+    // a limited consumer's turn first, in a statement of its own (see lockConsumerLimits)
+    const turn = request.due && limited.length > 0;
     const statements = [
       relayContext(this.options, tenantId, { durable: false }),
       q.newEventsStatement(names, { ...request, liveWithinMs, leaseMs }),
+      turn ? q.lockConsumerLimits(names, { tenantId, consumers: limited }) : null,
       request.due
-        ? q.claimDueDeliveries(names, { tenantId, consumers: hosted, limit, leaseToken, leaseMs })
+        ? q.claimDueDeliveries(names, { tenantId, consumers: hosted, limit, leaseToken, leaseMs, limited })
         : null,
     ];
     const opening = request.beginBatch ? [batchContext(this.options, tenantId, leaseToken)] : null;
-    const [, fanOutRows, dueRows] = await this.connection.claim(statements, opening);
+    const [, fanOutRows, , dueRows] = await this.connection.claim(statements, opening);
     const result = (fanOutRows![0] as FanOutResult | undefined) ?? NOTHING_FANNED_OUT;
     return {
       fresh: fromFanOut(result),

@@ -1,5 +1,7 @@
 import { messages } from '../../errors/outbox.messages';
 import { deliveryNotPaused } from './consumer-pauses';
+import { limitedClaimParts } from './consumer-limits';
+import { NIL_UUID } from '../../model/outbox.constants';
 import type { SqlStatement } from './statement';
 import type { OutboxNames } from '../../model/table-names';
 
@@ -37,8 +39,9 @@ function earlierInAggregate(n: OutboxNames): string {
  * so a crashed relay's work is taken over after `lease_expires_at`, and only the holder of the current token
  * can record an outcome (fencing). The attempt is counted here, at claim time, so a crash still counts and a
  * poison event cannot crash-loop the relay forever. Deliveries of a paused (consumer, tenant) pair are passed
- * by, due or stale: they wait, uncharged, until it resumes. Two index scans (one per partial index) rather than one
- * `or`, so each stays an ordered, limited scan over due rows only.
+ * by, due or stale: they wait, uncharged, until it resumes. A limited consumer's (`limited`) are claimed apart,
+ * up to its room (`limitedClaimParts`, docs/adr/1104-consumer-limits-in-the-database.md). Two index scans (one
+ * per partial index) rather than one `or`, so each stays an ordered, limited scan over due rows only.
  */
 export function claimDueDeliveries(
   n: OutboxNames,
@@ -48,12 +51,36 @@ export function claimDueDeliveries(
     limit: number;
     leaseToken: string;
     leaseMs: number;
+    /**
+     * The hosted consumers with a concurrency or rate limit (among `consumers`): claimed up to their room only,
+     * after `lockConsumerLimits` in the same transaction. None: the statement has no part for them.
+     */
+    limited?: readonly string[];
   },
 ): SqlStatement {
+  const limited = p.limited ?? [];
+  // the unlimited consumers' scans as before, over those only; none to scan when every hosted consumer is limited
+  // (the scan would walk the limited consumers' waiting rows for nothing)
+  const unlimited = limited.length === 0 ? p.consumers : p.consumers.filter((c) => !limited.includes(c));
+  const none = unlimited.length === 0 ? 'false and ' : '';
+  const parts =
+    limited.length === 0
+      ? ''
+      : `${limitedClaimParts(n, { notPaused: (d) => deliveryNotPaused(n, d), ordered: earlierInAggregate(n) })}, `;
+  // the claimed rows' sources, and whether each is a recovery (its lease had expired)
+  const sources: [string, boolean][] = [
+    ['retry', false],
+    ['stale', true],
+  ];
+  if (limited.length > 0) sources.push(['limited_retry', false], ['limited_stale', true]);
+  const due = sources
+    .map(([from, stale], i) => `select id, ${stale}${i === 0 ? ' as recovered' : ''} from ${from}`)
+    .join(' union all ');
+  const ids = sources.map(([from]) => `select id from ${from}`).join(' union all ');
   return {
-    text: `with retry as (
+    text: `with ${parts}retry as (
              select d.id from ${n.deliveries} d
-              where d.tenant_id = $1 and d.status in ('pending', 'failed') and d.next_attempt_at <= now()
+              where ${none}d.tenant_id = $1 and d.status in ('pending', 'failed') and d.next_attempt_at <= now()
                 and d.consumer_name = any($2::text[])
                 and ${deliveryNotPaused(n, 'd')}
                 and (d.aggregate_key is null or not exists (${earlierInAggregate(n)}))
@@ -62,7 +89,7 @@ export function claimDueDeliveries(
                 for update of d skip locked
            ), stale as (
              select s.id from ${n.deliveries} s
-              where s.tenant_id = $1 and s.status = 'processing' and s.lease_expires_at <= now()
+              where ${none}s.tenant_id = $1 and s.status = 'processing' and s.lease_expires_at <= now()
                 and s.consumer_name = any($2::text[])
                 and ${deliveryNotPaused(n, 's')}
               order by s.lease_expires_at
@@ -79,13 +106,21 @@ export function claimDueDeliveries(
                                       then 'attempt ' || d.attempt_count || $6::text
                                       else d.last_error end,
                     updated_at = now()
-               from (select id, false as recovered from retry union all select id, true from stale) due
-              where d.id = any(array(select id from retry union all select id from stale)) and d.id = due.id
+               from (${due}) due
+              where d.id = any(array(${ids})) and d.id = due.id
              returning d.*, due.recovered
            )
            select ${CLAIMED_COLUMNS}, d.recovered
              from claimed d join ${n.events} e on e.id = d.event_id
             order by e.seq, d.consumer_name`,
-    values: [p.tenantId, p.consumers, p.limit, p.leaseToken, p.leaseMs, messages.staleAttemptSuffix()],
+    values: [
+      p.tenantId,
+      unlimited,
+      p.limit,
+      p.leaseToken,
+      p.leaseMs,
+      messages.staleAttemptSuffix(),
+      ...(limited.length === 0 ? [] : [limited, NIL_UUID]),
+    ],
   };
 }

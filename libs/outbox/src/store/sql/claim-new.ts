@@ -4,6 +4,7 @@ import type { RelayPolicy } from '../../options/relay-policy';
 import { NIL_UUID } from '../../model/outbox.constants';
 import { eventPatternMatch } from './event-pattern';
 import { pausedConsumers } from './consumer-pauses';
+import { consumerLimited } from './consumer-limits';
 import { fanOutPendingEvents, type NewEventsClaim } from './fan-out';
 
 /**
@@ -21,9 +22,10 @@ export function claimNewText(n: OutboxNames): string {
   ), route_sets as materialized (
     -- per event name: its consumers in the persisted registry, and whether each is one of this instance's
     -- in-process consumers without order (the only kind whose pairs this claim may take through the lease), and
-    -- not paused (a paused consumer's pairs get a pending row from the fan-out: 'routes')
+    -- not paused nor limited (a paused or limited consumer's pairs get a pending row from the fan-out: 'routes')
     select n.event_name, string_agg(c.name, ' ' order by c.name) as pairs,
-           bool_and(c.name = any($6::text[]) and not c.ordered and c.name <> all(${pausedConsumers(n, '$1::uuid')})) as local
+           bool_and(c.name = any($6::text[]) and not c.ordered and not ${consumerLimited('c')}
+                    and c.name <> all(${pausedConsumers(n, '$1::uuid')})) as local
       from (select distinct event_name from fresh) n
       join ${n.consumers} c
         on c.last_seen_at > now() - $5::int * interval '1 millisecond'
@@ -72,7 +74,7 @@ export function claimNewText(n: OutboxNames): string {
  * pending events (`skip locked`, in insert order, passing by those under a live lease), each leased in
  * `outbox_event_leases` with the consumers of its in-process pairs — no delivery row and no event row written —
  * in a statement of a third of the fan-out's cost. An event with any other consumer (another instance's, a
- * webhook, a broker, an ordered one, a paused one: `'routes'`), or none (`'unrouted'`), or a fanned-out event of the tenant whose
+ * webhook, a broker, an ordered, paused or limited one: `'routes'`), or none (`'unrouted'`), or a fanned-out event of the tenant whose
  * lease expired (`'stale'`), makes it claim nothing and say why in `fallback`: the relay then runs the fan-out. See
  * docs/adr/0804-a-lean-claim-for-in-process-consumers.md.
  */

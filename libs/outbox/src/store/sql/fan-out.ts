@@ -2,6 +2,7 @@ import { FAN_OUT_NAME, type SqlStatement } from './statement';
 import type { OutboxNames } from '../../model/table-names';
 import { eventPatternMatch } from './event-pattern';
 import { pausedConsumers } from './consumer-pauses';
+import { consumerLimited } from './consumer-limits';
 
 // The columns the fan-out needs come straight from the locked rows (the latest versions: `for update` re-checks
 // the conditions on them), not from a second read of the same rows. The live leases of the tenant are read once
@@ -33,13 +34,15 @@ export function fanOutText(n: OutboxNames): string {
     -- the consumers of each event name in the batch: patterns are matched once per name, not once per event
     -- (materialized: inlined, the planner joins events to consumers first and matches each pair)
     -- (a paused consumer's pairs are neither: their rows wait as pending, for the due claim once it resumes)
+    -- (nor a limited consumer's: the due claim takes its rows, up to its room)
     select n.event_name, c.name, c.ordered,
-           c.name = any($10::text[]) and not c.ordered and c.name <> all(${pausedConsumers(n, '$1::uuid')}) as deferred,
-           c.name = any($2::text[]) and not c.ordered and c.name <> all(${pausedConsumers(n, '$1::uuid')}) as leased
+           c.name = any($10::text[]) and not c.ordered and not c.limited and c.name <> all(${pausedConsumers(n, '$1::uuid')}) as deferred,
+           c.name = any($2::text[]) and not c.ordered and not c.limited and c.name <> all(${pausedConsumers(n, '$1::uuid')}) as leased
       from (select distinct event_name from ev) n join (
-             select name, event_patterns, ordered from ${n.consumers} where last_seen_at > now() - $3::int * interval '1 millisecond'
+             select name, event_patterns, ordered, ${consumerLimited('r')} as limited
+               from ${n.consumers} r where last_seen_at > now() - $3::int * interval '1 millisecond'
              union all
-             select name, string_to_array(patterns, ' '), ordered
+             select name, string_to_array(patterns, ' '), ordered, false
                from unnest($7::text[], $8::text[], $9::boolean[]) as t(name, patterns, ordered)
            ) c
         on exists (select 1 from unnest(c.event_patterns) as p(pattern)

@@ -21,3 +21,4 @@ export * from './record-outcomes';
 export * from './backfill';
 export * from './consumer-pauses';
 export * from './promote-scheduled';
+export * from './consumer-limits';

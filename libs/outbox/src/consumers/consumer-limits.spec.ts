@@ -1,0 +1,54 @@
+import { consumerLimits } from './consumer-limits';
+
+describe('consumerLimits', () => {
+  it('has no limits when neither option is set', () => {
+    const problems: string[] = [];
+    expect(consumerLimits('A#b', {}, problems)).toBeUndefined();
+    expect(problems).toEqual([]);
+  });
+
+  it('stores each option where the registry keeps it, null where it is not set', () => {
+    const problems: string[] = [];
+    expect(
+      consumerLimits(
+        'A#b',
+        { concurrency: { perTenant: 2 }, rateLimit: { limit: 50, intervalMs: 1000, perTenant: true } },
+        problems,
+      ),
+    ).toEqual({
+      concurrency: null,
+      tenantConcurrency: 2,
+      rateLimit: 50,
+      rateIntervalMs: 1000,
+      ratePerTenant: true,
+    });
+    expect(problems).toEqual([]);
+  });
+
+  it('lists every malformed field, naming the consumer and the field, and returns no limits', () => {
+    const problems: string[] = [];
+    const limits = consumerLimits(
+      'A#b',
+      {
+        concurrency: { global: 0, perTenant: 3_000_000_000 },
+        rateLimit: { limit: 1.5, intervalMs: -1, perTenant: 'yes' as never },
+      },
+      problems,
+    );
+    expect(limits).toBeUndefined();
+    expect(problems.map((p) => p.split(' must ')[0])).toEqual([
+      'option concurrency.global of A#b',
+      'option concurrency.perTenant of A#b',
+      'option rateLimit.limit of A#b',
+      'option rateLimit.intervalMs of A#b',
+      'option rateLimit.perTenant of A#b',
+    ]);
+  });
+
+  it('refuses a concurrency with no count in it', () => {
+    const problems: string[] = [];
+    consumerLimits('A#b', { concurrency: {} }, problems);
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toContain('concurrency of A#b');
+  });
+});

@@ -1,0 +1,69 @@
+import { countProblem, durationProblem } from '../options/outbox-options';
+import { messages } from '../errors/outbox.messages';
+import type { OnOutboxEventOptions } from '../model/outbox-handler-options.interface';
+import type { OutboxConsumerLimits } from '../model/outbox-consumer';
+
+/** The largest count the registry's integer columns hold. */
+const MAX_LIMIT = 2_147_483_647;
+
+/**
+ * The limits `@OnOutboxEvent`'s `concurrency` and `rateLimit` ask for, as the registry stores them, or undefined
+ * when neither is set. Each problem found is pushed to `problems`, naming `host` and the option
+ * (docs/flow-control.md#concurrency-and-rate-limits).
+ */
+export function consumerLimits(
+  host: string,
+  options: Pick<OnOutboxEventOptions, 'concurrency' | 'rateLimit'>,
+  problems: string[],
+): OutboxConsumerLimits | undefined {
+  const { concurrency, rateLimit } = options;
+  if (concurrency === undefined && rateLimit === undefined) return undefined;
+  const found: string[] = [];
+  const count = (field: string, value: unknown): void => {
+    const problem = countProblem(field, value) ?? (Number(value) > MAX_LIMIT ? tooLarge(field, value) : null);
+    if (problem) found.push(problem);
+  };
+  if (concurrency !== undefined) {
+    if (!isRecord(concurrency) || (concurrency.global === undefined && concurrency.perTenant === undefined))
+      found.push(
+        messages.badOption(
+          `concurrency of ${host}`,
+          '{ global?, perTenant? } with at least one count',
+          concurrency,
+        ),
+      );
+    else {
+      if (concurrency.global !== undefined) count(`concurrency.global of ${host}`, concurrency.global);
+      if (concurrency.perTenant !== undefined)
+        count(`concurrency.perTenant of ${host}`, concurrency.perTenant);
+    }
+  }
+  if (rateLimit !== undefined) {
+    if (!isRecord(rateLimit))
+      found.push(messages.badOption(`rateLimit of ${host}`, '{ limit, intervalMs, perTenant? }', rateLimit));
+    else {
+      count(`rateLimit.limit of ${host}`, rateLimit.limit);
+      const interval = durationProblem(`rateLimit.intervalMs of ${host}`, rateLimit.intervalMs);
+      if (interval) found.push(interval);
+      if (rateLimit.perTenant !== undefined && typeof rateLimit.perTenant !== 'boolean')
+        found.push(messages.badOption(`rateLimit.perTenant of ${host}`, 'a boolean', rateLimit.perTenant));
+    }
+  }
+  problems.push(...found);
+  if (found.length > 0) return undefined;
+  return {
+    concurrency: concurrency?.global ?? null,
+    tenantConcurrency: concurrency?.perTenant ?? null,
+    rateLimit: rateLimit?.limit ?? null,
+    rateIntervalMs: rateLimit?.intervalMs ?? null,
+    ratePerTenant: rateLimit?.perTenant === true,
+  };
+}
+
+function tooLarge(field: string, value: unknown): string {
+  return messages.badOption(field, `a positive integer ≤ ${MAX_LIMIT}`, value);
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

@@ -1,0 +1,99 @@
+import type { SqlStatement } from './statement';
+import type { OutboxNames } from '../../model/table-names';
+import { NIL_UUID } from '../../model/outbox.constants';
+
+/** For a row `c` of `outbox_consumers`: the consumer has a concurrency or rate limit. */
+export function consumerLimited(c: string): string {
+  return `(${c}.concurrency is not null or ${c}.tenant_concurrency is not null or ${c}.rate_limit is not null)`;
+}
+
+/**
+ * Takes the turn of each limited consumer in `consumers` (those the registry gives a limit) to claim in tenant
+ * `tenantId`: locks its row of `outbox_consumer_limits` — the nil tenant's for its limits over every tenant, the
+ * tenant's own for its limits per tenant — creating the row the first time (`on conflict do update` locks the
+ * row whichever wins the insert). Sent in the claim's transaction just before the due claim
+ * (`claimDueDeliveries` with `limited`): that statement starts after the lock is granted, so its snapshot holds
+ * every claim of the consumer committed before, and the room it computes is exact. A statement of its own for
+ * that reason: in one statement, a `for update` that waited sees the locked row's newest version but reads every
+ * other table as of before the wait. Rows are locked in (consumer, tenant) order, the nil tenant first, so two
+ * claims never wait on each other in a cycle. See docs/adr/1104-consumer-limits-in-the-database.md.
+ */
+export function lockConsumerLimits(
+  n: OutboxNames,
+  p: { tenantId: string; consumers: readonly string[] },
+): SqlStatement {
+  return {
+    text: `insert into ${n.consumerLimits} as l (consumer_name, tenant_id)
+           select distinct c.name, k.tenant_id
+             from ${n.consumers} c
+             cross join lateral (values
+               ($3::uuid, c.concurrency is not null or (c.rate_limit is not null and not c.rate_per_tenant)),
+               ($1::uuid, c.tenant_concurrency is not null or (c.rate_limit is not null and c.rate_per_tenant))
+             ) as k(tenant_id, applies)
+            where c.name = any($2::text[]) and k.applies
+            order by c.name, k.tenant_id
+           on conflict (consumer_name, tenant_id) do update set started_at = l.started_at`,
+    values: [p.tenantId, p.consumers, NIL_UUID],
+  };
+}
+
+/**
+ * The due claim's part for limited consumers (`claimDueDeliveries` with `limited`, after `lockConsumerLimits`):
+ * `lim`, each one's room in this tenant now — its limits as the registry has them, less its deliveries under a
+ * live lease (`outbox_consumer_in_flight`, over every tenant or in this one) and less the starts its rate log
+ * holds for the last interval —, then its stale and due rows up to that room (stale first: a recovery is a start
+ * too), and the rate log written: the claim's starts appended, those older than the interval dropped. A
+ * consumer the registry gives no limit (an instance reported it without) has the room of the claim. The log's
+ * times are `clock_timestamp()`, read once the turn is held: `now()` is the transaction's start, which predates
+ * the wait for the turn: a claim that waited would date its starts early, and they would leave the window early.
+ * Parameters: those of the due claim, `$7` the limited consumers, `$8` the nil tenant.
+ */
+export function limitedClaimParts(
+  n: OutboxNames,
+  due: { notPaused: (d: string) => string; ordered: string },
+): string {
+  const startsWithin = (tenant: string): string => `(
+    select coalesce(sum(u.n), 0)::int
+      from ${n.consumerLimits} l, unnest(l.started_at, l.started_n) as u(at, n)
+     where l.consumer_name = c.name and l.tenant_id = ${tenant}
+       and u.at > clock_timestamp() - c.rate_interval_ms * interval '1 millisecond')`;
+  return `lim as materialized (
+             select c.name, c.rate_limit, c.rate_interval_ms,
+                    case when c.rate_per_tenant then $1::uuid else $8::uuid end as rate_tenant,
+                    greatest(0, least($3::int,
+                      coalesce(c.concurrency - ${n.consumerInFlight}(c.name, null), $3::int),
+                      coalesce(c.tenant_concurrency - ${n.consumerInFlight}(c.name, $1::uuid), $3::int),
+                      coalesce(c.rate_limit - ${startsWithin('case when c.rate_per_tenant then $1::uuid else $8::uuid end')}, $3::int)
+                    )) as room
+               from ${n.consumers} c
+              where c.name = any($7::text[])
+           ), limited_stale as (
+             select s.id, lim.name from lim, lateral (
+               select s.id from ${n.deliveries} s
+                where s.tenant_id = $1 and s.status = 'processing' and s.lease_expires_at <= now()
+                  and s.consumer_name = lim.name and ${due.notPaused('s')}
+                order by s.lease_expires_at
+                limit lim.room
+                  for update of s skip locked) s
+           ), limited_retry as (
+             select d.id, lim.name from lim, lateral (
+               select d.id from ${n.deliveries} d
+                where d.tenant_id = $1 and d.status in ('pending', 'failed') and d.next_attempt_at <= now()
+                  and d.consumer_name = lim.name and ${due.notPaused('d')}
+                  and (d.aggregate_key is null or not exists (${due.ordered}))
+                order by d.next_attempt_at
+                limit lim.room - (select count(*) from limited_stale x where x.name = lim.name)
+                  for update of d skip locked) d
+           ), limited_started as (
+             update ${n.consumerLimits} l
+                set (started_at, started_n) = (
+                      select array_agg(u.at order by u.at) || clock_timestamp(), array_agg(u.n order by u.at) || t.n
+                        from unnest(l.started_at, l.started_n) as u(at, n)
+                       where u.at > clock_timestamp() - lim.rate_interval_ms * interval '1 millisecond')
+               from lim join (
+                      select name, count(*)::int as n
+                        from (select name from limited_stale union all select name from limited_retry) x
+                       group by name) t on t.name = lim.name
+              where lim.rate_limit is not null and l.consumer_name = lim.name and l.tenant_id = lim.rate_tenant
+           )`;
+}

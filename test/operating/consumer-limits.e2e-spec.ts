@@ -1,0 +1,249 @@
+import { join } from 'node:path';
+import { Injectable } from '@nestjs/common';
+import { OnOutboxEvent, OutboxConfigurationError } from 'nestjs-pg-outbox';
+import { buildApp, type TestApp } from '../support/build-app';
+import { createTestDatabase, type TestDatabase } from '../support/test-database';
+import {
+  EFFECTS_TABLE_SQL,
+  effects,
+  enqueueManyIn,
+  TENANTS,
+  truncateOutbox,
+  type TestEvent,
+} from '../support/outbox-fixture';
+import { FaultFleet } from '../faults/support/fault-fleet';
+import { waitFor } from '../support/wait-for';
+
+/** Three relay processes (test/support/limited-relay-child.ts), each running three batches at once. */
+const CHILD = join(__dirname, '..', 'support', 'limited-relay-child.ts');
+/** The claim size of the rate tests' relays: a started batch may overrun a window by at most this. */
+const BATCH = 5;
+
+const PROBE_SQL = `create table limit_probe (
+  id bigint generated always as identity primary key,
+  consumer text not null,
+  event_id uuid not null,
+  seq int,
+  relay int not null,
+  claimed_at timestamptz,
+  started_at timestamptz not null default clock_timestamp(),
+  ended_at timestamptz
+)`;
+
+let db: TestDatabase;
+let app: TestApp;
+let fleet: FaultFleet | null = null;
+
+beforeAll(async () => {
+  db = await createTestDatabase([EFFECTS_TABLE_SQL, PROBE_SQL]);
+  app = await buildApp({ url: db.url });
+});
+
+afterEach(async () => {
+  await truncateOutbox(db, 'test_effects', 'limit_probe');
+});
+
+afterAll(async () => {
+  await fleet?.stopAll();
+  await app.close();
+  await db.drop();
+});
+
+/** Three relay processes, for the tests of one `describe`: the last started is stopped first. */
+function useFleet(env: Record<string, string>): () => FaultFleet {
+  beforeAll(async () => {
+    await fleet?.stopAll();
+    fleet = new FaultFleet({ DATABASE_URL: db.url, ...env }, CHILD);
+    await fleet.start(3);
+  });
+  return () => fleet!;
+}
+
+/** `count` events named `eventName`, spread over the three tenants, `seq` in each payload. */
+function spread(
+  eventName: string,
+  count: number,
+  extra: (i: number) => Partial<TestEvent> = () => ({}),
+): TestEvent[] {
+  return Array.from({ length: count }, (_, i) => ({
+    eventName,
+    tenantId: TENANTS[i % TENANTS.length],
+    payload: { seq: i },
+    ...extra(i),
+  }));
+}
+
+/** Waits until `consumer` wrote an effect for each of `ids` and has no delivery open; returns its effects. */
+async function drained(consumer: string, ids: readonly string[], timeoutMs = 20_000): Promise<string[]> {
+  await waitFor(
+    async () => {
+      const [open] = await db.sql<{ n: number }>(
+        `select count(*)::int n from outbox_deliveries where consumer_name = $1 and status <> 'delivered'`,
+        [consumer],
+      );
+      return (await effects(db, consumer)).length >= ids.length && open!.n === 0;
+    },
+    { timeoutMs, message: `${consumer} to deliver ${ids.length} events` },
+  );
+  return (await effects(db, consumer)).map((e) => e.event_id);
+}
+
+/** The most handlers of `consumer` running at once, by their own probe rows; a run with no end ended at `cut`. */
+async function peakInFlight(consumer: string, cut: Date): Promise<number> {
+  const [row] = await db.sql<{ peak: number }>(
+    `with steps as (
+       select started_at as at, 1 as step from limit_probe where consumer = $1
+       union all
+       select coalesce(ended_at, $2::timestamptz), -1 from limit_probe where consumer = $1
+     )
+     select max(running)::int as peak
+       from (select sum(step) over (order by at, step rows unbounded preceding) as running from steps) s`,
+    [consumer, cut],
+  );
+  return row!.peak;
+}
+
+/**
+ * When the claims of `consumer`'s deliveries committed, as its handlers found them (their lease's end less
+ * relay.leaseMs), in ms since the first, in order. A handler starts later than its claim by the batch's earlier
+ * handlers: windows over claims, not over handler starts, are what the limit bounds.
+ */
+async function claims(consumer: string): Promise<number[]> {
+  const rows = await db.sql<{ ms: number }>(
+    `select (extract(epoch from claimed_at - min(claimed_at) over ()) * 1000)::float8 as ms
+       from limit_probe where consumer = $1 order by claimed_at`,
+    [consumer],
+  );
+  return rows.map((r) => r.ms);
+}
+
+/** The most of `at` (ms) in any window of `intervalMs`, each window opening at one of them. */
+function busiestWindow(at: readonly number[], intervalMs: number): number {
+  let most = 0;
+  for (let i = 0, j = 0; i < at.length; i++) {
+    while (j < at.length && at[j]! < at[i]! + intervalMs) j++;
+    most = Math.max(most, j - i);
+  }
+  return most;
+}
+
+const sorted = (ids: readonly string[]): string[] => [...ids].sort();
+
+describe('a concurrency cap across relay processes', () => {
+  // claims of one delivery: a batch runs its handlers one after another, so each in flight is a batch of its own
+  const relays = useFleet({ HOLD_MS: '40', BATCH_SIZE: '1' });
+
+  it('keeps a concurrency cap of 4 across three relays, one killed with SIGKILL mid-batch, losing and repeating nothing', async () => {
+    const ids = await enqueueManyIn(app, spread('test.lim.capped.v1', 90));
+    const victim = relays().relays[0]!.process.pid!;
+    // kill it while one of its handlers runs
+    await waitFor(
+      async () =>
+        (await db.sql(`select 1 from limit_probe where relay = $1 and ended_at is null`, [victim])).length >
+        0,
+      { message: 'a handler of the first relay in flight' },
+    );
+    await relays().killAndRestart(0);
+    const [{ cut }] = (await db.sql<{ cut: Date }>(`select clock_timestamp() as cut`)) as [{ cut: Date }];
+    // the dead relay's leases end now rather than after relay.leaseMs (its handlers died with it)
+    const ended = await db.sql(
+      `update outbox_deliveries set lease_expires_at = now() - interval '1 second'
+        where status = 'processing' and lease_token in (
+          select d.lease_token from outbox_deliveries d join limit_probe p on p.event_id = d.event_id
+           where p.relay = $1 and p.ended_at is null and d.consumer_name = 'capped' and d.status = 'processing')
+       returning id`,
+      [victim],
+    );
+
+    const delivered = await drained('capped', ids);
+    expect(sorted(delivered)).toEqual(sorted(ids));
+    expect(ended.length).toBeGreaterThan(0);
+    const peak = await peakInFlight('capped', cut);
+    expect(peak).toBeLessThanOrEqual(4);
+    // the relays did run side by side (nine batches at once without the cap)
+    expect(peak).toBeGreaterThanOrEqual(3);
+    // the killed relay's deliveries waited, uncharged by the wait, and were taken over once
+    const [charged] = await db.sql<{ max: number }>(
+      `select max(attempt_count)::int as max from outbox_deliveries where consumer_name = 'capped'`,
+    );
+    expect(charged!.max).toBeLessThanOrEqual(2);
+  });
+});
+
+describe('rate limits across relay processes', () => {
+  useFleet({ HOLD_MS: '0', BATCH_SIZE: String(BATCH) });
+
+  it('claims at most 20 per 500 ms across three relays, within 10% of that rate, each event once', async () => {
+    const ids = await enqueueManyIn(app, spread('test.lim.rated.v1', 100));
+
+    const delivered = await drained('rated', ids);
+    expect(sorted(delivered)).toEqual(sorted(ids));
+    const at = await claims('rated');
+    expect(busiestWindow(at, 500)).toBeLessThanOrEqual(20 + BATCH);
+    // four intervals from the first claim: 80 at the limit
+    const firstFour = at.filter((ms) => ms < 2000).length;
+    expect(firstFour).toBeGreaterThanOrEqual(72);
+    expect(firstFour).toBeLessThanOrEqual(80 + BATCH);
+    // nothing was charged for waiting
+    const [charged] = await db.sql<{ max: number }>(
+      `select max(attempt_count)::int as max from outbox_deliveries where consumer_name = 'rated'`,
+    );
+    expect(charged!.max).toBe(1);
+  });
+
+  it('keeps each aggregate in order for an ordered consumer with a rate limit, and holds the rate', async () => {
+    // six aggregates: without the limit, one claim takes the next event of each (six at a time)
+    const events = Array.from({ length: 48 }, (_, i) => ({
+      eventName: 'test.lim.ordered.v1',
+      tenantId: TENANTS[0],
+      aggregateType: 'account',
+      aggregateId: `a${i % 6}`,
+      payload: { seq: i },
+    }));
+    const ids = await enqueueManyIn(app, events);
+
+    const delivered = await drained('ordered-rated', ids);
+    expect(sorted(delivered)).toEqual(sorted(ids));
+    for (let aggregate = 0; aggregate < 6; aggregate++) {
+      const rows = await db.sql<{ seq: number }>(
+        `select seq from limit_probe where consumer = 'ordered-rated' and seq % 6 = $1 order by started_at`,
+        [aggregate],
+      );
+      const seqs = rows.map((r) => r.seq);
+      expect(seqs).toEqual(Array.from({ length: 8 }, (_, k) => aggregate + 6 * k));
+    }
+    expect(busiestWindow(await claims('ordered-rated'), 300)).toBeLessThanOrEqual(10 + BATCH);
+  });
+});
+
+@Injectable()
+class BadlyLimited {
+  @OnOutboxEvent('test.lim.bad.v1', {
+    consumer: 'bad',
+    concurrency: { global: 0 },
+    rateLimit: { limit: 5 } as never,
+  })
+  handle(): void {}
+
+  @OnOutboxEvent('test.lim.bad.v1', {
+    consumer: 'bad-too',
+    concurrency: {},
+    rateLimit: { limit: 1.5, intervalMs: 1000 },
+  })
+  handleToo(): void {}
+}
+
+describe('consumer limits at boot', () => {
+  it('fails app.init() listing every malformed limit, naming its consumer and option', async () => {
+    const failed = await buildApp({ url: db.url, providers: [BadlyLimited] }).then(
+      () => null,
+      (error: unknown) => error,
+    );
+    expect(failed).toBeInstanceOf(OutboxConfigurationError);
+    const text = (failed as Error).message;
+    expect(text).toContain('concurrency.global of BadlyLimited#handle');
+    expect(text).toContain('rateLimit.intervalMs of BadlyLimited#handle');
+    expect(text).toContain('concurrency of BadlyLimited#handleToo');
+    expect(text).toContain('rateLimit.limit of BadlyLimited#handleToo');
+  });
+});
