@@ -256,6 +256,11 @@ describe('bad delays', () => {
     [{ delayMs: -1 }, 'event.delayMs', /0 or more, got -1/],
     [{ delayMs: Number.NaN }, 'event.delayMs', /got NaN/],
     [{ delayMs: '10' }, 'event.delayMs', /got "10"/],
+    // past what PostgreSQL's timestamptz holds (294276 AD) once added to now(): refused here, not by the insert
+    [{ delayMs: 1e16 }, 'event.delayMs', /at most 8640000000000000.*got 10000000000000000/],
+    [{ delayMs: Number.MAX_VALUE }, 'event.delayMs', /at most 8640000000000000/],
+    // before PostgreSQL's earliest timestamptz (4713 BC)
+    [{ deliverAt: new Date(-8.64e15) }, 'event.deliverAt', /4713 BC/],
   ])('%p is refused naming %s, and nothing is written', async (extra, field, message) => {
     const t = await start();
     const error = await enqueueIn(t, event(extra as Partial<TestEvent>)).catch((e: unknown) => e);
