@@ -85,6 +85,11 @@ export const messages = {
   badDelay: (field: string, value: unknown): string =>
     `${field} must be a finite number of milliseconds, 0 or more, got ${describe(value)}: leave it out to ` +
     'deliver at once.',
+  ancientDate: (field: string, value: Date): string =>
+    `${field} is before 4713 BC, the earliest instant PostgreSQL stores, got ${value.toISOString()}: any past ` +
+    'instant delivers at once, so give a later one or leave it out.',
+  delayTooLong: (field: string, value: number, max: number): string =>
+    `${field} must be at most ${max} ms (the span of a JS Date), got ${value}: a later instant could not be stored.`,
   bothDelays: (where: string, deliverAt: unknown, delayMs: unknown): string =>
     `${where}.delayMs and ${where}.deliverAt are both given (${describe(delayMs)}, ${describe(deliverAt)}): ` +
     'give one of them, delayMs for "this long after the insert" or deliverAt for "at this instant".',

@@ -73,8 +73,16 @@ export function validateEvent(
 }
 
 /**
- * When a delayed event may be delivered: `deliverAt` (a valid Date) or `delayMs` (a finite number ≥ 0), not
- * both; neither given, not delayed.
+ * The longest `delayMs`: the span of a JS Date (100,000,000 days). Added to the insert's `now()` it stays within
+ * PostgreSQL's timestamptz (294276 AD); a longer one would fail in the insert with "interval/timestamp out of range".
+ */
+const MAX_DELAY_MS = 8.64e15;
+/** The earliest instant PostgreSQL's timestamptz holds (4713-11-24 BC); a JS Date goes further back. */
+const EARLIEST_DELIVER_AT_MS = -210_866_803_200_000;
+
+/**
+ * When a delayed event may be delivered: `deliverAt` (a valid Date PostgreSQL can store) or `delayMs` (a finite
+ * number from 0 to `MAX_DELAY_MS`), not both; neither given, not delayed.
  */
 function checkDelay(
   input: OutboxEventInput<unknown>,
@@ -87,8 +95,20 @@ function checkDelay(
   if (deliverAt !== null && !(deliverAt instanceof Date && Number.isFinite(deliverAt.getTime()))) {
     throw new OutboxValidationError(`${where}.deliverAt`, messages.badDate(`${where}.deliverAt`, deliverAt));
   }
+  if (deliverAt !== null && deliverAt.getTime() < EARLIEST_DELIVER_AT_MS) {
+    throw new OutboxValidationError(
+      `${where}.deliverAt`,
+      messages.ancientDate(`${where}.deliverAt`, deliverAt),
+    );
+  }
   if (delayMs !== null && !(typeof delayMs === 'number' && Number.isFinite(delayMs) && delayMs >= 0)) {
     throw new OutboxValidationError(`${where}.delayMs`, messages.badDelay(`${where}.delayMs`, delayMs));
+  }
+  if (delayMs !== null && delayMs > MAX_DELAY_MS) {
+    throw new OutboxValidationError(
+      `${where}.delayMs`,
+      messages.delayTooLong(`${where}.delayMs`, delayMs, MAX_DELAY_MS),
+    );
   }
   return { deliverAt, delayMs };
 }

@@ -24,8 +24,8 @@ export interface OutboxEventInput<TPayload = OutboxJson> {
    */
   deliverAt?: Date;
   /**
-   * Deliver no sooner than this many milliseconds after the insert, by the database's clock. A number ≥ 0; not
-   * with `deliverAt`. Default: at once.
+   * Deliver no sooner than this many milliseconds after the insert, by the database's clock. A number from 0
+   * to 8.64e15 (a JS Date's span); not with `deliverAt`. Default: at once.
    */
   delayMs?: number;
 }
