@@ -91,6 +91,29 @@ describe('the test kit (nestjs-pg-outbox/testing)', () => {
     expect((never as Error).message).toContain('no delivery row for that consumer');
   });
 
+  it('leaves a delayed event to its time, and says so when a wait for it ends, rather than asking whether a consumer listens', async () => {
+    const eventId = await t.dataSource.transaction((manager) =>
+      t.outbox.enqueue(manager, {
+        tenantId: TENANT,
+        eventName: 'test.kit.flaky.v1',
+        payload: {},
+        delayMs: 3_600_000,
+      }),
+    );
+    expect(await kit.drain()).toMatchObject({ eventsClaimed: 0 });
+    expect(await kit.deliveries(eventId)).toEqual([]);
+    const [{ deliver_at: due }] = await db.sql<{ deliver_at: Date }>(
+      'select deliver_at from event_outbox where id = $1',
+      [eventId],
+    );
+    const waited = await kit.waitForDelivery(eventId, 'flaky', { timeoutMs: 200 }).catch((e: unknown) => e);
+    expect(waited).toBeInstanceOf(OutboxTestKitError);
+    expect((waited as Error).message).toContain(
+      `the event is scheduled (a delayed event), due at ${due.toISOString()}`,
+    );
+    expect((waited as Error).message).not.toContain('does a consumer of that name listen');
+  });
+
   it('finds an event of a name whose payload matches, committed; never one that rolled back', async () => {
     await enqueue('test.kit.order.v1', { orderId: 'o1', lines: [{ sku: 'a', qty: 1 }] });
     await enqueue('test.kit.order.v1', { orderId: 'o2', lines: [] }, true).catch(() => undefined);
