@@ -197,9 +197,11 @@ export class OutboxTestKit {
       q.enqueuedEvents(this.options.names, null, this.tenantId),
     );
     const event = rows.find((row) => row.id === eventId);
-    return event
-      ? `the event is ${event.status}; does a consumer of that name listen to "${event.event_name}"?`
-      : 'no committed event has that id';
+    if (!event) return 'no committed event has that id';
+    // a delayed event gets its delivery rows once due: a wait shorter than its delay ends here
+    if (event.status === 'scheduled')
+      return `the event is scheduled (a delayed event), due at ${event.deliver_at!.toISOString()}; drain delivers it once due`;
+    return `the event is ${event.status}; does a consumer of that name listen to "${event.event_name}"?`;
   }
 
   private async countOthers(): Promise<string> {

@@ -18,6 +18,8 @@ export interface EnqueuedEventRow {
   correlation_id: string | null;
   schema_version: number;
   status: string;
+  /** A delayed event's instant (null for others). */
+  deliver_at: Date | null;
 }
 
 /** The committed events of a name (every name when null), in enqueue order. */
@@ -28,7 +30,7 @@ export function enqueuedEvents(
 ): SqlStatement {
   return {
     text: `select id, tenant_id, event_name, payload, aggregate_type, aggregate_id, occurred_at, correlation_id,
-                  schema_version, status
+                  schema_version, status, deliver_at
              from ${n.events}
             where ($1::text is null or event_name = $1) and ($2::uuid is null or tenant_id = $2)
             order by seq`,
