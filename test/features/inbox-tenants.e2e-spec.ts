@@ -247,7 +247,11 @@ describe('retention of an outbox event, and inbox messages with its id', () => {
       await db.sql(`update event_outbox set published_at = now() - interval '30 days' where id = $1`, [
         eventId,
       ]);
-      expect(await app.app.get(OutboxRetention).purgeNow()).toEqual({ deletedEvents: 1, batches: 1 });
+      expect(await app.app.get(OutboxRetention).purgeNow()).toEqual({
+        deletedEvents: 1,
+        deletedKeys: 0,
+        batches: 2,
+      });
 
       expect(await inboxRowsOf(eventId)).toEqual([{ tenant_id: tenantId, consumer_name: CONSUMER }]);
       expect(await inbox.handle(CONSUMER, message.deliver(), handler)).toBe('duplicate');

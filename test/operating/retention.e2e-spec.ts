@@ -107,12 +107,16 @@ describe('retention', () => {
     await seed(5, 'published', 1);
 
     const result = await t.app.get(OutboxRetention).purgeNow();
-    expect(result).toEqual({ deletedEvents: 1070, batches: 11 });
+    expect(result).toEqual({ deletedEvents: 1070, deletedKeys: 0, batches: 12 });
     expect(await countsByStatus()).toEqual({ failed: 3, pending: 2, processing: 2, published: 5 });
     expect(await count('outbox_deliveries')).toBe(3 + 2 + 5);
     expect(await count('consumer_inbox')).toBe(5);
     expect(Number(await orphanRows())).toBe(0);
-    expect(await t.app.get(OutboxRetention).purgeNow()).toEqual({ deletedEvents: 0, batches: 1 });
+    expect(await t.app.get(OutboxRetention).purgeNow()).toEqual({
+      deletedEvents: 0,
+      deletedKeys: 0,
+      batches: 2,
+    });
   });
 
   it('refuses, in the database, a cut-off less than an hour old, so no caller purges every tenant at once', async () => {
@@ -170,7 +174,7 @@ describe('retention', () => {
           .finally(() => (purging = false)),
         produceAndRelay(),
       ]);
-      expect(result).toEqual({ deletedEvents: 5000, batches: 201 });
+      expect(result).toEqual({ deletedEvents: 5000, deletedKeys: 0, batches: 202 });
     } finally {
       await narrow.close();
     }
@@ -194,7 +198,12 @@ describe('retention', () => {
       await holder.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [
         outboxNames().retentionLock,
       ]);
-      expect(await retention.purgeNow()).toEqual({ deletedEvents: 0, batches: 0, skipped: 'locked' });
+      expect(await retention.purgeNow()).toEqual({
+        deletedEvents: 0,
+        deletedKeys: 0,
+        batches: 0,
+        skipped: 'locked',
+      });
       await holder.query('rollback');
     } finally {
       await holder.end();
@@ -220,6 +229,7 @@ describe('retention', () => {
       expect(off.app.get(OutboxRetention).isScheduled).toBe(false);
       expect(await off.app.get(OutboxRetention).purgeNow()).toEqual({
         deletedEvents: 0,
+        deletedKeys: 0,
         batches: 0,
         skipped: 'disabled',
       });

@@ -47,7 +47,13 @@ export function enqueueManyIn(app: TestApp, events: readonly TestEvent[]): Promi
  * {@link EFFECTS_TABLE}). The consumer registry stays: the apps of the spec wrote it at boot.
  */
 export async function truncateOutbox(db: TestDatabase, ...tables: string[]): Promise<void> {
-  const outbox = ['event_outbox', 'outbox_deliveries', 'outbox_event_leases', 'consumer_inbox'];
+  const outbox = [
+    'event_outbox',
+    'outbox_deliveries',
+    'outbox_event_leases',
+    'consumer_inbox',
+    'outbox_dedupe_keys',
+  ];
   await db.sql(`truncate ${[...outbox, ...tables].join(', ')}`);
 }
 

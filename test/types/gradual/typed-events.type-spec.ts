@@ -69,6 +69,35 @@ void outbox.enqueueMany(manager, [
   { eventName: 'crm.contact.deleted.v1', payload: { contactId: 'c1', name: 'Ada' } },
 ]);
 
+// dedupe: an event with a key gets { eventId, outcome } back, one without its id, as before
+expectTypeOf(
+  outbox.enqueue(manager, { tenantId, eventName: 'audit.anything.v1', payload: 1, dedupe: { key: 'k' } }),
+).resolves.toEqualTypeOf<{ eventId: string; outcome: 'written' | 'ignored' | 'replaced' | 'kept' }>();
+expectTypeOf(
+  outbox.enqueue(manager, { tenantId, eventName: 'audit.anything.v1', payload: 1 }),
+).resolves.toBeString();
+expectTypeOf(
+  outbox.enqueueMany(manager, [
+    { eventName: 'audit.anything.v1', payload: 1, dedupe: { key: 'k', mode: 'replace' } },
+  ]),
+).resolves.toEqualTypeOf<{ eventId: string; outcome: 'written' | 'ignored' | 'replaced' | 'kept' }[]>();
+expectTypeOf(
+  outbox.enqueueMany(manager, [{ eventName: 'audit.anything.v1', payload: 1 }]),
+).resolves.toEqualTypeOf<string[]>();
+// a declared name's payload is still checked with a key
+void outbox.enqueue(manager, {
+  eventName: 'crm.contact.created.v1',
+  // @ts-expect-error a wrong payload: name must be a string
+  payload: { contactId: 'c1', name: 42 },
+  dedupe: { key: 'k' },
+});
+// @ts-expect-error an unknown mode
+void outbox.enqueue(manager, {
+  eventName: 'audit.anything.v1',
+  payload: 1,
+  dedupe: { key: 'k', mode: 'debounce' },
+});
+
 // OutboxEventOf: an exact name, a prefix (a union narrowed by eventName), everything, an undeclared name
 expectTypeOf<OutboxEventOf<'crm.contact.created.v1'>['data']>().toEqualTypeOf<ContactCreated>();
 expectTypeOf<

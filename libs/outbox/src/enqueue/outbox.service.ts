@@ -4,7 +4,7 @@ import type { EntityManager, QueryRunner } from 'typeorm';
 import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
 import { OutboxError, OutboxValidationError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
-import type { OutboxEventInput } from '../model/outbox-event.interface';
+import type { OutboxDedupe, OutboxEnqueueOutcome, OutboxEventInput } from '../model/outbox-event.interface';
 import type { OutboxEnqueueInput, OutboxEventName } from '../model/outbox-event-map.interface';
 import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 import * as q from '../store/sql';
@@ -16,6 +16,14 @@ import { AmbientTransactions } from '../cls/ambient-transactions';
 import { OutboxInstrumentation } from '../extension/outbox-instrumentation';
 import { EnqueueInserts } from '../store/named-query';
 import { inHandlerScope } from '../model/handler-scope-marker';
+import { enqueueKeyed } from './keyed-enqueue';
+
+/** An event without an idempotency key: `enqueue` returns its id. */
+type Unkeyed = { dedupe?: undefined };
+/** An event with an idempotency key: `enqueue` returns an `OutboxEnqueueOutcome`. */
+type Keyed = { dedupe: OutboxDedupe };
+/** An event whose type does not say: `enqueue` returns either. */
+type MaybeKeyed = { dedupe?: OutboxDedupe };
 
 /** The transaction `enqueue` writes in: its EntityManager, or a QueryRunner after `startTransaction()`. */
 export type OutboxTransaction = EntityManager | QueryRunner;
@@ -39,19 +47,35 @@ export class OutboxService {
   /**
    * Adds one event to the outbox in your open transaction: the event commits with your writes or not at all.
    * Pass the transaction's `EntityManager` or its `QueryRunner`; with the `transactionHost` option, leave it out
-   * inside `@Transactional()` / `TransactionHost.withTransaction(…)`. Returns the event id. Throws
+   * inside `@Transactional()` / `TransactionHost.withTransaction(…)`. Returns the event id — or, for an event with
+   * a `dedupe` key, an `OutboxEnqueueOutcome` (`{ eventId, outcome }`) that says whether it was written. Throws
    * `OutboxValidationError` (nothing written) on bad input, `OutboxError` when no transaction is open.
    */
-  enqueue<const TName extends OutboxEventName>(event: OutboxEnqueueInput<TName>): Promise<string>;
+  enqueue<const TName extends OutboxEventName>(event: OutboxEnqueueInput<TName> & Unkeyed): Promise<string>;
   enqueue<const TName extends OutboxEventName>(
     transaction: OutboxTransaction,
-    event: OutboxEnqueueInput<TName>,
+    event: OutboxEnqueueInput<TName> & Unkeyed,
   ): Promise<string>;
-  async enqueue(...args: [unknown] | [OutboxTransaction, unknown]): Promise<string> {
+  enqueue<const TName extends OutboxEventName>(
+    event: OutboxEnqueueInput<TName> & Keyed,
+  ): Promise<OutboxEnqueueOutcome>;
+  enqueue<const TName extends OutboxEventName>(
+    transaction: OutboxTransaction,
+    event: OutboxEnqueueInput<TName> & Keyed,
+  ): Promise<OutboxEnqueueOutcome>;
+  enqueue<const TName extends OutboxEventName>(
+    event: OutboxEnqueueInput<TName> & MaybeKeyed,
+  ): Promise<string | OutboxEnqueueOutcome>;
+  enqueue<const TName extends OutboxEventName>(
+    transaction: OutboxTransaction,
+    event: OutboxEnqueueInput<TName> & MaybeKeyed,
+  ): Promise<string | OutboxEnqueueOutcome>;
+  async enqueue(...args: [unknown] | [OutboxTransaction, unknown]): Promise<string | OutboxEnqueueOutcome> {
     const [runner, event] = this.target(args);
     const row: q.EventRow = { id: newEventId(), ...(await this.checked(event, 'event')) };
     // instrumentation: the trace context active now goes with the event
     if (this.instrumentation.active) row.traceparent = this.instrumentation.traceContext();
+    if (row.dedupe) return (await this.enqueueKeyed(runner, [row]))[0];
     const tenants = [row.tenantId];
     // delayed: a statement of its own; the undelayed insert's named statement stays as it was (ADR 0807)
     const delayed = q.isDelayed(row);
@@ -65,16 +89,33 @@ export class OutboxService {
 
   /**
    * Adds several events in one statement, all checked before anything is written; the transaction as for
-   * `enqueue`. Returns their ids in order.
+   * `enqueue`. Returns their ids in order — or, when any of them has a `dedupe` key, an `OutboxEnqueueOutcome`
+   * for each.
    */
   enqueueMany<const TNames extends readonly OutboxEventName[]>(
-    events: readonly [...{ [I in keyof TNames]: OutboxEnqueueInput<TNames[I]> }],
+    events: readonly [...{ [I in keyof TNames]: OutboxEnqueueInput<TNames[I]> & Unkeyed }],
   ): Promise<string[]>;
   enqueueMany<const TNames extends readonly OutboxEventName[]>(
     transaction: OutboxTransaction,
-    events: readonly [...{ [I in keyof TNames]: OutboxEnqueueInput<TNames[I]> }],
+    events: readonly [...{ [I in keyof TNames]: OutboxEnqueueInput<TNames[I]> & Unkeyed }],
   ): Promise<string[]>;
-  async enqueueMany(...args: [unknown] | [OutboxTransaction, unknown]): Promise<string[]> {
+  enqueueMany<const TNames extends readonly OutboxEventName[]>(
+    events: readonly [...{ [I in keyof TNames]: OutboxEnqueueInput<TNames[I]> & Keyed }],
+  ): Promise<OutboxEnqueueOutcome[]>;
+  enqueueMany<const TNames extends readonly OutboxEventName[]>(
+    transaction: OutboxTransaction,
+    events: readonly [...{ [I in keyof TNames]: OutboxEnqueueInput<TNames[I]> & Keyed }],
+  ): Promise<OutboxEnqueueOutcome[]>;
+  enqueueMany<const TNames extends readonly OutboxEventName[]>(
+    events: readonly [...{ [I in keyof TNames]: OutboxEnqueueInput<TNames[I]> & MaybeKeyed }],
+  ): Promise<string[] | OutboxEnqueueOutcome[]>;
+  enqueueMany<const TNames extends readonly OutboxEventName[]>(
+    transaction: OutboxTransaction,
+    events: readonly [...{ [I in keyof TNames]: OutboxEnqueueInput<TNames[I]> & MaybeKeyed }],
+  ): Promise<string[] | OutboxEnqueueOutcome[]>;
+  async enqueueMany(
+    ...args: [unknown] | [OutboxTransaction, unknown]
+  ): Promise<string[] | OutboxEnqueueOutcome[]> {
     const [runner, events] = this.target(args);
     if (!Array.isArray(events))
       throw new OutboxValidationError('events', messages.notAnArray('events', events));
@@ -85,6 +126,7 @@ export class OutboxService {
     // instrumentation: one trace context for the call's events
     const traceparent = this.instrumentation.active ? this.instrumentation.traceContext() : null;
     if (traceparent) for (const row of rows) row.traceparent = traceparent;
+    if (rows.some((row) => row.dedupe)) return this.enqueueKeyed(runner, rows);
     const tenants = [...new Set(rows.map((r) => r.tenantId))];
     const delayed = rows.some(q.isDelayed);
     const insert = delayed ? q.insertScheduledEvents : q.insertEvents;
@@ -94,6 +136,17 @@ export class OutboxService {
     this.wakeup.enqueuedIn(runner, due, delayed);
     if (this.instrumentation.active) this.instrumentation.eventsEnqueued(rows);
     return rows.map((row) => row.id);
+  }
+
+  /** Checked events of which some carry a `dedupe` key: see `enqueueKeyed`. */
+  private async enqueueKeyed(runner: QueryRunner, rows: q.EventRow[]): Promise<OutboxEnqueueOutcome[]> {
+    const tenants = [...new Set(rows.map((r) => r.tenantId))];
+    const { outcomes, written } = await enqueueKeyed(this.options.names, rows, (statement) =>
+      this.insert(runner, statement, tenants),
+    );
+    if (written.length > 0) this.wakeup.enqueuedIn(runner, [...new Set(written.map((r) => r.tenantId))]);
+    if (this.instrumentation.active && written.length > 0) this.instrumentation.eventsEnqueued(written);
+    return outcomes;
   }
 
   /** The open transaction's runner (given, or ambient when only the events were passed), and the events. */
@@ -117,9 +170,9 @@ export class OutboxService {
    * Runs the insert, named or not (see `EnqueueInserts`); a refusal by row-level security becomes an OutboxError
    * that says how to set the tenant.
    */
-  private async insert(runner: QueryRunner, statement: q.SqlStatement, tenants: string[]): Promise<void> {
+  private async insert<T>(runner: QueryRunner, statement: q.SqlStatement, tenants: string[]): Promise<T[]> {
     try {
-      await this.inserts.run(runner, statement);
+      return await this.inserts.run<T>(runner, statement);
     } catch (error) {
       const pg = (error as { driverError?: { code?: string; message?: string } }).driverError;
       if (pg?.code === '42501' && pg.message?.includes('row-level security')) {

@@ -95,6 +95,14 @@ export const messages = {
     'give one of them, delayMs for "this long after the insert" or deliverAt for "at this instant".',
   notAnArray: (field: string, value: unknown): string =>
     `${field} must be an array of events, got ${describe(value)}.`,
+  badDedupe: (field: string, value: unknown): string =>
+    `${field} must be an object { key, mode?, windowMs? }, got ${describe(value)}: leave it out to enqueue without ` +
+    'an idempotency key.',
+  badDedupeMode: (field: string, modes: readonly string[], value: unknown): string =>
+    `${field} must be one of ${modes.map((m) => `'${m}'`).join(', ')}, got ${describe(value)}; leave it out for 'ignore'.`,
+  badDedupeWindow: (field: string, max: number, value: unknown): string =>
+    `${field} must be a whole number of milliseconds from 1 to ${max} (366 days), got ${describe(value)}; leave it ` +
+    'out for 24 hours.',
   notAnObject: (field: string, value: unknown): string =>
     `${field} must be an event object, got ${describe(value)}.`,
   missingDataSource: (name: string | undefined): string =>

@@ -28,6 +28,7 @@ export const OUTBOX_TABLES: readonly string[] = [
   'outbox_consumer_limits',
   'outbox_consumer_pauses',
   'outbox_consumers',
+  'outbox_dedupe_keys',
   'outbox_deliveries',
   'outbox_event_leases',
   'outbox_webhook_subscriptions',
@@ -109,6 +110,16 @@ export const OUTBOX_INDEXES: readonly OutboxIndex[] = [
     constraint: 'unique (consumer_name, tenant_id)',
   },
   { table: 'outbox_consumers', name: 'outbox_consumers_pkey', constraint: 'primary key (name)' },
+  {
+    table: 'outbox_dedupe_keys',
+    name: 'outbox_dedupe_keys_expiry_idx',
+    definition: 'using btree (expires_at)',
+  },
+  {
+    table: 'outbox_dedupe_keys',
+    name: 'outbox_dedupe_keys_pkey',
+    constraint: 'primary key (tenant_id, event_name, dedupe_key)',
+  },
   {
     table: 'outbox_deliveries',
     name: 'outbox_deliveries_dead_idx',

@@ -7,11 +7,14 @@ import type { ResolvedOutboxOptions } from '../options/outbox-module-options.int
 import { errorText } from '../errors/error-text';
 import { OutboxStore } from '../store/outbox.store';
 import * as q from '../store/sql/admin';
+import type { SqlStatement } from '../store/sql/statement';
 
 /** What one retention run did. */
 export interface RetentionRunResult {
   /** Events deleted, each with its delivery and inbox rows. */
   deletedEvents: number;
+  /** Expired idempotency keys deleted (`dedupe.windowMs` of enqueue). */
+  deletedKeys: number;
   /** Delete statements run (each its own short transaction). */
   batches: number;
   /** Why the run stopped before it found fewer than `retention.batchSize` events: retention is off, or another instance purges. */
@@ -23,7 +26,8 @@ export interface RetentionRunResult {
  * inbox rows, in batches of `retention.batchSize` until a batch comes back short. Runs every
  * `retention.intervalMs` on instances where the relay is enabled, registered in the app's `SchedulerRegistry`;
  * `purgeNow()` runs it by hand. Failed (dead-lettered) events are never deleted here: replay or purge them with
- * `OutboxAdminService`.
+ * `OutboxAdminService`. Then it deletes the expired idempotency keys of `enqueue` (`dedupe.windowMs`), in batches of
+ * the same size (an expired key is free to use again whether or not it was deleted; this keeps the table small).
  *
  * One instance at a time: each batch first takes a transaction-level advisory try-lock; an instance that finds
  * it taken stops its run and leaves the work to the holder. Each batch is one short statement that skips rows
@@ -65,7 +69,7 @@ export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy 
   /** Runs retention now (or joins the run in flight) and says what it deleted. */
   purgeNow(): Promise<RetentionRunResult> {
     if (this.options.retention.publishedDays === 0)
-      return Promise.resolve({ deletedEvents: 0, batches: 0, skipped: 'disabled' });
+      return Promise.resolve({ deletedEvents: 0, deletedKeys: 0, batches: 0, skipped: 'disabled' });
     this.running ??= this.run().finally(() => (this.running = null));
     return this.running;
   }
@@ -90,22 +94,13 @@ export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy 
 
   private async run(): Promise<RetentionRunResult> {
     const { publishedDays, batchSize } = this.options.retention;
-    const result: RetentionRunResult = { deletedEvents: 0, batches: 0 };
-    while (!this.stopping) {
-      // under the relay's bounds: a purge that never gets its reply would keep retention from running again, and
-      // one that is merely slow is cancelled by the server before the client-side deadline gives it up
-      const [row] = await this.store.relayQuery<{ deleted: number | null }>(
-        q.purgeSettledBatch(this.options.names, publishedDays, batchSize),
-        'retention',
-      );
-      if (row.deleted === null) {
-        result.skipped = 'locked';
-        break;
-      }
-      result.batches++;
-      result.deletedEvents += row.deleted;
-      if (row.deleted < batchSize) break;
-    }
+    const result: RetentionRunResult = { deletedEvents: 0, deletedKeys: 0, batches: 0 };
+    const { names } = this.options;
+    result.deletedEvents = await this.inBatches(q.purgeSettledBatch(names, publishedDays, batchSize), result);
+    if (result.skipped === undefined)
+      result.deletedKeys = await this.inBatches(q.purgeDedupeKeysBatch(names, batchSize), result);
+    if (result.deletedKeys > 0)
+      this.logger.log(`retention deleted ${result.deletedKeys} expired idempotency keys`);
     if (result.deletedEvents > 0) {
       this.logger.log(
         `retention deleted ${result.deletedEvents} events published over ${publishedDays} days ago, in ${result.batches} batches`,
@@ -116,6 +111,27 @@ export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy 
       );
     }
     return result;
+  }
+
+  /**
+   * Runs one purge statement until a batch comes back short (or another instance holds the lock: `skipped`),
+   * counting its batches in `result`; returns the rows it deleted.
+   */
+  private async inBatches(statement: SqlStatement, result: RetentionRunResult): Promise<number> {
+    let deleted = 0;
+    while (!this.stopping) {
+      // under the relay's bounds: a purge that never gets its reply would keep retention from running again, and
+      // one that is merely slow is cancelled by the server before the client-side deadline gives it up
+      const [row] = await this.store.relayQuery<{ deleted: number | null }>(statement, 'retention');
+      if (row.deleted === null) {
+        result.skipped = 'locked';
+        break;
+      }
+      result.batches++;
+      deleted += row.deleted;
+      if (row.deleted < this.options.retention.batchSize) break;
+    }
+    return deleted;
   }
 
   private async stopNow(): Promise<void> {

@@ -7,6 +7,11 @@ import { CONTROL_CHARS, UUID_PATTERN } from './outbox.constants';
 export const EVENT_NAME_PATTERN = /^[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)+$/;
 const EVENT_NAME_MAX = 200;
 const TEXT_MAX = 200;
+/** Default `dedupe.windowMs`: a day, as the idempotency keys of payment APIs. */
+export const DEDUPE_WINDOW_DEFAULT_MS = 86_400_000;
+/** Longest `dedupe.windowMs`: 366 days (expired keys are purged by retention; a longer one is almost surely a unit slip). */
+const DEDUPE_WINDOW_MAX_MS = 366 * DEDUPE_WINDOW_DEFAULT_MS;
+const DEDUPE_MODES: readonly string[] = ['ignore', 'replace'];
 /** Deeper payloads are refused: they are almost always a bug, and deep recursion is a denial-of-service vector. */
 export const MAX_PAYLOAD_DEPTH = 64;
 
@@ -24,6 +29,15 @@ export interface ValidatedEvent {
   deliverAt?: Date | null;
   /** Not delivered before this many ms after the insert, by the database's clock (`delayMs`). */
   delayMs?: number | null;
+  /** Its idempotency key; null (or, from code that builds rows itself, left out) when it has none. */
+  dedupe?: ValidatedDedupe | null;
+}
+
+/** A checked `dedupe`, its defaults filled in. */
+export interface ValidatedDedupe {
+  key: string;
+  mode: 'ignore' | 'replace';
+  windowMs: number;
 }
 
 /** True when `name` is a valid event name. */
@@ -69,7 +83,39 @@ export function validateEvent(
     schemaVersion,
     occurredAt,
     ...checkDelay(input, where),
+    dedupe: checkDedupe((input as { dedupe?: unknown }).dedupe, `${where}.dedupe`),
   };
+}
+
+/** Checks `dedupe` of an event: null when left out, else its key, mode and window with the defaults filled in. */
+export function checkDedupe(value: unknown, field: string): ValidatedDedupe | null {
+  if (value === undefined) return null;
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new OutboxValidationError(field, messages.badDedupe(field, value));
+  }
+  const { key, mode = 'ignore', windowMs = DEDUPE_WINDOW_DEFAULT_MS } = value as Record<string, unknown>;
+  const checkedKey = optionalText(key, `${field}.key`);
+  if (checkedKey === null) {
+    throw new OutboxValidationError(`${field}.key`, messages.badText(`${field}.key`, TEXT_MAX, key));
+  }
+  if (typeof mode !== 'string' || !DEDUPE_MODES.includes(mode)) {
+    throw new OutboxValidationError(
+      `${field}.mode`,
+      messages.badDedupeMode(`${field}.mode`, DEDUPE_MODES, mode),
+    );
+  }
+  if (
+    typeof windowMs !== 'number' ||
+    !Number.isSafeInteger(windowMs) ||
+    windowMs < 1 ||
+    windowMs > DEDUPE_WINDOW_MAX_MS
+  ) {
+    throw new OutboxValidationError(
+      `${field}.windowMs`,
+      messages.badDedupeWindow(`${field}.windowMs`, DEDUPE_WINDOW_MAX_MS, windowMs),
+    );
+  }
+  return { key: checkedKey, mode: mode as ValidatedDedupe['mode'], windowMs };
 }
 
 /**

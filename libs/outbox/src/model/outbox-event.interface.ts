@@ -31,6 +31,41 @@ export interface OutboxEventInput<TPayload = OutboxJson> {
 }
 
 /**
+ * `dedupe` of an event given to `enqueue`: enqueue it once per key (docs/flow-control.md#idempotency-keys). A
+ * second enqueue of the same key, for the same tenant and event name, within the window writes no event. With
+ * it, `enqueue` returns an {@link OutboxEnqueueOutcome} instead of the id. (Not a field of
+ * {@link OutboxEventInput}: a value of that type keeps `enqueue` returning a string.)
+ */
+export interface OutboxDedupe {
+  /** The key, per tenant and event name: 1 to 200 characters without control characters. */
+  key: string;
+  /**
+   * What a second enqueue of a key that is taken does: `'ignore'` writes nothing and returns the first event's id;
+   * `'replace'` also replaces the first event's payload (and `schemaVersion`) while no relay has claimed it yet,
+   * else keeps it as `'ignore'` does. Default: `'ignore'`.
+   */
+  mode?: 'ignore' | 'replace';
+  /**
+   * How long the key stays taken, from the first event's transaction (by the database's clock), in milliseconds:
+   * after that the key may be used again. 1 ms to 366 days. Default: 86,400,000 (24 hours).
+   */
+  windowMs?: number;
+}
+
+/** What `enqueue` returns for an event with a `dedupe` key. */
+export interface OutboxEnqueueOutcome {
+  /** The event that holds the key: this call's when `outcome` is `'written'`, else the first one's. */
+  eventId: string;
+  /**
+   * `'written'`: this call's event was written (the key was free). `'ignored'`: the key was taken; nothing was
+   * written. `'replaced'`: the key was taken and the first event's payload is now this call's. `'kept'`: mode
+   * `'replace'`, but a relay had already claimed the first event (or the transaction is not READ COMMITTED), so
+   * nothing was written.
+   */
+  outcome: 'written' | 'ignored' | 'replaced' | 'kept';
+}
+
+/**
  * The envelope a handler receives. The in-process consumers of one event, in one batch, receive the same object
  * (as `@nestjs/event-emitter` listeners do): treat it, and its `data`, as read-only. `OutboxEventOf<'name'>` types it
  * from the app's `OutboxEventMap`.

@@ -47,6 +47,12 @@ export interface OutboxNames {
   readonly consumerLimits: string;
   /** A consumer's deliveries under a live lease, across tenants (migration OutboxConsumerLimits1764501700000). */
   readonly consumerInFlight: string;
+  /** Idempotency keys of enqueue (migration OutboxDedupeKeys1764501200000). */
+  readonly dedupeKeys: string;
+  /** Replaces the payload of a keyed event no relay claimed yet ('replace'). */
+  readonly dedupeReplace: string;
+  /** Retention of expired idempotency keys. */
+  readonly purgeDedupeKeys: string;
   readonly activity: string;
   readonly rowEstimate: string;
   readonly recordActivity: string;
@@ -107,6 +113,9 @@ export function outboxNames(schema: string = DEFAULT_OUTBOX_SCHEMA): OutboxNames
     promoteScheduled: qualified('outbox_promote_scheduled'),
     consumerLimits: qualified('outbox_consumer_limits'),
     consumerInFlight: qualified('outbox_consumer_in_flight'),
+    dedupeKeys: qualified('outbox_dedupe_keys'),
+    dedupeReplace: qualified('outbox_dedupe_replace'),
+    purgeDedupeKeys: qualified('outbox_purge_dedupe_keys'),
     activity: qualified('outbox_activity'),
     rowEstimate: qualified('outbox_row_estimate'),
     recordActivity: qualified('outbox_record_activity'),

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { Logger } from '@nestjs/common';
+import type { QueryResultRow } from 'pg';
 import { QueryFailedError, type QueryRunner } from 'typeorm';
 import { OutboxError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
@@ -32,15 +33,12 @@ export class EnqueueInserts {
   /** @param named `preparedStatements`: inserts run as named statements (until a connection lost one). */
   constructor(private named: boolean) {}
 
-  /** Runs the insert in the runner's transaction, named when the switch says so. */
-  async run(runner: QueryRunner, statement: SqlStatement): Promise<void> {
+  /** Runs the insert in the runner's transaction, named when the switch says so; returns its rows. */
+  async run<T = unknown>(runner: QueryRunner, statement: SqlStatement): Promise<T[]> {
     const name = this.nameOf(runner, statement);
-    if (name === undefined) {
-      await runner.query(statement.text, statement.values);
-      return;
-    }
+    if (name === undefined) return (await runner.query(statement.text, statement.values)) as T[];
     try {
-      await namedQuery(runner, statement, name);
+      return await namedQuery<T>(runner, statement, name);
     } catch (error) {
       const code = (error as { driverError?: { code?: string } }).driverError?.code;
       if (code !== PREPARED_STATEMENT_MISSING) throw error;
@@ -74,13 +72,18 @@ function statementName(start: string, text: string): string {
  * around a statement is kept: the DataSource's logger sees it (its slow-query log included) and a failure is
  * TypeORM's `QueryFailedError` with pg's error as `driverError`. (TypeORM's `query()` cannot name a statement.)
  */
-async function namedQuery(runner: QueryRunner, statement: SqlStatement, name: string): Promise<void> {
+async function namedQuery<T>(runner: QueryRunner, statement: SqlStatement, name: string): Promise<T[]> {
   const connection = await pgConnection(runner);
   const { logger, options } = runner.connection;
   logger.logQuery(statement.text, statement.values, runner);
   const started = Date.now();
+  let rows: T[];
   try {
-    await connection.query({ name, text: statement.text, values: statement.values });
+    ({ rows } = await connection.query<T & QueryResultRow>({
+      name,
+      text: statement.text,
+      values: statement.values,
+    }));
   } catch (error) {
     logger.logQueryError(error as Error, statement.text, statement.values, runner);
     throw new QueryFailedError(statement.text, statement.values, error as Error);
@@ -88,4 +91,5 @@ async function namedQuery(runner: QueryRunner, statement: SqlStatement, name: st
   const ms = Date.now() - started;
   const slow = (options as { maxQueryExecutionTime?: number }).maxQueryExecutionTime;
   if (slow && ms > slow) logger.logQuerySlow(ms, statement.text, statement.values, runner);
+  return rows;
 }

@@ -268,6 +268,19 @@ export function purgeSettledBatch(n: OutboxNames, days: number, batchSize: numbe
   };
 }
 
+/**
+ * One batch of retention of expired idempotency keys (migration OutboxDedupeKeys1764501200000), under the same
+ * advisory try-lock as the events' batches: null when another instance holds it.
+ */
+export function purgeDedupeKeysBatch(n: OutboxNames, batchSize: number): SqlStatement {
+  return {
+    text: `select case when pg_try_advisory_xact_lock(hashtextextended($1, 0))
+                       then ${n.purgeDedupeKeys}($2)
+                  end as deleted`,
+    values: [n.retentionLock, batchSize],
+  };
+}
+
 /** Age in seconds of the oldest work not done, across tenants, leaving out consumers orphaned for `orphanAfterMs`. */
 export function oldestPendingAge(n: OutboxNames, orphanAfterMs: number): SqlStatement {
   return {

@@ -1,0 +1,76 @@
+-- nestjs-pg-outbox migration 0020-outbox-dedupe-keys (up), recorded from the TypeORM class OutboxDedupeKeys1764501200000. Do not edit.
+create table public.outbox_dedupe_keys (
+        tenant_id uuid not null,
+        event_name text not null,
+        dedupe_key text not null,
+        event_id uuid not null,
+        created_at timestamptz not null default now(),
+        expires_at timestamptz not null,
+        constraint outbox_dedupe_keys_pkey primary key (tenant_id, event_name, dedupe_key)
+      );
+
+create index outbox_dedupe_keys_expiry_idx on public.outbox_dedupe_keys (expires_at);
+
+alter table public.outbox_dedupe_keys enable row level security;
+
+create policy outbox_dedupe_keys_tenant_isolation on public.outbox_dedupe_keys
+        to outbox_app, outbox_relay
+        using (tenant_id = coalesce(nullif(current_setting('app.current_tenant_id', true), ''), '00000000-0000-0000-0000-000000000000')::uuid)
+        with check (tenant_id = coalesce(nullif(current_setting('app.current_tenant_id', true), ''), '00000000-0000-0000-0000-000000000000')::uuid);
+
+grant select, insert, update on public.outbox_dedupe_keys to outbox_app;
+
+grant select, insert, update, delete on public.outbox_dedupe_keys to outbox_relay;
+
+alter table public.event_outbox add column dedupe_key text;
+
+grant select (id, tenant_id, status), update (payload, schema_version, updated_at) on public.event_outbox to outbox_app;
+
+grant select (event_id, tenant_id) on public.outbox_event_leases to outbox_app;
+
+create function public.outbox_dedupe_replace(replaced_id uuid, new_payload jsonb, new_version integer)
+      returns boolean
+      language plpgsql volatile set search_path = pg_catalog, public as $$
+      begin
+        if current_setting('transaction_isolation') <> 'read committed' then
+          return false;
+        end if;
+        perform 1 from public.event_outbox e
+         where e.id = replaced_id and e.status = 'pending'
+           for update;
+        if not found then
+          return false;
+        end if;
+        if exists (select 1 from public.outbox_event_leases l where l.event_id = replaced_id) then
+          return false;
+        end if;
+        update public.event_outbox set payload = new_payload, schema_version = new_version, updated_at = now()
+         where id = replaced_id;
+        return true;
+      end
+      $$;
+
+revoke all on function public.outbox_dedupe_replace(uuid, jsonb, integer) from public;
+
+grant execute on function public.outbox_dedupe_replace(uuid, jsonb, integer) to outbox_app, outbox_relay;
+
+create function public.outbox_purge_dedupe_keys(max_keys integer) returns integer
+      language sql volatile security definer set search_path = pg_catalog, public as $$
+        with doomed as (
+          select tenant_id, event_name, dedupe_key from public.outbox_dedupe_keys
+           where expires_at <= now()
+           order by expires_at
+           limit max_keys
+             for update skip locked
+        ), deleted as (
+          delete from public.outbox_dedupe_keys k using doomed
+           where k.tenant_id = doomed.tenant_id and k.event_name = doomed.event_name
+             and k.dedupe_key = doomed.dedupe_key and k.expires_at <= now()
+          returning 1
+        )
+        select count(*)::int from deleted
+      $$;
+
+revoke all on function public.outbox_purge_dedupe_keys(integer) from public;
+
+grant execute on function public.outbox_purge_dedupe_keys(integer) to outbox_relay;

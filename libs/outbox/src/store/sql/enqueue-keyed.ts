@@ -1,0 +1,93 @@
+import type { SqlStatement } from './statement';
+import type { OutboxNames } from '../../model/table-names';
+import type { EventRow } from './enqueue';
+
+/** One input row of `insertKeyedEvents`: the event that holds its key (its own when it was written). */
+export interface KeyedEventRow {
+  /** The input event's id. */
+  id: string;
+  /** The event holding the input's key; null for an input without a key (written). */
+  held_by: string | null;
+}
+
+/**
+ * Inserts events of which some carry an idempotency key (`dedupe`), in one statement: each key is taken with
+ * `insert … on conflict do update`, and an event is written only when its key came back naming it (or it has no
+ * key). The key's row is written in the caller's transaction, so a second transaction enqueuing the same key
+ * waits on the primary key until the first ends, then finds its row — exactly one event commits, whichever
+ * transaction commits first, and if the first rolls back the second writes its own.
+ *
+ * `do update` rather than `do nothing`: its `returning` gives the row that holds the key, committed by another
+ * transaction or not, in this same statement (`do nothing` returns nothing, and a second statement would not see
+ * a row committed after this transaction's snapshot under REPEATABLE READ). The update keeps a live key as it was
+ * (same values, so the tuple is HOT) and takes over an expired one. Keys are taken in (tenant, name, key) order,
+ * so two calls with several keys in common cannot deadlock on them. The caller passes each key at most once.
+ * See docs/adr/1103-idempotency-keys.md.
+ */
+export function insertKeyedEvents(n: OutboxNames, rows: readonly EventRow[]): SqlStatement {
+  // tracing: as in insertEvents, the column only when a trace context was captured
+  const traced = rows.some((r) => r.traceparent);
+  const t = traced ? [', traceparent', ', $12::text[]'] : ['', ''];
+  return {
+    text: `with input as (
+    select * from unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[], $9::timestamptz[], $10::text[], $11::float8[]${t[1]})
+      with ordinality as t(id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at, dedupe_key, window_ms${t[0]}, n)
+  ), taken as (
+    insert into ${n.dedupeKeys} as k (tenant_id, event_name, dedupe_key, event_id, expires_at)
+    select tenant_id, event_name, dedupe_key, id, now() + window_ms * interval '1 millisecond'
+      from input where dedupe_key is not null
+     order by tenant_id, event_name, dedupe_key
+    on conflict (tenant_id, event_name, dedupe_key) do update
+      set event_id = case when k.expires_at <= now() then excluded.event_id else k.event_id end,
+          created_at = case when k.expires_at <= now() then excluded.created_at else k.created_at end,
+          expires_at = case when k.expires_at <= now() then excluded.expires_at else k.expires_at end
+    returning k.tenant_id, k.event_name, k.dedupe_key, k.event_id
+  ), written as (
+    insert into ${n.events} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at, dedupe_key${t[0]})
+    select id, tenant_id, event_name, payload::jsonb, aggregate_type, aggregate_id, correlation_id, schema_version, coalesce(occurred_at, now()), dedupe_key${t[0]}
+      from input i
+     where i.dedupe_key is null or i.id in (select event_id from taken)
+     order by n
+  )
+  select i.id, k.event_id as held_by
+    from input i left join taken k
+      on k.tenant_id = i.tenant_id and k.event_name = i.event_name and k.dedupe_key = i.dedupe_key
+   order by i.n`,
+    values: [
+      rows.map((r) => r.id),
+      rows.map((r) => r.tenantId),
+      rows.map((r) => r.eventName),
+      rows.map((r) => r.payloadJson),
+      rows.map((r) => r.aggregateType),
+      rows.map((r) => r.aggregateId),
+      rows.map((r) => r.correlationId),
+      rows.map((r) => r.schemaVersion),
+      rows.map((r) => r.occurredAt),
+      rows.map((r) => r.dedupe?.key ?? null),
+      rows.map((r) => r.dedupe?.windowMs ?? null),
+      ...(traced ? [rows.map((r) => r.traceparent ?? null)] : []),
+    ],
+  };
+}
+
+/** One row of `replaceKeyedPayloads`. */
+export interface ReplacedPayloadRow {
+  id: string;
+  replaced: boolean;
+}
+
+/**
+ * Replaces the payload (and schema version) of keyed events no relay has claimed yet: `outbox_dedupe_replace`
+ * locks each pending event, then looks for its lease (migration OutboxDedupeKeys1764501200000 says why in that
+ * order). `replaced` is false for an event that was claimed already: its payload is kept.
+ */
+export function replaceKeyedPayloads(
+  n: OutboxNames,
+  rows: readonly { id: string; payloadJson: string; schemaVersion: number }[],
+): SqlStatement {
+  return {
+    text: `select r.id, ${n.dedupeReplace}(r.id, r.payload::jsonb, r.schema_version) as replaced
+             from unnest($1::uuid[], $2::text[], $3::int[]) as r(id, payload, schema_version)`,
+    values: [rows.map((r) => r.id), rows.map((r) => r.payloadJson), rows.map((r) => r.schemaVersion)],
+  };
+}

@@ -1,0 +1,330 @@
+import { Injectable } from '@nestjs/common';
+import type { QueryRunner } from 'typeorm';
+import { OnOutboxEvent, OutboxRetention, OutboxValidationError, type OutboxEvent } from 'nestjs-pg-outbox';
+import { buildApp, type TestApp } from '../support/build-app';
+import { createTestDatabase, type TestDatabase } from '../support/test-database';
+import { createLoginRole, type TestRole } from '../support/test-roles';
+import { TENANT, TENANTS, truncateOutbox } from '../support/outbox-fixture';
+import { waitFor, within } from '../support/wait-for';
+
+const NAME = 'test.dedupe.created.v1';
+const OTHER_NAME = 'test.dedupe.updated.v1';
+
+/** Records what each delivery carried. */
+@Injectable()
+class PayloadConsumer {
+  readonly seen: { id: string; data: unknown }[] = [];
+
+  @OnOutboxEvent('test.dedupe.*')
+  record(event: OutboxEvent): void {
+    this.seen.push({ id: event.eventId, data: event.data });
+  }
+}
+
+type Dedupe = { key: string; mode?: 'ignore' | 'replace'; windowMs?: number };
+const keyed = (dedupe: Dedupe, payload: unknown = { n: 1 }, more: Record<string, unknown> = {}) => ({
+  tenantId: TENANT,
+  eventName: NAME,
+  payload,
+  dedupe,
+  ...more,
+});
+
+describe('idempotency keys (dedupe)', () => {
+  let db: TestDatabase;
+  let t: TestApp;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    t = await buildApp({ url: db.url, providers: [PayloadConsumer], poolSize: 12 });
+  });
+  afterAll(async () => {
+    await t?.close();
+    await db?.drop();
+  });
+  beforeEach(async () => {
+    await truncateOutbox(db);
+    t.app.get(PayloadConsumer).seen.length = 0;
+  });
+
+  const events = () =>
+    db.sql<{
+      id: string;
+      payload: unknown;
+      dedupe_key: string | null;
+      tenant_id: string;
+      event_name: string;
+    }>('select id, payload, dedupe_key, tenant_id, event_name from event_outbox order by seq');
+  const keys = () =>
+    db.sql<{ dedupe_key: string; event_id: string }>(
+      'select dedupe_key, event_id from outbox_dedupe_keys order by dedupe_key',
+    );
+  const inTx = <T>(work: (runner: QueryRunner) => Promise<T>): Promise<T> =>
+    t.dataSource.transaction((manager) => work(manager.queryRunner!));
+
+  it('ignores a second enqueue of a key: returns the first event id and writes one event', async () => {
+    const first = await inTx((r) => t.outbox.enqueue(r, keyed({ key: 'order-1' }, { n: 1 })));
+    const second = await inTx((r) => t.outbox.enqueue(r, keyed({ key: 'order-1' }, { n: 2 })));
+    expect(first).toEqual({ eventId: expect.stringMatching(/^[0-9a-f-]{36}$/), outcome: 'written' });
+    expect(second).toEqual({ eventId: first.eventId, outcome: 'ignored' });
+    expect(await events()).toEqual([
+      { id: first.eventId, payload: { n: 1 }, dedupe_key: 'order-1', tenant_id: TENANT, event_name: NAME },
+    ]);
+    // an event without a key still gets its id back, as a string
+    const id = await inTx((r) => t.outbox.enqueue(r, { tenantId: TENANT, eventName: NAME, payload: {} }));
+    expect(typeof id).toBe('string');
+    await t.relay.drain();
+    expect(t.app.get(PayloadConsumer).seen.map((s) => s.id)).toEqual([first.eventId, id]);
+  });
+
+  it('replaces the payload of an event no relay has claimed, and delivers the replaced payload once', async () => {
+    const first = await inTx((r) => t.outbox.enqueue(r, keyed({ key: 'cart-7' }, { items: 1 })));
+    const second = await inTx((r) =>
+      t.outbox.enqueue(r, keyed({ key: 'cart-7', mode: 'replace' }, { items: 2 }, { schemaVersion: 2 })),
+    );
+    expect(second).toEqual({ eventId: first.eventId, outcome: 'replaced' });
+    const [row] = await db.sql<{ payload: unknown; schema_version: number }>(
+      'select payload, schema_version from event_outbox',
+    );
+    expect(row).toEqual({ payload: { items: 2 }, schema_version: 2 });
+    await t.relay.drain();
+    expect(t.app.get(PayloadConsumer).seen).toEqual([{ id: first.eventId, data: { items: 2 } }]);
+  });
+
+  it('keeps the payload of an event a relay has delivered or holds a claim on, and says so', async () => {
+    const delivered = await inTx((r) => t.outbox.enqueue(r, keyed({ key: 'a' }, { v: 'first' })));
+    await t.relay.drain();
+    const late = await inTx((r) => t.outbox.enqueue(r, keyed({ key: 'a', mode: 'replace' }, { v: 'late' })));
+    expect(late).toEqual({ eventId: delivered.eventId, outcome: 'kept' });
+
+    // claimed but not settled: the event is still pending, under a lease
+    const claimed = await inTx((r) => t.outbox.enqueue(r, keyed({ key: 'b' }, { v: 'first' })));
+    await db.sql(
+      `insert into outbox_event_leases (event_id, tenant_id, lease_token, lease_expires_at)
+       values ($1, $2, gen_random_uuid(), now() + interval '1 minute')`,
+      [claimed.eventId, TENANT],
+    );
+    const during = await inTx((r) =>
+      t.outbox.enqueue(r, keyed({ key: 'b', mode: 'replace' }, { v: 'during' })),
+    );
+    expect(during).toEqual({ eventId: claimed.eventId, outcome: 'kept' });
+    expect((await events()).map((e) => e.payload)).toEqual([{ v: 'first' }, { v: 'first' }]);
+    expect(t.app.get(PayloadConsumer).seen).toEqual([{ id: delivered.eventId, data: { v: 'first' } }]);
+  });
+
+  it('lets a key be used again once its window is over', async () => {
+    const first = await inTx((r) => t.outbox.enqueue(r, keyed({ key: 'k', windowMs: 60_000 })));
+    const [key] = await db.sql<{ window: string }>(
+      `select (expires_at - created_at)::text as window from outbox_dedupe_keys`,
+    );
+    expect(key!.window).toBe('00:01:00');
+    expect((await inTx((r) => t.outbox.enqueue(r, keyed({ key: 'k' })))).outcome).toBe('ignored');
+    await db.sql(`update outbox_dedupe_keys set expires_at = now() - interval '1 second'`);
+    const again = await inTx((r) => t.outbox.enqueue(r, keyed({ key: 'k' }, { n: 2 })));
+    expect(again.outcome).toBe('written');
+    expect(again.eventId).not.toBe(first.eventId);
+    expect(await keys()).toEqual([{ dedupe_key: 'k', event_id: again.eventId }]);
+    expect((await events()).length).toBe(2);
+  });
+
+  it('takes a default window of 24 hours', async () => {
+    await inTx((r) => t.outbox.enqueue(r, keyed({ key: 'default' })));
+    const [key] = await db.sql<{ window: string }>(
+      `select (expires_at - created_at)::text as window from outbox_dedupe_keys`,
+    );
+    expect(key!.window).toBe('1 day');
+  });
+
+  describe('two transactions enqueuing one key at once', () => {
+    /** Opens a transaction on a connection of its own, and says its backend pid. */
+    const open = async (): Promise<{ runner: QueryRunner; pid: number }> => {
+      const runner = t.dataSource.createQueryRunner();
+      await runner.connect();
+      await runner.startTransaction();
+      const [{ pid }] = (await runner.query('select pg_backend_pid() as pid')) as { pid: number }[];
+      return { runner, pid };
+    };
+    const waitingOnLock = async (pid: number): Promise<boolean> => {
+      const [row] = await db.sql<{ wait_event_type: string | null }>(
+        'select wait_event_type from pg_stat_activity where pid = $1',
+        [pid],
+      );
+      return row?.wait_event_type === 'Lock';
+    };
+    const finish = async (runner: QueryRunner, commit: boolean) => {
+      if (commit) await runner.commitTransaction();
+      else await runner.rollbackTransaction();
+      await runner.release();
+    };
+
+    it('commit exactly one event: the second waits for the first to commit, then returns its id', async () => {
+      const a = await open();
+      const b = await open();
+      const first = await t.outbox.enqueue(a.runner, keyed({ key: 'pay-1' }, { by: 'a' }));
+      const second = t.outbox.enqueue(b.runner, keyed({ key: 'pay-1' }, { by: 'b' }));
+      await waitFor(() => waitingOnLock(b.pid), { message: 'the second transaction to wait on the key' });
+      await finish(a.runner, true);
+      expect(await within(5_000, second, 'the second enqueue')).toEqual({
+        eventId: first.eventId,
+        outcome: 'ignored',
+      });
+      await finish(b.runner, true);
+      expect((await events()).map((e) => e.payload)).toEqual([{ by: 'a' }]);
+    });
+
+    it('commit the second one when the first rolls back', async () => {
+      const a = await open();
+      const b = await open();
+      await t.outbox.enqueue(a.runner, keyed({ key: 'pay-2' }, { by: 'a' }));
+      const second = t.outbox.enqueue(b.runner, keyed({ key: 'pay-2' }, { by: 'b' }));
+      await waitFor(() => waitingOnLock(b.pid), { message: 'the second transaction to wait on the key' });
+      await finish(a.runner, false);
+      const outcome = await within(5_000, second, 'the second enqueue');
+      expect(outcome.outcome).toBe('written');
+      await finish(b.runner, true);
+      expect(await events()).toEqual([
+        {
+          id: outcome.eventId,
+          payload: { by: 'b' },
+          dedupe_key: 'pay-2',
+          tenant_id: TENANT,
+          event_name: NAME,
+        },
+      ]);
+      expect(await keys()).toEqual([{ dedupe_key: 'pay-2', event_id: outcome.eventId }]);
+    });
+
+    it('never deadlock, with many keys in opposite orders, and commit one event per key', async () => {
+      const names = Array.from({ length: 50 }, (_, i) => `k${String(i).padStart(2, '0')}`);
+      const forward = names.map((key) => keyed({ key }, { key }));
+      const results = await Promise.all(
+        Array.from({ length: 10 }, (_, i) =>
+          inTx((r) => t.outbox.enqueueMany(r, i % 2 ? forward : [...forward].reverse())),
+        ),
+      );
+      const rows = await events();
+      expect(rows.map((e) => e.dedupe_key).sort()).toEqual(names);
+      const idOf = new Map(rows.map((e) => [e.dedupe_key, e.id]));
+      for (const [i, outcomes] of results.entries()) {
+        const order = i % 2 ? forward : [...forward].reverse();
+        expect(outcomes.map((o) => o.eventId)).toEqual(order.map((e) => idOf.get(e.dedupe.key)));
+      }
+      expect(results.flat().filter((o) => o.outcome === 'written')).toHaveLength(names.length);
+    });
+  });
+
+  it('enqueueMany: keyed and key-less events together, a duplicate inside the call counting as a second enqueue', async () => {
+    const before = await inTx((r) => t.outbox.enqueue(r, keyed({ key: 'taken' }, { v: 0 })));
+    const outcomes = await inTx((r) =>
+      t.outbox.enqueueMany(r, [
+        keyed({ key: 'x' }, { v: 1 }),
+        { tenantId: TENANT, eventName: NAME, payload: { v: 'no key' } },
+        keyed({ key: 'x' }, { v: 2 }),
+        keyed({ key: 'y' }, { v: 3 }),
+        keyed({ key: 'y', mode: 'replace' }, { v: 4 }),
+        keyed({ key: 'taken' }, { v: 5 }),
+      ]),
+    );
+    const rows = await events();
+    expect(rows.map((e) => e.payload)).toEqual([{ v: 0 }, { v: 1 }, { v: 'no key' }, { v: 4 }]);
+    const [, x, none, y] = rows.map((e) => e.id);
+    expect(outcomes).toEqual([
+      { eventId: x, outcome: 'written' },
+      { eventId: none, outcome: 'written' },
+      { eventId: x, outcome: 'ignored' },
+      { eventId: y, outcome: 'written' },
+      { eventId: y, outcome: 'replaced' },
+      { eventId: before.eventId, outcome: 'ignored' },
+    ]);
+    // without any key, enqueueMany still returns ids
+    const ids = await inTx((r) =>
+      t.outbox.enqueueMany(r, [{ tenantId: TENANT, eventName: NAME, payload: {} }]),
+    );
+    expect(ids).toEqual([expect.stringMatching(/^[0-9a-f-]{36}$/)]);
+  });
+
+  it('keeps keys apart per tenant and per event name', async () => {
+    const outcomes = await inTx((r) =>
+      t.outbox.enqueueMany(r, [
+        keyed({ key: 'same' }),
+        keyed({ key: 'same' }, {}, { tenantId: TENANTS[1] }),
+        keyed({ key: 'same' }, {}, { eventName: OTHER_NAME }),
+      ]),
+    );
+    expect(outcomes.map((o) => o.outcome)).toEqual(['written', 'written', 'written']);
+    expect(new Set(outcomes.map((o) => o.eventId)).size).toBe(3);
+    expect((await keys()).length).toBe(3);
+  });
+
+  describe('refuses a bad dedupe before writing anything, naming the field', () => {
+    const cases: [string, unknown, string][] = [
+      ['a string', 'order-1', 'events[1].dedupe'],
+      ['no key', {}, 'events[1].dedupe.key'],
+      ['an empty key', { key: '' }, 'events[1].dedupe.key'],
+      ['a key of 201 characters', { key: 'k'.repeat(201) }, 'events[1].dedupe.key'],
+      ['a key with a control character', { key: 'a\nb' }, 'events[1].dedupe.key'],
+      ['an unknown mode', { key: 'k', mode: 'debounce' }, 'events[1].dedupe.mode'],
+      ['a zero window', { key: 'k', windowMs: 0 }, 'events[1].dedupe.windowMs'],
+      ['a fractional window', { key: 'k', windowMs: 1.5 }, 'events[1].dedupe.windowMs'],
+      ['a window over 366 days', { key: 'k', windowMs: 367 * 86_400_000 }, 'events[1].dedupe.windowMs'],
+    ];
+    it.each(cases)('%s', async (_, dedupe, field) => {
+      const call = inTx((r) => t.outbox.enqueueMany(r, [keyed({ key: 'good' }), keyed(dedupe as Dedupe)]));
+      await expect(call).rejects.toThrow(OutboxValidationError);
+      await expect(call).rejects.toMatchObject({ field });
+      expect(await events()).toEqual([]);
+      expect(await keys()).toEqual([]);
+    });
+  });
+
+  it('retention deletes expired keys and keeps live ones', async () => {
+    await inTx((r) =>
+      t.outbox.enqueueMany(r, [keyed({ key: 'old-1' }), keyed({ key: 'old-2' }), keyed({ key: 'live' })]),
+    );
+    await db.sql(
+      `update outbox_dedupe_keys set expires_at = now() - interval '1 second' where dedupe_key like 'old-%'`,
+    );
+    const result = await t.app.get(OutboxRetention).purgeNow();
+    expect(result.deletedKeys).toBe(2);
+    expect((await keys()).map((k) => k.dedupe_key)).toEqual(['live']);
+  });
+
+  describe('under row-level security, as the app role', () => {
+    let appRole: TestRole;
+    let app: TestApp;
+    beforeAll(async () => {
+      appRole = await createLoginRole(db, 'outbox_app');
+      app = await buildApp({ url: appRole.url, admin: false });
+    });
+    afterAll(async () => {
+      await app?.close();
+      await appRole?.drop();
+    });
+
+    const asTenant = <T>(tenant: string, work: (r: QueryRunner) => Promise<T>): Promise<T> =>
+      app.dataSource.transaction(async (manager) => {
+        await manager.query('select set_config($1, $2, true)', ['app.current_tenant_id', tenant]);
+        return work(manager.queryRunner!);
+      });
+
+    it('writes, ignores and replaces within its tenant', async () => {
+      const first = await asTenant(TENANT, (r) => app.outbox.enqueue(r, keyed({ key: 'rls' }, { v: 1 })));
+      const again = await asTenant(TENANT, (r) =>
+        app.outbox.enqueue(r, keyed({ key: 'rls', mode: 'replace' }, { v: 2 })),
+      );
+      expect(again).toEqual({ eventId: first.eventId, outcome: 'replaced' });
+      const other = await asTenant(TENANTS[1], (r) =>
+        app.outbox.enqueue(r, keyed({ key: 'rls' }, { v: 3 }, { tenantId: TENANTS[1] })),
+      );
+      expect(other.outcome).toBe('written');
+      expect((await events()).map((e) => e.payload)).toEqual([{ v: 2 }, { v: 3 }]);
+    });
+
+    it('is refused for another tenant than the transaction names, writing nothing', async () => {
+      await expect(
+        asTenant(TENANT, (r) => app.outbox.enqueue(r, keyed({ key: 'x' }, {}, { tenantId: TENANTS[1] }))),
+      ).rejects.toThrow(/row-level security refused/);
+      expect(await keys()).toEqual([]);
+    });
+  });
+});
