@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { QueryRunner } from 'typeorm';
 import { OnOutboxEvent, OutboxRetention, OutboxValidationError, type OutboxEvent } from 'nestjs-pg-outbox';
+import { OutboxAdminService } from 'nestjs-pg-outbox/admin';
 import { buildApp, type TestApp } from '../support/build-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { createLoginRole, type TestRole } from '../support/test-roles';
@@ -75,6 +76,10 @@ describe('idempotency keys (dedupe)', () => {
     expect(typeof id).toBe('string');
     await t.relay.drain();
     expect(t.app.get(PayloadConsumer).seen.map((s) => s.id)).toEqual([first.eventId, id]);
+    // the admin service (and the board's event page) show the key
+    const admin = t.app.get(OutboxAdminService);
+    expect((await admin.deliveries(TENANT, first.eventId))?.dedupeKey).toBe('order-1');
+    expect((await admin.deliveries(TENANT, id))?.dedupeKey).toBeNull();
   });
 
   it('replaces the payload of an event no relay has claimed, and delivers the replaced payload once', async () => {

@@ -180,6 +180,8 @@ export interface OutboxEventDeliveries {
   aggregateType: string | null;
   aggregateId: string | null;
   correlationId: string | null;
+  /** The idempotency key it was enqueued with (`dedupe.key`), or null. */
+  dedupeKey: string | null;
   schemaVersion: number;
   occurredAt: Date;
   createdAt: Date;

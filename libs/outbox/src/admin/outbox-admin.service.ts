@@ -705,6 +705,7 @@ interface EventDeliveriesRow {
   aggregate_type: string | null;
   aggregate_id: string | null;
   correlation_id: string | null;
+  dedupe_key: string | null;
   schema_version: number;
   occurred_at: Date;
   created_at: Date;
@@ -742,6 +743,7 @@ function toEventDeliveries(row: EventDeliveriesRow): OutboxEventDeliveries {
     aggregateType: row.aggregate_type,
     aggregateId: row.aggregate_id,
     correlationId: row.correlation_id,
+    dedupeKey: row.dedupe_key,
     schemaVersion: row.schema_version,
     occurredAt: row.occurred_at,
     createdAt: row.created_at,

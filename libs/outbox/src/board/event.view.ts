@@ -13,6 +13,7 @@ export function eventPage(ctx: BoardPageContext, e: OutboxEventDeliveries): stri
     ['Status', badge(e.status)],
     ['Aggregate', e.aggregateId ? `${e.aggregateType ?? ''}:${e.aggregateId}` : '—'],
     ['Correlation id', e.correlationId ?? '—'],
+    ['Dedupe key', e.dedupeKey ?? '—'],
     ['Schema version', e.schemaVersion],
     ['Occurred', time(e.occurredAt)],
     ['Enqueued', time(e.createdAt)],

@@ -137,7 +137,7 @@ export function eventDeliveries(n: OutboxNames, tenantId: string, eventId: strin
   return {
     text: `select e.id as event_id, e.event_name, e.status, e.payload, e.aggregate_type, e.aggregate_id, e.correlation_id,
                   e.schema_version, e.occurred_at, e.created_at, e.deliver_at, e.published_at, e.failed_at, e.error_message,
-                  e.deliveries_open, e.deliveries_dead,
+                  e.deliveries_open, e.deliveries_dead, e.dedupe_key,
                   coalesce((select json_agg(json_build_object(
                                      'consumer', d.consumer_name, 'status', d.status, 'attempts', d.attempt_count,
                                      'errorCode', d.error_code, 'lastError', d.last_error, 'nextAttemptAt', d.next_attempt_at,
