@@ -34,6 +34,8 @@ export interface Workload {
   preparedStatements?: boolean;
   /** Library only: switches over the relay's policy (a decision script sets the wake-up pacer's gap). */
   policy?: Partial<RelayPolicy>;
+  /** Library only: each event with an idempotency key of its own (`dedupe: { key }`, a fresh UUID). */
+  keyed?: boolean;
 }
 
 /** Runs one business transaction on connection `worker`. */
@@ -66,7 +68,7 @@ export function contactEvent(): {
 export async function libraryTransactor(
   url: string,
   connections: number,
-  { business, withEvent, relay, preparedStatements, policy }: Workload,
+  { business, withEvent, relay, preparedStatements, policy, keyed }: Workload,
   applicationName = ENQUEUE_APPLICATION_NAME,
   probe = true,
 ): Promise<Transactor> {
@@ -93,7 +95,9 @@ export async function libraryTransactor(
           const insert = insertContact(contact.id, BENCH_TENANT, contact.name, contact.email);
           await manager.query(insert.text, insert.values);
         }
-        if (withEvent) await app.outbox.enqueue(manager, event);
+        if (withEvent && keyed)
+          await app.outbox.enqueue(manager, { ...event, dedupe: { key: randomUUID() } });
+        else if (withEvent) await app.outbox.enqueue(manager, event);
       }),
     close: () => app.close(),
   };
@@ -182,17 +186,18 @@ export function peerEvent(): PeerEvent {
 
 /**
  * The same business transaction with the event added by a peer's own call on the transaction's `pg` client,
- * for the no-op consumers.
+ * for the no-op consumers; with `keyed`, under a fresh deduplication key each.
  */
 export async function peerTransactor(
   url: string,
   connections: number,
   peer: Peer,
   applicationName: string,
+  keyed = false,
 ): Promise<Transactor> {
   const producer = await peer.openProducer(url, applicationName);
   const transactor = await typeormTransactor(url, connections, applicationName, (_manager, client) =>
-    producer.enqueue(client, peerEvent(), CONSUMER_NAMES['no-db']),
+    producer.enqueue(client, peerEvent(), CONSUMER_NAMES['no-db'], keyed ? randomUUID() : undefined),
   );
   return {
     ...transactor,

@@ -24,6 +24,11 @@ const ADD_JOBS_SQL = `select 1 from ${SCHEMA}.add_jobs(
     array(select (k.name, $1::json, null, null, null, null, null, null)::${SCHEMA}.job_spec
             from unnest($2::text[]) as k(name)))`;
 
+/** The same with a `job_key` per job (the key and the task: a job key is unique across tasks). */
+const ADD_KEYED_JOBS_SQL = `select 1 from ${SCHEMA}.add_jobs(
+    array(select (k.name, $1::json, null, null, null, $3 || ':' || k.name, null, null)::${SCHEMA}.job_spec
+            from unnest($2::text[]) as k(name)))`;
+
 export const graphileWorkerPeer: Peer = {
   name: 'graphile-worker',
   version: '0.18.0',
@@ -32,6 +37,7 @@ export const graphileWorkerPeer: Peer = {
     `completeJobBatchDelay ${COMPLETE_JOB_BATCH_DELAY_MS}, failJobBatchDelay 0 (its docs' Performance page), ` +
     'prepared statements on (default), woken by its LISTEN/NOTIFY',
   fanOut: 'one job per consumer, added by add_jobs in one statement',
+  dedupe: 'job_key per job (add_jobs, its default mode: a second add replaces a job not yet locked)',
   writesAtomically: false,
 
   async install(db) {
@@ -48,8 +54,9 @@ export const graphileWorkerPeer: Peer = {
 
   async openProducer() {
     return {
-      enqueue: async (client: ClientBase, event: PeerEvent, consumers) => {
-        await client.query(ADD_JOBS_SQL, [JSON.stringify(event), consumers]);
+      enqueue: async (client: ClientBase, event: PeerEvent, consumers, dedupeKey) => {
+        if (dedupeKey === undefined) await client.query(ADD_JOBS_SQL, [JSON.stringify(event), consumers]);
+        else await client.query(ADD_KEYED_JOBS_SQL, [JSON.stringify(event), consumers, dedupeKey]);
       },
       close: () => Promise.resolve(),
     };

@@ -34,8 +34,16 @@ export interface PeerConsumerOptions {
 
 /** A producer's handle on a peer (a started client where the peer needs one, as an app would hold). */
 export interface PeerProducer {
-  /** Adds `event` for `consumers` on `client`, inside the caller's open transaction. */
-  enqueue(client: ClientBase, event: PeerEvent, consumers: readonly string[]): Promise<void>;
+  /**
+   * Adds `event` for `consumers` on `client`, inside the caller's open transaction; with `dedupeKey`, through the
+   * peer's own deduplication (see {@link Peer.dedupe}).
+   */
+  enqueue(
+    client: ClientBase,
+    event: PeerEvent,
+    consumers: readonly string[],
+    dedupeKey?: string,
+  ): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -58,6 +66,8 @@ export interface Peer {
    * its rate is then measured on fewer events (which flatters a peer whose poll grows with the backlog).
    */
   maxDrainBacklog?: number;
+  /** How it deduplicates by key at enqueue, printed with the keyed line; absent: it has no such feature. */
+  dedupe?: string;
   /** Whether a writing consumer's row commits in the same transaction as its done mark. */
   writesAtomically: boolean;
   /** Creates its schema in the bench database. */

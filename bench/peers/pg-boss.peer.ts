@@ -29,6 +29,9 @@ const BATCH_SIZE = 100;
 const LOCAL_CONCURRENCY = 1;
 const POOL_MAX = 10;
 
+/** The keyed enqueue line's window, as the library's default `dedupe.windowMs`. */
+const DEDUPE_SECONDS = 86_400;
+
 const WORK_OPTIONS = { batchSize: BATCH_SIZE, burstWhenBatchFull: true, localConcurrency: LOCAL_CONCURRENCY };
 
 function options(url: string, applicationName: string, extra: ConstructorOptions = {}): ConstructorOptions {
@@ -67,6 +70,9 @@ export const pgBossPeer: Peer = {
     `useListenNotify and queue notify on; pool max ${POOL_MAX}; the writing consumers transactional ` +
     '(its API docs; no tuning guide found), everything else default',
   fanOut: 'one queue per consumer, a send() to each in the transaction',
+  dedupe:
+    'send() with singletonKey and singletonSeconds 86400 (a key once per day-long slot, on any queue policy: ' +
+    'its unique index job_i4)',
   writesAtomically: true,
 
   async install(db) {
@@ -89,9 +95,11 @@ export const pgBossPeer: Peer = {
   async openProducer(url, applicationName) {
     const { boss } = await startBoss(options(url, applicationName, CLIENT_ONLY));
     return {
-      enqueue: async (client: ClientBase, event: PeerEvent, consumers) => {
+      enqueue: async (client: ClientBase, event: PeerEvent, consumers, dedupeKey) => {
         const db = transactionDb(client);
-        for (const queue of consumers) await boss.send(queue, event, { db });
+        const keyed =
+          dedupeKey === undefined ? {} : { singletonKey: dedupeKey, singletonSeconds: DEDUPE_SECONDS };
+        for (const queue of consumers) await boss.send(queue, event, { db, ...keyed });
       },
       close: () => boss.stop(),
     };

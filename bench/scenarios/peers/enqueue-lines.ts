@@ -39,13 +39,13 @@ const NODE_CPU_MARGIN_US = 30;
  * by a hand-written INSERT of the same row (raw), or by the peer's own call on the transaction's `pg` client.
  * Neither TypeORM's nor a bare `pg` client's cost is then counted for one system and not the others.
  */
-function openEnqueuer(url: string, system: System, connections: number): Promise<Transactor> {
+function openEnqueuer(url: string, system: System, connections: number, keyed: boolean): Promise<Transactor> {
   const name = applicationName(system);
   if (system === 'library')
     return libraryTransactor(
       url,
       connections,
-      { side: 'library', business: true, withEvent: true },
+      { side: 'library', business: true, withEvent: true, keyed },
       name,
       false,
     );
@@ -54,7 +54,7 @@ function openEnqueuer(url: string, system: System, connections: number): Promise
       const insert = rawEventInsert();
       await manager.query(insert.text, insert.values);
     });
-  return peerTransactor(url, connections, peerNamed(system), name);
+  return peerTransactor(url, connections, peerNamed(system), name, keyed);
 }
 
 interface Totals {
@@ -71,6 +71,7 @@ async function measureEnqueue(
   run: PeersRun,
   systems: readonly System[],
   connections: number,
+  keyed = false,
 ): Promise<Map<System, Sample[]>> {
   const { context, stats } = run;
   const { db, options } = context;
@@ -78,7 +79,8 @@ async function measureEnqueue(
   const samples = new Map<System, Sample[]>(systems.map((s) => [s, []]));
   const transactors = new Map<System, Transactor>();
   try {
-    for (const system of systems) transactors.set(system, await openEnqueuer(db.url, system, connections));
+    for (const system of systems)
+      transactors.set(system, await openEnqueuer(db.url, system, connections, keyed));
     const turns = Math.max(1, Math.round((options.sizes.peersEnqueueSeconds * 1000) / ENQUEUE_SLICE_MS));
     for (let round = 0; round < options.sizes.peersRounds; round++) {
       await resetAll(context);
@@ -171,4 +173,25 @@ export async function enqueueLines(run: PeersRun): Promise<void> {
       bestPeer(summaries),
     ]);
   }
+  await keyedEnqueueLine(run);
+}
+
+/**
+ * Enqueue with an idempotency key (issue 36): the same business transaction, the event under a fresh key each
+ * (the common case, a key not taken: what a request that is not a retry costs), beside the peers that have
+ * deduplication at enqueue. 1 connection; CPU per commit against the best peer's.
+ */
+async function keyedEnqueueLine(run: PeersRun): Promise<void> {
+  const { context, tag } = run;
+  const keyedPeers = PEERS.filter((p) => p.dedupe !== undefined);
+  for (const peer of keyedPeers) context.report.note(`${peer.name} dedupe: ${peer.dedupe}`);
+  const systems: System[] = ['library', ...keyedPeers.map((p) => p.name)];
+  const samples = await measureEnqueue(run, systems, 1, true);
+  const summaries = new Map([...samples].map(([system, s]) => [system, summarizeSamples(s)]));
+  const line = `enqueue with a dedupe key (library dedupe.key, graphile-worker job_key, pg-boss singletonKey), 1 conn, commits/s${tag}`;
+  reportRates(context, line, '/s', summaries, { target: 1, againstBest: true });
+  reportCpu(context, `keyed enqueue 1 conn${tag}`, summaries, { per: 'µs per commit', unit: 'µs' }, [
+    { versus: bestPeer(summaries), target: 1 },
+  ]);
+  reportStatements(context, summaries, { name: 'commit', scale: 1 }, ['library', bestPeer(summaries)]);
 }
