@@ -1,6 +1,7 @@
 import type { OutboxEnqueueOutcome } from '../model/outbox-event.interface';
 import type { OutboxNames } from '../model/table-names';
 import {
+  insertKeyedEvent,
   insertKeyedEvents,
   replaceKeyedPayloads,
   type KeyedEventRow,
@@ -48,7 +49,12 @@ export async function enqueueKeyed(
   }
 
   const held = new Map<string, string>();
-  for (const r of await run<KeyedEventRow>(insertKeyedEvents(names, sent))) held.set(r.id, r.held_by ?? r.id);
+  const [only] = sent;
+  const insert =
+    sent.length === 1 && only.dedupe
+      ? insertKeyedEvent(names, { ...only, dedupe: only.dedupe })
+      : insertKeyedEvents(names, sent);
+  for (const r of await run<KeyedEventRow>(insert)) held.set(r.id, r.held_by ?? r.id);
   const toReplace = sent.filter((r) => held.get(r.id) !== r.id && r.dedupe?.mode === 'replace');
   const replaced = new Set<string>();
   if (toReplace.length > 0) {

@@ -1,6 +1,7 @@
 import type { SqlStatement } from './statement';
 import type { OutboxNames } from '../../model/table-names';
 import type { EventRow } from './enqueue';
+import type { ValidatedDedupe } from '../../model/event-validation';
 
 /** One input row of `insertKeyedEvents`: the event that holds its key (its own when it was written). */
 export interface KeyedEventRow {
@@ -66,6 +67,45 @@ export function insertKeyedEvents(n: OutboxNames, rows: readonly EventRow[]): Sq
       rows.map((r) => r.dedupe?.key ?? null),
       rows.map((r) => r.dedupe?.windowMs ?? null),
       ...(traced ? [rows.map((r) => r.traceparent ?? null)] : []),
+    ],
+  };
+}
+
+/**
+ * `insertKeyedEvents` for one keyed event (the common case): the same statement over scalar parameters instead of
+ * arrays, which the driver sends and PostgreSQL plans for less (ADR 1103).
+ */
+export function insertKeyedEvent(n: OutboxNames, e: EventRow & { dedupe: ValidatedDedupe }): SqlStatement {
+  // tracing: as in insertEvent, the column only when there is a trace context
+  const traced = e.traceparent ? [', traceparent', ', $12::text'] : ['', ''];
+  return {
+    text: `with taken as (
+    insert into ${n.dedupeKeys} as k (tenant_id, event_name, dedupe_key, event_id, expires_at)
+    values ($2::uuid, $3::text, $10::text, $1::uuid, now() + $11::float8 * interval '1 millisecond')
+    on conflict (tenant_id, event_name, dedupe_key) do update
+      set event_id = case when k.expires_at <= now() then excluded.event_id else k.event_id end,
+          created_at = case when k.expires_at <= now() then excluded.created_at else k.created_at end,
+          expires_at = case when k.expires_at <= now() then excluded.expires_at else k.expires_at end
+    returning k.event_id
+  ), written as (
+    insert into ${n.events} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at, dedupe_key${traced[0]})
+    select $1::uuid, $2::uuid, $3::text, $4::jsonb, $5::text, $6::text, $7::text, $8::int, coalesce($9::timestamptz, now()), $10::text${traced[1]}
+     where (select event_id from taken) = $1::uuid
+  )
+  select $1::uuid as id, event_id as held_by from taken`,
+    values: [
+      e.id,
+      e.tenantId,
+      e.eventName,
+      e.payloadJson,
+      e.aggregateType,
+      e.aggregateId,
+      e.correlationId,
+      e.schemaVersion,
+      e.occurredAt,
+      e.dedupe.key,
+      e.dedupe.windowMs,
+      ...(e.traceparent ? [e.traceparent] : []),
     ],
   };
 }
