@@ -325,6 +325,23 @@ describe('idempotency keys (dedupe)', () => {
       expect((await events()).map((e) => e.payload)).toEqual([{ v: 2 }, { v: 3 }]);
     });
 
+    it("cannot replace another tenant's payload, nor read the events, by calling the function itself", async () => {
+      const theirs = await inTx((r) =>
+        t.outbox.enqueue(r, keyed({ key: 'theirs' }, { v: 'theirs' }, { tenantId: TENANTS[1] })),
+      );
+      const [row] = await asTenant(TENANT, (r) =>
+        r.query('select outbox_dedupe_replace($1, $2::jsonb, 1) as replaced', [
+          theirs.eventId,
+          '{"v":"mine"}',
+        ]),
+      );
+      expect(row).toEqual({ replaced: false });
+      await expect(asTenant(TENANT, (r) => r.query('select count(*) from event_outbox'))).rejects.toThrow(
+        /permission denied/,
+      );
+      expect((await events()).map((e) => e.payload)).toEqual([{ v: 'theirs' }]);
+    });
+
     it('is refused for another tenant than the transaction names, writing nothing', async () => {
       await expect(
         asTenant(TENANT, (r) => app.outbox.enqueue(r, keyed({ key: 'x' }, {}, { tenantId: TENANTS[1] }))),

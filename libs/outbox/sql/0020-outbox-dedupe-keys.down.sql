@@ -3,10 +3,6 @@ drop function if exists public.outbox_purge_dedupe_keys(integer);
 
 drop function if exists public.outbox_dedupe_replace(uuid, jsonb, integer);
 
-revoke select (event_id, tenant_id) on public.outbox_event_leases from outbox_app;
-
-revoke select (id, tenant_id, status), update (payload, schema_version, updated_at) on public.event_outbox from outbox_app;
-
 alter table public.event_outbox drop column if exists dedupe_key;
 
 drop table if exists public.outbox_dedupe_keys;

@@ -24,19 +24,20 @@ grant select, insert, update, delete on public.outbox_dedupe_keys to outbox_rela
 
 alter table public.event_outbox add column dedupe_key text;
 
-grant select (id, tenant_id, status), update (payload, schema_version, updated_at) on public.event_outbox to outbox_app;
-
-grant select (event_id, tenant_id) on public.outbox_event_leases to outbox_app;
-
 create function public.outbox_dedupe_replace(replaced_id uuid, new_payload jsonb, new_version integer)
       returns boolean
-      language plpgsql volatile set search_path = pg_catalog, public as $$
+      language plpgsql volatile security definer set search_path = pg_catalog, public as $$
       begin
         if current_setting('transaction_isolation') <> 'read committed' then
           return false;
         end if;
         perform 1 from public.event_outbox e
          where e.id = replaced_id and e.status = 'pending'
+           and (e.tenant_id = coalesce(nullif(current_setting('app.current_tenant_id', true), ''), '00000000-0000-0000-0000-000000000000')::uuid
+                or exists (select 1 from pg_roles r
+                            where r.rolname = session_user and (r.rolsuper or r.rolbypassrls))
+                or pg_has_role(session_user, (select c.relowner from pg_class c
+                                               where c.oid = 'public.event_outbox'::regclass), 'MEMBER'))
            for update;
         if not found then
           return false;

@@ -11,8 +11,9 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  * - `event_outbox.dedupe_key`: the key a keyed event was enqueued with, for the board (null otherwise; a
  *   nullable column without default costs existing rows nothing).
  * - `outbox_dedupe_replace`: the payload of a keyed event replaced by a later enqueue of its key ('replace'),
- *   only while no relay claimed it. Runs with the caller's rights and row-level security: the app role gets
- *   the right to update an event's payload and version (in its own tenant, as the policies say).
+ *   only while no relay claimed it. SECURITY DEFINER, so the app role gets no right to read or update the
+ *   events; it checks the caller's tenant as the policies do (a session that bypasses row-level security —
+ *   superuser, owner, BYPASSRLS — may name any tenant, as it may in the tables).
  * - `outbox_purge_dedupe_keys`: retention of expired keys across tenants, in bounded batches (SECURITY
  *   DEFINER, as `outbox_purge_settled`).
  */
@@ -41,8 +42,6 @@ export class OutboxDedupeKeys1764501200000 implements MigrationInterface {
     await q.query(`grant select, insert, update on public.outbox_dedupe_keys to outbox_app`);
     await q.query(`grant select, insert, update, delete on public.outbox_dedupe_keys to outbox_relay`);
     await q.query(`alter table public.event_outbox add column dedupe_key text`);
-    await q.query(`grant select (id, tenant_id, status), update (payload, schema_version, updated_at) on public.event_outbox to outbox_app`);
-    await q.query(`grant select (event_id, tenant_id) on public.outbox_event_leases to outbox_app`);
 
     // Lock the event row first, then look for a lease in a statement of its own: under READ COMMITTED that
     // statement sees a claim that committed while the lock was awaited, and a claim that comes later skips the
@@ -51,13 +50,18 @@ export class OutboxDedupeKeys1764501200000 implements MigrationInterface {
     await q.query(`
       create function public.outbox_dedupe_replace(replaced_id uuid, new_payload jsonb, new_version integer)
       returns boolean
-      language plpgsql volatile set search_path = pg_catalog, public as $$
+      language plpgsql volatile security definer set search_path = pg_catalog, public as $$
       begin
         if current_setting('transaction_isolation') <> 'read committed' then
           return false;
         end if;
         perform 1 from public.event_outbox e
          where e.id = replaced_id and e.status = 'pending'
+           and (e.tenant_id = ${tenantOf}
+                or exists (select 1 from pg_roles r
+                            where r.rolname = session_user and (r.rolsuper or r.rolbypassrls))
+                or pg_has_role(session_user, (select c.relowner from pg_class c
+                                               where c.oid = 'public.event_outbox'::regclass), 'MEMBER'))
            for update;
         if not found then
           return false;
@@ -99,8 +103,6 @@ export class OutboxDedupeKeys1764501200000 implements MigrationInterface {
   async down(q: QueryRunner): Promise<void> {
     await q.query(`drop function if exists public.outbox_purge_dedupe_keys(integer)`);
     await q.query(`drop function if exists public.outbox_dedupe_replace(uuid, jsonb, integer)`);
-    await q.query(`revoke select (event_id, tenant_id) on public.outbox_event_leases from outbox_app`);
-    await q.query(`revoke select (id, tenant_id, status), update (payload, schema_version, updated_at) on public.event_outbox from outbox_app`);
     await q.query(`alter table public.event_outbox drop column if exists dedupe_key`);
     await q.query(`drop table if exists public.outbox_dedupe_keys`);
   }
