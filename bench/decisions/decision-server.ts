@@ -13,7 +13,9 @@ import type { OutboxRelayOptions } from 'nestjs-pg-outbox';
 import { createBenchApp } from '../harness/bench-app';
 import { consumerClass, type ConsumerVariant } from '../harness/bench-consumers';
 import { median, now } from '../harness/stats';
-import { cpuSpentMs, readBackendCpu } from '../harness/backend-cpu';
+import { cpuSpentMs, readBackendCpu, type RowsQuery } from '../harness/backend-cpu';
+import { drive, type Transactor } from '../harness/enqueue-transactors';
+import type { StatementStats } from '../harness/statement-stats';
 import type { RelayPolicy } from '../../libs/outbox/src/options/relay-policy';
 
 /** A variant of `compareDrains`: relay options, and switches of the relay's policy over them (see `RelayPolicy`). */
@@ -197,4 +199,49 @@ export function exitWhenDone(work: Promise<void>): void {
       process.exit(1);
     },
   );
+}
+
+/** What one slice of enqueue transactions did, per commit (see {@link enqueueSlice}). */
+export type EnqueueFigures = Record<'rate' | 'total' | 'node' | 'server' | 'statements', number>;
+
+/**
+ * Runs `transactor`'s transactions for `ms` on `connections` connections named `name`: commits/s, and per commit the
+ * CPU of this process (Node), of the backends named `name` (server), both, and the statements `stats` counted.
+ */
+export async function enqueueSlice(
+  transactor: Transactor,
+  connections: number,
+  ms: number,
+  name: string,
+  query: RowsQuery,
+  stats: StatementStats,
+): Promise<EnqueueFigures> {
+  const cpuBefore = await readBackendCpu(query, [name]);
+  await stats.reset();
+  const slice = await drive(transactor, connections, ms);
+  // the wake-ups of the slice's last commits: sent within a gap or two
+  await new Promise((resolve) => setTimeout(resolve, 25));
+  const reading = await stats.read(0);
+  const serverMs = cpuSpentMs(cpuBefore, await readBackendCpu(query, [name])) ?? Number.NaN;
+  const node = slice.cpuUs / slice.commits;
+  const server = (serverMs * 1000) / slice.commits;
+  return {
+    rate: (slice.commits * 1000) / slice.ms,
+    total: node + server,
+    node,
+    server,
+    statements: (reading?.calls ?? Number.NaN) / slice.commits,
+  };
+}
+
+/** Prints the lines of {@link enqueueSlice}'s figures, taken in turns, `label` first on each. */
+export function compareEnqueue(
+  label: string,
+  figures: ReadonlyMap<string, ReadonlyMap<string, readonly number[]>>,
+): void {
+  compare(`${label}commits/s`, '/s', inGroups(figures.get('rate')!));
+  compare(`${label}CPU per commit, Node + server`, 'µs', inGroups(figures.get('total')!));
+  compare(`${label}Node CPU per commit`, 'µs', inGroups(figures.get('node')!));
+  compare(`${label}server CPU per commit`, 'µs', inGroups(figures.get('server')!));
+  compare(`${label}statements per commit`, '', inGroups(figures.get('statements')!));
 }

@@ -16,7 +16,7 @@
  */
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
-import { cpuSpentMs, readBackendCpu, type RowsQuery } from '../harness/backend-cpu';
+import type { RowsQuery } from '../harness/backend-cpu';
 import { createBenchApp } from '../harness/bench-app';
 import { BENCH_TENANT } from '../harness/bench-database';
 import { insertContact } from '../raw/raw.queries';
@@ -31,10 +31,10 @@ import { StatementStats } from '../harness/statement-stats';
 import { graphileWorkerPeer } from '../peers/graphile-worker.peer';
 import { pgBossPeer } from '../peers/pg-boss.peer';
 import {
-  compare,
+  compareEnqueue,
+  enqueueSlice,
   exitWhenDone,
   heading,
-  inGroups,
   inTurns,
   openDecisionDatabase,
   print,
@@ -100,30 +100,10 @@ async function main(): Promise<void> {
     for (const variant of VARIANTS)
       apps.set(variant, await OPENERS[variant]!(db.url, applicationName(variant)));
     for (const app of apps.values()) await drive(app, 1, 300);
-    const figures = await inTurns(VARIANTS, SLICES, async (variant) => {
-      const name = applicationName(variant);
-      const cpuBefore = await readBackendCpu(query, [name]);
-      await stats.reset();
-      const slice = await drive(apps.get(variant)!, 1, SLICE_MS);
-      // the wake-ups of the slice's last commits: sent within a gap or two
-      await new Promise((resolve) => setTimeout(resolve, 25));
-      const reading = await stats.read(0);
-      const serverMs = cpuSpentMs(cpuBefore, await readBackendCpu(query, [name])) ?? Number.NaN;
-      const node = slice.cpuUs / slice.commits;
-      const server = (serverMs * 1000) / slice.commits;
-      return {
-        rate: (slice.commits * 1000) / slice.ms,
-        total: node + server,
-        node,
-        server,
-        statements: (reading?.calls ?? Number.NaN) / slice.commits,
-      };
-    });
-    compare('commits/s', '/s', inGroups(figures.get('rate')!));
-    compare('CPU per commit, Node + server', 'µs', inGroups(figures.get('total')!));
-    compare('Node CPU per commit', 'µs', inGroups(figures.get('node')!));
-    compare('server CPU per commit', 'µs', inGroups(figures.get('server')!));
-    compare('statements per commit', '', inGroups(figures.get('statements')!));
+    const figures = await inTurns(VARIANTS, SLICES, (variant) =>
+      enqueueSlice(apps.get(variant)!, 1, SLICE_MS, applicationName(variant), query, stats),
+    );
+    compareEnqueue('', figures);
     print('  (goal: the library with a fresh key ≥ 1.0× the best peer in commits/s, ≤ its CPU per commit)');
   } finally {
     for (const app of apps.values()) await app.close();

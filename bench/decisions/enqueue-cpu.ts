@@ -19,7 +19,7 @@
  * sent alone, through a TypeORM QueryRunner (as before ADR 1004) and straight through the pool (as shipped).
  */
 import 'reflect-metadata';
-import { cpuSpentMs, readBackendCpu, type RowsQuery } from '../harness/backend-cpu';
+import type { RowsQuery } from '../harness/backend-cpu';
 import { createBenchApp } from '../harness/bench-app';
 import {
   contactEvent,
@@ -34,7 +34,15 @@ import { pgTransactionalOutboxPeer } from '../peers/pg-transactional-outbox.peer
 import { OutboxStore } from '../../libs/outbox/src/store/outbox.store';
 import { notifyWakeup, outboxNames } from '../../libs/outbox/src/store/sql';
 import { BENCH_TENANT } from '../harness/bench-database';
-import { compare, heading, inGroups, inTurns, openDecisionDatabase, print } from './decision-server';
+import {
+  compare,
+  compareEnqueue,
+  enqueueSlice,
+  heading,
+  inTurns,
+  openDecisionDatabase,
+  print,
+} from './decision-server';
 
 const SLICE_MS = Number(process.env.SLICE_MS ?? 250);
 const SLICES = Number(process.env.SLICES ?? 24);
@@ -134,31 +142,10 @@ async function main(): Promise<void> {
       try {
         await db.truncate();
         for (const app of apps.values()) await drive(app, connections, 300);
-        const figures = await inTurns(VARIANTS, SLICES, async (variant) => {
-          const name = applicationName(variant);
-          const cpuBefore = await readBackendCpu(query, [name]);
-          await stats.reset();
-          const slice = await drive(apps.get(variant)!, connections, SLICE_MS);
-          // the wake-ups of the slice's last commits: sent within a gap or two
-          await new Promise((resolve) => setTimeout(resolve, 25));
-          const reading = await stats.read(0);
-          const serverMs = cpuSpentMs(cpuBefore, await readBackendCpu(query, [name])) ?? Number.NaN;
-          const node = slice.cpuUs / slice.commits;
-          const server = (serverMs * 1000) / slice.commits;
-          return {
-            rate: (slice.commits * 1000) / slice.ms,
-            total: node + server,
-            node,
-            server,
-            statements: (reading?.calls ?? Number.NaN) / slice.commits,
-          };
-        });
-        const label = `${connections} connection${connections > 1 ? 's' : ''}`;
-        compare(`${label}: commits/s`, '/s', inGroups(figures.get('rate')!));
-        compare(`${label}: CPU per commit, Node + server`, 'µs', inGroups(figures.get('total')!));
-        compare(`${label}: Node CPU per commit`, 'µs', inGroups(figures.get('node')!));
-        compare(`${label}: server CPU per commit`, 'µs', inGroups(figures.get('server')!));
-        compare(`${label}: statements per commit`, '', inGroups(figures.get('statements')!));
+        const figures = await inTurns(VARIANTS, SLICES, (variant) =>
+          enqueueSlice(apps.get(variant)!, connections, SLICE_MS, applicationName(variant), query, stats),
+        );
+        compareEnqueue(`${connections} connection${connections > 1 ? 's' : ''}: `, figures);
       } finally {
         for (const app of apps.values()) await app.close();
       }
