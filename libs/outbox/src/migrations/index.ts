@@ -20,7 +20,7 @@ import { OutboxConsumerPauses1764501000000 } from './1764501000000-outbox-consum
 import { OutboxSnooze1764501400000 } from './1764501400000-outbox-snooze';
 import { OutboxScheduledEvents1764501600000 } from './1764501600000-outbox-scheduled-events';
 import { OutboxConsumerLimits1764501700000 } from './1764501700000-outbox-consumer-limits';
-import { OutboxDedupeKeys1764501200000 } from './1764501200000-outbox-dedupe-keys';
+import { OutboxDedupeKeys1764501800000 } from './1764501800000-outbox-dedupe-keys';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -46,5 +46,5 @@ export const outboxMigrations = [
   OutboxSnooze1764501400000,
   OutboxScheduledEvents1764501600000,
   OutboxConsumerLimits1764501700000,
-  OutboxDedupeKeys1764501200000,
+  OutboxDedupeKeys1764501800000,
 ];

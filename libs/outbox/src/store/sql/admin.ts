@@ -269,7 +269,7 @@ export function purgeSettledBatch(n: OutboxNames, days: number, batchSize: numbe
 }
 
 /**
- * One batch of retention of expired idempotency keys (migration OutboxDedupeKeys1764501200000), under the same
+ * One batch of retention of expired idempotency keys (migration OutboxDedupeKeys1764501800000), under the same
  * advisory try-lock as the events' batches: null when another instance holds it.
  */
 export function purgeDedupeKeysBatch(n: OutboxNames, batchSize: number): SqlStatement {

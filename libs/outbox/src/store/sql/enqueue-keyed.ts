@@ -118,7 +118,7 @@ export interface ReplacedPayloadRow {
 
 /**
  * Replaces the payload (and schema version) of keyed events no relay has claimed yet: `outbox_dedupe_replace`
- * locks each pending event, then looks for its lease (migration OutboxDedupeKeys1764501200000 says why in that
+ * locks each pending event, then looks for its lease (migration OutboxDedupeKeys1764501800000 says why in that
  * order). `replaced` is false for an event that was claimed already: its payload is kept.
  */
 export function replaceKeyedPayloads(
