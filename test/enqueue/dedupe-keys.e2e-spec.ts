@@ -140,6 +140,110 @@ describe('idempotency keys (dedupe)', () => {
     expect(key!.window).toBe('1 day');
   });
 
+  describe('with a delay (deliverAt, delayMs)', () => {
+    const scheduled = () =>
+      db.sql<{ id: string; status: string; due_in_ms: number; payload: unknown }>(
+        `select id, status, (extract(epoch from deliver_at - created_at) * 1000)::float8 as due_in_ms, payload
+           from event_outbox order by seq`,
+      );
+
+    it('writes a keyed delayed event scheduled, as an unkeyed one, and delivers it once after its time', async () => {
+      const first = await inTx((r) =>
+        t.outbox.enqueue(r, keyed({ key: 'later' }, { n: 1 }, { delayMs: 700 })),
+      );
+      expect(first.outcome).toBe('written');
+      expect(await scheduled()).toEqual([
+        { id: first.eventId, status: 'scheduled', due_in_ms: expect.closeTo(700, 0), payload: { n: 1 } },
+      ]);
+      const again = await inTx((r) =>
+        t.outbox.enqueue(r, keyed({ key: 'later' }, { n: 2 }, { delayMs: 10 })),
+      );
+      expect(again).toEqual({ eventId: first.eventId, outcome: 'ignored' });
+      // not due yet: drain leaves it to its time
+      await t.relay.drain();
+      expect(t.app.get(PayloadConsumer).seen).toEqual([]);
+      await waitFor(
+        async () => {
+          await t.relay.drain();
+          return t.app.get(PayloadConsumer).seen.length > 0;
+        },
+        { timeoutMs: 10_000, message: 'the keyed delayed event to be delivered' },
+      );
+      const [{ late_ms }] = await db.sql<{ late_ms: number }>(
+        `select (extract(epoch from d.updated_at - e.deliver_at) * 1000)::float8 as late_ms
+           from event_outbox e join outbox_deliveries d on d.event_id = e.id`,
+      );
+      expect(late_ms).toBeGreaterThanOrEqual(0);
+      await t.relay.drain();
+      expect(t.app.get(PayloadConsumer).seen).toEqual([{ id: first.eventId, data: { n: 1 } }]);
+    });
+
+    it('enqueueMany writes the delayed keyed events scheduled and the others pending, in one call', async () => {
+      const at = new Date(Date.now() + 3_600_000);
+      const outcomes = await inTx((r) =>
+        t.outbox.enqueueMany(r, [
+          keyed({ key: 'm1' }, { v: 1 }, { delayMs: 60_000 }),
+          keyed({ key: 'm2' }, { v: 2 }),
+          { tenantId: TENANT, eventName: NAME, payload: { v: 3 }, deliverAt: at },
+          keyed({ key: 'm1', mode: 'replace' }, { v: 4 }),
+        ]),
+      );
+      const rows = await scheduled();
+      expect(rows.map(({ status, payload }) => ({ status, payload }))).toEqual([
+        { status: 'scheduled', payload: { v: 4 } },
+        { status: 'pending', payload: { v: 2 } },
+        { status: 'scheduled', payload: { v: 3 } },
+      ]);
+      expect(rows[0]!.due_in_ms).toBeCloseTo(60_000, 0);
+      expect(outcomes).toEqual([
+        { eventId: rows[0]!.id, outcome: 'written' },
+        { eventId: rows[1]!.id, outcome: 'written' },
+        { eventId: rows[2]!.id, outcome: 'written' },
+        { eventId: rows[0]!.id, outcome: 'replaced' },
+      ]);
+      const [{ deliver_at }] = await db.sql<{ deliver_at: Date }>(
+        `select deliver_at from event_outbox where id = $1`,
+        [rows[2]!.id],
+      );
+      expect(deliver_at).toEqual(at);
+    });
+
+    it('replaces the payload of a scheduled event, which keeps its time, and delivers the replaced payload once', async () => {
+      const first = await inTx((r) =>
+        t.outbox.enqueue(r, keyed({ key: 'remind' }, { text: 'old' }, { delayMs: 3_600_000 })),
+      );
+      const second = await inTx((r) =>
+        t.outbox.enqueue(r, keyed({ key: 'remind', mode: 'replace' }, { text: 'new' }, { schemaVersion: 2 })),
+      );
+      expect(second).toEqual({ eventId: first.eventId, outcome: 'replaced' });
+      expect(await scheduled()).toEqual([
+        {
+          id: first.eventId,
+          status: 'scheduled',
+          due_in_ms: expect.closeTo(3_600_000, 0),
+          payload: { text: 'new' },
+        },
+      ]);
+      // its time comes: promoted, delivered once, with the replaced payload
+      await db.sql(`update event_outbox set deliver_at = now() - interval '1 second' where id = $1`, [
+        first.eventId,
+      ]);
+      await waitFor(
+        async () => {
+          await t.relay.drain();
+          return t.app.get(PayloadConsumer).seen.length > 0;
+        },
+        { timeoutMs: 10_000, message: 'the replaced scheduled event to be delivered' },
+      );
+      expect(t.app.get(PayloadConsumer).seen).toEqual([{ id: first.eventId, data: { text: 'new' } }]);
+      // delivered: a later replace keeps it
+      const late = await inTx((r) =>
+        t.outbox.enqueue(r, keyed({ key: 'remind', mode: 'replace' }, { text: 'late' })),
+      );
+      expect(late).toEqual({ eventId: first.eventId, outcome: 'kept' });
+    });
+  });
+
   describe('two transactions enqueuing one key at once', () => {
     /** Opens a transaction on a connection of its own, and says its backend pid. */
     const open = async (): Promise<{ runner: QueryRunner; pid: number }> => {

@@ -32,7 +32,7 @@ create function public.outbox_dedupe_replace(replaced_id uuid, new_payload jsonb
           return false;
         end if;
         perform 1 from public.event_outbox e
-         where e.id = replaced_id and e.status = 'pending'
+         where e.id = replaced_id and e.status in ('pending', 'scheduled')
            and (e.tenant_id = coalesce(nullif(current_setting('app.current_tenant_id', true), ''), '00000000-0000-0000-0000-000000000000')::uuid
                 or exists (select 1 from pg_roles r
                             where r.rolname = session_user and (r.rolsuper or r.rolbypassrls))

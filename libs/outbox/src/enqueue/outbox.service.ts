@@ -76,14 +76,10 @@ export class OutboxService {
     // instrumentation: the trace context active now goes with the event
     if (this.instrumentation.active) row.traceparent = this.instrumentation.traceContext();
     if (row.dedupe) return (await this.enqueueKeyed(runner, [row]))[0];
-    const tenants = [row.tenantId];
     // delayed: a statement of its own; the undelayed insert's named statement stays as it was (ADR 0807)
-    const delayed = q.isDelayed(row);
-    const insert = delayed ? q.insertScheduledEvent : q.insertEvent;
-    await this.insert(runner, insert(this.options.names, row), tenants);
-    if (delayed) await this.wakeAtCommitInHandler(runner);
-    this.wakeup.enqueuedIn(runner, delayed ? [] : tenants, delayed);
-    if (this.instrumentation.active) this.instrumentation.eventsEnqueued([row]);
+    const insert = q.isDelayed(row) ? q.insertScheduledEvent : q.insertEvent;
+    await this.insert(runner, insert(this.options.names, row), [row.tenantId]);
+    await this.enqueued(runner, [row]);
     return row.id;
   }
 
@@ -128,13 +124,9 @@ export class OutboxService {
     if (traceparent) for (const row of rows) row.traceparent = traceparent;
     if (rows.some((row) => row.dedupe)) return this.enqueueKeyed(runner, rows);
     const tenants = [...new Set(rows.map((r) => r.tenantId))];
-    const delayed = rows.some(q.isDelayed);
-    const insert = delayed ? q.insertScheduledEvents : q.insertEvents;
+    const insert = rows.some(q.isDelayed) ? q.insertScheduledEvents : q.insertEvents;
     await this.insert(runner, insert(this.options.names, rows), tenants);
-    if (delayed) await this.wakeAtCommitInHandler(runner);
-    const due = delayed ? [...new Set(rows.filter((r) => !q.isDelayed(r)).map((r) => r.tenantId))] : tenants;
-    this.wakeup.enqueuedIn(runner, due, delayed);
-    if (this.instrumentation.active) this.instrumentation.eventsEnqueued(rows);
+    await this.enqueued(runner, rows);
     return rows.map((row) => row.id);
   }
 
@@ -144,9 +136,20 @@ export class OutboxService {
     const { outcomes, written } = await enqueueKeyed(this.options.names, rows, (statement) =>
       this.insert(runner, statement, tenants),
     );
-    if (written.length > 0) this.wakeup.enqueuedIn(runner, [...new Set(written.map((r) => r.tenantId))]);
-    if (this.instrumentation.active && written.length > 0) this.instrumentation.eventsEnqueued(written);
+    if (written.length > 0) await this.enqueued(runner, written);
     return outcomes;
+  }
+
+  /**
+   * After the insert of `written`: wakes the relays at commit — for the tenants of the events due now, and, when
+   * any is delayed, every relay so it reads the earliest time again — and tells the instrumentation.
+   */
+  private async enqueued(runner: QueryRunner, written: q.EventRow[]): Promise<void> {
+    const delayed = written.some(q.isDelayed);
+    if (delayed) await this.wakeAtCommitInHandler(runner);
+    const due = written.filter((r) => !q.isDelayed(r)).map((r) => r.tenantId);
+    this.wakeup.enqueuedIn(runner, due, delayed);
+    if (this.instrumentation.active) this.instrumentation.eventsEnqueued(written);
   }
 
   /** The open transaction's runner (given, or ambient when only the events were passed), and the events. */

@@ -11,7 +11,7 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  * - `event_outbox.dedupe_key`: the key a keyed event was enqueued with, for the board (null otherwise; a
  *   nullable column without default costs existing rows nothing).
  * - `outbox_dedupe_replace`: the payload of a keyed event replaced by a later enqueue of its key ('replace'),
- *   only while no relay claimed it. SECURITY DEFINER, so the app role gets no right to read or update the
+ *   only while no relay claimed it: the event is `pending` without a lease, or `scheduled` (delayed, not due). SECURITY DEFINER, so the app role gets no right to read or update the
  *   events; it checks the caller's tenant as the policies do (a session that bypasses row-level security —
  *   superuser, owner, BYPASSRLS — may name any tenant, as it may in the tables).
  * - `outbox_purge_dedupe_keys`: retention of expired keys across tenants, in bounded batches (SECURITY
@@ -56,7 +56,7 @@ export class OutboxDedupeKeys1764501800000 implements MigrationInterface {
           return false;
         end if;
         perform 1 from public.event_outbox e
-         where e.id = replaced_id and e.status = 'pending'
+         where e.id = replaced_id and e.status in ('pending', 'scheduled')
            and (e.tenant_id = ${tenantOf}
                 or exists (select 1 from pg_roles r
                             where r.rolname = session_user and (r.rolsuper or r.rolbypassrls))

@@ -1,6 +1,6 @@
 import type { SqlStatement } from './statement';
 import type { OutboxNames } from '../../model/table-names';
-import type { EventRow } from './enqueue';
+import { deliverAtFrom, isDelayed, SCHEDULED_COLUMNS, SCHEDULED_VALUES, type EventRow } from './enqueue';
 import type { ValidatedDedupe } from '../../model/event-validation';
 
 /** One input row of `insertKeyedEvents`: the event that holds its key (its own when it was written). */
@@ -28,11 +28,16 @@ export interface KeyedEventRow {
 export function insertKeyedEvents(n: OutboxNames, rows: readonly EventRow[]): SqlStatement {
   // tracing: as in insertEvents, the column only when a trace context was captured
   const traced = rows.some((r) => r.traceparent);
-  const t = traced ? [', traceparent', ', $12::text[]'] : ['', ''];
+  // delayed events (any of them): as in insertScheduledEvents, their two arrays and columns
+  const delayed = rows.some(isDelayed);
+  const t = traced ? [', traceparent', `, $${delayed ? 14 : 12}::text[]`] : ['', ''];
+  const d = delayed
+    ? [', deliver_at, delay_ms', ', $12::timestamptz[], $13::float8[]', SCHEDULED_COLUMNS, SCHEDULED_VALUES]
+    : ['', '', '', ''];
   return {
     text: `with input as (
-    select * from unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[], $9::timestamptz[], $10::text[], $11::float8[]${t[1]})
-      with ordinality as t(id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at, dedupe_key, window_ms${t[0]}, n)
+    select * from unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[], $9::timestamptz[], $10::text[], $11::float8[]${d[1]}${t[1]})
+      with ordinality as t(id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at, dedupe_key, window_ms${d[0]}${t[0]}, n)
   ), taken as (
     insert into ${n.dedupeKeys} as k (tenant_id, event_name, dedupe_key, event_id, expires_at)
     select tenant_id, event_name, dedupe_key, id, now() + window_ms * interval '1 millisecond'
@@ -44,9 +49,9 @@ export function insertKeyedEvents(n: OutboxNames, rows: readonly EventRow[]): Sq
           expires_at = case when k.expires_at <= now() then excluded.expires_at else k.expires_at end
     returning k.tenant_id, k.event_name, k.dedupe_key, k.event_id
   ), written as (
-    insert into ${n.events} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at, dedupe_key${t[0]})
-    select id, tenant_id, event_name, payload::jsonb, aggregate_type, aggregate_id, correlation_id, schema_version, coalesce(occurred_at, now()), dedupe_key${t[0]}
-      from input i
+    insert into ${n.events} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at${d[2]}, dedupe_key${t[0]})
+    select id, tenant_id, event_name, payload::jsonb, aggregate_type, aggregate_id, correlation_id, schema_version, coalesce(occurred_at, now())${d[3]}, dedupe_key${t[0]}
+      from input i${delayed ? ` cross join lateral ${deliverAtFrom('i.deliver_at', 'i.delay_ms')}` : ''}
      where i.dedupe_key is null or i.id in (select event_id from taken)
      order by n
   )
@@ -66,6 +71,7 @@ export function insertKeyedEvents(n: OutboxNames, rows: readonly EventRow[]): Sq
       rows.map((r) => r.occurredAt),
       rows.map((r) => r.dedupe?.key ?? null),
       rows.map((r) => r.dedupe?.windowMs ?? null),
+      ...(delayed ? [rows.map((r) => r.deliverAt ?? null), rows.map((r) => r.delayMs ?? null)] : []),
       ...(traced ? [rows.map((r) => r.traceparent ?? null)] : []),
     ],
   };
@@ -77,7 +83,17 @@ export function insertKeyedEvents(n: OutboxNames, rows: readonly EventRow[]): Sq
  */
 export function insertKeyedEvent(n: OutboxNames, e: EventRow & { dedupe: ValidatedDedupe }): SqlStatement {
   // tracing: as in insertEvent, the column only when there is a trace context
-  const traced = e.traceparent ? [', traceparent', ', $12::text'] : ['', ''];
+  // a delayed event: as in insertScheduledEvent, its two values and columns
+  const delayed = isDelayed(e);
+  const traced = e.traceparent ? [', traceparent', `, $${delayed ? 14 : 12}::text`] : ['', ''];
+  const d = delayed
+    ? [
+        SCHEDULED_COLUMNS,
+        SCHEDULED_VALUES,
+        `
+      from ${deliverAtFrom('$12::timestamptz', '$13::float8')}`,
+      ]
+    : ['', '', ''];
   return {
     text: `with taken as (
     insert into ${n.dedupeKeys} as k (tenant_id, event_name, dedupe_key, event_id, expires_at)
@@ -88,8 +104,8 @@ export function insertKeyedEvent(n: OutboxNames, e: EventRow & { dedupe: Validat
           expires_at = case when k.expires_at <= now() then excluded.expires_at else k.expires_at end
     returning k.event_id
   ), written as (
-    insert into ${n.events} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at, dedupe_key${traced[0]})
-    select $1::uuid, $2::uuid, $3::text, $4::jsonb, $5::text, $6::text, $7::text, $8::int, coalesce($9::timestamptz, now()), $10::text${traced[1]}
+    insert into ${n.events} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at${d[0]}, dedupe_key${traced[0]})
+    select $1::uuid, $2::uuid, $3::text, $4::jsonb, $5::text, $6::text, $7::text, $8::int, coalesce($9::timestamptz, now())${d[1]}, $10::text${traced[1]}${d[2]}
      where (select event_id from taken) = $1::uuid
   )
   select $1::uuid as id, event_id as held_by from taken`,
@@ -105,6 +121,7 @@ export function insertKeyedEvent(n: OutboxNames, e: EventRow & { dedupe: Validat
       e.occurredAt,
       e.dedupe.key,
       e.dedupe.windowMs,
+      ...(delayed ? [e.deliverAt ?? null, e.delayMs ?? null] : []),
       ...(e.traceparent ? [e.traceparent] : []),
     ],
   };
@@ -118,8 +135,8 @@ export interface ReplacedPayloadRow {
 
 /**
  * Replaces the payload (and schema version) of keyed events no relay has claimed yet: `outbox_dedupe_replace`
- * locks each pending event, then looks for its lease (migration OutboxDedupeKeys1764501800000 says why in that
- * order). `replaced` is false for an event that was claimed already: its payload is kept.
+ * locks each pending or scheduled (delayed, not yet due) event, then looks for its lease (migration
+ * OutboxDedupeKeys1764501800000 says why in that order). `replaced` is false for an event that was claimed already: its payload is kept.
  */
 export function replaceKeyedPayloads(
   n: OutboxNames,

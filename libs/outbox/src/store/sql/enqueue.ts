@@ -72,14 +72,26 @@ function deliverAtSql(at: string, ms: string): string {
   return `coalesce(${at}::timestamptz, now() + ${ms}::float8 * interval '1 millisecond')`;
 }
 
+/**
+ * The source a delayed insert selects `d.at` from, given the SQL of a row's `deliverAt` and `delayMs`: null when
+ * both are null (not delayed). Its columns and their values: `SCHEDULED_COLUMNS`, `SCHEDULED_VALUES`.
+ */
+export function deliverAtFrom(at: string, ms: string): string {
+  return `(select case when ${at} is not null or ${ms} is not null then ${deliverAtSql(at, ms)} end as at) d`;
+}
+
+/** The columns a delayed insert adds after `occurred_at`. */
+export const SCHEDULED_COLUMNS = ', deliver_at, status';
+/** Their values, from `deliverAtFrom`'s `d`: an event not delayed, or due already, is `pending`. */
+export const SCHEDULED_VALUES = `, d.at, case when d.at is null or d.at <= now() then 'pending' else 'scheduled' end`;
+
 /** Inserts one delayed event. Its own text, so the undelayed insert's named statement stays as it was (ADR 0807). */
 export function insertScheduledEvent(n: OutboxNames, e: EventRow): SqlStatement {
   const traced = e.traceparent ? [', traceparent', ', $12::text'] : ['', ''];
   return {
-    text: `insert into ${n.events} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at, deliver_at, status${traced[0]})
-           select $1::uuid, $2::uuid, $3::text, $4::jsonb, $5::text, $6::text, $7::text, $8::int, coalesce($9::timestamptz, now()),
-                  d.at, case when d.at <= now() then 'pending' else 'scheduled' end${traced[1]}
-             from (select ${deliverAtSql('$10', '$11')} as at) d`,
+    text: `insert into ${n.events} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at${SCHEDULED_COLUMNS}${traced[0]})
+           select $1::uuid, $2::uuid, $3::text, $4::jsonb, $5::text, $6::text, $7::text, $8::int, coalesce($9::timestamptz, now())${SCHEDULED_VALUES}${traced[1]}
+             from ${deliverAtFrom('$10::timestamptz', '$11::float8')}`,
     // the undelayed insert's nine values first (its text is not sent), then the delay's two
     values: [
       ...insertEvent(n, { ...e, traceparent: null }).values,
@@ -98,13 +110,11 @@ export function insertScheduledEvents(n: OutboxNames, rows: readonly EventRow[])
   const traced = rows.some((r) => r.traceparent);
   const t = traced ? [', traceparent', ', $12::text[]', ', traceparent'] : ['', '', ''];
   return {
-    text: `insert into ${n.events} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at, deliver_at, status${t[0]})
-           select id, tenant_id, event_name, payload::jsonb, aggregate_type, aggregate_id, correlation_id, schema_version, coalesce(occurred_at, now()),
-                  d.at, case when d.at is null or d.at <= now() then 'pending' else 'scheduled' end${t[2]}
+    text: `insert into ${n.events} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at${SCHEDULED_COLUMNS}${t[0]})
+           select id, tenant_id, event_name, payload::jsonb, aggregate_type, aggregate_id, correlation_id, schema_version, coalesce(occurred_at, now())${SCHEDULED_VALUES}${t[2]}
              from unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[], $9::timestamptz[], $10::timestamptz[], $11::float8[]${t[1]})
                with ordinality as t(id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at, deliver_at, delay_ms${t[0]}, n)
-             cross join lateral (select case when t.deliver_at is not null or t.delay_ms is not null
-                                             then ${deliverAtSql('t.deliver_at', 't.delay_ms')} end as at) d
+             cross join lateral ${deliverAtFrom('t.deliver_at', 't.delay_ms')}
             order by n`,
     // as in insertScheduledEvent: the undelayed insert's nine arrays, then the delays'
     values: [
