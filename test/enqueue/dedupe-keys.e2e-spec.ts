@@ -22,7 +22,7 @@ class PayloadConsumer {
   }
 }
 
-type Dedupe = { key: string; mode?: 'ignore' | 'replace'; windowMs?: number };
+type Dedupe = { key: string; mode?: 'ignore' | 'replace' | 'debounce'; windowMs?: number };
 const keyed = (dedupe: Dedupe, payload: unknown = { n: 1 }, more: Record<string, unknown> = {}) => ({
   tenantId: TENANT,
   eventName: NAME,
@@ -244,6 +244,81 @@ describe('idempotency keys (dedupe)', () => {
     });
   });
 
+  describe("mode 'debounce'", () => {
+    const row = () =>
+      db.sql<{ status: string; due_in_ms: number; payload: unknown; schema_version: number }>(
+        `select status, (extract(epoch from deliver_at - now()) * 1000)::float8 as due_in_ms, payload, schema_version
+           from event_outbox`,
+      );
+    const debounce = (payload: unknown, more: Record<string, unknown>) =>
+      inTx((r) => t.outbox.enqueue(r, keyed({ key: 'typing', mode: 'debounce' }, payload, more)));
+
+    it('pushes the delivery time of a scheduled event and replaces its payload; delivers the last payload once', async () => {
+      const first = await debounce({ text: 'h' }, { delayMs: 60_000 });
+      expect(first.outcome).toBe('written');
+      expect((await row())[0]).toMatchObject({ status: 'scheduled', payload: { text: 'h' } });
+      expect((await row())[0]!.due_in_ms).toBeCloseTo(60_000, -3);
+
+      const second = await debounce({ text: 'hi' }, { delayMs: 3_600_000, schemaVersion: 2 });
+      expect(second).toEqual({ eventId: first.eventId, outcome: 'replaced' });
+      const [pushed] = await row();
+      expect(pushed).toMatchObject({ status: 'scheduled', payload: { text: 'hi' }, schema_version: 2 });
+      expect(pushed!.due_in_ms).toBeCloseTo(3_600_000, -3);
+      // to an instant, earlier than the current one too
+      const at = new Date(Date.now() + 120_000);
+      expect(await debounce({ text: 'hi!' }, { deliverAt: at })).toEqual({
+        eventId: first.eventId,
+        outcome: 'replaced',
+      });
+      expect(await db.sql(`select deliver_at from event_outbox`)).toEqual([{ deliver_at: at }]);
+
+      // its time comes: delivered once, with the last payload; a debounce after that keeps it
+      await db.sql(`update event_outbox set deliver_at = now() - interval '1 second'`);
+      await waitFor(
+        async () => {
+          await t.relay.drain();
+          return t.app.get(PayloadConsumer).seen.length > 0;
+        },
+        { timeoutMs: 10_000, message: 'the debounced event to be delivered' },
+      );
+      expect(await debounce({ text: 'late' }, { delayMs: 1000 })).toEqual({
+        eventId: first.eventId,
+        outcome: 'kept',
+      });
+      await t.relay.drain();
+      expect(t.app.get(PayloadConsumer).seen).toEqual([{ id: first.eventId, data: { text: 'hi!' } }]);
+      expect((await events()).length).toBe(1);
+    });
+
+    it('keeps an event that is pending (not delayed, or due already): there is no time to push', async () => {
+      const first = await inTx((r) => t.outbox.enqueue(r, keyed({ key: 'typing' }, { text: 'now' })));
+      expect(await debounce({ text: 'later' }, { delayMs: 60_000 })).toEqual({
+        eventId: first.eventId,
+        outcome: 'kept',
+      });
+      expect(await row()).toEqual([
+        { status: 'pending', due_in_ms: null, payload: { text: 'now' }, schema_version: 1 },
+      ]);
+    });
+
+    it('in one enqueueMany, folds a later debounce of a key into its delayed first event', async () => {
+      const outcomes = await inTx((r) =>
+        t.outbox.enqueueMany(r, [
+          keyed({ key: 'typing', mode: 'debounce' }, { v: 1 }, { delayMs: 60_000 }),
+          keyed({ key: 'typing', mode: 'debounce' }, { v: 2 }, { delayMs: 3_600_000 }),
+        ]),
+      );
+      const [only] = await row();
+      expect(only).toMatchObject({ status: 'scheduled', payload: { v: 2 } });
+      expect(only!.due_in_ms).toBeCloseTo(3_600_000, -3);
+      const [{ id }] = await events();
+      expect(outcomes).toEqual([
+        { eventId: id, outcome: 'written' },
+        { eventId: id, outcome: 'replaced' },
+      ]);
+    });
+  });
+
   describe('two transactions enqueuing one key at once', () => {
     /** Opens a transaction on a connection of its own, and says its backend pid. */
     const open = async (): Promise<{ runner: QueryRunner; pid: number }> => {
@@ -372,7 +447,8 @@ describe('idempotency keys (dedupe)', () => {
       ['an empty key', { key: '' }, 'events[1].dedupe.key'],
       ['a key of 201 characters', { key: 'k'.repeat(201) }, 'events[1].dedupe.key'],
       ['a key with a control character', { key: 'a\nb' }, 'events[1].dedupe.key'],
-      ['an unknown mode', { key: 'k', mode: 'debounce' }, 'events[1].dedupe.mode'],
+      ['an unknown mode', { key: 'k', mode: 'throttle' }, 'events[1].dedupe.mode'],
+      ["'debounce' on an event without a delay", { key: 'k', mode: 'debounce' }, 'events[1].dedupe.mode'],
       ['a zero window', { key: 'k', windowMs: 0 }, 'events[1].dedupe.windowMs'],
       ['a fractional window', { key: 'k', windowMs: 1.5 }, 'events[1].dedupe.windowMs'],
       ['a window over 366 days', { key: 'k', windowMs: 367 * 86_400_000 }, 'events[1].dedupe.windowMs'],

@@ -24,7 +24,8 @@ grant select, insert, update, delete on public.outbox_dedupe_keys to outbox_rela
 
 alter table public.event_outbox add column dedupe_key text;
 
-create function public.outbox_dedupe_replace(replaced_id uuid, new_payload jsonb, new_version integer)
+create function public.outbox_dedupe_replace(
+        replaced_id uuid, new_payload jsonb, new_version integer, new_deliver_at timestamptz default null)
       returns boolean
       language plpgsql volatile security definer set search_path = pg_catalog, public as $$
       begin
@@ -32,7 +33,8 @@ create function public.outbox_dedupe_replace(replaced_id uuid, new_payload jsonb
           return false;
         end if;
         perform 1 from public.event_outbox e
-         where e.id = replaced_id and e.status in ('pending', 'scheduled')
+         where e.id = replaced_id
+           and (e.status = 'scheduled' or (e.status = 'pending' and new_deliver_at is null))
            and (e.tenant_id = coalesce(nullif(current_setting('app.current_tenant_id', true), ''), '00000000-0000-0000-0000-000000000000')::uuid
                 or exists (select 1 from pg_roles r
                             where r.rolname = session_user and (r.rolsuper or r.rolbypassrls))
@@ -45,15 +47,17 @@ create function public.outbox_dedupe_replace(replaced_id uuid, new_payload jsonb
         if exists (select 1 from public.outbox_event_leases l where l.event_id = replaced_id) then
           return false;
         end if;
-        update public.event_outbox set payload = new_payload, schema_version = new_version, updated_at = now()
+        update public.event_outbox
+           set payload = new_payload, schema_version = new_version, updated_at = now(),
+               deliver_at = coalesce(new_deliver_at, deliver_at)
          where id = replaced_id;
         return true;
       end
       $$;
 
-revoke all on function public.outbox_dedupe_replace(uuid, jsonb, integer) from public;
+revoke all on function public.outbox_dedupe_replace(uuid, jsonb, integer, timestamptz) from public;
 
-grant execute on function public.outbox_dedupe_replace(uuid, jsonb, integer) to outbox_app, outbox_relay;
+grant execute on function public.outbox_dedupe_replace(uuid, jsonb, integer, timestamptz) to outbox_app, outbox_relay;
 
 create function public.outbox_purge_dedupe_keys(max_keys integer) returns integer
       language sql volatile security definer set search_path = pg_catalog, public as $$

@@ -7,19 +7,24 @@ import {
   type KeyedEventRow,
   type ReplacedPayloadRow,
 } from '../store/sql/enqueue-keyed';
-import type { EventRow, SqlStatement } from '../store/sql';
+import { isDelayed, type EventRow, type SqlStatement } from '../store/sql';
 
-/** What a keyed enqueue did: an outcome per event given, in order, and the rows it wrote. */
+/**
+ * What a keyed enqueue did: an outcome per event given, in order, the rows it wrote, and whether it moved the
+ * delivery time of a scheduled event ('debounce').
+ */
 export interface KeyedEnqueue {
   outcomes: OutboxEnqueueOutcome[];
   written: EventRow[];
+  rescheduled: boolean;
 }
 
 /**
  * Enqueues events of which some carry an idempotency key, in one statement (two when a payload is to be
  * replaced), through `run` — the caller's transaction. Events of one call with the same key (tenant, event name,
  * key) count as enqueued one after the other: the first is the one written, a later one with mode `'replace'`
- * puts its payload in its place, a later one with `'ignore'` writes nothing. See docs/flow-control.md.
+ * puts its payload in its place, a later one with `'debounce'` its payload and delay (when the first is delayed),
+ * a later one with `'ignore'` writes nothing. See docs/flow-control.md.
  */
 export async function enqueueKeyed(
   names: OutboxNames,
@@ -41,10 +46,12 @@ export async function enqueueKeyed(
       continue;
     }
     groupOf.push(first);
-    if (row.dedupe?.mode === 'replace') {
+    const mode = row.dedupe?.mode;
+    if (mode === 'replace' || (mode === 'debounce' && isDelayed(first))) {
       first.payloadJson = row.payloadJson;
       first.schemaVersion = row.schemaVersion;
-      first.dedupe = { ...first.dedupe!, mode: 'replace' };
+      first.dedupe = { ...first.dedupe!, mode };
+      if (mode === 'debounce') [first.deliverAt, first.delayMs] = [row.deliverAt, row.delayMs];
     }
   }
 
@@ -55,14 +62,16 @@ export async function enqueueKeyed(
       ? insertKeyedEvent(names, { ...only, dedupe: only.dedupe })
       : insertKeyedEvents(names, sent);
   for (const r of await run<KeyedEventRow>(insert)) held.set(r.id, r.held_by ?? r.id);
-  const toReplace = sent.filter((r) => held.get(r.id) !== r.id && r.dedupe?.mode === 'replace');
+  const toReplace = sent.filter((r) => held.get(r.id) !== r.id && replaces(r));
   const replaced = new Set<string>();
+  let rescheduled = false;
   if (toReplace.length > 0) {
     const statement = replaceKeyedPayloads(
       names,
       toReplace.map((r) => ({ ...r, id: held.get(r.id)! })),
     );
     for (const r of await run<ReplacedPayloadRow>(statement)) if (r.replaced) replaced.add(r.id);
+    rescheduled = toReplace.some((r) => r.dedupe?.mode === 'debounce' && replaced.has(held.get(r.id)!));
   }
 
   const seen = new Set<EventRow>();
@@ -71,12 +80,18 @@ export async function enqueueKeyed(
     const eventId = held.get(first.id)!;
     const isFirst = !seen.has(first);
     seen.add(first);
+    if (!replaces(row)) return { eventId, outcome: isFirst && eventId === first.id ? 'written' : 'ignored' };
     if (eventId === first.id) {
       if (isFirst) return { eventId, outcome: 'written' };
-      return { eventId, outcome: row.dedupe?.mode === 'replace' ? 'replaced' : 'ignored' };
+      // folded above: a 'debounce' only into a delayed first event
+      return { eventId, outcome: row.dedupe?.mode === 'replace' || isDelayed(first) ? 'replaced' : 'kept' };
     }
-    if (row.dedupe?.mode !== 'replace') return { eventId, outcome: 'ignored' };
     return { eventId, outcome: replaced.has(eventId) ? 'replaced' : 'kept' };
   });
-  return { outcomes, written: sent.filter((r) => held.get(r.id) === r.id) };
+  return { outcomes, written: sent.filter((r) => held.get(r.id) === r.id), rescheduled };
+}
+
+/** True when a second enqueue of the row's key changes the first event: mode `'replace'` or `'debounce'`. */
+function replaces(row: EventRow): boolean {
+  return row.dedupe?.mode === 'replace' || row.dedupe?.mode === 'debounce';
 }

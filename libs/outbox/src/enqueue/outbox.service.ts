@@ -133,23 +133,24 @@ export class OutboxService {
   /** Checked events of which some carry a `dedupe` key: see `enqueueKeyed`. */
   private async enqueueKeyed(runner: QueryRunner, rows: q.EventRow[]): Promise<OutboxEnqueueOutcome[]> {
     const tenants = [...new Set(rows.map((r) => r.tenantId))];
-    const { outcomes, written } = await enqueueKeyed(this.options.names, rows, (statement) =>
+    const { outcomes, written, rescheduled } = await enqueueKeyed(this.options.names, rows, (statement) =>
       this.insert(runner, statement, tenants),
     );
-    if (written.length > 0) await this.enqueued(runner, written);
+    if (written.length > 0 || rescheduled) await this.enqueued(runner, written, rescheduled);
     return outcomes;
   }
 
   /**
    * After the insert of `written`: wakes the relays at commit — for the tenants of the events due now, and, when
-   * any is delayed, every relay so it reads the earliest time again — and tells the instrumentation.
+   * any is delayed or a scheduled event was `rescheduled` ('debounce'), every relay so it reads the earliest time
+   * again — and tells the instrumentation.
    */
-  private async enqueued(runner: QueryRunner, written: q.EventRow[]): Promise<void> {
-    const delayed = written.some(q.isDelayed);
+  private async enqueued(runner: QueryRunner, written: q.EventRow[], rescheduled = false): Promise<void> {
+    const delayed = rescheduled || written.some(q.isDelayed);
     if (delayed) await this.wakeAtCommitInHandler(runner);
     const due = written.filter((r) => !q.isDelayed(r)).map((r) => r.tenantId);
     this.wakeup.enqueuedIn(runner, due, delayed);
-    if (this.instrumentation.active) this.instrumentation.eventsEnqueued(written);
+    if (this.instrumentation.active && written.length > 0) this.instrumentation.eventsEnqueued(written);
   }
 
   /** The open transaction's runner (given, or ambient when only the events were passed), and the events. */

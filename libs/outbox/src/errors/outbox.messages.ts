@@ -100,6 +100,9 @@ export const messages = {
     'an idempotency key.',
   badDedupeMode: (field: string, modes: readonly string[], value: unknown): string =>
     `${field} must be one of ${modes.map((m) => `'${m}'`).join(', ')}, got ${describe(value)}; leave it out for 'ignore'.`,
+  debounceWithoutDelay: (field: string): string =>
+    `${field} is 'debounce', which moves a delayed event's delivery time, but the event has no deliverAt or ` +
+    "delayMs: give one, or use mode 'replace'.",
   badDedupeWindow: (field: string, max: number, value: unknown): string =>
     `${field} must be a whole number of milliseconds from 1 to ${max} (366 days), got ${describe(value)}; leave it ` +
     'out for 24 hours.',

@@ -11,7 +11,8 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  * - `event_outbox.dedupe_key`: the key a keyed event was enqueued with, for the board (null otherwise; a
  *   nullable column without default costs existing rows nothing).
  * - `outbox_dedupe_replace`: the payload of a keyed event replaced by a later enqueue of its key ('replace'),
- *   only while no relay claimed it: the event is `pending` without a lease, or `scheduled` (delayed, not due). SECURITY DEFINER, so the app role gets no right to read or update the
+ *   only while no relay claimed it: the event is `pending` without a lease, or `scheduled` (delayed, not due).
+ *   Given `new_deliver_at` ('debounce'), only a `scheduled` event, whose `deliver_at` it moves as well. SECURITY DEFINER, so the app role gets no right to read or update the
  *   events; it checks the caller's tenant as the policies do (a session that bypasses row-level security —
  *   superuser, owner, BYPASSRLS — may name any tenant, as it may in the tables).
  * - `outbox_purge_dedupe_keys`: retention of expired keys across tenants, in bounded batches (SECURITY
@@ -48,7 +49,8 @@ export class OutboxDedupeKeys1764501800000 implements MigrationInterface {
     // locked row (for update skip locked) until this transaction ends. Under REPEATABLE READ or SERIALIZABLE a
     // claim committed after the transaction's snapshot stays invisible, so the payload is kept there.
     await q.query(`
-      create function public.outbox_dedupe_replace(replaced_id uuid, new_payload jsonb, new_version integer)
+      create function public.outbox_dedupe_replace(
+        replaced_id uuid, new_payload jsonb, new_version integer, new_deliver_at timestamptz default null)
       returns boolean
       language plpgsql volatile security definer set search_path = pg_catalog, public as $$
       begin
@@ -56,7 +58,8 @@ export class OutboxDedupeKeys1764501800000 implements MigrationInterface {
           return false;
         end if;
         perform 1 from public.event_outbox e
-         where e.id = replaced_id and e.status in ('pending', 'scheduled')
+         where e.id = replaced_id
+           and (e.status = 'scheduled' or (e.status = 'pending' and new_deliver_at is null))
            and (e.tenant_id = ${tenantOf}
                 or exists (select 1 from pg_roles r
                             where r.rolname = session_user and (r.rolsuper or r.rolbypassrls))
@@ -69,14 +72,16 @@ export class OutboxDedupeKeys1764501800000 implements MigrationInterface {
         if exists (select 1 from public.outbox_event_leases l where l.event_id = replaced_id) then
           return false;
         end if;
-        update public.event_outbox set payload = new_payload, schema_version = new_version, updated_at = now()
+        update public.event_outbox
+           set payload = new_payload, schema_version = new_version, updated_at = now(),
+               deliver_at = coalesce(new_deliver_at, deliver_at)
          where id = replaced_id;
         return true;
       end
       $$`);
-    await q.query(`revoke all on function public.outbox_dedupe_replace(uuid, jsonb, integer) from public`);
+    await q.query(`revoke all on function public.outbox_dedupe_replace(uuid, jsonb, integer, timestamptz) from public`);
     await q.query(
-      `grant execute on function public.outbox_dedupe_replace(uuid, jsonb, integer) to outbox_app, outbox_relay`,
+      `grant execute on function public.outbox_dedupe_replace(uuid, jsonb, integer, timestamptz) to outbox_app, outbox_relay`,
     );
 
     await q.query(`
@@ -102,7 +107,7 @@ export class OutboxDedupeKeys1764501800000 implements MigrationInterface {
 
   async down(q: QueryRunner): Promise<void> {
     await q.query(`drop function if exists public.outbox_purge_dedupe_keys(integer)`);
-    await q.query(`drop function if exists public.outbox_dedupe_replace(uuid, jsonb, integer)`);
+    await q.query(`drop function if exists public.outbox_dedupe_replace(uuid, jsonb, integer, timestamptz)`);
     await q.query(`alter table public.event_outbox drop column if exists dedupe_key`);
     await q.query(`drop table if exists public.outbox_dedupe_keys`);
   }

@@ -11,7 +11,7 @@ const TEXT_MAX = 200;
 export const DEDUPE_WINDOW_DEFAULT_MS = 86_400_000;
 /** Longest `dedupe.windowMs`: 366 days (expired keys are purged by retention; a longer one is almost surely a unit slip). */
 const DEDUPE_WINDOW_MAX_MS = 366 * DEDUPE_WINDOW_DEFAULT_MS;
-const DEDUPE_MODES: readonly string[] = ['ignore', 'replace'];
+const DEDUPE_MODES: readonly string[] = ['ignore', 'replace', 'debounce'];
 /** Deeper payloads are refused: they are almost always a bug, and deep recursion is a denial-of-service vector. */
 export const MAX_PAYLOAD_DEPTH = 64;
 
@@ -36,7 +36,7 @@ export interface ValidatedEvent {
 /** A checked `dedupe`, its defaults filled in. */
 export interface ValidatedDedupe {
   key: string;
-  mode: 'ignore' | 'replace';
+  mode: 'ignore' | 'replace' | 'debounce';
   windowMs: number;
 }
 
@@ -83,12 +83,16 @@ export function validateEvent(
     schemaVersion,
     occurredAt,
     ...checkDelay(input, where),
-    dedupe: checkDedupe((input as { dedupe?: unknown }).dedupe, `${where}.dedupe`),
+    dedupe: checkDedupe((input as { dedupe?: unknown }).dedupe, `${where}.dedupe`, input),
   };
 }
 
 /** Checks `dedupe` of an event: null when left out, else its key, mode and window with the defaults filled in. */
-export function checkDedupe(value: unknown, field: string): ValidatedDedupe | null {
+export function checkDedupe(
+  value: unknown,
+  field: string,
+  event: Pick<OutboxEventInput<unknown>, 'deliverAt' | 'delayMs'>,
+): ValidatedDedupe | null {
   if (value === undefined) return null;
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw new OutboxValidationError(field, messages.badDedupe(field, value));
@@ -114,6 +118,9 @@ export function checkDedupe(value: unknown, field: string): ValidatedDedupe | nu
       `${field}.windowMs`,
       messages.badDedupeWindow(`${field}.windowMs`, DEDUPE_WINDOW_MAX_MS, windowMs),
     );
+  }
+  if (mode === 'debounce' && (event.deliverAt ?? null) === null && (event.delayMs ?? null) === null) {
+    throw new OutboxValidationError(`${field}.mode`, messages.debounceWithoutDelay(`${field}.mode`));
   }
   return { key: checkedKey, mode: mode as ValidatedDedupe['mode'], windowMs };
 }

@@ -42,9 +42,10 @@ export interface OutboxDedupe {
   /**
    * What a second enqueue of a key that is taken does: `'ignore'` writes nothing and returns the first event's id;
    * `'replace'` also replaces the first event's payload (and `schemaVersion`) while no relay has claimed it yet,
-   * else keeps it as `'ignore'` does. Default: `'ignore'`.
+   * else keeps it as `'ignore'` does. `'debounce'` (needs `deliverAt` or `delayMs`): while the first event is still
+   * `scheduled` (delayed, not due), also moves its delivery time to this call's, else keeps it. Default: `'ignore'`.
    */
-  mode?: 'ignore' | 'replace';
+  mode?: 'ignore' | 'replace' | 'debounce';
   /**
    * How long the key stays taken, from the first event's transaction (by the database's clock), in milliseconds:
    * after that the key may be used again. 1 ms to 366 days. Default: 86,400,000 (24 hours).

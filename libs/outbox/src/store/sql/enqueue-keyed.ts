@@ -136,15 +136,24 @@ export interface ReplacedPayloadRow {
 /**
  * Replaces the payload (and schema version) of keyed events no relay has claimed yet: `outbox_dedupe_replace`
  * locks each pending or scheduled (delayed, not yet due) event, then looks for its lease (migration
- * OutboxDedupeKeys1764501800000 says why in that order). `replaced` is false for an event that was claimed already: its payload is kept.
+
+ * OutboxDedupeKeys1764501800000 says why in that order). `replaced` is false for an event that was claimed already:
+ * its payload is kept. A row with mode `'debounce'` also moves the event's `deliver_at` to its own delay's time
+ * (as `insertScheduledEvent` computes it), and only while the event is still `scheduled`.
  */
-export function replaceKeyedPayloads(
-  n: OutboxNames,
-  rows: readonly { id: string; payloadJson: string; schemaVersion: number }[],
-): SqlStatement {
+export function replaceKeyedPayloads(n: OutboxNames, rows: readonly EventRow[]): SqlStatement {
+  const debounce = rows.map((r) => r.dedupe?.mode === 'debounce');
   return {
-    text: `select r.id, ${n.dedupeReplace}(r.id, r.payload::jsonb, r.schema_version) as replaced
-             from unnest($1::uuid[], $2::text[], $3::int[]) as r(id, payload, schema_version)`,
-    values: [rows.map((r) => r.id), rows.map((r) => r.payloadJson), rows.map((r) => r.schemaVersion)],
+    text: `select r.id, ${n.dedupeReplace}(r.id, r.payload::jsonb, r.schema_version, d.at) as replaced
+             from unnest($1::uuid[], $2::text[], $3::int[], $4::timestamptz[], $5::float8[])
+                    as r(id, payload, schema_version, deliver_at, delay_ms)
+            cross join lateral ${deliverAtFrom('r.deliver_at', 'r.delay_ms')}`,
+    values: [
+      rows.map((r) => r.id),
+      rows.map((r) => r.payloadJson),
+      rows.map((r) => r.schemaVersion),
+      rows.map((r, i) => (debounce[i] ? (r.deliverAt ?? null) : null)),
+      rows.map((r, i) => (debounce[i] ? (r.delayMs ?? null) : null)),
+    ],
   };
 }
