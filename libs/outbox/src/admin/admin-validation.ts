@@ -63,3 +63,11 @@ export function checkText(field: string, value: unknown, max: number): string | 
     throw new OutboxValidationError(field, messages.badText(field, max, value));
   return value;
 }
+
+/** An optional Date (a valid one); null when absent. */
+export function checkDate(field: string, value: unknown): Date | null {
+  if (value === undefined || value === null) return null;
+  if (!(value instanceof Date) || Number.isNaN(value.getTime()))
+    throw new OutboxValidationError(field, messages.badDate(field, value));
+  return value;
+}

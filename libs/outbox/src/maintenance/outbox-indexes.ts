@@ -47,8 +47,23 @@ export const OUTBOX_INDEXES: readonly OutboxIndex[] = [
   },
   {
     table: 'event_outbox',
+    name: 'event_outbox_aggregate_idx',
+    definition: 'using btree (tenant_id, aggregate_id, aggregate_type, id) where (aggregate_id is not null)',
+  },
+  {
+    table: 'event_outbox',
+    name: 'event_outbox_correlation_idx',
+    definition: 'using btree (tenant_id, correlation_id, id) where (correlation_id is not null)',
+  },
+  {
+    table: 'event_outbox',
     name: 'event_outbox_failed_idx',
     definition: "using btree (tenant_id, failed_at) where (status = 'failed'::text)",
+  },
+  {
+    table: 'event_outbox',
+    name: 'event_outbox_name_idx',
+    definition: 'using btree (tenant_id, event_name, id)',
   },
   {
     table: 'event_outbox',

@@ -175,27 +175,7 @@ export function replayDeliveries(n: OutboxNames, p: FailedFilter & { eventId: st
                 and ($4::text is null or exists (select 1 from ${n.events} e where e.id = d.event_id and e.event_name = $4))
               order by d.id
                 for update of d
-           ), reset as (
-             update ${n.deliveries} d
-                -- snoozes too: maxSnoozes bounds a run of the delivery, and a replay starts one (ADR 1105)
-                set status = 'pending', attempt_count = 0, snoozes = 0, next_attempt_at = now(),
-                    lease_token = null, lease_expires_at = null, updated_at = now()
-               from targets t
-              where d.id = t.id
-             returning d.event_id, t.was_dead
-           ), per_event as (
-             select event_id, count(*) filter (where was_dead)::int as revived from reset group by event_id
-           ), events as (
-             update ${n.events} e
-                set deliveries_dead = e.deliveries_dead - p.revived,
-                    deliveries_open = e.deliveries_open + p.revived,
-                    status = case when e.deliveries_dead - p.revived > 0 then 'failed' else 'processing' end,
-                    failed_at = case when e.deliveries_dead - p.revived > 0 then e.failed_at end,
-                    updated_at = now()
-               from per_event p
-              where e.id = p.event_id and p.revived > 0
-             returning e.id
-           )
+           ), ${resetTargets(n)}
            select (select count(*) from reset)::int as reset, (select count(*) from events)::int as events`,
     values: [p.tenantId, p.eventId, p.consumer, p.eventName],
   };
@@ -222,17 +202,55 @@ export function purgeEvents(
                 and ($5::text is null or exists (select 1 from ${n.deliveries} d
                                                   where d.event_id = e.id and d.consumer_name = $5 and d.status = 'dead'))
                 for update of e
-           ), inbox as (
+           ), ${deleteDoomed(n)}
+           select count(*)::int as purged from events`,
+    values: [p.tenantId, p.statuses, p.eventId, p.eventName, p.consumer],
+  };
+}
+
+/**
+ * The rest of a replay after its `targets` (delivery `id`s locked, `was_dead`): `reset` puts them back to pending,
+ * due now, attempts and snoozes reset, and `events` moves each event's counters (a dead delivery revived is open again; the
+ * event is `processing` once none of its deliveries is dead). Shared by `replayDeliveries` and the bulk replay.
+ */
+export function resetTargets(n: OutboxNames): string {
+  return `reset as (
+             update ${n.deliveries} d
+                -- snoozes too: maxSnoozes bounds a run of the delivery, and a replay starts one (ADR 1105)
+                set status = 'pending', attempt_count = 0, snoozes = 0, next_attempt_at = now(),
+                    lease_token = null, lease_expires_at = null, updated_at = now()
+               from targets t
+              where d.id = t.id
+             returning d.event_id, t.was_dead
+           ), per_event as (
+             select event_id, count(*) filter (where was_dead)::int as revived from reset group by event_id
+           ), events as (
+             update ${n.events} e
+                set deliveries_dead = e.deliveries_dead - p.revived,
+                    deliveries_open = e.deliveries_open + p.revived,
+                    status = case when e.deliveries_dead - p.revived > 0 then 'failed' else 'processing' end,
+                    failed_at = case when e.deliveries_dead - p.revived > 0 then e.failed_at end,
+                    updated_at = now()
+               from per_event p
+              where e.id = p.event_id and p.revived > 0
+             returning e.id
+           )`;
+}
+
+/**
+ * The rest of a purge after its `doomed` events (ids locked, in tenant `$1`): their relay-written inbox rows,
+ * delivery rows and the events themselves; `events` returns one row per event deleted. Shared by `purgeEvents`
+ * and the bulk purge.
+ */
+export function deleteDoomed(n: OutboxNames): string {
+  return `inbox as (
              delete from ${n.inbox} i using doomed
               where i.event_id = doomed.id and i.tenant_id = $1 and i.first_seen_at is null
            ), deliveries as (
              delete from ${n.deliveries} d using doomed where d.event_id = doomed.id and d.tenant_id = $1
            ), events as (
              delete from ${n.events} e using doomed where e.id = doomed.id returning 1
-           )
-           select count(*)::int as purged from events`,
-    values: [p.tenantId, p.statuses, p.eventId, p.eventName, p.consumer],
-  };
+           )`;
 }
 
 /**
