@@ -222,6 +222,21 @@ describe('the board in a real browser', () => {
     expect(await entry.textContent()).toContain('replayEvent');
     await expectAccessible(page, 'audit log');
 
+    await page.getByRole('link', { name: 'Search', exact: true }).click();
+    await page.getByLabel('Event name').fill('test.order.placed.v1');
+    await page.getByRole('button', { name: 'Search', exact: true }).click();
+    expect(await page.getByTestId('search-results').locator(`tr[data-event-id="${eventId}"]`).count()).toBe(
+      1,
+    );
+    await expectAccessible(page, 'search');
+    await page.screenshot({ path: join(OUTPUT, 'search.png'), fullPage: true });
+
+    await page.goto(`${http.baseUrl}/outbox/board/t/${TENANT_A}?range=24h`);
+    expect(await page.locator('.card h3').allTextContents()).toContain(
+      'Deliveries per 20 minutes, last 24 hours',
+    );
+    await expectAccessible(page, 'overview over 24 hours');
+
     await page.getByRole('link', { name: 'Consumers' }).click();
     expect(await page.getByTestId('consumers').textContent()).toContain('in-process');
     await expectAccessible(page, 'consumers');
