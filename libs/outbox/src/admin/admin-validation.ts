@@ -8,6 +8,9 @@ const NAME_MAX = 200;
 /** Largest page `failedEvents` returns. */
 export const MAX_PAGE_SIZE = 500;
 
+/** Rows per transaction of `replayMatching` and `purgeMatching` unless the request says otherwise. */
+export const BULK_CHUNK_SIZE = 1000;
+
 /** A UUID, lowercased; throws `OutboxValidationError` naming `field` otherwise. */
 export function checkUuid(field: string, value: unknown): string {
   if (typeof value !== 'string' || !UUID_PATTERN.test(value))

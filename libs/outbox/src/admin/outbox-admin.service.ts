@@ -29,6 +29,7 @@ import type { SqlStatement } from '../store/sql';
 import { examineOutbox } from '../maintenance/outbox-doctor';
 import type { OutboxDoctorReport, OutboxDoctorThresholds } from '../model/outbox-doctor-report.interface';
 import {
+  BULK_CHUNK_SIZE,
   MAX_PAGE_SIZE,
   checkConsumerName,
   checkDate,
@@ -82,8 +83,6 @@ const DELIVERY_STATUSES: readonly OutboxDeliveryStatus[] = [
 const DEFAULT_PAGE_SIZE = 50;
 /** Blocked aggregates listed by `stats` (all are counted). */
 const BLOCKED_AGGREGATES_LISTED = 100;
-/** Rows per transaction of `replayMatching` and `purgeMatching`. */
-const BULK_CHUNK_SIZE = 1000;
 
 /**
  * The operator's toolkit: stats, dead letters, delivery history, replay and purge. Every method works on one

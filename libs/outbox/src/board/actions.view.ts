@@ -1,9 +1,7 @@
 import { type SafeHtml, html } from './board-html';
 import { CSRF_FIELD } from './board-csrf.interceptor';
+import { BULK_CHUNK_SIZE } from '../admin/admin-validation';
 import { type BoardActionInput, type BoardPageContext, layout, tenantBase } from './layout.view';
-
-/** Rows per chunk of the board's bulk actions (the admin service's default). */
-export const BOARD_BULK_CHUNK = 1000;
 
 /** What an action does, in words, for its button and its confirmation page. */
 export function describeAction(input: BoardActionInput): string {
@@ -117,8 +115,7 @@ export function confirmPage(
                   ? `${wouldChange === 1 ? 'event' : 'events'} would be purged`
                   : `${wouldChange === 1 ? 'delivery' : 'deliveries'} would be reset to pending, due now`
               },
-              in chunks of ${BOARD_BULK_CHUNK} (rows that change meanwhile are taken or left as they are
-              then).
+              in chunks of ${BULK_CHUNK_SIZE} (rows that change meanwhile are taken or left as they are then).
             </p>`
       }
       ${hiddenFields(ctx, input, cancelTo)}
