@@ -387,6 +387,21 @@ describe('bulk replay and purge of what matches a filter', () => {
     expect(await auditOf(TENANT_B, 'replayMatching')).toEqual([]);
   });
 
+  it("refuses the search and the bulk routes to a caller the app's guard refuses, changing nothing", async () => {
+    const anonymous = (path: string, method = 'GET') =>
+      fetch(`${http.baseUrl}/outbox/${path}`, {
+        method,
+        headers: { 'content-type': 'application/json' },
+        body: method === 'POST' ? '{}' : undefined,
+      }).then((r) => r.status);
+    expect(await anonymous(`tenants/${TENANT_B}/events?eventName=test.bulk.a.v1`)).toBe(403);
+    expect(await anonymous(`tenants/${TENANT_B}/bulk/replay`, 'POST')).toBe(403);
+    expect(await anonymous(`tenants/${TENANT_B}/bulk/purge`, 'POST')).toBe(403);
+    expect(await anonymous(`board/t/${TENANT_A}/search?eventName=test.bulk.a.v1`)).toBe(403);
+    expect(await billingStatuses(b)).toEqual({ dead: 4 });
+    expect(await auditOf(TENANT_B, 'purgeMatching')).toEqual([]);
+  });
+
   it('purges on the admin route in chunks what its dry run counted, audited once', async () => {
     const dryRun = await adminCall('POST', `tenants/${TENANT_B}/bulk/purge`, { dryRun: true });
     expect(dryRun).toEqual({ status: 200, json: { dryRun: true, count: 4, chunks: 0 } });
