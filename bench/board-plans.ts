@@ -3,7 +3,8 @@
  * Builds a throwaway database (on `DATABASE_URL`, else an embedded PostgreSQL) with `EVENTS` events of one tenant
  * (plus four smaller tenants), two consumers each — nearly all delivered, some pending, failed and dead — then
  * prints `explain (analyze, buffers)` of every statement the board runs per refresh and fails when one of them
- * reads the big tables sequentially. The figures of docs/adr/0401-board-reads-bounded-queries.md come from here.
+ * reads the big tables sequentially. The figures of docs/adr/0401-board-reads-bounded-queries.md come from here, and
+ * those of docs/adr/1013-search-bulk-actions-and-hours-of-activity.md (EVENTS=100000, and FAILED_EVERY=10).
  */
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
@@ -43,6 +44,8 @@ const BULK: bk.BulkFilter = {
 const NAMES = outboxNames();
 
 const EVENTS = Number(process.env.EVENTS ?? 1_000_000);
+/** One event in this many failed, dead for billing (2,000; 10 for the bulk actions' figures of ADR 1013). */
+const FAILED_EVERY = Math.max(2, Number(process.env.FAILED_EVERY ?? 2000));
 const TENANT = '11111111-1111-4111-8111-111111111111';
 
 /** The plan's lines, with JIT off as in the board's transactions (see setBoardContext). */
@@ -72,15 +75,15 @@ async function main(): Promise<void> {
   await db.connect();
   try {
     const started = Date.now();
-    // the big tenant: EVENTS events; every 1000th pending, every 2000th failed (one dead delivery), the rest published
+    // the big tenant: EVENTS events; every 1000th pending, every FAILED_EVERY-th failed (one dead delivery), the rest published
     await db.query(
       `insert into event_outbox (id, tenant_id, event_name, payload, status, published_at, failed_at, deliveries_dead, created_at,
                                  aggregate_type, aggregate_id, correlation_id)
        select gen_random_uuid(), $1, (array['crm.contact.created.v1', 'crm.contact.updated.v1', 'orders.placed.v1',
                                            'orders.paid.v1', 'orders.shipped.v1'])[g % 5 + 1], jsonb_build_object('n', g),
-              case when g % 1000 = 0 then 'pending' when g % 2000 = 1 then 'failed' else 'published' end,
-              case when g % 1000 <> 0 and g % 2000 <> 1 then now() - (g || ' seconds')::interval end,
-              case when g % 2000 = 1 then now() end, case when g % 2000 = 1 then 1 else 0 end,
+              case when g % 1000 = 0 then 'pending' when g % ${FAILED_EVERY} = 1 then 'failed' else 'published' end,
+              case when g % 1000 <> 0 and g % ${FAILED_EVERY} <> 1 then now() - (g || ' seconds')::interval end,
+              case when g % ${FAILED_EVERY} = 1 then now() end, case when g % ${FAILED_EVERY} = 1 then 1 else 0 end,
               now() - ((${EVENTS} - g) || ' seconds')::interval,
               -- ten events per aggregate, five per correlation id (one request), one in ten without either
               case when g % 10 <> 0 then 'contact' end, case when g % 10 <> 0 then 'C-' || (g % ($2 / 10)) end,
@@ -110,11 +113,12 @@ async function main(): Promise<void> {
     await db.query(
       `insert into outbox_consumers (name, event_patterns) values ('billing', '{crm.*}'), ('welcome-email', '{crm.*}')`,
     );
-    // a day of activity, every minute, for both consumers (what the 24-hour chart reads)
+    // a day of activity, every minute, for both consumers (what the 24-hour chart reads), of this tenant and 49 more
     await db.query(
       `insert into outbox_activity (tenant_id, minute, consumer_name, delivered, failed, dead)
-       select $1, date_trunc('minute', now()) - m * interval '1 minute', c, 100, 2, 1
-         from generate_series(0, 1439) m cross join (values ('billing'), ('welcome-email')) as v(c)`,
+       select t, date_trunc('minute', now()) - m * interval '1 minute', c, 100, 2, 1
+         from unnest(array[$1::uuid] || array(select gen_random_uuid() from generate_series(1, 49))) t
+        cross join generate_series(0, 1439) m cross join (values ('billing'), ('welcome-email')) as v(c)`,
       [TENANT],
     );
     await db.query(`vacuum analyze`);
