@@ -53,8 +53,8 @@ import { ScheduledPromoter } from './scheduled-promoter';
  * lease token. Two round trips per batch, whatever its size, besides the handlers' own queries; a batch's
  * commit overlaps the claim of the next one. Batches run side by side on `relay.concurrency` lanes (one tenant
  * per lane, a backlogged tenant on every lane while no other is due): docs/adr/0802-batches-side-by-side.md;
- * shares between tenants: relay/tenant-shares.ts, docs/adr/1106-weighted-fairness-between-tenants.md. Why the rest:
- * docs/adr/0602-claim-commits-with-a-lease-outcome-is-fenced.md and docs/adr/0604-round-trips-per-transaction.md.
+ * shares between tenants: relay/tenant-shares.ts, docs/adr/1106-weighted-fairness-between-tenants.md. Why the
+ * rest: docs/adr/0602-claim-commits-with-a-lease-outcome-is-fenced.md and docs/adr/0604-round-trips-per-transaction.md.
  */
 @Injectable()
 export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
@@ -349,7 +349,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const settled: Promise<void>[] = [];
     let full = false;
     const { lanes } = this;
-    // a tenant with a backlog is visited on every lane (the same entry each time), and counted once
+    // a tenant with a backlog may be visited on several lanes (the same entry each time), and is counted once
     const counted = new Set<DueTenant>();
     const visit = async (tenants: readonly DueTenant[]): Promise<void> => {
       const visits = this.shares.visits(tenants, lanes.length);

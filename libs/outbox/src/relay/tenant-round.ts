@@ -164,8 +164,8 @@ export class TenantRound {
 
   /**
    * The claim, of the size the sizer says (see `ClaimSizer`) or the tenant's share when that is smaller (see
-   * `TenantShares`), made smaller when it outlives its own bound (`relay.leaseMs`). Fan-out first: the due-claim in the same transaction then takes the new rows of ordered
-   * consumers.
+   * `TenantShares`), made smaller when it outlives its own bound (`relay.leaseMs`). Fan-out first: the due-claim
+   * in the same transaction then takes the new rows of ordered consumers.
    */
   private async claim(
     connection: TenantConnection,
