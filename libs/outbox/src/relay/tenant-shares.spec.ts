@@ -35,14 +35,10 @@ describe('TenantShares', () => {
     expect(plan(s.visits([due(A)], 2))).toEqual(['a×-']);
   });
 
-  it('visits the tenants without a backlog first and leaves them a lane; the backlogged one takes the spare lanes', () => {
+  it('visits the tenants without a backlog first, holds claims to relay.batchSize, and leaves the others a lane', () => {
     const { shares: s } = shares();
-    expect(plan(s.visits([due(A, true), due(B)], 2))).toEqual(['b×-', 'a×-']);
-    expect(plan(s.visits([due(A, true), due(B)], 4))).toEqual(['b×-', 'a×-', 'a×-', 'a×-']);
-  });
-
-  it('holds every claim to relay.batchSize on a single lane, where the others wait behind its batch', () => {
-    const { shares: s } = shares();
+    expect(plan(s.visits([due(A, true), due(B)], 2))).toEqual(['b×100', 'a×100']);
+    expect(plan(s.visits([due(A, true), due(B)], 4))).toEqual(['b×100', 'a×100', 'a×100', 'a×100']);
     expect(plan(s.visits([due(A, true), due(B)], 1))).toEqual(['b×100', 'a×100']);
   });
 
@@ -77,7 +73,7 @@ describe('TenantShares', () => {
     const { shares: s, clock } = shares();
     s.visits([due(A, true), due(B)], 2);
     clock.advance(SHARED_FOR_MS - 1);
-    expect(plan(s.visits([due(A, true)], 2))).toEqual(['a×-']);
+    expect(plan(s.visits([due(A, true)], 2))).toEqual(['a×100']);
     expect(plan(s.visits([due(A, true)], 1))).toEqual(['a×100']);
     clock.advance(1);
     expect(plan(s.visits([due(A, true)], 2))).toEqual(['a×-', 'a×-']);
@@ -86,7 +82,7 @@ describe('TenantShares', () => {
   it('counts a tenant visited late (on a free lane) as a round with others', () => {
     const { shares: s } = shares();
     expect(s.late(due(B))).toEqual(due(B));
-    expect(plan(s.visits([due(A, true)], 3))).toEqual(['a×-', 'a×-']);
+    expect(plan(s.visits([due(A, true)], 3))).toEqual(['a×100', 'a×100']);
   });
 
   it('visits the same entry on each lane of a backlogged tenant (the relay counts it once)', () => {

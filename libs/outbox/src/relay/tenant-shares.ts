@@ -17,15 +17,15 @@ export const SHARED_FOR_MS = 1000;
 /**
  * How a round shares the relay between the tenants it visits (ADR 1106). Alone, a tenant gets the whole relay:
  * with a backlog, it is visited on every lane and its claims grow (ADR 0802, ADR 0803). With others — or alone
- * within SHARED_FOR_MS of a round with others — a backlogged tenant leaves a lane to them, where the relay has
- * two or more: the tenants woken while its batch runs are visited there at once (`LateVisits`), and the round
- * visits the tenants without a backlog first. Its claims are held to its share of `relay.batchSize` where its
- * batch is what the others wait for (a single lane), or where another backlogged tenant competes for the relay:
- * the heaviest tenant of the round claims `relay.batchSize`, the others in proportion to their weights
- * (`relay.tenantWeights`), each visited once a round, the heaviest first — so backlogged tenants drain in the
- * ratio of their weights. So another tenant's new event waits for about one batch at most: none on a free lane,
- * one of `relay.batchSize` on a single lane, one grown batch after the backlogged tenant had the relay to itself.
- * Off (`fairShares` of the policy): every tenant visited as when alone.
+ * within SHARED_FOR_MS of a round with others — every claim is held to the tenant's share of `relay.batchSize`
+ * (all of it for the heaviest tenant of the round, the others in proportion to their weights: `relay.tenantWeights`),
+ * and a backlogged tenant leaves a lane to the others where the relay has two or more: the tenants without a
+ * backlog are visited first, and the tenants woken while its batch runs are visited on the free lane at once
+ * (`LateVisits`). Backlogged tenants are each visited once a round, the heaviest first, so they drain in the ratio
+ * of their weights; lanes left over go to a backlogged tenant only when it is the only one. So another tenant's new
+ * event waits for about one batch at most: none on a free lane, one of `relay.batchSize` on a single lane, the
+ * grown ones in flight when the backlogged tenant had the relay to itself. Off (`fairShares` of the policy): every
+ * tenant visited as when alone.
  */
 export class TenantShares {
   private readonly logger = new Logger(RELAY_LOG_CONTEXT);
@@ -82,15 +82,14 @@ export class TenantShares {
       const due = tenants[0];
       if (!due?.backlog) return [...tenants];
       if (this.clock.now() - this.sharedAt >= SHARED_FOR_MS) return everyLane(due);
-      // others came lately: a lane left free for them, or on a single lane a batch they can wait for
-      return lanes > 1 ? everyLane(due, lanes - 1) : [{ ...due, share: batchSize }];
+      // others came lately: a lane left free for them, and claims of relay.batchSize
+      return everyLane({ ...due, share: batchSize }, Math.max(1, lanes - 1));
     }
     this.sharedAt = this.clock.now();
     const weighed = tenants.map((due) => ({ due, weight: this.weight(due.tenantId) }));
     const heaviest = Math.max(...weighed.map((w) => w.weight));
-    const competing = tenants.filter((due) => due.backlog).length > 1 || lanes === 1;
     const shared = weighed.map(({ due, weight }) => ({
-      due: competing ? { ...due, share: Math.max(1, Math.round((batchSize * weight) / heaviest)) } : due,
+      due: { ...due, share: Math.max(1, Math.round((batchSize * weight) / heaviest)) },
       weight,
     }));
     const fresh = shared.filter((s) => !s.due.backlog).map((s) => s.due);
