@@ -64,6 +64,15 @@ export interface BenchSizes {
   soakRetentionSeconds: number;
   /** Soak: how often retention runs, in ms (`retention.intervalMs`). */
   soakRetentionIntervalMs: number;
+  /** Fairness: the big tenant's backlog while the small tenant's latency is measured. */
+  fairnessBacklog: number;
+  /** Fairness: the small tenant's events per second, and the most seconds it produces in each run. */
+  fairnessRate: number;
+  fairnessSeconds: number;
+  /** Fairness: runs per side (idle, backlogged), in turns; their events pooled. */
+  fairnessRepeats: number;
+  /** Fairness: the backlog of each of the two weighted tenants. */
+  fairnessWeightedBacklog: number;
 }
 
 /** Soak settings that flags can change. */
@@ -76,15 +85,6 @@ export interface SoakFlags {
   holdSeconds: number;
   /** Where the run's JSON and plots go (`--out`). */
   outDir: string;
-  /** Fairness: the big tenant's backlog while the small tenant's latency is measured. */
-  fairnessBacklog: number;
-  /** Fairness: the small tenant's events per second, and the most seconds it produces in each run. */
-  fairnessRate: number;
-  fairnessSeconds: number;
-  /** Fairness: runs per side (idle, backlogged), in turns; their events pooled. */
-  fairnessRepeats: number;
-  /** Fairness: the backlog of each of the two weighted tenants. */
-  fairnessWeightedBacklog: number;
 }
 
 /** What the command line asked for. */
