@@ -347,6 +347,35 @@ describe('a delayed event promoted and waiting', () => {
   });
 });
 
+describe('a delayed event due but not promoted (no relay ran since it fell due)', () => {
+  it('counts as waiting from its deliver_at in stats and the health check (outbox_oldest_pending_age, the metrics gauge): it is work not done', async () => {
+    const t = await start();
+    const id = await enqueueIn(t, event({ delayMs: 3_600_000 }));
+    // every relay down for ten minutes past its time: nobody promoted it
+    await db.sql(`update event_outbox set deliver_at = now() - interval '10 minutes' where id = $1`, [id]);
+    expect(await db.sql(`select status from event_outbox where id = $1`, [id])).toEqual([
+      { status: 'scheduled' },
+    ]);
+    const { oldestPendingAgeSeconds } = await t.app.get(OutboxAdminService).stats(TENANT);
+    expect(oldestPendingAgeSeconds).toBeGreaterThanOrEqual(600);
+    const [health] = await db.sql<{ seconds: number }>(
+      `select outbox_oldest_pending_age(interval '1 hour') as seconds`,
+    );
+    expect(health!.seconds).toBeGreaterThanOrEqual(600);
+  });
+
+  it('not yet due, counts for nothing', async () => {
+    const t = await start();
+    await enqueueIn(t, event({ delayMs: 3_600_000 }));
+    const { oldestPendingAgeSeconds } = await t.app.get(OutboxAdminService).stats(TENANT);
+    expect(oldestPendingAgeSeconds ?? 0).toBe(0);
+    const [health] = await db.sql<{ seconds: number }>(
+      `select outbox_oldest_pending_age(interval '1 hour') as seconds`,
+    );
+    expect(health!.seconds).toBe(0);
+  });
+});
+
 describe('several relay instances', () => {
   it('deliver each delayed event exactly once, on time, though the app that enqueued them runs no relay', async () => {
     const enqueuer = await start();
