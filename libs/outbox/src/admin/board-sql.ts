@@ -46,8 +46,8 @@ function capped(fromWhere: string, cap: string): string {
 /**
  * The board's overview of one tenant: events per open status (capped) and settled status (estimated), each
  * consumer's open deliveries per status (capped), delivered (estimated) and oldest waiting delivery, the oldest
- * pending event, the consumers that no live instance hosts, and deliveries per bucket of `bucketMinutes` over the last `minutes`
- * (from the per-minute `outbox_activity`, kept 24 hours).
+ * pending event (or delayed event due but not promoted), the consumers that no live instance hosts, and deliveries
+ * per bucket of `bucketMinutes` over the last `minutes` (from the per-minute `outbox_activity`, kept 24 hours).
  * `consumers` are the names the app knows (registry and tenant-scoped); names found only in open rows are added.
  */
 export function boardOverview(
@@ -105,7 +105,10 @@ export function boardOverview(
                               'name', name, 'pending', pending, 'processing', processing, 'failed', failed, 'dead', dead,
                               'deliveredEstimate', delivered_estimate, 'oldestWaitingAt', oldest_waiting_at, 'orphaned', orphaned)
                             order by name) from per_consumer), '[]'::json) as consumers,
-                  (select greatest(e.created_at, e.deliver_at) from ${n.events} e where e.tenant_id = $1 and e.status = 'pending' order by e.seq limit 1)
+                  least((select greatest(e.created_at, e.deliver_at) from ${n.events} e where e.tenant_id = $1 and e.status = 'pending' order by e.seq limit 1),
+                        -- a delayed event due but not promoted (no relay ran since) waits from its deliver_at too
+                        (select min(e.deliver_at) from ${n.events} e
+                          where e.tenant_id = $1 and e.status = 'scheduled' and e.deliver_at <= now()))
                     as oldest_pending_event_at,
                   now() as now,
                   coalesce((select json_agg(json_build_object('minute', minute, 'delivered', delivered, 'failed', failed, 'dead', dead)

@@ -21,6 +21,7 @@ import { OutboxSnooze1764501400000 } from './1764501400000-outbox-snooze';
 import { OutboxEventSearch1764501500000 } from './1764501500000-outbox-event-search';
 import { OutboxScheduledEvents1764501600000 } from './1764501600000-outbox-scheduled-events';
 import { OutboxConsumerLimits1764501700000 } from './1764501700000-outbox-consumer-limits';
+import { OutboxOverdueScheduled1764501800000 } from './1764501800000-outbox-overdue-scheduled';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -47,4 +48,5 @@ export const outboxMigrations = [
   OutboxEventSearch1764501500000,
   OutboxScheduledEvents1764501600000,
   OutboxConsumerLimits1764501700000,
+  OutboxOverdueScheduled1764501800000,
 ];

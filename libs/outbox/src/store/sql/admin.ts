@@ -29,7 +29,7 @@ export function setAdminTenantForWrite(
 
 /**
  * One tenant's counts: events per status, deliveries per consumer and status, the age of the oldest work not
- * done (pending events, pending or failed deliveries), when its next delayed event is due, and the consumers named in delivery rows that no live
+ * done (pending events, pending or failed deliveries, delayed events due but not promoted), when its next delayed event is due, and the consumers named in delivery rows that no live
  * instance hosts (unknown to the registry, or not reported within `orphanAfterMs`), tenant-scoped consumers
  * excepted. The counts read every row of the tenant (there is no index on tenant alone, to keep the relay's
  * writes cheap): fine for an operator, not for a probe — the health check uses `oldestPendingAge`.
@@ -69,7 +69,9 @@ export function tenantStats(
                   extract(epoch from now() - least(
                     -- a promoted delayed event waits from its deliver_at
                     (select min(greatest(created_at, deliver_at)) from ${n.events} where tenant_id = $1 and status = 'pending'),
-                    (select min(created_at) from ${n.deliveries} where tenant_id = $1 and status in ('pending', 'failed'))
+                    (select min(created_at) from ${n.deliveries} where tenant_id = $1 and status in ('pending', 'failed')),
+                    -- so does one due but not promoted (no relay ran since): work not done
+                    (select min(deliver_at) from ${n.events} where tenant_id = $1 and status = 'scheduled' and deliver_at <= now())
                   ))::float8 as oldest_pending_age_seconds,
                   (select count(*)::int from blocked) as blocked_count,
                   (select min(deliver_at) from ${n.events} where tenant_id = $1 and status = 'scheduled') as next_delivery_at,
