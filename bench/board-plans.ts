@@ -14,6 +14,7 @@ import * as bq from '../libs/outbox/src/admin/board-sql';
 import { tenantStats } from '../libs/outbox/src/store/sql/admin';
 import * as sq from '../libs/outbox/src/store/sql/event-search';
 import * as bk from '../libs/outbox/src/store/sql/bulk-actions';
+import { searchIndexesSql } from '../libs/outbox/src/maintenance/outbox-indexes';
 import { outboxNames, type SqlStatement } from '../libs/outbox/src/store/sql';
 import { resolveDatabase } from '../tools/database-url';
 
@@ -70,6 +71,11 @@ async function main(): Promise<void> {
   const migrator = new DataSource({ type: 'postgres', url: url.toString(), migrations: outboxMigrations });
   await migrator.initialize();
   await migrator.runMigrations({ transaction: 'each' });
+  // the search's opt-in indexes (ADR 1013), as `npx nestjs-pg-outbox sql --search-indexes` prints them
+  for (const statement of searchIndexesSql('public')
+    .split(';\n')
+    .filter((s) => s.trim() !== ''))
+    await migrator.query(statement);
   await migrator.destroy();
   const db = new Client({ connectionString: url.toString() });
   await db.connect();

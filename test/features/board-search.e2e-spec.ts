@@ -1,4 +1,7 @@
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
 import { Injectable } from '@nestjs/common';
+import { Client } from 'pg';
 import {
   OnOutboxEvent,
   OutboxRelay,
@@ -15,6 +18,8 @@ import { OperatorGuard, boardFormSession, tenantsOf } from '../support/board-ope
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { TENANTS } from '../support/outbox-fixture';
 import { waitFor } from '../support/wait-for';
+import { outboxNames } from '../../libs/outbox/src/model/table-names';
+import { searchEvents } from '../../libs/outbox/src/store/sql/event-search';
 
 const [TENANT_A, TENANT_B] = TENANTS;
 
@@ -61,6 +66,40 @@ const auditOf = (tenantId: string, action: string) =>
     `select actor, rows_affected, target from outbox_audit where tenant_id = $1 and action = $2`,
     [tenantId, action],
   );
+
+/** What `npx nestjs-pg-outbox sql --search-indexes` prints, run from the source like the packaged command. */
+function searchIndexesSql(): string {
+  const cli = join(__dirname, '..', '..', 'libs', 'outbox', 'src', 'cli', 'outbox-cli.ts');
+  const run = spawnSync(process.execPath, ['-r', '@swc-node/register', cli, 'sql', '--search-indexes'], {
+    encoding: 'utf8',
+  });
+  if (run.status !== 0) throw new Error(`nestjs-pg-outbox sql --search-indexes failed: ${run.stderr}`);
+  return run.stdout;
+}
+
+/** The indexes of `event_outbox` that the plan of the tenant's search walks, sequential scans named too. */
+async function searchPlan(query: Parameters<typeof searchEvents>[1]): Promise<string[]> {
+  const client = new Client({ connectionString: db.url });
+  await client.connect();
+  try {
+    // a handful of rows: the planner would read the table whatever the indexes; ask what it does when it cannot
+    await client.query('begin');
+    await client.query('set local enable_seqscan = off');
+    const statement = searchEvents(outboxNames(), query);
+    const rows = (await client.query<{ 'QUERY PLAN': string }>(`explain ${statement.text}`, statement.values))
+      .rows;
+    return rows
+      .flatMap((r) => [
+        ...r['QUERY PLAN'].matchAll(
+          /(?:Index|Index Only|Seq) Scan(?: Backward)? (?:using (\w+) )?on event_outbox/g,
+        ),
+      ])
+      .map((m) => m[1] ?? 'seq scan');
+  } finally {
+    await client.query('rollback');
+    await client.end();
+  }
+}
 
 /** A board page read as alice's browser: its CSRF cookie and the token its forms carry. */
 const boardSession = () => boardFormSession(`${http.baseUrl}/outbox/board/t/${TENANT_A}/failures`);
@@ -244,7 +283,74 @@ describe('searching events by id, aggregate, correlation id and name', () => {
     expect(bad.status).toBe(400);
     expect(await bad.text()).toContain('aggregateType is searched together with aggregateId');
   });
+
+  it('stops a search that runs past its bound, saying to add the search indexes and how', async () => {
+    // the table held by another session: the search waits until its statement timeout, as a long read would
+    const holder = new Client({ connectionString: db.url });
+    await holder.connect();
+    try {
+      await holder.query('begin');
+      await holder.query('lock table event_outbox in access exclusive mode');
+      const error = (await admin
+        .searchEvents(TENANT_A, { eventName: 'test.search.placed.v1' })
+        .catch((e: unknown) => e)) as OutboxValidationError;
+      expect(error).toBeInstanceOf(OutboxValidationError);
+      expect(error.field).toBe('eventName');
+      expect(error.message).toContain('without the search indexes');
+      expect(error.message).toContain('npx nestjs-pg-outbox sql --search-indexes');
+      const routed = await adminCall('GET', `tenants/${TENANT_A}/events?correlationId=req-1`);
+      expect(routed).toMatchObject({ status: 400, json: { field: 'correlationId' } });
+      expect(routed.json.message).toContain('sql --search-indexes');
+    } finally {
+      await holder.query('rollback');
+      await holder.end();
+    }
+  });
+
+  it('finds the same events through the opt-in search indexes, each search one index range', async () => {
+    const before = [
+      await found({ aggregateId: 'O-1' }),
+      await found({ correlationId: 'req-1' }),
+      await found({ eventName: 'test.search.placed.v1' }),
+    ];
+    expect(await searchPlan({ ...PLAN_QUERY, eventName: 'test.search.placed.v1' })).not.toContain(
+      'event_outbox_name_idx',
+    );
+
+    const statements = searchIndexesSql()
+      .split(';\n')
+      .filter((s) => s.trim() !== '');
+    expect(statements).toHaveLength(3);
+    for (const statement of statements) await db.sql(statement); // concurrently: one at a time, no transaction
+
+    expect([
+      await found({ aggregateId: 'O-1' }),
+      await found({ correlationId: 'req-1' }),
+      await found({ eventName: 'test.search.placed.v1' }),
+    ]).toEqual(before);
+    expect(await searchPlan({ ...PLAN_QUERY, eventName: 'test.search.placed.v1' })).toEqual([
+      'event_outbox_name_idx',
+    ]);
+    expect(await searchPlan({ ...PLAN_QUERY, aggregateId: 'O-1' })).toEqual(['event_outbox_aggregate_idx']);
+    expect(await searchPlan({ ...PLAN_QUERY, correlationId: 'req-1' })).toEqual([
+      'event_outbox_correlation_idx',
+    ]);
+    // a second run changes nothing (if not exists)
+    for (const statement of statements) await db.sql(statement);
+  });
 });
+
+/** A page of tenant A's search for the plans: no field but those a test adds. */
+const PLAN_QUERY = {
+  tenantId: TENANT_A!,
+  ...Object.fromEntries(
+    ['eventId', 'aggregateType', 'aggregateId', 'correlationId', 'eventName', 'beforeId'].map((f) => [
+      f,
+      null,
+    ]),
+  ),
+  limit: 51,
+} as Parameters<typeof searchEvents>[1];
 
 describe('bulk replay and purge of what matches a filter', () => {
   let a: string[];

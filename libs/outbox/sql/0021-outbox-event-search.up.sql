@@ -1,12 +1,4 @@
 -- nestjs-pg-outbox migration 0021-outbox-event-search (up), recorded from the TypeORM class OutboxEventSearch1764501500000. Do not edit.
-create index event_outbox_name_idx on public.event_outbox (tenant_id, event_name, id);
-
-create index event_outbox_aggregate_idx on public.event_outbox (tenant_id, aggregate_id, aggregate_type, id)
-         where aggregate_id is not null;
-
-create index event_outbox_correlation_idx on public.event_outbox (tenant_id, correlation_id, id)
-         where correlation_id is not null;
-
 create or replace function public.outbox_record_activity(
       tenants uuid[], minutes timestamptz[], consumers text[],
       delivered integer[], failed integer[], dead integer[], deferred integer[]

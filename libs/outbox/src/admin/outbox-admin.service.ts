@@ -9,6 +9,8 @@ import type { ResolvedOutboxOptions } from '../options/outbox-module-options.int
 import { OutboxValidationError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { errorText } from '../errors/error-text';
+import { sqlState } from '../errors/sql-state';
+import { handlerBound } from '../store/sql/transaction-context';
 import { OutboxConsumerRegistry } from '../consumers/outbox-consumer.registry';
 import { OutboxRelay } from '../relay/outbox.relay';
 import { BACKFILL_CHUNK_SIZE, BACKFILL_PAUSE_MS, OutboxBackfill } from '../consumers/outbox-backfill';
@@ -81,6 +83,10 @@ const DELIVERY_STATUSES: readonly OutboxDeliveryStatus[] = [
   'dead',
 ];
 const DEFAULT_PAGE_SIZE = 50;
+/** How long a search may run: one index range when the search indexes exist, far less than this. */
+const SEARCH_TIMEOUT_MS = 3_000;
+/** SQLSTATE `query_canceled`: a statement ran past its `statement_timeout`. */
+const QUERY_CANCELED = '57014';
 /** Blocked aggregates listed by `stats` (all are counted). */
 const BLOCKED_AGGREGATES_LISTED = 100;
 
@@ -260,13 +266,24 @@ export class OutboxAdminService {
    */
   async searchEvents(tenantId: string, query: OutboxEventSearch): Promise<OutboxEventSearchPage> {
     const search = checkSearch(tenantId, query);
-    // one more than the page: whether a next page exists
-    const rows = await this.read(search.tenantId, (runner) =>
-      this.store.rows<sq.EventSearchRow>(
+    // one more than the page: whether a next page exists; bounded in time, for a database without the opt-in
+    // search indexes, where a rare value means reading the tenant's history
+    const rows = await this.read(search.tenantId, async (runner) => {
+      await this.store.rows(runner, handlerBound(SEARCH_TIMEOUT_MS));
+      return this.store.rows<sq.EventSearchRow>(
         runner,
         sq.searchEvents(this.options.names, { ...search, limit: search.limit + 1 }),
-      ),
-    );
+      );
+    }).catch((error: unknown) => {
+      if (sqlState(error) !== QUERY_CANCELED) throw error;
+      const field =
+        search.eventName !== null
+          ? 'eventName'
+          : search.correlationId !== null
+            ? 'correlationId'
+            : 'aggregateId';
+      throw new OutboxValidationError(field, messages.searchTooLong(field, SEARCH_TIMEOUT_MS));
+    });
     const items = rows.slice(0, search.limit).map(toEventMatch);
     return { items, nextBeforeId: rows.length > search.limit ? items[items.length - 1]!.eventId : null };
   }

@@ -229,6 +229,10 @@ export const messages = {
   searchNeedsField: (): string =>
     'a search needs at least one of eventId, aggregateId, correlationId and eventName (searching a whole ' +
     'history by none of them would read every event of the tenant).',
+  searchTooLong: (field: string, timeoutMs: number): string =>
+    `the search by ${field} ran past ${timeoutMs / 1000} s and was stopped: without the search indexes it reads the ` +
+    `tenant's events one by one. Add them (once, without blocking writes): ` +
+    `npx nestjs-pg-outbox sql --search-indexes | psql "$DATABASE_URL" (see docs/board.md#search).`,
   aggregateTypeAlone: (): string =>
     'aggregateType is searched together with aggregateId: give the aggregate id too (the index starts with it).',
   bulkStatus: (action: 'replay' | 'purge', value: unknown): string =>

@@ -4,9 +4,9 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  * What the board's search and its hours-long charts need (docs/adr/1013-search-bulk-actions-and-hours-of-activity.md).
  * Frozen history: literal SQL, nothing imported from libs/.
  *
- * - Three indexes on `event_outbox`, each one search of one tenant walked newest first (ids are UUIDv7) and
- *   stopped at the page size: by event name, by aggregate (id, then type), by correlation id. The last two are
- *   partial (events with no aggregate or no correlation id cost nothing). Search by event id uses the primary key.
+ * - No index on `event_outbox`: the three search indexes (by event name, aggregate, correlation id) are opt-in,
+ *   `npx nestjs-pg-outbox sql --search-indexes` (every event's insert and status update would write them, for a
+ *   rare search; ADR 1013). `down` drops them when an operator created them.
  * - `outbox_record_activity` keeps 24 hours of per-minute activity instead of 2, for the charts of the last 6 and
  *   24 hours (the same rows, read in 5- and 20-minute buckets).
  */
@@ -14,15 +14,6 @@ export class OutboxEventSearch1764501500000 implements MigrationInterface {
   name = 'OutboxEventSearch1764501500000';
 
   async up(q: QueryRunner): Promise<void> {
-    await q.query(`create index event_outbox_name_idx on public.event_outbox (tenant_id, event_name, id)`);
-    await q.query(
-      `create index event_outbox_aggregate_idx on public.event_outbox (tenant_id, aggregate_id, aggregate_type, id)
-         where aggregate_id is not null`,
-    );
-    await q.query(
-      `create index event_outbox_correlation_idx on public.event_outbox (tenant_id, correlation_id, id)
-         where correlation_id is not null`,
-    );
     await q.query(recordActivityFunction('24 hours'));
   }
 
