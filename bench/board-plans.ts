@@ -3,7 +3,8 @@
  * Builds a throwaway database (on `DATABASE_URL`, else an embedded PostgreSQL) with `EVENTS` events of one tenant
  * (plus four smaller tenants), two consumers each — nearly all delivered, some pending, failed and dead — then
  * prints `explain (analyze, buffers)` of every statement the board runs per refresh and fails when one of them
- * reads the big tables sequentially. The figures of docs/adr/0401-board-reads-bounded-queries.md come from here.
+ * reads the big tables sequentially. The figures of docs/adr/0401-board-reads-bounded-queries.md come from here, and
+ * those of docs/adr/1013-search-bulk-actions-and-hours-of-activity.md (EVENTS=100000, and FAILED_EVERY=10).
  */
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
@@ -11,13 +12,41 @@ import { DataSource } from 'typeorm';
 import { outboxMigrations } from '../libs/outbox/src';
 import * as bq from '../libs/outbox/src/admin/board-sql';
 import { tenantStats } from '../libs/outbox/src/store/sql/admin';
+import * as sq from '../libs/outbox/src/store/sql/event-search';
+import * as bk from '../libs/outbox/src/store/sql/bulk-actions';
+import { searchIndexesSql } from '../libs/outbox/src/maintenance/outbox-indexes';
 import { outboxNames, type SqlStatement } from '../libs/outbox/src/store/sql';
 import { resolveDatabase } from '../tools/database-url';
+
+/** A search of the big tenant, one page (the fields set per statement below). */
+const SEARCH: sq.EventSearch = {
+  tenantId: '11111111-1111-4111-8111-111111111111',
+  eventId: null,
+  aggregateType: null,
+  aggregateId: null,
+  correlationId: null,
+  eventName: null,
+  beforeId: null,
+  limit: 51,
+};
+/** An event id of the big tenant, filled in once the rows exist. */
+let SOME_EVENT = '';
+/** A bulk action's filter on the big tenant: billing's dead deliveries of one event name in the last day. */
+const BULK: bk.BulkFilter = {
+  tenantId: '11111111-1111-4111-8111-111111111111',
+  consumer: 'billing',
+  statuses: ['dead'],
+  eventName: 'crm.contact.updated.v1',
+  from: new Date(Date.now() - 86_400_000),
+  to: null,
+};
 
 /** The outbox's names in the default schema, which these statements run against. */
 const NAMES = outboxNames();
 
 const EVENTS = Number(process.env.EVENTS ?? 1_000_000);
+/** One event in this many failed, dead for billing (2,000; 10 for the bulk actions' figures of ADR 1013). */
+const FAILED_EVERY = Math.max(2, Number(process.env.FAILED_EVERY ?? 2000));
 const TENANT = '11111111-1111-4111-8111-111111111111';
 
 /** The plan's lines, with JIT off as in the board's transactions (see setBoardContext). */
@@ -42,19 +71,29 @@ async function main(): Promise<void> {
   const migrator = new DataSource({ type: 'postgres', url: url.toString(), migrations: outboxMigrations });
   await migrator.initialize();
   await migrator.runMigrations({ transaction: 'each' });
+  // the search's opt-in indexes (ADR 1013), as `npx nestjs-pg-outbox sql --search-indexes` prints them
+  for (const statement of searchIndexesSql('public')
+    .split(';\n')
+    .filter((s) => s.trim() !== ''))
+    await migrator.query(statement);
   await migrator.destroy();
   const db = new Client({ connectionString: url.toString() });
   await db.connect();
   try {
     const started = Date.now();
-    // the big tenant: EVENTS events; every 1000th pending, every 2000th failed (one dead delivery), the rest published
+    // the big tenant: EVENTS events; every 1000th pending, every FAILED_EVERY-th failed (one dead delivery), the rest published
     await db.query(
-      `insert into event_outbox (id, tenant_id, event_name, payload, status, published_at, failed_at, deliveries_dead, created_at)
-       select gen_random_uuid(), $1, 'crm.contact.created.v1', jsonb_build_object('n', g),
-              case when g % 1000 = 0 then 'pending' when g % 2000 = 1 then 'failed' else 'published' end,
-              case when g % 1000 <> 0 and g % 2000 <> 1 then now() - (g || ' seconds')::interval end,
-              case when g % 2000 = 1 then now() end, case when g % 2000 = 1 then 1 else 0 end,
-              now() - ((${EVENTS} - g) || ' seconds')::interval
+      `insert into event_outbox (id, tenant_id, event_name, payload, status, published_at, failed_at, deliveries_dead, created_at,
+                                 aggregate_type, aggregate_id, correlation_id)
+       select gen_random_uuid(), $1, (array['crm.contact.created.v1', 'crm.contact.updated.v1', 'orders.placed.v1',
+                                           'orders.paid.v1', 'orders.shipped.v1'])[g % 5 + 1], jsonb_build_object('n', g),
+              case when g % 1000 = 0 then 'pending' when g % ${FAILED_EVERY} = 1 then 'failed' else 'published' end,
+              case when g % 1000 <> 0 and g % ${FAILED_EVERY} <> 1 then now() - (g || ' seconds')::interval end,
+              case when g % ${FAILED_EVERY} = 1 then now() end, case when g % ${FAILED_EVERY} = 1 then 1 else 0 end,
+              now() - ((${EVENTS} - g) || ' seconds')::interval,
+              -- ten events per aggregate, five per correlation id (one request), one in ten without either
+              case when g % 10 <> 0 then 'contact' end, case when g % 10 <> 0 then 'C-' || (g % ($2 / 10)) end,
+              case when g % 10 <> 0 then 'req-' || (g / 5) end
          from generate_series(1, $2) g`,
       [TENANT, EVENTS],
     );
@@ -80,6 +119,14 @@ async function main(): Promise<void> {
     await db.query(
       `insert into outbox_consumers (name, event_patterns) values ('billing', '{crm.*}'), ('welcome-email', '{crm.*}')`,
     );
+    // a day of activity, every minute, for both consumers (what the 24-hour chart reads), of this tenant and 49 more
+    await db.query(
+      `insert into outbox_activity (tenant_id, minute, consumer_name, delivered, failed, dead)
+       select t, date_trunc('minute', now()) - m * interval '1 minute', c, 100, 2, 1
+         from unnest(array[$1::uuid] || array(select gen_random_uuid() from generate_series(1, 49))) t
+        cross join generate_series(0, 1439) m cross join (values ('billing'), ('welcome-email')) as v(c)`,
+      [TENANT],
+    );
     await db.query(`vacuum analyze`);
     const [{ events, deliveries }] = (
       await db.query(
@@ -91,6 +138,9 @@ async function main(): Promise<void> {
         `PostgreSQL ${(await db.query('show server_version')).rows[0].server_version}\n\n`,
     );
 
+    SOME_EVENT = (
+      await db.query(`select id from event_outbox where tenant_id = $1 offset 5000 limit 1`, [TENANT])
+    ).rows[0].id;
     const statements: [string, { text: string; values: unknown[] }][] = [
       [
         'overview (every refresh)',
@@ -100,7 +150,48 @@ async function main(): Promise<void> {
           consumers: ['billing', 'welcome-email'],
           minutes: 30,
           orphanAfterMs: 60_000,
+          bucketMinutes: 1,
         }),
+      ],
+      [
+        'overview, chart of the last 24 hours',
+        bq.boardOverview(NAMES, {
+          tenantId: TENANT,
+          cap: 10_000,
+          consumers: ['billing', 'welcome-email'],
+          minutes: 1440,
+          orphanAfterMs: 60_000,
+          bucketMinutes: 20,
+        }),
+      ],
+      ['search by event id', sq.searchEvents(NAMES, { ...SEARCH, eventId: SOME_EVENT })],
+      [
+        'search by aggregate (type and id)',
+        sq.searchEvents(NAMES, { ...SEARCH, aggregateType: 'contact', aggregateId: 'C-77' }),
+      ],
+      ['search by aggregate id alone', sq.searchEvents(NAMES, { ...SEARCH, aggregateId: 'C-77' })],
+      ['search by correlation id', sq.searchEvents(NAMES, { ...SEARCH, correlationId: 'req-4242' })],
+      [
+        'search by event name, first page',
+        sq.searchEvents(NAMES, { ...SEARCH, eventName: 'orders.paid.v1' }),
+      ],
+      [
+        'search by event name, a page deep in the history',
+        sq.searchEvents(NAMES, {
+          ...SEARCH,
+          eventName: 'orders.paid.v1',
+          beforeId: '10000000-0000-4000-8000-000000000000',
+        }),
+      ],
+      ['bulk replay, dry run (billing, dead, one name, a day)', bk.countReplayable(NAMES, BULK)],
+      [
+        'bulk replay, one chunk of 1,000 (rolled back)',
+        bk.replayChunk(NAMES, { ...BULK, afterId: null, chunkSize: 1000 }),
+      ],
+      ['bulk purge, dry run (billing, one name, a day)', bk.countPurgeable(NAMES, BULK)],
+      [
+        'bulk purge, one chunk of 1,000 (rolled back)',
+        bk.purgeChunk(NAMES, { ...BULK, afterId: null, chunkSize: 1000 }),
       ],
       [
         'failures, first page',
@@ -135,14 +226,20 @@ async function main(): Promise<void> {
     let sequential = 0;
     for (const [label, statement] of statements) {
       // as the board runs them: JIT off (see setBoardContext)
+      // the chunks write: their plans are measured in a transaction rolled back
+      await db.query('begin');
       const plan = (await explain(db, 'analyze, buffers, format text', statement))
         .map((r: Record<string, string>) => r['QUERY PLAN'])
         .join('\n');
+      await db.query('rollback');
+      const indexes = [
+        ...new Set([...plan.matchAll(/(?:using|Bitmap Index Scan on) (\w+)/g)].map((m) => m[1])),
+      ].join(', ');
       const time = /Execution Time: ([\d.]+) ms/.exec(plan)?.[1];
       const scans = plan.match(/Seq Scan on (event_outbox|outbox_deliveries)\b.*/g) ?? [];
       sequential += scans.length;
       process.stdout.write(
-        `== ${label}: ${time} ms${scans.length ? ` — SEQUENTIAL: ${scans.join('; ')}` : ''}\n`,
+        `== ${label}: ${time} ms [${indexes}]${scans.length ? ` — SEQUENTIAL: ${scans.join('; ')}` : ''}\n`,
       );
       if (process.env.PLANS) process.stdout.write(`${plan}\n\n`);
     }

@@ -18,6 +18,7 @@ import { memoryScenario } from './scenarios/memory.scenario';
 import { roundTripsScenario } from './scenarios/round-trips.scenario';
 import { peersScenario } from './scenarios/peers.scenario';
 import { soakScenario } from './scenarios/soak.scenario';
+import { fairnessScenario } from './scenarios/fairness.scenario';
 
 const SCENARIOS: readonly BenchScenario[] = [
   enqueueScenario,
@@ -28,6 +29,7 @@ const SCENARIOS: readonly BenchScenario[] = [
   roundTripsScenario,
   peersScenario,
   soakScenario,
+  fairnessScenario,
 ];
 
 async function main(options: BenchOptions): Promise<void> {

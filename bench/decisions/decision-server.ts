@@ -10,7 +10,7 @@ import { startEmbeddedPostgres } from '../../tools/embedded-postgres';
 import { BenchDatabase } from '../harness/bench-database';
 import type { Type } from '@nestjs/common';
 import type { OutboxRelayOptions } from 'nestjs-pg-outbox';
-import { createBenchApp } from '../harness/bench-app';
+import { createBenchApp, type BenchApp } from '../harness/bench-app';
 import { consumerClass, type ConsumerVariant } from '../harness/bench-consumers';
 import { median, now } from '../harness/stats';
 import { cpuSpentMs, readBackendCpu, type RowsQuery } from '../harness/backend-cpu';
@@ -143,7 +143,6 @@ export async function compareDrains<V extends string>(
 ): Promise<void> {
   const { db, serverVersion, close } = await openDecisionDatabase();
   const applicationName = `decision-${name}`;
-  const query = db.sql.bind(db) as Parameters<typeof readBackendCpu>[0];
   try {
     heading(
       `drain() of ${events.toLocaleString('en-US')} events × 2 consumers per variant, ${turns} turns`,
@@ -162,21 +161,11 @@ export async function compareDrains<V extends string>(
           probe: false,
         });
         try {
-          // the pool's connections, open before the clock starts (their backends are what is counted)
-          await Promise.all(Array.from({ length: 4 }, () => app.dataSource.query('select 1')));
-          const cpuBefore = await readBackendCpu(query, [applicationName]);
-          const nodeBefore = process.cpuUsage();
-          const began = now();
-          const drained = await app.relay.drain();
-          const ms = now() - began;
-          const node = process.cpuUsage(nodeBefore);
-          const postgresMs = cpuSpentMs(cpuBefore, await readBackendCpu(query, [applicationName]));
-          if (drained.eventsClaimed !== events)
-            throw new Error(`${variant}: drained ${drained.eventsClaimed} of ${events} events`);
+          const drained = await measureDrain(app, db, applicationName, events);
           return {
-            'events/s': (events * 1000) / ms,
-            'Node µs CPU/event': (node.user + node.system) / events,
-            'PostgreSQL µs CPU/event': postgresMs === null ? Number.NaN : (postgresMs * 1000) / events,
+            'events/s': drained.eventsPerSecond,
+            'Node µs CPU/event': drained.nodeUs,
+            'PostgreSQL µs CPU/event': drained.serverUs,
           };
         } finally {
           await app.close();
@@ -188,6 +177,42 @@ export async function compareDrains<V extends string>(
   } finally {
     await close();
   }
+}
+
+/** What one `drain()` cost: events per second, and CPU per event of Node and of the app's backends (µs). */
+export interface DrainFigures {
+  eventsPerSecond: number;
+  nodeUs: number;
+  serverUs: number;
+}
+
+/**
+ * One `app.relay.drain()` of the `events` pending events of `db`, failing unless it claims them all: its rate, and
+ * CPU per event of the Node process and of the backends named `applicationName` (NaN when the server is remote).
+ */
+export async function measureDrain(
+  app: BenchApp,
+  db: BenchDatabase,
+  applicationName: string,
+  events: number,
+): Promise<DrainFigures> {
+  const query = db.sql.bind(db) as Parameters<typeof readBackendCpu>[0];
+  // the pool's connections, open before the clock starts (their backends are what is counted)
+  await Promise.all(Array.from({ length: 4 }, () => app.dataSource.query('select 1')));
+  const cpuBefore = await readBackendCpu(query, [applicationName]);
+  const nodeBefore = process.cpuUsage();
+  const began = now();
+  const drained = await app.relay.drain();
+  const ms = now() - began;
+  const node = process.cpuUsage(nodeBefore);
+  const postgresMs = cpuSpentMs(cpuBefore, await readBackendCpu(query, [applicationName]));
+  if (drained.eventsClaimed !== events)
+    throw new Error(`drained ${drained.eventsClaimed} of ${events} events`);
+  return {
+    eventsPerSecond: (events * 1000) / ms,
+    nodeUs: (node.user + node.system) / events,
+    serverUs: postgresMs === null ? Number.NaN : (postgresMs * 1000) / events,
+  };
 }
 
 /** Ends a script once `work` is done: exit 0, or 1 after printing its error. */

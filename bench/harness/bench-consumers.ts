@@ -102,6 +102,29 @@ export class LatencyConsumer {
   }
 }
 
+/**
+ * The fairness scenario's consumer: counts the events handled per tenant, and records when each event of the
+ * tenants it watches reached it (the small tenant's, not the backlog's), on this process's monotonic clock.
+ */
+@Injectable()
+export class FairnessConsumer {
+  readonly handledAt = new Map<string, number>();
+  readonly handled = new Map<string, number>();
+  readonly watched = new Set<string>();
+
+  @OnOutboxEvent(BENCH_EVENT, { consumer: 'bench.fairness' })
+  handle(event: OutboxEvent): void {
+    this.handled.set(event.tenantId, (this.handled.get(event.tenantId) ?? 0) + 1);
+    if (this.watched.has(event.tenantId) && !this.handledAt.has(event.eventId))
+      this.handledAt.set(event.eventId, performance.now());
+  }
+
+  /** Events of `tenantId` handled so far. */
+  count(tenantId: string): number {
+    return this.handled.get(tenantId) ?? 0;
+  }
+}
+
 /** The provider class hosting a variant's consumers. */
 export function consumerClass(variant: ConsumerVariant): Type {
   const classes: Record<ConsumerVariant, Type> = {

@@ -113,15 +113,15 @@ export class BenchDatabase {
     await this.sql('analyze');
   }
 
-  /** Inserts `count` pending events, as `enqueue` would have (time-ordered ids, like its UUIDv7). */
-  async loadPendingEvents(count: number): Promise<void> {
+  /** Inserts `count` pending events of `tenantId`, as `enqueue` would have (time-ordered ids, like its UUIDv7). */
+  async loadPendingEvents(count: number, tenantId = BENCH_TENANT): Promise<void> {
     for (let done = 0; done < count; done += LOAD_CHUNK) {
       const n = Math.min(LOAD_CHUNK, count - done);
       await this.sql(
         `insert into public.event_outbox (id, tenant_id, event_name, payload, aggregate_type, aggregate_id)
          select ${timeOrderedId('clock_timestamp()')}, $1, $2, ${PAYLOAD_SQL}, 'contact', c.contact_id::text
            from (select g, gen_random_uuid() as contact_id from generate_series($3::int, $4::int) g) c`,
-        [BENCH_TENANT, BENCH_EVENT, done + 1, done + n],
+        [tenantId, BENCH_EVENT, done + 1, done + n],
       );
     }
   }

@@ -10,6 +10,7 @@ export const SCENARIO_NAMES = [
   'round-trips',
   'peers',
   'soak',
+  'fairness',
 ] as const;
 export type ScenarioName = (typeof SCENARIO_NAMES)[number];
 
@@ -63,6 +64,15 @@ export interface BenchSizes {
   soakRetentionSeconds: number;
   /** Soak: how often retention runs, in ms (`retention.intervalMs`). */
   soakRetentionIntervalMs: number;
+  /** Fairness: the big tenant's backlog while the small tenant's latency is measured. */
+  fairnessBacklog: number;
+  /** Fairness: the small tenant's events per second, and the most seconds it produces in each run. */
+  fairnessRate: number;
+  fairnessSeconds: number;
+  /** Fairness: runs per side (idle, backlogged), in turns; their events pooled. */
+  fairnessRepeats: number;
+  /** Fairness: the backlog of each of the two weighted tenants. */
+  fairnessWeightedBacklog: number;
 }
 
 /** Soak settings that flags can change. */
@@ -117,6 +127,11 @@ const FULL: BenchSizes = {
   soakWindowSeconds: 60,
   soakRetentionSeconds: 120,
   soakRetentionIntervalMs: 15_000,
+  fairnessBacklog: 200_000,
+  fairnessRate: 200,
+  fairnessSeconds: 4,
+  fairnessRepeats: 2,
+  fairnessWeightedBacklog: 40_000,
 };
 
 const QUICK: BenchSizes = {
@@ -141,13 +156,18 @@ const QUICK: BenchSizes = {
   soakWindowSeconds: 15,
   soakRetentionSeconds: 20,
   soakRetentionIntervalMs: 5_000,
+  fairnessBacklog: 50_000,
+  fairnessSeconds: 2,
+  fairnessRepeats: 1,
+  fairnessWeightedBacklog: 10_000,
 };
 
 /** Scenarios a bare `npm run bench` leaves out: they run only when `--only` names them. */
 const ON_REQUEST: readonly ScenarioName[] = ['soak'];
 
 const USAGE = `usage: npm run bench -- [--quick] [--loaded] [--json] [--only=${SCENARIO_NAMES.join(',')}]
-  --quick   smaller sizes (about a minute): 5k backlog, 100k rows for scale, 20k events for memory; soak 2 minutes
+  --quick   smaller sizes (about a minute): 5k backlog, 100k rows for scale, 20k events for memory, 50k (not 200k) for
+            fairness; soak 2 minutes
   --loaded  peers: every line idle, then again under a fixed CPU load on every core (labelled "(loaded)")
   --json    JSON summary on stdout; the readable report goes to stderr
   --only    run only the named scenarios (comma-separated); soak runs only when named

@@ -225,15 +225,18 @@ export async function commitRawContactEvent(pool: Pool): Promise<string> {
   return id;
 }
 
-/** A business transaction through the app: a contact and its event (`enqueue`); resolves with the event's id. */
-export function commitContactEvent(app: BenchApp): Promise<string> {
+/**
+ * A business transaction through the app: a contact and its event (`enqueue`), of `tenantId`; resolves with the
+ * event's id.
+ */
+export function commitContactEvent(app: BenchApp, tenantId = BENCH_TENANT): Promise<string> {
   const contactId = randomUUID();
   const email = `${contactId.slice(0, 8)}@example.com`;
   return app.dataSource.transaction(async (manager) => {
-    const contact = insertContact(contactId, BENCH_TENANT, 'Contact', email);
+    const contact = insertContact(contactId, tenantId, 'Contact', email);
     await manager.query(contact.text, contact.values);
     return app.outbox.enqueue(manager, {
-      tenantId: BENCH_TENANT,
+      tenantId,
       eventName: BENCH_EVENT,
       payload: { contactId, name: 'Contact', email },
       aggregateType: 'contact',

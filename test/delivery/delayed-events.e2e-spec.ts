@@ -347,6 +347,35 @@ describe('a delayed event promoted and waiting', () => {
   });
 });
 
+describe('a delayed event due but not promoted (no relay ran since it fell due)', () => {
+  it('counts as waiting from its deliver_at in stats and the health check (outbox_oldest_pending_age, the metrics gauge): it is work not done', async () => {
+    const t = await start();
+    const id = await enqueueIn(t, event({ delayMs: 3_600_000 }));
+    // every relay down for ten minutes past its time: nobody promoted it
+    await db.sql(`update event_outbox set deliver_at = now() - interval '10 minutes' where id = $1`, [id]);
+    expect(await db.sql(`select status from event_outbox where id = $1`, [id])).toEqual([
+      { status: 'scheduled' },
+    ]);
+    const { oldestPendingAgeSeconds } = await t.app.get(OutboxAdminService).stats(TENANT);
+    expect(oldestPendingAgeSeconds).toBeGreaterThanOrEqual(600);
+    const [health] = await db.sql<{ seconds: number }>(
+      `select outbox_oldest_pending_age(interval '1 hour') as seconds`,
+    );
+    expect(health!.seconds).toBeGreaterThanOrEqual(600);
+  });
+
+  it('not yet due, counts for nothing', async () => {
+    const t = await start();
+    await enqueueIn(t, event({ delayMs: 3_600_000 }));
+    const { oldestPendingAgeSeconds } = await t.app.get(OutboxAdminService).stats(TENANT);
+    expect(oldestPendingAgeSeconds ?? 0).toBe(0);
+    const [health] = await db.sql<{ seconds: number }>(
+      `select outbox_oldest_pending_age(interval '1 hour') as seconds`,
+    );
+    expect(health!.seconds).toBe(0);
+  });
+});
+
 describe('several relay instances', () => {
   it('deliver each delayed event exactly once, on time, though the app that enqueued them runs no relay', async () => {
     const enqueuer = await start();
@@ -427,31 +456,44 @@ describe('under row-level security', () => {
 });
 
 describe('on the board', () => {
-  it("counts the tenant's scheduled events on the overview and shows the status and deliver-at on the event page", async () => {
+  /** Runs `check` with an app serving the board and `page(path)`: the tenant's board page at `path`, as HTML. */
+  async function onBoard(check: (page: (path: string) => Promise<string>) => Promise<void>): Promise<void> {
     const http = await buildHttpApp({
       url: db.url,
       providers: [DelayedConsumers, OperatorGuard] as Type[],
       imports: [OutboxBoardModule.forRoot({ guards: [OperatorGuard], tenants: tenantsOf })],
     });
     try {
-      const t = await start();
-      const [id] = await enqueueManyIn(t, [
-        event({ deliverAt: new Date('2099-01-02T03:04:05Z') }),
-        event({ delayMs: 3_600_000 }),
-      ]);
-      const page = async (path: string): Promise<string> => {
+      await check(async (path) => {
         const response = await fetch(`${http.baseUrl}/outbox/board/t/${TENANT}${path}`, {
           headers: { 'x-operator': 'alice' },
         });
         expect(response.status).toBe(200);
         return response.text();
-      };
+      });
+    } finally {
+      await http.close();
+    }
+  }
+
+  it("counts the tenant's scheduled events on the overview and shows the status and deliver-at on the event page", () =>
+    onBoard(async (page) => {
+      const t = await start();
+      const [id] = await enqueueManyIn(t, [
+        event({ deliverAt: new Date('2099-01-02T03:04:05Z') }),
+        event({ delayMs: 3_600_000 }),
+      ]);
       expect(await page('')).toMatch(/<td data-testid="events-scheduled">2<\/td>/);
       const eventPage = await page(`/events/${id}`);
       expect(eventPage).toMatch(/scheduled/);
       expect(eventPage).toMatch(/Deliver at[\s\S]*2099-01-02/);
-    } finally {
-      await http.close();
-    }
-  });
+    }));
+
+  it('shows a delayed event due ten minutes ago and never promoted as the oldest pending work', () =>
+    onBoard(async (page) => {
+      const t = await start();
+      const id = await enqueueIn(t, event({ delayMs: 3_600_000 }));
+      await db.sql(`update event_outbox set deliver_at = now() - interval '10 minutes' where id = $1`, [id]);
+      expect(await page('')).toMatch(/data-testid="oldest-pending">1[01] min/);
+    }));
 });

@@ -21,7 +21,7 @@ import { buildHttpApp, type HttpTestApp } from '../support/http-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { waitFor } from '../support/wait-for';
 import { TENANTS } from '../support/outbox-fixture';
-import { OperatorGuard, tenantsOf } from '../support/board-operators';
+import { OperatorGuard, boardFormSession, tenantsOf } from '../support/board-operators';
 import { CHROMIUM_ARGS, CHROMIUM_PATH } from '../../tools/chromium';
 
 const [TENANT_A, TENANT_B] = TENANTS;
@@ -222,6 +222,21 @@ describe('the board in a real browser', () => {
     expect(await entry.textContent()).toContain('replayEvent');
     await expectAccessible(page, 'audit log');
 
+    await page.getByRole('link', { name: 'Search', exact: true }).click();
+    await page.getByLabel('Event name').fill('test.order.placed.v1');
+    await page.getByRole('button', { name: 'Search', exact: true }).click();
+    expect(await page.getByTestId('search-results').locator(`tr[data-event-id="${eventId}"]`).count()).toBe(
+      1,
+    );
+    await expectAccessible(page, 'search');
+    await page.screenshot({ path: join(OUTPUT, 'search.png'), fullPage: true });
+
+    await page.goto(`${http.baseUrl}/outbox/board/t/${TENANT_A}?range=24h`);
+    expect(await page.locator('.card h3').allTextContents()).toContain(
+      'Deliveries per 20 minutes, last 24 hours',
+    );
+    await expectAccessible(page, 'overview over 24 hours');
+
     await page.getByRole('link', { name: 'Consumers' }).click();
     expect(await page.getByTestId('consumers').textContent()).toContain('in-process');
     await expectAccessible(page, 'consumers');
@@ -288,16 +303,7 @@ describe('forged board actions', () => {
   const board = () => `${http.baseUrl}/outbox/board/t/${TENANT_A}`;
 
   /** Opens a board page as the operator's browser does: the cookie the board sets, and the token its forms carry. */
-  async function session(): Promise<{ cookie: string; token: string }> {
-    const response = await fetch(`${board()}/failures`, { headers: { 'x-operator': 'alice' } });
-    const cookie =
-      response.headers
-        .getSetCookie()
-        .map((c) => c.split(';')[0])
-        .find((c) => c.startsWith('outbox-board-csrf=')) ?? '';
-    const token = /name="_csrf" value="([^"]*)"/.exec(await response.text())?.[1] ?? '';
-    return { cookie, token };
-  }
+  const session = () => boardFormSession(`${board()}/failures`);
 
   /** A form post with the operator's credentials (the guard lets it in, as a browser's basic auth would). */
   async function post(

@@ -220,6 +220,36 @@ describe.each(SCHEMAS)('tenancy and row-level security on non-owner roles, schem
     expect(await admin.replayEvent(B, ids.bFailed)).toBe(1);
   });
 
+  it("lets tenant A's context find, bulk-replay or bulk-purge none of tenant B's rows through the admin service", async () => {
+    const ids = await seedBothTenants();
+    expect(
+      (await admin.searchEvents(A, { eventName: 'test.tenant.v1' })).items.map((e) => e.eventId),
+    ).toEqual([ids.aFailed, ids.a]);
+    expect((await admin.searchEvents(A, { eventId: ids.bFailed })).items).toEqual([]);
+    expect(await admin.purgeMatching(A, { consumer: 'fragile', dryRun: true })).toMatchObject({ count: 1 });
+    expect(await admin.replayMatching(A, { consumer: 'fragile' }, { audit: { actor: 'ops' } })).toEqual({
+      dryRun: false,
+      count: 1,
+      chunks: 1,
+    });
+    await worker.relay.drain(); // the replayed delivery fails again: dead once more
+    expect(await admin.purgeMatching(A, { consumer: 'fragile' }, { audit: { actor: 'ops' } })).toMatchObject({
+      count: 1,
+    });
+    expect(await db.sql(`select id from ${n.events} where tenant_id = $1 order by id`, [B])).toEqual(
+      [ids.b, ids.bFailed].sort().map((id) => ({ id })),
+    );
+    expect(
+      await db.sql(`select status from ${n.deliveries} where event_id = $1 and consumer_name = 'fragile'`, [
+        ids.bFailed,
+      ]),
+    ).toEqual([{ status: 'dead' }]);
+    expect(await admin.auditLog(A)).toMatchObject([
+      { action: 'purgeMatching' },
+      { action: 'replayMatching' },
+    ]);
+  });
+
   it('leaves no tenant context on the pooled connection after an admin call', async () => {
     await admin.stats(A);
     await admin.replayFailed(B);

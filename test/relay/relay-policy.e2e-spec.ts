@@ -25,6 +25,7 @@ const ALL_OFF: Partial<RelayPolicy> = {
   optimisticBatches: false,
   wakeUpGapMs: 0,
   oneWrite: false,
+  fairShares: false,
 };
 
 /**
@@ -108,6 +109,7 @@ describe("the relay's policy", () => {
       optimisticBatches: true,
       wakeUpGapMs: 2,
       oneWrite: true,
+      fairShares: true,
     });
     expect(switched.app.get(OUTBOX_RELAY_POLICY, { strict: false })).toEqual(ALL_OFF);
   });

@@ -8,6 +8,9 @@ const NAME_MAX = 200;
 /** Largest page `failedEvents` returns. */
 export const MAX_PAGE_SIZE = 500;
 
+/** Rows per transaction of `replayMatching` and `purgeMatching` unless the request says otherwise. */
+export const BULK_CHUNK_SIZE = 1000;
+
 /** A UUID, lowercased; throws `OutboxValidationError` naming `field` otherwise. */
 export function checkUuid(field: string, value: unknown): string {
   if (typeof value !== 'string' || !UUID_PATTERN.test(value))
@@ -61,5 +64,13 @@ export function checkText(field: string, value: unknown, max: number): string | 
   if (value === undefined || value === null || value === '') return null;
   if (typeof value !== 'string' || value.length > max || CONTROL_CHARS.test(value))
     throw new OutboxValidationError(field, messages.badText(field, max, value));
+  return value;
+}
+
+/** An optional Date (a valid one); null when absent. */
+export function checkDate(field: string, value: unknown): Date | null {
+  if (value === undefined || value === null) return null;
+  if (!(value instanceof Date) || Number.isNaN(value.getTime()))
+    throw new OutboxValidationError(field, messages.badDate(field, value));
   return value;
 }

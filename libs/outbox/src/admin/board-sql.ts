@@ -46,7 +46,8 @@ function capped(fromWhere: string, cap: string): string {
 /**
  * The board's overview of one tenant: events per open status (capped) and settled status (estimated), each
  * consumer's open deliveries per status (capped), delivered (estimated) and oldest waiting delivery, the oldest
- * pending event, the consumers that no live instance hosts, and deliveries per minute over the last `minutes`.
+ * pending event (or delayed event due but not promoted), the consumers that no live instance hosts, and deliveries
+ * per bucket of `bucketMinutes` over the last `minutes` (from the per-minute `outbox_activity`, kept 24 hours).
  * `consumers` are the names the app knows (registry and tenant-scoped); names found only in open rows are added.
  */
 export function boardOverview(
@@ -55,8 +56,11 @@ export function boardOverview(
     tenantId: string;
     cap: number;
     consumers: readonly string[];
+    /** The chart's span, a whole number of buckets. */
     minutes: number;
     orphanAfterMs: number;
+    /** Minutes per bar of the chart. */
+    bucketMinutes: number;
   },
 ): SqlStatement {
   const d = (status: string) =>
@@ -80,10 +84,13 @@ export function boardOverview(
                     ) and not n.name = any($3::text[]) as orphaned
                from names n
            ), minutes as (
-             select a.minute, sum(a.delivered)::int as delivered, sum(a.failed)::int as failed, sum(a.dead)::int as dead
+             -- buckets of $6 minutes aligned on the epoch, the last one holding now, $4 minutes in all
+             select to_timestamp(floor(extract(epoch from a.minute) / ($6::int * 60)) * ($6::int * 60)) as minute,
+                    sum(a.delivered)::int as delivered, sum(a.failed)::int as failed, sum(a.dead)::int as dead
                from ${n.activity} a
-              where a.tenant_id = $1 and a.minute >= date_trunc('minute', now()) - ($4 - 1) * interval '1 minute'
-              group by a.minute
+              where a.tenant_id = $1
+                and a.minute >= to_timestamp(floor(extract(epoch from now()) / ($6::int * 60)) * ($6::int * 60)) - ($4::int - $6::int) * interval '1 minute'
+              group by 1
            )
            select json_build_object(
                     'pending', ${capped(`${n.events} e where e.tenant_id = $1 and e.status = 'pending'`, '$2')},
@@ -98,12 +105,15 @@ export function boardOverview(
                               'name', name, 'pending', pending, 'processing', processing, 'failed', failed, 'dead', dead,
                               'deliveredEstimate', delivered_estimate, 'oldestWaitingAt', oldest_waiting_at, 'orphaned', orphaned)
                             order by name) from per_consumer), '[]'::json) as consumers,
-                  (select greatest(e.created_at, e.deliver_at) from ${n.events} e where e.tenant_id = $1 and e.status = 'pending' order by e.seq limit 1)
+                  least((select greatest(e.created_at, e.deliver_at) from ${n.events} e where e.tenant_id = $1 and e.status = 'pending' order by e.seq limit 1),
+                        -- a delayed event due but not promoted (no relay ran since) waits from its deliver_at too
+                        (select min(e.deliver_at) from ${n.events} e
+                          where e.tenant_id = $1 and e.status = 'scheduled' and e.deliver_at <= now()))
                     as oldest_pending_event_at,
                   now() as now,
                   coalesce((select json_agg(json_build_object('minute', minute, 'delivered', delivered, 'failed', failed, 'dead', dead)
                                             order by minute) from minutes), '[]'::json) as activity`,
-    values: [p.tenantId, p.cap, p.consumers, p.minutes, p.orphanAfterMs],
+    values: [p.tenantId, p.cap, p.consumers, p.minutes, p.orphanAfterMs, p.bucketMinutes],
   };
 }
 

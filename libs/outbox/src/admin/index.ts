@@ -23,6 +23,12 @@ export type {
   OutboxBackfillState,
   OutboxConsumerPause,
   OutboxConsumerPauseScope,
+  OutboxEventSearch,
+  OutboxEventMatch,
+  OutboxEventSearchPage,
+  OutboxBulkFilter,
+  OutboxBulkRequest,
+  OutboxBulkReport,
 } from './outbox-admin.interfaces';
 export type { OutboxAdminModuleOptions } from './outbox-admin-options.interface';
 export {

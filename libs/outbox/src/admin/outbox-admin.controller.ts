@@ -17,8 +17,11 @@ import { checkUuid } from './admin-validation';
 import type {
   OutboxBackfillReport,
   OutboxBackfillState,
+  OutboxBulkReport,
+  OutboxBulkRequest,
   OutboxConsumerPause,
   OutboxEventDeliveries,
+  OutboxEventSearchPage,
   OutboxFailedEvent,
   OutboxPage,
   OutboxStats,
@@ -63,6 +66,29 @@ export class OutboxAdminController {
     );
   }
 
+  /**
+   * `GET tenants/:tenantId/events?eventId=&aggregateType=&aggregateId=&correlationId=&eventName=&beforeId=&limit=`:
+   * the tenant's events matching every field given (at least one of eventId, aggregateId, correlationId and
+   * eventName), newest first; `nextBeforeId` is the next page's `beforeId`.
+   */
+  @Get('tenants/:tenantId/events')
+  search(
+    @Param('tenantId') tenantId: string,
+    @Query() query: Record<string, string | undefined>,
+  ): Promise<OutboxEventSearchPage> {
+    return badRequestOnInvalid(() =>
+      this.admin.searchEvents(tenantId, {
+        eventId: query.eventId,
+        aggregateType: query.aggregateType,
+        aggregateId: query.aggregateId,
+        correlationId: query.correlationId,
+        eventName: query.eventName,
+        beforeId: query.beforeId,
+        limit: integer(query.limit),
+      }),
+    );
+  }
+
   /** `GET tenants/:tenantId/events/:eventId/deliveries` (404 when the tenant has no such event) */
   @Get('tenants/:tenantId/events/:eventId/deliveries')
   async deliveries(
@@ -101,6 +127,36 @@ export class OutboxAdminController {
         this.admin.replayFailed(tenantId, { consumer: body?.consumer, eventName: body?.eventName }),
       ),
     };
+  }
+
+  /**
+   * `POST tenants/:tenantId/bulk/replay` with `{ consumer?, status?, eventName?, from?, to?, dryRun?, chunkSize? }`
+   * (`from` and `to` ISO dates): every matching dead or failed delivery back to pending, in chunks; audited. With
+   * `dryRun: true`, the count only, nothing changed and nothing audited.
+   */
+  @Post('tenants/:tenantId/bulk/replay')
+  @HttpCode(200)
+  replayMatching(
+    @Req() request: { user?: unknown },
+    @Param('tenantId') tenantId: string,
+    @Body() body?: BulkBody,
+  ): Promise<OutboxBulkReport> {
+    return badRequestOnInvalid(() =>
+      this.admin.replayMatching(tenantId, bulkRequest(body), { audit: { actor: routeActor(request) } }),
+    );
+  }
+
+  /** `POST tenants/:tenantId/bulk/purge`, the same body: every matching failed event deleted, in chunks; audited. */
+  @Post('tenants/:tenantId/bulk/purge')
+  @HttpCode(200)
+  purgeMatching(
+    @Req() request: { user?: unknown },
+    @Param('tenantId') tenantId: string,
+    @Body() body?: BulkBody,
+  ): Promise<OutboxBulkReport> {
+    return badRequestOnInvalid(() =>
+      this.admin.purgeMatching(tenantId, bulkRequest(body), { audit: { actor: routeActor(request) } }),
+    );
   }
 
   /**
@@ -239,6 +295,35 @@ interface BackfillBody {
   dryRun?: boolean;
   chunkSize?: number;
   pauseMs?: number;
+}
+
+/** Body of the bulk routes: `from` and `to` ISO dates. */
+interface BulkBody {
+  consumer?: string;
+  status?: 'dead' | 'failed';
+  eventName?: string;
+  from?: string;
+  to?: string;
+  dryRun?: boolean;
+  chunkSize?: number;
+}
+
+function bulkRequest(body: BulkBody | undefined): OutboxBulkRequest {
+  return {
+    consumer: body?.consumer,
+    status: body?.status,
+    eventName: body?.eventName,
+    from: isoDate(body?.from),
+    to: isoDate(body?.to),
+    dryRun: body?.dryRun,
+    chunkSize: body?.chunkSize,
+  };
+}
+
+/** An ISO date string becomes a Date; anything else is passed on for the service to refuse by name. */
+function isoDate(value: unknown): Date | undefined {
+  if (typeof value === 'string' && !Number.isNaN(Date.parse(value))) return new Date(value);
+  return value as undefined;
 }
 
 /** An ISO date becomes a Date; anything else is passed on for the service to refuse by name. */

@@ -205,9 +205,12 @@ export interface OutboxActionOptions {
 export interface OutboxAuditEntry {
   id: string;
   actor: string;
-  /** `replayEvent`, `replayFailed`, `purgeEvent`, `purgeFailed`, `backfill`, `pauseSubscription` or `resumeSubscription`. */
+  /**
+   * `replayEvent`, `replayFailed`, `replayMatching`, `purgeEvent`, `purgeFailed`, `purgeMatching`, `backfill`,
+   * `pauseSubscription`, `resumeSubscription`, `pauseConsumer` or `resumeConsumer`.
+   */
   action: string;
-  /** What it was applied to: the event id, consumer, event name or subscription given. */
+  /** What it was applied to: the event id, consumer, event name or subscription given, or a bulk action's filter. */
   target: Record<string, unknown>;
   /** Rows changed: deliveries reset, events purged, subscriptions paused or resumed. */
   rows: number;
@@ -264,4 +267,77 @@ export interface OutboxBackfillState {
   updatedAt: Date;
   /** null while it runs, or after it stopped (run the same request again to resume it). */
   finishedAt: Date | null;
+}
+
+/**
+ * What `OutboxAdminService.searchEvents` looks for in one tenant: at least one of `eventId`, `aggregateId` (with
+ * `aggregateType` or not), `correlationId` and `eventName`; the fields given must all match.
+ */
+export interface OutboxEventSearch {
+  eventId?: string;
+  /** Only with `aggregateId`. */
+  aggregateType?: string;
+  aggregateId?: string;
+  correlationId?: string;
+  /** An exact event name. */
+  eventName?: string;
+  /** The next page: events older than this one (the `nextBeforeId` of the page before). */
+  beforeId?: string;
+  /** 1 to 500. Default 50. */
+  limit?: number;
+}
+
+/** One event found by `searchEvents`. */
+export interface OutboxEventMatch {
+  eventId: string;
+  eventName: string;
+  status: OutboxEventStatus;
+  aggregateType: string | null;
+  aggregateId: string | null;
+  correlationId: string | null;
+  createdAt: Date;
+  /** Deliveries not settled yet, and dead ones. */
+  deliveriesOpen: number;
+  deliveriesDead: number;
+}
+
+/** A page of `searchEvents`, newest first. */
+export interface OutboxEventSearchPage {
+  items: OutboxEventMatch[];
+  /** Pass it as `beforeId` for the next page; null when this page is the last. */
+  nextBeforeId: string | null;
+}
+
+/**
+ * What `replayMatching` and `purgeMatching` apply to in one tenant: every field given must match (none: every
+ * dead or failed delivery of the tenant, every failed event).
+ */
+export interface OutboxBulkFilter {
+  /** Deliveries of this consumer (a purge: events dead for it). */
+  consumer?: string;
+  /** `dead`, or `failed` (retrying); a replay takes both when left out, a purge takes `dead` only. */
+  status?: 'dead' | 'failed';
+  /** An exact event name. */
+  eventName?: string;
+  /** Events created at or after this time. */
+  from?: Date;
+  /** Events created before this time. */
+  to?: Date;
+}
+
+/** A bulk action's filter and how it runs. */
+export interface OutboxBulkRequest extends OutboxBulkFilter {
+  /** Count what it would change, and change nothing. Default `false`. */
+  dryRun?: boolean;
+  /** Rows per chunk (one transaction each), 1 to 10,000. Default 1,000. */
+  chunkSize?: number;
+}
+
+/** What a bulk action did, or would do (`dryRun`). */
+export interface OutboxBulkReport {
+  dryRun: boolean;
+  /** Deliveries reset (replay) or events purged (purge); a dry run: how many would be now. */
+  count: number;
+  /** Chunks committed (0 for a dry run). */
+  chunks: number;
 }

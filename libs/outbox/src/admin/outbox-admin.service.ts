@@ -9,6 +9,8 @@ import type { ResolvedOutboxOptions } from '../options/outbox-module-options.int
 import { OutboxValidationError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { errorText } from '../errors/error-text';
+import { sqlState } from '../errors/sql-state';
+import { handlerBound } from '../store/sql/transaction-context';
 import { OutboxConsumerRegistry } from '../consumers/outbox-consumer.registry';
 import { OutboxRelay } from '../relay/outbox.relay';
 import { BACKFILL_CHUNK_SIZE, BACKFILL_PAUSE_MS, OutboxBackfill } from '../consumers/outbox-backfill';
@@ -18,6 +20,8 @@ import { OutboxWebhookService } from '../webhooks/outbox-webhook.service';
 import { OutboxStore } from '../store/outbox.store';
 import * as q from '../store/sql/admin';
 import * as pq from '../store/sql/consumer-pauses';
+import * as sq from '../store/sql/event-search';
+import * as bk from '../store/sql/bulk-actions';
 import * as bq from './board-sql';
 import * as wq from '../webhooks/webhooks-sql';
 import * as iq from '../inbox/inbox-sql';
@@ -27,8 +31,10 @@ import type { SqlStatement } from '../store/sql';
 import { examineOutbox } from '../maintenance/outbox-doctor';
 import type { OutboxDoctorReport, OutboxDoctorThresholds } from '../model/outbox-doctor-report.interface';
 import {
+  BULK_CHUNK_SIZE,
   MAX_PAGE_SIZE,
   checkConsumerName,
+  checkDate,
   checkEventName,
   checkInteger,
   checkText,
@@ -41,12 +47,18 @@ import type {
   OutboxBackfillRequest,
   OutboxBackfillState,
   OutboxBlockedAggregate,
+  OutboxBulkFilter,
+  OutboxBulkReport,
+  OutboxBulkRequest,
   OutboxConsumerCounts,
   OutboxConsumerPause,
   OutboxConsumerPauseScope,
   OutboxDeliveryRecord,
   OutboxDeliveryStatus,
   OutboxEventDeliveries,
+  OutboxEventMatch,
+  OutboxEventSearch,
+  OutboxEventSearchPage,
   OutboxEventStatus,
   OutboxFailedEvent,
   OutboxFailedEventsQuery,
@@ -71,6 +83,10 @@ const DELIVERY_STATUSES: readonly OutboxDeliveryStatus[] = [
   'dead',
 ];
 const DEFAULT_PAGE_SIZE = 50;
+/** How long a search may run: one index range when the search indexes exist, far less than this. */
+const SEARCH_TIMEOUT_MS = 3_000;
+/** SQLSTATE `query_canceled`: a statement ran past its `statement_timeout`. */
+const QUERY_CANCELED = '57014';
 /** Blocked aggregates listed by `stats` (all are counted). */
 const BLOCKED_AGGREGATES_LISTED = 100;
 
@@ -241,6 +257,145 @@ export class OutboxAdminService {
       checked.tenantId,
       audited(options, 'purgeFailed', { consumer: checked.consumer, eventName: checked.eventName }),
     );
+  }
+
+  /**
+   * Finds the tenant's events by event id, aggregate (id, with or without its type), correlation id or event name
+   * (every field given must match), newest first, a page at a time: pass the page's `nextBeforeId` as `beforeId`
+   * for the next. Each search walks one index, whatever the size of the history (docs/board.md#search).
+   */
+  async searchEvents(tenantId: string, query: OutboxEventSearch): Promise<OutboxEventSearchPage> {
+    const search = checkSearch(tenantId, query);
+    // one more than the page: whether a next page exists; bounded in time, for a database without the opt-in
+    // search indexes, where a rare value means reading the tenant's history
+    const rows = await this.read(search.tenantId, async (runner) => {
+      await this.store.rows(runner, handlerBound(SEARCH_TIMEOUT_MS));
+      return this.store.rows<sq.EventSearchRow>(
+        runner,
+        sq.searchEvents(this.options.names, { ...search, limit: search.limit + 1 }),
+      );
+    }).catch((error: unknown) => {
+      if (sqlState(error) !== QUERY_CANCELED) throw error;
+      const field =
+        search.eventName !== null
+          ? 'eventName'
+          : search.correlationId !== null
+            ? 'correlationId'
+            : 'aggregateId';
+      throw new OutboxValidationError(field, messages.searchTooLong(field, SEARCH_TIMEOUT_MS));
+    });
+    const items = rows.slice(0, search.limit).map(toEventMatch);
+    return { items, nextBeforeId: rows.length > search.limit ? items[items.length - 1]!.eventId : null };
+  }
+
+  /**
+   * Sends every dead or failed delivery of the tenant matching the filter back to pending, due now, attempts
+   * reset, as `replayEvent` does, in chunks of `chunkSize` deliveries (a transaction each, so no giant
+   * transaction holds locks against the relay). `dryRun` counts and changes nothing. With `audit`, one audit row
+   * (action `replayMatching`, the filter, the deliveries reset), written with the last chunk. Returns how many.
+   */
+  async replayMatching(
+    tenantId: string,
+    request: OutboxBulkRequest = {},
+    options: OutboxActionOptions = {},
+  ): Promise<OutboxBulkReport> {
+    const { filter, chunkSize, dryRun } = checkBulk(tenantId, request, 'replay');
+    if (dryRun)
+      return {
+        dryRun,
+        count: await this.countMatching(bk.countReplayable(this.options.names, filter)),
+        chunks: 0,
+      };
+    const report = await this.inChunks(
+      'replay',
+      (afterId) => bk.replayChunk(this.options.names, { ...filter, afterId, chunkSize }),
+      filter.tenantId,
+      audited(options, 'replayMatching', bulkTarget(filter)),
+    );
+    if (report.count > 0) this.relay.wake();
+    return report;
+  }
+
+  /**
+   * Deletes every failed event of the tenant matching the filter whose deliveries are all settled, with their
+   * rows, as `purgeEvent` does, in chunks of `chunkSize` events. `dryRun` counts and changes nothing. With
+   * `audit`, one audit row (action `purgeMatching`, the filter, the events purged), written with the last chunk.
+   */
+  async purgeMatching(
+    tenantId: string,
+    request: OutboxBulkRequest = {},
+    options: OutboxActionOptions = {},
+  ): Promise<OutboxBulkReport> {
+    const { filter, chunkSize, dryRun } = checkBulk(tenantId, request, 'purge');
+    if (dryRun)
+      return {
+        dryRun,
+        count: await this.countMatching(bk.countPurgeable(this.options.names, filter)),
+        chunks: 0,
+      };
+    return this.inChunks(
+      'purge',
+      (afterId) => bk.purgeChunk(this.options.names, { ...filter, afterId, chunkSize }),
+      filter.tenantId,
+      audited(options, 'purgeMatching', bulkTarget(filter)),
+    );
+  }
+
+  private async countMatching(statement: SqlStatement): Promise<number> {
+    const tenantId = statement.values[0] as string;
+    const [row] = await this.read(tenantId, (runner) =>
+      this.store.rows<{ count: number }>(runner, statement),
+    );
+    return row!.count;
+  }
+
+  /**
+   * Runs a bulk action's chunks one after the other, each in a write transaction of its own, until a chunk finds
+   * nothing left (not until one comes back short: `for update` with `limit` may return fewer rows than there are).
+   * That last, empty chunk writes the audit row with the total, so the row commits with the end of the action.
+   */
+  private async inChunks(
+    action: 'replay' | 'purge',
+    chunk: (afterId: string | null) => SqlStatement,
+    tenantId: string,
+    audit: Audit | null,
+  ): Promise<OutboxBulkReport> {
+    let afterId: string | null = null;
+    let count = 0;
+    let chunks = 0;
+    try {
+      for (;;) {
+        const total = count;
+        const [row] = await this.write(tenantId, async (runner) => {
+          const rows = await this.store.rows<{ done: number; last_id: string | null }>(
+            runner,
+            chunk(afterId),
+          );
+          if (rows[0]!.last_id === null && audit)
+            await this.store.rows(
+              runner,
+              bq.insertAudit(this.options.names, { ...audit, tenantId, rows: total }),
+            );
+          return rows;
+        });
+        if (row!.last_id === null) break;
+        count += row!.done;
+        chunks++;
+        afterId = row!.last_id;
+      }
+    } catch (error) {
+      this.logger.error(
+        `bulk ${action} for tenant ${tenantId} stopped after ${count} rows in ${chunks} chunks ` +
+          `(they stay done; the same filter again takes what is left): ${errorText(error)}`,
+      );
+      throw error;
+    }
+    if (count > 0)
+      this.logger.log(
+        `bulk ${action} ${action === 'replay' ? 'reset' : 'purged'} ${count} ` +
+          `${action === 'replay' ? 'deliveries' : 'events'} in ${chunks} chunks for tenant ${tenantId}`,
+      );
+    return { dryRun: false, count, chunks };
   }
 
   /**
@@ -629,6 +784,86 @@ function audited(
   if (actor === undefined) return null;
   const checked = checkConsumerName('audit.actor', actor);
   return { actor: checked!, action, target };
+}
+
+function checkSearch(tenantId: string, query: OutboxEventSearch): sq.EventSearch {
+  const search: sq.EventSearch = {
+    tenantId: checkUuid('tenantId', tenantId),
+    eventId: query?.eventId === undefined ? null : checkUuid('eventId', query.eventId),
+    aggregateType: checkText('aggregateType', query?.aggregateType, 200),
+    aggregateId: checkText('aggregateId', query?.aggregateId, 200),
+    correlationId: checkText('correlationId', query?.correlationId, 200),
+    eventName: checkEventName('eventName', query?.eventName),
+    beforeId: query?.beforeId === undefined ? null : checkUuid('beforeId', query.beforeId),
+    limit: checkInteger('limit', query?.limit, 1, MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE),
+  };
+  if (search.aggregateType !== null && search.aggregateId === null)
+    throw new OutboxValidationError('aggregateId', messages.aggregateTypeAlone());
+  if ([search.eventId, search.aggregateId, search.correlationId, search.eventName].every((v) => v === null))
+    throw new OutboxValidationError('search', messages.searchNeedsField());
+  return search;
+}
+
+function checkBulk(
+  tenantId: string,
+  request: OutboxBulkRequest,
+  action: 'replay' | 'purge',
+): { filter: bk.BulkFilter; chunkSize: number; dryRun: boolean } {
+  const status: unknown = request?.status;
+  const statuses: bk.BulkFilter['statuses'] =
+    status === undefined
+      ? action === 'replay'
+        ? ['dead', 'failed']
+        : ['dead']
+      : status === 'dead' || (status === 'failed' && action === 'replay')
+        ? [status]
+        : [];
+  if (statuses.length === 0) throw new OutboxValidationError('status', messages.bulkStatus(action, status));
+  const from = checkDate('from', request?.from);
+  const to = checkDate('to', request?.to);
+  if (from !== null && to !== null && to.getTime() <= from.getTime())
+    throw new OutboxValidationError('to', messages.bulkRange());
+  const dryRun: unknown = request?.dryRun ?? false;
+  if (typeof dryRun !== 'boolean')
+    throw new OutboxValidationError('dryRun', messages.badOption('dryRun', 'true or false', dryRun));
+  return {
+    filter: {
+      tenantId: checkUuid('tenantId', tenantId),
+      consumer: checkConsumerName('consumer', request?.consumer),
+      statuses,
+      eventName: checkEventName('eventName', request?.eventName),
+      from,
+      to,
+    },
+    chunkSize: checkInteger('chunkSize', request?.chunkSize, 1, 10_000, BULK_CHUNK_SIZE),
+    dryRun,
+  };
+}
+
+/** A bulk action's filter as its audit row records it: the fields given, and the statuses taken. */
+function bulkTarget(filter: bk.BulkFilter): Record<string, unknown> {
+  const given: Omit<OutboxBulkFilter, 'status'> & { statuses: readonly string[] } = {
+    statuses: filter.statuses,
+  };
+  if (filter.consumer !== null) given.consumer = filter.consumer;
+  if (filter.eventName !== null) given.eventName = filter.eventName;
+  if (filter.from !== null) given.from = filter.from;
+  if (filter.to !== null) given.to = filter.to;
+  return given;
+}
+
+function toEventMatch(row: sq.EventSearchRow): OutboxEventMatch {
+  return {
+    eventId: row.id,
+    eventName: row.event_name,
+    status: row.status as OutboxEventStatus,
+    aggregateType: row.aggregate_type,
+    aggregateId: row.aggregate_id,
+    correlationId: row.correlation_id,
+    createdAt: row.created_at,
+    deliveriesOpen: row.deliveries_open,
+    deliveriesDead: row.deliveries_dead,
+  };
 }
 
 function checkSince(value: unknown): Date | null {

@@ -1,5 +1,6 @@
 import { type SafeHtml, html } from './board-html';
 import { CSRF_FIELD } from './board-csrf.interceptor';
+import { BULK_CHUNK_SIZE } from '../admin/admin-validation';
 import { type BoardActionInput, type BoardPageContext, layout, tenantBase } from './layout.view';
 
 /** What an action does, in words, for its button and its confirmation page. */
@@ -21,6 +22,10 @@ export function describeAction(input: BoardActionInput): string {
       return `Pause consumer ${input.consumer}: its deliveries wait, uncharged, until resumed`;
     case 'resume-consumer':
       return `Resume consumer ${input.consumer}: its waiting deliveries are due at once, in order`;
+    case 'replay-matching':
+      return `Replay every ${input.status ?? 'dead or failed'} delivery${matching(input)}`;
+    case 'purge-matching':
+      return `Purge every failed event with nothing left open${matching(input)}, with its delivery and inbox rows (cannot be undone)`;
     case 'backfill-consumer':
       return (
         `Backfill consumer ${input.consumer} with the retained events ` +
@@ -28,6 +33,16 @@ export function describeAction(input: BoardActionInput): string {
         `${input.eventNames ? ` named ${input.eventNames}` : ''}`
       );
   }
+}
+
+/** A bulk action's filter, in words. */
+function matching(input: BoardActionInput): string {
+  return (
+    (input.consumer ? ` of consumer ${input.consumer}` : '') +
+    (input.eventName ? ` of events named ${input.eventName}` : '') +
+    (input.from ? ` created from ${input.from}` : '') +
+    (input.to ? ` created before ${input.to}` : '')
+  );
 }
 
 /** The fields an action's forms post: the action, its target, and this browser's token. */
@@ -39,6 +54,10 @@ function hiddenFields(ctx: BoardPageContext, input: BoardActionInput, returnTo?:
     ${input.subscription ? html`<input type="hidden" name="subscription" value="${input.subscription}" />` : ''}
     ${input.since ? html`<input type="hidden" name="since" value="${input.since}" />` : ''}
     ${input.eventNames ? html`<input type="hidden" name="eventNames" value="${input.eventNames}" />` : ''}
+    ${input.status ? html`<input type="hidden" name="status" value="${input.status}" />` : ''}
+    ${input.eventName ? html`<input type="hidden" name="eventName" value="${input.eventName}" />` : ''}
+    ${input.from ? html`<input type="hidden" name="from" value="${input.from}" />` : ''}
+    ${input.to ? html`<input type="hidden" name="to" value="${input.to}" />` : ''}
     ${returnTo ? html`<input type="hidden" name="returnTo" value="${returnTo}" />` : ''}`;
 }
 
@@ -68,7 +87,10 @@ export function confirmPage(
   cancelTo: string,
   /** A backfill's dry run: the deliveries it would create. */
   wouldCreate?: number,
+  /** A bulk action's dry run: the deliveries it would reset, or the events it would purge. */
+  wouldChange?: number,
 ): string {
+  const purging = input.action === 'purge-event' || input.action === 'purge-matching';
   return layout(
     ctx,
     'Confirm',
@@ -83,11 +105,24 @@ export function confirmPage(
               be created now (pending, due at once), in throttled chunks.
             </p>`
       }
+      ${
+        wouldChange === undefined
+          ? ''
+          : html`<p data-testid="dry-run">
+              Dry run: <strong data-testid="dry-run-count">${wouldChange}</strong>
+              ${
+                input.action === 'purge-matching'
+                  ? `${wouldChange === 1 ? 'event' : 'events'} would be purged`
+                  : `${wouldChange === 1 ? 'delivery' : 'deliveries'} would be reset to pending, due now`
+              },
+              in chunks of ${BULK_CHUNK_SIZE} (rows that change meanwhile are taken or left as they are then).
+            </p>`
+      }
       ${hiddenFields(ctx, input, cancelTo)}
       <p>
         <button
           type="submit"
-          class="${input.action === 'purge-event' ? 'danger' : 'primary'}"
+          class="${purging ? 'danger' : 'primary'}"
           aria-describedby="confirm-what"
           autofocus
         >
@@ -129,5 +164,53 @@ export function backfillForm(ctx: BoardPageContext, consumers: readonly string[]
       <label>Event names <input name="eventNames" placeholder="all it listens to (orders.* …)" /></label>
       <button type="submit">Count and confirm…</button>
     </p>
+  </form>`;
+}
+
+/**
+ * The failures page's bulk form: a filter (consumer, status, event name, created from/to), then Replay or Purge,
+ * each confirmed on a page that shows the dry run's count first.
+ */
+export function bulkForm(
+  ctx: BoardPageContext,
+  consumers: readonly string[],
+  filter: { consumer?: string; eventName?: string },
+): SafeHtml {
+  return html`<form method="post" action="${tenantBase(ctx)}/confirm" data-testid="bulk-form" class="filters">
+    <input type="hidden" name="${CSRF_FIELD}" value="${ctx.csrfToken}" />
+    <div>
+      <label for="b-consumer">Consumer</label>
+      <select id="b-consumer" name="consumer">
+        <option value="">any</option>
+        ${consumers.map(
+          (name) =>
+            html`<option value="${name}" ${name === filter.consumer ? html` selected` : ''}>${name}</option>`,
+        )}
+      </select>
+    </div>
+    <div>
+      <label for="b-status">Status</label>
+      <select id="b-status" name="status">
+        <option value="dead">dead</option>
+        <option value="failed">failed (retrying)</option>
+        <option value="">dead or failed (a purge takes dead)</option>
+      </select>
+    </div>
+    <div>
+      <label for="b-event">Event name</label>
+      <input id="b-event" name="eventName" value="${filter.eventName ?? ''}" placeholder="any" />
+    </div>
+    <div>
+      <label for="b-from">Created from</label>
+      <input id="b-from" name="from" placeholder="2026-12-01T00:00Z" />
+    </div>
+    <div>
+      <label for="b-to">Created before</label>
+      <input id="b-to" name="to" placeholder="2026-12-02" />
+    </div>
+    <div>
+      <button type="submit" name="action" value="replay-matching">Count and replay…</button>
+      <button type="submit" name="action" value="purge-matching" class="danger">Count and purge…</button>
+    </div>
   </form>`;
 }

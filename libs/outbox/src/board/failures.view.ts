@@ -1,7 +1,7 @@
 import { html, withQuery } from './board-html';
 import { BOARD_PAGE_SIZE, type BoardOverview, type BoardTrouble } from './outbox-board.service';
 import { type BoardPageContext, badge, count, layout, tenantBase, time } from './layout.view';
-import { actionForm } from './actions.view';
+import { actionForm, bulkForm } from './actions.view';
 
 /** The failures page: failed and dead deliveries, filterable, newest first. */
 export function failuresPage(
@@ -111,6 +111,12 @@ export function failuresPage(
               </ul>`
           : ''
       }
+      <h2>Replay or purge everything matching</h2>
+      ${bulkForm(
+        ctx,
+        o.consumers.map((c) => c.name),
+        filter,
+      )}
       <h2>Deliveries</h2>
       ${table}`,
   );

@@ -26,7 +26,9 @@ export type BoardAction =
   | 'resume-subscription'
   | 'backfill-consumer'
   | 'pause-consumer'
-  | 'resume-consumer';
+  | 'resume-consumer'
+  | 'replay-matching'
+  | 'purge-matching';
 
 /** The fields of an action's form. */
 export interface BoardActionInput {
@@ -38,6 +40,11 @@ export interface BoardActionInput {
   since?: string;
   /** `backfill-consumer`: event names or patterns, space-separated (none: every event the consumer listens to). */
   eventNames?: string;
+  /** `replay-matching`, `purge-matching`: the filter (`consumer` too); `from` and `to` ISO dates. */
+  status?: string;
+  eventName?: string;
+  from?: string;
+  to?: string;
 }
 
 export const number = new Intl.NumberFormat('en-US');
@@ -77,6 +84,7 @@ export function layout(ctx: BoardPageContext, title: string, current: string, bo
     ? [
         ['overview', 'Overview'],
         ['failures', 'Failures'],
+        ['search', 'Search'],
         ['consumers', 'Consumers'],
         ['audit', 'Audit log'],
         ['doctor', 'Database'],

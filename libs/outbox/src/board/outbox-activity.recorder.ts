@@ -21,8 +21,8 @@ const MINUTE_MS = 60_000;
 
 /**
  * Sums this instance's delivery outcomes per tenant, consumer and minute in memory and adds them to
- * `outbox_activity` every `activityFlushMs`, in one statement for every tenant: the board's chart of the last
- * minutes reads those few rows instead of the delivery history. Counts are attempts as they ended; a batch that
+ * `outbox_activity` every `activityFlushMs`, in one statement for every tenant (which keeps 24 hours of minutes):
+ * the board's chart of the last 30 minutes to 24 hours reads those few rows instead of the delivery history. Counts are attempts as they ended; a batch that
  * then rolled back (a lease lost) shows its attempts twice, as they ended and as the failures recorded after.
  */
 @Injectable()

@@ -17,12 +17,13 @@ import type { ResolvedOutboxOptions } from '../options/outbox-module-options.int
 import { SINGLE_TENANT_ID } from '../model/outbox.constants';
 import { OutboxAdminService } from '../admin/outbox-admin.service';
 import { checkUuid } from '../admin/admin-validation';
-import type { OutboxBackfillRequest } from '../admin/outbox-admin.interfaces';
+import type { OutboxBackfillRequest, OutboxBulkRequest } from '../admin/outbox-admin.interfaces';
 import { BoardAssets } from './board-assets';
 import { BoardResponse } from './board-headers';
 import { BOARD_CONTEXT } from './board-exception.filter';
 import { BOARD_CSRF_TOKEN } from './board-csrf.interceptor';
 import { boardBase, boardPath } from './board-path';
+import { withQuery } from './board-html';
 import {
   auditPage,
   confirmPage,
@@ -33,11 +34,12 @@ import {
   overviewFragment,
   overviewPage,
   pickerPage,
+  searchPage,
   type BoardAction,
   type BoardActionInput,
   type BoardPageContext,
 } from './views';
-import { OutboxBoardService } from './outbox-board.service';
+import { OutboxBoardService, activityRange } from './outbox-board.service';
 import { OUTBOX_BOARD_OPTIONS } from './outbox-board.constants';
 import type {
   OutboxBoardModuleOptions,
@@ -55,6 +57,8 @@ const ACTIONS: readonly BoardAction[] = [
   'backfill-consumer',
   'pause-consumer',
   'resume-consumer',
+  'replay-matching',
+  'purge-matching',
 ];
 /** What the page says after an action, by the `done` code of the redirect (never text from the URL). */
 const DONE: Record<string, (n: number) => string> = {
@@ -70,6 +74,8 @@ const DONE: Record<string, (n: number) => string> = {
     n === 1
       ? 'Resumed the consumer: its waiting deliveries are due now.'
       : 'The consumer was not paused here.',
+  'bulk-replayed': (n) => `Replayed: ${n} ${n === 1 ? 'delivery' : 'deliveries'} reset to pending, due now.`,
+  'bulk-purged': (n) => `Purged ${n} ${n === 1 ? 'event' : 'events'} with their delivery and inbox rows.`,
   backfilling: (n) =>
     `Backfill started: ${n} ${n === 1 ? 'delivery' : 'deliveries'} to create, in throttled chunks; each is due once created.`,
 };
@@ -134,9 +140,10 @@ export class OutboxBoardController {
     @Param('tenantId') tenantId: string,
     @Query('done') done?: string,
     @Query('n') n?: string,
+    @Query('range') range?: string,
   ): Promise<string> {
     const ctx = await this.context(request, tenantId, done, n);
-    return overviewPage(ctx, await this.board.overview(ctx.tenantId!));
+    return overviewPage(ctx, await this.board.overview(ctx.tenantId!, activityRange(range)));
   }
 
   @Get('t/:tenantId/fragments/overview')
@@ -144,9 +151,10 @@ export class OutboxBoardController {
   async overviewFragment(
     @Req() request: OutboxBoardRequest,
     @Param('tenantId') tenantId: string,
+    @Query('range') range?: string,
   ): Promise<string> {
     const ctx = await this.context(request, tenantId);
-    return overviewFragment(ctx, await this.board.overview(ctx.tenantId!)).value;
+    return overviewFragment(ctx, await this.board.overview(ctx.tenantId!, activityRange(range))).value;
   }
 
   @Get('t/:tenantId/failures')
@@ -167,6 +175,32 @@ export class OutboxBoardController {
       this.board.troubles(ctx.tenantId!, filter),
     ]);
     return failuresPage(ctx, overview, items, filter);
+  }
+
+  /** The search form, and the events it finds (keyset pages, newest first) once a field is given. */
+  @Get('t/:tenantId/search')
+  @BoardResponse(HTML)
+  async search(
+    @Req() request: OutboxBoardRequest,
+    @Param('tenantId') tenantId: string,
+    @Query() query: Record<string, unknown>,
+  ): Promise<string> {
+    const ctx = await this.context(request, tenantId);
+    const field = (name: string): string | undefined => {
+      const value = query[name];
+      return typeof value === 'string' && value.trim() !== '' ? value.trim() : undefined;
+    };
+    const search = {
+      eventId: field('eventId'),
+      aggregateType: field('aggregateType'),
+      aggregateId: field('aggregateId'),
+      correlationId: field('correlationId'),
+      eventName: field('eventName'),
+      beforeId: field('beforeId'),
+    };
+    const asked = Object.entries(search).some(([name, value]) => name !== 'beforeId' && value !== undefined);
+    const found = asked ? await this.admin.searchEvents(ctx.tenantId!, search) : null;
+    return searchPage(ctx, search, found);
   }
 
   @Get('t/:tenantId/events/:eventId')
@@ -243,7 +277,14 @@ export class OutboxBoardController {
             })
           ).deliveries
         : undefined;
-    return confirmPage(ctx, input, this.returnTo(ctx, input), wouldCreate);
+    const dryRun = { ...bulkRequest(input), dryRun: true };
+    const wouldChange =
+      input.action === 'replay-matching'
+        ? (await this.admin.replayMatching(ctx.tenantId!, dryRun)).count
+        : input.action === 'purge-matching'
+          ? (await this.admin.purgeMatching(ctx.tenantId!, dryRun)).count
+          : undefined;
+    return confirmPage(ctx, input, this.returnTo(ctx, input), wouldCreate, wouldChange);
   }
 
   /** Runs a confirmed action through the admin service, with its audit row, and goes back to where it came from. */
@@ -287,6 +328,14 @@ export class OutboxBoardController {
         n = (await this.admin.resumeConsumer(input.consumer!, { tenantId: tenant }, { audit })) ? 1 : 0;
         done = 'consumer-resumed';
         break;
+      case 'replay-matching':
+        n = (await this.admin.replayMatching(tenant, bulkRequest(input), { audit })).count;
+        done = 'bulk-replayed';
+        break;
+      case 'purge-matching':
+        n = (await this.admin.purgeMatching(tenant, bulkRequest(input), { audit })).count;
+        done = 'bulk-purged';
+        break;
       case 'pause-subscription':
       case 'resume-subscription': {
         const pause = input.action === 'pause-subscription';
@@ -308,6 +357,8 @@ export class OutboxBoardController {
       return given.replace(/[?&]done=[^&]*&n=\d*/, '');
     }
     if (input.eventId) return `${tenantRoot}/events/${input.eventId}`;
+    if (input.action.endsWith('-matching'))
+      return withQuery(`${tenantRoot}/failures`, { consumer: input.consumer, eventName: input.eventName });
     if (input.subscription || (input.action.endsWith('-consumer') && input.action !== 'replay-consumer'))
       return `${tenantRoot}/consumers`;
     return `${tenantRoot}/failures`;
@@ -375,6 +426,10 @@ function actionInput(body: Record<string, unknown> | undefined): BoardActionInpu
     subscription: field('subscription'),
     since: field('since'),
     eventNames: field('eventNames'),
+    status: field('status'),
+    eventName: field('eventName'),
+    from: field('from'),
+    to: field('to'),
   };
   if ((action === 'replay-event' || action === 'purge-event') && !input.eventId)
     throw new BadRequestException(`${action} needs an eventId.`);
@@ -395,5 +450,24 @@ function backfillRequest(input: BoardActionInput, tenantId: string): OutboxBackf
     tenantId,
     since: since === 'oldest' ? 'oldest' : Number.isNaN(date.getTime()) ? (since as 'oldest') : date,
     eventNames: input.eventNames?.split(/[\s,]+/).filter((name) => name !== ''),
+  };
+}
+
+/**
+ * A bulk form's filter as the admin service's request, which checks it and names a bad field: the dates as
+ * typed (2026-12-01, or a full ISO timestamp) become Dates; anything else is passed on to be refused.
+ */
+function bulkRequest(input: BoardActionInput): OutboxBulkRequest {
+  const date = (value: string | undefined): Date | undefined => {
+    if (value === undefined) return undefined;
+    const parsed = new Date(value);
+    return Number.isNaN(parsed.getTime()) ? (value as unknown as Date) : parsed;
+  };
+  return {
+    consumer: input.consumer,
+    status: input.status as OutboxBulkRequest['status'],
+    eventName: input.eventName,
+    from: date(input.from),
+    to: date(input.to),
   };
 }

@@ -18,8 +18,26 @@ import type { OutboxBlockedAggregate } from '../admin/outbox-admin.interfaces';
 
 /** Open rows counted exactly up to this many per status; the board shows "10,000+" beyond. */
 export const BOARD_COUNT_CAP = 10_000;
-/** Minutes of activity the chart shows. */
-export const BOARD_ACTIVITY_MINUTES = 30;
+/**
+ * The spans the activity chart offers, and the minutes per bar of each: all read from the per-minute
+ * `outbox_activity`, which keeps 24 hours (docs/adr/1013-search-bulk-actions-and-hours-of-activity.md).
+ */
+export const BOARD_ACTIVITY_RANGES = {
+  '30m': { minutes: 30, bucketMinutes: 1, label: 'last 30 minutes' },
+  '1h': { minutes: 60, bucketMinutes: 1, label: 'last hour' },
+  '6h': { minutes: 360, bucketMinutes: 5, label: 'last 6 hours' },
+  '24h': { minutes: 1440, bucketMinutes: 20, label: 'last 24 hours' },
+} as const;
+
+/** A span of the activity chart; `30m` unless the page asks for another. */
+export type BoardActivityRange = keyof typeof BOARD_ACTIVITY_RANGES;
+
+/** The range a query string names, or the default (an unknown value is not an error: the chart falls back). */
+export function activityRange(value: unknown): BoardActivityRange {
+  return typeof value === 'string' && Object.hasOwn(BOARD_ACTIVITY_RANGES, value)
+    ? (value as BoardActivityRange)
+    : '30m';
+}
 /** Rows per page of the failures list. */
 export const BOARD_PAGE_SIZE = 50;
 
@@ -59,7 +77,9 @@ export interface BoardOverview {
   };
   consumers: BoardConsumerCounts[];
   oldestPendingAgeSeconds: number | null;
-  /** One entry per minute, oldest first, every minute present. */
+  /** The chart's span. */
+  activityRange: BoardActivityRange;
+  /** One entry per bucket of the range (its first minute), oldest first, every bucket present. */
   activity: { minute: Date; delivered: number; failed: number; dead: number }[];
 }
 
@@ -104,9 +124,12 @@ export class OutboxBoardService {
     private readonly subscriptions: OutboxWebhookSubscriptions | null,
   ) {}
 
-  /** Counts, oldest waiting work and the last minutes' activity of one tenant. */
-  async overview(tenantId: string): Promise<BoardOverview> {
+  /** Counts, oldest waiting work and the activity over `range` of one tenant. */
+  async overview(tenantId: string, range: BoardActivityRange = '30m'): Promise<BoardOverview> {
     const tenant = checkUuid('tenantId', tenantId);
+    const { minutes, bucketMinutes } = BOARD_ACTIVITY_RANGES[range];
+    const bucketMs = bucketMinutes * 60_000;
+    const buckets = minutes / bucketMinutes;
     const known = await this.knownConsumers(tenant);
     const [row] = await this.read(tenant, (runner) =>
       this.store.rows<OverviewRow>(
@@ -115,8 +138,9 @@ export class OutboxBoardService {
           tenantId: tenant,
           cap: BOARD_COUNT_CAP,
           consumers: [...known.keys()],
-          minutes: BOARD_ACTIVITY_MINUTES,
+          minutes,
           orphanAfterMs: this.options.registry.orphanAfterMs,
+          bucketMinutes,
         }),
       ),
     );
@@ -137,9 +161,9 @@ export class OutboxBoardService {
       ...consumers.filter((c) => !c.orphaned).map((c) => c.oldestWaitingAt?.getTime() ?? null),
     ].filter((t): t is number => t !== null);
     const byMinute = new Map(row!.activity.map((a) => [new Date(a.minute).getTime(), a]));
-    const lastMinute = Math.floor(at.getTime() / 60_000) * 60_000;
-    const activity = Array.from({ length: BOARD_ACTIVITY_MINUTES }, (_, i) => {
-      const minute = lastMinute - (BOARD_ACTIVITY_MINUTES - 1 - i) * 60_000;
+    const lastBucket = Math.floor(at.getTime() / bucketMs) * bucketMs;
+    const activity = Array.from({ length: buckets }, (_, i) => {
+      const minute = lastBucket - (buckets - 1 - i) * bucketMs;
       const found = byMinute.get(minute);
       return {
         minute: new Date(minute),
@@ -159,6 +183,7 @@ export class OutboxBoardService {
       consumers,
       oldestPendingAgeSeconds:
         waiting.length === 0 ? null : Math.max(0, (at.getTime() - Math.min(...waiting)) / 1000),
+      activityRange: range,
       activity,
     };
   }

@@ -1,5 +1,10 @@
 import { type SafeHtml, html, withQuery } from './board-html';
-import { BOARD_COUNT_CAP, type BoardOverview } from './outbox-board.service';
+import {
+  BOARD_ACTIVITY_RANGES,
+  BOARD_COUNT_CAP,
+  type BoardActivityRange,
+  type BoardOverview,
+} from './outbox-board.service';
 import {
   type BoardPageContext,
   age,
@@ -57,8 +62,8 @@ export function overviewFragment(ctx: BoardPageContext, o: BoardOverview): SafeH
         </table>
       </div>
       <div class="card wide">
-        <h3>Deliveries per minute, last ${o.activity.length} minutes</h3>
-        ${activityChart(o)}
+        <h3>${chartTitle(o.activityRange)}</h3>
+        ${rangeLinks(ctx, o.activityRange)} ${activityChart(o)}
       </div>
     </div>
     <h3>Consumers</h3>
@@ -108,7 +113,28 @@ export function consumerTable(ctx: BoardPageContext, o: BoardOverview): SafeHtml
   </table>`;
 }
 
-/** Bars per minute, drawn as SVG on the server (no script, no inline style: CSP-clean), with a table beside. */
+function chartTitle(range: BoardActivityRange): string {
+  const { bucketMinutes, label } = BOARD_ACTIVITY_RANGES[range];
+  return `Deliveries per ${bucketMinutes === 1 ? 'minute' : `${bucketMinutes} minutes`}, ${label}`;
+}
+
+/** The chart's spans, as links to the overview (the current one marked). */
+function rangeLinks(ctx: BoardPageContext, current: BoardActivityRange): SafeHtml {
+  const ranges = Object.keys(BOARD_ACTIVITY_RANGES) as BoardActivityRange[];
+  return html`<p class="small" data-testid="chart-ranges">
+    Span:
+    ${ranges.map(
+      (range) =>
+        html`<a
+          href="${withQuery(tenantBase(ctx), { range: range === '30m' ? null : range })}"
+          ${range === current ? html` aria-current="true"` : ''}
+          >${range}</a
+        > `,
+    )}
+  </p>`;
+}
+
+/** Bars per bucket (a minute or more), drawn as SVG on the server (no script, no inline style: CSP-clean), with a table beside. */
 export function activityChart(o: BoardOverview): SafeHtml {
   const width = 600;
   const height = 110;
@@ -151,8 +177,8 @@ export function activityChart(o: BoardOverview): SafeHtml {
       preserveAspectRatio="none"
     >
       <desc id="chart-desc">
-        ${total.delivered} deliveries and ${total.failures} failed attempts in the last ${o.activity.length}
-        minutes; the busiest minute had ${max}.
+        ${total.delivered} deliveries and ${total.failures} failed attempts in the
+        ${BOARD_ACTIVITY_RANGES[o.activityRange].label}; the busiest bar had ${max}.
       </desc>
       ${bars}
     </svg>
@@ -161,14 +187,14 @@ export function activityChart(o: BoardOverview): SafeHtml {
       ${number.format(total.delivered)} delivered, ${number.format(total.failures)} failed
     </p>
     <details>
-      <summary>Numbers per minute</summary>
+      <summary>Numbers per bar</summary>
       <table class="compact">
         <caption class="visually-hidden">
-          Deliveries per minute
+          Deliveries per bar
         </caption>
         <thead>
           <tr>
-            <th scope="col">Minute (UTC)</th>
+            <th scope="col">From (UTC)</th>
             <th scope="col">Delivered</th>
             <th scope="col">Failed</th>
             <th scope="col">Dead</th>
@@ -197,7 +223,14 @@ export function overviewPage(ctx: BoardPageContext, o: BoardOverview): string {
     ctx,
     `Tenant ${o.tenantId}`,
     'overview',
-    html`${liveToggle(ctx)}${live(ctx, 'overview-live', `${tenantBase(ctx)}/fragments/overview`, overviewFragment(ctx, o))}`,
+    html`${liveToggle(ctx)}${live(
+      ctx,
+      'overview-live',
+      withQuery(`${tenantBase(ctx)}/fragments/overview`, {
+        range: o.activityRange === '30m' ? null : o.activityRange,
+      }),
+      overviewFragment(ctx, o),
+    )}`,
   );
 }
 

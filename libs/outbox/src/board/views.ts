@@ -12,4 +12,5 @@ export { eventPage } from './event.view';
 export { consumersPage } from './consumers.view';
 export { auditPage } from './audit.view';
 export { doctorPage } from './doctor.view';
-export { describeAction, confirmPage, errorPage } from './actions.view';
+export { describeAction, confirmPage, errorPage, bulkForm } from './actions.view';
+export { searchPage, type BoardSearch } from './search.view';

@@ -1,9 +1,11 @@
 #!/usr/bin/env node
 import { migrationSql, sqlHeader } from './migration-sql';
-import { schemaProblem } from '../model/table-names';
+import { outboxNames, schemaProblem } from '../model/table-names';
+import { searchIndexesSql } from '../maintenance/outbox-indexes';
 import { DOCTOR_USAGE, doctorCommand } from './doctor-command';
 
 const USAGE = `Usage: nestjs-pg-outbox sql [--schema <name>] [--down] [--no-transaction]
+       nestjs-pg-outbox sql --search-indexes [--schema <name>]
        nestjs-pg-outbox doctor [--url <url>] [--schema <name>] [--json] [--set <threshold>=<warn>,<critical>]
 
   sql               print the up SQL of every outbox migration, in order, in one transaction
@@ -12,20 +14,31 @@ const USAGE = `Usage: nestjs-pg-outbox sql [--schema <name>] [--down] [--no-tran
                     given to OutboxModule.forRoot({ schema }) and outboxMigrationsFor({ schema })
   --down            print the down SQL instead, newest migration first
   --no-transaction  leave out the surrounding begin/commit (for tools that add their own)
+  --search-indexes  print instead the opt-in indexes of the event search (by name, aggregate, correlation id),
+                    built without blocking writes, outside a transaction; each costs every event's insert and
+                    status update an index entry (docs/board.md#search)
+                    (e.g. npx nestjs-pg-outbox sql --search-indexes | psql "$DATABASE_URL")
 
 The public SQL ships as numbered files in node_modules/nestjs-pg-outbox/sql/ (NNNN-name.up.sql, .down.sql).
 
 ${DOCTOR_USAGE}`;
 
 /** The parsed command line, or the reason it is refused. */
-type Parsed = { down: boolean; transaction: boolean; schema?: string } | { problem: string };
+type Parsed =
+  { down: boolean; transaction: boolean; searchIndexes: boolean; schema?: string } | { problem: string };
 
 function parse(flags: readonly string[]): Parsed {
-  const parsed = { down: false, transaction: true, schema: undefined as string | undefined };
+  const parsed = {
+    down: false,
+    transaction: true,
+    searchIndexes: false,
+    schema: undefined as string | undefined,
+  };
   for (let i = 0; i < flags.length; i++) {
     const flag = flags[i]!;
     if (flag === '--down') parsed.down = true;
     else if (flag === '--no-transaction') parsed.transaction = false;
+    else if (flag === '--search-indexes') parsed.searchIndexes = true;
     else if (flag === '--schema' || flag.startsWith('--schema=')) {
       const value = flag === '--schema' ? flags[++i] : flag.slice('--schema='.length);
       if (value === undefined)
@@ -35,6 +48,8 @@ function parse(flags: readonly string[]): Parsed {
       parsed.schema = value;
     } else return { problem: `unknown option "${flag}"` };
   }
+  if (parsed.searchIndexes && (parsed.down || !parsed.transaction))
+    return { problem: '--search-indexes takes only --schema (its statements run outside a transaction)' };
   return parsed;
 }
 
@@ -58,6 +73,10 @@ async function main(args: string[]): Promise<number> {
   if ('problem' in parsed) {
     process.stderr.write(`nestjs-pg-outbox: ${parsed.problem}\n\n${USAGE}`);
     return 2;
+  }
+  if (parsed.searchIndexes) {
+    process.stdout.write(searchIndexesSql(outboxNames(parsed.schema).schemaSql));
+    return 0;
   }
   const { down } = parsed;
   const entries = await migrationSql({ schema: parsed.schema });

@@ -237,6 +237,20 @@ export const messages = {
   webhookBadSignature: (id: string): string =>
     `no v1 signature of webhook ${describe(id)} matches the secret: wrong secret, or the body was changed (verify the raw body, not re-serialised JSON)`,
   webhookBadBody: (id: string): string => `the body of webhook ${describe(id)} is signed but is not JSON`,
+  searchNeedsField: (): string =>
+    'a search needs at least one of eventId, aggregateId, correlationId and eventName (searching a whole ' +
+    'history by none of them would read every event of the tenant).',
+  searchTooLong: (field: string, timeoutMs: number): string =>
+    `the search by ${field} ran past ${timeoutMs / 1000} s and was stopped: without the search indexes it reads the ` +
+    `tenant's events one by one. Add them (once, without blocking writes): ` +
+    `npx nestjs-pg-outbox sql --search-indexes | psql "$DATABASE_URL" (see docs/board.md#search).`,
+  aggregateTypeAlone: (): string =>
+    'aggregateType is searched together with aggregateId: give the aggregate id too (the index starts with it).',
+  bulkStatus: (action: 'replay' | 'purge', value: unknown): string =>
+    action === 'replay'
+      ? `status must be "dead" or "failed" (leave it out for both), got ${describe(value)}.`
+      : `status must be "dead" (a purge deletes settled events only: a failed delivery is still retrying), got ${describe(value)}.`,
+  bulkRange: (): string => 'to must be later than from (events created at or after from, and before to).',
 };
 
 /** What a malformed `guards` option holds: the element that is not a guard, or the value that is not an array. */

@@ -172,6 +172,38 @@ export const OUTBOX_INDEXES: readonly OutboxIndex[] = [
 ];
 
 /**
+ * The indexes of the event search (ADR 1013), opt-in: every event's insert and status update would write them, for
+ * an operator's rare search, so no migration creates them; `npx nestjs-pg-outbox sql --search-indexes` prints their
+ * statements (`searchIndexesSql`). The doctor does not expect them. Each ends with the id: a page of one tenant's
+ * matches is one index range walked newest first.
+ */
+export const SEARCH_INDEXES: readonly OutboxIndex[] = [
+  {
+    table: 'event_outbox',
+    name: 'event_outbox_name_idx',
+    definition: 'using btree (tenant_id, event_name, id)',
+  },
+  {
+    table: 'event_outbox',
+    name: 'event_outbox_aggregate_idx',
+    definition: 'using btree (tenant_id, aggregate_id, aggregate_type, id) where (aggregate_id is not null)',
+  },
+  {
+    table: 'event_outbox',
+    name: 'event_outbox_correlation_idx',
+    definition: 'using btree (tenant_id, correlation_id, id) where (correlation_id is not null)',
+  },
+];
+
+/** `create index concurrently if not exists` of each search index, in the schema of `schemaSql`. */
+export function searchIndexesSql(schemaSql: string): string {
+  return SEARCH_INDEXES.map(
+    (index) =>
+      `create index concurrently if not exists ${index.name} on ${schemaSql}.${index.table} ${index.definition};\n`,
+  ).join('');
+}
+
+/**
  * The statement that puts `index` back in the schema of `schemaSql` without blocking writes (a constraint's
  * index is rebuilt by adding the constraint again, which locks the table while it builds).
  */

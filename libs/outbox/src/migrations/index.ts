@@ -18,9 +18,11 @@ import { OutboxPurgeRelayInbox1764500800000 } from './1764500800000-outbox-purge
 import { OutboxBackfills1764500900000 } from './1764500900000-outbox-backfills';
 import { OutboxConsumerPauses1764501000000 } from './1764501000000-outbox-consumer-pauses';
 import { OutboxSnooze1764501400000 } from './1764501400000-outbox-snooze';
+import { OutboxEventSearch1764501500000 } from './1764501500000-outbox-event-search';
 import { OutboxScheduledEvents1764501600000 } from './1764501600000-outbox-scheduled-events';
 import { OutboxConsumerLimits1764501700000 } from './1764501700000-outbox-consumer-limits';
-import { OutboxDedupeKeys1764501800000 } from './1764501800000-outbox-dedupe-keys';
+import { OutboxOverdueScheduled1764501800000 } from './1764501800000-outbox-overdue-scheduled';
+import { OutboxDedupeKeys1764501900000 } from './1764501900000-outbox-dedupe-keys';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -44,7 +46,9 @@ export const outboxMigrations = [
   OutboxBackfills1764500900000,
   OutboxConsumerPauses1764501000000,
   OutboxSnooze1764501400000,
+  OutboxEventSearch1764501500000,
   OutboxScheduledEvents1764501600000,
   OutboxConsumerLimits1764501700000,
-  OutboxDedupeKeys1764501800000,
+  OutboxOverdueScheduled1764501800000,
+  OutboxDedupeKeys1764501900000,
 ];

@@ -7,4 +7,9 @@ export interface DueTenant {
   hasDue: boolean;
   /** Set by the planner, not the scan: the tenant's last batch came back full (a backlog waits). */
   backlog?: boolean;
+  /**
+   * Set by the relay when other tenants are due too: the most events (or due deliveries) this visit's claim
+   * takes, the tenant's weighted share of `relay.batchSize` (see relay/tenant-shares.ts).
+   */
+  share?: number;
 }

@@ -47,7 +47,7 @@ export interface OutboxNames {
   readonly consumerLimits: string;
   /** A consumer's deliveries under a live lease, across tenants (migration OutboxConsumerLimits1764501700000). */
   readonly consumerInFlight: string;
-  /** Idempotency keys of enqueue (migration OutboxDedupeKeys1764501800000). */
+  /** Idempotency keys of enqueue (migration OutboxDedupeKeys1764501900000). */
   readonly dedupeKeys: string;
   /** Replaces the payload of a keyed event no relay claimed yet ('replace'). */
   readonly dedupeReplace: string;

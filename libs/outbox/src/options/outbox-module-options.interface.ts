@@ -24,7 +24,7 @@ export interface OutboxRelayOptions {
   /**
    * Batches this relay works on at once, each in its own transaction on its own connection: a round visits up
    * to this many tenants side by side, and a tenant whose last batch came back full (a backlog) in as many
-   * batches at once. Each batch holds a connection of the DataSource's pool from its claim to its commit, and
+   * batches at once when no other tenant is due (else it leaves them a lane: see `relay.tenantWeights`). Each batch holds a connection of the DataSource's pool from its claim to its commit, and
    * the next one is claimed while that commit is in flight: the relay holds up to twice this many. Order is
    * kept only where it is promised (`ordered: true` consumers, across any number of batches and relays).
    * `'auto'`: 2 when the pool has at least 8 connections (`extra.max`, else `poolSize`, else pg's 10), 1 below,
@@ -86,6 +86,17 @@ export interface OutboxRelayOptions {
    * Default: `null` (the relay asks the database).
    */
   tenants?: (() => readonly string[] | Promise<readonly string[]>) | null;
+  /**
+   * Each tenant's share of the relay while several tenants are due: a map of tenant ids to weights, or a function
+   * of the tenant id that returns its weight (called once a round for each of several due tenants: keep it cheap
+   * and synchronous). A weight is a number above 0, at most 10000; unlisted tenants (and a function's invalid
+   * answers, logged once per tenant) weigh 1. In a round with several tenants, the heaviest claims
+   * `relay.batchSize` events and each other one `relay.batchSize` × its weight ÷ the heaviest's, so backlogged
+   * tenants drain in the ratio of their weights; a backlogged tenant also leaves a lane to the others, whose new
+   * events wait for about one batch at most. A tenant alone gets the whole relay (docs/flow-control.md, "Fairness
+   * between tenants"). Default: `null` (every tenant weighs 1).
+   */
+  tenantWeights?: Readonly<Record<string, number>> | ((tenantId: string) => number) | null;
 }
 
 /** How relays are woken after a commit: the values of `relay.wakeUps`. */

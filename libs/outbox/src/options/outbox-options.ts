@@ -1,4 +1,4 @@
-import { DEFAULT_TENANT_SETTING } from '../model/outbox.constants';
+import { DEFAULT_TENANT_SETTING, isUuid } from '../model/outbox.constants';
 import { stripUndefined } from '../model/strip-undefined';
 import { DEFAULT_OUTBOX_SCHEMA, outboxNames, schemaProblem } from '../model/table-names';
 import { messages } from '../errors/outbox.messages';
@@ -26,6 +26,7 @@ export const OUTBOX_DEFAULTS: Omit<ResolvedOutboxOptions, 'names'> = {
     wakeUps: 'auto',
     vacuumLeasesEvery: 2000,
     tenants: null,
+    tenantWeights: null,
   },
   maxAttempts: 5,
   backoff: { baseMs: 1000, capMs: 300_000, jitter: 0.2 },
@@ -96,6 +97,7 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
   );
   report(durationProblem('relay.shutdownTimeoutMs', relay.shutdownTimeoutMs));
   report(countProblem('relay.maxTenantsPerRound', relay.maxTenantsPerRound));
+  problems.push(...tenantWeightProblems(relay.tenantWeights));
   report(
     countProblem('relay.vacuumLeasesEvery', relay.vacuumLeasesEvery, 'leave the lease table to autovacuum'),
   );
@@ -165,6 +167,46 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
       problems.push(messages.movedOption(`relay.${was}`, now, 'one option for the wake-ups since 0.2.0'));
   }
   return { options, problems };
+}
+
+/** The largest weight `relay.tenantWeights` accepts. */
+export const MAX_TENANT_WEIGHT = 10_000;
+
+/** True when `weight` is one `relay.tenantWeights` accepts: a finite number above 0, at most MAX_TENANT_WEIGHT. */
+export function isTenantWeight(weight: unknown): weight is number {
+  return typeof weight === 'number' && Number.isFinite(weight) && weight > 0 && weight <= MAX_TENANT_WEIGHT;
+}
+
+/**
+ * `relay.tenantWeights`: null, a function, or a map of tenant ids (UUIDs) to weights, each a finite number above 0
+ * and at most MAX_TENANT_WEIGHT; one problem per bad entry.
+ */
+function tenantWeightProblems(weights: unknown): string[] {
+  if (weights === null || typeof weights === 'function') return [];
+  if (typeof weights !== 'object' || Array.isArray(weights))
+    return [
+      messages.badOption(
+        'relay.tenantWeights',
+        'a map of tenant ids to weights, a function (tenantId) => weight, or null',
+        weights,
+      ),
+    ];
+  const problems: string[] = [];
+  for (const [tenantId, weight] of Object.entries(weights as Record<string, unknown>)) {
+    if (!isUuid(tenantId))
+      problems.push(
+        messages.badOption('relay.tenantWeights', 'tenant ids that are UUIDs as its keys', tenantId),
+      );
+    else if (!isTenantWeight(weight))
+      problems.push(
+        messages.badOption(
+          `relay.tenantWeights["${tenantId}"]`,
+          `a number above 0 and at most ${MAX_TENANT_WEIGHT}`,
+          weight,
+        ),
+      );
+  }
+  return problems;
 }
 
 const WAKE_UPS: readonly OutboxWakeUps[] = ['auto', 'listen', 'notify', 'both', 'off'];

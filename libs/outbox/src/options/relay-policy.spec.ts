@@ -15,6 +15,7 @@ describe('relayPolicy', () => {
       optimisticBatches: true,
       wakeUpGapMs: 2,
       oneWrite: true,
+      fairShares: true,
     });
   });
 

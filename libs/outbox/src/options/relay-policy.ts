@@ -21,7 +21,9 @@ import type { ResolvedOutboxOptions } from './outbox-module-options.interface';
  * - `wakeUpGapMs`: the shortest gap between two wake-up NOTIFYs of this process, in ms (0: one per commit;
  *   ADR 0606, enqueue/notify-pacer.ts; an option, `relay.notifyGapMs`, before 0.2.0);
  * - `oneWrite`: the statements of one round trip leave in one socket write, TypeORM's own included (ADR 1005,
- *   store/pipeline.ts and `sendSteps`).
+ *   store/pipeline.ts and `sendSteps`);
+ * - `fairShares`: while other tenants are due, a backlogged tenant's claims and lanes are its weighted share, and
+ *   a round visits the other tenants first (ADR 1106, relay/tenant-shares.ts; `relay.tenantWeights`).
  * Pipelining (ADR 0501/0604) and the narrowing of a failed batch (ADR 0101) are not switches: the relay's
  * round trips and its guarantees rest on them.
  */
@@ -34,6 +36,7 @@ export interface RelayPolicy {
   readonly optimisticBatches: boolean;
   readonly wakeUpGapMs: number;
   readonly oneWrite: boolean;
+  readonly fairShares: boolean;
 }
 
 /** Token of the app's `RelayPolicy` (internal: not exported by the package's index). */
@@ -65,6 +68,7 @@ export function relayPolicy(
     optimisticBatches: true,
     wakeUpGapMs: WAKE_UP_GAP_MS,
     oneWrite: true,
+    fairShares: true,
     ...switches,
   };
 }

@@ -133,4 +133,16 @@ describe('DueTenantPlanner', () => {
     // the named tenant was forgotten: the next round visits the supplied ones only
     expect((await round()).visits).toEqual([[due(A, { hasDue: true }), due(B, { hasDue: true })]]);
   });
+
+  it('hands a lane the tenants woken during the round, except the busy and backlogged ones, once each', async () => {
+    const { planner: p, round } = planner();
+    p.noteFull(A);
+    p.hint([B.toUpperCase(), A, C]);
+    const busy = (tenantId: string): boolean => tenantId === C;
+    expect(p.takeWoken(busy)).toEqual({ tenantId: B, hasNew: true, hasDue: false });
+    expect(p.takeWoken(busy)).toBeUndefined();
+    // taken, B is not visited again by the next round; A (backlogged) and C (busy) are
+    const { visits } = await round();
+    expect(visits[0]!.map((v) => v.tenantId)).toEqual([A, C]);
+  });
 });

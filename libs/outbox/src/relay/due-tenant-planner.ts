@@ -22,6 +22,8 @@ export class DueTenantPlanner {
   private readonly hinted = new Set<string>();
   /** Of those, the tenants whose last batch came back full. */
   private readonly backlogged = new Set<string>();
+  /** Of those, the tenants wake-ups named since the round began (a lane may visit them late: `takeWoken`). */
+  private readonly woken = new Set<string>();
   /** When the last `outbox_due_tenants` scan ran, and whether it listed every due tenant. */
   private lastScan = { at: 0, complete: false };
   /** The last tenant a scan listed when it listed as many as one round visits: the next scan starts after it. */
@@ -35,7 +37,25 @@ export class DueTenantPlanner {
 
   /** Notes tenants with new events (ids that are not UUIDs are ignored). */
   hint(tenants: Iterable<string>): void {
-    for (const tenant of tenants) if (isUuid(tenant)) this.hinted.add(tenant.toLowerCase());
+    for (const tenant of tenants) {
+      if (!isUuid(tenant)) continue;
+      this.hinted.add(tenant.toLowerCase());
+      this.woken.add(tenant.toLowerCase());
+    }
+  }
+
+  /**
+   * A tenant woken while the round runs, for a lane with nothing left to do (see `LateVisits`), except those
+   * `busy` names (tenants this round visits with a backlog); taken, it is no longer hinted for the next round.
+   */
+  takeWoken(busy: (tenantId: string) => boolean): DueTenant | undefined {
+    for (const tenantId of this.woken) {
+      this.woken.delete(tenantId);
+      if (busy(tenantId) || this.backlogged.has(tenantId)) continue;
+      this.hinted.delete(tenantId);
+      return { tenantId, hasNew: true, hasDue: false };
+    }
+    return undefined;
   }
 
   /** A batch of this tenant came back full: more is waiting, the next round can come straight back here. */
@@ -61,6 +81,7 @@ export class DueTenantPlanner {
       const supplied = await this.suppliedTenants();
       this.hinted.clear();
       this.backlogged.clear();
+      this.woken.clear();
       await visit(supplied.map((tenantId) => ({ tenantId, hasNew: true, hasDue: true })));
       return false;
     }
@@ -68,6 +89,7 @@ export class DueTenantPlanner {
     const backlogged = new Set(this.backlogged);
     this.hinted.clear();
     this.backlogged.clear();
+    this.woken.clear();
     await visit(
       hinted.map((tenantId) => ({
         tenantId,

@@ -13,6 +13,7 @@ import { relayPolicy } from '../options/relay-policy';
 import type { ClaimAnswer } from '../store/outbox-store.port';
 import { claimAnswer, FakeClock, FakeStore, fakeConsumer, fakeDelivery } from '../store/outbox-store.fake';
 import { OutboxRelay } from './outbox.relay';
+import { SHARED_FOR_MS } from './tenant-shares';
 
 const A = '00000000-0000-4000-8000-00000000000a';
 const B = '00000000-0000-4000-8000-00000000000b';
@@ -112,7 +113,7 @@ describe('OutboxRelay', () => {
       expect(result).toMatchObject({ tenants: 2, succeeded: 2 });
     });
 
-    it('brings a tenant whose batch came back full first in the next round, on every lane, without scanning again', async () => {
+    it('brings a tenant whose batch came back full first in the next round without scanning again, leaving a lane to the others a while', async () => {
       const { relay, store } = relayOn([fakeConsumer('a')], { relay: { concurrency: 2 } });
       store.scans.push([
         { tenantId: A, hasNew: true, hasDue: false },
@@ -120,10 +121,30 @@ describe('OutboxRelay', () => {
       ]);
       store.claims.push(events(2, A), events(1, B));
       const result = await relay.drain();
-      // the scan was complete a moment ago on the relay's clock: the second round visits A alone, twice
-      expect(trace(store)).toEqual(['heartbeat', 'dueTenants', 'claim A', 'claim B', 'claim A', 'claim A']);
-      // a tenant visited on several lanes counts once in a round
+      // the scan was complete a moment ago on the relay's clock: the second round visits A alone, on one lane
+      // (B was due a moment ago: the other lane stays free for it, ADR 1106)
+      expect(trace(store)).toEqual(['heartbeat', 'dueTenants', 'claim A', 'claim B', 'claim A']);
       expect(result).toMatchObject({ tenants: 3, eventsClaimed: 3, succeeded: 3 });
+    });
+
+    it('visits a tenant with a backlog alone on every lane, counted once', async () => {
+      const { relay, store, clock } = relayOn([fakeConsumer('a')], { relay: { concurrency: 2 } });
+      store.scans.push([{ tenantId: A, hasNew: true, hasDue: false }]);
+      store.claims.push(events(2, A), events(2, A), events(1, A));
+      await relay.runOnce();
+      clock.advance(SHARED_FOR_MS);
+      const result = await relay.runOnce();
+      // (the scan is stale by then: the round scans again after its visits)
+      expect(trace(store)).toEqual([
+        'heartbeat',
+        'dueTenants',
+        'claim A',
+        'claim A',
+        'claim A',
+        'dueTenants',
+      ]);
+      // a tenant visited on several lanes counts once in a round
+      expect(result).toMatchObject({ tenants: 1, eventsClaimed: 3, succeeded: 3 });
     });
 
     it('asks the pool for its size only for relay.concurrency auto: two lanes from a pool of 8', async () => {

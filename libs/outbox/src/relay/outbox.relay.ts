@@ -32,7 +32,8 @@ import { LocalBatch } from '../batch/local-batch';
 import { OutcomeRecorder } from '../batch/outcome-recorder';
 import { RegistryHeartbeat } from './registry-heartbeat';
 import { TenantRound } from './tenant-round';
-import { laneCount, runLanes, visitsOf, type RelayLane } from './relay-lanes';
+import { LateVisits, laneCount, runLanes, type RelayLane } from './relay-lanes';
+import { TenantShares } from './tenant-shares';
 import { OutboxInstrumentation } from '../extension/outbox-instrumentation';
 import { ScheduledPromoter } from './scheduled-promoter';
 
@@ -51,8 +52,9 @@ import { ScheduledPromoter } from './scheduled-promoter';
  * (webhooks) run with no transaction open, and their outcomes are recorded in a short transaction fenced by the
  * lease token. Two round trips per batch, whatever its size, besides the handlers' own queries; a batch's
  * commit overlaps the claim of the next one. Batches run side by side on `relay.concurrency` lanes (one tenant
- * per lane, a backlogged tenant on every lane): docs/adr/0802-batches-side-by-side.md. Why the rest:
- * docs/adr/0602-claim-commits-with-a-lease-outcome-is-fenced.md and docs/adr/0604-round-trips-per-transaction.md.
+ * per lane, a backlogged tenant on every lane while no other is due): docs/adr/0802-batches-side-by-side.md;
+ * shares between tenants: relay/tenant-shares.ts, docs/adr/1106-weighted-fairness-between-tenants.md. Why the
+ * rest: docs/adr/0602-claim-commits-with-a-lease-outcome-is-fenced.md and docs/adr/0604-round-trips-per-transaction.md.
  */
 @Injectable()
 export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
@@ -63,6 +65,10 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private round: Promise<RoundRun> | null = null;
   private readonly background = new BackgroundWork();
   private readonly planner: DueTenantPlanner;
+  /** How a round shares the relay between its tenants: order, claim sizes, lanes (`relay.tenantWeights`). */
+  private readonly shares: TenantShares;
+  /** While a round visits a backlogged tenant beside other lanes: the tenants woken meanwhile. */
+  private lateVisits: LateVisits<DueTenant> | null = null;
   private readonly heartbeats: RegistryHeartbeat;
   /** Delayed events: their promotion when due, and the one timer for the next. */
   private readonly promoter: ScheduledPromoter;
@@ -93,6 +99,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     wakeup.subscribe((tenants) => this.wake(tenants));
     this.interval = new ScheduledInterval(moduleRef, `outbox-relay:${this.instanceId}`);
     this.planner = new DueTenantPlanner(options, store, time);
+    this.shares = new TenantShares(options.relay, policy.fairShares, time);
     this.heartbeats = new RegistryHeartbeat(this.instanceId, options, registry, store, time);
     this.promoter = new ScheduledPromoter(store, () => this.wake());
     const recorder = new OutcomeRecorder(store);
@@ -189,6 +196,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     if (named.length === 0 && !this.stopping) this.promoter.request();
     if (!this.interval.isScheduled || this.stopping) return;
     this.planner.hint(named);
+    this.lateVisits?.nudge();
     this.wakeRequested = true;
     if (!this.ticking) setImmediate(() => void this.tick()); // tick() never rejects
   }
@@ -341,21 +349,37 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const settled: Promise<void>[] = [];
     let full = false;
     const { lanes } = this;
-    // a tenant with a backlog is visited on every lane (the same entry each time), and counted once
+    // a tenant with a backlog may be visited on several lanes (the same entry each time), and is counted once
     const counted = new Set<DueTenant>();
-    const visit = (tenants: readonly DueTenant[]): Promise<void> =>
-      runLanes(lanes, visitsOf(tenants, lanes.length), async (lane, due) => {
-        if (this.stopping) return;
-        const run = await lane.round.visit(due, overlap);
-        if (counted.has(due)) run.result.tenants = 0;
-        counted.add(due);
-        // A full batch: more is waiting, the next round can come straight back here.
-        // (of the size it claimed: smaller than batchSize after a claim that outlived its bound)
-        if (run.result.eventsClaimed >= run.limit) this.planner.noteFull(due.tenantId);
-        if (run.result.eventsClaimed >= run.limit || run.result.deliveriesClaimed >= run.limit) full = true;
-        results.push(run.result);
-        settled.push(run.settled);
-      });
+    const visit = async (tenants: readonly DueTenant[]): Promise<void> => {
+      const visits = this.shares.visits(tenants, lanes.length);
+      // a lane with nothing left while another drains a backlog visits the tenants woken meanwhile (ADR 1106)
+      const backlogged = new Set(tenants.filter((due) => due.backlog).map((due) => due.tenantId));
+      this.lateVisits =
+        this.policy.fairShares && lanes.length > 1 && backlogged.size > 0
+          ? new LateVisits(() => {
+              const woken = this.planner.takeWoken((tenantId) => backlogged.has(tenantId));
+              return woken && this.shares.late(woken);
+            })
+          : null;
+      try {
+        await runLanes(lanes, visits, visitOne, this.lateVisits ?? undefined);
+      } finally {
+        this.lateVisits = null;
+      }
+    };
+    const visitOne = async (lane: RelayLane, due: DueTenant): Promise<void> => {
+      if (this.stopping) return;
+      const run = await lane.round.visit(due, overlap);
+      if (counted.has(due)) run.result.tenants = 0;
+      counted.add(due);
+      // A full batch: more is waiting, the next round can come straight back here.
+      // (of the size it claimed: smaller than batchSize after a claim that outlived its bound)
+      if (run.result.eventsClaimed >= run.limit) this.planner.noteFull(due.tenantId);
+      if (run.result.eventsClaimed >= run.limit || run.result.deliveriesClaimed >= run.limit) full = true;
+      results.push(run.result);
+      settled.push(run.settled);
+    };
     if (await this.planner.plan(visit, () => this.stopping !== null)) full = true;
     return { results, settled: Promise.all(settled).then(() => undefined), committingAtStart, full };
   }

@@ -1,5 +1,4 @@
-import type { DueTenant } from '../model/due-tenant';
-import { laneCount, runLanes, visitsOf } from './relay-lanes';
+import { LateVisits, laneCount, runLanes } from './relay-lanes';
 
 describe('laneCount', () => {
   it("takes the option's number as it is, without asking the pool", () => {
@@ -15,20 +14,6 @@ describe('laneCount', () => {
     expect(laneCount('auto', () => 10)).toBe(2);
     expect(laneCount('auto', () => 8)).toBe(2);
     expect(laneCount('auto', () => 7)).toBe(1);
-  });
-});
-
-describe('visitsOf', () => {
-  const due = (tenantId: string, backlog?: boolean): DueTenant => ({
-    tenantId,
-    hasNew: true,
-    hasDue: false,
-    backlog,
-  });
-
-  it('puts a tenant with a backlog on every lane, next to each other, the others once', () => {
-    const visits = visitsOf([due('a'), due('b', true), due('c', false)], 3);
-    expect(visits.map((v) => v.tenantId)).toEqual(['a', 'b', 'b', 'b', 'c']);
   });
 });
 
@@ -71,5 +56,40 @@ describe('runLanes', () => {
     slow.resolve();
     await expect(run).rejects.toThrow('visit failed');
     expect(started).toEqual(['fails', 'slow']);
+  });
+
+  it('gives a lane with nothing left the late visits while another lane works, and stops once none works', async () => {
+    const slow = deferred();
+    const started: string[] = [];
+    const woken: string[] = [];
+    const late = new LateVisits(() => woken.shift());
+    const run = runLanes(
+      [1, 2],
+      ['slow', 'quick'],
+      async (lane, v) => {
+        started.push(`${v}@${lane}`);
+        if (v === 'slow') await slow.promise;
+      },
+      late,
+    );
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(started).toEqual(['slow@1', 'quick@2']);
+    woken.push('late');
+    late.nudge();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(started).toEqual(['slow@1', 'quick@2', 'late@2']);
+    slow.resolve();
+    await expect(run).resolves.toBeUndefined();
+    // once no lane works, a late visit waits for the next round
+    woken.push('next round');
+    late.nudge();
+    expect(started).toHaveLength(3);
+  });
+
+  it('with late visits, runs a single visit on the lanes too (another lane takes who is woken)', async () => {
+    const late = new LateVisits<string>(() => undefined);
+    const started: string[] = [];
+    await runLanes([1, 2], ['only'], async (lane, v) => void started.push(`${v}@${lane}`), late);
+    expect(started).toEqual(['only@1']);
   });
 });

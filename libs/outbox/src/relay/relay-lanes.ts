@@ -1,4 +1,3 @@
-import type { DueTenant } from './due-tenant-planner';
 import type { LocalBatch } from '../batch/local-batch';
 import type { TenantRound } from './tenant-round';
 
@@ -22,36 +21,69 @@ export function laneCount(concurrency: number | 'auto', poolSize: () => number):
 }
 
 /**
- * A round's visits, in the planner's order: a tenant with a backlog once per lane, next to each other, so that
- * several batches claim from it at once; every other tenant once.
+ * Visits that come while a round runs — tenants woken meanwhile — for a lane that has nothing left to do while
+ * another lane still works (a backlogged tenant's batch): the woken tenant need not wait for the round's end
+ * (ADR 1106). `take` hands the next one, if any; `nudge` tells waiting lanes to look again.
  */
-export function visitsOf(tenants: readonly DueTenant[], lanes: number): DueTenant[] {
-  return tenants.flatMap((due) => (due.backlog ? Array.from({ length: lanes }, () => due) : [due]));
+export class LateVisits<V> {
+  private signal = signalled();
+
+  constructor(readonly take: () => V | undefined) {}
+
+  /** Resolves at the next `nudge`. */
+  get nudged(): Promise<void> {
+    return this.signal.promise;
+  }
+
+  nudge(): void {
+    this.signal.resolve();
+    this.signal = signalled();
+  }
+}
+
+function signalled(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((res) => (resolve = res));
+  return { promise, resolve };
 }
 
 /**
- * Runs `visits` on `lanes` side by side: each lane takes the next visit once its last one is done. After a
- * failure no lane takes another; the first failure is thrown once every lane has stopped, so no visit of
- * this round is still running when the next round begins.
+ * Runs `visits` on `lanes` side by side: each lane takes the next visit once its last one is done; with `late`,
+ * a lane that finds none left takes late visits, waiting for them while another lane still works. After a
+ * failure no lane takes another; the first failure is thrown once every lane has stopped, so no visit of this
+ * round is still running when the next round begins.
  */
 export async function runLanes<L, V>(
   lanes: readonly L[],
   visits: readonly V[],
   visit: (lane: L, next: V) => Promise<void>,
+  late?: LateVisits<V>,
 ): Promise<void> {
   // the common case at a low rate — one visit, or none — needs no lanes side by side
   if (visits.length === 0) return;
-  if (visits.length === 1 && lanes.length > 0) return visit(lanes[0]!, visits[0]!);
+  if (!late && visits.length === 1 && lanes.length > 0) return visit(lanes[0]!, visits[0]!);
   let next = 0;
   let failed = false;
+  let working = 0;
   const ended = await Promise.allSettled(
     lanes.map(async (lane) => {
-      while (!failed && next < visits.length) {
+      while (!failed) {
+        const due = next < visits.length ? visits[next++] : late?.take();
+        if (due === undefined) {
+          if (!late || working === 0) return;
+          await late.nudged;
+          continue;
+        }
+        working++;
         try {
-          await visit(lane, visits[next++]!);
+          await visit(lane, due);
         } catch (error) {
           failed = true;
           throw error;
+        } finally {
+          working--;
+          // a lane waiting for late visits looks again: it stops once no lane works
+          late?.nudge();
         }
       }
     }),

@@ -156,15 +156,16 @@ export class TenantRound {
       if (external.length > 0) await this.recorder.record(batch, await this.external.send(batch, external));
       return { result, settled, limit };
     } finally {
-      this.sizer.ran(batch.tenantId, ran);
+      // a claim held to the tenant's share does not grow: it starts again from relay.batchSize once alone
+      this.sizer.ran(batch.tenantId, due.share === undefined ? ran : null);
       if (!handedOver) await connection.release();
     }
   }
 
   /**
-   * The claim, of the size the sizer says (see `ClaimSizer`), made smaller when it outlives its own bound
-   * (`relay.leaseMs`). Fan-out first: the due-claim in the same transaction then takes the new rows of ordered
-   * consumers.
+   * The claim, of the size the sizer says (see `ClaimSizer`) or the tenant's share when that is smaller (see
+   * `TenantShares`), made smaller when it outlives its own bound (`relay.leaseMs`). Fan-out first: the due-claim
+   * in the same transaction then takes the new rows of ordered consumers.
    */
   private async claim(
     connection: TenantConnection,
@@ -174,7 +175,7 @@ export class TenantRound {
   ): Promise<{ claimed: ClaimedDelivery[]; events: number; limit: number; full: boolean }> {
     const { leaseMs } = this.options.relay;
     for (;;) {
-      const limit = this.sizer.next(batch.tenantId);
+      const limit = Math.min(this.sizer.next(batch.tenantId), due.share ?? Infinity);
       const began = this.clock.now();
       try {
         const claimed = await this.claimUpTo(limit, connection, batch, due, tenantConsumers);

@@ -29,7 +29,7 @@ export function setAdminTenantForWrite(
 
 /**
  * One tenant's counts: events per status, deliveries per consumer and status, the age of the oldest work not
- * done (pending events, pending or failed deliveries), when its next delayed event is due, and the consumers named in delivery rows that no live
+ * done (pending events, pending or failed deliveries, delayed events due but not promoted), when its next delayed event is due, and the consumers named in delivery rows that no live
  * instance hosts (unknown to the registry, or not reported within `orphanAfterMs`), tenant-scoped consumers
  * excepted. The counts read every row of the tenant (there is no index on tenant alone, to keep the relay's
  * writes cheap): fine for an operator, not for a probe — the health check uses `oldestPendingAge`.
@@ -69,7 +69,9 @@ export function tenantStats(
                   extract(epoch from now() - least(
                     -- a promoted delayed event waits from its deliver_at
                     (select min(greatest(created_at, deliver_at)) from ${n.events} where tenant_id = $1 and status = 'pending'),
-                    (select min(created_at) from ${n.deliveries} where tenant_id = $1 and status in ('pending', 'failed'))
+                    (select min(created_at) from ${n.deliveries} where tenant_id = $1 and status in ('pending', 'failed')),
+                    -- so does one due but not promoted (no relay ran since): work not done
+                    (select min(deliver_at) from ${n.events} where tenant_id = $1 and status = 'scheduled' and deliver_at <= now())
                   ))::float8 as oldest_pending_age_seconds,
                   (select count(*)::int from blocked) as blocked_count,
                   (select min(deliver_at) from ${n.events} where tenant_id = $1 and status = 'scheduled') as next_delivery_at,
@@ -175,27 +177,7 @@ export function replayDeliveries(n: OutboxNames, p: FailedFilter & { eventId: st
                 and ($4::text is null or exists (select 1 from ${n.events} e where e.id = d.event_id and e.event_name = $4))
               order by d.id
                 for update of d
-           ), reset as (
-             update ${n.deliveries} d
-                -- snoozes too: maxSnoozes bounds a run of the delivery, and a replay starts one (ADR 1105)
-                set status = 'pending', attempt_count = 0, snoozes = 0, next_attempt_at = now(),
-                    lease_token = null, lease_expires_at = null, updated_at = now()
-               from targets t
-              where d.id = t.id
-             returning d.event_id, t.was_dead
-           ), per_event as (
-             select event_id, count(*) filter (where was_dead)::int as revived from reset group by event_id
-           ), events as (
-             update ${n.events} e
-                set deliveries_dead = e.deliveries_dead - p.revived,
-                    deliveries_open = e.deliveries_open + p.revived,
-                    status = case when e.deliveries_dead - p.revived > 0 then 'failed' else 'processing' end,
-                    failed_at = case when e.deliveries_dead - p.revived > 0 then e.failed_at end,
-                    updated_at = now()
-               from per_event p
-              where e.id = p.event_id and p.revived > 0
-             returning e.id
-           )
+           ), ${resetTargets(n)}
            select (select count(*) from reset)::int as reset, (select count(*) from events)::int as events`,
     values: [p.tenantId, p.eventId, p.consumer, p.eventName],
   };
@@ -222,17 +204,55 @@ export function purgeEvents(
                 and ($5::text is null or exists (select 1 from ${n.deliveries} d
                                                   where d.event_id = e.id and d.consumer_name = $5 and d.status = 'dead'))
                 for update of e
-           ), inbox as (
+           ), ${deleteDoomed(n)}
+           select count(*)::int as purged from events`,
+    values: [p.tenantId, p.statuses, p.eventId, p.eventName, p.consumer],
+  };
+}
+
+/**
+ * The rest of a replay after its `targets` (delivery `id`s locked, `was_dead`): `reset` puts them back to pending,
+ * due now, attempts and snoozes reset, and `events` moves each event's counters (a dead delivery revived is open again; the
+ * event is `processing` once none of its deliveries is dead). Shared by `replayDeliveries` and the bulk replay.
+ */
+export function resetTargets(n: OutboxNames): string {
+  return `reset as (
+             update ${n.deliveries} d
+                -- snoozes too: maxSnoozes bounds a run of the delivery, and a replay starts one (ADR 1105)
+                set status = 'pending', attempt_count = 0, snoozes = 0, next_attempt_at = now(),
+                    lease_token = null, lease_expires_at = null, updated_at = now()
+               from targets t
+              where d.id = t.id
+             returning d.event_id, t.was_dead
+           ), per_event as (
+             select event_id, count(*) filter (where was_dead)::int as revived from reset group by event_id
+           ), events as (
+             update ${n.events} e
+                set deliveries_dead = e.deliveries_dead - p.revived,
+                    deliveries_open = e.deliveries_open + p.revived,
+                    status = case when e.deliveries_dead - p.revived > 0 then 'failed' else 'processing' end,
+                    failed_at = case when e.deliveries_dead - p.revived > 0 then e.failed_at end,
+                    updated_at = now()
+               from per_event p
+              where e.id = p.event_id and p.revived > 0
+             returning e.id
+           )`;
+}
+
+/**
+ * The rest of a purge after its `doomed` events (ids locked, in tenant `$1`): their relay-written inbox rows,
+ * delivery rows and the events themselves; `events` returns one row per event deleted. Shared by `purgeEvents`
+ * and the bulk purge.
+ */
+export function deleteDoomed(n: OutboxNames): string {
+  return `inbox as (
              delete from ${n.inbox} i using doomed
               where i.event_id = doomed.id and i.tenant_id = $1 and i.first_seen_at is null
            ), deliveries as (
              delete from ${n.deliveries} d using doomed where d.event_id = doomed.id and d.tenant_id = $1
            ), events as (
              delete from ${n.events} e using doomed where e.id = doomed.id returning 1
-           )
-           select count(*)::int as purged from events`,
-    values: [p.tenantId, p.statuses, p.eventId, p.eventName, p.consumer],
-  };
+           )`;
 }
 
 /**
@@ -269,7 +289,7 @@ export function purgeSettledBatch(n: OutboxNames, days: number, batchSize: numbe
 }
 
 /**
- * One batch of retention of expired idempotency keys (migration OutboxDedupeKeys1764501800000), under the same
+ * One batch of retention of expired idempotency keys (migration OutboxDedupeKeys1764501900000), under the same
  * advisory try-lock as the events' batches: null when another instance holds it.
  */
 export function purgeDedupeKeysBatch(n: OutboxNames, batchSize: number): SqlStatement {

@@ -137,7 +137,7 @@ export interface ReplacedPayloadRow {
  * Replaces the payload (and schema version) of keyed events no relay has claimed yet: `outbox_dedupe_replace`
  * locks each pending or scheduled (delayed, not yet due) event, then looks for its lease (migration
 
- * OutboxDedupeKeys1764501800000 says why in that order). `replaced` is false for an event that was claimed already:
+ * OutboxDedupeKeys1764501900000 says why in that order). `replaced` is false for an event that was claimed already:
  * its payload is kept. A row with mode `'debounce'` also moves the event's `deliver_at` to its own delay's time
  * (as `insertScheduledEvent` computes it), and only while the event is still `scheduled`.
  */

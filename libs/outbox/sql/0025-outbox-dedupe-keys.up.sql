@@ -1,4 +1,4 @@
--- nestjs-pg-outbox migration 0023-outbox-dedupe-keys (up), recorded from the TypeORM class OutboxDedupeKeys1764501800000. Do not edit.
+-- nestjs-pg-outbox migration 0025-outbox-dedupe-keys (up), recorded from the TypeORM class OutboxDedupeKeys1764501900000. Do not edit.
 create table public.outbox_dedupe_keys (
         tenant_id uuid not null,
         event_name text not null,

@@ -1,4 +1,4 @@
--- nestjs-pg-outbox migration 0021-outbox-scheduled-events (down), recorded from the TypeORM class OutboxScheduledEvents1764501600000. Do not edit.
+-- nestjs-pg-outbox migration 0022-outbox-scheduled-events (down), recorded from the TypeORM class OutboxScheduledEvents1764501600000. Do not edit.
 create or replace function public.outbox_oldest_pending_age(orphaned_after interval) returns double precision
       language sql stable security definer set search_path = pg_catalog, public as $$
         with recursive pending_t(tenant_id) as (

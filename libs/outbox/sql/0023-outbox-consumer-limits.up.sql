@@ -1,4 +1,4 @@
--- nestjs-pg-outbox migration 0022-outbox-consumer-limits (up), recorded from the TypeORM class OutboxConsumerLimits1764501700000. Do not edit.
+-- nestjs-pg-outbox migration 0023-outbox-consumer-limits (up), recorded from the TypeORM class OutboxConsumerLimits1764501700000. Do not edit.
 alter table public.outbox_consumers
         add column concurrency integer,
         add column tenant_concurrency integer,

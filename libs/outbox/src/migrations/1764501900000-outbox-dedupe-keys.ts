@@ -18,8 +18,8 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  * - `outbox_purge_dedupe_keys`: retention of expired keys across tenants, in bounded batches (SECURITY
  *   DEFINER, as `outbox_purge_settled`).
  */
-export class OutboxDedupeKeys1764501800000 implements MigrationInterface {
-  name = 'OutboxDedupeKeys1764501800000';
+export class OutboxDedupeKeys1764501900000 implements MigrationInterface {
+  name = 'OutboxDedupeKeys1764501900000';
 
   async up(q: QueryRunner): Promise<void> {
     await q.query(`

@@ -1,4 +1,4 @@
--- nestjs-pg-outbox migration 0022-outbox-consumer-limits (down), recorded from the TypeORM class OutboxConsumerLimits1764501700000. Do not edit.
+-- nestjs-pg-outbox migration 0023-outbox-consumer-limits (down), recorded from the TypeORM class OutboxConsumerLimits1764501700000. Do not edit.
 drop function if exists public.outbox_consumer_in_flight(text, uuid);
 
 drop table if exists public.outbox_consumer_limits;

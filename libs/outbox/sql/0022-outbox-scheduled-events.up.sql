@@ -1,4 +1,4 @@
--- nestjs-pg-outbox migration 0021-outbox-scheduled-events (up), recorded from the TypeORM class OutboxScheduledEvents1764501600000. Do not edit.
+-- nestjs-pg-outbox migration 0022-outbox-scheduled-events (up), recorded from the TypeORM class OutboxScheduledEvents1764501600000. Do not edit.
 alter table public.event_outbox add column deliver_at timestamptz;
 
 alter table public.event_outbox drop constraint event_outbox_status_check,

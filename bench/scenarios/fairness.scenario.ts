@@ -1,0 +1,294 @@
+/**
+ * 8. Fairness between tenants (ADR 1106). A small tenant commits events at a steady rate, its commit-to-handler
+ * latency measured (as in the latency scenario, relay in the producer's app) on an idle relay, and while another
+ * tenant drains a backlog; the goal: its p99 within 2× the idle one. The single-tenant drain beside it, with the
+ * fair shares on and off, shows what they cost when one tenant is due: events/s and CPU per event (Node and
+ * PostgreSQL). Then two tenants with a backlog each and weights 3:1: the shares of what was drained while both
+ * were backlogged.
+ */
+import type { RelayPolicy } from '../../libs/outbox/src/options/relay-policy';
+import { createBenchApp } from '../harness/bench-app';
+import { FairnessConsumer } from '../harness/bench-consumers';
+import type { BenchContext, BenchScenario } from '../harness/bench-scenario';
+import { CpuMeter } from '../harness/cpu-meter';
+import { commitContactEvent } from '../harness/latency-runs';
+import { inTurn, max, median, now, percentile, sleep, waitUntil } from '../harness/stats';
+import type { CpuProfile } from '../workers/relay-worker.protocol';
+
+const BIG_TENANT = '5eb0a1c4-0000-4000-8000-0000000000b1';
+const SMALL_TENANT = '5eb0a1c4-0000-4000-8000-0000000000c1';
+const HEAVY_TENANT = '5eb0a1c4-0000-4000-8000-0000000000d3';
+const LIGHT_TENANT = '5eb0a1c4-0000-4000-8000-0000000000d1';
+const APP = 'bench-fairness';
+/** An untimed first stretch of the small tenant's events: code, connections and plans warm, the drain under way. */
+const WARM_UP_MS = 1000;
+/** The small tenant stops once this share of the backlog is drained: each event timed met a backlogged tenant. */
+const BACKLOG_STILL_THERE = 0.9;
+
+interface SmallTenantRun {
+  latencies: number[];
+  produced: number;
+  missing: number;
+  /** The big tenant's events handled per second while the small tenant's were timed (0 without a backlog). */
+  backlogPerS: number;
+}
+
+/** The small tenant's latencies, with `backlog` events of the big tenant due at the start (0: an idle relay). */
+async function smallTenantRun(
+  context: BenchContext,
+  backlog: number,
+  policy: Partial<RelayPolicy>,
+): Promise<SmallTenantRun> {
+  const { db, options } = context;
+  await db.truncate();
+  await db.checkpoint();
+  if (backlog > 0) {
+    await db.loadPendingEvents(backlog, BIG_TENANT);
+    await db.vacuumAnalyze();
+  }
+  const app = await createBenchApp({
+    url: db.url,
+    consumers: [FairnessConsumer],
+    relay: { enabled: true },
+    applicationName: APP,
+    probe: false,
+    policy,
+  });
+  const consumer = app.context.get(FairnessConsumer);
+  consumer.watched.add(SMALL_TENANT);
+  const committedAt = new Map<string, number>();
+  const produce = async (): Promise<void> => {
+    const id = await commitContactEvent(app, SMALL_TENANT);
+    committedAt.set(id, now());
+  };
+  const allHandled = (): boolean => [...committedAt.keys()].every((id) => consumer.handledAt.has(id));
+  try {
+    await produceWhile(options.sizes.fairnessRate, WARM_UP_MS, produce, () => true);
+    await waitUntil(allHandled, 30_000);
+    committedAt.clear();
+    consumer.handledAt.clear();
+    const backlogBefore = consumer.count(BIG_TENANT);
+    const began = now();
+    const produced = await produceWhile(
+      options.sizes.fairnessRate,
+      options.sizes.fairnessSeconds * 1000,
+      produce,
+      () => backlog === 0 || consumer.count(BIG_TENANT) < backlog * BACKLOG_STILL_THERE,
+    );
+    const backlogPerS = ((consumer.count(BIG_TENANT) - backlogBefore) / (now() - began)) * 1000;
+    await waitUntil(allHandled, 30_000);
+    const latencies = [...committedAt].flatMap(([id, committed]) => {
+      const handled = consumer.handledAt.get(id);
+      return handled === undefined ? [] : [handled - committed];
+    });
+    return { latencies, produced, missing: produced - latencies.length, backlogPerS };
+  } finally {
+    await app.close();
+  }
+}
+
+/** Calls `produce` `rate` times a second for up to `ms`, while `going()`; resolves with how many it made. */
+async function produceWhile(
+  rate: number,
+  ms: number,
+  produce: () => Promise<void>,
+  going: () => boolean,
+): Promise<number> {
+  const began = now();
+  const inFlight: Promise<void>[] = [];
+  for (let i = 0; i < (rate * ms) / 1000 && going(); i++) {
+    const wait = began + (i * 1000) / rate - now();
+    if (wait >= 1) await sleep(wait);
+    inFlight.push(produce());
+  }
+  await Promise.all(inFlight);
+  return inFlight.length;
+}
+
+interface DrainRun {
+  eventsPerS: number;
+  /** CPU per event drained, in µs. */
+  cpuUs: { node: number; postgres: number | null };
+}
+
+/** One tenant's backlog drained by `relay.drain()`: its rate and CPU per event. */
+async function singleTenantDrain(
+  context: BenchContext,
+  policy: Partial<RelayPolicy>,
+  events: number,
+): Promise<DrainRun> {
+  const { db } = context;
+  await db.truncate();
+  await db.checkpoint();
+  await db.loadPendingEvents(events, BIG_TENANT);
+  await db.vacuumAnalyze();
+  const app = await createBenchApp({
+    url: db.url,
+    consumers: [FairnessConsumer],
+    applicationName: APP,
+    probe: false,
+    policy,
+  });
+  try {
+    const meter = await CpuMeter.start(db.sql.bind(db), [APP]);
+    const began = now();
+    const drained = await app.relay.drain();
+    const ms = now() - began;
+    const cpu: CpuProfile = await meter.stop();
+    if (drained.eventsClaimed !== events)
+      throw new Error(`fairness drain: ${drained.eventsClaimed} of ${events} events claimed`);
+    return {
+      eventsPerS: (events / ms) * 1000,
+      cpuUs: {
+        node: (cpu.nodeMs * 1000) / events,
+        postgres: cpu.postgresMs === null ? null : (cpu.postgresMs * 1000) / events,
+      },
+    };
+  } finally {
+    await app.close();
+  }
+}
+
+/** Two backlogged tenants weighted 3:1: their events handled by the time half of all was (both still due). */
+async function weightedShares(context: BenchContext): Promise<{ heavy: number; light: number }> {
+  const { db, options } = context;
+  const backlog = options.sizes.fairnessWeightedBacklog;
+  await db.truncate();
+  await db.checkpoint();
+  await db.loadPendingEvents(backlog, HEAVY_TENANT);
+  await db.loadPendingEvents(backlog, LIGHT_TENANT);
+  await db.vacuumAnalyze();
+  const app = await createBenchApp({
+    url: db.url,
+    consumers: [FairnessConsumer],
+    relay: { enabled: true, tenantWeights: { [HEAVY_TENANT]: 3, [LIGHT_TENANT]: 1 } },
+    applicationName: APP,
+    probe: false,
+  });
+  const consumer = app.context.get(FairnessConsumer);
+  try {
+    app.relay.wake();
+    const total = (): number => consumer.count(HEAVY_TENANT) + consumer.count(LIGHT_TENANT);
+    // at 3:1, the heavy tenant has drained 3/4 of its backlog when half of all is: both are still due
+    if (!(await waitUntil(() => total() >= backlog, 120_000)))
+      throw new Error(`fairness weighted: ${total()} of ${backlog} events drained in 120 s`);
+    return { heavy: consumer.count(HEAVY_TENANT), light: consumer.count(LIGHT_TENANT) };
+  } finally {
+    await app.close();
+  }
+}
+
+function pool(runs: readonly SmallTenantRun[]): SmallTenantRun {
+  return {
+    latencies: runs.flatMap((r) => r.latencies),
+    produced: runs.reduce((sum, r) => sum + r.produced, 0),
+    missing: runs.reduce((sum, r) => sum + r.missing, 0),
+    backlogPerS: median(runs.map((r) => r.backlogPerS)),
+  };
+}
+
+export const fairnessScenario: BenchScenario = {
+  name: 'fairness',
+  title:
+    'Fairness between tenants (goals: a small tenant p99 ≤ 2× idle while another drains a backlog; weights 3:1 ± 10%)',
+  async run(context) {
+    const { report, options } = context;
+    const { fairnessBacklog: backlog, fairnessRate: rate, fairnessRepeats: repeats } = options.sizes;
+    const sides = {
+      idle: () => smallTenantRun(context, 0, {}),
+      backlogged: () => smallTenantRun(context, backlog, {}),
+      unshared: () => smallTenantRun(context, backlog, { fairShares: false }),
+    };
+    const order = Object.keys(sides) as (keyof typeof sides)[];
+    const runs = {
+      idle: [] as SmallTenantRun[],
+      backlogged: [] as SmallTenantRun[],
+      unshared: [] as SmallTenantRun[],
+    };
+    for (let repeat = 0; repeat < repeats; repeat++) {
+      for (const side of inTurn(order, repeat)) runs[side].push(await sides[side]());
+    }
+    const idle = pool(runs.idle);
+    const backlogged = pool(runs.backlogged);
+    const unshared = pool(runs.unshared);
+    report.note(
+      `small tenant ${rate}/s (up to ${options.sizes.fairnessSeconds} s, until 90% of the backlog is drained) ` +
+        `after an untimed ${WARM_UP_MS / 1000} s; another tenant's backlog ${backlog.toLocaleString('en')} events` +
+        `${options.quick ? ' (--quick; the full form: 200,000)' : ''}, drained meanwhile at ` +
+        `${backlogged.backlogPerS.toFixed(0)}/s (${unshared.backlogPerS.toFixed(0)}/s without fair shares); ` +
+        `${repeats} run(s) per side in turns, events pooled (${idle.latencies.length} idle, ${backlogged.latencies.length} backlogged)`,
+    );
+    for (const [name, run] of Object.entries({ backlogged, unshared, idle })) {
+      if (run.missing > 0)
+        report.note(`WARNING ${name}: ${run.missing} of ${run.produced} events never reached their handler`);
+    }
+    const idleP99 = percentile(idle.latencies, 99);
+    report.add({
+      scenario: 'fairness',
+      label: 'small tenant p99, another tenant backlogged',
+      value: percentile(backlogged.latencies, 99),
+      unit: 'ms',
+      versus: { label: 'idle relay', value: idleP99 },
+      goal: { on: 'ratio', op: '<=', target: 2 },
+    });
+    report.add({
+      scenario: 'fairness',
+      label: 'small tenant p99, backlogged, fair shares off',
+      value: percentile(unshared.latencies, 99),
+      unit: 'ms',
+      versus: { label: 'idle relay', value: idleP99 },
+    });
+    report.add({
+      scenario: 'fairness',
+      label: 'small tenant max, another tenant backlogged',
+      value: max(backlogged.latencies),
+      unit: 'ms',
+      versus: { label: 'idle relay', value: max(idle.latencies) },
+    });
+
+    // one tenant due: the shares change nothing, and cost nothing (side by side, in turns)
+    const drains = { on: [] as DrainRun[], off: [] as DrainRun[] };
+    const drainEvents = Math.min(backlog, 50_000);
+    // twice the repeats: a drain of 50,000 events takes 2–3 s, and one side's run moves by ±15 % on a busy machine
+    for (let repeat = 0; repeat < 2 * repeats; repeat++) {
+      for (const side of inTurn(['on', 'off'] as const, repeat))
+        drains[side].push(await singleTenantDrain(context, { fairShares: side === 'on' }, drainEvents));
+    }
+    const rateOf = (d: DrainRun[]): number => median(d.map((r) => r.eventsPerS));
+    const cpuOf = (d: DrainRun[]): number => median(d.map((r) => r.cpuUs.node + (r.cpuUs.postgres ?? 0)));
+    report.add({
+      scenario: 'fairness',
+      label: 'single-tenant drain, fair shares on',
+      value: rateOf(drains.on),
+      unit: 'events/s',
+      versus: { label: 'off', value: rateOf(drains.off) },
+      goal: { on: 'ratio', op: '>=', target: 0.95 },
+    });
+    report.add({
+      scenario: 'fairness',
+      label: 'single-tenant drain CPU per event (Node + PostgreSQL)',
+      value: cpuOf(drains.on),
+      unit: 'µs',
+      versus: { label: 'off', value: cpuOf(drains.off) },
+      goal: { on: 'ratio', op: '<=', target: 1.05 },
+    });
+    const each = (d: DrainRun[]): string => d.map((r) => r.eventsPerS.toFixed(0)).join(', ');
+    report.note(
+      `single-tenant drains of ${drainEvents.toLocaleString('en')} events with relay.drain(), ${2 * repeats} per side ` +
+        `in turns, medians (events/s on: ${each(drains.on)}; off: ${each(drains.off)})`,
+    );
+
+    const shares = await weightedShares(context);
+    report.add({
+      scenario: 'fairness',
+      label: 'drain shares, weights 3:1: off the weights by',
+      value: Math.abs(shares.heavy / shares.light / 3 - 1) * 100,
+      unit: '%',
+      goal: { on: 'value', op: '<=', target: 10 },
+    });
+    report.note(
+      `weighted: ${shares.heavy} and ${shares.light} events (${(shares.heavy / shares.light).toFixed(2)}:1) of two tenants with ` +
+        `${options.sizes.fairnessWeightedBacklog.toLocaleString('en')} each, when half of all was drained`,
+    );
+  },
+};
