@@ -1,6 +1,13 @@
 import type { SqlStatement } from './statement';
 import type { OutboxNames } from '../../model/table-names';
-import { deliverAtFrom, isDelayed, SCHEDULED_COLUMNS, SCHEDULED_VALUES, type EventRow } from './enqueue';
+import {
+  deliverAtFrom,
+  insertEvents,
+  isDelayed,
+  SCHEDULED_COLUMNS,
+  SCHEDULED_VALUES,
+  type EventRow,
+} from './enqueue';
 import type { ValidatedDedupe } from '../../model/event-validation';
 
 /** One input row of `insertKeyedEvents`: the event that holds its key (its own when it was written). */
@@ -60,15 +67,11 @@ export function insertKeyedEvents(n: OutboxNames, rows: readonly EventRow[]): Sq
       on k.tenant_id = i.tenant_id and k.event_name = i.event_name and k.dedupe_key = i.dedupe_key
    order by i.n`,
     values: [
-      rows.map((r) => r.id),
-      rows.map((r) => r.tenantId),
-      rows.map((r) => r.eventName),
-      rows.map((r) => r.payloadJson),
-      rows.map((r) => r.aggregateType),
-      rows.map((r) => r.aggregateId),
-      rows.map((r) => r.correlationId),
-      rows.map((r) => r.schemaVersion),
-      rows.map((r) => r.occurredAt),
+      // the event columns' arrays as insertEvents sends them (without the trace context, which comes last here)
+      ...insertEvents(
+        n,
+        rows.map((r) => ({ ...r, traceparent: null })),
+      ).values,
       rows.map((r) => r.dedupe?.key ?? null),
       rows.map((r) => r.dedupe?.windowMs ?? null),
       ...(delayed ? [rows.map((r) => r.deliverAt ?? null), rows.map((r) => r.delayMs ?? null)] : []),
