@@ -272,6 +272,16 @@ describe('TenantRound', () => {
       expect(claims(store).map((c) => c.limit)).toEqual([8, 4, 4]);
     });
 
+    it("a claim held to a light tenant's share leaves the lane's claims at relay.batchSize for the others", async () => {
+      const { round: r, store } = round([fakeConsumer('a')], { relay: { batchSize: 8 } });
+      const heavy = '00000000-0000-4000-8000-00000000000b';
+      store.claims.push(full(2), full(8));
+      await r.visit({ ...newEvents, share: 2 }, false);
+      await r.visit({ tenantId: heavy, hasNew: true, hasDue: false, share: 8 }, false);
+      await r.visit({ tenantId: heavy, hasNew: true, hasDue: false }, false);
+      expect(claims(store).map((c) => c.limit)).toEqual([2, 8, 8]);
+    });
+
     it('gives up on a claim of one event that outlived its bound, and any other failure, and releases', async () => {
       const { round: r, store } = round([fakeConsumer('a')], { relay: { batchSize: 1 } });
       store.claims.push(Object.assign(new Error('timeout'), { code: '57014' }));
