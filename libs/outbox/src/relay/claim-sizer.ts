@@ -48,10 +48,14 @@ export class ClaimSizer {
     return (this.limit === this.relay.batchSize ? this.grown.get(tenantId) : undefined) ?? this.limit;
   }
 
-  /** A claim of `limit` came back (`full` or not) after `ms`: a shrunk limit grows back after quick full claims. */
+  /**
+   * A claim of `limit` came back (`full` or not) after `ms`: a shrunk limit grows back after quick full claims of
+   * its size (a smaller claim — a tenant's share, ADR 1106 — says nothing about it).
+   */
   claimed(limit: number, full: boolean, ms: number): void {
     const { batchSize, leaseMs } = this.relay;
-    if (limit < batchSize && full && ms < leaseMs / 4) this.limit = Math.min(batchSize, limit * 2);
+    if (limit === this.limit && limit < batchSize && full && ms < leaseMs / 4)
+      this.limit = Math.min(batchSize, limit * 2);
   }
 
   /**
