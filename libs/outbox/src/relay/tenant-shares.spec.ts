@@ -63,6 +63,29 @@ describe('TenantShares', () => {
     }
   });
 
+  it('weighs 1 (with one warning) a tenant the weight function throws for: the round goes on', () => {
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    try {
+      const { shares: s } = shares({
+        tenantWeights: (tenantId) => {
+          if (tenantId === B) throw new Error('plans unavailable');
+          return 4;
+        },
+      });
+      expect(plan(s.visits([due(A, true), due(B, true)], 2))).toEqual(['a×100', 'b×25']);
+      expect(s.weight(B)).toBe(1);
+      expect(warn).toHaveBeenCalledTimes(1);
+      expect(warn.mock.calls[0]![0]).toContain('plans unavailable');
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
+  it('finds a listed weight for a tenant id in upper case (relay.tenants may supply one)', () => {
+    const { shares: s } = shares({ tenantWeights: { [A]: 2 } });
+    expect(s.weight(A.toUpperCase())).toBe(2);
+  });
+
   it('finds a listed weight whatever the case of the tenant id', () => {
     const { shares: s } = shares({ tenantWeights: { [A.toUpperCase()]: 2 } });
     expect(s.weight(A)).toBe(2);
