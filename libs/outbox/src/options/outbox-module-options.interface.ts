@@ -90,7 +90,7 @@ export interface OutboxRelayOptions {
    * Each tenant's share of the relay while several tenants are due: a map of tenant ids to weights, or a function
    * of the tenant id that returns its weight (called once a round for each of several due tenants: keep it cheap
    * and synchronous). A weight is a number above 0, at most 10000; unlisted tenants (and a function's invalid
-   * answers, logged once per tenant) weigh 1. In a round with several tenants, the heaviest claims
+   * answers or throws, logged once per tenant) weigh 1. In a round with several tenants, the heaviest claims
    * `relay.batchSize` events and each other one `relay.batchSize` × its weight ÷ the heaviest's, so backlogged
    * tenants drain in the ratio of their weights; a backlogged tenant also leaves a lane to the others, whose new
    * events wait for about one batch at most. A tenant alone gets the whole relay (docs/flow-control.md, "Fairness

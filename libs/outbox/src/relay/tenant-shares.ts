@@ -4,6 +4,7 @@ import type { DueTenant } from '../model/due-tenant';
 import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 import { RELAY_LOG_CONTEXT } from '../batch/tenant-batch';
 import { isTenantWeight, MAX_TENANT_WEIGHT } from '../options/outbox-options';
+import { errorText } from '../errors/error-text';
 
 /** What `relay.tenantWeights` may hold: a map of tenant ids to weights, or a function of the tenant id. */
 type TenantWeights = ResolvedOutboxOptions['relay']['tenantWeights'];
@@ -48,16 +49,26 @@ export class TenantShares {
         : new Map(Object.entries(weights).map(([tenantId, weight]) => [tenantId.toLowerCase(), weight]));
   }
 
-  /** The tenant's weight: listed, or answered by the function; 1 when unlisted or the answer is invalid. */
+  /**
+   * The tenant's weight: listed, or answered by the function; 1 when unlisted, or when the function's answer is
+   * invalid or it throws (one tenant's weight never fails a round).
+   */
   weight(tenantId: string): number {
     const weights = this.relay.tenantWeights;
-    if (typeof weights !== 'function') return this.listed?.get(tenantId) ?? 1;
-    const weight = weights(tenantId);
-    if (isTenantWeight(weight)) return weight;
+    // relay.tenants may supply ids in upper case
+    if (typeof weights !== 'function') return this.listed?.get(tenantId.toLowerCase()) ?? 1;
+    let answer: string;
+    try {
+      const weight = weights(tenantId);
+      if (isTenantWeight(weight)) return weight;
+      answer = `returned ${String(weight)}`;
+    } catch (error) {
+      answer = `threw ${errorText(error)}`;
+    }
     if (!this.warned.has(tenantId)) {
       this.warned.add(tenantId);
       this.logger.warn(
-        `relay.tenantWeights returned ${String(weight)} for tenant ${tenantId}; a weight is a number above 0 and at most ${MAX_TENANT_WEIGHT}: it weighs 1`,
+        `relay.tenantWeights ${answer} for tenant ${tenantId}; a weight is a number above 0 and at most ${MAX_TENANT_WEIGHT}: it weighs 1`,
       );
     }
     return 1;
