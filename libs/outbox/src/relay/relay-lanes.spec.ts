@@ -86,6 +86,31 @@ describe('runLanes', () => {
     expect(started).toHaveLength(3);
   });
 
+  it('ends once its own visits are done, while tenants keep being woken: late visits never hold the round', async () => {
+    const slow = deferred();
+    let woken = 0;
+    const started: string[] = [];
+    // a steady stream of wake-ups (bounded here so that the test ends either way)
+    const late = new LateVisits(() => (woken < 100 ? `late${++woken}` : undefined));
+    const run = runLanes(
+      [1, 2],
+      ['slow'],
+      async (_lane, v) => {
+        started.push(v);
+        await (v === 'slow' ? slow.promise : new Promise((resolve) => setImmediate(resolve)));
+      },
+      late,
+    );
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
+    const whileSlow = started.length;
+    expect(whileSlow).toBeGreaterThan(2);
+    slow.resolve();
+    await run;
+    // the next round (its backlogged tenant, the scan for due tenants) waits for no more late visits
+    expect(started.length - whileSlow).toBeLessThanOrEqual(1);
+  });
+
   it('with late visits, runs a single visit on the lanes too (another lane takes who is woken)', async () => {
     const late = new LateVisits<string>(() => undefined);
     const started: string[] = [];
