@@ -49,7 +49,7 @@ function signalled(): { promise: Promise<void>; resolve: () => void } {
 
 /**
  * Runs `visits` on `lanes` side by side: each lane takes the next visit once its last one is done; with `late`,
- * a lane that finds none left takes late visits, waiting for them while another lane still works. After a
+ * a lane that finds none left takes late visits, waiting for them while one of `visits` still runs. After a
  * failure no lane takes another; the first failure is thrown once every lane has stopped, so no visit of this
  * round is still running when the next round begins.
  */
@@ -64,25 +64,28 @@ export async function runLanes<L, V>(
   if (!late && visits.length === 1 && lanes.length > 0) return visit(lanes[0]!, visits[0]!);
   let next = 0;
   let failed = false;
+  // the round's own visits under way: late visits are taken only meanwhile, so a stream of wake-ups never holds
+  // the round open (its backlogged tenant and the scan for due tenants come in the next one)
   let working = 0;
   const ended = await Promise.allSettled(
     lanes.map(async (lane) => {
       while (!failed) {
-        const due = next < visits.length ? visits[next++] : late?.take();
+        const own = next < visits.length;
+        const due = own ? visits[next++] : working > 0 ? late?.take() : undefined;
         if (due === undefined) {
           if (!late || working === 0) return;
           await late.nudged;
           continue;
         }
-        working++;
+        if (own) working++;
         try {
           await visit(lane, due);
         } catch (error) {
           failed = true;
           throw error;
         } finally {
-          working--;
-          // a lane waiting for late visits looks again: it stops once no lane works
+          if (own) working--;
+          // a lane waiting for late visits looks again: it stops once no visit of the round's own works
           late?.nudge();
         }
       }
