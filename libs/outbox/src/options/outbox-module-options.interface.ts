@@ -94,7 +94,8 @@ export interface OutboxRelayOptions {
    * `relay.batchSize` events and each other one `relay.batchSize` × its weight ÷ the heaviest's, so backlogged
    * tenants drain in the ratio of their weights; a backlogged tenant also leaves a lane to the others, whose new
    * events wait for about one batch at most. A tenant alone gets the whole relay (docs/flow-control.md, "Fairness
-   * between tenants"). Default: `null` (every tenant weighs 1).
+   * between tenants"). No effect with `relay.tenants`, where every listed tenant is visited each round. Default:
+   * `null` (every tenant weighs 1).
    */
   tenantWeights?: Readonly<Record<string, number>> | ((tenantId: string) => number) | null;
 }

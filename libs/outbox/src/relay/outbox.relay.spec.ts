@@ -147,6 +147,19 @@ describe('OutboxRelay', () => {
       expect(result).toMatchObject({ tenants: 1, eventsClaimed: 3, succeeded: 3 });
     });
 
+    it('claims a whole batch for a lone busy tenant of a fixed list (relay.tenants), whatever the weights', async () => {
+      // every listed tenant counts as due each round: weighted shares would hold B to 1 of 100 while A is idle
+      const { relay, store } = relayOn([fakeConsumer('a')], {
+        relay: { concurrency: 2, batchSize: 100, tenants: () => [A, B], tenantWeights: { [A]: 100, [B]: 1 } },
+      });
+      store.claims.push(claimAnswer([]), events(100, B));
+      await relay.runOnce();
+      const limits = store.log
+        .filter((e) => e.op === 'claim')
+        .map((e) => [e.tenantId === A ? 'A' : 'B', (e.request as { limit: number }).limit]);
+      expect(limits).toContainEqual(['B', 100]);
+    });
+
     it('asks the pool for its size only for relay.concurrency auto: two lanes from a pool of 8', async () => {
       const { relay, store } = relayOn([fakeConsumer('a')], { relay: { concurrency: 'auto' } });
       store.pool = 8;

@@ -65,6 +65,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private round: Promise<RoundRun> | null = null;
   private readonly background = new BackgroundWork();
   private readonly planner: DueTenantPlanner;
+  /** Whether rounds share the relay by weight: the policy's `fairShares`, off with a fixed list of tenants. */
+  private readonly fair: boolean;
   /** How a round shares the relay between its tenants: order, claim sizes, lanes (`relay.tenantWeights`). */
   private readonly shares: TenantShares;
   /** While a round visits a backlogged tenant beside other lanes: the tenants woken meanwhile. */
@@ -99,7 +101,10 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     wakeup.subscribe((tenants) => this.wake(tenants));
     this.interval = new ScheduledInterval(moduleRef, `outbox-relay:${this.instanceId}`);
     this.planner = new DueTenantPlanner(options, store, time);
-    this.shares = new TenantShares(options.relay, policy.fairShares, time);
+    // a fixed list of tenants (relay.tenants) counts every listed tenant as due each round: shares would hold a
+    // lone busy tenant to its weight while the others are idle, so they are off there (ADR 1106)
+    this.fair = policy.fairShares && !options.relay.tenants;
+    this.shares = new TenantShares(options.relay, this.fair, time);
     this.heartbeats = new RegistryHeartbeat(this.instanceId, options, registry, store, time);
     this.promoter = new ScheduledPromoter(store, () => this.wake());
     const recorder = new OutcomeRecorder(store);
@@ -356,7 +361,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       // a lane with nothing left while another drains a backlog visits the tenants woken meanwhile (ADR 1106)
       const backlogged = new Set(tenants.filter((due) => due.backlog).map((due) => due.tenantId));
       this.lateVisits =
-        this.policy.fairShares && lanes.length > 1 && backlogged.size > 0
+        this.fair && lanes.length > 1 && backlogged.size > 0
           ? new LateVisits(() => {
               const woken = this.planner.takeWoken((tenantId) => backlogged.has(tenantId));
               return woken && this.shares.late(woken);
