@@ -51,4 +51,16 @@ describe('consumerLimits', () => {
     expect(problems).toHaveLength(1);
     expect(problems[0]).toContain('concurrency of A#b');
   });
+
+  it('refuses a per-tenant cap above the global one: it could never apply (the two swapped?)', () => {
+    const problems: string[] = [];
+    expect(consumerLimits('A#b', { concurrency: { global: 2, perTenant: 5 } }, problems)).toBeUndefined();
+    expect(problems).toEqual([
+      'option concurrency.perTenant of A#b must be at most concurrency.global (2): one tenant never has more in flight than all tenants together, got 5',
+    ]);
+    expect(consumerLimits('A#b', { concurrency: { global: 2, perTenant: 2 } }, [])).toMatchObject({
+      concurrency: 2,
+      tenantConcurrency: 2,
+    });
+  });
 });
