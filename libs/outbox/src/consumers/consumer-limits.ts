@@ -36,6 +36,15 @@ export function consumerLimits(
       if (concurrency.global !== undefined) count(`concurrency.global of ${host}`, concurrency.global);
       if (concurrency.perTenant !== undefined)
         count(`concurrency.perTenant of ${host}`, concurrency.perTenant);
+      // a cap per tenant above the global one never applies: most likely the two were swapped
+      if (found.length === 0 && Number(concurrency.perTenant) > Number(concurrency.global))
+        found.push(
+          messages.badOption(
+            `concurrency.perTenant of ${host}`,
+            `at most concurrency.global (${String(concurrency.global)}): one tenant never has more in flight than all tenants together`,
+            concurrency.perTenant,
+          ),
+        );
     }
   }
   if (rateLimit !== undefined) {
