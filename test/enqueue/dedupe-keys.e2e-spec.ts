@@ -447,6 +447,8 @@ describe('idempotency keys (dedupe)', () => {
       ['an empty key', { key: '' }, 'events[1].dedupe.key'],
       ['a key of 201 characters', { key: 'k'.repeat(201) }, 'events[1].dedupe.key'],
       ['a key with a control character', { key: 'a\nb' }, 'events[1].dedupe.key'],
+      // a lone surrogate would reach PostgreSQL as U+FFFD: 'a\uD800' and 'a\uDC00' would be one key
+      ['a key with a lone surrogate', { key: 'a\uD800' }, 'events[1].dedupe.key'],
       ['an unknown mode', { key: 'k', mode: 'throttle' }, 'events[1].dedupe.mode'],
       ["'debounce' on an event without a delay", { key: 'k', mode: 'debounce' }, 'events[1].dedupe.mode'],
       ['a zero window', { key: 'k', windowMs: 0 }, 'events[1].dedupe.windowMs'],

@@ -76,7 +76,7 @@ export const messages = {
     `${field} is ${bytes} bytes of JSON, over the limit of ${limit} bytes; store large data elsewhere and ` +
     'send a reference, or raise the maxPayloadBytes option.',
   badText: (field: string, max: number, value: unknown): string =>
-    `${field} must be a string of 1 to ${max} characters without control characters, got ${describe(value)}.`,
+    `${field} must be a string of 1 to ${max} characters without control characters or lone surrogates, got ${describe(value)}.`,
   badSchemaVersion: (field: string, value: unknown): string =>
     `${field} must be a positive integer (1, 2, …), got ${describe(value)}: leave it out for version 1, or pass ` +
     'the number of the version (of the events option) whose payload shape the event has.',

@@ -185,7 +185,9 @@ function optionalText(value: unknown, field: string): string | null {
     typeof value !== 'string' ||
     value.length === 0 ||
     value.length > TEXT_MAX ||
-    CONTROL_CHARS.test(value)
+    CONTROL_CHARS.test(value) ||
+    // a lone surrogate reaches PostgreSQL as U+FFFD: two different texts would be stored as one
+    !value.isWellFormed()
   ) {
     throw new OutboxValidationError(field, messages.badText(field, TEXT_MAX, value));
   }

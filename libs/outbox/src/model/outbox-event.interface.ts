@@ -37,7 +37,7 @@ export interface OutboxEventInput<TPayload = OutboxJson> {
  * {@link OutboxEventInput}: a value of that type keeps `enqueue` returning a string.)
  */
 export interface OutboxDedupe {
-  /** The key, per tenant and event name: 1 to 200 characters without control characters. */
+  /** The key, per tenant and event name: 1 to 200 characters without control characters or lone surrogates. */
   key: string;
   /**
    * What a second enqueue of a key that is taken does: `'ignore'` writes nothing and returns the first event's id;
