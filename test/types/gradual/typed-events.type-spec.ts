@@ -95,7 +95,7 @@ void outbox.enqueue(manager, {
 void outbox.enqueue(manager, {
   eventName: 'audit.anything.v1',
   payload: 1,
-  dedupe: { key: 'k', mode: 'debounce' },
+  dedupe: { key: 'k', mode: 'throttle' },
 });
 
 // OutboxEventOf: an exact name, a prefix (a union narrowed by eventName), everything, an undeclared name
