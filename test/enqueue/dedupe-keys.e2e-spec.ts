@@ -524,6 +524,23 @@ describe('idempotency keys (dedupe)', () => {
       expect((await events()).map((e) => e.payload)).toEqual([{ v: 'theirs' }]);
     });
 
+    it("cannot replace another tenant's payload after SET ROLE from a superuser login either", async () => {
+      const theirs = await inTx((r) =>
+        t.outbox.enqueue(r, keyed({ key: 'theirs' }, { v: 'theirs' }, { tenantId: TENANTS[1] })),
+      );
+      // the superuser login of `t`, acting as the app role: the policies apply to it, so must the function
+      const [row] = await inTx(async (r) => {
+        await r.query('set local role outbox_app');
+        await r.query('select set_config($1, $2, true)', ['app.current_tenant_id', TENANT]);
+        return r.query('select outbox_dedupe_replace($1, $2::jsonb, 1) as replaced', [
+          theirs.eventId,
+          '{"v":"mine"}',
+        ]);
+      });
+      expect(row).toEqual({ replaced: false });
+      expect((await events()).map((e) => e.payload)).toEqual([{ v: 'theirs' }]);
+    });
+
     it('is refused for another tenant than the transaction names, writing nothing', async () => {
       await expect(
         asTenant(TENANT, (r) => app.outbox.enqueue(r, keyed({ key: 'x' }, {}, { tenantId: TENANTS[1] }))),

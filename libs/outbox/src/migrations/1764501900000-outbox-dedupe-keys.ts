@@ -13,8 +13,8 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  * - `outbox_dedupe_replace`: the payload of a keyed event replaced by a later enqueue of its key ('replace'),
  *   only while no relay claimed it: the event is `pending` without a lease, or `scheduled` (delayed, not due).
  *   Given `new_deliver_at` ('debounce'), only a `scheduled` event, whose `deliver_at` it moves as well. SECURITY DEFINER, so the app role gets no right to read or update the
- *   events; it checks the caller's tenant as the policies do (a session that bypasses row-level security —
- *   superuser, owner, BYPASSRLS — may name any tenant, as it may in the tables).
+ *   events; it checks the caller's tenant as the policies do (a role that bypasses row-level security —
+ *   superuser, owner, BYPASSRLS — may name any tenant, as it may in the tables; after SET ROLE, the role set).
  * - `outbox_purge_dedupe_keys`: retention of expired keys across tenants, in bounded batches (SECURITY
  *   DEFINER, as `outbox_purge_settled`).
  */
@@ -44,6 +44,9 @@ export class OutboxDedupeKeys1764501900000 implements MigrationInterface {
     await q.query(`grant select, insert, update, delete on public.outbox_dedupe_keys to outbox_relay`);
     await q.query(`alter table public.event_outbox add column dedupe_key text`);
 
+    // The role the caller's statements run as: current_user is this function's owner in here, and session_user
+    // is the login role, which a session that ran SET ROLE outbox_app no longer acts as (the policies apply to it).
+    const caller = `coalesce(nullif(current_setting('role'), 'none'), session_user)`;
     // Lock the event row first, then look for a lease in a statement of its own: under READ COMMITTED that
     // statement sees a claim that committed while the lock was awaited, and a claim that comes later skips the
     // locked row (for update skip locked) until this transaction ends. Under REPEATABLE READ or SERIALIZABLE a
@@ -62,9 +65,9 @@ export class OutboxDedupeKeys1764501900000 implements MigrationInterface {
            and (e.status = 'scheduled' or (e.status = 'pending' and new_deliver_at is null))
            and (e.tenant_id = ${tenantOf}
                 or exists (select 1 from pg_roles r
-                            where r.rolname = session_user and (r.rolsuper or r.rolbypassrls))
-                or pg_has_role(session_user, (select c.relowner from pg_class c
-                                               where c.oid = 'public.event_outbox'::regclass), 'MEMBER'))
+                            where r.rolname = ${caller} and (r.rolsuper or r.rolbypassrls))
+                or pg_has_role(${caller}, (select c.relowner from pg_class c
+                                            where c.oid = 'public.event_outbox'::regclass), 'MEMBER'))
            for update;
         if not found then
           return false;
