@@ -56,6 +56,8 @@ export interface BenchSizes {
   /** Peers: events per second and seconds of each latency run. */
   peersLatencyRate: number;
   peersLatencySeconds: number;
+  /** Peers: delayed events per system and round, due 1 to 3 s after the enqueue started. */
+  peersDelayedEvents: number;
   /** Soak: minutes of sustained load (`--minutes` overrides). */
   soakMinutes: number;
   /** Soak: seconds per window of figures. */
@@ -123,6 +125,7 @@ const FULL: BenchSizes = {
   peersBacklog: 8_000,
   peersLatencyRate: 100,
   peersLatencySeconds: 4,
+  peersDelayedEvents: 1_000,
   soakMinutes: 30,
   soakWindowSeconds: 60,
   soakRetentionSeconds: 120,
@@ -152,6 +155,7 @@ const QUICK: BenchSizes = {
   peersEnqueueSeconds: 1,
   peersBacklog: 2_000,
   peersLatencySeconds: 3,
+  peersDelayedEvents: 200,
   soakMinutes: 2,
   soakWindowSeconds: 15,
   soakRetentionSeconds: 20,

@@ -29,6 +29,14 @@ const ADD_KEYED_JOBS_SQL = `select 1 from ${SCHEMA}.add_jobs(
     array(select (k.name, $1::json, null, null, null, $3 || ':' || k.name, null, null)::${SCHEMA}.job_spec
             from unnest($2::text[]) as k(name)))`;
 
+/** The same with a `run_at` per job. */
+const ADD_DELAYED_JOBS_SQL = `select 1 from ${SCHEMA}.add_jobs(
+    array(select (k.name, $1::json, null, $3::timestamptz, null, null, null, null)::${SCHEMA}.job_spec
+            from unnest($2::text[]) as k(name)))`;
+
+/** Its default `pollInterval` (ms), for jobs that become due while no NOTIFY comes. */
+const DEFAULT_POLL_INTERVAL_MS = 2000;
+
 export const graphileWorkerPeer: Peer = {
   name: 'graphile-worker',
   version: '0.18.0',
@@ -38,6 +46,9 @@ export const graphileWorkerPeer: Peer = {
     'prepared statements on (default), woken by its LISTEN/NOTIFY',
   fanOut: 'one job per consumer, added by add_jobs in one statement',
   dedupe: 'job_key per job (add_jobs, its default mode: a second add replaces a job not yet locked)',
+  delay:
+    `run_at per job (add_jobs); a job that becomes due is found by its poll, pollInterval ` +
+    `${DEFAULT_POLL_INTERVAL_MS} ms by default`,
   writesAtomically: false,
 
   async install(db) {
@@ -54,8 +65,11 @@ export const graphileWorkerPeer: Peer = {
 
   async openProducer() {
     return {
-      enqueue: async (client: ClientBase, event: PeerEvent, consumers, dedupeKey) => {
-        if (dedupeKey === undefined) await client.query(ADD_JOBS_SQL, [JSON.stringify(event), consumers]);
+      enqueue: async (client: ClientBase, event: PeerEvent, consumers, dedupeKey, runAt) => {
+        if (runAt !== undefined)
+          await client.query(ADD_DELAYED_JOBS_SQL, [JSON.stringify(event), consumers, runAt.toISOString()]);
+        else if (dedupeKey === undefined)
+          await client.query(ADD_JOBS_SQL, [JSON.stringify(event), consumers]);
         else await client.query(ADD_KEYED_JOBS_SQL, [JSON.stringify(event), consumers, dedupeKey]);
       },
       close: () => Promise.resolve(),
@@ -106,6 +120,7 @@ export const graphileWorkerPeer: Peer = {
       pgPool: pool,
       schema: SCHEMA,
       concurrency: CONCURRENT_JOBS,
+      pollInterval: options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS,
       noHandleSignals: true,
       logger: silent,
       taskList: Object.fromEntries(options.consumers.map((name) => [name, task(name)])),

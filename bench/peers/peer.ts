@@ -30,19 +30,22 @@ export interface PeerConsumerOptions {
   applicationName: string;
   /** Called when a consumer's handler runs for an event (before its done mark). */
   onHandled: (eventId: string, consumer: string) => void;
+  /** Its poll interval for jobs that became due, in ms; absent: the peer's default (see {@link Peer.delay}). */
+  pollIntervalMs?: number;
 }
 
 /** A producer's handle on a peer (a started client where the peer needs one, as an app would hold). */
 export interface PeerProducer {
   /**
    * Adds `event` for `consumers` on `client`, inside the caller's open transaction; with `dedupeKey`, through the
-   * peer's own deduplication (see {@link Peer.dedupe}).
+   * peer's own deduplication (see {@link Peer.dedupe}); with `runAt`, due at that instant (see {@link Peer.delay}).
    */
   enqueue(
     client: ClientBase,
     event: PeerEvent,
     consumers: readonly string[],
     dedupeKey?: string,
+    runAt?: Date,
   ): Promise<void>;
   close(): Promise<void>;
 }
@@ -68,6 +71,8 @@ export interface Peer {
   maxDrainBacklog?: number;
   /** How it deduplicates by key at enqueue, printed with the keyed line; absent: it has no such feature. */
   dedupe?: string;
+  /** How it runs a job at a later instant and finds it due, printed with the delayed line; absent: no such feature. */
+  delay?: string;
   /** Whether a writing consumer's row commits in the same transaction as its done mark. */
   writesAtomically: boolean;
   /** Creates its schema in the bench database. */

@@ -73,6 +73,9 @@ export const pgBossPeer: Peer = {
   dedupe:
     'send() with singletonKey and singletonSeconds 86400 (a key once per day-long slot, on any queue policy: ' +
     'its unique index job_i4)',
+  delay:
+    'send() with startAfter (a Date); a job that becomes due is found by the worker’s poll: on a notify queue ' +
+    'notifyPollingIntervalSeconds, 30 by default (pollingIntervalSeconds, 2 by default, without notify)',
   writesAtomically: true,
 
   async install(db) {
@@ -95,11 +98,12 @@ export const pgBossPeer: Peer = {
   async openProducer(url, applicationName) {
     const { boss } = await startBoss(options(url, applicationName, CLIENT_ONLY));
     return {
-      enqueue: async (client: ClientBase, event: PeerEvent, consumers, dedupeKey) => {
+      enqueue: async (client: ClientBase, event: PeerEvent, consumers, dedupeKey, runAt) => {
         const db = transactionDb(client);
         const keyed =
           dedupeKey === undefined ? {} : { singletonKey: dedupeKey, singletonSeconds: DEDUPE_SECONDS };
-        for (const queue of consumers) await boss.send(queue, event, { db, ...keyed });
+        const delayed = runAt === undefined ? {} : { startAfter: runAt };
+        for (const queue of consumers) await boss.send(queue, event, { db, ...keyed, ...delayed });
       },
       close: () => boss.stop(),
     };
@@ -129,11 +133,20 @@ export const pgBossPeer: Peer = {
   },
 
   async startConsumers(consumerOptions: PeerConsumerOptions): Promise<PeerConsumers> {
-    const { url, applicationName, consumers, onHandled } = consumerOptions;
+    const { url, applicationName, consumers, onHandled, pollIntervalMs } = consumerOptions;
     const { boss, failure } = await startBoss(options(url, applicationName, { useListenNotify: true }));
+    // its defaults unless lowered: a key present, even undefined, replaces the default
+    const polling =
+      pollIntervalMs === undefined
+        ? {}
+        : {
+            pollingIntervalSeconds: pollIntervalMs / 1000,
+            notifyPollingIntervalSeconds: pollIntervalMs / 1000,
+          };
+    const workOptions = { ...WORK_OPTIONS, ...polling };
     for (const queue of consumers) {
       if (writesEffect(queue)) {
-        const transactional = { ...WORK_OPTIONS, transactional: true } as const;
+        const transactional = { ...workOptions, transactional: true } as const;
         await boss.work<PeerEvent, unknown, typeof transactional>(queue, transactional, async (jobs, tx) => {
           for (const job of jobs) {
             onHandled(job.data.eventId, queue);
@@ -141,7 +154,7 @@ export const pgBossPeer: Peer = {
           }
         });
       } else {
-        await boss.work<PeerEvent>(queue, WORK_OPTIONS, async (jobs: Job<PeerEvent>[]) => {
+        await boss.work<PeerEvent>(queue, workOptions, async (jobs: Job<PeerEvent>[]) => {
           for (const job of jobs) onHandled(job.data.eventId, queue);
         });
       }

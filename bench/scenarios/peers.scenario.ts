@@ -3,13 +3,14 @@
  * server and the same run, taking turns, with a raw-SQL reference on every line: enqueue in a business
  * transaction (1 and 8 connections; raw INSERT), draining a backlog with two no-op consumers, with one consumer
  * writing a row and with each consumer writing one (raw batched relay), and commit → handler latency at a fixed
- * rate (raw NOTIFY-woken relay). Every line gives each system's rate and its CPU per unit of work, Node +
+ * rate (raw NOTIFY-woken relay), and the lateness of delayed events beside graphile-worker's `run_at` and pg-boss's
+ * `startAfter`. Every line gives each system's rate and its CPU per unit of work, Node +
  * PostgreSQL, and library / other ratios against the goals of issue 35. Each peer runs with the settings its
  * docs recommend for throughput and latency (printed), the library with its defaults.
  *
  * With `--loaded`, every line runs again under a fixed background CPU load on every core (`harness/
  * background-load.ts`), started before the lines and stopped after them, labelled "(loaded)". The lines are in
- * `peers/enqueue-lines.ts`, `peers/drain-lines.ts` and `peers/latency-lines.ts`; the peers' tuning and adapters
+ * `peers/enqueue-lines.ts`, `peers/drain-lines.ts`, `peers/latency-lines.ts` and `peers/delayed-lines.ts`; the peers' tuning and adapters
  * in `bench/peers/`; the report lines in `harness/peers-report.ts`.
  */
 import { OUTBOX_DEFAULTS } from 'nestjs-pg-outbox';
@@ -18,6 +19,7 @@ import { RELAY_POLICY_ENV } from '../harness/bench-app';
 import type { BenchScenario } from '../harness/bench-scenario';
 import { StatementStats } from '../harness/statement-stats';
 import { PEERS } from '../peers/peers';
+import { delayedLines } from './peers/delayed-lines';
 import { drainLines } from './peers/drain-lines';
 import { enqueueLines } from './peers/enqueue-lines';
 import { latencyLines } from './peers/latency-lines';
@@ -39,6 +41,7 @@ async function allLines(run: PeersRun): Promise<void> {
   await timed('enqueue', enqueueLines);
   await timed('drains', drainLines);
   await timed('latency', latencyLines);
+  await timed('delayed', delayedLines);
   run.context.report.note(`${run.tag ? 'loaded' : 'idle'} lines took ${seconds.join(', ')}`);
 }
 
@@ -48,7 +51,7 @@ export const peersScenario: BenchScenario = {
     'Peers: graphile-worker, pg-boss, pg-transactional-outbox and raw SQL on the same work (goals: rates ≥ the ' +
     'named peer, enqueue ≥ 0.90× raw; CPU per unit, Node + PostgreSQL: enqueue ≤ 1.15× raw and Node within ' +
     '30 µs of raw, no-op drain ≤ graphile-worker, writing-all drain ≤ pg-boss and ≤ 1.5× raw relay, latency ≤ ' +
-    'raw relay; p50 ≤ graphile-worker; p99 ≤ raw relay)',
+    'raw relay; p50 ≤ graphile-worker; p99 ≤ raw relay; delayed lateness p99 ≤ the best peer)',
   async run(context) {
     const { db, report, options } = context;
     for (const peer of PEERS) {
