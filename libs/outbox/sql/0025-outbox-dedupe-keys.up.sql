@@ -37,9 +37,9 @@ create function public.outbox_dedupe_replace(
            and (e.status = 'scheduled' or (e.status = 'pending' and new_deliver_at is null))
            and (e.tenant_id = coalesce(nullif(current_setting('app.current_tenant_id', true), ''), '00000000-0000-0000-0000-000000000000')::uuid
                 or exists (select 1 from pg_roles r
-                            where r.rolname = session_user and (r.rolsuper or r.rolbypassrls))
-                or pg_has_role(session_user, (select c.relowner from pg_class c
-                                               where c.oid = 'public.event_outbox'::regclass), 'MEMBER'))
+                            where r.rolname = coalesce(nullif(current_setting('role'), 'none'), session_user) and (r.rolsuper or r.rolbypassrls))
+                or pg_has_role(coalesce(nullif(current_setting('role'), 'none'), session_user), (select c.relowner from pg_class c
+                                            where c.oid = 'public.event_outbox'::regclass), 'MEMBER'))
            for update;
         if not found then
           return false;
