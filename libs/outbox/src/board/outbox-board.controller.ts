@@ -1,3 +1,10 @@
+/*
+ * One file, on purpose: it is the board's routing table — every route, its guard, its CSRF check and its form
+ * parsing, read in one place so that a reviewer sees that no route escapes them (ADRs 0401, 0808). Each handler is
+ * a few lines that parse the request and hand it to OutboxBoardService or OutboxAdminService; the pages are in the
+ * *.view.ts files, the queries in admin/board-sql.ts and store/sql. Split by page, the guard and CSRF wiring would
+ * be repeated per controller.
+ */
 import {
   BadRequestException,
   Body,

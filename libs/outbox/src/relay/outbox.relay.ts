@@ -1,3 +1,10 @@
+/*
+ * One file, on purpose: the relay's lifecycle (start, tick, wake, stop) and the round that ties its parts
+ * together. The parts live beside it already — the due-tenant planner, the tenant round, the lanes, the tenant
+ * shares, the claim sizer, the scheduled promoter, the registry heartbeat — and what stays here is the order in
+ * which a round calls them and the state they share across rounds (the timer, the wake-ups, stopping), which is
+ * the liveness argument (ADRs 0802, 0809, 1106). Split further, that order would be argued across files.
+ */
 import {
   Inject,
   Injectable,
