@@ -69,6 +69,12 @@ export interface TcpGate {
    * (the outcome a client cannot know).
    */
   cutAfterNextWrite(): void;
+  /**
+   * Holds back what the broker sends on every connection open now (new connections pass): a client mid-batch waits
+   * for its confirms until `release()`, so whatever happens to the broker meanwhile happens mid-batch.
+   */
+  hold(): void;
+  release(): void;
   /** Connections accepted so far. */
   readonly accepted: number;
 }
@@ -79,6 +85,8 @@ export async function createTcpGate(target: { host: string; port: number }): Pro
   let server: Server | null = null;
   let accepted = 0;
   let cutNext = false;
+  const pipes = new Map<Socket, Socket>();
+  const held: Array<[Socket, Socket]> = [];
   const dropAll = (): void => {
     for (const socket of sockets) socket.destroy();
     sockets.clear();
@@ -101,6 +109,7 @@ export async function createTcpGate(target: { host: string; port: number }): Pro
           if (!cut) upstream.destroy();
           sockets.delete(client);
           sockets.delete(upstream);
+          pipes.delete(upstream);
         };
         client.on('error', end).on('close', end);
         upstream.on('error', end).on('close', end);
@@ -117,6 +126,7 @@ export async function createTcpGate(target: { host: string; port: number }): Pro
             client.destroy();
           });
           upstream.pipe(client);
+          pipes.set(upstream, client);
         });
       });
       await new Promise<void>((resolve) => server!.listen(port, '127.0.0.1', resolve));
@@ -130,6 +140,16 @@ export async function createTcpGate(target: { host: string; port: number }): Pro
     dropAll,
     cutAfterNextWrite: () => {
       cutNext = true;
+    },
+    hold: () => {
+      for (const [upstream, client] of pipes) {
+        upstream.unpipe(client);
+        upstream.pause();
+        held.push([upstream, client]);
+      }
+    },
+    release: () => {
+      for (const [upstream, client] of held.splice(0)) if (!client.destroyed) upstream.pipe(client);
     },
   };
 }
