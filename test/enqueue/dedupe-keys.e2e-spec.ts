@@ -317,14 +317,52 @@ describe('idempotency keys (dedupe)', () => {
         { eventId: id, outcome: 'replaced' },
       ]);
     });
+
+    it('in one enqueueMany, a debounce then a replace of a scheduled event move its time and keep the last payload', async () => {
+      const first = await debounce({ v: 0 }, { delayMs: 60_000 });
+      const outcomes = await inTx((r) =>
+        t.outbox.enqueueMany(r, [
+          keyed({ key: 'typing', mode: 'debounce' }, { v: 1 }, { delayMs: 3_600_000 }),
+          keyed({ key: 'typing', mode: 'replace' }, { v: 2 }, { schemaVersion: 2 }),
+          keyed({ key: 'typing' }, { v: 3 }),
+        ]),
+      );
+      expect(outcomes).toEqual([
+        { eventId: first.eventId, outcome: 'replaced' },
+        { eventId: first.eventId, outcome: 'replaced' },
+        { eventId: first.eventId, outcome: 'ignored' },
+      ]);
+      const [only] = await row();
+      expect(only).toMatchObject({ status: 'scheduled', payload: { v: 2 }, schema_version: 2 });
+      expect(only!.due_in_ms).toBeCloseTo(3_600_000, -3);
+    });
+
+    it('in one enqueueMany, a replace then a debounce of a pending event: the replace applies, the debounce keeps', async () => {
+      const first = await inTx((r) => t.outbox.enqueue(r, keyed({ key: 'typing' }, { v: 0 })));
+      const outcomes = await inTx((r) =>
+        t.outbox.enqueueMany(r, [
+          keyed({ key: 'typing', mode: 'replace' }, { v: 1 }),
+          keyed({ key: 'typing', mode: 'debounce' }, { v: 2 }, { delayMs: 60_000 }),
+        ]),
+      );
+      expect(outcomes).toEqual([
+        { eventId: first.eventId, outcome: 'replaced' },
+        { eventId: first.eventId, outcome: 'kept' },
+      ]);
+      expect(await row()).toEqual([
+        { status: 'pending', due_in_ms: null, payload: { v: 1 }, schema_version: 1 },
+      ]);
+    });
   });
 
   describe('two transactions enqueuing one key at once', () => {
     /** Opens a transaction on a connection of its own, and says its backend pid. */
-    const open = async (): Promise<{ runner: QueryRunner; pid: number }> => {
+    const open = async (
+      isolation?: 'READ COMMITTED' | 'REPEATABLE READ',
+    ): Promise<{ runner: QueryRunner; pid: number }> => {
       const runner = t.dataSource.createQueryRunner();
       await runner.connect();
-      await runner.startTransaction();
+      await runner.startTransaction(isolation);
       const [{ pid }] = (await runner.query('select pg_backend_pid() as pid')) as { pid: number }[];
       return { runner, pid };
     };
@@ -377,6 +415,42 @@ describe('idempotency keys (dedupe)', () => {
       ]);
       expect(await keys()).toEqual([{ dedupe_key: 'pay-2', event_id: outcome.eventId }]);
     });
+
+    it.each(['READ COMMITTED', 'REPEATABLE READ'] as const)(
+      'of a key held already: neither writes nor waits, both get the holder, under %s',
+      async (isolation) => {
+        const held = await inTx((r) => t.outbox.enqueue(r, keyed({ key: 'held' }, { by: 'first' })));
+        const version = () => db.sql<{ xmin: string }>('select xmin::text from outbox_dedupe_keys');
+        const before = await version();
+        const a = await open(isolation);
+        const b = await open(isolation);
+        try {
+          expect(
+            await within(5_000, t.outbox.enqueue(a.runner, keyed({ key: 'held' }, { by: 'a' })), 'a'),
+          ).toEqual({
+            eventId: held.eventId,
+            outcome: 'ignored',
+          });
+          // b does not wait for a (which holds no lock on the key): it returns while a is still open
+          const second = t.outbox.enqueue(b.runner, keyed({ key: 'held', mode: 'replace' }, { by: 'b' }));
+          expect(await within(5_000, second, 'b, while a is open')).toEqual({
+            eventId: held.eventId,
+            // 'replace' keeps the payload outside READ COMMITTED (docs/flow-control.md)
+            outcome: isolation === 'READ COMMITTED' ? 'replaced' : 'kept',
+          });
+          await a.runner.commitTransaction();
+          await b.runner.commitTransaction();
+        } finally {
+          for (const { runner } of [a, b]) {
+            if (runner.isTransactionActive) await runner.rollbackTransaction();
+            await runner.release();
+          }
+        }
+        // the key's row was not written again (same version), and one event exists
+        expect(await version()).toEqual(before);
+        expect((await events()).map((e) => e.id)).toEqual([held.eventId]);
+      },
+    );
 
     it('never deadlock, with many keys in opposite orders, and commit one event per key', async () => {
       const names = Array.from({ length: 50 }, (_, i) => `k${String(i).padStart(2, '0')}`);

@@ -49,6 +49,8 @@ export interface OutboxNames {
   readonly consumerInFlight: string;
   /** Idempotency keys of enqueue (migration OutboxDedupeKeys1764501900000). */
   readonly dedupeKeys: string;
+  /** Takes an idempotency key for an event, or says which event holds it. */
+  readonly dedupeTake: string;
   /** Replaces the payload of a keyed event no relay claimed yet ('replace'). */
   readonly dedupeReplace: string;
   /** Retention of expired idempotency keys. */
@@ -114,6 +116,7 @@ export function outboxNames(schema: string = DEFAULT_OUTBOX_SCHEMA): OutboxNames
     consumerLimits: qualified('outbox_consumer_limits'),
     consumerInFlight: qualified('outbox_consumer_in_flight'),
     dedupeKeys: qualified('outbox_dedupe_keys'),
+    dedupeTake: qualified('outbox_dedupe_take'),
     dedupeReplace: qualified('outbox_dedupe_replace'),
     purgeDedupeKeys: qualified('outbox_purge_dedupe_keys'),
     activity: qualified('outbox_activity'),

@@ -20,17 +20,15 @@ export interface KeyedEventRow {
 
 /**
  * Inserts events of which some carry an idempotency key (`dedupe`), in one statement: each key is taken with
- * `insert … on conflict do update`, and an event is written only when its key came back naming it (or it has no
- * key). The key's row is written in the caller's transaction, so a second transaction enqueuing the same key
- * waits on the primary key until the first ends, then finds its row — exactly one event commits, whichever
- * transaction commits first, and if the first rolls back the second writes its own.
- *
- * `do update` rather than `do nothing`: its `returning` gives the row that holds the key, committed by another
- * transaction or not, in this same statement (`do nothing` returns nothing, and a second statement would not see
- * a row committed after this transaction's snapshot under REPEATABLE READ). The update keeps a live key as it was
- * (same values, so the tuple is HOT) and takes over an expired one. Keys are taken in (tenant, name, key) order,
- * so two calls with several keys in common cannot deadlock on them. The caller passes each key at most once.
- * See docs/adr/1103-idempotency-keys.md.
+ * `outbox_dedupe_take`, and an event is written only when its key came back naming it (or it has no key). The
+ * function inserts a free key's row (or takes over an expired one) in the caller's transaction, so a second
+ * transaction enqueuing the same key waits on the primary key until the first ends, then reads its row — exactly
+ * one event commits, whichever transaction commits first, and if the first rolls back the second writes its own.
+ * A key held already is only read: nothing is written or locked, so enqueues of a held key do not wait for each
+ * other, and REPEATABLE READ gets the holder as READ COMMITTED does (migration OutboxDedupeKeys1764501900000
+ * says why a function). Keys are taken in (tenant, name, key) order (PostgreSQL evaluates a volatile function of
+ * the select list after the sort), so two calls with several keys in common cannot deadlock on them. The caller
+ * passes each key at most once. See docs/adr/1103-idempotency-keys.md.
  */
 export function insertKeyedEvents(n: OutboxNames, rows: readonly EventRow[]): SqlStatement {
   // tracing: as in insertEvents, the column only when a trace context was captured
@@ -46,15 +44,9 @@ export function insertKeyedEvents(n: OutboxNames, rows: readonly EventRow[]): Sq
     select * from unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[], $9::timestamptz[], $10::text[], $11::float8[]${d[1]}${t[1]})
       with ordinality as t(id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at, dedupe_key, window_ms${d[0]}${t[0]}, n)
   ), taken as (
-    insert into ${n.dedupeKeys} as k (tenant_id, event_name, dedupe_key, event_id, expires_at)
-    select tenant_id, event_name, dedupe_key, id, now() + window_ms * interval '1 millisecond'
+    select tenant_id, event_name, dedupe_key, ${n.dedupeTake}(tenant_id, event_name, dedupe_key, id, window_ms) as event_id
       from input where dedupe_key is not null
      order by tenant_id, event_name, dedupe_key
-    on conflict (tenant_id, event_name, dedupe_key) do update
-      set event_id = case when k.expires_at <= now() then excluded.event_id else k.event_id end,
-          created_at = case when k.expires_at <= now() then excluded.created_at else k.created_at end,
-          expires_at = case when k.expires_at <= now() then excluded.expires_at else k.expires_at end
-    returning k.tenant_id, k.event_name, k.dedupe_key, k.event_id
   ), written as (
     insert into ${n.events} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at${d[2]}, dedupe_key${t[0]})
     select id, tenant_id, event_name, payload::jsonb, aggregate_type, aggregate_id, correlation_id, schema_version, coalesce(occurred_at, now())${d[3]}, dedupe_key${t[0]}
@@ -99,13 +91,7 @@ export function insertKeyedEvent(n: OutboxNames, e: EventRow & { dedupe: Validat
     : ['', '', ''];
   return {
     text: `with taken as (
-    insert into ${n.dedupeKeys} as k (tenant_id, event_name, dedupe_key, event_id, expires_at)
-    values ($2::uuid, $3::text, $10::text, $1::uuid, now() + $11::float8 * interval '1 millisecond')
-    on conflict (tenant_id, event_name, dedupe_key) do update
-      set event_id = case when k.expires_at <= now() then excluded.event_id else k.event_id end,
-          created_at = case when k.expires_at <= now() then excluded.created_at else k.created_at end,
-          expires_at = case when k.expires_at <= now() then excluded.expires_at else k.expires_at end
-    returning k.event_id
+    select ${n.dedupeTake}($2::uuid, $3::text, $10::text, $1::uuid, $11::float8) as event_id
   ), written as (
     insert into ${n.events} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at${d[0]}, dedupe_key${traced[0]})
     select $1::uuid, $2::uuid, $3::text, $4::jsonb, $5::text, $6::text, $7::text, $8::int, coalesce($9::timestamptz, now())${d[1]}, $10::text${traced[1]}${d[2]}
