@@ -452,6 +452,19 @@ describe('idempotency keys (dedupe)', () => {
       },
     );
 
+    it('under REPEATABLE READ, the second fails with 40001 when the first commits a free key after its snapshot', async () => {
+      const a = await open();
+      const b = await open('REPEATABLE READ'); // its snapshot is taken (open's first statement)
+      await t.outbox.enqueue(a.runner, keyed({ key: 'race' }, { by: 'a' }));
+      const second = t.outbox.enqueue(b.runner, keyed({ key: 'race' }, { by: 'b' }));
+      const failed = second.catch((error: { code?: string }) => error.code);
+      await waitFor(() => waitingOnLock(b.pid), { message: 'the second transaction to wait on the key' });
+      await finish(a.runner, true);
+      expect(await within(5_000, failed, 'the second enqueue')).toBe('40001');
+      await finish(b.runner, false);
+      expect((await events()).map((e) => e.payload)).toEqual([{ by: 'a' }]);
+    });
+
     it('never deadlock, with many keys in opposite orders, and commit one event per key', async () => {
       const names = Array.from({ length: 50 }, (_, i) => `k${String(i).padStart(2, '0')}`);
       const forward = names.map((key) => keyed({ key }, { key }));
