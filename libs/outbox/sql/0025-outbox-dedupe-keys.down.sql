@@ -3,8 +3,6 @@ drop function if exists public.outbox_purge_dedupe_keys(integer);
 
 drop function if exists public.outbox_dedupe_replace(uuid, jsonb, integer, timestamptz);
 
-drop function if exists public.outbox_dedupe_take(uuid, text, text, uuid, float8);
-
 alter table public.event_outbox drop column if exists dedupe_key;
 
 drop table if exists public.outbox_dedupe_keys;

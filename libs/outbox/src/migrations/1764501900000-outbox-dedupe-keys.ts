@@ -3,8 +3,8 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
 /**
  * Idempotency keys of `enqueue` (issue 36, docs/flow-control.md "Idempotency keys"): one row per (tenant, event
  * name, key) naming the event that holds the key until `expires_at`. The app's transaction writes it with the
- * event (`outbox_dedupe_take`), so two transactions enqueuing one key commit one event: the second waits on the
- * primary key for the first to end, then sees its row (or, if it rolled back, writes its own).
+ * event (`insert … on conflict do update`), so two transactions enqueuing one key commit one event: the second
+ * waits on the primary key for the first to end, then sees its row (or, if it rolled back, writes its own).
  * Under row-level security per tenant like the events. See docs/adr/1103-idempotency-keys.md. Frozen history:
  * literal SQL.
  *
@@ -43,54 +43,6 @@ export class OutboxDedupeKeys1764501900000 implements MigrationInterface {
     await q.query(`grant select, insert, update on public.outbox_dedupe_keys to outbox_app`);
     await q.query(`grant select, insert, update, delete on public.outbox_dedupe_keys to outbox_relay`);
     await q.query(`alter table public.event_outbox add column dedupe_key text`);
-
-    // Takes a key for new_event_id, or says which event holds it, writing the key's row only when it must: a
-    // free key is inserted, an expired one taken over; a live key is read, not written nor locked, so enqueues of a
-    // held key neither wait for each other nor fail under REPEATABLE READ. INSERT … ON CONFLICT DO NOTHING waits
-    // for a transaction that inserted (or took over) the key until it ends; then, under READ COMMITTED, each
-    // statement in here reads with a snapshot of its own (a volatile function), so the key committed meanwhile is
-    // seen — a second statement of the caller's could not see it under REPEATABLE READ, and one statement cannot
-    // under either. The loop runs again only if the key's row changed between two statements (taken over,
-    // deleted by retention). SECURITY INVOKER: the caller's policies and grants apply.
-    await q.query(`
-      create function public.outbox_dedupe_take(
-        key_tenant_id uuid, key_event_name text, key_value text, new_event_id uuid, window_ms float8)
-      returns uuid
-      language plpgsql volatile set search_path = pg_catalog, public as $$
-      declare
-        holder uuid;
-      begin
-        loop
-          insert into public.outbox_dedupe_keys as k (tenant_id, event_name, dedupe_key, event_id, expires_at)
-          values (key_tenant_id, key_event_name, key_value, new_event_id,
-                  now() + window_ms * interval '1 millisecond')
-          on conflict (tenant_id, event_name, dedupe_key) do nothing
-          returning k.event_id into holder;
-          if found then
-            return holder;
-          end if;
-          select k.event_id into holder from public.outbox_dedupe_keys k
-           where k.tenant_id = key_tenant_id and k.event_name = key_event_name and k.dedupe_key = key_value
-             and k.expires_at > now();
-          if found then
-            return holder;
-          end if;
-          update public.outbox_dedupe_keys k
-             set event_id = new_event_id, created_at = now(),
-                 expires_at = now() + window_ms * interval '1 millisecond'
-           where k.tenant_id = key_tenant_id and k.event_name = key_event_name and k.dedupe_key = key_value
-             and k.expires_at <= now()
-          returning k.event_id into holder;
-          if found then
-            return holder;
-          end if;
-        end loop;
-      end
-      $$`);
-    await q.query(`revoke all on function public.outbox_dedupe_take(uuid, text, text, uuid, float8) from public`);
-    await q.query(
-      `grant execute on function public.outbox_dedupe_take(uuid, text, text, uuid, float8) to outbox_app, outbox_relay`,
-    );
 
     // The role the caller's statements run as: current_user is this function's owner in here, and session_user
     // is the login role, which a session that ran SET ROLE outbox_app no longer acts as (the policies apply to it).
@@ -159,7 +111,6 @@ export class OutboxDedupeKeys1764501900000 implements MigrationInterface {
   async down(q: QueryRunner): Promise<void> {
     await q.query(`drop function if exists public.outbox_purge_dedupe_keys(integer)`);
     await q.query(`drop function if exists public.outbox_dedupe_replace(uuid, jsonb, integer, timestamptz)`);
-    await q.query(`drop function if exists public.outbox_dedupe_take(uuid, text, text, uuid, float8)`);
     await q.query(`alter table public.event_outbox drop column if exists dedupe_key`);
     await q.query(`drop table if exists public.outbox_dedupe_keys`);
   }

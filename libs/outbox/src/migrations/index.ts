@@ -23,6 +23,7 @@ import { OutboxScheduledEvents1764501600000 } from './1764501600000-outbox-sched
 import { OutboxConsumerLimits1764501700000 } from './1764501700000-outbox-consumer-limits';
 import { OutboxOverdueScheduled1764501800000 } from './1764501800000-outbox-overdue-scheduled';
 import { OutboxDedupeKeys1764501900000 } from './1764501900000-outbox-dedupe-keys';
+import { OutboxDedupeTake1764502000000 } from './1764502000000-outbox-dedupe-take';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -51,4 +52,5 @@ export const outboxMigrations = [
   OutboxConsumerLimits1764501700000,
   OutboxOverdueScheduled1764501800000,
   OutboxDedupeKeys1764501900000,
+  OutboxDedupeTake1764502000000,
 ];

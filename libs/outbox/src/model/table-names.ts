@@ -49,7 +49,7 @@ export interface OutboxNames {
   readonly consumerInFlight: string;
   /** Idempotency keys of enqueue (migration OutboxDedupeKeys1764501900000). */
   readonly dedupeKeys: string;
-  /** Takes an idempotency key for an event, or says which event holds it. */
+  /** Takes an idempotency key for an event, or says which event holds it (migration OutboxDedupeTake1764502000000). */
   readonly dedupeTake: string;
   /** Replaces the payload of a keyed event no relay claimed yet ('replace'). */
   readonly dedupeReplace: string;

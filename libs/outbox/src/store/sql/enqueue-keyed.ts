@@ -25,7 +25,7 @@ export interface KeyedEventRow {
  * transaction enqueuing the same key waits on the primary key until the first ends, then reads its row — exactly
  * one event commits, whichever transaction commits first, and if the first rolls back the second writes its own.
  * A key held already is only read: nothing is written or locked, so enqueues of a held key do not wait for each
- * other, and REPEATABLE READ gets the holder as READ COMMITTED does (migration OutboxDedupeKeys1764501900000
+ * other, and REPEATABLE READ gets the holder as READ COMMITTED does (migration OutboxDedupeTake1764502000000
  * says why a function). Keys are taken in (tenant, name, key) order (PostgreSQL evaluates a volatile function of
  * the select list after the sort), so two calls with several keys in common cannot deadlock on them. The caller
  * passes each key at most once. See docs/adr/1103-idempotency-keys.md.
