@@ -12,6 +12,7 @@ import {
   type TestEvent,
 } from '../support/outbox-fixture';
 import { FaultFleet } from '../faults/support/fault-fleet';
+import { heartbeatConsumers, outboxNames } from '../../libs/outbox/src/store/sql';
 import { waitFor } from '../support/wait-for';
 
 /** Three relay processes (test/support/limited-relay-child.ts), each running three batches at once. */
@@ -167,6 +168,102 @@ describe('a concurrency cap across relay processes', () => {
       `select max(attempt_count)::int as max from outbox_deliveries where consumer_name = 'capped'`,
     );
     expect(charged!.max).toBeLessThanOrEqual(2);
+  });
+});
+
+describe('a limit only the newer of two relays declares (a rolling deploy)', () => {
+  const common = { HOLD_MS: '40', BATCH_SIZE: '1', HEARTBEAT_MS: '200' };
+  let older: FaultFleet;
+  let newer: FaultFleet;
+  beforeAll(async () => {
+    await fleet?.stopAll();
+    fleet = null;
+    // the older version's relay starts first, as in a deploy; its 'capped' has no limit
+    older = new FaultFleet({ DATABASE_URL: db.url, ...common, NO_CAP: '1' }, CHILD);
+    await older.start(1);
+    newer = new FaultFleet({ DATABASE_URL: db.url, ...common }, CHILD);
+    await newer.start(1);
+  });
+  afterAll(async () => {
+    await older?.stopAll();
+    await newer?.stopAll();
+  });
+
+  it("is enforced by both: the older relay's beats keep it in the registry, and its claims take turns", async () => {
+    const cap = () =>
+      db.sql<{ concurrency: number | null }>(
+        `select concurrency from outbox_consumers where name = 'capped'`,
+      );
+    await waitFor(async () => (await cap())[0]?.concurrency === 4, { message: "the newer relay's limit" });
+    const [{ since }] = (await db.sql<{ since: Date }>(`select clock_timestamp() as since`)) as [
+      { since: Date },
+    ];
+    // both relays beat since: the older one left the limit, and read it
+    await waitFor(
+      async () => {
+        const [row] = await db.sql<{ n: number }>(
+          `select count(*)::int n from outbox_consumer_instances
+            where consumer_name = 'capped' and last_seen_at > $1`,
+          [since],
+        );
+        return row!.n === 2;
+      },
+      { message: 'both relays to beat' },
+    );
+
+    const ids = await enqueueManyIn(app, spread('test.lim.capped.v1', 60));
+    const delivered = await drained('capped', ids);
+    expect(sorted(delivered)).toEqual(sorted(ids));
+    const [{ cut }] = (await db.sql<{ cut: Date }>(`select clock_timestamp() as cut`)) as [{ cut: Date }];
+    expect(await peakInFlight('capped', cut)).toBeLessThanOrEqual(4);
+    expect((await cap())[0]!.concurrency).toBe(4);
+    // both relays delivered (the older one did not just stand by)
+    const pids = [older.relays[0]!.process.pid, newer.relays[0]!.process.pid];
+    const byRelay = await db.sql<{ relay: number }>(`select distinct relay from limit_probe`);
+    expect(byRelay.map((r) => r.relay).sort()).toEqual([...pids].sort());
+  });
+});
+
+describe("the registry's limits, as heartbeats write them", () => {
+  const beat = async (startedAt: Date, cap?: number) => {
+    const limits =
+      cap === undefined
+        ? undefined
+        : {
+            concurrency: cap,
+            tenantConcurrency: null,
+            rateLimit: null,
+            rateIntervalMs: null,
+            ratePerTenant: false,
+          };
+    const statement = heartbeatConsumers(
+      outboxNames(),
+      `instance-${startedAt.getTime()}`,
+      [{ name: 'beat-spec', eventNames: ['test.lim.beat.v1'], kind: 'handler', limits }],
+      startedAt,
+    );
+    return (await db.sql<{ name: string }>(statement.text, statement.values)).map((r) => r.name);
+  };
+  const concurrency = async () =>
+    (
+      await db.sql<{ c: number | null }>(
+        `select concurrency c from outbox_consumers where name = 'beat-spec'`,
+      )
+    )[0]!.c;
+
+  it('are those of the instance started last: an older one leaves them and learns them; a newer one sets them', async () => {
+    const t = Date.now();
+    expect(await beat(new Date(t), 4)).toEqual(['beat-spec']);
+    // an instance started earlier (an older version still running) declares none: the limit stays, and it reads it
+    expect(await beat(new Date(t - 60_000))).toEqual(['beat-spec']);
+    expect(await concurrency()).toBe(4);
+    // an instance started later (the next deploy) sets its own, or none
+    expect(await beat(new Date(t + 60_000), 2)).toEqual(['beat-spec']);
+    expect(await concurrency()).toBe(2);
+    expect(await beat(new Date(t + 120_000))).toEqual([]);
+    expect(await concurrency()).toBeNull();
+    expect(await beat(new Date(t + 60_000), 2)).toEqual([]);
+    expect(await concurrency()).toBeNull();
   });
 });
 

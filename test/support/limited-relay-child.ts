@@ -1,7 +1,8 @@
 /**
  * A relay process with limited consumers, for test/operating/consumer-limits.e2e-spec.ts:
  * `node -r @swc-node/register test/support/limited-relay-child.ts`. Env: DATABASE_URL, HOLD_MS (how long each
- * handler runs), BATCH_SIZE (each claim's size, default 5). Three batches at once.
+ * handler runs), BATCH_SIZE (each claim's size, default 5), NO_CAP (set: 'capped' declares no limit, as a relay of
+ * an older version would), HEARTBEAT_MS (registry.heartbeatMs). Three batches at once.
  * Each handler writes its start and end, when its claim committed (and this process's id) to `limit_probe` on a
  * connection of its own
  * (committed at once, so the
@@ -40,7 +41,10 @@ async function probed(event: OutboxEvent, context: OutboxHandlerContext): Promis
 
 @Injectable()
 class LimitedConsumers {
-  @OnOutboxEvent('test.lim.capped.v1', { consumer: 'capped', concurrency: { global: 4 } })
+  @OnOutboxEvent('test.lim.capped.v1', {
+    consumer: 'capped',
+    ...(process.env.NO_CAP ? {} : { concurrency: { global: 4 } }),
+  })
   capped(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
     return probed(event, context);
   }
@@ -66,6 +70,7 @@ async function main(): Promise<void> {
     providers: [LimitedConsumers],
     outbox: {
       handlerTimeoutMs: 1000,
+      ...(process.env.HEARTBEAT_MS ? { registry: { heartbeatMs: Number(process.env.HEARTBEAT_MS) } } : {}),
       relay: {
         enabled: true,
         pollIntervalMs: 20,

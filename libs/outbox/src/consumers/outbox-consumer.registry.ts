@@ -18,9 +18,11 @@ export class OutboxConsumerRegistry {
   private derived = {
     names: [] as string[],
     inProcessNames: [] as string[],
-    limitedNames: [] as string[],
+    declaredLimited: [] as string[],
     hasOrdered: false,
   };
+  /** The consumers hosted here that the persisted registry gives a limit, as the last heartbeat read them. */
+  private limited: readonly string[] = [];
   private readonly tenantSources: TenantConsumerSource[] = [];
 
   /** Every consumer, in discovery order. */
@@ -59,9 +61,21 @@ export class OutboxConsumerRegistry {
     this.derived = {
       names: consumers.map((c) => c.name),
       inProcessNames: consumers.filter((c) => c.kind === 'handler').map((c) => c.name),
-      limitedNames: consumers.filter((c) => c.limits !== undefined).map((c) => c.name),
+      declaredLimited: consumers.filter((c) => c.limits !== undefined).map((c) => c.name),
       hasOrdered: consumers.some((c) => c.ordered === true),
     };
+    this.limited = this.derived.declaredLimited;
+  }
+
+  /**
+   * Takes the names of the consumers hosted here that the persisted registry gives a limit (each heartbeat reads
+   * them): with those this app declares, they are `limitedNames()`. A limit a newer instance declared is thus
+   * enforced by this one's claims too (docs/adr/1104-consumer-limits-in-the-database.md, "Amended 2026-12-06").
+   */
+  learnLimited(names: readonly string[]): void {
+    const declared = this.derived.declaredLimited;
+    const learned = names.filter((name) => this.byName.has(name) && !declared.includes(name));
+    this.limited = learned.length === 0 ? declared : [...declared, ...learned];
   }
 
   /** Names of every consumer this app hosts. */
@@ -74,9 +88,12 @@ export class OutboxConsumerRegistry {
     return this.derived.inProcessNames;
   }
 
-  /** Names of the consumers this app hosts with a concurrency or rate limit (their claims take turns). */
+  /**
+   * Names of the consumers this app hosts with a concurrency or rate limit, declared here or found in the persisted
+   * registry by the last heartbeat (their claims take turns).
+   */
   limitedNames(): readonly string[] {
-    return this.derived.limitedNames;
+    return this.limited;
   }
 
   /** True when some consumer of this app asked for per-aggregate order. */

@@ -24,6 +24,7 @@ import { OutboxConsumerLimits1764501700000 } from './1764501700000-outbox-consum
 import { OutboxOverdueScheduled1764501800000 } from './1764501800000-outbox-overdue-scheduled';
 import { OutboxDedupeKeys1764501900000 } from './1764501900000-outbox-dedupe-keys';
 import { OutboxDedupeTake1764502000000 } from './1764502000000-outbox-dedupe-take';
+import { OutboxConsumerLimitsFrom1764502050000 } from './1764502050000-outbox-consumer-limits-from';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -53,4 +54,5 @@ export const outboxMigrations = [
   OutboxOverdueScheduled1764501800000,
   OutboxDedupeKeys1764501900000,
   OutboxDedupeTake1764502000000,
+  OutboxConsumerLimitsFrom1764502050000,
 ];

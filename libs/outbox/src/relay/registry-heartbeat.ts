@@ -8,13 +8,15 @@ import { RELAY_LOG_CONTEXT } from '../batch/tenant-batch';
 
 /**
  * This instance's entry in the persisted registry: which consumers it hosts, so that fan-out (on any instance)
- * creates their delivery rows. Refreshed at bootstrap, then before a round once `registry.heartbeatMs` passed;
+ * creates their delivery rows, and which of them have limits there (the newest instance's). Refreshed at bootstrap, then before a round once `registry.heartbeatMs` passed;
  * left at shutdown. Why a persisted registry: docs/adr/0608-persisted-consumer-registry.md.
  */
 export class RegistryHeartbeat {
   private readonly logger = new Logger(RELAY_LOG_CONTEXT);
   /** When this instance last beat (the clock's time), or null before its first beat. */
   private last: number | null = null;
+  /** When this instance started (its relay was made): a later one's limits win in the registry. */
+  private readonly startedAt: Date;
 
   constructor(
     private readonly instanceId: string,
@@ -22,12 +24,20 @@ export class RegistryHeartbeat {
     private readonly registry: OutboxConsumerRegistry,
     private readonly store: OutboxStorePort,
     private readonly clock: Clock,
-  ) {}
+  ) {
+    this.startedAt = new Date(clock.now());
+  }
 
-  /** Records that this instance hosts its consumers now. */
+  /**
+   * Records that this instance hosts its consumers now, and learns which of them the registry gives a limit —
+   * declared here or by a newer instance: this relay's claims enforce those too.
+   */
   async beat(): Promise<void> {
     const consumers = this.registry.consumers();
-    if (consumers.length > 0) await this.store.heartbeat({ instanceId: this.instanceId, consumers });
+    if (consumers.length > 0) {
+      const { instanceId, startedAt } = this;
+      this.registry.learnLimited(await this.store.heartbeat({ instanceId, startedAt, consumers }));
+    }
     this.last = this.clock.now();
   }
 

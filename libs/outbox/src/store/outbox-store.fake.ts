@@ -51,9 +51,9 @@ export class FakeStore implements OutboxStorePort {
     return Promise.resolve(this.scans.shift() ?? []);
   }
 
-  heartbeat(request: { instanceId: string; consumers: readonly OutboxConsumer[] }): Promise<void> {
+  heartbeat(request: { instanceId: string; consumers: readonly OutboxConsumer[] }): Promise<string[]> {
     this.log.push({ op: 'heartbeat', request: { consumers: request.consumers.map((c) => c.name) } });
-    return Promise.resolve();
+    return Promise.resolve([]);
   }
 
   leaveRegistry(): Promise<void> {

@@ -28,8 +28,15 @@ export interface OutboxStorePort {
    * many, and in how many ms (the database's clock) the next one still scheduled is due (null: none is).
    */
   promoteScheduled(request: { limit: number }): Promise<ScheduledPromotion>;
-  /** Records in the persisted registry that this instance hosts `consumers` now. */
-  heartbeat(request: { instanceId: string; consumers: readonly OutboxConsumer[] }): Promise<void>;
+  /**
+   * Records in the persisted registry that this instance (started at `startedAt`) hosts `consumers` now, with their
+   * limits unless an instance started later set them; returns the names of `consumers` the registry gives a limit.
+   */
+  heartbeat(request: {
+    instanceId: string;
+    startedAt: Date;
+    consumers: readonly OutboxConsumer[];
+  }): Promise<string[]>;
   /** Removes this instance from the registry's host lists. */
   leaveRegistry(request: { instanceId: string }): Promise<void>;
   /** Pushes back the leases of delivery rows still held by `leaseToken` (a transaction of their own). */

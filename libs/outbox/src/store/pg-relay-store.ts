@@ -86,13 +86,19 @@ export class PgRelayStore implements OutboxStorePort {
 
   async heartbeat({
     instanceId,
+    startedAt,
     consumers,
   }: {
     instanceId: string;
+    startedAt: Date;
     consumers: readonly OutboxConsumer[];
-  }): Promise<void> {
+  }): Promise<string[]> {
     // under the relay's own bounds, not the role's or the database's statement_timeout
-    await this.store.relayQuery(q.heartbeatConsumers(this.options.names, instanceId, consumers), 'heartbeat');
+    const rows = await this.store.relayQuery<{ name: string }>(
+      q.heartbeatConsumers(this.options.names, instanceId, consumers, startedAt),
+      'heartbeat',
+    );
+    return rows.map((r) => r.name);
   }
 
   async leaveRegistry({ instanceId }: { instanceId: string }): Promise<void> {

@@ -1,10 +1,14 @@
 import type { SqlStatement } from './statement';
 import type { OutboxNames } from '../../model/table-names';
 import type { OutboxConsumerLimits } from '../../model/outbox-consumer';
+import { consumerLimited } from './consumer-limits';
 
 /**
  * Records that this instance hosts these consumers (insert or refresh), in one statement, with their limits: the
- * ones every relay's claims read (the last instance to report a consumer sets them).
+ * ones every relay's claims read. The limits are written only by an instance started (`startedAt`) no earlier than
+ * the one whose limits the row holds (`limits_from`; by default, now): during a rolling deploy, the newest instances' limits hold,
+ * and an older instance's beat leaves them. Returns the names of these consumers that the registry gives a limit
+ * now, whoever declared it (docs/adr/1104-consumer-limits-in-the-database.md, "Amended 2026-12-06").
  */
 export function heartbeatConsumers(
   n: OutboxNames,
@@ -16,7 +20,10 @@ export function heartbeatConsumers(
     ordered?: boolean;
     limits?: OutboxConsumerLimits;
   }[],
+  startedAt: Date = new Date(),
 ): SqlStatement {
+  const newer = `(r.limits_from is null or excluded.limits_from >= r.limits_from)`;
+  const limit = (column: string) => `${column} = case when ${newer} then excluded.${column} else r.${column} end`;
   return {
     text: `with c as (
              select name, string_to_array(patterns, ' ') as event_patterns, kind, ordered,
@@ -26,20 +33,22 @@ export function heartbeatConsumers(
                  as c(name, patterns, kind, ordered, concurrency, tenant_concurrency, rate_limit, rate_interval_ms,
                       rate_per_tenant)
            ), upserted as (
-             insert into ${n.consumers} (name, event_patterns, kind, ordered, concurrency, tenant_concurrency,
-                                         rate_limit, rate_interval_ms, rate_per_tenant)
+             insert into ${n.consumers} as r (name, event_patterns, kind, ordered, concurrency, tenant_concurrency,
+                                              rate_limit, rate_interval_ms, rate_per_tenant, limits_from)
              select name, event_patterns, kind, ordered, concurrency, tenant_concurrency, rate_limit,
-                    rate_interval_ms, rate_per_tenant from c
+                    rate_interval_ms, rate_per_tenant, $11::timestamptz from c
              on conflict (name) do update
                set event_patterns = excluded.event_patterns, kind = excluded.kind, ordered = excluded.ordered,
-                   concurrency = excluded.concurrency, tenant_concurrency = excluded.tenant_concurrency,
-                   rate_limit = excluded.rate_limit, rate_interval_ms = excluded.rate_interval_ms,
-                   rate_per_tenant = excluded.rate_per_tenant, last_seen_at = now()
-             returning name
+                   ${limit('concurrency')}, ${limit('tenant_concurrency')}, ${limit('rate_limit')},
+                   ${limit('rate_interval_ms')}, ${limit('rate_per_tenant')},
+                   limits_from = greatest(r.limits_from, excluded.limits_from), last_seen_at = now()
+             returning r.name, ${consumerLimited('r')} as limited
+           ), hosts as (
+             insert into ${n.consumerInstances} (consumer_name, instance_id)
+             select name, $1 from upserted
+             on conflict (consumer_name, instance_id) do update set last_seen_at = now()
            )
-           insert into ${n.consumerInstances} (consumer_name, instance_id)
-           select name, $1 from upserted
-           on conflict (consumer_name, instance_id) do update set last_seen_at = now()`,
+           select name from upserted where limited`,
     values: [
       instanceId,
       consumers.map((c) => c.name),
@@ -51,6 +60,7 @@ export function heartbeatConsumers(
       consumers.map((c) => c.limits?.rateLimit ?? null),
       consumers.map((c) => c.limits?.rateIntervalMs ?? null),
       consumers.map((c) => c.limits?.ratePerTenant === true),
+      startedAt,
     ],
   };
 }
