@@ -7,17 +7,17 @@ create function public.outbox_dedupe_take(
         holder uuid;
       begin
         loop
+          select k.event_id into holder from public.outbox_dedupe_keys k
+           where k.tenant_id = key_tenant_id and k.event_name = key_event_name and k.dedupe_key = key_value
+             and k.expires_at > now();
+          if found then
+            return holder;
+          end if;
           insert into public.outbox_dedupe_keys as k (tenant_id, event_name, dedupe_key, event_id, expires_at)
           values (key_tenant_id, key_event_name, key_value, new_event_id,
                   now() + window_ms * interval '1 millisecond')
           on conflict (tenant_id, event_name, dedupe_key) do nothing
           returning k.event_id into holder;
-          if found then
-            return holder;
-          end if;
-          select k.event_id into holder from public.outbox_dedupe_keys k
-           where k.tenant_id = key_tenant_id and k.event_name = key_event_name and k.dedupe_key = key_value
-             and k.expires_at > now();
           if found then
             return holder;
           end if;

@@ -75,8 +75,8 @@ export function insertKeyedEvents(n: OutboxNames, rows: readonly EventRow[]): Sq
 /**
  * `insertKeyedEvents` for one keyed event (the common case): the same statement over scalar parameters instead of
  * arrays, which the driver sends and PostgreSQL plans for less (ADR 1103). A free key, the common case of the
- * common case, is inserted inline, as `outbox_dedupe_take` would first try: the function runs only when the key
- * is there already (ADR 1103, "Amended 2026-12-06", measured the call).
+ * common case, is inserted inline (`on conflict do nothing`): `outbox_dedupe_take` runs only when the key is
+ * there already, and then reads it (ADR 1103, "Amended 2026-12-06", measured the call).
  */
 export function insertKeyedEvent(n: OutboxNames, e: EventRow & { dedupe: ValidatedDedupe }): SqlStatement {
   // tracing: as in insertEvent, the column only when there is a trace context
