@@ -73,6 +73,50 @@ describe('DueTenantPlanner', () => {
     expect(store.ops('dueTenants')).toHaveLength(2);
   });
 
+  it("runs its scan beside the named tenants' visits, not after them: the round does not wait for both in turn", async () => {
+    const { planner: p, store } = planner();
+    let release!: () => void;
+    const slowScan = new Promise<void>((resolve) => (release = resolve));
+    const scanned = jest.spyOn(store, 'dueTenants').mockImplementation(async () => {
+      await slowScan;
+      return [due(C)];
+    });
+    p.hint([A]);
+    let scanDuringVisit = false;
+    const visits: DueTenant[][] = [];
+    const planned = p.plan(
+      async (tenants) => {
+        visits.push([...tenants]);
+        if (visits.length === 1) {
+          scanDuringVisit = scanned.mock.calls.length === 1;
+          release();
+        }
+        return Promise.resolve();
+      },
+      () => false,
+    );
+    await planned;
+    expect(scanDuringVisit).toBe(true);
+    expect(visits).toEqual([[due(A, { backlog: false })], [due(C)]]);
+  });
+
+  it("lets a scan under way fail the round only once the named tenants' visits are done", async () => {
+    const { planner: p, store } = planner();
+    jest.spyOn(store, 'dueTenants').mockRejectedValue(new Error('scan failed'));
+    p.hint([A]);
+    const visited: string[] = [];
+    await expect(
+      p.plan(
+        async (tenants) => {
+          await new Promise((resolve) => setImmediate(resolve));
+          visited.push(...tenants.map((t) => t.tenantId));
+        },
+        () => false,
+      ),
+    ).rejects.toThrow('scan failed');
+    expect(visited).toEqual([A]);
+  });
+
   it('scans every round in which no tenant was named, however fresh the last scan', async () => {
     const { store, round } = planner();
     await round();

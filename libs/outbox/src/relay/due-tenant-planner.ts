@@ -66,8 +66,8 @@ export class DueTenantPlanner {
 
   /**
    * Hands the round its tenants, in one or two goes (`visit`), and says whether due tenants were left for the
-   * next round. The named tenants first: a round that also scans for due tenants does so after them, so a
-   * wake-up never waits for the scan. Scans come when the last one is older than FULL_SCAN_EVERY_MS or did not
+   * next round. The named tenants first: a round that also scans for due tenants runs the scan beside their
+   * visits and visits what it found after them, so a wake-up never waits for the scan. Scans come when the last one is older than FULL_SCAN_EVERY_MS or did not
    * list every due tenant, and whenever no tenant was named: while rounds keep coming, no tenant waits longer
    * than that for a scan to find it (between rounds, the poll is the bound). Too many named tenants for one
    * round: the scan takes them in turn with the others.
@@ -90,6 +90,12 @@ export class DueTenantPlanner {
     this.hinted.clear();
     this.backlogged.clear();
     this.woken.clear();
+    // the scan runs beside the named tenants' visits, on its own connection: a round never waits for one, then
+    // the other, and a tenant woken meanwhile is not held up by a scan between the visits (ADR 1106, 2026-12-06)
+    const scan =
+      stopping() || (hinted.length > 0 && this.scanIsFresh()) ? null : this.scan(maxTenantsPerRound);
+    // its failure is the round's, once the visits are done (not an unhandled rejection meanwhile)
+    scan?.catch(() => undefined);
     await visit(
       hinted.map((tenantId) => ({
         tenantId,
@@ -98,11 +104,9 @@ export class DueTenantPlanner {
         backlog: backlogged.has(tenantId),
       })),
     );
-    if (stopping() || (hinted.length > 0 && this.scanIsFresh())) return false;
-    const scanned = await this.store.dueTenants({ limit: maxTenantsPerRound, after: this.lastTenant });
-    this.lastScan = { at: this.clock.now(), complete: scanned.length < maxTenantsPerRound };
-    // With more due tenants than one round visits, the next round starts after the last one visited.
-    this.lastTenant = scanned.length === maxTenantsPerRound ? scanned[scanned.length - 1]!.tenantId : null;
+    if (!scan) return false;
+    const scanned = await scan;
+    if (stopping()) return false;
     // a tenant visited above for its new events is visited again only for the retries the scan says are due
     const visited = new Set(hinted);
     await visit(
@@ -111,6 +115,15 @@ export class DueTenantPlanner {
         .map((due) => (visited.has(due.tenantId) ? { ...due, hasNew: false } : due)),
     );
     return this.lastTenant !== null;
+  }
+
+  /** The due tenants, from the cursor; notes when the scan ran, whether it listed them all, and the next cursor. */
+  private async scan(maxTenantsPerRound: number): Promise<DueTenant[]> {
+    const scanned = await this.store.dueTenants({ limit: maxTenantsPerRound, after: this.lastTenant });
+    this.lastScan = { at: this.clock.now(), complete: scanned.length < maxTenantsPerRound };
+    // With more due tenants than one round visits, the next round starts after the last one visited.
+    this.lastTenant = scanned.length === maxTenantsPerRound ? scanned[scanned.length - 1]!.tenantId : null;
+    return scanned;
   }
 
   /** True when the last scan for due tenants listed every one of them, less than FULL_SCAN_EVERY_MS ago. */
