@@ -18,6 +18,8 @@ export interface ProbedStatement {
   trip: number;
   /** Milliseconds from being written to its result. */
   ms: number;
+  /** When it was written (`performance.now()`). */
+  sentAt: number;
 }
 
 export class RoundTripProbe {
@@ -68,11 +70,11 @@ export class RoundTripProbe {
       const name = typeof config === 'object' && config !== null ? (config as QueryConfig).name : undefined;
       const busy = this.inFlight.get(client) ?? 0;
       if (!client.pipeline || busy === 0) this.trips++;
-      const statement: ProbedStatement = { text, values, trip: this.trips, ms: 0 };
+      const began = performance.now();
+      const statement: ProbedStatement = { text, values, trip: this.trips, ms: 0, sentAt: began };
       if (name !== undefined) statement.name = name;
       this.statements.push(statement);
       this.inFlight.set(client, busy + 1);
-      const began = performance.now();
       const done = (): void => {
         statement.ms = performance.now() - began;
         this.inFlight.set(client, (this.inFlight.get(client) ?? 1) - 1);

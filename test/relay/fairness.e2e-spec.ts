@@ -147,7 +147,7 @@ describe('fairness between tenants', () => {
       const counter = named.app.get(TenantCounter);
       counter.seen.clear();
       expect((await named.relay.runOnce()).tenants).toBe(1); // the scan lists the first tenant only
-      // the first tenant, hinted, and the second, from the scan (relay-statements pins that the claim comes first)
+      // the first tenant, hinted, and the second, from the scan (relay-statements pins that the claim does not wait for it)
       expect((await named.relay.runOnce()).tenants).toBe(2);
       expect(counter.seen).toEqual(
         new Map([

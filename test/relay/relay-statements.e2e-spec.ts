@@ -743,9 +743,9 @@ describe('the statements of wake-ups', () => {
     expect(sent.indexOf(notifying[0]!)).toBeGreaterThan(commit);
   });
 
-  it('claims the tenants wake-ups named before it scans for other due tenants', async () => {
+  it('claims the tenants wake-ups named without waiting for its scan for other due tenants', async () => {
     // One tenant per scan makes every scan incomplete, so each round scans again; the tenant whose batch came
-    // back full (a hint, as a wake-up naming it would be) is claimed before that scan, not after it.
+    // back full (a hint, as a wake-up naming it would be) is claimed beside that scan, not after it (ADR 1106).
     const [first, second] = ['88888881-8888-4888-8888-888888888888', '88888882-8888-4888-8888-888888888888'];
     const relay = { batchSize: 2, maxBatchSize: 2, maxTenantsPerRound: 1, concurrency: 1 };
     const sent = await sentBy({ url: db.url, outbox: { relay } }, async (t, probe) => {
@@ -757,8 +757,15 @@ describe('the statements of wake-ups', () => {
       probe.take();
       expect((await t.relay.runOnce()).tenants).toBe(2);
     });
-    const claimOfFirst = sent.findIndex((s) => relayStatement.claim(s, first));
-    expect(claimOfFirst).toBeGreaterThanOrEqual(0);
-    expect(sent.findIndex(relayStatement.dueTenantScan)).toBeGreaterThan(claimOfFirst);
+    const claimOfFirst = sent.find((s) => relayStatement.claim(s, first));
+    const scan = sent.find(relayStatement.dueTenantScan);
+    // the two were in flight together: the scan sent before the claim's answer came (not after the visit), the
+    // claim before the scan's answer (it did not wait for it)
+    expect(scan!.sentAt).toBeLessThan(claimOfFirst!.sentAt + claimOfFirst!.ms);
+    expect(claimOfFirst!.sentAt).toBeLessThan(scan!.sentAt + scan!.ms);
+    // the tenant the scan found is claimed once it answered
+    expect(sent.find((s) => relayStatement.claim(s, second))!.sentAt).toBeGreaterThanOrEqual(
+      scan!.sentAt + scan!.ms,
+    );
   });
 });
