@@ -25,7 +25,8 @@ export interface OutboxRelayOptions {
    * Batches this relay works on at once, each in its own transaction on its own connection: a round visits up
    * to this many tenants side by side, and a tenant whose last batch came back full (a backlog) in as many
    * batches at once when no other tenant is due (else it leaves them a lane: see `relay.tenantWeights`). Each batch holds a connection of the DataSource's pool from its claim to its commit, and
-   * the next one is claimed while that commit is in flight: the relay holds up to twice this many. Order is
+   * the next one is claimed while that commit is in flight: the relay holds up to twice this many, and one more
+   * for its scan for due tenants, which runs beside a round's batches. Order is
    * kept only where it is promised (`ordered: true` consumers, across any number of batches and relays).
    * `'auto'`: 2 when the pool has at least 8 connections (`extra.max`, else `poolSize`, else pg's 10), 1 below,
    * so a small pool keeps room for the app. See docs/adr/0802-batches-side-by-side.md. Default: `'auto'`.
