@@ -131,15 +131,19 @@ function loadAverage(): string {
 }
 
 /**
- * `drain()` of `events` pending events of one tenant, two consumers — both no-op, then one writing a row through
- * `context.manager` — with each variant's relay options and policy switches, in turns (see `inTurns`), `turns`
+ * `drain()` of `events` pending events of one tenant, two consumers of each of `kinds` (default: both no-op, then
+ * one writing a row through `context.manager`) — with each variant's relay options and policy switches, in turns (see `inTurns`), `turns`
  * times: events per second, and CPU per event of the Node process (user + system) and of the app's PostgreSQL
  * backends (from /proc, when the server runs on this machine), printed per consumer kind.
  */
 export async function compareDrains<V extends string>(
   name: string,
   variants: Readonly<Record<V, DrainVariant>>,
-  { events, turns }: { events: number; turns: number },
+  {
+    events,
+    turns,
+    kinds = ['no-db', 'db-write'],
+  }: { events: number; turns: number; kinds?: readonly ConsumerVariant[] },
 ): Promise<void> {
   const { db, serverVersion, close } = await openDecisionDatabase();
   const applicationName = `decision-${name}`;
@@ -148,7 +152,7 @@ export async function compareDrains<V extends string>(
       `drain() of ${events.toLocaleString('en-US')} events × 2 consumers per variant, ${turns} turns`,
       serverVersion,
     );
-    for (const consumers of ['no-db', 'db-write'] as ConsumerVariant[]) {
+    for (const consumers of kinds) {
       type Figure = 'events/s' | 'Node µs CPU/event' | 'PostgreSQL µs CPU/event';
       const figures = await inTurns<V, Figure>(Object.keys(variants) as V[], turns, async (variant) => {
         await db.resetWithPendingEvents(events);
@@ -171,13 +175,19 @@ export async function compareDrains<V extends string>(
           await app.close();
         }
       });
-      const label = consumers === 'no-db' ? 'two no-op consumers' : 'one of two consumers writes a row';
+      const label = DRAIN_LABELS[consumers];
       for (const [figure, runs] of figures) compare(label, figure, runs);
     }
   } finally {
     await close();
   }
 }
+
+const DRAIN_LABELS: Record<ConsumerVariant, string> = {
+  'no-db': 'two no-op consumers',
+  'db-write': 'one of two consumers writes a row',
+  'db-write-all': 'each of two consumers writes a row',
+};
 
 /** What one `drain()` cost: events per second, and CPU per event of Node and of the app's backends (µs). */
 export interface DrainFigures {

@@ -22,6 +22,7 @@ import { errorText } from '../errors/error-text';
 import type { BatchWire } from '../store/outbox-store.port';
 import { IN_HANDLER_SCOPE } from '../model/handler-scope-marker';
 import { TransactionControl, type QueryArgs } from './transaction-control';
+import type { HandlerSqlReader } from './handler-sql';
 
 /** SQLSTATE `no_active_sql_transaction`: a savepoint command outside a transaction (a handler ended it). */
 export const NO_ACTIVE_TRANSACTION = '25P01';
@@ -66,6 +67,8 @@ export interface BatchState {
   seal: SqlStatement | null;
   /** The batch's connection, for the scope's own statements (see `BatchWire`). */
   readonly wire: () => Promise<BatchWire>;
+  /** What `wire` gave, once a scope asked: the handlers after it reach it without an await. */
+  wired: BatchWire | null;
   /** Cancels what the batch's session runs now (see `HandlerChannel.cancelRunning`). */
   readonly cancelRunning: (timeoutMs: number) => Promise<unknown>;
   /**
@@ -94,6 +97,11 @@ export class HandlerScope {
   private opening: Promise<void> | null = null;
   /** `opening` settled: nothing of the handler's is left to wait for on the connection (see `commit`). */
   private opened = false;
+  /**
+   * `opening` settled with nothing to throw again: the handler's next query goes out at once, without an await
+   * on the opening (see `later`).
+   */
+  private ready = false;
   private settled = false;
   private scopedManager: EntityManager | null = null;
   /** What the handler may not do to the batch transaction through its manager (see `TransactionControl`). */
@@ -110,11 +118,27 @@ export class HandlerScope {
     readonly batch: BatchState,
     /** When the handler times out (epoch ms). */
     private readonly deadline: number,
+    /** Reads the handler's SQL (see `HandlerSqlReader`), shared by the dispatcher's scopes. */
+    sql: HandlerSqlReader,
   ) {
-    this.control = new TransactionControl({
-      refused: (what) => messages.transactionControl(consumer, what),
-      leftOpen: () => messages.transactionLeftOpen(consumer),
-    });
+    this.control = new TransactionControl(
+      {
+        refused: (what) => messages.transactionControl(consumer, what),
+        leftOpen: () => messages.transactionLeftOpen(consumer),
+      },
+      (text) => sql.read(text),
+    );
+  }
+
+  /** The batch's connection: the one a scope of the batch got already, else asked for (see `BatchState.wired`). */
+  private wire(): BatchWire | Promise<BatchWire> {
+    return (
+      this.batch.wired ??
+      this.batch.wire().then((wire) => {
+        this.batch.wired = wire;
+        return wire;
+      })
+    );
   }
 
   /**
@@ -126,24 +150,30 @@ export class HandlerScope {
     return Math.max(BOUND_FLOOR_MS, this.deadline - Date.now());
   }
 
-  /** A query after the first one: sent with a new bound (`handlerBound`) in the same round trip. */
-  private async later(target: QueryRunner, args: QueryArgs): Promise<unknown> {
-    await this.open();
-    const wire = await this.batch.wire();
+  /**
+   * A query after the first one: sent with a new bound (`handlerBound`) in the same round trip. Once the opening
+   * is done and the batch's connection known, without an await before it is written (ADR 1202).
+   */
+  private later(target: QueryRunner, args: QueryArgs): Promise<unknown> {
+    const wire = this.batch.wired;
+    if (this.ready && !this.settled && wire !== null) return this.afterOpening(wire, target, args);
+    return this.open().then(async () => this.afterOpening(await this.wire(), target, args));
+  }
+
+  private afterOpening(wire: BatchWire, target: QueryRunner, args: QueryArgs): Promise<unknown> {
     // the handler ended the batch transaction past `context.manager` (its seal failed the commit, see
     // `sealBatch`): outside a transaction its statement would commit on its own
     if (!wire.inTransaction) {
       const ended = new OutboxTransactionEndedError(messages.transactionEnded(this.consumer));
       this.batch.problem ??= { index: this.index, error: ended };
-      throw ended;
+      return Promise.reject(ended);
     }
     const bound = this.bound();
     if (bound.length === 0) return target.query(...(args as [string, unknown[]]));
     const sent = wire.send(bound);
     const query = target.query(...(args as [string, unknown[]]));
     query.catch(() => undefined);
-    await sent;
-    return query;
+    return sent.then(() => query);
   }
 
   /**
@@ -202,7 +232,7 @@ export class HandlerScope {
    */
   async commit(): Promise<void> {
     this.settled = true;
-    await this.stopQueries();
+    if (this.inFlight.size > 0) await this.stopQueries();
     // a handler that returned without waiting for its first query: the wait is the relay's now, and bounded
     if (this.opening && !this.opened) await this.batch.bounded(() => this.opening!);
     this.control.settle();
@@ -273,6 +303,7 @@ export class HandlerScope {
       this.opening = this.openWith(null).then(
         () => {
           this.opened = true;
+          this.ready = true;
         },
         (error: unknown) => {
           this.opened = true;
@@ -290,6 +321,7 @@ export class HandlerScope {
     // healthy when a handler starts: the previous one's failure was rolled back to its savepoint).
     const opened = (): void => {
       this.opened = true;
+      this.ready = true;
     };
     this.opening = run.then(opened, opened);
     return run;
@@ -301,15 +333,28 @@ export class HandlerScope {
    * query when given, all in one round trip. Nothing is sent when the batch transaction is gone (a previous
    * handler ended it behind the relay's back): outside a transaction each statement would commit on its own.
    */
-  private async openWith(first: { target: QueryRunner; args: QueryArgs } | null): Promise<unknown> {
+  private openWith(first: { target: QueryRunner; args: QueryArgs } | null): Promise<unknown> {
     const previous = this.batch.last;
-    const wire = await this.batch.wire();
+    const wire = this.wire();
+    if (wire instanceof Promise) return wire.then((known) => this.openOn(known, previous, first));
+    return this.openOn(wire, previous, first);
+  }
+
+  /**
+   * `openWith` on the batch's connection. When the opening has no statement (an optimistic run's handler after
+   * the first, its bound in force), the query goes out as it is, with no promise of the scope's around it.
+   */
+  private openOn(
+    wire: BatchWire,
+    previous: BatchState['last'],
+    first: { target: QueryRunner; args: QueryArgs } | null,
+  ): Promise<unknown> {
     if (!wire.inTransaction) {
       const ended = new OutboxTransactionEndedError(
         messages.transactionEnded(previous?.consumer ?? this.consumer),
       );
       if (previous) this.batch.problem ??= { index: previous.index, error: ended };
-      throw ended;
+      return Promise.reject(ended);
     }
     const release = this.batch.pendingRelease;
     this.batch.pendingRelease = null;
@@ -319,11 +364,13 @@ export class HandlerScope {
       pending.push(this.batch.seal);
       this.batch.seal = null;
     }
+    /** Where the context's check answers, after what was pending. */
+    const checked = pending.length;
     // With savepoints, every opening checks and sets the batch's context; in an optimistic run only one that
     // follows a handler that may have changed settings (the closing's guard finds any other change, and the
     // batch then runs again in careful parts).
     const context = this.batch.savepoints || this.batch.dirty;
-    const statements: SqlStatement[] = [...pending];
+    const statements: SqlStatement[] = pending;
     if (context) {
       statements.push(
         handlerContext(this.batch.tenantSetting, this.batch.tenantId, ms),
@@ -345,24 +392,28 @@ export class HandlerScope {
     }
     this.batch.dirty = false;
     this.batch.last = { index: this.index, consumer: this.consumer };
-    const sent = statements.length > 0 ? wire.send(statements) : Promise.resolve([]);
+    if (statements.length === 0)
+      return first ? first.target.query(...(first.args as [string, unknown[]])) : Promise.resolve(null);
+    const sent = wire.send(statements);
     const query = first ? first.target.query(...(first.args as [string, unknown[]])) : null;
     query?.catch(() => undefined);
-    try {
-      const results = await sent;
-      if (context) this.inspect(previous, results[pending.length]!);
-    } catch (error) {
-      // the previous handler's savepoint could not be released: that handler ended the batch transaction
-      if (previous && release && sqlState(error) === NO_ACTIVE_TRANSACTION) {
-        this.batch.problem ??= {
-          index: previous.index,
-          error: new OutboxTransactionEndedError(messages.transactionEnded(previous.consumer)),
-        };
-      }
-      await query?.catch(() => undefined);
-      throw error;
-    }
-    return query;
+    return sent.then(
+      (results) => {
+        if (context) this.inspect(previous, results[checked]!);
+        return query;
+      },
+      async (error: unknown) => {
+        // the previous handler's savepoint could not be released: that handler ended the batch transaction
+        if (previous && release && sqlState(error) === NO_ACTIVE_TRANSACTION) {
+          this.batch.problem ??= {
+            index: previous.index,
+            error: new OutboxTransactionEndedError(messages.transactionEnded(previous.consumer)),
+          };
+        }
+        await query?.catch(() => undefined);
+        throw error;
+      },
+    );
   }
 
   /** Notes a problem when the previous handler left another tenant, or no batch marker (see `handlerContext`). */
@@ -395,18 +446,10 @@ export class HandlerScope {
    */
   private scopedRunner(): QueryRunner {
     return this.control.view(this.runner, {
-      send: async (target, args, changesSettings) => {
-        try {
-          return await this.running(this.opening ? this.later(target, args) : this.firstQuery(target, args));
-        } catch (error) {
-          // the batch's seal fired before the relay's commit (see `sealBatch`): no commit comes through the
-          // view, so it was a check of every deferred constraint
-          if (sqlState(error) === BATCH_SEAL_SQLSTATE)
-            throw new OutboxError(messages.sealChecked(this.consumer));
-          throw error;
-        } finally {
-          // after the query: the restore goes before the next handler's statements, not before this one; the
-          // bound in force is unknown from now on (the query may have set statement_timeout)
+      send: (target, args, changesSettings) => {
+        // after the query: the restore goes before the next handler's statements, not before this one; the
+        // bound in force is unknown from now on (the query may have set statement_timeout)
+        const after = (): void => {
           if (changesSettings) {
             this.batch.dirty = true;
             this.batch.boundMs = Number.POSITIVE_INFINITY;
@@ -414,7 +457,21 @@ export class HandlerScope {
             // a handler's own nested transaction rolled back (manager.transaction()): a bound sent inside it is undone
             this.batch.boundMs = Number.POSITIVE_INFINITY;
           }
-        }
+        };
+        return this.running(this.opening ? this.later(target, args) : this.firstQuery(target, args)).then(
+          (result) => {
+            after();
+            return result;
+          },
+          (error: unknown) => {
+            after();
+            // the batch's seal fired before the relay's commit (see `sealBatch`): no commit comes through the
+            // view, so it was a check of every deferred constraint
+            if (sqlState(error) === BATCH_SEAL_SQLSTATE)
+              throw new OutboxError(messages.sealChecked(this.consumer));
+            throw error;
+          },
+        );
       },
       property: (property) => {
         if (property === IN_HANDLER_SCOPE) return { value: true };

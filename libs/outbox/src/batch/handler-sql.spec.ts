@@ -1,4 +1,4 @@
-import { handlerSqlEffects } from './handler-sql';
+import { handlerSqlEffects, HandlerSqlReader } from './handler-sql';
 
 const control = (text: string): string | null => handlerSqlEffects(text).transactionControl;
 
@@ -49,5 +49,26 @@ describe('handlerSqlEffects', () => {
     expect(changes('select 1; set search_path = x')).toBe(true);
     expect(changes('update t set x = 1')).toBe(false);
     expect(changes("select 'set role x'")).toBe(false);
+  });
+});
+
+describe('HandlerSqlReader', () => {
+  it('answers as handlerSqlEffects does, for a text it read before and for one past its length limit', () => {
+    const reader = new HandlerSqlReader();
+    const long = `select '${'x'.repeat(5_000)}'; commit`;
+    for (const text of ['insert into t values ($1)', 'set role app; select 1', 'commit', long]) {
+      expect(reader.read(text)).toEqual(handlerSqlEffects(text));
+      expect(reader.read(text)).toEqual(handlerSqlEffects(text));
+    }
+  });
+
+  it('keeps a bounded number of texts, dropping the oldest first', () => {
+    const reader = new HandlerSqlReader();
+    const known = (reader as unknown as { known: Map<string, unknown> }).known;
+    for (let i = 0; i < 2_000; i++) reader.read(`select ${i}`);
+    expect(known.size).toBe(512);
+    expect(known.has('select 0')).toBe(false);
+    expect(known.has('select 1999')).toBe(true);
+    expect(reader.read('select 1; rollback').transactionControl).toBe('rollback');
   });
 });

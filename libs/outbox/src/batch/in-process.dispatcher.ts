@@ -11,6 +11,7 @@ import { delivered, failed, snoozed, type DeliveryOutcome } from '../model/deliv
 import { handlerFailure } from './handler-failure';
 import { OutboxInstrumentation } from '../extension/outbox-instrumentation';
 import { HandlerScope, NO_ACTIVE_TRANSACTION, type BatchProblem, type BatchState } from './handler-scope';
+import { HandlerSqlReader } from './handler-sql';
 
 /** How one batch transaction's handlers run (see `InProcessDispatcher.dispatch`): on the batch's connection. */
 export interface BatchRun extends HandlerChannel {
@@ -49,6 +50,9 @@ export interface DispatchResult {
  */
 @Injectable()
 export class InProcessDispatcher {
+  /** What the handlers' SQL does, remembered per text for every batch of this app (see `HandlerSqlReader`). */
+  private readonly sql = new HandlerSqlReader();
+
   constructor(private readonly instrumentation: OutboxInstrumentation) {}
 
   /**
@@ -62,6 +66,7 @@ export class InProcessDispatcher {
     run: BatchRun,
   ): Promise<DispatchResult> {
     const outcomes: DeliveryOutcome[] = [];
+    const sql = this.sql;
     const batch: BatchState = {
       pendingRelease: null,
       tenantSetting: run.tenantSetting,
@@ -75,6 +80,7 @@ export class InProcessDispatcher {
       takePending: run.takePending,
       seal: run.seal,
       wire: run.wire,
+      wired: null,
       cancelRunning: run.cancelRunning,
       bounded: run.bounded,
       dirty: false,
@@ -103,7 +109,7 @@ export class InProcessDispatcher {
       const context = {
         get manager() {
           if (scope === null) {
-            scope = new HandlerScope(dataSource, runner, name, consumer.name, at, batch, deadline);
+            scope = new HandlerScope(dataSource, runner, name, consumer.name, at, batch, deadline, sql);
             scoped++;
             // asked for only after the handler returned (a promise it left running): its queries will fail
             if (settled) scope.settleUnused();

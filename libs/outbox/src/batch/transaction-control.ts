@@ -1,6 +1,6 @@
 import type { QueryRunner } from 'typeorm';
 import { OutboxError } from '../errors/outbox.error';
-import { handlerSqlEffects } from './handler-sql';
+import { handlerSqlEffects, type HandlerSqlEffects } from './handler-sql';
 
 /** What `QueryRunner.query` takes: a query, its parameters, and whether to answer with a `QueryResult`. */
 export type QueryArgs = [query: string, parameters?: unknown[] | object, structured?: boolean];
@@ -41,7 +41,14 @@ export class TransactionControl {
   /** A refusal, or a query of the handler that failed and that no rollback to a savepoint undid since. */
   private failure: { error: unknown } | null = null;
 
-  constructor(private readonly words: TransactionControlWords) {}
+  /**
+   * `read`: what a handler's SQL does, from its text (`handlerSqlEffects`, or a `HandlerSqlReader`'s `read`,
+   * which remembers the texts it read).
+   */
+  constructor(
+    private readonly words: TransactionControlWords,
+    private readonly read: (text: string) => HandlerSqlEffects = handlerSqlEffects,
+  ) {}
 
   /**
    * Throws what fails the handler now that it returned: a refusal or a failed query (the transaction may be
@@ -63,9 +70,10 @@ export class TransactionControl {
    */
   view(runner: QueryRunner, hooks: TransactionControlHooks): QueryRunner {
     let manager: unknown;
+    const query = (...args: QueryArgs): Promise<unknown> => this.query(runner, args, hooks);
     return new Proxy(runner, {
       get: (target, property, receiver) => {
-        if (property === 'query') return (...args: QueryArgs) => this.query(target, args, hooks);
+        if (property === 'query') return query;
         if (property === 'manager') return manager ?? target.manager;
         // The owner's level is the owner's; the levels the handler opens (savepoints, e.g. of
         // manager.transaction()) are the handler's, counted here.
@@ -99,22 +107,28 @@ export class TransactionControl {
     });
   }
 
-  private async query(
-    target: QueryRunner,
-    args: QueryArgs,
-    hooks: TransactionControlHooks,
-  ): Promise<unknown> {
-    const { transactionControl, changesSettings } = handlerSqlEffects(String(args[0]));
+  /** Without an `async` layer of its own: a handler's query costs one promise here (ADR 1202). */
+  private query(target: QueryRunner, args: QueryArgs, hooks: TransactionControlHooks): Promise<unknown> {
+    const text = String(args[0]);
+    const { transactionControl, changesSettings } = this.read(text);
     if (transactionControl !== null) return this.refuse(`"${transactionControl}"`);
+    let sent: Promise<unknown>;
     try {
-      const result = await hooks.send(target, args, changesSettings);
-      // The handler's own nested transaction rolled back after an error: the transaction is usable again.
-      if (/^\s*rollback to savepoint/i.test(String(args[0]))) this.failure = null;
-      return result;
+      sent = hooks.send(target, args, changesSettings);
     } catch (error) {
-      this.failure = { error };
-      throw error;
+      sent = Promise.reject(error as Error); // what it threw, as it would have rejected
     }
+    return sent.then(
+      (result) => {
+        // The handler's own nested transaction rolled back after an error: the transaction is usable again.
+        if (ROLLBACK_TO_SAVEPOINT.test(text)) this.failure = null;
+        return result;
+      },
+      (error: unknown) => {
+        this.failure = { error };
+        throw error;
+      },
+    );
   }
 
   /** Refuses what would end or leave the transaction: the handler fails, even when it catches this. */
@@ -124,3 +138,6 @@ export class TransactionControl {
     return Promise.reject(error);
   }
 }
+
+/** A handler's rollback to a savepoint of its own (see `TransactionControl.query`). */
+const ROLLBACK_TO_SAVEPOINT = /^\s*rollback to savepoint/i;
