@@ -122,3 +122,63 @@ describe.each([
     }
   });
 });
+
+/**
+ * A handler's queries after its batch's first write go out without an await of the library's before them (ADR
+ * 1202): two sent together, then one that reads them back, in the same transaction as the other handlers'.
+ */
+@Injectable()
+class SeveralQueries {
+  /** What each handler's read-back query returned, by event. */
+  readonly seen = new Map<string, number>();
+
+  @OnOutboxEvent(EVENT, { consumer: 'first' })
+  async first(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    await recordEffect(event, context);
+  }
+
+  @OnOutboxEvent(EVENT, { consumer: 'several' })
+  async several(event: OutboxEvent<{ fail: boolean }>, context: OutboxHandlerContext): Promise<void> {
+    await Promise.all([recordEffect(event, context), recordEffect(event, context)]);
+    const [row] = (await context.manager.query(
+      `select count(*)::int as n from test_effects where event_id = $1 and consumer = 'several'`,
+      [event.eventId],
+    )) as { n: number }[];
+    this.seen.set(event.eventId, row!.n);
+    if (event.data.fail) throw new Error(`several refuses ${event.eventId}`);
+  }
+}
+
+describe('a handler that sends several queries in an optimistic batch', () => {
+  let db: TestDatabase;
+  let t: TestApp;
+  let handlers: SeveralQueries;
+  beforeAll(async () => {
+    db = await createTestDatabase([EFFECTS_TABLE_SQL]);
+    t = await buildApp({ url: db.url, providers: [SeveralQueries] });
+    handlers = t.app.get(SeveralQueries);
+  });
+  afterAll(async () => {
+    await t?.close();
+    await db?.drop();
+  });
+
+  it('writes each of its rows once, sees them in its transaction, and none of them when it fails', async () => {
+    const fail = [false, false, true, false];
+    const ids = await enqueueManyIn(
+      t,
+      fail.map((f) => ({ eventName: EVENT, payload: { fail: f } })),
+    );
+    expect(await t.relay.runOnce()).toMatchObject({ eventsClaimed: 4, succeeded: 7, failed: 1 });
+    const rows = await db.sql<{ event_id: string; consumer: string; n: number }>(
+      `select event_id, consumer, count(*)::int as n from test_effects group by 1, 2`,
+    );
+    const count = (id: string, consumer: string): number =>
+      rows.find((r) => r.event_id === id && r.consumer === consumer)?.n ?? 0;
+    ids.forEach((id, i) => {
+      expect(count(id, 'first')).toBe(1);
+      expect(count(id, 'several')).toBe(fail[i] ? 0 : 2);
+      expect(handlers.seen.get(id)).toBe(2);
+    });
+  });
+});
