@@ -224,6 +224,47 @@ describe('a limit only the newer of two relays declares (a rolling deploy)', () 
   });
 });
 
+describe("a limit the newer of two relays declares, when the older relay's host clock is ahead", () => {
+  let older: FaultFleet;
+  let newer: FaultFleet;
+  afterAll(async () => {
+    await older?.stopAll();
+    await newer?.stopAll();
+  });
+
+  it("holds: which relay started last is read on the database's clock, not on each host's", async () => {
+    await fleet?.stopAll();
+    fleet = null;
+    const common = { DATABASE_URL: db.url, HOLD_MS: '0', BATCH_SIZE: '1', HEARTBEAT_MS: '100' };
+    // the older version's relay (no limit on 'capped') starts first, on a host whose clock is 10 minutes ahead
+    older = new FaultFleet({ ...common, NO_CAP: '1', CLOCK_SKEW_MS: '600000' }, CHILD);
+    await older.start(1);
+    const [{ since }] = (await db.sql<{ since: Date }>(`select clock_timestamp() as since`)) as [
+      { since: Date },
+    ];
+    newer = new FaultFleet(common, CHILD);
+    await newer.start(1);
+    // both relays beat after the newer one started
+    const beatSince = async (at: Date) => {
+      const [row] = await db.sql<{ n: number }>(
+        `select count(*)::int n from outbox_consumer_instances
+          where consumer_name = 'capped' and last_seen_at > $1`,
+        [at],
+      );
+      return row!.n === 2;
+    };
+    await waitFor(() => beatSince(since), { message: 'both relays to beat' });
+    const [{ beaten }] = (await db.sql<{ beaten: Date }>(`select clock_timestamp() as beaten`)) as [
+      { beaten: Date },
+    ];
+    await waitFor(() => beatSince(beaten), { message: 'both relays to beat again' });
+    const [row] = await db.sql<{ concurrency: number | null }>(
+      `select concurrency from outbox_consumers where name = 'capped'`,
+    );
+    expect(row!.concurrency).toBe(4);
+  });
+});
+
 describe("the registry's limits, as heartbeats write them", () => {
   const beat = async (startedAt: Date, cap?: number) => {
     const limits =
@@ -242,7 +283,9 @@ describe("the registry's limits, as heartbeats write them", () => {
       [{ name: 'beat-spec', eventNames: ['test.lim.beat.v1'], kind: 'handler', limits }],
       startedAt,
     );
-    return (await db.sql<{ name: string }>(statement.text, statement.values)).map((r) => r.name);
+    const [row] = await db.sql<{ started_at: Date; limited: string[] }>(statement.text, statement.values);
+    expect(row!.started_at).toEqual(startedAt);
+    return row!.limited;
   };
   const concurrency = async () =>
     (

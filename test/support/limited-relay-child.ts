@@ -2,7 +2,8 @@
  * A relay process with limited consumers, for test/operating/consumer-limits.e2e-spec.ts:
  * `node -r @swc-node/register test/support/limited-relay-child.ts`. Env: DATABASE_URL, HOLD_MS (how long each
  * handler runs), BATCH_SIZE (each claim's size, default 5), NO_CAP (set: 'capped' declares no limit, as a relay of
- * an older version would), HEARTBEAT_MS (registry.heartbeatMs). Three batches at once.
+ * an older version would), HEARTBEAT_MS (registry.heartbeatMs), CLOCK_SKEW_MS (this process's clock runs that far
+ * ahead, as a host's whose clock is off). Three batches at once.
  * Each handler writes its start and end, when its claim committed (and this process's id) to `limit_probe` on a
  * connection of its own
  * (committed at once, so the
@@ -15,6 +16,12 @@ import { Pool } from 'pg';
 import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { buildApp } from './build-app';
 import { recordEffect } from './outbox-fixture';
+
+if (process.env.CLOCK_SKEW_MS) {
+  const skew = Number(process.env.CLOCK_SKEW_MS);
+  const now = Date.now.bind(Date);
+  Date.now = () => now() + skew;
+}
 
 const pool = new Pool({ connectionString: process.env.DATABASE_URL, max: 12 });
 const relay = process.pid;

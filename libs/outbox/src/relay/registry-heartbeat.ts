@@ -15,8 +15,11 @@ export class RegistryHeartbeat {
   private readonly logger = new Logger(RELAY_LOG_CONTEXT);
   /** When this instance last beat (the clock's time), or null before its first beat. */
   private last: number | null = null;
-  /** When this instance started (its relay was made): a later one's limits win in the registry. */
-  private readonly startedAt: Date;
+  /**
+   * When this instance started, by the database's clock (its first beat; null before): a later one's limits win in
+   * the registry.
+   */
+  private startedAt: Date | null = null;
 
   constructor(
     private readonly instanceId: string,
@@ -24,9 +27,7 @@ export class RegistryHeartbeat {
     private readonly registry: OutboxConsumerRegistry,
     private readonly store: OutboxStorePort,
     private readonly clock: Clock,
-  ) {
-    this.startedAt = new Date(clock.now());
-  }
+  ) {}
 
   /**
    * Records that this instance hosts its consumers now, and learns which of them the registry gives a limit —
@@ -35,8 +36,10 @@ export class RegistryHeartbeat {
   async beat(): Promise<void> {
     const consumers = this.registry.consumers();
     if (consumers.length > 0) {
-      const { instanceId, startedAt } = this;
-      this.registry.learnLimited(await this.store.heartbeat({ instanceId, startedAt, consumers }));
+      const { instanceId } = this;
+      const beat = await this.store.heartbeat({ instanceId, startedAt: this.startedAt, consumers });
+      this.startedAt = beat.startedAt;
+      this.registry.learnLimited(beat.limited);
     }
     this.last = this.clock.now();
   }

@@ -51,9 +51,13 @@ export class FakeStore implements OutboxStorePort {
     return Promise.resolve(this.scans.shift() ?? []);
   }
 
-  heartbeat(request: { instanceId: string; consumers: readonly OutboxConsumer[] }): Promise<string[]> {
+  heartbeat(request: {
+    instanceId: string;
+    startedAt: Date | null;
+    consumers: readonly OutboxConsumer[];
+  }): Promise<{ startedAt: Date; limited: string[] }> {
     this.log.push({ op: 'heartbeat', request: { consumers: request.consumers.map((c) => c.name) } });
-    return Promise.resolve([]);
+    return Promise.resolve({ startedAt: request.startedAt ?? new Date(0), limited: [] });
   }
 
   leaveRegistry(): Promise<void> {

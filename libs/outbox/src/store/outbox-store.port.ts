@@ -29,14 +29,15 @@ export interface OutboxStorePort {
    */
   promoteScheduled(request: { limit: number }): Promise<ScheduledPromotion>;
   /**
-   * Records in the persisted registry that this instance (started at `startedAt`) hosts `consumers` now, with their
-   * limits unless an instance started later set them; returns the names of `consumers` the registry gives a limit.
+   * Records in the persisted registry that this instance hosts `consumers` now, with their limits unless an instance
+   * started later set them. `startedAt`: when this instance started, as its first beat returned it (null on the first
+   * beat: now, by the database's clock). Returns that start and the names of `consumers` the registry gives a limit.
    */
   heartbeat(request: {
     instanceId: string;
-    startedAt: Date;
+    startedAt: Date | null;
     consumers: readonly OutboxConsumer[];
-  }): Promise<string[]>;
+  }): Promise<{ startedAt: Date; limited: string[] }>;
   /** Removes this instance from the registry's host lists. */
   leaveRegistry(request: { instanceId: string }): Promise<void>;
   /** Pushes back the leases of delivery rows still held by `leaseToken` (a transaction of their own). */

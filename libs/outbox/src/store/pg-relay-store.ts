@@ -90,15 +90,15 @@ export class PgRelayStore implements OutboxStorePort {
     consumers,
   }: {
     instanceId: string;
-    startedAt: Date;
+    startedAt: Date | null;
     consumers: readonly OutboxConsumer[];
-  }): Promise<string[]> {
+  }): Promise<{ startedAt: Date; limited: string[] }> {
     // under the relay's own bounds, not the role's or the database's statement_timeout
-    const rows = await this.store.relayQuery<{ name: string }>(
+    const [row] = await this.store.relayQuery<{ started_at: Date; limited: string[] }>(
       q.heartbeatConsumers(this.options.names, instanceId, consumers, startedAt),
       'heartbeat',
     );
-    return rows.map((r) => r.name);
+    return { startedAt: row!.started_at, limited: row!.limited };
   }
 
   async leaveRegistry({ instanceId }: { instanceId: string }): Promise<void> {

@@ -6,9 +6,12 @@ import { consumerLimited } from './consumer-limits';
 /**
  * Records that this instance hosts these consumers (insert or refresh), in one statement, with their limits: the
  * ones every relay's claims read. The limits are written only by an instance started (`startedAt`) no earlier than
- * the one whose limits the row holds (`limits_from`; by default, now): during a rolling deploy, the newest instances' limits hold,
- * and an older instance's beat leaves them. Returns the names of these consumers that the registry gives a limit
- * now, whoever declared it (docs/adr/1104-consumer-limits-in-the-database.md, "Amended 2026-12-06").
+ * the one whose limits the row holds (`limits_from`): during a rolling deploy, the newest instances' limits hold,
+ * and an older instance's beat leaves them. `startedAt` is null on an instance's first beat: it started now, by the
+ * database's clock — one clock for every instance, so a host whose clock is off does not pass for newer or older.
+ * Returns one row: `started_at`, the start to send in the instance's later beats, and `limited`, the names of these
+ * consumers that the registry gives a limit now, whoever declared it
+ * (docs/adr/1104-consumer-limits-in-the-database.md, "Amended 2026-12-06").
  */
 export function heartbeatConsumers(
   n: OutboxNames,
@@ -20,10 +23,11 @@ export function heartbeatConsumers(
     ordered?: boolean;
     limits?: OutboxConsumerLimits;
   }[],
-  startedAt: Date = new Date(),
+  startedAt: Date | null = null,
 ): SqlStatement {
   const newer = `(r.limits_from is null or excluded.limits_from >= r.limits_from)`;
-  const limit = (column: string) => `${column} = case when ${newer} then excluded.${column} else r.${column} end`;
+  const limit = (column: string) =>
+    `${column} = case when ${newer} then excluded.${column} else r.${column} end`;
   return {
     text: `with c as (
              select name, string_to_array(patterns, ' ') as event_patterns, kind, ordered,
@@ -36,7 +40,7 @@ export function heartbeatConsumers(
              insert into ${n.consumers} as r (name, event_patterns, kind, ordered, concurrency, tenant_concurrency,
                                               rate_limit, rate_interval_ms, rate_per_tenant, limits_from)
              select name, event_patterns, kind, ordered, concurrency, tenant_concurrency, rate_limit,
-                    rate_interval_ms, rate_per_tenant, $11::timestamptz from c
+                    rate_interval_ms, rate_per_tenant, coalesce($11::timestamptz, now()) from c
              on conflict (name) do update
                set event_patterns = excluded.event_patterns, kind = excluded.kind, ordered = excluded.ordered,
                    ${limit('concurrency')}, ${limit('tenant_concurrency')}, ${limit('rate_limit')},
@@ -48,7 +52,8 @@ export function heartbeatConsumers(
              select name, $1 from upserted
              on conflict (consumer_name, instance_id) do update set last_seen_at = now()
            )
-           select name from upserted where limited`,
+           select coalesce($11::timestamptz, now()) as started_at,
+                  array(select name from upserted where limited) as limited`,
     values: [
       instanceId,
       consumers.map((c) => c.name),
