@@ -628,6 +628,24 @@ describe('idempotency keys (dedupe)', () => {
       expect((await events()).map((e) => e.payload)).toEqual([{ v: 'theirs' }]);
     });
 
+    it("cannot read nor take another tenant's key by calling outbox_dedupe_take itself", async () => {
+      const theirs = await inTx((r) =>
+        t.outbox.enqueue(r, keyed({ key: 'theirs' }, { v: 'theirs' }, { tenantId: TENANTS[1] })),
+      );
+      const take = (windowMs: number) =>
+        asTenant(TENANT, (r) =>
+          r.query(
+            `select outbox_dedupe_take($1, $2, 'theirs', '00000000-0000-4000-8000-000000000001', $3) as holder`,
+            [TENANTS[1], NAME, windowMs],
+          ),
+        );
+      await expect(take(60_000)).rejects.toThrow(/row-level security/);
+      // an expired key of theirs is not taken over either
+      await db.sql(`update outbox_dedupe_keys set expires_at = now() - interval '1 second'`);
+      await expect(take(60_000)).rejects.toThrow(/row-level security/);
+      expect(await keys()).toEqual([{ dedupe_key: 'theirs', event_id: theirs.eventId }]);
+    });
+
     it('is refused for another tenant than the transaction names, writing nothing', async () => {
       await expect(
         asTenant(TENANT, (r) => app.outbox.enqueue(r, keyed({ key: 'x' }, {}, { tenantId: TENANTS[1] }))),
