@@ -113,6 +113,41 @@ describe('two apps in one database, each in its own schema', () => {
     expect(await registry(inBilling.consumers)).toEqual(['audit', 'billing-only']);
   });
 
+  it('keeps idempotency keys in its own schema: a free, a held and an expired key, one by one and many at once', async () => {
+    const billing = await start(BILLING, []);
+    // an event no consumer of these tests subscribes to, so the other tests' relays deliver none of them
+    const keyed = (key: string, i: number) => ({
+      tenantId: TENANT,
+      eventName: 'test.schema.keyed.v1',
+      payload: { i },
+      dedupe: { key },
+    });
+    const one = (key: string, i: number) =>
+      billing.dataSource.transaction((m) => billing.outbox.enqueue(m, keyed(key, i)));
+    const first = await one('k1', 1);
+    expect(first.outcome).toBe('written');
+    expect(await one('k1', 2)).toEqual({ eventId: first.eventId, outcome: 'ignored' });
+    const many = await billing.dataSource.transaction((m) =>
+      billing.outbox.enqueueMany(m, [keyed('k1', 3), keyed('k2', 4)]),
+    );
+    expect(many.map((o) => o.outcome)).toEqual(['ignored', 'written']);
+    await db.sql(`update ${inBilling.dedupeKeys} set expires_at = now() - interval '1 second'`);
+    const again = await one('k1', 5);
+    expect(again.outcome).toBe('written');
+    const both = await billing.dataSource.transaction((m) =>
+      billing.outbox.enqueueMany(m, [keyed('k2', 6), keyed('k3', 7)]),
+    );
+    expect(both.map((o) => o.outcome)).toEqual(['written', 'written']);
+    expect(await db.sql(`select count(*)::int n from ${inPublic.dedupeKeys}`)).toEqual([{ n: 0 }]);
+    expect(
+      await db.sql(`select dedupe_key, event_id from ${inBilling.dedupeKeys} order by dedupe_key`),
+    ).toEqual([
+      { dedupe_key: 'k1', event_id: again.eventId },
+      { dedupe_key: 'k2', event_id: both[0]!.eventId },
+      { dedupe_key: 'k3', event_id: both[1]!.eventId },
+    ]);
+  });
+
   it("leaves the other schema's events alone when its own relay is the only one running", async () => {
     const main = await start(undefined, [Audit], { enabled: true, pollIntervalMs: 100 });
     const producer = await start(BILLING, [], { enabled: false });
