@@ -452,6 +452,45 @@ describe('idempotency keys (dedupe)', () => {
       },
     );
 
+    it.each([
+      ['commits', 'one by one', true],
+      ['rolls back', 'one by one', false],
+      ['commits', 'many at once', true],
+      ['rolls back', 'many at once', false],
+    ] as const)(
+      'of an expired key: the second waits for the first takeover and, when it %s, gets its id or takes the key (%s)',
+      async (_, how, commit) => {
+        const old = await inTx((r) => t.outbox.enqueue(r, keyed({ key: 'exp' }, { by: 'old' })));
+        await db.sql(`update outbox_dedupe_keys set expires_at = now() - interval '1 second'`);
+        const a = await open();
+        const b = await open();
+        const enqueue = async (runner: QueryRunner, by: string) =>
+          how === 'one by one'
+            ? t.outbox.enqueue(runner, keyed({ key: 'exp' }, { by }))
+            : (
+                await t.outbox.enqueueMany(runner, [
+                  keyed({ key: 'exp' }, { by }),
+                  keyed({ key: `other-${by}` }),
+                ])
+              )[0]!;
+        const first = await enqueue(a.runner, 'a');
+        expect(first.outcome).toBe('written');
+        const second = enqueue(b.runner, 'b');
+        await waitFor(() => waitingOnLock(b.pid), { message: 'the second transaction to wait on the key' });
+        await finish(a.runner, commit);
+        const outcome = await within(5_000, second, 'the second enqueue');
+        await finish(b.runner, true);
+        const holder = commit ? first.eventId : outcome.eventId;
+        expect(outcome).toEqual({ eventId: holder, outcome: commit ? 'ignored' : 'written' });
+        expect(await keys()).toEqual(expect.arrayContaining([{ dedupe_key: 'exp', event_id: holder }]));
+        expect((await events()).filter((e) => e.dedupe_key === 'exp').map((e) => e.payload)).toEqual([
+          { by: 'old' },
+          { by: commit ? 'a' : 'b' },
+        ]);
+        expect(old.outcome).toBe('written');
+      },
+    );
+
     it('under REPEATABLE READ, the second fails with 40001 when the first commits a free key after its snapshot', async () => {
       const a = await open();
       const b = await open('REPEATABLE READ'); // its snapshot is taken (open's first statement)
