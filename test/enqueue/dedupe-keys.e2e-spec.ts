@@ -337,6 +337,68 @@ describe('idempotency keys (dedupe)', () => {
       expect(only!.due_in_ms).toBeCloseTo(3_600_000, -3);
     });
 
+    it('in one enqueueMany, interleaved: key-less events, a held scheduled key, a held pending key and a free key, each repeated', async () => {
+      const s = await inTx((r) =>
+        t.outbox.enqueue(r, keyed({ key: 's', mode: 'debounce' }, { s: 0 }, { delayMs: 60_000 })),
+      );
+      const p = await inTx((r) => t.outbox.enqueue(r, keyed({ key: 'p' }, { p: 0 })));
+      const outcomes = (await inTx((r) =>
+        t.outbox.enqueueMany(r, [
+          { tenantId: TENANT, eventName: NAME, payload: { u: 1 } },
+          keyed({ key: 's', mode: 'debounce' }, { s: 1 }, { delayMs: 3_600_000 }),
+          keyed({ key: 'p' }, { p: 1 }),
+          keyed({ key: 'f' }, { f: 0 }, { delayMs: 60_000 }),
+          { tenantId: TENANT, eventName: NAME, payload: { u: 2 } },
+          keyed({ key: 'p', mode: 'debounce' }, { p: 2 }, { delayMs: 60_000 }),
+          keyed({ key: 'f', mode: 'debounce' }, { f: 1 }, { delayMs: 7_200_000 }),
+          keyed({ key: 's', mode: 'replace' }, { s: 2 }),
+          keyed({ key: 'p', mode: 'replace' }, { p: 3 }),
+          keyed({ key: 'f', mode: 'replace' }, { f: 2 }),
+        ]),
+      )) as { eventId: string; outcome: string }[];
+      const f = outcomes[3]!.eventId;
+      expect(outcomes.map((o) => o.outcome)).toEqual([
+        'written',
+        'replaced',
+        'ignored',
+        'written',
+        'written',
+        'kept',
+        'replaced',
+        'replaced',
+        'replaced',
+        'replaced',
+      ]);
+      expect(outcomes.map((o) => o.eventId)).toEqual([
+        outcomes[0]!.eventId,
+        s.eventId,
+        p.eventId,
+        f,
+        outcomes[4]!.eventId,
+        p.eventId,
+        f,
+        s.eventId,
+        p.eventId,
+        f,
+      ]);
+      const rows = new Map(
+        (
+          await db.sql<{ id: string; status: string; due_in_ms: number; payload: unknown }>(
+            `select id, status, (extract(epoch from deliver_at - now()) * 1000)::float8 as due_in_ms, payload
+               from event_outbox`,
+          )
+        ).map((e) => [e.id, e]),
+      );
+      expect(rows.size).toBe(5);
+      expect(rows.get(s.eventId)).toMatchObject({ status: 'scheduled', payload: { s: 2 } });
+      expect(rows.get(s.eventId)!.due_in_ms).toBeCloseTo(3_600_000, -3);
+      expect(rows.get(p.eventId)).toMatchObject({ status: 'pending', payload: { p: 3 } });
+      expect(rows.get(f)).toMatchObject({ status: 'scheduled', payload: { f: 2 } });
+      expect(rows.get(f)!.due_in_ms).toBeCloseTo(7_200_000, -3);
+      expect(rows.get(outcomes[0]!.eventId)).toMatchObject({ status: 'pending', payload: { u: 1 } });
+      expect(rows.get(outcomes[4]!.eventId)).toMatchObject({ status: 'pending', payload: { u: 2 } });
+    });
+
     it('in one enqueueMany, a replace then a debounce of a pending event: the replace applies, the debounce keeps', async () => {
       const first = await inTx((r) => t.outbox.enqueue(r, keyed({ key: 'typing' }, { v: 0 })));
       const outcomes = await inTx((r) =>
