@@ -40,3 +40,15 @@ describe('parseBenchOptions, soak flags', () => {
     expect(parseBenchOptions(['--quick', '--minutes=3', '--hold=120']).soak.holdSeconds).toBe(120);
   });
 });
+
+describe('parseBenchOptions, peers lines', () => {
+  it('runs every peers line unless --lines names some, in their fixed order', () => {
+    expect(parseBenchOptions([]).peersLines).toEqual(['enqueue', 'drains', 'latency', 'delayed']);
+    expect(parseBenchOptions(['--lines=delayed,enqueue']).peersLines).toEqual(['enqueue', 'delayed']);
+  });
+
+  it('names the line it does not know', () => {
+    expect(() => parseBenchOptions(['--lines=delay'])).toThrow('unknown peers line delay');
+    expect(() => parseBenchOptions(['--lines='])).toThrow('unknown peers line (none named)');
+  });
+});

@@ -14,6 +14,10 @@ export const SCENARIO_NAMES = [
 ] as const;
 export type ScenarioName = (typeof SCENARIO_NAMES)[number];
 
+/** Line names of the peers scenario accepted by `--lines`. */
+export const PEERS_LINE_NAMES = ['enqueue', 'drains', 'latency', 'delayed'] as const;
+export type PeersLineName = (typeof PEERS_LINE_NAMES)[number];
+
 /** How big each scenario runs. */
 export interface BenchSizes {
   /** Timed seconds of each enqueue variant in all, in slices taken in turns with the other variants. */
@@ -98,6 +102,8 @@ export interface BenchOptions {
   json: boolean;
   /** Scenarios to run, in their fixed order. */
   scenarios: readonly ScenarioName[];
+  /** Peers: the lines to run, in their fixed order (all unless `--lines` names some). */
+  peersLines: readonly PeersLineName[];
   sizes: BenchSizes;
   soak: SoakFlags;
 }
@@ -175,6 +181,7 @@ const USAGE = `usage: npm run bench -- [--quick] [--loaded] [--json] [--only=${S
   --loaded  peers: every line idle, then again under a fixed CPU load on every core (labelled "(loaded)")
   --json    JSON summary on stdout; the readable report goes to stderr
   --only    run only the named scenarios (comma-separated); soak runs only when named
+  --lines=${PEERS_LINE_NAMES.join(',')}   peers: run only the named lines (comma-separated)
   --minutes=N   soak: minutes of load (default 30, 2 with --quick)
   --rate=N      soak: events enqueued per second (default 400)
   --hold=S      soak: hold a repeatable-read snapshot open for S seconds in the middle of the run (default 0: none)
@@ -187,6 +194,7 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
   let loaded = false;
   let json = false;
   let scenarios: ScenarioName[] = SCENARIO_NAMES.filter((n) => !ON_REQUEST.includes(n));
+  let peersLines: PeersLineName[] = [...PEERS_LINE_NAMES];
   const soak: SoakFlags = { rate: 400, minutes: null, holdSeconds: 0, outDir: 'bench-output' };
   for (const arg of argv) {
     if (arg === '--quick') quick = true;
@@ -202,6 +210,12 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
       const unknown = names.filter((n) => !(SCENARIO_NAMES as readonly string[]).includes(n));
       if (unknown.length > 0) throw new Error(`unknown scenario ${unknown.join(', ')}\n${USAGE}`);
       scenarios = SCENARIO_NAMES.filter((n) => names.includes(n));
+    } else if (arg.startsWith('--lines=')) {
+      const names = arg.slice('--lines='.length).split(',').filter(Boolean);
+      const unknown = names.filter((n) => !(PEERS_LINE_NAMES as readonly string[]).includes(n));
+      if (names.length === 0 || unknown.length > 0)
+        throw new Error(`unknown peers line ${unknown.join(', ') || '(none named)'}\n${USAGE}`);
+      peersLines = PEERS_LINE_NAMES.filter((n) => names.includes(n));
     } else throw new Error(`unknown argument "${arg}"\n${USAGE}`);
   }
   const sizes = quick ? QUICK : FULL;
@@ -212,7 +226,7 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
         `lengthen the run with --minutes or shorten the hold\n${USAGE}`,
     );
   }
-  return { quick, loaded, json, scenarios, sizes, soak };
+  return { quick, loaded, json, scenarios, peersLines, sizes, soak };
 }
 
 function positiveNumber(arg: string, expected: string): number {

@@ -16,6 +16,7 @@
 import { OUTBOX_DEFAULTS } from 'nestjs-pg-outbox';
 import { BackgroundLoad, type DutyCycle } from '../harness/background-load';
 import { RELAY_POLICY_ENV } from '../harness/bench-app';
+import type { PeersLineName } from '../harness/bench-options';
 import type { BenchScenario } from '../harness/bench-scenario';
 import { StatementStats } from '../harness/statement-stats';
 import { PEERS } from '../peers/peers';
@@ -33,7 +34,8 @@ const LOAD: DutyCycle = { busyMs: 10, idleMs: 10 };
 
 async function allLines(run: PeersRun): Promise<void> {
   const seconds: string[] = [];
-  const timed = async (what: string, lines: (run: PeersRun) => Promise<void>): Promise<void> => {
+  const timed = async (what: PeersLineName, lines: (run: PeersRun) => Promise<void>): Promise<void> => {
+    if (!run.context.options.peersLines.includes(what)) return;
     const began = Date.now();
     await lines(run);
     seconds.push(`${what} ${((Date.now() - began) / 1000).toFixed(0)} s`);
