@@ -73,6 +73,11 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
     this.wakeRelay = wake;
   }
 
+  /** Whether NOTIFYs from other instances reach this relay now: it listens, and its listener is connected. */
+  get hearing(): boolean {
+    return this.listener !== null && !this.closed;
+  }
+
   async onApplicationBootstrap(): Promise<void> {
     this.hook(this.store.dataSource());
     if (this.sides.listen) await this.listen();

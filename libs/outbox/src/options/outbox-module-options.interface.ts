@@ -59,6 +59,14 @@ export interface OutboxRelayOptions {
    */
   maxTenantsPerRound?: number;
   /**
+   * Delayed events (`deliverAt`, `delayMs`): the relay's timer for the next due one fires at most once per this
+   * many ms, so events due close together are promoted and claimed together, each up to this much later than its
+   * due time (never earlier: a promotion takes only events due by the database's clock). An event due after a
+   * quiet spell is promoted at its instant. `0`: at every due instant (the most CPU per delayed event). See
+   * docs/adr/1204-delayed-promotions-are-coalesced.md. Default: `100`.
+   */
+  scheduledCoalesceMs?: number;
+  /**
    * How relays are woken soon after a transaction that enqueued commits, instead of at their next poll. `'auto'`:
    * an instance whose relay is enabled listens, one whose relay is off (`relay.enabled: false`) notifies.
    * `'listen'`: listen only. `'notify'`: notify only. `'both'`: both. `'off'`: neither, relays find new events at

@@ -23,6 +23,7 @@ export const OUTBOX_DEFAULTS: Omit<ResolvedOutboxOptions, 'names'> = {
     roundTripTimeoutMs: 61_000,
     shutdownTimeoutMs: 10_000,
     maxTenantsPerRound: 100,
+    scheduledCoalesceMs: 100,
     wakeUps: 'auto',
     vacuumLeasesEvery: 2000,
     tenants: null,
@@ -97,6 +98,11 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions = {}): OptionsReso
   );
   report(durationProblem('relay.shutdownTimeoutMs', relay.shutdownTimeoutMs));
   report(countProblem('relay.maxTenantsPerRound', relay.maxTenantsPerRound));
+  report(
+    durationProblem('relay.scheduledCoalesceMs', relay.scheduledCoalesceMs, {
+      zero: 'promote at every due instant',
+    }),
+  );
   problems.push(...tenantWeightProblems(relay.tenantWeights));
   report(
     countProblem('relay.vacuumLeasesEvery', relay.vacuumLeasesEvery, 'leave the lease table to autovacuum'),

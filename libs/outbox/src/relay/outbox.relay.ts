@@ -113,7 +113,12 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     this.fair = policy.fairShares && !options.relay.tenants;
     this.shares = new TenantShares(options.relay, this.fair, time);
     this.heartbeats = new RegistryHeartbeat(this.instanceId, options, registry, store, time);
-    this.promoter = new ScheduledPromoter(store, () => this.wake());
+    this.promoter = new ScheduledPromoter(store, () => this.wake(), {
+      coalesceMs: options.relay.scheduledCoalesceMs,
+      pollIntervalMs: options.relay.pollIntervalMs,
+      hears: () => wakeup.hearing,
+      clock: time,
+    });
     const recorder = new OutcomeRecorder(store);
     this.newLane = () => {
       const local = new LocalBatch(
@@ -186,10 +191,10 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   /** Starts polling (done at bootstrap when `relay.enabled`). */
   start(): void {
     if (this.interval.isScheduled || this.stopping) return;
-    // tick() logs a failed round and never rejects; each poll also looks for due delayed events (a lost wake-up
-    // or a timer of a relay that stopped delays one by a poll at most)
+    // tick() logs a failed round and never rejects; a poll also looks for due delayed events when wake-ups may
+    // not reach this relay, and every RECHECK_POLLS polls (see ScheduledPromoter.requestAtPoll)
     this.interval.schedule(this.options.relay.pollIntervalMs, () => {
-      this.promoter.request();
+      this.promoter.requestAtPoll();
       void this.tick();
     });
     this.logger.log(

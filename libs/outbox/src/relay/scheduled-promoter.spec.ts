@@ -1,14 +1,25 @@
 import { FakeStore } from '../store/outbox-store.fake';
-import { PROMOTE_MAX, ScheduledPromoter } from './scheduled-promoter';
+import { PROMOTE_MAX, RECHECK_POLLS, ScheduledPromoter } from './scheduled-promoter';
 
 const A = '00000000-0000-4000-8000-00000000000a';
 
-/** A promoter on a fake store and clock; `woken` counts its timer's wake-ups. */
-function promoterOn(): { promoter: ScheduledPromoter; store: FakeStore; woken: () => number } {
+/** A promoter on a fake store and clock; `woken` counts its timer's wake-ups; `hearing` what it is told. */
+function promoterOn(coalesceMs = 0): {
+  promoter: ScheduledPromoter;
+  store: FakeStore;
+  woken: () => number;
+  hearing: { now: boolean };
+} {
   const store = new FakeStore();
   let wakes = 0;
-  const promoter = new ScheduledPromoter(store, () => void wakes++);
-  return { promoter, store, woken: () => wakes };
+  const hearing = { now: true };
+  const promoter = new ScheduledPromoter(store, () => void wakes++, {
+    coalesceMs,
+    pollIntervalMs: 1000,
+    hears: () => hearing.now,
+    clock: { now: () => Date.now() },
+  });
+  return { promoter, store, woken: () => wakes, hearing };
 }
 
 beforeEach(() => jest.useFakeTimers());
@@ -86,6 +97,71 @@ describe('ScheduledPromoter', () => {
     promoter.requestIfScheduled();
     await promoter.promoteIfRequested();
     expect(store.ops('promoteScheduled')).toHaveLength(2);
+  });
+
+  it('fires its timer at most once per coalescing window: events due meanwhile wait for its end, together', async () => {
+    const { promoter, store, woken } = promoterOn(100);
+    store.promotions.push(
+      { tenantIds: [], promoted: 0, nextDueInMs: 1_000 },
+      { tenantIds: [A], promoted: 1, nextDueInMs: 10 },
+      { tenantIds: [A], promoted: 9, nextDueInMs: 150 },
+    );
+    await promoter.promoteIfRequested();
+    // after a quiet spell, the timer fires at the due instant itself
+    jest.advanceTimersByTime(999);
+    expect(woken()).toBe(0);
+    jest.advanceTimersByTime(1);
+    expect(woken()).toBe(1);
+    await promoter.promoteIfRequested();
+    // the next is due 10 ms later: the timer waits for the end of the window its firing began
+    jest.advanceTimersByTime(99);
+    expect(woken()).toBe(1);
+    jest.advanceTimersByTime(1);
+    expect(woken()).toBe(2);
+    await promoter.promoteIfRequested();
+    // due later than the window: at its instant
+    jest.advanceTimersByTime(149);
+    expect(woken()).toBe(2);
+    jest.advanceTimersByTime(1);
+    expect(woken()).toBe(3);
+  });
+
+  it('does not hold back an event already due that another relay holds, nor the rest of a full promotion', async () => {
+    const { promoter, store, woken } = promoterOn(100);
+    store.promotions.push({ tenantIds: [], promoted: 0, nextDueInMs: 50 });
+    await promoter.promoteIfRequested();
+    jest.advanceTimersByTime(50);
+    expect(woken()).toBe(1);
+    store.promotions.push({ tenantIds: [A], promoted: PROMOTE_MAX, nextDueInMs: -10 });
+    await promoter.promoteIfRequested();
+    jest.advanceTimersByTime(0);
+    expect(woken()).toBe(2);
+    store.promotions.push({ tenantIds: [], promoted: 0, nextDueInMs: -1 });
+    await promoter.promoteIfRequested();
+    jest.advanceTimersByTime(5);
+    expect(woken()).toBe(3);
+  });
+
+  it('skips the promotion at a poll while it hears wake-ups, and rechecks every RECHECK_POLLS polls', async () => {
+    const { promoter, store, hearing } = promoterOn();
+    await promoter.promoteIfRequested();
+    for (let poll = 1; poll < RECHECK_POLLS; poll++) {
+      jest.advanceTimersByTime(1000);
+      promoter.requestAtPoll();
+      await promoter.promoteIfRequested();
+    }
+    expect(store.ops('promoteScheduled')).toHaveLength(1);
+    jest.advanceTimersByTime(1000);
+    promoter.requestAtPoll();
+    await promoter.promoteIfRequested();
+    expect(store.ops('promoteScheduled')).toHaveLength(2);
+    // its listener is down: NOTIFYs may be lost, every poll promotes
+    hearing.now = false;
+    promoter.requestAtPoll();
+    await promoter.promoteIfRequested();
+    promoter.requestAtPoll();
+    await promoter.promoteIfRequested();
+    expect(store.ops('promoteScheduled')).toHaveLength(4);
   });
 
   it('clears its timer at stop and promotes no more', async () => {
