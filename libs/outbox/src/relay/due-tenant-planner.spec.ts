@@ -117,6 +117,28 @@ describe('DueTenantPlanner', () => {
     expect(visited).toEqual([A]);
   });
 
+  it('visits the tenants a promotion made due without a scan, unless other tenants were named too', async () => {
+    const { planner: p, store, clock, round } = planner();
+    await round();
+    clock.advance(1000);
+    p.hintPromoted([A, B]);
+    expect((await round()).visits).toEqual([[due(A, { backlog: false }), due(B, { backlog: false })]]);
+    expect(store.ops('dueTenants')).toHaveLength(1);
+    // named by a wake-up as well: the round is a wake-up's, and the stale scan runs after them
+    p.hint([C]);
+    p.hintPromoted([A]);
+    expect((await round()).visits).toHaveLength(2);
+    clock.advance(1000);
+    p.hintPromoted([A]);
+    p.hint([C]);
+    expect((await round()).visits).toHaveLength(2);
+    expect(store.ops('dueTenants')).toHaveLength(3);
+    // a promotion that made nothing due leaves the round as it was: no tenant named, it scans
+    p.hintPromoted([]);
+    await round();
+    expect(store.ops('dueTenants')).toHaveLength(4);
+  });
+
   it('scans every round in which no tenant was named, however fresh the last scan', async () => {
     const { store, round } = planner();
     await round();

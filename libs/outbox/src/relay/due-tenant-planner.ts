@@ -24,6 +24,8 @@ export class DueTenantPlanner {
   private readonly backlogged = new Set<string>();
   /** Of those, the tenants wake-ups named since the round began (a lane may visit them late: `takeWoken`). */
   private readonly woken = new Set<string>();
+  /** Every tenant hinted for the next round came from a promotion of delayed events (`hintPromoted`). */
+  private promotedOnly = false;
   /** When the last `outbox_due_tenants` scan ran, and whether it listed every due tenant. */
   private lastScan = { at: 0, complete: false };
   /** The last tenant a scan listed when it listed as many as one round visits: the next scan starts after it. */
@@ -41,7 +43,20 @@ export class DueTenantPlanner {
       if (!isUuid(tenant)) continue;
       this.hinted.add(tenant.toLowerCase());
       this.woken.add(tenant.toLowerCase());
+      this.promotedOnly = false;
     }
+  }
+
+  /**
+   * The tenants a promotion of delayed events just made due (see `ScheduledPromoter`). When they are the round's
+   * only tenants, the round visits them without scanning for due tenants: a promotion timer's round is not a
+   * wake-up for other work (retries, other tenants' events are found by wake-ups naming them and the poll's scans).
+   */
+  hintPromoted(tenants: readonly string[]): void {
+    if (tenants.length === 0) return;
+    const alone = this.hinted.size === 0;
+    this.hint(tenants);
+    this.promotedOnly = alone;
   }
 
   /**
@@ -60,6 +75,7 @@ export class DueTenantPlanner {
 
   /** A batch of this tenant came back full: more is waiting, the next round can come straight back here. */
   noteFull(tenantId: string): void {
+    this.promotedOnly = false;
     this.hinted.add(tenantId);
     this.backlogged.add(tenantId);
   }
@@ -86,6 +102,8 @@ export class DueTenantPlanner {
       return false;
     }
     const hinted = this.hinted.size <= maxTenantsPerRound ? [...this.hinted] : [];
+    const promotedOnly = this.promotedOnly;
+    this.promotedOnly = false;
     const backlogged = new Set(this.backlogged);
     this.hinted.clear();
     this.backlogged.clear();
@@ -93,7 +111,9 @@ export class DueTenantPlanner {
     // the scan runs beside the named tenants' visits, on its own connection: a round never waits for one, then
     // the other, and a tenant woken meanwhile is not held up by a scan between the visits (ADR 1106, 2026-12-06)
     const scan =
-      stopping() || (hinted.length > 0 && this.scanIsFresh()) ? null : this.scan(maxTenantsPerRound);
+      stopping() || (hinted.length > 0 && (promotedOnly || this.scanIsFresh()))
+        ? null
+        : this.scan(maxTenantsPerRound);
     // its failure is the round's, once the visits are done (not an unhandled rejection meanwhile)
     scan?.catch(() => undefined);
     await visit(

@@ -361,7 +361,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
 
   private async processRound(overlap: boolean, committingAtStart: boolean): Promise<RoundRun> {
     await this.heartbeats.beatIfDue();
-    this.planner.hint(await this.promoter.promoteIfRequested());
+    this.planner.hintPromoted(await this.promoter.promoteIfRequested());
     const results: RelayRoundResult[] = [];
     const settled: Promise<void>[] = [];
     let full = false;
