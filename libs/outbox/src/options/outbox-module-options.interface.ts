@@ -63,7 +63,7 @@ export interface OutboxRelayOptions {
    * many ms, so events due close together are promoted and claimed together, each up to this much later than its
    * due time (never earlier: a promotion takes only events due by the database's clock). An event due after a
    * quiet spell is promoted at its instant. `0`: at every due instant (the most CPU per delayed event). See
-   * docs/adr/1204-delayed-promotions-are-coalesced.md. Default: `100`.
+   * docs/adr/1204-delayed-promotions-are-coalesced.md. Default: `200`.
    */
   scheduledCoalesceMs?: number;
   /**

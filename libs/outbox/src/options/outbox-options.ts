@@ -23,7 +23,7 @@ export const OUTBOX_DEFAULTS: Omit<ResolvedOutboxOptions, 'names'> = {
     roundTripTimeoutMs: 61_000,
     shutdownTimeoutMs: 10_000,
     maxTenantsPerRound: 100,
-    scheduledCoalesceMs: 100,
+    scheduledCoalesceMs: 200,
     wakeUps: 'auto',
     vacuumLeasesEvery: 2000,
     tenants: null,
