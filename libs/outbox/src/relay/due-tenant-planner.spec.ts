@@ -117,26 +117,32 @@ describe('DueTenantPlanner', () => {
     expect(visited).toEqual([A]);
   });
 
-  it('visits the tenants a promotion made due without a scan, unless other tenants were named too', async () => {
-    const { planner: p, store, clock, round } = planner();
+  it('visits the tenants a promotion made due without a scan until the last is a poll old, unless others were named too', async () => {
+    const { planner: p, store, clock, round } = planner({ pollIntervalMs: 1000 });
     await round();
-    clock.advance(1000);
+    clock.advance(999);
     p.hintPromoted([A, B]);
     expect((await round()).visits).toEqual([[due(A, { backlog: false }), due(B, { backlog: false })]]);
     expect(store.ops('dueTenants')).toHaveLength(1);
-    // named by a wake-up as well: the round is a wake-up's, and the stale scan runs after them
+    // a poll interval after the last scan: the promotion's round scans after its tenants
+    clock.advance(1);
+    p.hintPromoted([A]);
+    expect((await round()).visits).toHaveLength(2);
+    expect(store.ops('dueTenants')).toHaveLength(2);
+    // named by a wake-up as well: the round is a wake-up's, and a scan older than 100 ms runs after them
+    clock.advance(100);
     p.hint([C]);
     p.hintPromoted([A]);
     expect((await round()).visits).toHaveLength(2);
-    clock.advance(1000);
+    clock.advance(100);
     p.hintPromoted([A]);
     p.hint([C]);
     expect((await round()).visits).toHaveLength(2);
-    expect(store.ops('dueTenants')).toHaveLength(3);
+    expect(store.ops('dueTenants')).toHaveLength(4);
     // a promotion that made nothing due leaves the round as it was: no tenant named, it scans
     p.hintPromoted([]);
     await round();
-    expect(store.ops('dueTenants')).toHaveLength(4);
+    expect(store.ops('dueTenants')).toHaveLength(5);
   });
 
   it('scans every round in which no tenant was named, however fresh the last scan', async () => {

@@ -49,8 +49,9 @@ export class DueTenantPlanner {
 
   /**
    * The tenants a promotion of delayed events just made due (see `ScheduledPromoter`). When they are the round's
-   * only tenants, the round visits them without scanning for due tenants: a promotion timer's round is not a
-   * wake-up for other work (retries, other tenants' events are found by wake-ups naming them and the poll's scans).
+   * only tenants, the round visits them without scanning for due tenants unless the last scan is a poll interval
+   * old: a promotion timer's round is not a wake-up for other work (retries, other tenants' events are found by
+   * wake-ups naming them and by the scans, at least one per `relay.pollIntervalMs` while such rounds come).
    */
   hintPromoted(tenants: readonly string[]): void {
     if (tenants.length === 0) return;
@@ -111,7 +112,10 @@ export class DueTenantPlanner {
     // the scan runs beside the named tenants' visits, on its own connection: a round never waits for one, then
     // the other, and a tenant woken meanwhile is not held up by a scan between the visits (ADR 1106, 2026-12-06)
     const scan =
-      stopping() || (hinted.length > 0 && (promotedOnly || this.scanIsFresh()))
+      stopping() ||
+      (hinted.length > 0 &&
+        // a round for a promotion's tenants alone scans once the last scan is a poll interval old
+        this.scanIsFresh(promotedOnly ? this.options.relay.pollIntervalMs : FULL_SCAN_EVERY_MS))
         ? null
         : this.scan(maxTenantsPerRound);
     // its failure is the round's, once the visits are done (not an unhandled rejection meanwhile)
@@ -146,9 +150,9 @@ export class DueTenantPlanner {
     return scanned;
   }
 
-  /** True when the last scan for due tenants listed every one of them, less than FULL_SCAN_EVERY_MS ago. */
-  private scanIsFresh(): boolean {
-    return this.lastScan.complete && this.clock.now() - this.lastScan.at < FULL_SCAN_EVERY_MS;
+  /** True when the last scan for due tenants listed every one of them, less than `withinMs` ago. */
+  private scanIsFresh(withinMs: number): boolean {
+    return this.lastScan.complete && this.clock.now() - this.lastScan.at < withinMs;
   }
 
   /** The tenants from `relay.tenants`; ids that are not UUIDs are skipped with a warning. */
