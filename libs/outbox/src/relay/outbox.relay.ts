@@ -117,7 +117,6 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       coalesceMs: options.relay.scheduledCoalesceMs,
       pollIntervalMs: options.relay.pollIntervalMs,
       hears: () => wakeup.hearing,
-      clock: time,
     });
     const recorder = new OutcomeRecorder(store);
     this.newLane = () => {

@@ -22,8 +22,12 @@ export interface PromoterSettings {
   pollIntervalMs: number;
   /** Whether wake-ups from other instances reach this relay now (it listens, and its listener is connected). */
   hears: () => boolean;
-  clock: Clock;
+  /** What the windows are measured by: the process's monotonic clock unless a test gives its own. */
+  clock?: Clock;
 }
+
+/** Monotonic: a wall clock set back would otherwise hold the timer back by as much. */
+const MONOTONIC: Clock = { now: () => performance.now() };
 
 /**
  * How delayed events reach delivery on this relay instance: when asked (by a wake-up that names no tenant — an
@@ -41,17 +45,21 @@ export class ScheduledPromoter {
   private knowsScheduled = false;
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
-  /** When the timer last fired (the clock's ms), or -Infinity. */
+  /** When the timer last fired (`clock` ms), or -Infinity. */
   private firedAt = Number.NEGATIVE_INFINITY;
-  /** When the last promotion answered (the clock's ms), or -Infinity. */
+  /** When the last promotion answered (`clock` ms), or -Infinity. */
   private answeredAt = Number.NEGATIVE_INFINITY;
+
+  private readonly clock: Clock;
 
   /** @param due called when the timer fires: the relay wakes for a round (which promotes). */
   constructor(
     private readonly store: OutboxStorePort,
     private readonly due: () => void,
     private readonly settings: PromoterSettings,
-  ) {}
+  ) {
+    this.clock = settings.clock ?? MONOTONIC;
+  }
 
   /** The next round promotes due delayed events first. */
   request(): void {
@@ -72,8 +80,9 @@ export class ScheduledPromoter {
    * timer covers what it knows is scheduled and a NOTIFY naming no tenant what other instances enqueue.
    */
   requestAtPoll(): void {
-    const { hears, clock, pollIntervalMs } = this.settings;
-    if (!hears() || clock.now() - this.answeredAt >= RECHECK_POLLS * pollIntervalMs) this.requested = true;
+    const { hears, pollIntervalMs } = this.settings;
+    if (!hears() || this.clock.now() - this.answeredAt >= RECHECK_POLLS * pollIntervalMs)
+      this.requested = true;
   }
 
   /**
@@ -85,7 +94,7 @@ export class ScheduledPromoter {
     this.requested = false;
     try {
       const { tenantIds, promoted, nextDueInMs } = await this.store.promoteScheduled({ limit: PROMOTE_MAX });
-      this.answeredAt = this.settings.clock.now();
+      this.answeredAt = this.clock.now();
       if (promoted >= PROMOTE_MAX) this.arm(0);
       else if (nextDueInMs === null) this.arm(null);
       // already due, yet not promoted here: another relay's promotion holds it (or it fell due meanwhile)
@@ -115,7 +124,7 @@ export class ScheduledPromoter {
     this.timer = setTimeout(
       () => {
         this.timer = null;
-        this.firedAt = this.settings.clock.now();
+        this.firedAt = this.clock.now();
         this.request();
         this.due();
       },
