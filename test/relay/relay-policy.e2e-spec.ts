@@ -26,6 +26,7 @@ const ALL_OFF: Partial<RelayPolicy> = {
   wakeUpGapMs: 0,
   oneWrite: false,
   fairShares: false,
+  claimPositions: null,
 };
 
 /**
@@ -110,6 +111,7 @@ describe("the relay's policy", () => {
       wakeUpGapMs: 2,
       oneWrite: true,
       fairShares: true,
+      claimPositions: { fullScanMs: 60_000, settleMs: 250 },
     });
     expect(switched.app.get(OUTBOX_RELAY_POLICY, { strict: false })).toEqual(ALL_OFF);
   });

@@ -98,6 +98,18 @@ interface FanOutEvent {
   traceparent?: string | null;
 }
 
+/**
+ * What a claim of new events read about its tenant's pending events at or above the position it scanned from
+ * (`from`), in its own snapshot: the lowest and highest such `seq` (null: none), and the snapshot's `xmin` and
+ * `xmax` (transaction ids, as text). See `ClaimPositions` (store/claim-positions.ts).
+ */
+export interface PositionReading {
+  first: string | null;
+  last: string | null;
+  xmin: string;
+  xmax: string;
+}
+
 /** The one row of the fan-out statement (see `fanOutPendingEvents`). */
 export interface FanOutResult {
   /** Delivery rows leased by the claim, each with its event. */
@@ -110,6 +122,8 @@ export interface FanOutResult {
   lost: number;
   /** From the lean claim (`claimNewEvents`) when it claimed nothing and the fan-out must run instead, and why. */
   fallback?: 'routes' | 'unrouted' | 'stale' | null;
+  /** What the claim read for its tenant's claim position (`ClaimPositions`). */
+  position?: PositionReading;
 }
 
 /**

@@ -16,6 +16,7 @@ describe('relayPolicy', () => {
       wakeUpGapMs: 2,
       oneWrite: true,
       fairShares: true,
+      claimPositions: { fullScanMs: 60_000, settleMs: 250 },
     });
   });
 

@@ -24,6 +24,9 @@ import type { ResolvedOutboxOptions } from './outbox-module-options.interface';
  *   store/pipeline.ts and `sendSteps`);
  * - `fairShares`: while other tenants are due, a backlogged tenant's claims and lanes are its weighted share, and
  *   a round visits the other tenants first (ADR 1106, relay/tenant-shares.ts; `relay.tenantWeights`).
+ * - `claimPositions`: claims of new events scan from a per-tenant position in `seq` order, past the settled
+ *   events whose index entries a held snapshot keeps (a full scan every `fullScanMs`), or null: every claim scans
+ *   from the tenant's first pending entry (ADR 1206, store/claim-positions.ts and the claims' `fresh` scan).
  * Pipelining (ADR 0501/0604) and the narrowing of a failed batch (ADR 0101) are not switches: the relay's
  * round trips and its guarantees rest on them.
  */
@@ -37,6 +40,7 @@ export interface RelayPolicy {
   readonly wakeUpGapMs: number;
   readonly oneWrite: boolean;
   readonly fairShares: boolean;
+  readonly claimPositions: { readonly fullScanMs: number; readonly settleMs: number } | null;
 }
 
 /** Token of the app's `RelayPolicy` (internal: not exported by the package's index). */
@@ -49,6 +53,9 @@ export const OUTBOX_RELAY_POLICY = Symbol('OUTBOX_RELAY_POLICY');
  * has its own: two apps in one process never see each other's.
  */
 export const OUTBOX_RELAY_POLICY_SWITCHES = 'nestjs-pg-outbox:relay-policy-switches';
+
+/** How often each tenant's claim scans from its first pending entry, and how long a claim's reading waits (ADR 1206). */
+const CLAIM_POSITIONS = { fullScanMs: 60_000, settleMs: 250 };
 
 /** The wake-up pacer's gap as shipped, in ms (ADR 0606). */
 const WAKE_UP_GAP_MS = 2;
@@ -69,6 +76,7 @@ export function relayPolicy(
     wakeUpGapMs: WAKE_UP_GAP_MS,
     oneWrite: true,
     fairShares: true,
+    claimPositions: CLAIM_POSITIONS,
     ...switches,
   };
 }

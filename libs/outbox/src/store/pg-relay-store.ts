@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
 import type { DataSource, QueryRunner } from 'typeorm';
 import { fromFanOut, toClaimedDelivery, type ClaimedRow, type FanOutResult } from '../model/claimed-delivery';
 import type { DeliveryOutcome } from '../model/delivery-outcome';
@@ -8,6 +8,8 @@ import type { OutboxRelayStall } from '../model/outbox-relay-stall.interface';
 import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 import { OutboxStore } from './outbox.store';
+import { ClaimPositions } from './claim-positions';
+import { OUTBOX_RELAY_POLICY, type RelayPolicy } from '../options/relay-policy';
 import { sendCancelRequest } from './cancel-request';
 import { pgConnection } from './pipeline';
 import type {
@@ -41,10 +43,17 @@ interface DueTenantRow {
  */
 @Injectable()
 export class PgRelayStore implements OutboxStorePort {
+  /** This store's claim positions (ADR 1206), or null when the policy has none. */
+  private readonly positions: ClaimPositions | null;
+
   constructor(
     private readonly store: OutboxStore,
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
-  ) {}
+    @Optional() @Inject(OUTBOX_RELAY_POLICY) policy?: Pick<RelayPolicy, 'claimPositions'>,
+  ) {
+    const p = policy?.claimPositions;
+    this.positions = p ? new ClaimPositions(p.fullScanMs, p.settleMs) : null;
+  }
 
   get stall(): OutboxRelayStall | null {
     return this.store.stall;
@@ -140,7 +149,7 @@ export class PgRelayStore implements OutboxStorePort {
   }
 
   tenantConnection(tenantId: string): TenantConnection {
-    return new PgTenantConnection(this.store.round(tenantId), this.options, tenantId);
+    return new PgTenantConnection(this.store.round(tenantId), this.options, tenantId, this.positions);
   }
 }
 
@@ -150,6 +159,7 @@ class PgTenantConnection implements TenantConnection {
     private readonly connection: RoundConnection,
     private readonly options: ResolvedOutboxOptions,
     private readonly tenantId: string,
+    private readonly positions: ClaimPositions | null,
   ) {}
 
   get inTransaction(): boolean {
@@ -171,9 +181,11 @@ class PgTenantConnection implements TenantConnection {
     const liveWithinMs = registry.liveWithinMs;
     // a limited consumer's turn first, in a statement of its own (see lockConsumerLimits)
     const turn = request.due && limited.length > 0;
+    const sentAt = performance.now();
+    const from = this.positions?.from(tenantId, sentAt) ?? '-1';
     const statements = [
       relayContext(this.options, tenantId, { durable: false }),
-      q.newEventsStatement(names, { ...request, liveWithinMs, leaseMs }),
+      q.newEventsStatement(names, { ...request, liveWithinMs, leaseMs, from }),
       turn ? q.lockConsumerLimits(names, { tenantId, consumers: limited }) : null,
       request.due
         ? q.claimDueDeliveries(names, { tenantId, consumers: hosted, limit, leaseToken, leaseMs, limited })
@@ -182,6 +194,7 @@ class PgTenantConnection implements TenantConnection {
     const opening = request.beginBatch ? [batchContext(this.options, tenantId, leaseToken)] : null;
     const [, fanOutRows, , dueRows] = await this.connection.claim(statements, opening);
     const result = (fanOutRows![0] as FanOutResult | undefined) ?? NOTHING_FANNED_OUT;
+    if (result.position) this.positions?.record(tenantId, from, result.position, sentAt, performance.now());
     return {
       fresh: fromFanOut(result),
       due: (dueRows as (ClaimedRow & { consumer_name: string })[]).map(toClaimedDelivery),

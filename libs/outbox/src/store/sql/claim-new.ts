@@ -5,7 +5,7 @@ import { NIL_UUID } from '../../model/outbox.constants';
 import { eventPatternMatch } from './event-pattern';
 import { pausedConsumers } from './consumer-pauses';
 import { consumerLimited } from './consumer-limits';
-import { fanOutPendingEvents, type NewEventsClaim } from './fan-out';
+import { fanOutPendingEvents, notLeased, positionReading, type NewEventsClaim } from './fan-out';
 
 /**
  * The fan-out's text for the common case only (see `claimNewEvents`); its columns are the fan-out's, plus
@@ -14,8 +14,8 @@ import { fanOutPendingEvents, type NewEventsClaim } from './fan-out';
 export function claimNewText(n: OutboxNames): string {
   return `with fresh as (
     select e.id, e.seq, e.event_name from ${n.events} e
-     where e.tenant_id = $1::uuid and e.status = 'pending'
-       and e.id not in (select l.event_id from ${n.eventLeases} l where l.tenant_id = $1::uuid and l.lease_expires_at > now())
+     where e.tenant_id = $1::uuid and e.status = 'pending' and e.seq >= $7::bigint
+       and ${notLeased(n)}
      order by e.seq
      limit $2::int
        for update of e skip locked
@@ -65,7 +65,8 @@ export function claimNewText(n: OutboxNames): string {
     '{}'::uuid[] as written,
     (select count(*)::int from fresh
       where (select fallback from go) is null and not id = any(array(select event_id from leased))) as lost,
-    (select fallback from go) as fallback`;
+    (select fallback from go) as fallback,
+    ${positionReading(n, '$7')} as position`;
 }
 
 /**
@@ -82,7 +83,7 @@ export function claimNewEvents(n: OutboxNames, p: NewEventsClaim): SqlStatement 
   return {
     text: claimNewText(n),
     prepared: CLAIM_NEW_NAME,
-    values: [p.tenantId, p.limit, p.leaseToken, p.leaseMs, p.liveWithinMs, p.inProcess],
+    values: [p.tenantId, p.limit, p.leaseToken, p.leaseMs, p.liveWithinMs, p.inProcess, p.from ?? '-1'],
   };
 }
 
@@ -99,10 +100,10 @@ export function newEventsStatement(
 ): SqlStatement | null {
   if (p.newEvents === null) return null;
   if (p.newEvents === 'lean') {
-    const { tenantId, inProcess, liveWithinMs, limit, leaseToken, leaseMs } = p;
-    return claimNewEvents(n, { tenantId, inProcess, liveWithinMs, limit, leaseToken, leaseMs });
+    const { tenantId, inProcess, liveWithinMs, limit, leaseToken, leaseMs, from } = p;
+    return claimNewEvents(n, { tenantId, inProcess, liveWithinMs, limit, leaseToken, leaseMs, from });
   }
-  const { tenantId, hosted, inProcess, tenantConsumers, liveWithinMs, limit, leaseToken, leaseMs } = p;
+  const { tenantId, hosted, inProcess, tenantConsumers, liveWithinMs, limit, leaseToken, leaseMs, from } = p;
   return fanOutPendingEvents(n, {
     tenantId,
     hosted,
@@ -112,6 +113,7 @@ export function newEventsStatement(
     limit,
     leaseToken,
     leaseMs,
+    from,
   });
 }
 

@@ -4,15 +4,39 @@ import { eventPatternMatch } from './event-pattern';
 import { pausedConsumers } from './consumer-pauses';
 import { consumerLimited } from './consumer-limits';
 
+/**
+ * For a pending event `e` of a claim's scan: no live lease of it. A probe of the lease table's primary key per
+ * event the scan passes by (a claim's batch and the events leased ahead of it), not a read of the tenant's live
+ * leases into a hash: that read walks the index entries of every lease deleted within the lease's length, which a
+ * held snapshot keeps vacuum from removing (docs/adr/1206-claims-that-start-past-the-settled.md).
+ */
+export function notLeased(n: OutboxNames): string {
+  return `not exists (select 1 from ${n.eventLeases} l where l.event_id = e.id and l.lease_expires_at > now())`;
+}
+
+/**
+ * What a claim read about its tenant's pending events at or above `from` (the parameter of its position), in its
+ * snapshot: a JSON object for `ClaimPositions` (store/claim-positions.ts). Each bound is one end of the pending
+ * index over the tenant's range from the position: a few entries when the position is close.
+ */
+export function positionReading(n: OutboxNames, from: string): string {
+  const pending = `from ${n.events} p where p.tenant_id = $1::uuid and p.status = 'pending' and p.seq >= ${from}::bigint`;
+  // -1: no positions (the policy's switch off), nothing read
+  return `case when ${from}::bigint >= 0 then json_build_object(
+      'first', (select p.seq::text ${pending} order by p.seq limit 1),
+      'last', (select p.seq::text ${pending} order by p.seq desc limit 1),
+      'xmin', pg_snapshot_xmin(pg_current_snapshot())::text,
+      'xmax', pg_snapshot_xmax(pg_current_snapshot())::text) end`;
+}
+
 // The columns the fan-out needs come straight from the locked rows (the latest versions: `for update` re-checks
-// the conditions on them), not from a second read of the same rows. The live leases of the tenant are read once
-// into a hash (`not in` an uncorrelated subquery; event ids are never null): a check per event would be a scan
-// of the lease table per event in a generic plan made while that table was nearly empty.
+// the conditions on them), not from a second read of the same rows. The scan starts at the tenant's claim
+// position ($11, see ClaimPositions; 0: from the start).
 export function fanOutText(n: OutboxNames): string {
   return `with fresh as (
     select e.id, e.seq, e.event_name, e.aggregate_type, e.aggregate_id, false as started from ${n.events} e
-     where e.tenant_id = $1::uuid and e.status = 'pending'
-       and e.id not in (select l.event_id from ${n.eventLeases} l where l.tenant_id = $1::uuid and l.lease_expires_at > now())
+     where e.tenant_id = $1::uuid and e.status = 'pending' and e.seq >= $11::bigint
+       and ${notLeased(n)}
      order by e.seq
      limit $4::int
        for update of e skip locked
@@ -143,7 +167,8 @@ export function fanOutText(n: OutboxNames): string {
     ) as leases,
     array(select id from marked) as written,
     (select count(*)::int from counted c
-      where c.has_deferred and not c.id = any(array(select event_id from leased))) as lost`;
+      where c.has_deferred and not c.id = any(array(select event_id from leased))) as lost,
+    ${positionReading(n, '$11')} as position`;
 }
 
 /** What a claim of new events takes: the fan-out's, and the lean claim's (`claimNewEvents`). */
@@ -155,6 +180,11 @@ export interface NewEventsClaim {
   limit: number;
   leaseToken: string;
   leaseMs: number;
+  /**
+   * The tenant's claim position (a `seq`, decimal): the scan starts there, and the claim reads what moves it on.
+   * '0': from the start; default '-1': from the start, nothing read (no positions).
+   */
+  from?: string;
 }
 
 /**
@@ -207,6 +237,7 @@ export function fanOutPendingEvents(
       p.tenantConsumers.map((c) => c.eventNames.join(' ')),
       p.tenantConsumers.map((c) => c.ordered === true),
       p.inProcess,
+      p.from ?? '-1',
     ],
   };
 }

@@ -1,0 +1,84 @@
+import { ClaimPositions, type PositionReading } from './claim-positions';
+
+const T = 'tenant';
+
+/** A reading: pending seqs `first`..`last` (null: none), a snapshot `xmin:xmax`. */
+const read = (first: number | null, last: number | null, xmin: number, xmax: number): PositionReading => ({
+  first: first === null ? null : String(first),
+  last: last === null ? null : String(last),
+  xmin: String(xmin),
+  xmax: String(xmax),
+});
+
+describe('ClaimPositions', () => {
+  it('has a tenant it never saw scan from the start', () => {
+    expect(new ClaimPositions(60_000, 0).from(T, 0)).toBe('0');
+  });
+
+  it('moves past the highest pending seq of a claim once a later claim, every transaction of its snapshot ended', () => {
+    const p = new ClaimPositions(60_000, 0);
+    // claim 1 saw pending 10..20; transactions 100..109 were running
+    p.record(T, '0', read(10, 20, 100, 110), 0, 1);
+    expect(p.from(T, 2)).toBe('0');
+    // claim 2: 100..109 still running for all it knows (xmin 105): claim 1 not closed
+    p.record(T, '0', read(21, 30, 105, 120), 2, 3);
+    expect(p.from(T, 4)).toBe('0');
+    // claim 3: every transaction below 120 ended: claim 2 closed, and claim 1, answered before claim 2 was sent, safe
+    p.record(T, '0', read(25, 40, 120, 130), 4, 5);
+    expect(p.from(T, 6)).toBe('21');
+  });
+
+  it('never passes a pending event a claim saw, leased ones included', () => {
+    const p = new ClaimPositions(60_000, 0);
+    p.record(T, '0', read(10, 20, 100, 110), 0, 1);
+    p.record(T, '0', read(12, 30, 110, 120), 2, 3);
+    p.record(T, '0', read(12, 40, 120, 130), 4, 5);
+    expect(p.from(T, 6)).toBe('12');
+  });
+
+  it('waits settleMs between a claim and the later claim that makes it safe', () => {
+    const p = new ClaimPositions(60_000, 100);
+    p.record(T, '0', read(null, 20, 100, 110), 0, 1);
+    p.record(T, '0', read(null, 30, 110, 120), 50, 51);
+    p.record(T, '0', read(null, 30, 120, 130), 60, 61);
+    expect(p.from(T, 62)).toBe('0');
+    p.record(T, '0', read(null, 40, 130, 140), 200, 201);
+    p.record(T, '0', read(null, null, 140, 150), 210, 211);
+    // claim 4 (sent at 200) closed: the claims answered by 100 are safe, not claim 4 itself
+    expect(p.from(T, 212)).toBe('31');
+  });
+
+  it('stays put while a transaction of an old snapshot is open, however many claims come', () => {
+    const p = new ClaimPositions(60_000, 0);
+    for (let i = 0; i < 100; i++) p.record(T, '0', read(null, 10 + i, 100, 110 + i), i * 2, i * 2 + 1);
+    expect(p.from(T, 300)).toBe('0');
+    // it ends: the marks kept (the latest 64) are enough to move on
+    p.record(T, '0', read(null, null, 500, 500), 300, 301);
+    expect(p.from(T, 302)).toBe('110');
+  });
+
+  it('scans from the start every fullScanMs, and such a scan takes the position back to a pending event below it', () => {
+    const p = new ClaimPositions(1000, 0);
+    p.record(T, '0', read(null, 20, 100, 100), 0, 1);
+    p.record(T, '0', read(null, null, 101, 101), 2, 3);
+    expect(p.from(T, 4)).toBe('21');
+    // both claims scanned from the start: the period runs from the second
+    expect(p.from(T, 1001)).toBe('21');
+    expect(p.from(T, 1002)).toBe('0');
+    // the full scan finds seq 15 pending (a transaction that took its seq before it had an id, and waited)
+    p.record(T, '0', read(15, 15, 102, 102), 1002, 1003);
+    expect(p.from(T, 1004)).toBe('15');
+    // once it is settled, the position is back past what was proven; a scan from it does not restart the period
+    p.record(T, '15', read(null, null, 103, 103), 1500, 1501);
+    expect(p.from(T, 2001)).toBe('21');
+    expect(p.from(T, 2002)).toBe('0');
+  });
+
+  it('keeps tenants apart', () => {
+    const p = new ClaimPositions(60_000, 0);
+    p.record('a', '0', read(null, 20, 100, 100), 0, 1);
+    p.record('a', '0', read(null, null, 101, 101), 2, 3);
+    expect(p.from('a', 4)).toBe('21');
+    expect(p.from('b', 4)).toBe('0');
+  });
+});

@@ -1,0 +1,90 @@
+import type { PositionReading } from '../model/claimed-delivery';
+
+export type { PositionReading } from '../model/claimed-delivery';
+
+/** A claim's highest pending `seq` seen (null: none), its snapshot's `xmax`, when it was sent and answered (ms). */
+interface Mark {
+  last: bigint | null;
+  xmax: bigint;
+  sentAt: number;
+  doneAt: number;
+}
+
+interface TenantPosition {
+  from: bigint;
+  /** The highest `seq` proven: every transaction that could hold one at or below it has ended (null: none). */
+  proven: bigint | null;
+  marks: Mark[];
+  fullScanAt: number;
+}
+
+/** Marks kept per tenant while none is safe yet (dropping the oldest only makes the position advance less far). */
+const MAX_MARKS = 64;
+
+/**
+ * Per tenant, the `seq` from which this relay's claims of new events scan the pending events
+ * (docs/adr/1206-claims-that-start-past-the-settled.md): every event below it is settled, or being settled
+ * through a claim that saw it, and no transaction still open can commit a pending event below it. A claim's
+ * index scan then starts there, past the index entries of settled events that a held snapshot keeps vacuum from
+ * removing.
+ *
+ * The position never passes a pending event the claim saw (`first`, leased ones included), nor the highest
+ * pending `seq` of an earlier claim (`last`) until that claim is *safe*: a later claim `d`, sent at least
+ * `settleMs` after the earlier one's answer, has a snapshot `xmax` at or below the current snapshot's `xmin` —
+ * every transaction that had an id when `d` started has ended. `seq` values are given at insert, before the
+ * row's transaction may have an id; one waiting that long between the two (a lock wait in its insert) is caught
+ * by a full scan (`from` 0), run for each tenant every `fullScanMs`. One instance per relay store; lost on restart
+ * (the first claim of each tenant is a full scan).
+ */
+export class ClaimPositions {
+  private readonly tenants = new Map<string, TenantPosition>();
+
+  constructor(
+    private readonly fullScanMs: number,
+    private readonly settleMs: number,
+  ) {}
+
+  /** Where the next claim of `tenantId` scans from (decimal text; '0': a full scan). */
+  from(tenantId: string, now: number): string {
+    const state = this.tenants.get(tenantId);
+    if (!state || now - state.fullScanAt >= this.fullScanMs) return '0';
+    return state.from.toString();
+  }
+
+  /** Takes in what a claim that scanned from `scannedFrom`, sent at `sentAt`, read when answered at `doneAt`. */
+  record(
+    tenantId: string,
+    scannedFrom: string,
+    reading: PositionReading,
+    sentAt: number,
+    doneAt: number,
+  ): void {
+    const full = scannedFrom === '0';
+    let state = this.tenants.get(tenantId);
+    if (!state) {
+      if (!full) return;
+      state = { from: 0n, proven: null, marks: [], fullScanAt: sentAt };
+      this.tenants.set(tenantId, state);
+    }
+    if (full) state.fullScanAt = Math.max(state.fullScanAt, sentAt);
+    const last = reading.last === null ? null : BigInt(reading.last);
+    state.marks.push({ last, xmax: BigInt(reading.xmax), sentAt, doneAt });
+    state.marks.sort((a, b) => a.sentAt - b.sentAt);
+    if (state.marks.length > MAX_MARKS) state.marks.shift();
+    const xmin = BigInt(reading.xmin);
+    // the latest claim whose snapshot's transactions have all ended (this one's too, when none was running)
+    const closed = state.marks.filter((m) => m.xmax <= xmin).pop();
+    const safe = closed ? state.marks.filter((m) => m.doneAt + this.settleMs <= closed.sentAt) : [];
+    for (const m of safe)
+      if (m.last !== null && (state.proven === null || m.last > state.proven)) state.proven = m.last;
+    // the safe marks have given what they prove; the closed one stays, a later claim's earlier mark
+    state.marks = state.marks.filter((m) => !safe.includes(m));
+    const first = reading.first === null ? null : BigInt(reading.first);
+    const proven = state.proven;
+    // nothing proven: no open transaction is known not to hold a lower seq, the position stays
+    const candidate = proven === null ? null : first !== null && first <= proven ? first : proven + 1n;
+    // a full scan that finds a pending event below the position takes the position back to it
+    if (full && first !== null && first < state.from) state.from = first;
+    else if (candidate !== null && candidate > state.from) state.from = candidate;
+  }
+}

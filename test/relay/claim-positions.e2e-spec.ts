@@ -1,0 +1,150 @@
+import { randomUUID } from 'node:crypto';
+import { Injectable } from '@nestjs/common';
+import { Client } from 'pg';
+import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
+import { OUTBOX_STORE_PORT } from '../../libs/outbox/src/store/outbox-store.port';
+import type { PgRelayStore } from '../../libs/outbox/src/store/pg-relay-store';
+import type { ClaimPositions } from '../../libs/outbox/src/store/claim-positions';
+import { buildApp, type TestApp } from '../support/build-app';
+import { createTestDatabase, type TestDatabase } from '../support/test-database';
+import { enqueueIn, TENANT, truncateOutbox } from '../support/outbox-fixture';
+import { PolicySwitches } from '../support/policy-switches';
+
+const EVENT = 'test.positions.v1';
+
+@Injectable()
+class Seen {
+  readonly ids: string[] = [];
+
+  @OnOutboxEvent(EVENT, { consumer: 'positions-local' })
+  handle(event: OutboxEvent): void {
+    this.ids.push(event.eventId);
+  }
+}
+
+/**
+ * Claim positions (docs/adr/1206-claims-that-start-past-the-settled.md): a claim of new events scans from its
+ * tenant's position, past settled events. `seq` is given at insert and transactions commit in any order: an
+ * event with a lower `seq` may commit after a later one was claimed and settled. The position must not pass it.
+ * No full scan comes to the rescue here (one an hour) and a reading is safe at once (`settleMs` 0), so only the
+ * position's own rule keeps the event in reach.
+ */
+describe('claim positions', () => {
+  let db: TestDatabase;
+  let t: TestApp | undefined;
+  let other: Client | undefined;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterEach(async () => {
+    await other?.end();
+    other = undefined;
+    await t?.close();
+    t = undefined;
+    await truncateOutbox(db);
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  async function start(fullScanMs = 3_600_000): Promise<Seen> {
+    t = await buildApp({
+      url: db.url,
+      providers: [Seen],
+      imports: [PolicySwitches.of({ claimPositions: { fullScanMs, settleMs: 0 } })],
+    });
+    return t.app.get(Seen);
+  }
+
+  function position(): bigint {
+    const positions = (t!.app.get(OUTBOX_STORE_PORT) as PgRelayStore)['positions'] as ClaimPositions;
+    return BigInt(positions.from(TENANT, performance.now()));
+  }
+
+  async function seqOf(id: string): Promise<bigint> {
+    const [row] = await db.sql<{ seq: string }>(`select seq::text from event_outbox where id = $1`, [id]);
+    return BigInt(row!.seq);
+  }
+
+  /** Runs the relay until `ids` were all handled, or fails after 10 s. */
+  async function relayUntil(seen: Seen, ids: readonly string[]): Promise<void> {
+    const deadline = Date.now() + 10_000;
+    while (!ids.every((id) => seen.ids.includes(id))) {
+      if (Date.now() > deadline)
+        throw new Error(`not handled within 10 s: ${ids.filter((id) => !seen.ids.includes(id)).join(', ')}`);
+      await t!.relay.runOnce();
+    }
+  }
+
+  /**
+   * Enqueues and relays an event at a time until the position passes `seq`, or fails after 10 s. Transactions of
+   * the whole server count (another database's open transaction holds the position back too): it may take more
+   * than one claim.
+   */
+  async function relayUntilPast(seen: Seen, seq: bigint): Promise<void> {
+    const deadline = Date.now() + 10_000;
+    while (position() <= seq) {
+      if (Date.now() > deadline) throw new Error(`the position stayed at ${position()}, not past ${seq}`);
+      await relayUntil(seen, [await enqueueIn(t!, { eventName: EVENT, payload: {} })]);
+    }
+  }
+
+  it('moves past settled events once no open transaction can commit below them', async () => {
+    const seen = await start();
+    const first = await enqueueIn(t!, { eventName: EVENT, payload: {} });
+    await relayUntil(seen, [first]);
+    await relayUntilPast(seen, await seqOf(first));
+  });
+
+  it('delivers an event whose transaction commits after a later event was claimed and settled', async () => {
+    const seen = await start();
+    const warm = await enqueueIn(t!, { eventName: EVENT, payload: {} });
+    await relayUntil(seen, [warm]);
+    // a producer's transaction takes its seq now and commits last
+    other = new Client({ connectionString: db.url });
+    await other.connect();
+    const late = randomUUID();
+    await other.query('begin');
+    const inserted = await other.query<{ seq: string }>(
+      `insert into event_outbox (id, tenant_id, event_name, payload) values ($1, $2, $3, '{}'::jsonb) returning seq::text`,
+      [late, TENANT, EVENT],
+    );
+    const lateSeq = BigInt(inserted.rows[0]!.seq);
+    const later: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      later.push(await enqueueIn(t!, { eventName: EVENT, payload: { i } }));
+      await relayUntil(seen, later);
+    }
+    await t!.relay.runOnce();
+    // the position waits below the open transaction's event
+    expect(position()).toBeLessThanOrEqual(lateSeq);
+    await other.query('commit');
+    expect(lateSeq).toBeLessThan(await seqOf(later[0]!));
+    await relayUntil(seen, [late]);
+    expect(await db.sql(`select status from event_outbox where id = $1`, [late])).toEqual([
+      { status: 'published' },
+    ]);
+    // and the position moves on past them all once it is settled
+    await relayUntilPast(seen, await seqOf(later[2]!));
+  });
+
+  it('finds an event below the position in the full scan that comes every fullScanMs', async () => {
+    const seen = await start(1000);
+    const first = await enqueueIn(t!, { eventName: EVENT, payload: {} });
+    await relayUntil(seen, [first]);
+    await relayUntilPast(seen, await seqOf(first));
+    // what no rule of the position foresees (an insert that waited, without a transaction id, longer than
+    // settleMs): a pending event below it, written here with a seq of its own
+    const below = randomUUID();
+    await db.sql(
+      `insert into event_outbox (id, seq, tenant_id, event_name, payload) overriding system value
+       values ($1, $2, $3, $4, '{}'::jsonb)`,
+      [below, String(await seqOf(first)), TENANT, EVENT],
+    );
+    expect(position()).toBeGreaterThan(await seqOf(below));
+    const since = Date.now();
+    await relayUntil(seen, [below]);
+    expect(Date.now() - since).toBeLessThan(5_000);
+    expect(position()).toBe(await seqOf(below));
+  });
+});
