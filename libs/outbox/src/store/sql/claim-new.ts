@@ -39,8 +39,13 @@ export function claimNewText(n: OutboxNames): string {
                            where not r.local) then 'routes'
              when exists (select 1 from fresh f where not exists (
                             select 1 from route_sets r where r.event_name = f.event_name)) then 'unrouted'
-             when exists (select 1 from ${n.eventLeases} l join ${n.events} e on e.id = l.event_id
-                           where l.tenant_id = $1::uuid and l.lease_expires_at <= now() and e.status = 'processing')
+             -- from the tenant's processing events (none while every claim is lean), each lease probed by its key:
+             -- not from the expired entries of the lease table's index, every lease deleted since a held snapshot
+             -- began among them (offset 0 keeps the probe a subplan: docs/adr/1206-claims-that-start-past-the-settled.md)
+             when exists (select 1 from ${n.events} e
+                           where e.tenant_id = $1::uuid and e.status = 'processing'
+                             and exists (select 1 from ${n.eventLeases} l
+                                          where l.event_id = e.id and l.lease_expires_at <= now() offset 0))
                then 'stale'
            end as fallback
   ), leased as (
