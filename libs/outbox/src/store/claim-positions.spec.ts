@@ -74,6 +74,17 @@ describe('ClaimPositions', () => {
     expect(p.from(T, 2002)).toBe('0');
   });
 
+  it('forgets a tenant not claimed for two full-scan periods', () => {
+    const p = new ClaimPositions(1000, 0);
+    p.record('a', '0', read(null, 20, 100, 100), 0, 1);
+    p.record('b', '0', read(null, 20, 100, 100), 1500, 1501);
+    p.from('b', 999);
+    expect(p.size).toBe(2);
+    p.from('b', 2000);
+    expect(p.size).toBe(1);
+    expect(p.from('a', 2000)).toBe('0');
+  });
+
   it('keeps tenants apart', () => {
     const p = new ClaimPositions(60_000, 0);
     p.record('a', '0', read(null, 20, 100, 100), 0, 1);

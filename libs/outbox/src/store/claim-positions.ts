@@ -38,6 +38,8 @@ const MAX_MARKS = 64;
  */
 export class ClaimPositions {
   private readonly tenants = new Map<string, TenantPosition>();
+  /** When tenants without a claim for two periods were last dropped (their next claim is a full scan anyway). */
+  private sweptAt = 0;
 
   constructor(
     private readonly fullScanMs: number,
@@ -46,9 +48,19 @@ export class ClaimPositions {
 
   /** Where the next claim of `tenantId` scans from (decimal text; '0': a full scan). */
   from(tenantId: string, now: number): string {
+    if (now - this.sweptAt >= this.fullScanMs) {
+      this.sweptAt = now;
+      for (const [id, kept] of this.tenants)
+        if (now - kept.fullScanAt >= 2 * this.fullScanMs) this.tenants.delete(id);
+    }
     const state = this.tenants.get(tenantId);
     if (!state || now - state.fullScanAt >= this.fullScanMs) return '0';
     return state.from.toString();
+  }
+
+  /** How many tenants it keeps a position for (those claimed within the last two full-scan periods or so). */
+  get size(): number {
+    return this.tenants.size;
   }
 
   /** Takes in what a claim that scanned from `scannedFrom`, sent at `sentAt`, read when answered at `doneAt`. */
