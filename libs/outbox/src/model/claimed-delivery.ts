@@ -108,6 +108,8 @@ export interface PositionReading {
   last: string | null;
   xmin: string;
   xmax: string;
+  /** When the server's postmaster started (`pg_postmaster_start_time()`): another value, another server. */
+  server: string;
 }
 
 /** The one row of the fan-out statement (see `fanOutPendingEvents`). */

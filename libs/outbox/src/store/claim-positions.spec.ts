@@ -3,11 +3,18 @@ import { ClaimPositions, type PositionReading } from './claim-positions';
 const T = 'tenant';
 
 /** A reading: pending seqs `first`..`last` (null: none), a snapshot `xmin:xmax`. */
-const read = (first: number | null, last: number | null, xmin: number, xmax: number): PositionReading => ({
+const read = (
+  first: number | null,
+  last: number | null,
+  xmin: number,
+  xmax: number,
+  server = 'primary',
+): PositionReading => ({
   first: first === null ? null : String(first),
   last: last === null ? null : String(last),
   xmin: String(xmin),
   xmax: String(xmax),
+  server,
 });
 
 describe('ClaimPositions', () => {
@@ -83,6 +90,20 @@ describe('ClaimPositions', () => {
     p.from('b', 2000);
     expect(p.size).toBe(1);
     expect(p.from('a', 2000)).toBe('0');
+  });
+
+  it('starts over with a full scan of every tenant when the server changed (a failover, a restart)', () => {
+    const p = new ClaimPositions(60_000, 0);
+    p.record('a', '0', read(null, 20, 100, 100), 0, 1);
+    p.record('a', '0', read(null, null, 101, 101), 2, 3);
+    p.record('b', '0', read(null, 20, 100, 100), 4, 5);
+    p.record('b', '0', read(null, null, 101, 101), 6, 7);
+    expect([p.from('a', 8), p.from('b', 8)]).toEqual(['21', '21']);
+    // a promoted standby: its sequence gave 15 again, and it may have lost a settlement
+    p.record('a', '21', read(null, null, 90, 90, 'standby'), 8, 9);
+    expect([p.from('a', 10), p.from('b', 10)]).toEqual(['0', '0']);
+    p.record('a', '0', read(15, 15, 91, 91, 'standby'), 10, 11);
+    expect(p.from('a', 12)).toBe('0');
   });
 
   it('keeps tenants apart', () => {

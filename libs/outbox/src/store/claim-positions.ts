@@ -38,6 +38,8 @@ const MAX_MARKS = 64;
  */
 export class ClaimPositions {
   private readonly tenants = new Map<string, TenantPosition>();
+  /** The server the positions were read on (its postmaster's start), null before the first reading. */
+  private server: string | null = null;
   /** When tenants without a claim for two periods were last dropped (their next claim is a full scan anyway). */
   private sweptAt = 0;
 
@@ -71,6 +73,13 @@ export class ClaimPositions {
     sentAt: number,
     doneAt: number,
   ): void {
+    // Another server (a standby promoted, a restart, a restore): its sequence may give again seqs below the
+    // positions, and settlements the old one made may be lost. Every tenant starts over with a full scan.
+    if (this.server !== reading.server) {
+      if (this.server !== null) this.tenants.clear();
+      this.server = reading.server;
+      if (scannedFrom !== '0') return;
+    }
     const full = scannedFrom === '0';
     let state = this.tenants.get(tenantId);
     if (!state) {

@@ -28,7 +28,8 @@ export function positionReading(n: OutboxNames, from: string): string {
       'first', (select p.seq::text ${pending} order by p.seq limit 1),
       'last', (select p.seq::text ${pending} order by p.seq desc limit 1),
       'xmin', pg_snapshot_xmin(pg_current_snapshot())::text,
-      'xmax', pg_snapshot_xmax(pg_current_snapshot())::text) end`;
+      'xmax', pg_snapshot_xmax(pg_current_snapshot())::text,
+      'server', pg_postmaster_start_time()::text) end`;
 }
 
 // The columns the fan-out needs come straight from the locked rows (the latest versions: `for update` re-checks
