@@ -24,6 +24,6 @@ export default async function globalSetup(): Promise<void> {
   (globalThis as { __outboxTemplate__?: typeof template }).__outboxTemplate__ = template;
   console.log(
     `\n[outbox tests] PostgreSQL: ${database.embedded ? `embedded ${database.embedded.version}` : 'DATABASE_URL'}; ` +
-      `migrated template ${template.name} in ${template.tookMs} ms`,
+      `migrated template ${template.name}${template.partitioned ? ' (partitioned layout)' : ''} in ${template.tookMs} ms`,
   );
 }

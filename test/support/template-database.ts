@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { DataSource, type MigrationInterface } from 'typeorm';
+// By path, as global-setup imports the migrations: it runs outside jest's resolver
+import { partitionedLayoutSql } from '../../libs/outbox/src/maintenance/partitioning';
 
 /**
  * Where global-setup leaves the name of the migrated template database, for `createTestDatabase` in every
@@ -10,11 +12,38 @@ export const TEMPLATE_DATABASE_ENV = 'OUTBOX_TEST_TEMPLATE_DB';
 
 type Migrations = ReadonlyArray<new () => MigrationInterface>;
 
+/**
+ * `OUTBOX_TEST_PARTITIONED=1`: the template (so every spec file's database copied from it) has the partitioned layout
+ * (docs/partitioning.md), converted after the migrations as an operator would, with daily ranges from yesterday to
+ * three days ahead: the whole suite runs against it. Anything else but unset or `0` is refused.
+ */
+export const PARTITIONED_ENV = 'OUTBOX_TEST_PARTITIONED';
+
+/** Whether the run's template is partitioned (throws on a value it does not know). */
+export function partitionedTemplate(env: NodeJS.ProcessEnv = process.env): boolean {
+  const value = env[PARTITIONED_ENV]?.trim() ?? '';
+  if (value === '' || value === '0') return false;
+  if (value === '1') return true;
+  throw new Error(
+    `${PARTITIONED_ENV} must be 1 (the partitioned layout) or 0/unset (today's), got ${JSON.stringify(value)}`,
+  );
+}
+
+/** The conversion's statements, each to run on its own (none may run in a transaction). */
+export function partitionedLayoutStatements(start: Date): string[] {
+  const day = new Date(Date.UTC(start.getUTCFullYear(), start.getUTCMonth(), start.getUTCDate()));
+  return partitionedLayoutSql('public', { start: day.toISOString(), ahead: 3 })
+    .split('\n')
+    .filter((line) => line.trim() !== '' && !line.startsWith('--'));
+}
+
 /** The migrated template database of a test run. */
 export interface TemplateDatabase {
   name: string;
   /** How long creating and migrating it took. */
   tookMs: number;
+  /** Whether it has the partitioned layout (`OUTBOX_TEST_PARTITIONED=1`). */
+  partitioned: boolean;
   drop(): Promise<void>;
 }
 
@@ -72,12 +101,18 @@ export async function createTemplateDatabase(
       `drop database if exists ${name} with (force)`,
     ]);
   };
+  const partitioned = partitionedTemplate();
   try {
     await migrate(withDatabase(serverUrl, name), migrations);
+    if (partitioned)
+      await runSql(
+        withDatabase(serverUrl, name),
+        partitionedLayoutStatements(new Date(Date.now() - 86_400_000)),
+      );
     await runSql(serverUrl, [`alter database ${name} with is_template true allow_connections false`]);
   } catch (error) {
     await drop().catch(() => undefined);
     throw error;
   }
-  return { name, tookMs: Date.now() - began, drop };
+  return { name, tookMs: Date.now() - began, partitioned, drop };
 }

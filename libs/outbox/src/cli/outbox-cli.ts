@@ -2,10 +2,16 @@
 import { migrationSql, sqlHeader } from './migration-sql';
 import { outboxNames, schemaProblem } from '../model/table-names';
 import { searchIndexesSql } from '../maintenance/outbox-indexes';
+import {
+  partitionedLayoutProblem,
+  partitionedLayoutSql,
+  type PartitionedLayoutOptions,
+} from '../maintenance/partitioning';
 import { DOCTOR_USAGE, doctorCommand } from './doctor-command';
 
 const USAGE = `Usage: nestjs-pg-outbox sql [--schema <name>] [--down] [--no-transaction]
        nestjs-pg-outbox sql --search-indexes [--schema <name>]
+       nestjs-pg-outbox sql --partitioned [--width <interval>] [--ahead <n>] [--start <timestamp>] [--schema <name>]
        nestjs-pg-outbox doctor [--url <url>] [--schema <name>] [--json] [--set <threshold>=<warn>,<critical>]
 
   sql               print the up SQL of every outbox migration, in order, in one transaction
@@ -18,6 +24,11 @@ const USAGE = `Usage: nestjs-pg-outbox sql [--schema <name>] [--down] [--no-tran
                     built without blocking writes, outside a transaction; each costs every event's insert and
                     status update an index entry (docs/board.md#search)
                     (e.g. npx nestjs-pg-outbox sql --search-indexes | psql "$DATABASE_URL")
+  --partitioned     print instead the steps that convert event_outbox, outbox_deliveries and consumer_inbox to
+                    time ranges of the event id, on a live database (docs/partitioning.md): --width of a range
+                    ("1 day" by default, hours or days), --ahead ranges made ahead (3), --start of the first
+                    range (by default the first boundary a day ahead; earlier only on empty tables)
+                    (e.g. npx nestjs-pg-outbox sql --partitioned | psql -v ON_ERROR_STOP=1 "$DATABASE_URL")
 
 The public SQL ships as numbered files in node_modules/nestjs-pg-outbox/sql/ (NNNN-name.up.sql, .down.sql).
 
@@ -25,13 +36,23 @@ ${DOCTOR_USAGE}`;
 
 /** The parsed command line, or the reason it is refused. */
 type Parsed =
-  { down: boolean; transaction: boolean; searchIndexes: boolean; schema?: string } | { problem: string };
+  | {
+      down: boolean;
+      transaction: boolean;
+      searchIndexes: boolean;
+      partitioned: boolean;
+      layout: PartitionedLayoutOptions;
+      schema?: string;
+    }
+  | { problem: string };
 
 function parse(flags: readonly string[]): Parsed {
   const parsed = {
     down: false,
     transaction: true,
     searchIndexes: false,
+    partitioned: false,
+    layout: {} as PartitionedLayoutOptions,
     schema: undefined as string | undefined,
   };
   for (let i = 0; i < flags.length; i++) {
@@ -39,7 +60,14 @@ function parse(flags: readonly string[]): Parsed {
     if (flag === '--down') parsed.down = true;
     else if (flag === '--no-transaction') parsed.transaction = false;
     else if (flag === '--search-indexes') parsed.searchIndexes = true;
-    else if (flag === '--schema' || flag.startsWith('--schema=')) {
+    else if (flag === '--partitioned') parsed.partitioned = true;
+    else if (flag === '--width' || flag === '--ahead' || flag === '--start') {
+      const value = flags[++i];
+      if (value === undefined) return { problem: `${flag} needs a value after it (see --partitioned below)` };
+      if (flag === '--width') parsed.layout.width = value;
+      else if (flag === '--start') parsed.layout.start = value;
+      else parsed.layout.ahead = /^[0-9]+$/.test(value) ? Number(value) : Number.NaN;
+    } else if (flag === '--schema' || flag.startsWith('--schema=')) {
       const value = flag === '--schema' ? flags[++i] : flag.slice('--schema='.length);
       if (value === undefined)
         return { problem: '--schema needs a schema name after it, e.g. --schema outbox' };
@@ -48,8 +76,18 @@ function parse(flags: readonly string[]): Parsed {
       parsed.schema = value;
     } else return { problem: `unknown option "${flag}"` };
   }
-  if (parsed.searchIndexes && (parsed.down || !parsed.transaction))
+  if (parsed.searchIndexes && (parsed.down || !parsed.transaction || parsed.partitioned))
     return { problem: '--search-indexes takes only --schema (its statements run outside a transaction)' };
+  const layoutFlags = Object.keys(parsed.layout).length > 0;
+  if (layoutFlags && !parsed.partitioned)
+    return { problem: '--width, --ahead and --start go with --partitioned' };
+  if (parsed.partitioned && (parsed.down || !parsed.transaction))
+    return {
+      problem:
+        '--partitioned takes only --width, --ahead, --start and --schema (its steps run outside a transaction)',
+    };
+  const problem = parsed.partitioned ? partitionedLayoutProblem(parsed.layout) : null;
+  if (problem !== null) return { problem };
   return parsed;
 }
 
@@ -73,6 +111,10 @@ async function main(args: string[]): Promise<number> {
   if ('problem' in parsed) {
     process.stderr.write(`nestjs-pg-outbox: ${parsed.problem}\n\n${USAGE}`);
     return 2;
+  }
+  if (parsed.partitioned) {
+    process.stdout.write(partitionedLayoutSql(outboxNames(parsed.schema).schemaSql, parsed.layout));
+    return 0;
   }
   if (parsed.searchIndexes) {
     process.stdout.write(searchIndexesSql(outboxNames(parsed.schema).schemaSql));

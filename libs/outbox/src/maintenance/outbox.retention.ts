@@ -19,7 +19,14 @@ export interface RetentionRunResult {
   batches: number;
   /** Why the run stopped before it found fewer than `retention.batchSize` events: retention is off, or another instance purges. */
   skipped?: 'disabled' | 'locked';
+  /** Partitioned layout only (docs/partitioning.md), when not 0: ranges made ahead of now in this run. */
+  partitionsMade?: number;
+  /** Partitioned layout only, when not 0: ranges dropped whole, each with its events, deliveries and inbox rows. */
+  partitionsDropped?: number;
 }
+
+/** Calls of one maintenance function per run at most (each a statement of its own). */
+const MAX_PARTITION_STEPS = 100;
 
 /**
  * Deletes published (and `no_handlers`) events older than `retention.publishedDays`, with their delivery and
@@ -32,6 +39,11 @@ export interface RetentionRunResult {
  * One instance at a time: each batch first takes a transaction-level advisory try-lock; an instance that finds
  * it taken stops its run and leaves the work to the holder. Each batch is one short statement that skips rows
  * locked by others, so retention never waits on the relay nor holds locks for long.
+ *
+ * In the partitioned layout (docs/partitioning.md) a run first makes the ranges ahead of now, then drops each range
+ * past the cut-off in which everything is settled; the batches of deletes then cover only the ranges that could not
+ * be dropped and the default partitions. In today's layout those two steps are one cheap statement each that does
+ * nothing.
  */
 @Injectable()
 export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy {
@@ -96,7 +108,12 @@ export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy 
     const { publishedDays, batchSize } = this.options.retention;
     const result: RetentionRunResult = { deletedEvents: 0, deletedKeys: 0, batches: 0 };
     const { names } = this.options;
-    result.deletedEvents = await this.inBatches(q.purgeSettledBatch(names, publishedDays, batchSize), result);
+    await this.partitions(result);
+    if (result.skipped === undefined)
+      result.deletedEvents = await this.inBatches(
+        q.purgeSettledBatch(names, publishedDays, batchSize),
+        result,
+      );
     if (result.skipped === undefined)
       result.deletedKeys = await this.inBatches(q.purgeDedupeKeysBatch(names, batchSize), result);
     if (result.deletedKeys > 0)
@@ -111,6 +128,55 @@ export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy 
       );
     }
     return result;
+  }
+
+  /**
+   * The partitioned layout's steps: makes the ranges ahead (a step that returns -1 wants another call), then drops
+   * the settled ranges past the cut-off one at a time (-1: the tables' lock was not granted within the function's
+   * lock_timeout; the next run tries again). Counts only what was done, so today's layout adds no fields.
+   */
+  private async partitions(result: RetentionRunResult): Promise<void> {
+    const { names, retention } = this.options;
+    let made = 0;
+    for (let step = 0; step < MAX_PARTITION_STEPS && !this.stopping; step++) {
+      const [row] = await this.store.relayQuery<{ made: number | null }>(
+        q.makePartitionsStep(names),
+        'retention',
+      );
+      if (row.made === null) {
+        result.skipped = 'locked';
+        return;
+      }
+      if (row.made >= 0) {
+        made += row.made;
+        break;
+      }
+    }
+    let dropped = 0;
+    for (let step = 0; step < MAX_PARTITION_STEPS && !this.stopping; step++) {
+      const [row] = await this.store.relayQuery<{ dropped: number | null }>(
+        q.dropPartitionStep(names, retention.publishedDays),
+        'retention',
+      );
+      if (row.dropped === null) {
+        result.skipped = 'locked';
+        break;
+      }
+      if (row.dropped === -1)
+        this.logger.warn(
+          'retention could not lock the outbox tables within 500 ms to drop a settled range; it tries again at its next run',
+        );
+      if (row.dropped !== 1) break;
+      dropped++;
+    }
+    if (made > 0) {
+      result.partitionsMade = made;
+      this.logger.log(`retention made ${made} ranges of the partitioned outbox tables ahead of now`);
+    }
+    if (dropped > 0) {
+      result.partitionsDropped = dropped;
+      this.logger.log(`retention dropped ${dropped} settled ranges of the partitioned outbox tables`);
+    }
   }
 
   /**

@@ -25,6 +25,7 @@ import { OutboxOverdueScheduled1764501800000 } from './1764501800000-outbox-over
 import { OutboxDedupeKeys1764501900000 } from './1764501900000-outbox-dedupe-keys';
 import { OutboxDedupeTake1764502000000 } from './1764502000000-outbox-dedupe-take';
 import { OutboxConsumerLimitsFrom1764502050000 } from './1764502050000-outbox-consumer-limits-from';
+import { OutboxPartitionMaintenance1764502400000 } from './1764502400000-outbox-partition-maintenance';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -55,4 +56,5 @@ export const outboxMigrations = [
   OutboxDedupeKeys1764501900000,
   OutboxDedupeTake1764502000000,
   OutboxConsumerLimitsFrom1764502050000,
+  OutboxPartitionMaintenance1764502400000,
 ];

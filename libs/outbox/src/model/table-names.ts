@@ -55,6 +55,9 @@ export interface OutboxNames {
   readonly dedupeReplace: string;
   /** Retention of expired idempotency keys. */
   readonly purgeDedupeKeys: string;
+  /** The partitioned layout's maintenance: ranges made ahead, settled ranges dropped (docs/partitioning.md). */
+  readonly makePartitions: string;
+  readonly dropPartitions: string;
   readonly activity: string;
   readonly rowEstimate: string;
   readonly recordActivity: string;
@@ -119,6 +122,8 @@ export function outboxNames(schema: string = DEFAULT_OUTBOX_SCHEMA): OutboxNames
     dedupeTake: qualified('outbox_dedupe_take'),
     dedupeReplace: qualified('outbox_dedupe_replace'),
     purgeDedupeKeys: qualified('outbox_purge_dedupe_keys'),
+    makePartitions: qualified('outbox_make_partitions'),
+    dropPartitions: qualified('outbox_drop_partitions'),
     activity: qualified('outbox_activity'),
     rowEstimate: qualified('outbox_row_estimate'),
     recordActivity: qualified('outbox_record_activity'),

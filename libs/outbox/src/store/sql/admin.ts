@@ -289,6 +289,32 @@ export function purgeSettledBatch(n: OutboxNames, days: number, batchSize: numbe
 }
 
 /**
+ * One step of the partitioned layout's maintenance (migration OutboxPartitionMaintenance1764502400000), under the
+ * retention lock: the ranges it made, -1 when it wants to be called again (it widened its window), null when
+ * another instance holds the lock. 0 in the unpartitioned layout.
+ */
+export function makePartitionsStep(n: OutboxNames): SqlStatement {
+  return {
+    text: `select case when pg_try_advisory_xact_lock(hashtextextended($1, 0)) then ${n.makePartitions}() end as made`,
+    values: [n.retentionLock],
+  };
+}
+
+/**
+ * Drops the oldest range of the partitioned layout published over `days` ago in which everything is settled, under
+ * the retention lock: 1 when it dropped one, 0 when none can be, -1 when the tables' lock was not granted in time,
+ * null when another instance holds the retention lock. 0 in the unpartitioned layout.
+ */
+export function dropPartitionStep(n: OutboxNames, days: number): SqlStatement {
+  return {
+    text: `select case when pg_try_advisory_xact_lock(hashtextextended($1, 0))
+                       then ${n.dropPartitions}(now() - $2::float8 * interval '1 day')
+                  end as dropped`,
+    values: [n.retentionLock, days],
+  };
+}
+
+/**
  * One batch of retention of expired idempotency keys (migration OutboxDedupeKeys1764501900000), under the same
  * advisory try-lock as the events' batches: null when another instance holds it.
  */
