@@ -50,6 +50,8 @@ drop function if exists public.outbox_partition_prepare(interval, integer, times
 
 drop function if exists public.outbox_create_range(regclass, timestamptz, interval);
 
+drop function if exists public.outbox_history_ranges();
+
 drop function if exists public.outbox_partition_ranges(regclass);
 
 drop function if exists public.outbox_uuid_time(uuid);

@@ -19,10 +19,11 @@ create function public.outbox_partition_ranges(parent regclass)
       returns table (part regclass, lo uuid, hi uuid)
       language sql stable set search_path = pg_catalog, public as $$
         select c.oid::regclass,
-               substring(pg_get_expr(c.relpartbound, c.oid) from 'FROM \(''([0-9a-f-]+)''\)')::uuid,
-               substring(pg_get_expr(c.relpartbound, c.oid) from 'TO \(''([0-9a-f-]+)''\)')::uuid
-          from pg_inherits i join pg_class c on c.oid = i.inhrelid
-         where i.inhparent = parent and pg_get_expr(c.relpartbound, c.oid) <> 'DEFAULT'
+               substring(x.bound from 'FROM \(''([0-9a-f-]+)''\)')::uuid,
+               substring(x.bound from 'TO \(''([0-9a-f-]+)''\)')::uuid
+          from pg_inherits i join pg_class c on c.oid = i.inhrelid,
+               lateral (select pg_get_expr(c.relpartbound, c.oid) as bound offset 0) x
+         where i.inhparent = parent and x.bound <> 'DEFAULT'
          order by 2
       $$;
 
@@ -41,6 +42,17 @@ create function public.outbox_create_range(parent regclass, lo timestamptz, widt
       end $$;
 
 revoke all on function public.outbox_create_range(regclass, timestamptz, interval) from public;
+
+create function public.outbox_history_ranges()
+      returns table (events regclass, deliveries regclass, inbox regclass, lo uuid, hi uuid)
+      language sql stable set search_path = pg_catalog, public as $$
+        with e as materialized (select * from public.outbox_partition_ranges('public.event_outbox')),
+             d as materialized (select * from public.outbox_partition_ranges('public.outbox_deliveries')),
+             i as materialized (select * from public.outbox_partition_ranges('public.consumer_inbox'))
+        select e.part, d.part, i.part, e.lo, e.hi
+          from e join d on d.lo = e.lo and d.hi = e.hi join i on i.lo = e.lo and i.hi = e.hi
+         order by e.lo
+      $$;
 
 create function public.outbox_partition_prepare(width interval, ahead integer, start_at timestamptz default null)
       returns text
@@ -306,12 +318,9 @@ create function public.outbox_drop_partitions(older_than timestamptz) returns in
             using errcode = '22023';
         end if;
         if not exists (select 1 from public.outbox_partitioning where converted_at is not null) then return 0; end if;
-        for r in select e.part as events, d.part as deliveries, i.part as inbox
-                   from public.outbox_partition_ranges('public.event_outbox') e
-                   join public.outbox_partition_ranges('public.outbox_deliveries') d on d.lo = e.lo and d.hi = e.hi
-                   join public.outbox_partition_ranges('public.consumer_inbox') i on i.lo = e.lo and i.hi = e.hi
-                  where e.hi <= public.outbox_uuid_at(older_than)
-                  order by e.lo loop
+        for r in select h.events, h.deliveries, h.inbox from public.outbox_history_ranges() h
+                  where h.hi <= public.outbox_uuid_at(older_than)
+                  order by h.lo loop
           -- checked first without a lock (nothing to do: no lock), then again under it
           continue when not public.outbox_range_settled(r.events, r.deliveries, r.inbox, older_than);
           begin
@@ -333,6 +342,7 @@ create or replace function public.outbox_purge_settled(older_than timestamptz, m
       declare
         deleted integer;
         total integer := 0;
+        due boolean;
         r record;
       begin
         if older_than is null or older_than > now() - interval '1 hour' then
@@ -366,15 +376,17 @@ create or replace function public.outbox_purge_settled(older_than timestamptz, m
         -- drop) and in the default partitions; in a younger range, only rows settled a width before the cut-off,
         -- which no UUIDv7 id made at enqueue can be (its range would be past the cut-off): such a range is dropped
         -- whole once it is past the cut-off, not deleted row by row before
-        for r in select e.part as events, d.part as deliveries, i.part as inbox,
-                        case when e.hi <= public.outbox_uuid_at(older_than) then older_than
+        for r in select h.events, h.deliveries, h.inbox,
+                        case when h.hi <= public.outbox_uuid_at(older_than) then older_than
                              else older_than - (select width from public.outbox_partitioning) end as cut_off
-                   from public.outbox_partition_ranges('public.event_outbox') e
-                   join public.outbox_partition_ranges('public.outbox_deliveries') d on d.lo = e.lo and d.hi = e.hi
-                   join public.outbox_partition_ranges('public.consumer_inbox') i on i.lo = e.lo and i.hi = e.hi
+                   from public.outbox_history_ranges() h
                  union all
                  select 'public.event_outbox_default'::regclass, 'public.outbox_deliveries_default'::regclass,
                         'public.consumer_inbox_default'::regclass, older_than loop
+          -- one probe of the range's settled index first: most ranges have nothing to delete
+          execute format('select exists (select 1 from %s where status in (''published'', ''no_handlers'') and published_at < $1)',
+                         r.events) into due using r.cut_off;
+          continue when not due;
           execute format('
             with doomed as (
               select id, tenant_id from %1$s

@@ -46,10 +46,11 @@ export class OutboxPartitionMaintenance1764502400000 implements MigrationInterfa
       returns table (part regclass, lo uuid, hi uuid)
       language sql stable set search_path = pg_catalog, public as $$
         select c.oid::regclass,
-               substring(pg_get_expr(c.relpartbound, c.oid) from 'FROM \\(''([0-9a-f-]+)''\\)')::uuid,
-               substring(pg_get_expr(c.relpartbound, c.oid) from 'TO \\(''([0-9a-f-]+)''\\)')::uuid
-          from pg_inherits i join pg_class c on c.oid = i.inhrelid
-         where i.inhparent = parent and pg_get_expr(c.relpartbound, c.oid) <> 'DEFAULT'
+               substring(x.bound from 'FROM \\(''([0-9a-f-]+)''\\)')::uuid,
+               substring(x.bound from 'TO \\(''([0-9a-f-]+)''\\)')::uuid
+          from pg_inherits i join pg_class c on c.oid = i.inhrelid,
+               lateral (select pg_get_expr(c.relpartbound, c.oid) as bound offset 0) x
+         where i.inhparent = parent and x.bound <> 'DEFAULT'
          order by 2
       $$`);
     await q.query(`
@@ -67,6 +68,17 @@ export class OutboxPartitionMaintenance1764502400000 implements MigrationInterfa
                        parent, public.outbox_uuid_at(lo), public.outbox_uuid_at(lo + width));
       end $$`);
     await q.query(`revoke all on function public.outbox_create_range(regclass, timestamptz, interval) from public`);
+    await q.query(`
+      create function public.outbox_history_ranges()
+      returns table (events regclass, deliveries regclass, inbox regclass, lo uuid, hi uuid)
+      language sql stable set search_path = pg_catalog, public as $$
+        with e as materialized (select * from public.outbox_partition_ranges('public.event_outbox')),
+             d as materialized (select * from public.outbox_partition_ranges('public.outbox_deliveries')),
+             i as materialized (select * from public.outbox_partition_ranges('public.consumer_inbox'))
+        select e.part, d.part, i.part, e.lo, e.hi
+          from e join d on d.lo = e.lo and d.hi = e.hi join i on i.lo = e.lo and i.hi = e.hi
+         order by e.lo
+      $$`);
     await q.query(`
       create function public.outbox_partition_prepare(width interval, ahead integer, start_at timestamptz default null)
       returns text
@@ -328,12 +340,9 @@ export class OutboxPartitionMaintenance1764502400000 implements MigrationInterfa
             using errcode = '22023';
         end if;
         if not exists (select 1 from public.outbox_partitioning where converted_at is not null) then return 0; end if;
-        for r in select e.part as events, d.part as deliveries, i.part as inbox
-                   from public.outbox_partition_ranges('public.event_outbox') e
-                   join public.outbox_partition_ranges('public.outbox_deliveries') d on d.lo = e.lo and d.hi = e.hi
-                   join public.outbox_partition_ranges('public.consumer_inbox') i on i.lo = e.lo and i.hi = e.hi
-                  where e.hi <= public.outbox_uuid_at(older_than)
-                  order by e.lo loop
+        for r in select h.events, h.deliveries, h.inbox from public.outbox_history_ranges() h
+                  where h.hi <= public.outbox_uuid_at(older_than)
+                  order by h.lo loop
           -- checked first without a lock (nothing to do: no lock), then again under it
           continue when not public.outbox_range_settled(r.events, r.deliveries, r.inbox, older_than);
           begin
@@ -354,6 +363,7 @@ export class OutboxPartitionMaintenance1764502400000 implements MigrationInterfa
       declare
         deleted integer;
         total integer := 0;
+        due boolean;
         r record;
       begin
         if older_than is null or older_than > now() - interval '1 hour' then
@@ -370,15 +380,17 @@ export class OutboxPartitionMaintenance1764502400000 implements MigrationInterfa
         -- drop) and in the default partitions; in a younger range, only rows settled a width before the cut-off,
         -- which no UUIDv7 id made at enqueue can be (its range would be past the cut-off): such a range is dropped
         -- whole once it is past the cut-off, not deleted row by row before
-        for r in select e.part as events, d.part as deliveries, i.part as inbox,
-                        case when e.hi <= public.outbox_uuid_at(older_than) then older_than
+        for r in select h.events, h.deliveries, h.inbox,
+                        case when h.hi <= public.outbox_uuid_at(older_than) then older_than
                              else older_than - (select width from public.outbox_partitioning) end as cut_off
-                   from public.outbox_partition_ranges('public.event_outbox') e
-                   join public.outbox_partition_ranges('public.outbox_deliveries') d on d.lo = e.lo and d.hi = e.hi
-                   join public.outbox_partition_ranges('public.consumer_inbox') i on i.lo = e.lo and i.hi = e.hi
+                   from public.outbox_history_ranges() h
                  union all
                  select 'public.event_outbox_default'::regclass, 'public.outbox_deliveries_default'::regclass,
                         'public.consumer_inbox_default'::regclass, older_than loop
+          -- one probe of the range's settled index first: most ranges have nothing to delete
+          execute format('select exists (select 1 from %s where status in (''published'', ''no_handlers'') and published_at < $1)',
+                         r.events) into due using r.cut_off;
+          continue when not due;
           execute format('
             with doomed as (
               select id, tenant_id from %1$s
@@ -418,6 +430,7 @@ export class OutboxPartitionMaintenance1764502400000 implements MigrationInterfa
     await q.query(`drop function if exists public.outbox_partition_tables()`);
     await q.query(`drop function if exists public.outbox_partition_prepare(interval, integer, timestamptz)`);
     await q.query(`drop function if exists public.outbox_create_range(regclass, timestamptz, interval)`);
+    await q.query(`drop function if exists public.outbox_history_ranges()`);
     await q.query(`drop function if exists public.outbox_partition_ranges(regclass)`);
     await q.query(`drop function if exists public.outbox_uuid_time(uuid)`);
     await q.query(`drop function if exists public.outbox_uuid_at(timestamptz)`);

@@ -1,0 +1,182 @@
+/**
+ * `node --conditions=@nestjs-pg-outbox/source -r @swc-node/register bench/decisions/partitioned-claim.ts`
+ *
+ * What the partitioned layout (ADR 1207) costs the claims, and whether that cost grows with the ranges kept. Three
+ * databases side by side on one server: today's layout; partitioned by days with 8 ranges (4 days back, 3 ahead);
+ * partitioned by hours with 100 ranges (96 hours back, 3 ahead). Each holds EVENTS (default 20,000) pending events of
+ * one tenant made now (UUIDv7 ids: today's range), two live consumers, and as many due deliveries of a third. Each
+ * statement as the relay sends it, as a named statement (generic plan after five runs), in turns, RUNS (default 300)
+ * times each, each run in a transaction rolled back: the fan-out (100 events), the lean claim (100 events), the due
+ * claim (100 deliveries), one retention batch (nothing to purge) and the partition drop step (nothing to drop).
+ * Median and p90 in µs, client-side (one connection per database, loopback); then how many partitions each claim's
+ * plan names.
+ */
+import { Client } from 'pg';
+import { outboxNames } from '../../libs/outbox/src/model/table-names';
+import {
+  claimDueDeliveries,
+  claimNewEvents,
+  fanOutPendingEvents,
+  type SqlStatement,
+} from '../../libs/outbox/src/store/sql';
+import { dropPartitionStep, purgeSettledBatch } from '../../libs/outbox/src/store/sql/admin';
+import { partitionedLayoutSql } from '../../libs/outbox/src/maintenance/partitioning';
+import { BenchDatabase } from '../harness/bench-database';
+import { percentile } from '../harness/stats';
+import { exitWhenDone, heading, openDecisionDatabase, print } from './decision-server';
+
+const EVENTS = Number(process.env.EVENTS ?? 20_000);
+const RUNS = Number(process.env.RUNS ?? 300);
+const TENANT = '7d3f0a52-61c2-4d0e-9b1a-2f4c5e6d7a8b';
+const NIL = '00000000-0000-0000-0000-000000000000';
+const names = outboxNames();
+
+const LAYOUTS = {
+  'today’s tables': null,
+  'days, 8 ranges': { width: '1 day', back: 4 * 86_400_000 },
+  'hours, 100 ranges': { width: '1 hour', back: 96 * 3_600_000 },
+} as const;
+type Layout = keyof typeof LAYOUTS;
+
+async function prepare(db: BenchDatabase, layout: Layout): Promise<void> {
+  const partitioned = LAYOUTS[layout];
+  if (partitioned !== null) {
+    const start = new Date(Date.now() - partitioned.back);
+    start.setUTCMinutes(0, 0, 0);
+    const statements = partitionedLayoutSql('public', {
+      width: partitioned.width,
+      ahead: 3,
+      start: start.toISOString(),
+    })
+      .split('\n')
+      .filter((line) => line.trim() !== '' && !line.startsWith('--'));
+    for (const statement of statements) await db.sql(statement);
+  }
+  await db.sql(
+    `insert into outbox_consumers (name, event_patterns) values ('bench.a', '{bench.part.v1}'), ('bench.b', '{bench.part.v1}')`,
+  );
+  await db.sql(
+    `insert into event_outbox (id, tenant_id, event_name, payload, status)
+     select (lpad(to_hex(floor(extract(epoch from clock_timestamp()) * 1000)::bigint), 12, '0') || '7' ||
+             substr(md5(g::text), 1, 3) || '8' || substr(md5(g::text), 4, 15))::uuid,
+            $1::uuid, 'bench.part.v1', '{}', 'pending' from generate_series(1, $2::int) g`,
+    [TENANT, EVENTS],
+  );
+  await db.sql(
+    `insert into outbox_deliveries (event_id, tenant_id, consumer_name, event_seq, status)
+     select id, tenant_id, 'bench.due', seq, 'pending' from event_outbox`,
+  );
+  await db.sql('analyze');
+}
+
+async function timeOnce(client: Client, name: string, statement: SqlStatement): Promise<number> {
+  await client.query('begin');
+  const started = performance.now();
+  await client.query({ name, text: statement.text, values: statement.values as unknown[] });
+  const elapsed = performance.now() - started;
+  await client.query('rollback');
+  return elapsed * 1000;
+}
+
+/** How many distinct partitions (or tables) of the three histories the statement's generic plan names. */
+async function partitionsInPlan(client: Client, name: string, statement: SqlStatement): Promise<number> {
+  await client.query('begin');
+  await client.query(`set local plan_cache_mode = force_generic_plan`);
+  await client.query({ text: `prepare plan_probe_${name} as ${statement.text}` });
+  const literal = (v: unknown): string =>
+    v === null || v === undefined
+      ? 'null'
+      : Array.isArray(v)
+        ? client.escapeLiteral(`{${(v as unknown[]).map((x) => JSON.stringify(x)).join(',')}}`)
+        : typeof v === 'number'
+          ? String(v)
+          : client.escapeLiteral(typeof v === 'string' ? v : JSON.stringify(v));
+  const args = (statement.values as unknown[]).map(literal).join(', ');
+  const rows = await client.query<{ 'QUERY PLAN': string }>(
+    `explain (analyze, costs off, timing off, summary off) execute plan_probe_${name}(${args})`,
+  );
+  await client.query('rollback');
+  const scanned = new Set<string>();
+  for (const row of rows.rows) {
+    const line = row['QUERY PLAN'];
+    if (/never executed/.test(line)) continue;
+    const m = /on ((event_outbox|outbox_deliveries|consumer_inbox)\w*)/.exec(line);
+    if (m) scanned.add(m[1]!);
+  }
+  return scanned.size;
+}
+
+async function main(): Promise<void> {
+  const { db: first, serverVersion, close } = await openDecisionDatabase();
+  const dbs = new Map<Layout, BenchDatabase>();
+  const clients = new Map<Layout, Client>();
+  try {
+    heading('partitioned-claim: the claims on today’s tables and on 8 and 100 ranges', serverVersion);
+    const layouts = Object.keys(LAYOUTS) as Layout[];
+    for (const layout of layouts) {
+      const db = dbs.size === 0 ? first : await BenchDatabase.create(first.url);
+      dbs.set(layout, db);
+      await prepare(db, layout);
+      const client = new Client({ connectionString: db.url });
+      await client.connect();
+      clients.set(layout, client);
+    }
+    print(
+      `  ${EVENTS.toLocaleString('en-US')} pending events and due deliveries of one tenant; ${RUNS} runs each`,
+    );
+    const claim = { tenantId: TENANT, liveWithinMs: 60_000, limit: 100, leaseToken: NIL, leaseMs: 30_000 };
+    const statements: Record<string, SqlStatement> = {
+      'fan-out (100 events)': fanOutPendingEvents(names, {
+        ...claim,
+        inProcess: ['bench.a'],
+        hosted: ['bench.a', 'bench.b'],
+        tenantConsumers: [],
+      }),
+      'lean claim (100 events)': claimNewEvents(names, { ...claim, inProcess: ['bench.a', 'bench.b'] }),
+      'due claim (100 deliveries)': claimDueDeliveries(names, {
+        tenantId: TENANT,
+        consumers: ['bench.due'],
+        limit: 100,
+        leaseToken: NIL,
+        leaseMs: 30_000,
+      }),
+      'retention batch (none due)': purgeSettledBatch(names, 7, 1000),
+      'partition drop step (none)': dropPartitionStep(names, 7),
+    };
+    for (const [label, statement] of Object.entries(statements)) {
+      const times = new Map<Layout, number[]>(layouts.map((l) => [l, []]));
+      for (let i = 0; i < RUNS; i++)
+        for (const layout of i % 2 === 0 ? layouts : [...layouts].reverse()) {
+          const elapsed = await timeOnce(clients.get(layout)!, label, statement);
+          if (i >= 10) times.get(layout)!.push(elapsed);
+        }
+      print(`  ${label}`);
+      const base = percentile(
+        [...times.get(layouts[0]!)!].sort((a, b) => a - b),
+        50,
+      );
+      for (const [layout, runs] of times) {
+        const sorted = [...runs].sort((a, b) => a - b);
+        const m = percentile(sorted, 50);
+        print(
+          `    ${layout.padEnd(20)} median ${m.toFixed(0).padStart(6)} µs, p90 ${percentile(sorted, 90).toFixed(0).padStart(6)} µs (${(m / base).toFixed(2)}×)`,
+        );
+      }
+    }
+    print('  partitions (or tables) of the histories that the generic plan scans');
+    for (const [label, statement] of Object.entries(statements).slice(0, 3)) {
+      const counts: string[] = [];
+      for (const layout of layouts)
+        counts.push(
+          `${layout}: ${await partitionsInPlan(clients.get(layout)!, label.replace(/\W+/g, '_'), statement)}`,
+        );
+      print(`    ${label.padEnd(28)} ${counts.join(', ')}`);
+    }
+  } finally {
+    for (const client of clients.values()) await client.end();
+    for (const db of dbs.values()) if (db !== first) await db.drop().catch(() => undefined);
+    await close();
+  }
+}
+
+exitWhenDone(main());
