@@ -174,7 +174,8 @@ describe('migrations', () => {
     // nothing in the schema names public: no table, function body, search path or grant was left behind
     expect(JSON.stringify(expected)).not.toMatch(/\bpublic\b/);
 
-    const inPublic = track(await createTestDatabase());
+    // migrated, not the template's copy (partitioned with OUTBOX_TEST_PARTITIONED=1)
+    const inPublic = track(await createTestDatabase([], MIGRATED));
     const { schemaAcl: _, ...publicSnapshot } = await catalogSnapshot(inPublic);
     expect(await asIfPublic(byClasses, SCHEMA)).toEqual(publicSnapshot);
     // and nothing of the outbox in public
