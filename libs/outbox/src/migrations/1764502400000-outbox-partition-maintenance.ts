@@ -7,16 +7,21 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  *
  * - `outbox_partitioning`: one row once a conversion is prepared: the width of a range, how many ranges are made
  *   ahead, and the window of ranges that the default partitions' check constraint `outbox_window` excludes.
- * - `outbox_uuid_at(t)`: the smallest UUIDv7 of the millisecond of `t` (ADR 0607): a range bound.
- * - `outbox_partition_ranges(parent)`: the range partitions of a table, with their bounds.
+ * - `outbox_uuid_at(t)`: the smallest UUIDv7 of the millisecond of `t` (ADR 0607): a range bound;
+ *   `outbox_uuid_time(u)` the other way.
+ * - `outbox_partition_ranges(parent)`: the range partitions of a table, with their bounds;
+ *   `outbox_history_ranges()` the three tables' partitions of each range; `outbox_create_range` makes one.
  * - `outbox_partition_prepare(width, ahead, start_at)` and `outbox_partition_tables()`: the two steps of the
  *   conversion, run by the tables' owner (the CLI prints them with the statements that go between them).
  * - `outbox_make_partitions()`: the relay's maintenance, makes the ranges `ahead` of now (widening the window
  *   first when it must, one step per call: it returns -1 when it wants to be called again).
  * - `outbox_drop_partitions(older_than)`: retention, drops the oldest range past `older_than` in which everything
  *   is settled (1), or finds none (0), or could not take the lock in time (-1).
+ * - `outbox_range_settled(…)`: whether nothing is left to do in a range (a probe of a partial index per check).
  * - `outbox_purge_settled`: in the partitioned layout, row deletes only in ranges past the cut-off that could not
- *   be dropped and in the default partitions; unchanged otherwise. Down restores OutboxPurgeRelayInbox1764500800000's.
+ *   be dropped and in the default partitions (in a younger range, only rows settled a width before the cut-off,
+ *   which no UUIDv7 id made at enqueue can be); unchanged otherwise. Down restores
+ *   OutboxPurgeRelayInbox1764500800000's, and refuses on a converted database.
  *
  * The SECURITY DEFINER functions run as the migrating role, which owns the tables (creating and dropping
  * partitions needs it); `outbox_relay` may execute the maintenance ones.
