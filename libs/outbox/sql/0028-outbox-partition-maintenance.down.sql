@@ -1,4 +1,4 @@
--- nestjs-pg-outbox migration 0026-outbox-partition-maintenance (down), recorded from the TypeORM class OutboxPartitionMaintenance1764502400000. Do not edit.
+-- nestjs-pg-outbox migration 0028-outbox-partition-maintenance (down), recorded from the TypeORM class OutboxPartitionMaintenance1764502400000. Do not edit.
 do $$ begin
         if exists (select 1 from public.outbox_partitioning where converted_at is not null) then
           raise exception 'the outbox tables are partitioned (outbox_partitioning); this migration cannot be reverted on them'

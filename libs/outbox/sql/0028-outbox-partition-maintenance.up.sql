@@ -1,4 +1,4 @@
--- nestjs-pg-outbox migration 0026-outbox-partition-maintenance (up), recorded from the TypeORM class OutboxPartitionMaintenance1764502400000. Do not edit.
+-- nestjs-pg-outbox migration 0028-outbox-partition-maintenance (up), recorded from the TypeORM class OutboxPartitionMaintenance1764502400000. Do not edit.
 create table public.outbox_partitioning (
         one boolean primary key default true check (one),
         width interval not null,
