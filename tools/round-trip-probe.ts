@@ -80,10 +80,24 @@ export class RoundTripProbe {
         this.inFlight.set(client, (this.inFlight.get(client) ?? 1) - 1);
       };
       const result = query(...args);
-      if (result && typeof (result as Promise<unknown>).then === 'function')
-        (result as Promise<unknown>).then(done, done);
-      else done();
+      whenAnswered(result, done);
       return result;
     };
   }
+}
+
+/**
+ * Calls `done` once a `query` of pg's client is answered: its promise, or, for a query given as pg's own `Query`
+ * object (as the relay sends its statements), its callback; at once for anything else.
+ */
+export function whenAnswered(result: unknown, done: () => void): void {
+  const sent = result as { then?: unknown; callback?: (...answer: unknown[]) => void } | undefined;
+  if (typeof sent?.then === 'function') (result as Promise<unknown>).then(done, done);
+  else if (typeof sent?.callback === 'function') {
+    const answered = sent.callback;
+    sent.callback = (...answer: unknown[]) => {
+      done();
+      answered(...answer);
+    };
+  } else done();
 }

@@ -46,6 +46,7 @@ import { NotifyRelay, RAW_NOTIFY_CHANNEL } from '../raw/notify-relay';
 import { notify } from '../raw/raw.queries';
 import { RawSession } from '../raw/raw-session';
 import { compare, heading, inTurns, openDecisionDatabase, print } from './decision-server';
+import { whenAnswered } from '../../tools/round-trip-probe';
 
 const RATE = Number(process.env.RATE ?? 100);
 const SECONDS = Number(process.env.SECONDS ?? 20);
@@ -150,9 +151,7 @@ function countQueries(): Counts {
     inFlight.set(this, busy + 1);
     const done = (): void => void inFlight.set(this, (inFlight.get(this) ?? 1) - 1);
     const result = original.apply(this, args);
-    if (result && typeof (result as Promise<unknown>).then === 'function')
-      (result as Promise<unknown>).then(done, done);
-    else done();
+    whenAnswered(result, done);
     return result;
   } as typeof pg.Client.prototype.query;
   return counts;

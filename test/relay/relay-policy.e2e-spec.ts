@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { Pool, PoolClient } from 'pg';
+import type { EntitySubscriberInterface, QueryRunner } from 'typeorm';
 import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
 import { OUTBOX_RELAY_POLICY, type RelayPolicy } from '../../libs/outbox/src/options/relay-policy';
 import { buildApp, type TestApp } from '../support/build-app';
@@ -25,6 +26,7 @@ const ALL_OFF: Partial<RelayPolicy> = {
   optimisticBatches: false,
   wakeUpGapMs: 0,
   oneWrite: false,
+  leanTransactions: false,
   fairShares: false,
   claimPositions: null,
 };
@@ -110,6 +112,7 @@ describe("the relay's policy", () => {
       optimisticBatches: true,
       wakeUpGapMs: 2,
       oneWrite: true,
+      leanTransactions: true,
       fairShares: true,
       claimPositions: { fullScanMs: 60_000, settleMs: 250 },
     });
@@ -149,5 +152,51 @@ describe("the relay's policy", () => {
     });
     const each = await secondRound(switched);
     expect(each.writes).toBe(each.statements.length);
+  });
+
+  it("as shipped, the batch transaction begins and commits by the relay's statements where no subscriber listens to its start or to a commit before it happens; TypeORM's runner shows it open, and afterTransactionCommit subscribers hear its commit", async () => {
+    shipped = await buildApp({ url: db.url, providers: [Plain] });
+    const probe = RoundTripProbe.attach(shipped.dataSource);
+    const runner = shipped.dataSource.createQueryRunner();
+    const prototype = Object.getPrototypeOf(runner) as QueryRunner;
+    await runner.release();
+    const starts = jest.spyOn(prototype, 'startTransaction');
+    const commits = jest.spyOn(prototype, 'commitTransaction');
+    const heard: boolean[] = [];
+    const afterCommit: EntitySubscriberInterface = {
+      afterTransactionCommit: (event) => void heard.push(event.queryRunner.isTransactionActive),
+    };
+    shipped.dataSource.subscribers.push(afterCommit);
+    /** A round on one event, with what the spies and the probe saw of it alone. */
+    const round = async (): Promise<ProbedStatement[]> => {
+      await enqueueIn(shipped!, { eventName: EVENT });
+      starts.mockClear();
+      commits.mockClear();
+      heard.length = 0;
+      probe.take();
+      expect(await shipped!.relay.runOnce()).toMatchObject({ succeeded: 1 });
+      return probe.take().statements;
+    };
+    try {
+      await round(); // the first round registers and warms up
+      const sent = await round();
+      expect(starts).not.toHaveBeenCalled();
+      expect(commits).not.toHaveBeenCalled();
+      // as TypeORM writes them: the claim's round trip begins it, the closing's commits it
+      expect(sent.filter((s) => s.text === 'START TRANSACTION')).toHaveLength(1);
+      expect(sent.filter((s) => s.text === 'COMMIT')).toHaveLength(1);
+      // the batch's commit heard once, the runner then out of its transaction
+      expect(heard).toEqual([false]);
+      // a subscriber that hears a commit before it happens: TypeORM's own commit
+      shipped.dataSource.subscribers.push({ beforeTransactionCommit: () => undefined });
+      await round();
+      expect(starts).not.toHaveBeenCalled();
+      expect(commits).toHaveBeenCalledTimes(1);
+      expect(heard).toEqual([false]);
+    } finally {
+      starts.mockRestore();
+      commits.mockRestore();
+      probe.detach();
+    }
   });
 });

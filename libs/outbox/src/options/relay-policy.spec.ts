@@ -15,6 +15,7 @@ describe('relayPolicy', () => {
       optimisticBatches: true,
       wakeUpGapMs: 2,
       oneWrite: true,
+      leanTransactions: true,
       fairShares: true,
       claimPositions: { fullScanMs: 60_000, settleMs: 250 },
     });

@@ -22,6 +22,11 @@ import type { ResolvedOutboxOptions } from './outbox-module-options.interface';
  *   ADR 0606, enqueue/notify-pacer.ts; an option, `relay.notifyGapMs`, before 0.2.0);
  * - `oneWrite`: the statements of one round trip leave in one socket write, TypeORM's own included (ADR 1005,
  *   store/pipeline.ts and `sendSteps`);
+ * - `leanTransactions`: the batch transaction in which in-process handlers run begins and commits by the relay's
+ *   own `begin` and `commit` in its round trips, not TypeORM's `startTransaction()` and `commitTransaction()`,
+ *   where no subscriber listens to a transaction's start or to a commit before it happens (TypeORM's runner shows
+ *   the transaction as its own calls would; `afterTransactionCommit` subscribers hear of the commit; ADR 1201,
+ *   store/round-connection.ts);
  * - `fairShares`: while other tenants are due, a backlogged tenant's claims and lanes are its weighted share, and
  *   a round visits the other tenants first (ADR 1106, relay/tenant-shares.ts; `relay.tenantWeights`).
  * - `claimPositions`: claims of new events scan from a per-tenant position in `seq` order, past the settled
@@ -39,6 +44,7 @@ export interface RelayPolicy {
   readonly optimisticBatches: boolean;
   readonly wakeUpGapMs: number;
   readonly oneWrite: boolean;
+  readonly leanTransactions: boolean;
   readonly fairShares: boolean;
   readonly claimPositions: { readonly fullScanMs: number; readonly settleMs: number } | null;
 }
@@ -75,6 +81,7 @@ export function relayPolicy(
     optimisticBatches: true,
     wakeUpGapMs: WAKE_UP_GAP_MS,
     oneWrite: true,
+    leanTransactions: true,
     fairShares: true,
     claimPositions: CLAIM_POSITIONS,
     ...switches,

@@ -1,5 +1,5 @@
 import type { Writable } from 'node:stream';
-import type { PoolClient, QueryConfig, QueryResult } from 'pg';
+import type { PoolClient, QueryConfig, QueryResult, Submittable } from 'pg';
 import type { QueryRunner } from 'typeorm';
 import type { SqlStatement } from './sql';
 
@@ -36,24 +36,64 @@ export function setPipeline(connection: PoolClient, on: boolean): void {
 /**
  * Writes the statements on the connection, in order, without waiting (the connection must be in pipeline mode
  * for them to share a round trip), in one socket write unless `oneWrite` is false (`RelayPolicy.oneWrite`), and
- * returns each one's result. Every promise is observed, so a statement
- * that fails after an earlier failure (an aborted transaction fails the rest) never goes unhandled.
+ * resolves with each one's result once all are answered, or rejects with the first statement's error (the cause:
+ * those after it fail because of it) once all are answered. One promise per round trip, not one per statement:
+ * each statement is pg's own `Query` with a callback, given to the connection as is (pg's promise path copies
+ * its config with every property's descriptor and makes two promises per statement; ADR 1201). The caller
+ * observes the promise at once: it may reject before anything else it waits for is answered.
  */
 export function sendAll(
   connection: PoolClient,
   statements: readonly Sent[],
   oneWrite = true,
-): Promise<QueryResult>[] {
-  const write = (): Promise<QueryResult>[] =>
-    statements.map(({ statement, name }) => {
-      const config: QueryConfig = { text: statement.text, values: statement.values };
-      if (name !== undefined) config.name = name;
-      const result = connection.query(config);
-      result.catch(() => undefined);
-      return result;
-    });
-  return oneWrite ? inOneWrite(connection, write) : write();
+): Promise<QueryResult[]> {
+  return new Promise((resolve, reject) => {
+    const results = new Array<QueryResult>(statements.length);
+    let left = statements.length;
+    let failedAt = statements.length;
+    let failure: unknown;
+    if (left === 0) return resolve(results);
+    const QueryOf = queryClass(connection);
+    const write = (): void => {
+      for (let at = 0; at < statements.length; at++) {
+        const { statement, name } = statements[at]!;
+        const answered = (error: unknown, result?: QueryResult): void => {
+          if (error) {
+            if (at < failedAt) [failedAt, failure] = [at, error];
+          } else results[at] = result!;
+          if (--left === 0) {
+            if (failedAt < statements.length) reject(failure as Error);
+            else resolve(results);
+          }
+        };
+        if (QueryOf === null) {
+          const config: QueryConfig = { text: statement.text, values: statement.values };
+          if (name !== undefined) config.name = name;
+          void connection.query(config).then<void, void>((result) => answered(null, result), answered);
+          continue;
+        }
+        const query = new QueryOf(statement.text, statement.values as unknown[], answered);
+        if (name !== undefined) query.name = name;
+        connection.query(query);
+      }
+    };
+    if (oneWrite) inOneWrite(connection, write);
+    else write();
+  });
 }
+
+/** pg's `Query` class of this connection's own copy of pg (what it accepts in pipeline mode), or null. */
+function queryClass(connection: PoolClient): PgQueryClass | null {
+  const QueryOf = (connection.constructor as { Query?: PgQueryClass }).Query;
+  return typeof QueryOf === 'function' ? QueryOf : null;
+}
+
+/** pg's `Query`, as `sendAll` makes it: text, values and a callback (no config to copy). */
+type PgQueryClass = new (
+  text: string,
+  values: unknown[],
+  callback: (error: unknown, result: QueryResult) => void,
+) => Submittable & { name?: string };
 
 /**
  * Runs `write`, which writes on the connection, with its socket corked: what it writes leaves in one `writev`
@@ -73,14 +113,6 @@ export function inOneWrite<T>(connection: PoolClient, write: () => T, untilImmed
     if (untilImmediate) setImmediate(() => socket.uncork());
     else socket.uncork();
   }
-}
-
-/** Waits for every result; throws the first statement's error (the cause: those after it fail because of it). */
-export async function allResults(results: readonly Promise<QueryResult>[]): Promise<QueryResult[]> {
-  const settled = await Promise.allSettled(results);
-  const failure = settled.find((s) => s.status === 'rejected');
-  if (failure) throw (failure as PromiseRejectedResult).reason;
-  return settled.map((s) => (s as PromiseFulfilledResult<QueryResult>).value);
 }
 
 /** True while the connection is inside a transaction block (healthy or aborted), as its last result said. */

@@ -1,20 +1,12 @@
 import type { PoolClient, QueryResult } from 'pg';
-import type { QueryRunner } from 'typeorm';
+import type { EntitySubscriberInterface, QueryRunner } from 'typeorm';
 import { OutboxTransactionEndedError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { sqlState } from '../errors/sql-state';
 import { NIL_UUID } from '../model/outbox.constants';
 import type { OutboxRoundTrip } from '../model/outbox-relay-stall.interface';
 import type { RelayPolicy } from '../options/relay-policy';
-import {
-  allResults,
-  inOneWrite,
-  inTransactionBlock,
-  pgConnection,
-  sendAll,
-  setPipeline,
-  type Sent,
-} from './pipeline';
+import { inOneWrite, inTransactionBlock, pgConnection, sendAll, setPipeline, type Sent } from './pipeline';
 import type { BatchWire } from './outbox-store.port';
 import type { PreparedStatements } from './prepared-statements';
 import type { RoundTripDeadline } from './round-trip-deadline';
@@ -29,6 +21,22 @@ export const PREPARED_STATEMENT_MISSING = '26000';
 const BEGIN: q.SqlStatement = { text: 'begin', values: [] };
 const COMMIT: q.SqlStatement = { text: 'commit', values: [] };
 const ROLLBACK: q.SqlStatement = { text: 'rollback', values: [] };
+/** The batch transaction's own begin and commit, as TypeORM writes them (see `leanBegin`). */
+const BATCH_BEGIN: q.SqlStatement = { text: 'START TRANSACTION', values: [] };
+const BATCH_COMMIT: q.SqlStatement = { text: 'COMMIT', values: [] };
+
+/** TypeORM's record of a runner's transaction (`BaseQueryRunner`), kept when the relay begins and commits itself. */
+interface TypeOrmTransactionState {
+  isTransactionActive: boolean;
+  transactionDepth: number;
+}
+
+/** True when a subscriber of the runner's DataSource listens to one of `events`. */
+function listens(runner: QueryRunner, ...events: (keyof EntitySubscriberInterface)[]): boolean {
+  return runner.connection.subscribers.some((subscriber) =>
+    events.some((event) => typeof subscriber[event] === 'function'),
+  );
+}
 
 /** What the relay needs of the store to send its statements (see `OutboxStore`). */
 export interface RelayTransport {
@@ -82,7 +90,7 @@ export async function sendSteps(
   });
   // what TypeORM sends itself (its `START TRANSACTION`, `COMMIT`) goes last, in the same round trip and write
   let closing: Promise<unknown> | undefined;
-  const write = (): Promise<QueryResult>[] => {
+  const write = (): Promise<QueryResult[]> => {
     const written = sendAll(connection, sent, false);
     closing = last?.();
     return written;
@@ -90,7 +98,7 @@ export async function sendSteps(
   const results = transport.policy.oneWrite ? inOneWrite(connection, write, last !== undefined) : write();
   let settled: QueryResult[];
   try {
-    settled = await allResults(results);
+    settled = await results;
   } finally {
     await closing?.catch(() => undefined);
   }
@@ -129,12 +137,10 @@ export async function pipelinedCommands(
 ): Promise<void> {
   setPipeline(connection, true);
   try {
-    await allResults(
-      sendAll(
-        connection,
-        statements.map((statement) => ({ statement })),
-        oneWrite,
-      ),
+    await sendAll(
+      connection,
+      statements.map((statement) => ({ statement })),
+      oneWrite,
     );
   } finally {
     setPipeline(connection, false);
@@ -144,9 +150,11 @@ export async function pipelinedCommands(
 /**
  * One relay round's connection, in pg's pipeline mode while the round holds it (see `setPipeline`). The claim
  * commits on it and, in the same round trip, the batch transaction in which in-process handlers run begins —
- * through TypeORM's own `startTransaction()`, so handlers see it open (their `manager.transaction()` makes a
- * savepoint) and its subscribers hear of its commit or rollback. That transaction closes with the statements
- * that record the outcomes, sent with TypeORM's `commitTransaction()`. So a round costs two round trips besides
+ * by the relay's own `START TRANSACTION` with TypeORM's runner told it is open (`RelayPolicy.leanTransactions`,
+ * where no subscriber listens to a transaction's start), else through TypeORM's own `startTransaction()`: either
+ * way handlers see it open (their `manager.transaction()` makes a savepoint) and subscribers hear of its commit
+ * or rollback. That transaction closes with the statements that record the outcomes and the relay's `COMMIT`
+ * (or TypeORM's `commitTransaction()` where a subscriber listens before a commit). So a round costs two round trips besides
  * the handlers' own queries (docs/adr/0604-round-trips-per-transaction.md). The batch's context statement
  * (tenant, bounds, marker) waits in `pending` and goes first in the next round trip inside the batch
  * transaction: a handler's first query, or the closing. Every round trip it makes is bounded (`bounded`): one
@@ -198,12 +206,11 @@ export class RoundConnection {
         return inTransactionBlock(client);
       },
       send: (statements) => {
-        const sent = sendAll(
+        const rows = sendAll(
           client,
           statements.map((statement) => ({ statement, name: this.nameOf(statement) })),
           this.transport.policy.oneWrite,
-        );
-        const rows = allResults(sent).then((results) => results.map((result) => result.rows as unknown[]));
+        ).then((results) => results.map((result) => result.rows as unknown[]));
         rows.catch(() => undefined);
         return rows;
       },
@@ -238,12 +245,17 @@ export class RoundConnection {
     opening: readonly q.SqlStatement[] | null,
   ): Promise<unknown[][]> {
     if (this.open) await this.rollback();
-    const start = opening ? () => this.runner.startTransaction() : undefined;
+    // the batch transaction begins by the relay's own `begin` in the claim's round trip, or by TypeORM's
+    const lean = opening !== null && this.leanBegin();
+    const start = opening && !lean ? () => this.runner.startTransaction() : undefined;
     let rows: unknown[][];
     try {
-      rows = await this.bounded('claim', async () =>
-        sendSteps(this.transport, await this.pipelined(), [BEGIN, ...claim, COMMIT], start),
-      );
+      rows = await this.bounded('claim', async () => {
+        const connection = await this.pipelined();
+        if (!lean) return sendSteps(this.transport, connection, [BEGIN, ...claim, COMMIT], start);
+        this.begun();
+        return sendSteps(this.transport, connection, [BEGIN, ...claim, COMMIT, BATCH_BEGIN]);
+      });
     } catch (error) {
       // the batch transaction may have begun after the failed claim (a `commit` after a failure rolls back)
       if (opening && this.runner.isTransactionActive) {
@@ -263,8 +275,10 @@ export class RoundConnection {
   async begin(opening: readonly q.SqlStatement[]): Promise<void> {
     if (this.open) return;
     await this.bounded('batch', async () => {
-      await this.pipelined();
-      await this.runner.startTransaction();
+      const connection = await this.pipelined();
+      if (!this.leanBegin()) return this.runner.startTransaction();
+      this.begun();
+      await sendSteps(this.transport, connection, [BATCH_BEGIN]);
     });
     this.open = true;
     this.pending = [...opening];
@@ -282,11 +296,18 @@ export class RoundConnection {
         // outside a transaction every statement would commit on its own: nothing is sent
         if (!inTransactionBlock(connection)) throw new OutboxTransactionEndedError(messages.batchEnded());
         const pending = this.takePending();
-        const rows = await sendSteps(this.transport, connection, [...pending, ...closing], () =>
-          this.runner.commitTransaction(),
-        );
+        const end = pending.length + closing.length;
+        if (!this.leanCommit()) {
+          const rows = await sendSteps(this.transport, connection, [...pending, ...closing], () =>
+            this.runner.commitTransaction(),
+          );
+          this.open = false;
+          return rows.slice(pending.length, end);
+        }
+        const rows = await sendSteps(this.transport, connection, [...pending, ...closing, BATCH_COMMIT]);
         this.open = false;
-        return rows.slice(pending.length);
+        await this.committed();
+        return rows.slice(pending.length, end);
       });
     } catch (error) {
       await this.rollback();
@@ -351,12 +372,13 @@ export class RoundConnection {
       q.HANDLER_CONTEXT_NAME,
     ]);
     // a name the server no longer has (or never parsed, as the outcome's may be) fails alone: no transaction
-    const write = (): { deallocated: Promise<unknown>[]; warmedUp: Promise<unknown> } => ({
+    const write = (): { deallocated: Promise<unknown>; warmedUp: Promise<unknown> } => ({
+      // observed at once: the deallocations may fail before the warm-up is answered
       deallocated: sendAll(
         connection,
         left.map((name) => ({ statement: { text: `deallocate ${name}`, values: [] } })),
         false,
-      ),
+      ).catch(() => undefined),
       warmedUp: sendSteps(this.transport, connection, [
         BEGIN,
         q.setTransactionContext(tenantSetting, NIL_UUID, leaseMs),
@@ -366,8 +388,54 @@ export class RoundConnection {
     });
     // both in one write, as one round trip
     const { deallocated, warmedUp } = policy.oneWrite ? inOneWrite(connection, write) : write();
-    await warmedUp.catch(() => sendAll(connection, [{ statement: ROLLBACK }])[0]!.catch(() => undefined));
-    await Promise.allSettled(deallocated);
+    await warmedUp.catch(() => sendAll(connection, [{ statement: ROLLBACK }]).catch(() => undefined));
+    await deallocated;
+  }
+
+  /**
+   * True when the batch transaction begins by the relay's own `begin` (`RelayPolicy.leanTransactions`): no
+   * subscriber of the app's listens to a transaction's start, and the app sets no isolation level TypeORM would
+   * add. TypeORM's runner is told that its transaction is open, as its `startTransaction()` leaves it (a handler's
+   * `manager.transaction()` makes a savepoint: see `begun`).
+   */
+  private leanBegin(): boolean {
+    if (!this.leanTransactions() || this.runner.isTransactionActive) return false;
+    return !listens(this.runner, 'beforeTransactionStart', 'afterTransactionStart');
+  }
+
+  /**
+   * TypeORM's runner told that its transaction is open, as `startTransaction()` leaves it, when the `begin` is
+   * written (connected): a round trip that fails rolls back as after TypeORM's own.
+   */
+  private begun(): void {
+    const runner = this.runner as unknown as TypeOrmTransactionState;
+    runner.isTransactionActive = true;
+    runner.transactionDepth = 1;
+  }
+
+  /**
+   * True when the batch transaction commits by the relay's own `commit` (`RelayPolicy.leanTransactions`): no
+   * subscriber listens to a commit before it happens, and TypeORM's runner holds one level of transaction (no
+   * savepoint a handler left open). `committed` then does what TypeORM's `commitTransaction()` does after it.
+   */
+  private leanCommit(): boolean {
+    if (!this.leanTransactions()) return false;
+    const runner = this.runner as unknown as TypeOrmTransactionState;
+    if (!runner.isTransactionActive || runner.transactionDepth !== 1) return false;
+    return !listens(this.runner, 'beforeTransactionCommit');
+  }
+
+  /** TypeORM's runner told that its transaction committed, and its `afterTransactionCommit` subscribers. */
+  private async committed(): Promise<void> {
+    const runner = this.runner as unknown as TypeOrmTransactionState;
+    runner.isTransactionActive = false;
+    runner.transactionDepth = 0;
+    if (listens(this.runner, 'afterTransactionCommit'))
+      await this.runner.broadcaster.broadcast('AfterTransactionCommit');
+  }
+
+  private leanTransactions(): boolean {
+    return this.transport.policy.leanTransactions && !this.runner.connection.options.isolationLevel;
   }
 
   /** The runner's pg connection, in pipeline mode (call it within the round trip's bound: it may connect). */

@@ -108,22 +108,23 @@ export class RoundTripDeadline {
     tenantId: string | null,
     work: () => Promise<T>,
   ): Promise<T> {
+    if (this.ms === 0) return work();
     const held = (): PoolClient | undefined => (runner as unknown as PgRunner).databaseConnection;
-    const run = async (): Promise<T> => {
-      const client = held();
-      if (client) this.setAsideQueryTimeout(client);
-      try {
-        return await work();
-      } finally {
+    const client = held();
+    if (client) this.setAsideQueryTimeout(client);
+    return this.bound(
+      work,
+      () => {
+        const error = this.record(trip, tenantId, !held());
+        giveUp(runner, error);
+        return error;
+      },
+      () => {
+        // the connection the round trip ended on (it may have connected in it) gets its query_timeout back
         const used = held();
         if (used) this.restoreQueryTimeout(used);
-      }
-    };
-    return this.bound(this.ms === 0 ? work : run, () => {
-      const error = this.record(trip, tenantId, !held());
-      giveUp(runner, error);
-      return error;
-    });
+      },
+    );
   }
 
   /** As `within`, for a pg client of the relay's own (the wake-up listener's): past `ms`, it is destroyed. */
@@ -161,10 +162,11 @@ export class RoundTripDeadline {
   }
 
   /**
-   * `work`, or an `OutboxStallError` from `expire` once `ms` passed without its answer. One promise and one
-   * timer per round trip, no race of two promises: it runs on every round trip of the relay.
+   * `work`, or an `OutboxStallError` from `expire` once `ms` passed without its answer; `settled` runs once
+   * `work` settles (even after the stall). One promise and one timer per round trip, no race of two promises
+   * and no async wrapper: it runs on every round trip of the relay.
    */
-  private bound<T>(work: () => Promise<T>, expire: () => OutboxStallError): Promise<T> {
+  private bound<T>(work: () => Promise<T>, expire: () => OutboxStallError, settled?: () => void): Promise<T> {
     if (this.ms === 0) return work();
     const began = performance.now();
     return new Promise<T>((resolve, reject) => {
@@ -178,12 +180,14 @@ export class RoundTripDeadline {
       running.then(
         (result) => {
           clearTimeout(timer);
+          settled?.();
           if (expired) return;
           if (began > this.stalledAt) this.recovered();
           resolve(result);
         },
         (error: Error) => {
           clearTimeout(timer);
+          settled?.();
           reject(error);
         },
       );
