@@ -347,7 +347,9 @@ export class RoundConnection {
     await this.rollback();
     const connection = this.connection;
     if (connection) {
-      await this.bounded('batch', () => this.refreshPrepared(connection)).catch(() => undefined);
+      // a round trip, bounded, only when the next generation is due (not made for every release)
+      if (this.transport.prepared.due(connection))
+        await this.bounded('batch', () => this.refreshPrepared(connection)).catch(() => undefined);
       // given up (see `bounded`): the connection is closed and gone from the pool already
       if (this.runner.isReleased) return;
       setPipeline(connection, false);
@@ -356,7 +358,7 @@ export class RoundConnection {
   }
 
   /**
-   * The next generation of the connection's named statements, when due (see `PreparedStatements`): the old
+   * The next generation of the connection's named statements, once due (see `PreparedStatements`): the old
    * names deallocated on the server, and the new ones of the claims of new events parsed and planned at
    * once by a claim of each for no tenant that is rolled back (see `newEventsWarmUp`) — off the claim's path, as a round lets its connection go, mostly after the
    * batch's commit, in the background (a claim that parses and makes a generic plan first takes a few ms
@@ -364,7 +366,6 @@ export class RoundConnection {
    */
   private async refreshPrepared(connection: PoolClient): Promise<void> {
     const { prepared, names, tenantSetting, leaseMs, policy } = this.transport;
-    if (!prepared.due(connection)) return;
     const left = prepared.next(connection, [
       q.FAN_OUT_NAME,
       q.CLAIM_NEW_NAME,

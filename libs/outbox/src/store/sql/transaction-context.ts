@@ -23,18 +23,12 @@ export function setTransactionContext(
   idleTimeoutMs: number,
   { durable = true, batch = null }: { durable?: boolean; batch?: string | null } = {},
 ): SqlStatement {
-  // the batch transaction: also marked with its lease token (see `batchGuard`)
-  const marker = batch !== null ? `, set_config('${BATCH_MARKER}', $5, true)` : '';
-  const text = `select set_config($1, $2, true), set_config('idle_in_transaction_session_timeout', $3, true),
-                    set_config('statement_timeout', $3, true), set_config('synchronous_commit', $4, true),
-                    set_config('jit', 'off', true)${marker}`;
   const values = [tenantSetting, tenantId, String(idleTimeoutMs), durable ? 'on' : 'off'];
-  if (batch !== null) values.push(batch);
-  return {
-    text,
-    values,
-    withGenericPlans: { text: `${text}, ${GENERIC_PLANS}`, values },
-  };
+  if (batch === null)
+    return { text: CONTEXT_TEXT, values, withGenericPlans: { text: CONTEXT_GENERIC, values } };
+  // the batch transaction: also marked with its lease token (see `batchGuard`)
+  values.push(batch);
+  return { text: BATCH_CONTEXT_TEXT, values, withGenericPlans: { text: BATCH_CONTEXT_GENERIC, values } };
 }
 
 /**
@@ -46,6 +40,14 @@ export const BATCH_MARKER = 'outbox.batch';
 
 /** The call that makes the rest of the transaction run generic plans (see `genericPlans`). */
 const GENERIC_PLANS = `set_config('plan_cache_mode', 'force_generic_plan', true)`;
+
+// The texts of `setTransactionContext`, made once: it runs a few times per batch.
+const CONTEXT_TEXT = `select set_config($1, $2, true), set_config('idle_in_transaction_session_timeout', $3, true),
+                    set_config('statement_timeout', $3, true), set_config('synchronous_commit', $4, true),
+                    set_config('jit', 'off', true)`;
+const BATCH_CONTEXT_TEXT = `${CONTEXT_TEXT}, set_config('${BATCH_MARKER}', $5, true)`;
+const CONTEXT_GENERIC = `${CONTEXT_TEXT}, ${GENERIC_PLANS}`;
+const BATCH_CONTEXT_GENERIC = `${BATCH_CONTEXT_TEXT}, ${GENERIC_PLANS}`;
 
 /**
  * A handler's first statement (before its savepoint, in the same round trip as its first query): reads the
