@@ -154,9 +154,9 @@ export async function pipelinedCommands(
  * where no subscriber listens to a transaction's start), else through TypeORM's own `startTransaction()`: either
  * way handlers see it open (their `manager.transaction()` makes a savepoint) and subscribers hear of its commit
  * or rollback. That transaction closes with the statements that record the outcomes and the relay's `COMMIT`
- * (or TypeORM's `commitTransaction()` where a subscriber listens before a commit). So a round costs two round trips besides
- * the handlers' own queries (docs/adr/0604-round-trips-per-transaction.md). The batch's context statement
- * (tenant, bounds, marker) waits in `pending` and goes first in the next round trip inside the batch
+ * (or TypeORM's `commitTransaction()` where a subscriber listens before a commit). So a round costs two round
+ * trips besides the handlers' own queries (docs/adr/0604-round-trips-per-transaction.md). The batch's context
+ * statement (tenant, bounds, marker) waits in `pending` and goes first in the next round trip inside the batch
  * transaction: a handler's first query, or the closing. Every round trip it makes is bounded (`bounded`): one
  * that gets no reply in time closes the connection for good and fails with an `OutboxStallError`.
  */
@@ -304,6 +304,7 @@ export class RoundConnection {
           this.open = false;
           return rows.slice(pending.length, end);
         }
+        this.runner.connection.logger.logQuery(BATCH_COMMIT.text, undefined, this.runner);
         const rows = await sendSteps(this.transport, connection, [...pending, ...closing, BATCH_COMMIT]);
         this.open = false;
         await this.committed();
@@ -395,13 +396,20 @@ export class RoundConnection {
 
   /**
    * True when the batch transaction begins by the relay's own `begin` (`RelayPolicy.leanTransactions`): no
-   * subscriber of the app's listens to a transaction's start, and the app sets no isolation level TypeORM would
-   * add. TypeORM's runner is told that its transaction is open, as its `startTransaction()` leaves it (a handler's
-   * `manager.transaction()` makes a savepoint: see `begun`).
+   * subscriber of the app's listens to a transaction's start or to queries, and the app sets no isolation level
+   * TypeORM would add (the DataSource's logger is told of it, as of TypeORM's). TypeORM's runner is told that
+   * its transaction is open, as its `startTransaction()` leaves it (a handler's `manager.transaction()` makes a
+   * savepoint: see `begun`).
    */
   private leanBegin(): boolean {
     if (!this.leanTransactions() || this.runner.isTransactionActive) return false;
-    return !listens(this.runner, 'beforeTransactionStart', 'afterTransactionStart');
+    return !listens(
+      this.runner,
+      'beforeTransactionStart',
+      'afterTransactionStart',
+      'beforeQuery',
+      'afterQuery',
+    );
   }
 
   /**
@@ -412,18 +420,21 @@ export class RoundConnection {
     const runner = this.runner as unknown as TypeOrmTransactionState;
     runner.isTransactionActive = true;
     runner.transactionDepth = 1;
+    // the DataSource's logger sees it as it saw TypeORM's own
+    this.runner.connection.logger.logQuery(BATCH_BEGIN.text, undefined, this.runner);
   }
 
   /**
    * True when the batch transaction commits by the relay's own `commit` (`RelayPolicy.leanTransactions`): no
-   * subscriber listens to a commit before it happens, and TypeORM's runner holds one level of transaction (no
-   * savepoint a handler left open). `committed` then does what TypeORM's `commitTransaction()` does after it.
+   * subscriber listens to a commit before it happens or to queries, and TypeORM's runner holds one level of
+   * transaction (no savepoint a handler left open). `committed` then does what TypeORM's `commitTransaction()`
+   * does after it.
    */
   private leanCommit(): boolean {
     if (!this.leanTransactions()) return false;
     const runner = this.runner as unknown as TypeOrmTransactionState;
     if (!runner.isTransactionActive || runner.transactionDepth !== 1) return false;
-    return !listens(this.runner, 'beforeTransactionCommit');
+    return !listens(this.runner, 'beforeTransactionCommit', 'beforeQuery', 'afterQuery');
   }
 
   /** TypeORM's runner told that its transaction committed, and its `afterTransactionCommit` subscribers. */
