@@ -131,7 +131,8 @@ function label(s: ProbedStatement): string {
   if (/^with o as \(/.test(text)) return 'outcome';
   if (/^with retry as \(/.test(text)) return 'claim retries';
   if (/^select set_config\('statement_timeout', \$1, (true|false)\)$/.test(text)) return 'bound';
-  if (/^select set_config\(\$1, \$2, true\), set_config\('idle_in_transaction/.test(text)) return 'context';
+  if (/^select concat\(set_config\(\$1, \$2, true\), set_config\('idle_in_transaction/.test(text))
+    return 'context';
   if (text.startsWith("select set_config('outbox.expected_batch'")) return 'expect batch';
   if (text.startsWith('do $outbox_guard$')) return 'guard';
   if (/^insert into \S*outbox_batch_seals/.test(text)) return 'seal';
@@ -548,7 +549,9 @@ describe("the relay's named statements", () => {
     // the claim's context before the claim, the batch's context before its outcome: both named statements
     expect(switches).toHaveLength(2);
     for (const s of switches) {
-      expect(s.text).toMatch(/^select set_config\(\$1, \$2, true\), set_config\('idle_in_transaction/);
+      expect(s.text).toMatch(
+        /^select concat\(set_config\(\$1, \$2, true\), set_config\('idle_in_transaction/,
+      );
       const next = sent[sent.indexOf(s) + 1]!;
       expect(next.trip).toBe(s.trip);
       expect(next.name).toMatch(/^outbox_(claim_new|outcome)_[0-9a-f]{12}$/);

@@ -41,13 +41,16 @@ export const BATCH_MARKER = 'outbox.batch';
 /** The call that makes the rest of the transaction run generic plans (see `genericPlans`). */
 const GENERIC_PLANS = `set_config('plan_cache_mode', 'force_generic_plan', true)`;
 
-// The texts of `setTransactionContext`, made once: it runs a few times per batch.
-const CONTEXT_TEXT = `select set_config($1, $2, true), set_config('idle_in_transaction_session_timeout', $3, true),
+// The texts of `setTransactionContext`, made once: it runs a few times per batch. One column, the settings'
+// values joined (`concat` evaluates every argument): a row of one field for the driver to read, not one per setting.
+const CONTEXT_CALLS = `set_config($1, $2, true), set_config('idle_in_transaction_session_timeout', $3, true),
                     set_config('statement_timeout', $3, true), set_config('synchronous_commit', $4, true),
                     set_config('jit', 'off', true)`;
-const BATCH_CONTEXT_TEXT = `${CONTEXT_TEXT}, set_config('${BATCH_MARKER}', $5, true)`;
-const CONTEXT_GENERIC = `${CONTEXT_TEXT}, ${GENERIC_PLANS}`;
-const BATCH_CONTEXT_GENERIC = `${BATCH_CONTEXT_TEXT}, ${GENERIC_PLANS}`;
+const BATCH_CONTEXT_CALLS = `${CONTEXT_CALLS}, set_config('${BATCH_MARKER}', $5, true)`;
+const CONTEXT_TEXT = `select concat(${CONTEXT_CALLS}) as context`;
+const BATCH_CONTEXT_TEXT = `select concat(${BATCH_CONTEXT_CALLS}) as context`;
+const CONTEXT_GENERIC = `select concat(${CONTEXT_CALLS}, ${GENERIC_PLANS}) as context`;
+const BATCH_CONTEXT_GENERIC = `select concat(${BATCH_CONTEXT_CALLS}, ${GENERIC_PLANS}) as context`;
 
 /**
  * A handler's first statement (before its savepoint, in the same round trip as its first query): reads the
