@@ -102,6 +102,8 @@ export class HandlerScope {
    * on the opening (see `later`).
    */
   private ready = false;
+  /** The handler's queries that wait for the opening (see `later`): one sent meanwhile goes behind them. */
+  private queued = 0;
   private settled = false;
   private scopedManager: EntityManager | null = null;
   /** What the handler may not do to the batch transaction through its manager (see `TransactionControl`). */
@@ -156,8 +158,26 @@ export class HandlerScope {
    */
   private later(target: QueryRunner, args: QueryArgs): Promise<unknown> {
     const wire = this.batch.wired;
-    if (this.ready && !this.settled && wire !== null) return this.afterOpening(wire, target, args);
-    return this.open().then(async () => this.afterOpening(await this.wire(), target, args));
+    // not before a query the handler sent earlier that still waits for the opening: it would overtake it
+    if (this.ready && !this.settled && wire !== null && this.queued === 0)
+      return this.afterOpening(wire, target, args);
+    this.queued++;
+    let left = false;
+    const leave = (): void => {
+      if (!left) this.queued--;
+      left = true;
+    };
+    return this.open()
+      .then(async () => {
+        let known: BatchWire;
+        try {
+          known = await this.wire();
+        } finally {
+          leave();
+        }
+        return this.afterOpening(known, target, args);
+      })
+      .finally(leave);
   }
 
   private afterOpening(wire: BatchWire, target: QueryRunner, args: QueryArgs): Promise<unknown> {
