@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { OnOutboxEvent, type OutboxEvent, type OutboxHandlerContext } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from '../support/build-app';
+import { PolicySwitches } from '../support/policy-switches';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { EFFECTS_TABLE_SQL, enqueueManyIn, recordEffect } from '../support/outbox-fixture';
 
@@ -44,29 +45,39 @@ class Ordered {
   }
 }
 
-describe('a handler that sends a query while another of its queries waits for the opening', () => {
-  let db: TestDatabase;
-  let t: TestApp;
-  beforeAll(async () => {
-    db = await createTestDatabase([EFFECTS_TABLE_SQL, ORDER_TABLE_SQL]);
-    t = await buildApp({ url: db.url, providers: [Ordered] });
-  });
-  afterAll(async () => {
-    await t?.close();
-    await db?.drop();
-  });
+describe.each([
+  ['without a savepoint per handler (optimistic, the default)', true],
+  ['with a savepoint per handler', false],
+])(
+  'a handler that sends a query while another of its queries waits for the opening, %s',
+  (_, optimisticBatches) => {
+    let db: TestDatabase;
+    let t: TestApp;
+    beforeAll(async () => {
+      db = await createTestDatabase([EFFECTS_TABLE_SQL, ORDER_TABLE_SQL]);
+      t = await buildApp({
+        url: db.url,
+        providers: [Ordered],
+        imports: [PolicySwitches.of({ optimisticBatches })],
+      });
+    });
+    afterAll(async () => {
+      await t?.close();
+      await db?.drop();
+    });
 
-  it('has its queries run in the order it sent them', async () => {
-    const ticks = Array.from({ length: 12 }, (_, i) => i % 6);
-    const ids = await enqueueManyIn(
-      t,
-      ticks.map((n, i) => ({ eventName: EVENT, payload: { ticks: n, raw: i >= 6 } })),
-    );
-    expect(await t.relay.runOnce()).toMatchObject({ eventsClaimed: ticks.length, failed: 0 });
-    const rows = await db.sql<{ event_id: string; labels: string }>(
-      `select event_id, string_agg(label, '' order by id) as labels from test_order group by 1`,
-    );
-    const order = ids.map((id, i) => `${i}:${rows.find((r) => r.event_id === id)?.labels ?? ''}`);
-    expect(order).toEqual(ticks.map((_, i) => `${i}:abc`));
-  });
-});
+    it('has its queries run in the order it sent them', async () => {
+      const ticks = Array.from({ length: 12 }, (_, i) => i % 6);
+      const ids = await enqueueManyIn(
+        t,
+        ticks.map((n, i) => ({ eventName: EVENT, payload: { ticks: n, raw: i >= 6 } })),
+      );
+      expect(await t.relay.runOnce()).toMatchObject({ eventsClaimed: ticks.length, failed: 0 });
+      const rows = await db.sql<{ event_id: string; labels: string }>(
+        `select event_id, string_agg(label, '' order by id) as labels from test_order group by 1`,
+      );
+      const order = ids.map((id, i) => `${i}:${rows.find((r) => r.event_id === id)?.labels ?? ''}`);
+      expect(order).toEqual(ticks.map((_, i) => `${i}:abc`));
+    });
+  },
+);
