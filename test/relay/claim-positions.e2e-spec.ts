@@ -4,7 +4,9 @@ import { Client } from 'pg';
 import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
 import { OUTBOX_STORE_PORT } from '../../libs/outbox/src/store/outbox-store.port';
 import type { PgRelayStore } from '../../libs/outbox/src/store/pg-relay-store';
-import type { ClaimPositions } from '../../libs/outbox/src/store/claim-positions';
+import { ClaimPositions, type PositionReading } from '../../libs/outbox/src/store/claim-positions';
+import { positionReading } from '../../libs/outbox/src/store/sql/fan-out';
+import { outboxNames } from '../../libs/outbox/src/model/table-names';
 import { buildApp, type TestApp } from '../support/build-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { enqueueIn, TENANT, truncateOutbox } from '../support/outbox-fixture';
@@ -146,5 +148,127 @@ describe('claim positions', () => {
     await relayUntil(seen, [below]);
     expect(Date.now() - since).toBeLessThan(5_000);
     expect(position()).toBe(await seqOf(below));
+  });
+});
+
+/**
+ * The position's rule read against real snapshots, the claims' answers taken in by `ClaimPositions` in an order
+ * of their own: a relay's claims of one tenant may be answered in another order than sent (two lanes on a
+ * tenant, a claim whose lease insert waits for another's), so a reading can come from a snapshot older than the
+ * one that proved the position. Such a reading must not move the position past what it could not see.
+ */
+describe('claim positions, readings answered out of order', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterEach(async () => {
+    await truncateOutbox(db);
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  interface Taken {
+    from: string;
+    reading: PositionReading;
+    sentAt: number;
+  }
+
+  /** A claim's reading from where `positions` stands (the statement's snapshot, as the claims read it). */
+  async function take(positions: ClaimPositions): Promise<Taken> {
+    const sentAt = performance.now();
+    const from = positions.from(TENANT, sentAt);
+    const [row] = await db.sql<{ position: PositionReading }>(
+      `select ${positionReading(outboxNames(), '$2')} as position`,
+      [TENANT, from],
+    );
+    return { from, reading: row!.position, sentAt };
+  }
+
+  function record(positions: ClaimPositions, t: Taken): void {
+    positions.record(TENANT, t.from, t.reading, t.sentAt, performance.now());
+  }
+
+  function proven(positions: ClaimPositions): bigint | null {
+    const tenants = positions['tenants'] as Map<string, { proven: bigint | null }>;
+    return tenants.get(TENANT)?.proven ?? null;
+  }
+
+  /** The position kept (not `from`'s answer, which is 0 when a full scan is due). */
+  function kept(positions: ClaimPositions): bigint | null {
+    const tenants = positions['tenants'] as Map<string, { from: bigint }>;
+    return tenants.get(TENANT)?.from ?? null;
+  }
+
+  async function insert(): Promise<bigint> {
+    const [row] = await db.sql<{ seq: string }>(
+      `insert into event_outbox (id, tenant_id, event_name, payload) values ($1, $2, $3, '{}'::jsonb) returning seq::text`,
+      [randomUUID(), TENANT, EVENT],
+    );
+    return BigInt(row!.seq);
+  }
+
+  /**
+   * Claims (readings taken in at once) until `done`, or fails after 20 s: a proof needs a claim whose snapshot no
+   * transaction of the server had an id in, which a busy shared server may hold off a while.
+   */
+  async function claimUntil(positions: ClaimPositions, done: () => boolean, what: string): Promise<void> {
+    const deadline = Date.now() + 20_000;
+    while (!done()) {
+      if (Date.now() > deadline) throw new Error(`not within 20 s: ${what}`);
+      record(positions, await take(positions));
+    }
+  }
+
+  it('a reading older than the proof does not move the position past an event it could not see', async () => {
+    const positions = new ClaimPositions(3_600_000, 0);
+    const settled = await insert();
+    record(positions, await take(positions));
+    await db.sql(`update event_outbox set status = 'published' where seq = $1`, [String(settled)]);
+    await claimUntil(
+      positions,
+      () => BigInt(positions.from(TENANT, performance.now())) > settled,
+      'past settled',
+    );
+    // a claim whose snapshot sees no pending event, answered late
+    const slow = await take(positions);
+    expect(slow.reading.first).toBeNull();
+    // an event committed after that snapshot, seen (not claimed: say the claim fell back to the fan-out) and
+    // proven by the claims answered meanwhile
+    const fresh = await insert();
+    await claimUntil(positions, () => (proven(positions) ?? -1n) >= fresh, `${fresh} proven`);
+    expect(BigInt(positions.from(TENANT, performance.now()))).toBeLessThanOrEqual(fresh);
+    record(positions, slow);
+    // the event is still pending: the position must stay at or below it
+    expect(BigInt(positions.from(TENANT, performance.now()))).toBeLessThanOrEqual(fresh);
+  });
+
+  it('a reading from above where a full scan took the position back since does not move it up again', async () => {
+    const positions = new ClaimPositions(300, 0);
+    const settled = await insert();
+    record(positions, await take(positions));
+    await db.sql(`update event_outbox set status = 'published' where seq = $1`, [String(settled)]);
+    await claimUntil(
+      positions,
+      () => BigInt(positions.from(TENANT, performance.now())) > settled,
+      'past settled',
+    );
+    // a pending event below the position (what only the full scan finds: an insert that waited without an id)
+    await db.sql(
+      `insert into event_outbox (id, seq, tenant_id, event_name, payload) overriding system value
+       values ($1, $2, $3, $4, '{}'::jsonb)`,
+      [randomUUID(), String(settled), TENANT, EVENT],
+    );
+    // a claim from the position, answered late
+    let slow = await take(positions);
+    while (slow.from === '0') {
+      record(positions, slow);
+      slow = await take(positions);
+    }
+    // the full scan finds the event and takes the position back to it
+    await claimUntil(positions, () => kept(positions)! <= settled, 'back');
+    record(positions, slow);
+    expect(kept(positions)).toBeLessThanOrEqual(settled);
   });
 });

@@ -14,6 +14,8 @@ interface TenantPosition {
   from: bigint;
   /** The highest `seq` proven: every transaction that could hold one at or below it has ended (null: none). */
   proven: bigint | null;
+  /** When the claim whose snapshot proved `proven` was answered: a claim sent before saw an older snapshot. */
+  provenAt: number;
   marks: Mark[];
   fullScanAt: number;
 }
@@ -84,7 +86,7 @@ export class ClaimPositions {
     let state = this.tenants.get(tenantId);
     if (!state) {
       if (!full) return;
-      state = { from: 0n, proven: null, marks: [], fullScanAt: sentAt };
+      state = { from: 0n, proven: null, provenAt: 0, marks: [], fullScanAt: sentAt };
       this.tenants.set(tenantId, state);
     }
     if (full) state.fullScanAt = Math.max(state.fullScanAt, sentAt);
@@ -92,18 +94,26 @@ export class ClaimPositions {
     state.marks.push({ last, xmax: BigInt(reading.xmax), sentAt, doneAt });
     state.marks.sort((a, b) => a.sentAt - b.sentAt);
     if (state.marks.length > MAX_MARKS) state.marks.shift();
+    // A claim answered out of order (two lanes on the tenant, a lease insert that waited) may have read an older
+    // snapshot than the claim that proved the position, or scanned from above where a full scan took it back
+    // since: what it did not see may be pending below. It may prove, but not move the position.
+    const stale = sentAt < state.provenAt || (!full && BigInt(scannedFrom) > state.from);
     const xmin = BigInt(reading.xmin);
     // the latest claim whose snapshot's transactions have all ended (this one's too, when none was running)
     const closed = state.marks.filter((m) => m.xmax <= xmin).pop();
     const safe = closed ? state.marks.filter((m) => m.doneAt + this.settleMs <= closed.sentAt) : [];
     for (const m of safe)
-      if (m.last !== null && (state.proven === null || m.last > state.proven)) state.proven = m.last;
+      if (m.last !== null && (state.proven === null || m.last > state.proven)) {
+        state.proven = m.last;
+        state.provenAt = Math.max(state.provenAt, doneAt);
+      }
     // the safe marks have given what they prove; the closed one stays, a later claim's earlier mark
     state.marks = state.marks.filter((m) => !safe.includes(m));
     const first = reading.first === null ? null : BigInt(reading.first);
     const proven = state.proven;
     // nothing proven: no open transaction is known not to hold a lower seq, the position stays
-    const candidate = proven === null ? null : first !== null && first <= proven ? first : proven + 1n;
+    const candidate =
+      proven === null || stale ? null : first !== null && first <= proven ? first : proven + 1n;
     // a full scan that finds a pending event below the position takes the position back to it
     if (full && first !== null && first < state.from) state.from = first;
     else if (candidate !== null && candidate > state.from) state.from = candidate;
