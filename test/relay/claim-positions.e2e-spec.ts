@@ -221,16 +221,18 @@ describe('claim positions, readings answered out of order', () => {
     }
   }
 
-  it('a reading older than the proof does not move the position past an event it could not see', async () => {
-    const positions = new ClaimPositions(3_600_000, 0);
+  /** An event claimed, then settled, and claims until the position is past it: its seq. */
+  async function pastSettled(positions: ClaimPositions): Promise<bigint> {
     const settled = await insert();
     record(positions, await take(positions));
     await db.sql(`update event_outbox set status = 'published' where seq = $1`, [String(settled)]);
-    await claimUntil(
-      positions,
-      () => BigInt(positions.from(TENANT, performance.now())) > settled,
-      'past settled',
-    );
+    await claimUntil(positions, () => (kept(positions) ?? 0n) > settled, 'past settled');
+    return settled;
+  }
+
+  it('a reading older than the proof does not move the position past an event it could not see', async () => {
+    const positions = new ClaimPositions(3_600_000, 0);
+    await pastSettled(positions);
     // a claim whose snapshot sees no pending event, answered late
     const slow = await take(positions);
     expect(slow.reading.first).toBeNull();
@@ -246,14 +248,7 @@ describe('claim positions, readings answered out of order', () => {
 
   it('a reading from above where a full scan took the position back since does not move it up again', async () => {
     const positions = new ClaimPositions(300, 0);
-    const settled = await insert();
-    record(positions, await take(positions));
-    await db.sql(`update event_outbox set status = 'published' where seq = $1`, [String(settled)]);
-    await claimUntil(
-      positions,
-      () => BigInt(positions.from(TENANT, performance.now())) > settled,
-      'past settled',
-    );
+    const settled = await pastSettled(positions);
     // a pending event below the position (what only the full scan finds: an insert that waited without an id)
     await db.sql(
       `insert into event_outbox (id, seq, tenant_id, event_name, payload) overriding system value
