@@ -12,7 +12,7 @@ import {
   type TestEvent,
 } from '../support/outbox-fixture';
 import { FaultFleet } from '../faults/support/fault-fleet';
-import { heartbeatConsumers, outboxNames } from '../../libs/outbox/src/store/sql';
+import { forgetInstance, heartbeatConsumers, outboxNames } from '../../libs/outbox/src/store/sql';
 import { waitFor } from '../support/wait-for';
 
 /** Three relay processes (test/support/limited-relay-child.ts), each running three batches at once. */
@@ -307,6 +307,65 @@ describe("the registry's limits, as heartbeats write them", () => {
     expect(await concurrency()).toBeNull();
     expect(await beat(new Date(t + 60_000), 2)).toEqual([]);
     expect(await concurrency()).toBeNull();
+  });
+});
+
+describe('the limits of an instance that left the registry', () => {
+  const declare = (instance: string, startedAt: Date | null, cap: number) =>
+    heartbeatConsumers(
+      outboxNames(),
+      instance,
+      [
+        {
+          name: 'left-spec',
+          eventNames: ['test.lim.left.v1'],
+          kind: 'handler',
+          limits: {
+            concurrency: cap,
+            tenantConcurrency: null,
+            rateLimit: null,
+            rateIntervalMs: null,
+            ratePerTenant: false,
+          },
+        },
+      ],
+      startedAt,
+    );
+  const run = async (statement: { text: string; values: unknown[] }) =>
+    (await db.sql<{ started_at: Date }>(statement.text, statement.values))[0];
+
+  it('give way to those of the instances still running (a canary removed, a blue-green switch back)', async () => {
+    const old = (await run(declare('old', null, 4)))!.started_at;
+    // a canary of the next version starts, declaring 2, and is removed (it leaves the registry)
+    await run(declare('canary', null, 2));
+    await run(forgetInstance(outboxNames(), 'canary'));
+    // the instance still running beats: its limit is the one in force
+    await run(declare('old', old, 4));
+    const [row] = await db.sql<{ c: number | null }>(
+      `select concurrency c from outbox_consumers where name = 'left-spec'`,
+    );
+    expect(row!.c).toBe(4);
+  });
+
+  it('give way once the newest instance stops reporting (a crash: three heartbeats missed)', async () => {
+    await db.sql(`delete from outbox_consumer_instances where consumer_name = 'left-spec'`);
+    const old = (await run(declare('old-2', null, 4)))!.started_at;
+    await run(declare('crashed', null, 2));
+    const cap = async () =>
+      (
+        await db.sql<{ c: number | null }>(
+          `select concurrency c from outbox_consumers where name = 'left-spec'`,
+        )
+      )[0]!.c;
+    // still reporting: the old instance's beat leaves the newer one's limits
+    await run(declare('old-2', old, 4));
+    expect(await cap()).toBe(2);
+    // its last beat three heartbeats (30 s each, the default) and more ago
+    await db.sql(
+      `update outbox_consumer_instances set last_seen_at = now() - interval '91 seconds' where instance_id = 'crashed'`,
+    );
+    await run(declare('old-2', old, 4));
+    expect(await cap()).toBe(4);
   });
 });
 

@@ -26,6 +26,7 @@ import { OutboxDedupeKeys1764501900000 } from './1764501900000-outbox-dedupe-key
 import { OutboxDedupeTake1764502000000 } from './1764502000000-outbox-dedupe-take';
 import { OutboxConsumerLimitsFrom1764502050000 } from './1764502050000-outbox-consumer-limits-from';
 import { OutboxPartitionMaintenance1764502400000 } from './1764502400000-outbox-partition-maintenance';
+import { OutboxConsumerInstanceStart1764502500000 } from './1764502500000-outbox-consumer-instance-start';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -57,4 +58,5 @@ export const outboxMigrations = [
   OutboxDedupeTake1764502000000,
   OutboxConsumerLimitsFrom1764502050000,
   OutboxPartitionMaintenance1764502400000,
+  OutboxConsumerInstanceStart1764502500000,
 ];

@@ -104,7 +104,13 @@ export class PgRelayStore implements OutboxStorePort {
   }): Promise<{ startedAt: Date; limited: string[] }> {
     // under the relay's own bounds, not the role's or the database's statement_timeout
     const [row] = await this.store.relayQuery<{ started_at: Date; limited: string[] }>(
-      q.heartbeatConsumers(this.options.names, instanceId, consumers, startedAt),
+      q.heartbeatConsumers(
+        this.options.names,
+        instanceId,
+        consumers,
+        startedAt,
+        this.options.registry.heartbeatMs,
+      ),
       'heartbeat',
     );
     return { startedAt: row!.started_at, limited: row!.limited };

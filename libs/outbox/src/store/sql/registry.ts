@@ -7,7 +7,8 @@ import { consumerLimited } from './consumer-limits';
  * Records that this instance hosts these consumers (insert or refresh), in one statement, with their limits: the
  * ones every relay's claims read. The limits are written only by an instance started (`startedAt`) no earlier than
  * the one whose limits the row holds (`limits_from`): during a rolling deploy, the newest instances' limits hold,
- * and an older instance's beat leaves them. `startedAt` is null on an instance's first beat: it started now, by the
+ * and an older instance's beat leaves them — while an instance started that late still reports (`heartbeatMs`:
+ * one that missed three beats no longer counts). `startedAt` is null on an instance's first beat: it started now, by the
  * database's clock — one clock for every instance, so a host whose clock is off does not pass for newer or older.
  * Returns one row: `started_at`, the start to send in the instance's later beats, and `limited`, the names of these
  * consumers that the registry gives a limit now, whoever declared it
@@ -24,8 +25,15 @@ export function heartbeatConsumers(
     limits?: OutboxConsumerLimits;
   }[],
   startedAt: Date | null = null,
+  heartbeatMs = 30_000,
 ): SqlStatement {
-  const newer = `(r.limits_from is null or excluded.limits_from >= r.limits_from)`;
+  // this instance started no earlier than the one whose limits the row holds, or no instance that started that
+  // late still reports (it left, or missed three beats): a canary removed does not leave its limits behind
+  const newer = `(r.limits_from is null or excluded.limits_from >= r.limits_from
+                  or not exists (select 1 from ${n.consumerInstances} i
+                                  where i.consumer_name = r.name and i.instance_id <> $1
+                                    and i.started_at >= r.limits_from
+                                    and i.last_seen_at > now() - $12::double precision * interval '1 millisecond'))`;
   const limit = (column: string) =>
     `${column} = case when ${newer} then excluded.${column} else r.${column} end`;
   return {
@@ -45,12 +53,14 @@ export function heartbeatConsumers(
                set event_patterns = excluded.event_patterns, kind = excluded.kind, ordered = excluded.ordered,
                    ${limit('concurrency')}, ${limit('tenant_concurrency')}, ${limit('rate_limit')},
                    ${limit('rate_interval_ms')}, ${limit('rate_per_tenant')},
-                   limits_from = greatest(r.limits_from, excluded.limits_from), last_seen_at = now()
+                   limits_from = case when ${newer} then excluded.limits_from else r.limits_from end,
+                   last_seen_at = now()
              returning r.name, ${consumerLimited('r')} as limited
            ), hosts as (
-             insert into ${n.consumerInstances} (consumer_name, instance_id)
-             select name, $1 from upserted
-             on conflict (consumer_name, instance_id) do update set last_seen_at = now()
+             insert into ${n.consumerInstances} (consumer_name, instance_id, started_at)
+             select name, $1, coalesce($11::timestamptz, now()) from upserted
+             on conflict (consumer_name, instance_id) do update
+               set last_seen_at = now(), started_at = excluded.started_at
            )
            select coalesce($11::timestamptz, now()) as started_at,
                   array(select name from upserted where limited) as limited`,
@@ -66,6 +76,7 @@ export function heartbeatConsumers(
       consumers.map((c) => c.limits?.rateIntervalMs ?? null),
       consumers.map((c) => c.limits?.ratePerTenant === true),
       startedAt,
+      3 * heartbeatMs,
     ],
   };
 }
