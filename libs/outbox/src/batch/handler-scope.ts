@@ -1,5 +1,5 @@
 /*
- * One file, on purpose (about 440 lines, most of them comments): `HandlerScope` is one handler's view of the batch
+ * One file, on purpose (about 530 lines, most of them comments): `HandlerScope` is one handler's view of the batch
  * transaction, and every method reads or moves the same few pieces of state — the opening in flight, the
  * savepoint, whether the handler settled, its queries still running, its `TransactionControl` — whose order on
  * the one pipelined connection is the correctness argument (ADRs 0101, 0102, 0604, 1001). Split by role (opening,

@@ -5,6 +5,10 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  * Every database gets them; they do nothing until `npx nestjs-pg-outbox sql --partitioned` converts the tables
  * (the row of `outbox_partitioning` says so). Frozen history: literal SQL.
  *
+ * One file, on purpose: a migration is one released unit, applied and reverted whole and copied verbatim into
+ * sql/0028 (`npm run sql:lib`); its SQL is frozen once released, so it cannot share text with the running code or
+ * with other migrations. Split by function, the files would still run as this one class in this order.
+ *
  * - `outbox_partitioning`: one row once a conversion is prepared: the width of a range, how many ranges are made
  *   ahead, and the window of ranges that the default partitions' check constraint `outbox_window` excludes.
  * - `outbox_uuid_at(t)`: the smallest UUIDv7 of the millisecond of `t` (ADR 0607): a range bound;

@@ -1,5 +1,5 @@
 import type { PoolClient, QueryResult } from 'pg';
-import type { EntitySubscriberInterface, QueryRunner } from 'typeorm';
+import type { QueryRunner } from 'typeorm';
 import { OutboxTransactionEndedError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { sqlState } from '../errors/sql-state';
@@ -10,6 +10,14 @@ import { inOneWrite, inTransactionBlock, pgConnection, sendAll, setPipeline, typ
 import type { BatchWire } from './outbox-store.port';
 import type { PreparedStatements } from './prepared-statements';
 import type { RoundTripDeadline } from './round-trip-deadline';
+import {
+  BATCH_BEGIN,
+  BATCH_COMMIT,
+  leanBegin,
+  leanCommit,
+  markBegun,
+  markCommitted,
+} from './lean-transaction';
 import * as q from './sql';
 
 /** A statement of a transaction sent in one round trip, or `null` when this transaction does not need it. */
@@ -21,23 +29,6 @@ export const PREPARED_STATEMENT_MISSING = '26000';
 const BEGIN: q.SqlStatement = { text: 'begin', values: [] };
 const COMMIT: q.SqlStatement = { text: 'commit', values: [] };
 const ROLLBACK: q.SqlStatement = { text: 'rollback', values: [] };
-/** The batch transaction's own begin and commit, as TypeORM writes them (see `leanBegin`). */
-const BATCH_BEGIN: q.SqlStatement = { text: 'START TRANSACTION', values: [] };
-const BATCH_COMMIT: q.SqlStatement = { text: 'COMMIT', values: [] };
-
-/** TypeORM's record of a runner's transaction (`BaseQueryRunner`), kept when the relay begins and commits itself. */
-interface TypeOrmTransactionState {
-  isTransactionActive: boolean;
-  transactionDepth: number;
-}
-
-/** True when a subscriber of the runner's DataSource listens to one of `events`. */
-function listens(runner: QueryRunner, ...events: (keyof EntitySubscriberInterface)[]): boolean {
-  return runner.connection.subscribers.some((subscriber) =>
-    events.some((event) => typeof subscriber[event] === 'function'),
-  );
-}
-
 /** What the relay needs of the store to send its statements (see `OutboxStore`). */
 export interface RelayTransport {
   readonly prepared: PreparedStatements;
@@ -246,14 +237,14 @@ export class RoundConnection {
   ): Promise<unknown[][]> {
     if (this.open) await this.rollback();
     // the batch transaction begins by the relay's own `begin` in the claim's round trip, or by TypeORM's
-    const lean = opening !== null && this.leanBegin();
+    const lean = opening !== null && leanBegin(this.runner, this.transport.policy);
     const start = opening && !lean ? () => this.runner.startTransaction() : undefined;
     let rows: unknown[][];
     try {
       rows = await this.bounded('claim', async () => {
         const connection = await this.pipelined();
         if (!lean) return sendSteps(this.transport, connection, [BEGIN, ...claim, COMMIT], start);
-        this.begun();
+        markBegun(this.runner);
         return sendSteps(this.transport, connection, [BEGIN, ...claim, COMMIT, BATCH_BEGIN]);
       });
     } catch (error) {
@@ -276,8 +267,8 @@ export class RoundConnection {
     if (this.open) return;
     await this.bounded('batch', async () => {
       const connection = await this.pipelined();
-      if (!this.leanBegin()) return this.runner.startTransaction();
-      this.begun();
+      if (!leanBegin(this.runner, this.transport.policy)) return this.runner.startTransaction();
+      markBegun(this.runner);
       await sendSteps(this.transport, connection, [BATCH_BEGIN]);
     });
     this.open = true;
@@ -297,7 +288,7 @@ export class RoundConnection {
         if (!inTransactionBlock(connection)) throw new OutboxTransactionEndedError(messages.batchEnded());
         const pending = this.takePending();
         const end = pending.length + closing.length;
-        if (!this.leanCommit()) {
+        if (!leanCommit(this.runner, this.transport.policy)) {
           const rows = await sendSteps(this.transport, connection, [...pending, ...closing], () =>
             this.runner.commitTransaction(),
           );
@@ -307,7 +298,7 @@ export class RoundConnection {
         this.runner.connection.logger.logQuery(BATCH_COMMIT.text, undefined, this.runner);
         const rows = await sendSteps(this.transport, connection, [...pending, ...closing, BATCH_COMMIT]);
         this.open = false;
-        await this.committed();
+        await markCommitted(this.runner);
         return rows.slice(pending.length, end);
       });
     } catch (error) {
@@ -392,62 +383,6 @@ export class RoundConnection {
     const { deallocated, warmedUp } = policy.oneWrite ? inOneWrite(connection, write) : write();
     await warmedUp.catch(() => sendAll(connection, [{ statement: ROLLBACK }]).catch(() => undefined));
     await deallocated;
-  }
-
-  /**
-   * True when the batch transaction begins by the relay's own `begin` (`RelayPolicy.leanTransactions`): no
-   * subscriber of the app's listens to a transaction's start or to queries, and the app sets no isolation level
-   * TypeORM would add (the DataSource's logger is told of it, as of TypeORM's). TypeORM's runner is told that
-   * its transaction is open, as its `startTransaction()` leaves it (a handler's `manager.transaction()` makes a
-   * savepoint: see `begun`).
-   */
-  private leanBegin(): boolean {
-    if (!this.leanTransactions() || this.runner.isTransactionActive) return false;
-    return !listens(
-      this.runner,
-      'beforeTransactionStart',
-      'afterTransactionStart',
-      'beforeQuery',
-      'afterQuery',
-    );
-  }
-
-  /**
-   * TypeORM's runner told that its transaction is open, as `startTransaction()` leaves it, when the `begin` is
-   * written (connected): a round trip that fails rolls back as after TypeORM's own.
-   */
-  private begun(): void {
-    const runner = this.runner as unknown as TypeOrmTransactionState;
-    runner.isTransactionActive = true;
-    runner.transactionDepth = 1;
-    // the DataSource's logger sees it as it saw TypeORM's own
-    this.runner.connection.logger.logQuery(BATCH_BEGIN.text, undefined, this.runner);
-  }
-
-  /**
-   * True when the batch transaction commits by the relay's own `commit` (`RelayPolicy.leanTransactions`): no
-   * subscriber listens to a commit before it happens or to queries, and TypeORM's runner holds one level of
-   * transaction (no savepoint a handler left open). `committed` then does what TypeORM's `commitTransaction()`
-   * does after it.
-   */
-  private leanCommit(): boolean {
-    if (!this.leanTransactions()) return false;
-    const runner = this.runner as unknown as TypeOrmTransactionState;
-    if (!runner.isTransactionActive || runner.transactionDepth !== 1) return false;
-    return !listens(this.runner, 'beforeTransactionCommit', 'beforeQuery', 'afterQuery');
-  }
-
-  /** TypeORM's runner told that its transaction committed, and its `afterTransactionCommit` subscribers. */
-  private async committed(): Promise<void> {
-    const runner = this.runner as unknown as TypeOrmTransactionState;
-    runner.isTransactionActive = false;
-    runner.transactionDepth = 0;
-    if (listens(this.runner, 'afterTransactionCommit'))
-      await this.runner.broadcaster.broadcast('AfterTransactionCommit');
-  }
-
-  private leanTransactions(): boolean {
-    return this.transport.policy.leanTransactions && !this.runner.connection.options.isolationLevel;
   }
 
   /** The runner's pg connection, in pipeline mode (call it within the round trip's bound: it may connect). */

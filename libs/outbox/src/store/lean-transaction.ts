@@ -1,0 +1,74 @@
+import type { EntitySubscriberInterface, QueryRunner } from 'typeorm';
+import type { RelayPolicy } from '../options/relay-policy';
+import type { SqlStatement } from './sql';
+
+/**
+ * The batch transaction begun and committed by the relay's own statements instead of TypeORM's
+ * `startTransaction()`/`commitTransaction()` (`RelayPolicy.leanTransactions`, docs/adr/1201-lean-batch-transactions.md),
+ * and what keeps TypeORM's view of it right: its runner's record of the transaction, its logger, its
+ * `afterTransactionCommit` subscribers. Used by `RoundConnection` only.
+ */
+
+/** The batch transaction's own begin and commit, as TypeORM writes them (see `leanBegin`). */
+export const BATCH_BEGIN: SqlStatement = { text: 'START TRANSACTION', values: [] };
+export const BATCH_COMMIT: SqlStatement = { text: 'COMMIT', values: [] };
+
+/** TypeORM's record of a runner's transaction (`BaseQueryRunner`), kept when the relay begins and commits itself. */
+interface TypeOrmTransactionState {
+  isTransactionActive: boolean;
+  transactionDepth: number;
+}
+
+/** True when a subscriber of the runner's DataSource listens to one of `events`. */
+function listens(runner: QueryRunner, ...events: (keyof EntitySubscriberInterface)[]): boolean {
+  return runner.connection.subscribers.some((subscriber) =>
+    events.some((event) => typeof subscriber[event] === 'function'),
+  );
+}
+
+function leanTransactions(runner: QueryRunner, policy: RelayPolicy): boolean {
+  return policy.leanTransactions && !runner.connection.options.isolationLevel;
+}
+
+/**
+ * True when the batch transaction begins by the relay's own `begin`: no subscriber of the app's listens to a
+ * transaction's start or to queries, and the app sets no isolation level TypeORM would add (the DataSource's
+ * logger is told of it, as of TypeORM's). TypeORM's runner is told that its transaction is open, as its
+ * `startTransaction()` leaves it (a handler's `manager.transaction()` makes a savepoint: see `markBegun`).
+ */
+export function leanBegin(runner: QueryRunner, policy: RelayPolicy): boolean {
+  if (!leanTransactions(runner, policy) || runner.isTransactionActive) return false;
+  return !listens(runner, 'beforeTransactionStart', 'afterTransactionStart', 'beforeQuery', 'afterQuery');
+}
+
+/**
+ * TypeORM's runner told that its transaction is open, as `startTransaction()` leaves it, when the `begin` is
+ * written (connected): a round trip that fails rolls back as after TypeORM's own.
+ */
+export function markBegun(runner: QueryRunner): void {
+  const state = runner as unknown as TypeOrmTransactionState;
+  state.isTransactionActive = true;
+  state.transactionDepth = 1;
+  // the DataSource's logger sees it as it saw TypeORM's own
+  runner.connection.logger.logQuery(BATCH_BEGIN.text, undefined, runner);
+}
+
+/**
+ * True when the batch transaction commits by the relay's own `commit`: no subscriber listens to a commit before
+ * it happens or to queries, and TypeORM's runner holds one level of transaction (no savepoint a handler left
+ * open). `markCommitted` then does what TypeORM's `commitTransaction()` does after it.
+ */
+export function leanCommit(runner: QueryRunner, policy: RelayPolicy): boolean {
+  if (!leanTransactions(runner, policy)) return false;
+  const state = runner as unknown as TypeOrmTransactionState;
+  if (!state.isTransactionActive || state.transactionDepth !== 1) return false;
+  return !listens(runner, 'beforeTransactionCommit', 'beforeQuery', 'afterQuery');
+}
+
+/** TypeORM's runner told that its transaction committed, and its `afterTransactionCommit` subscribers. */
+export async function markCommitted(runner: QueryRunner): Promise<void> {
+  const state = runner as unknown as TypeOrmTransactionState;
+  state.isTransactionActive = false;
+  state.transactionDepth = 0;
+  if (listens(runner, 'afterTransactionCommit')) await runner.broadcaster.broadcast('AfterTransactionCommit');
+}
