@@ -2,6 +2,9 @@ import { backoffProblems, countProblem, durationProblem } from '../options/outbo
 import { messages } from '../errors/outbox.messages';
 import { reducePatterns, WEBHOOK_NAME_PATTERN } from '../webhooks/webhook-endpoint';
 import type { OutboxBackoffOptions, ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
+import type { OnOutboxEventOptions } from '../model/outbox-handler-options.interface';
+import type { OutboxConsumerLimits } from '../model/outbox-consumer';
+import { consumerLimits } from '../consumers/consumer-limits';
 
 /** The settings every batch consumer (transport, broker) has, checked and merged with the module's. */
 export interface ExternalConsumerSettings {
@@ -10,6 +13,8 @@ export interface ExternalConsumerSettings {
   timeoutMs: number;
   maxAttempts: number;
   backoff: Required<OutboxBackoffOptions>;
+  /** Its `concurrency` and `rateLimit`, as the registry stores them; none when neither is set. */
+  limits?: OutboxConsumerLimits;
 }
 
 /** What the settings are read from: one entry of `transports` or `brokers`. */
@@ -19,6 +24,8 @@ export interface ExternalConsumerInput {
   timeoutMs?: unknown;
   maxAttempts?: unknown;
   backoff?: unknown;
+  concurrency?: unknown;
+  rateLimit?: unknown;
 }
 
 /**
@@ -68,12 +75,19 @@ export function resolveExternalConsumer(
       problems.push(...backoffProblems(`${where}.backoff`, backoff));
     }
   }
+  // the limits of @OnOutboxEvent, checked by the same code: the claims enforce them whatever the consumer's kind
+  const limits = consumerLimits(
+    where,
+    input as Pick<OnOutboxEventOptions, 'concurrency' | 'rateLimit'>,
+    problems,
+  );
   return {
     eventPatterns,
     ordered: ordered === true,
     timeoutMs: timeoutMs as number,
     maxAttempts: maxAttempts as number,
     backoff,
+    ...(limits ? { limits } : {}),
   };
 }
 

@@ -33,6 +33,18 @@ export interface OutboxBrokerCommonOptions {
    * Default: `{ baseMs: 100, capMs: 10000 }`.
    */
   reconnect?: { baseMs?: number; capMs?: number };
+  /**
+   * At most this many of this forwarder's deliveries in flight at once, across every relay: `global` over all tenants,
+   * `perTenant` in each tenant; either or both, as `@OnOutboxEvent`'s. Deliveries over the cap wait, uncharged.
+   * Enforced in the database (docs/flow-control.md#concurrency-and-rate-limits). Default: no cap.
+   */
+  concurrency?: { global?: number; perTenant?: number };
+  /**
+   * At most `limit` of this forwarder's deliveries claimed (each one message published) in any window of `intervalMs` (sliding), across
+   * every relay: over all tenants, or in each tenant with `perTenant: true`. Deliveries over the limit wait,
+   * uncharged. Enforced in the database (docs/flow-control.md#concurrency-and-rate-limits). Default: no limit.
+   */
+  rateLimit?: { limit: number; intervalMs: number; perTenant?: boolean };
 }
 
 /** What a RabbitMQ forwarder has besides the common options. */

@@ -24,4 +24,16 @@ export interface OutboxTransportOptions {
   maxAttempts?: number;
   /** Backoff between attempts; fields left out take `OutboxModule`'s. Default: `OutboxModule`'s `backoff`. */
   backoff?: OutboxBackoffOptions;
+  /**
+   * At most this many of this transport's deliveries in flight at once, across every relay: `global` over all tenants,
+   * `perTenant` in each tenant; either or both, as `@OnOutboxEvent`'s. Deliveries over the cap wait, uncharged.
+   * Enforced in the database (docs/flow-control.md#concurrency-and-rate-limits). Default: no cap.
+   */
+  concurrency?: { global?: number; perTenant?: number };
+  /**
+   * At most `limit` of this transport's deliveries claimed (each one message handed to `send`) in any window of `intervalMs` (sliding), across
+   * every relay: over all tenants, or in each tenant with `perTenant: true`. Deliveries over the limit wait,
+   * uncharged. Enforced in the database (docs/flow-control.md#concurrency-and-rate-limits). Default: no limit.
+   */
+  rateLimit?: { limit: number; intervalMs: number; perTenant?: boolean };
 }

@@ -144,6 +144,7 @@ export function batchConsumer(
     eventName: settings.eventPatterns.join(', '),
     eventNames: settings.eventPatterns,
     ordered: settings.ordered,
+    ...(settings.limits ? { limits: settings.limits } : {}),
     hostClass,
     methodName: 'send',
     maxAttempts: settings.maxAttempts,

@@ -48,6 +48,18 @@ export interface OutboxWebhookOptions {
    * `{ failureThreshold: 5, cooldownMs: 30000 }`.
    */
   circuitBreaker?: OutboxWebhookCircuitBreakerOptions | false;
+  /**
+   * At most this many of this webhook's deliveries in flight at once, across every relay: `global` over all tenants,
+   * `perTenant` in each tenant; either or both, as `@OnOutboxEvent`'s. Deliveries over the cap wait, uncharged.
+   * Enforced in the database (docs/flow-control.md#concurrency-and-rate-limits). Default: no cap.
+   */
+  concurrency?: { global?: number; perTenant?: number };
+  /**
+   * At most `limit` of this webhook's deliveries claimed (each one request) in any window of `intervalMs` (sliding), across
+   * every relay: over all tenants, or in each tenant with `perTenant: true`. Deliveries over the limit wait,
+   * uncharged. Enforced in the database (docs/flow-control.md#concurrency-and-rate-limits). Default: no limit.
+   */
+  rateLimit?: { limit: number; intervalMs: number; perTenant?: boolean };
 }
 
 /**

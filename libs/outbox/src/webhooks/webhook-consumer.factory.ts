@@ -9,6 +9,7 @@ import { OutboxExtension } from '../extension/outbox-extension';
 import type { ClaimedDelivery } from '../model/claimed-delivery';
 import { resolveWebhookEndpoint, WEBHOOK_NAME_PATTERN, type WebhookEndpoint } from './webhook-endpoint';
 import { OutboxWebhookService } from './outbox-webhook.service';
+import { consumerLimits } from '../consumers/consumer-limits';
 
 /** Consumer name of a static webhook. */
 export function webhookConsumerName(name: string): string {
@@ -63,7 +64,9 @@ export class WebhookConsumerFactory implements OutboxExtension {
         backoff: this.options.backoff,
       });
       problems.push(...found.map((p) => p.message));
-      consumers.push(this.toConsumer(endpoint));
+      // the limits of @OnOutboxEvent, checked by the same code and enforced by the same claims
+      const limits = consumerLimits(where, webhook, problems);
+      consumers.push({ ...this.toConsumer(endpoint), ...(limits ? { limits } : {}) });
     });
     return consumers;
   }
