@@ -1,5 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { createTestDatabase, type TestDatabase } from './test-database';
 
 /** One request the receiver got. */
 export interface ReceivedWebhook {
@@ -118,4 +119,17 @@ export async function refusedUrl(): Promise<string> {
   const { port } = server.address() as AddressInfo;
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return `http://127.0.0.1:${port}/nobody`;
+}
+
+/**
+ * A spec's test database and receiver, made in `beforeAll` and dropped in `afterAll` (read their fields from the
+ * tests: they are set once the hooks ran).
+ */
+export function useDatabaseAndReceiver(): { db: TestDatabase; receiver: WebhookReceiver } {
+  const made = {} as { db: TestDatabase; receiver: WebhookReceiver };
+  beforeAll(async () => {
+    [made.db, made.receiver] = await Promise.all([createTestDatabase(), startWebhookReceiver()]);
+  });
+  afterAll(() => Promise.all([made.receiver?.close(), made.db?.drop()]));
+  return made;
 }
