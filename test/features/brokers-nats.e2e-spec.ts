@@ -9,17 +9,21 @@ import { createNatsServer, createTcpGate, outOfOrder, type NatsServer } from '..
 import { uniqueName } from '../support/brokers';
 import { startChildRelay, type ChildRelay } from '../support/child-relay';
 import { waitFor } from '../support/wait-for';
+import { busiestWindow, rateLogQuiet } from '../support/rate-windows';
 import { deliveredCount, deliveryCounts, enqueueOrders, forwardTenThousand } from '../support/forwarding';
 
 const TENANT = '9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a';
+const OTHER_TENANT = '1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d';
 const FAST = { baseMs: 10, capMs: 200, jitter: 0 };
 
 /** A message as read back from a stream. */
 interface Stored {
   seq: number;
+  /** When the stream stored it, by the server's clock (ms). */
+  storedAt: number;
   msgId: string;
   headers: Record<string, string>;
-  body: { eventId: string; aggregate: { id: string } | null; data: { n: number } };
+  body: { eventId: string; tenantId: string; aggregate: { id: string } | null; data: { n: number } };
 }
 
 describe('the NATS JetStream forwarder', () => {
@@ -55,11 +59,14 @@ describe('the NATS JetStream forwarder', () => {
     await jsm.streams.add({ name, subjects: [`${prefix}.>`], duplicate_window: 120_000 * 1_000_000 });
     return { name, prefix };
   };
-  const start = async (brokers: Partial<OutboxNatsBrokerOptions>[]): Promise<TestApp> => {
+  const start = async (
+    brokers: Partial<OutboxNatsBrokerOptions>[],
+    relay: Record<string, unknown> = {},
+  ): Promise<TestApp> => {
     t = await buildApp({
       url: db.url,
       outbox: {
-        relay: { batchSize: 100 },
+        relay: { batchSize: 100, ...relay },
         maxAttempts: 20,
         backoff: FAST,
       },
@@ -92,7 +99,13 @@ describe('the NATS JetStream forwarder', () => {
     for await (const m of messages) {
       const headers: Record<string, string> = {};
       for (const key of m.headers?.keys() ?? []) headers[key] = m.headers!.get(key);
-      stored.push({ seq: m.seq, msgId: headers['Nats-Msg-Id'] ?? '', headers, body: m.json() });
+      stored.push({
+        seq: m.seq,
+        storedAt: Number(m.info.timestampNanos) / 1e6,
+        msgId: headers['Nats-Msg-Id'] ?? '',
+        headers,
+        body: m.json(),
+      });
       if (stored.length >= count) break;
     }
     return stored;
@@ -120,6 +133,70 @@ describe('the NATS JetStream forwarder', () => {
     },
     180_000,
   );
+
+  it('a per-tenant rate limit holds what the stream stores per window for each tenant; none lost, none charged', async () => {
+    const { name, prefix } = await stream('rated');
+    const limit = { limit: 10, intervalMs: 1000, perTenant: true };
+    const batchSize = 5;
+    // polls every 50 ms (room freed by the window sliding is found within that), one batch at a time
+    const app = await start(
+      [{ stream: name, subject: (e) => `${prefix}.${e.eventName}`, rateLimit: limit }],
+      {
+        enabled: true,
+        pollIntervalMs: 50,
+        batchSize,
+        concurrency: 1,
+      },
+    );
+    // the forwarder's first batch waits for its connection: warmed up, and the rate log left to empty first
+    const warm = await enqueue(app, 2, 2);
+    await waitFor(async () => (await deliveredCount(db, 'broker:nats')) === warm.length, {
+      timeoutMs: 20_000,
+      message: 'the warm-up messages',
+    });
+    await rateLogQuiet(db, 'broker:nats', limit.intervalMs);
+    await db.sql('truncate event_outbox, outbox_deliveries');
+
+    const tenants = [TENANT, OTHER_TENANT];
+    const ids = (
+      await Promise.all(tenants.map((tenantId) => enqueueOrders(app, { ...ORDERS, tenantId }, 30, 3)))
+    ).flat();
+    await waitFor(async () => (await deliveredCount(db, 'broker:nats')) === ids.length, {
+      timeoutMs: 30_000,
+      message: '60 messages forwarded',
+    });
+    const stored = (await readStream(name)).filter((m) => !warm.includes(m.msgId));
+    expect(stored.map((m) => m.msgId).sort()).toEqual([...ids].sort());
+    expect(await deliveries()).toEqual([
+      expect.objectContaining({ status: 'delivered', n: 60, attempts: 1 }),
+    ]);
+    const busiest = tenants.map((tenantId) =>
+      busiestWindow(
+        stored.filter((m) => m.body.tenantId === tenantId).map((m) => m.storedAt),
+        limit.intervalMs,
+      ),
+    );
+    process.stdout.write(
+      `JetStream, 10 / 1 s per tenant: busiest window stored per tenant ${busiest.join(', ')}\n`,
+    );
+    // the limit holds on claims, per tenant; a message is stored its publish time later: at most a claim more
+    for (const most of busiest) expect(most).toBeLessThanOrEqual(limit.limit + batchSize);
+    // and each tenant reaches it: within 10 % of 2 × 10 in its first two intervals
+    for (const tenantId of tenants) {
+      const times = stored.filter((m) => m.body.tenantId === tenantId).map((m) => m.storedAt);
+      const inTwo = times.filter((at) => at < Math.min(...times) + 2 * limit.intervalMs).length;
+      expect(inTwo).toBeGreaterThanOrEqual(0.9 * 2 * limit.limit);
+      expect(inTwo).toBeLessThanOrEqual(2 * limit.limit + batchSize);
+    }
+    // each tenant has its own room: together, more than one tenant's limit in a window
+    expect(
+      busiestWindow(
+        stored.map((m) => m.storedAt),
+        limit.intervalMs,
+      ),
+    ).toBeGreaterThan(limit.limit + batchSize);
+    await jsm.streams.delete(name);
+  }, 90_000);
 
   it('publishes with Nats-Msg-Id = event id, the outbox headers and the webhook envelope, and keeps the ack', async () => {
     const { name, prefix } = await stream('headers');
