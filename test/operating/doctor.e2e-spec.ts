@@ -4,12 +4,17 @@ import { join } from 'node:path';
 import { Client } from 'pg';
 import { outboxMigrations } from 'nestjs-pg-outbox';
 import { OutboxHealthIndicator } from 'nestjs-pg-outbox/admin';
-import { OUTBOX_INDEXES, OUTBOX_TABLES } from '../../libs/outbox/src/maintenance/outbox-indexes';
+import {
+  expectedIndexes,
+  OUTBOX_INDEXES,
+  OUTBOX_TABLES,
+} from '../../libs/outbox/src/maintenance/outbox-indexes';
 import { buildApp } from '../support/build-app';
 import { waitFor } from '../support/wait-for';
 import { TENANT } from '../support/outbox-fixture';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { createLoginRole } from '../support/test-roles';
+import { partitionedLayoutStatements, runSql } from '../support/template-database';
 
 /** How many migrations the package ships (each release adds some). */
 const MIGRATIONS = outboxMigrations.length;
@@ -95,6 +100,22 @@ async function seedDeliveries(
   return eventId;
 }
 
+/** The outbox tables of `db`'s `schema` that are partitioned (the run's layout: OUTBOX_TEST_PARTITIONED). */
+async function partitionedTables(db: TestDatabase, schema = 'public'): Promise<Set<string>> {
+  const rows = await db.sql<{ relname: string }>(
+    `select relname from pg_class where relnamespace = $1::regnamespace and relkind = 'p' and relname = any($2::text[])`,
+    [schema, OUTBOX_TABLES],
+  );
+  return new Set(rows.map((r) => r.relname));
+}
+
+/** The statements of a finding's action after its first colon, each to run on its own. */
+const statementsOf = (action: string): string[] =>
+  action
+    .slice(action.indexOf(': ') + 2)
+    .replace(/;$/, '')
+    .split('; ');
+
 let db: TestDatabase;
 
 beforeAll(async () => {
@@ -119,7 +140,7 @@ describe('npx nestjs-pg-outbox doctor', () => {
     expect(text.code).toBe(0);
     expect(text.stdout).toMatch(/^nestjs-pg-outbox doctor: OK — database outbox_t_\w+, schema public/);
     expect(text.stdout).toContain(
-      `OK        indexes: All ${OUTBOX_INDEXES.length} indexes the migrations create are there and valid.`,
+      `OK        indexes: All ${expectedIndexes(await partitionedTables(db)).length} indexes the migrations create are there and valid.`,
     );
   });
 
@@ -237,11 +258,26 @@ describe('npx nestjs-pg-outbox doctor', () => {
     const [finding] = of(run, 'indexes');
     expect(finding).toMatchObject({ severity: 'critical', subject: 'public.outbox_deliveries_dead_idx' });
     expect(finding!.summary).toContain('is missing');
-    const statement = /^Recreate it: (.*);$/.exec(finding!.action!)?.[1];
-    expect(statement).toBe(
-      `create index concurrently outbox_deliveries_dead_idx on public.outbox_deliveries using btree (tenant_id, consumer_name) where (status = 'dead'::text)`,
-    );
-    await db.sql(statement!);
+    const statements = statementsOf(finding!.action!);
+    const definition = `using btree (tenant_id, consumer_name) where (status = 'dead'::text)`;
+    const partitioned = (await partitionedTables(db)).has('outbox_deliveries');
+    if (partitioned) {
+      // the parent alone, then each partition concurrently and attached: PostgreSQL refuses concurrently on a parent
+      expect(statements[0]).toBe(
+        `create index if not exists outbox_deliveries_dead_idx on only public.outbox_deliveries ${definition}`,
+      );
+      expect(statements.slice(1).filter((s) => s.startsWith('alter index'))).toContain(
+        'alter index public.outbox_deliveries_dead_idx attach partition public.outbox_deliveries_dead_idx_default',
+      );
+      expect(statements.slice(1).every((s) => /^(create index concurrently|alter index) /.test(s))).toBe(
+        true,
+      );
+    } else {
+      expect(statements).toEqual([
+        `create index concurrently if not exists outbox_deliveries_dead_idx on public.outbox_deliveries ${definition}`,
+      ]);
+    }
+    for (const statement of statements) await db.sql(statement);
     expect(problems(await doctor(db, '--json'))).toEqual([]);
   });
 
@@ -264,7 +300,7 @@ describe('npx nestjs-pg-outbox doctor', () => {
     });
     expect(finding!.summary).toContain('is invalid');
     expect(finding!.action).toContain(
-      'drop index concurrently public.outbox_activity_minute_idx; then create index concurrently outbox_activity_minute_idx on public.outbox_activity using btree (minute);',
+      'drop index concurrently public.outbox_activity_minute_idx; then create index concurrently if not exists outbox_activity_minute_idx on public.outbox_activity using btree (minute);',
     );
     await db.sql(`drop index concurrently public.outbox_activity_minute_idx`);
     await db.sql(
@@ -433,17 +469,117 @@ describe('the indexes the doctor expects', () => {
             order by t.relname, i.relname`,
           [schema, OUTBOX_TABLES],
         );
+        const expected = expectedIndexes(await partitionedTables(database, schema));
         expect(
           rows.map((r) =>
             r.constraint
               ? { table: r.table, name: r.name, constraint: r.constraint }
               : { table: r.table, name: r.name, definition: r.definition },
           ),
-        ).toEqual(OUTBOX_INDEXES);
+        ).toEqual(expected);
       }
     } finally {
       await other.drop();
     }
+  });
+});
+
+describe('the doctor on the partitioned layout (docs/partitioning.md)', () => {
+  let parted: TestDatabase;
+  /** Today's range (UTC) of `event_outbox`, where UUIDv7 ids made now go. */
+  let today: string;
+
+  beforeAll(async () => {
+    // migrated here and converted, whatever layout the run's template has
+    parted = await createTestDatabase([], { runMigrations: true });
+    await runSql(parted.url, partitionedLayoutStatements(new Date(Date.now() - 86_400_000)));
+    const day = new Date().toISOString().slice(0, 10).replaceAll('-', '');
+    today = `event_outbox_p${day}t0000`;
+  });
+
+  afterAll(async () => {
+    await parted?.drop();
+  });
+
+  it('sizes a partitioned table by its partitions and names the one with the most dead rows, whose vacuum it advises', async () => {
+    await parted.sql(`alter table ${today} set (autovacuum_enabled = false)`);
+    // UUIDv7 ids of now: today's range
+    await parted.sql(
+      `insert into event_outbox (id, tenant_id, event_name, payload, status, published_at)
+       select (lpad(to_hex((extract(epoch from clock_timestamp()) * 1000)::bigint), 12, '0') || '7' ||
+               substr(md5(g::text), 1, 3) || '8' || substr(md5(g::text), 4, 15))::uuid,
+              $1, 'test.doctor.v1', '{}', 'published', now()
+         from generate_series(1, 3000) g`,
+      [TENANT],
+    );
+    const [{ partition }] = (await parted.sql<{ partition: string }>(
+      `select distinct tableoid::regclass::text as partition from event_outbox`,
+    )) as [{ partition: string }];
+    expect(partition).toBe(today);
+    await parted.sql(`delete from event_outbox where event_name = 'test.doctor.v1'`);
+    await parted.sql(`select pg_stat_force_next_flush()`);
+    const table = await waitFor(
+      async () => {
+        const run = await doctor(
+          parted,
+          '--json',
+          '--set',
+          'deadRowsMin=1000',
+          '--set',
+          'deadRowsRatio=0.5,0.9',
+        );
+        const [finding] = of(run, 'tables').filter((f) => f.subject === 'public.event_outbox');
+        return (finding?.figures.deadRows as number) >= 3000 ? finding : null;
+      },
+      { timeoutMs: 20_000 },
+    );
+    expect(table.figures.tableBytes as number).toBeGreaterThan(0);
+    expect(table.figures.partitions as number).toBeGreaterThanOrEqual(5);
+    expect(table.figures.worstPartition).toBe(today);
+    expect(table.severity).toBe('critical');
+    expect(table.summary).toMatch(/^public\.event_outbox \(\d+ partitions\): /);
+    expect(table.summary).toContain(`partition ${today} (the most dead rows)`);
+    expect(table.action).toContain(`vacuum (verbose, analyze) public.${today};`);
+    expect(table.action).toContain(`alter table public.${today} reset (autovacuum_enabled);`);
+    await parted.sql(`alter table ${today} reset (autovacuum_enabled)`);
+    await parted.sql(`vacuum event_outbox`);
+  });
+
+  it('finds a partitioned index missing or without its partitions, and the steps it gives build it without blocking writes', async () => {
+    const fresh = await doctor(parted, '--json');
+    expect(problems(fresh)).toEqual([]);
+    expect(of(fresh, 'indexes')[0]!.summary).toBe(
+      `All ${OUTBOX_INDEXES.length + 1} indexes the migrations create are there and valid.`,
+    );
+
+    await parted.sql(`drop index event_outbox_scheduled_idx`);
+    const [missing] = of(await doctor(parted, '--json'), 'indexes');
+    expect(missing).toMatchObject({ severity: 'critical', subject: 'public.event_outbox_scheduled_idx' });
+    expect(missing!.action).toContain('PostgreSQL refuses create index concurrently on a partitioned table');
+    for (const statement of statementsOf(missing!.action!)) await parted.sql(statement);
+    expect(problems(await doctor(parted, '--json'))).toEqual([]);
+
+    // on the parent alone: invalid until every partition has it
+    await parted.sql(`drop index outbox_deliveries_dead_idx`);
+    await parted.sql(
+      `create index outbox_deliveries_dead_idx on only outbox_deliveries using btree (tenant_id, consumer_name) where (status = 'dead'::text)`,
+    );
+    const partitions = await parted.sql<{ relname: string }>(
+      `select c.relname from pg_partition_tree('outbox_deliveries') p join pg_class c on c.oid = p.relid where p.isleaf`,
+    );
+    const [invalid] = of(await doctor(parted, '--json'), 'indexes');
+    expect(invalid).toMatchObject({
+      severity: 'critical',
+      subject: 'public.outbox_deliveries_dead_idx',
+      figures: { valid: false, unindexedPartitions: partitions.length, invalidPartitions: 0 },
+    });
+    expect(invalid!.summary).toContain(
+      'partitions without it: outbox_deliveries_default, outbox_deliveries_p',
+    );
+    const steps = statementsOf(invalid!.action!);
+    expect(steps).toHaveLength(2 * partitions.length);
+    for (const statement of steps) await parted.sql(statement);
+    expect(problems(await doctor(parted, '--json'))).toEqual([]);
   });
 });
 

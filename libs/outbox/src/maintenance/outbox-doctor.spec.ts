@@ -28,12 +28,16 @@ function database(rows: Partial<Record<string, unknown[] | Error>> = {}): Doctor
       OUTBOX_INDEXES.map((i) => ({
         index_name: i.name,
         table_name: i.table,
+        partitioned: false,
         valid: true,
         ready: true,
         bytes: 8192,
         bloat_bytes: 0,
+        unindexed_partitions: [],
+        invalid_partitions: [],
       })),
     ],
+    [q.outboxPartitions(names, []).text, []],
     [q.oldestPending(names, 0).text, [{ seconds: 0, oldest: null }]],
     [q.deadDeliveries(names, 0).text, [{ dead: 0, consumers: [] }]],
     [q.findMigrationsTable('migrations').text, [{ table_sql: 'migrations', readable: true }]],
@@ -123,6 +127,8 @@ describe('examineOutbox', () => {
   it('warns of dead rows piling up in a table autovacuum does not visit, whatever their share', async () => {
     const table = {
       table_name: 'outbox_deliveries',
+      partitions: null,
+      worst_partition: null,
       table_bytes: 10 * 1024 ** 3,
       index_bytes: 1024 ** 3,
       live_rows: 10_000_000,

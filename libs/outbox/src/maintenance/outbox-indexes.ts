@@ -195,20 +195,113 @@ export const SEARCH_INDEXES: readonly OutboxIndex[] = [
   },
 ];
 
-/** `create index concurrently if not exists` of each search index, in the schema of `schemaSql`. */
-export function searchIndexesSql(schemaSql: string): string {
-  return SEARCH_INDEXES.map(
-    (index) =>
-      `create index concurrently if not exists ${index.name} on ${schemaSql}.${index.table} ${index.definition};\n`,
-  ).join('');
+/**
+ * The tables the partitioned layout (docs/partitioning.md, ADR 1207) partitions, and the indexes it changes: the
+ * deliveries' key holds the partition key, and the received inbox messages get the index of retention's check.
+ */
+const PARTITIONED_LAYOUT: Readonly<Record<string, readonly OutboxIndex[]>> = {
+  consumer_inbox: [
+    {
+      table: 'consumer_inbox',
+      name: 'consumer_inbox_received_idx',
+      definition: 'using btree (event_id) where (first_seen_at is not null)',
+    },
+  ],
+  outbox_deliveries: [
+    { table: 'outbox_deliveries', name: 'outbox_deliveries_pkey', constraint: 'primary key (id, event_id)' },
+  ],
+};
+
+/**
+ * The indexes the doctor expects when the tables named in `partitioned` are partitioned: {@link OUTBOX_INDEXES}
+ * with the partitioned layout's changes to those tables, in the same order.
+ */
+export function expectedIndexes(partitioned: ReadonlySet<string>): OutboxIndex[] {
+  const changes = [...partitioned].flatMap((table) => PARTITIONED_LAYOUT[table] ?? []);
+  const changed = new Set(changes.map((index) => index.name));
+  return [...OUTBOX_INDEXES.filter((index) => !changed.has(index.name)), ...changes].sort(
+    (a, b) => compare(a.table, b.table) || compare(a.name, b.name),
+  );
+}
+
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 /**
- * The statement that puts `index` back in the schema of `schemaSql` without blocking writes (a constraint's
- * index is rebuilt by adding the constraint again, which locks the table while it builds).
+ * The statements that build `index` in the schema of `schemaSql` without blocking writes, each to run on its own
+ * outside a transaction (a constraint's index is built by adding the constraint again, which locks the table
+ * while it builds). `partitions` are the leaf partitions of its table when that table is partitioned, else null.
+ *
+ * PostgreSQL refuses `create index concurrently` on a partitioned table: the index goes on the parent alone
+ * (`on only`, invalid until every partition has one), then on each partition concurrently, each attached to it;
+ * once the last is attached the parent's index is valid, and partitions made later get it with their table.
+ * Every step is idempotent (`if not exists`; attaching an index already attached does nothing).
  */
-export function recreateIndexSql(schemaSql: string, index: OutboxIndex): string {
+export function buildIndexSteps(
+  schemaSql: string,
+  index: OutboxIndex,
+  partitions: readonly string[] | null,
+): string[] {
   if (index.constraint !== undefined)
-    return `alter table ${schemaSql}.${index.table} add constraint ${index.name} ${index.constraint}`;
-  return `create index concurrently ${index.name} on ${schemaSql}.${index.table} ${index.definition}`;
+    return [`alter table ${schemaSql}.${index.table} add constraint ${index.name} ${index.constraint}`];
+  if (partitions === null)
+    return [
+      `create index concurrently if not exists ${index.name} on ${schemaSql}.${index.table} ${index.definition}`,
+    ];
+  return [
+    `create index if not exists ${index.name} on only ${schemaSql}.${index.table} ${index.definition}`,
+    ...partitions.flatMap((partition) => partitionIndexSteps(schemaSql, index, partition)),
+  ];
+}
+
+/**
+ * The steps that give one partition its index of the partitioned `index`, built without blocking writes, and
+ * attach it (a constraint's index becomes the partition's constraint first: PostgreSQL attaches it only so).
+ */
+export function partitionIndexSteps(schemaSql: string, index: OutboxIndex, partition: string): string[] {
+  const child = partitionIndexName(index, partition);
+  const attach = `alter index ${schemaSql}.${index.name} attach partition ${schemaSql}.${child}`;
+  if (index.constraint === undefined)
+    return [
+      `create index concurrently if not exists ${child} on ${schemaSql}.${partition} ${index.definition}`,
+      attach,
+    ];
+  const kind = index.constraint.startsWith('primary key') ? 'primary key' : 'unique';
+  const columns = index.constraint.slice(kind.length).trim();
+  return [
+    `create unique index concurrently if not exists ${child} on ${schemaSql}.${partition} using btree ${columns}`,
+    `alter table ${schemaSql}.${partition} add constraint ${child} ${kind} using index ${child}`,
+    attach,
+  ];
+}
+
+/** The steps that make valid again a partition's index attached to `index` but left invalid. */
+export function rebuildPartitionIndexSteps(schemaSql: string, index: OutboxIndex, child: string): string[] {
+  // the rebuilt index does not make the partitioned one valid by itself: attaching it again checks them all
+  return [
+    `reindex index concurrently ${schemaSql}.${child}`,
+    `alter index ${schemaSql}.${index.name} attach partition ${schemaSql}.${child}`,
+  ];
+}
+
+/**
+ * The name of `index`'s index on `partition`: the index's name with the partition's suffix (`_p20261206t0000`,
+ * `_default`), as the conversion names the default partitions' indexes; within PostgreSQL's 63 bytes.
+ */
+export function partitionIndexName(index: OutboxIndex, partition: string): string {
+  const suffix = partition.startsWith(`${index.table}_`)
+    ? partition.slice(index.table.length + 1)
+    : partition;
+  return `${index.name.slice(0, Math.max(1, 62 - suffix.length))}_${suffix}`.slice(0, 63);
+}
+
+/**
+ * The statements that build each search index in the schema of `schemaSql`, one per line, each to run on its own
+ * outside a transaction; `partitions` are `event_outbox`'s leaf partitions in the partitioned layout, else null.
+ */
+export function searchIndexesSql(schemaSql: string, partitions: readonly string[] | null = null): string {
+  return SEARCH_INDEXES.flatMap((index) => buildIndexSteps(schemaSql, index, partitions))
+    .map((statement) => `${statement};\n`)
+    .join('');
 }
