@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 import { migrationSql, sqlHeader } from './migration-sql';
-import { outboxNames, schemaProblem } from '../model/table-names';
+import { type OutboxNames, outboxNames, schemaProblem } from '../model/table-names';
+import { openDoctorConnection } from '../store/doctor-connection';
+import { outboxPartitions, type OutboxPartitionsRow } from '../store/sql/doctor';
 import { searchIndexesSql } from '../maintenance/outbox-indexes';
 import {
   partitionedLayoutProblem,
@@ -10,7 +12,7 @@ import {
 import { DOCTOR_USAGE, doctorCommand } from './doctor-command';
 
 const USAGE = `Usage: nestjs-pg-outbox sql [--schema <name>] [--down] [--no-transaction]
-       nestjs-pg-outbox sql --search-indexes [--schema <name>]
+       nestjs-pg-outbox sql --search-indexes [--url <url>] [--schema <name>]
        nestjs-pg-outbox sql --partitioned [--width <interval>] [--ahead <n>] [--start <timestamp>] [--schema <name>]
        nestjs-pg-outbox doctor [--url <url>] [--schema <name>] [--json] [--set <threshold>=<warn>,<critical>]
 
@@ -24,6 +26,8 @@ const USAGE = `Usage: nestjs-pg-outbox sql [--schema <name>] [--down] [--no-tran
                     built without blocking writes, outside a transaction; each costs every event's insert and
                     status update an index entry (docs/board.md#search)
                     (e.g. npx nestjs-pg-outbox sql --search-indexes | psql "$DATABASE_URL")
+  --url <url>       with --search-indexes: read the database's layout first, and print for the partitioned
+                    layout the steps that build each index on every partition (docs/partitioning.md)
   --partitioned     print instead the steps that convert event_outbox, outbox_deliveries and consumer_inbox to
                     time ranges of the event id, on a live database (docs/partitioning.md): --width of a range
                     ("1 day" by default, hours or days), --ahead ranges made ahead (3), --start of the first
@@ -43,6 +47,7 @@ type Parsed =
       partitioned: boolean;
       layout: PartitionedLayoutOptions;
       schema?: string;
+      url?: string;
     }
   | { problem: string };
 
@@ -54,6 +59,7 @@ function parse(flags: readonly string[]): Parsed {
     partitioned: false,
     layout: {} as PartitionedLayoutOptions,
     schema: undefined as string | undefined,
+    url: undefined as string | undefined,
   };
   for (let i = 0; i < flags.length; i++) {
     const flag = flags[i]!;
@@ -61,7 +67,11 @@ function parse(flags: readonly string[]): Parsed {
     else if (flag === '--no-transaction') parsed.transaction = false;
     else if (flag === '--search-indexes') parsed.searchIndexes = true;
     else if (flag === '--partitioned') parsed.partitioned = true;
-    else if (flag === '--width' || flag === '--ahead' || flag === '--start') {
+    else if (flag === '--url') {
+      const value = flags[++i];
+      if (value === undefined) return { problem: '--url needs a database URL after it' };
+      parsed.url = value;
+    } else if (flag === '--width' || flag === '--ahead' || flag === '--start') {
       const value = flags[++i];
       if (value === undefined) return { problem: `${flag} needs a value after it (see --partitioned below)` };
       if (flag === '--width') parsed.layout.width = value;
@@ -77,7 +87,11 @@ function parse(flags: readonly string[]): Parsed {
     } else return { problem: `unknown option "${flag}"` };
   }
   if (parsed.searchIndexes && (parsed.down || !parsed.transaction || parsed.partitioned))
-    return { problem: '--search-indexes takes only --schema (its statements run outside a transaction)' };
+    return {
+      problem: '--search-indexes takes only --url and --schema (its statements run outside a transaction)',
+    };
+  if (parsed.url !== undefined && !parsed.searchIndexes)
+    return { problem: '--url goes with --search-indexes' };
   const layoutFlags = Object.keys(parsed.layout).length > 0;
   if (layoutFlags && !parsed.partitioned)
     return { problem: '--width, --ahead and --start go with --partitioned' };
@@ -117,7 +131,9 @@ async function main(args: string[]): Promise<number> {
     return 0;
   }
   if (parsed.searchIndexes) {
-    process.stdout.write(searchIndexesSql(outboxNames(parsed.schema).schemaSql));
+    const names = outboxNames(parsed.schema);
+    const partitions = parsed.url === undefined ? null : await eventPartitions(parsed.url, names);
+    process.stdout.write(searchIndexesSql(names.schemaSql, partitions));
     return 0;
   }
   const { down } = parsed;
@@ -128,6 +144,17 @@ async function main(args: string[]): Promise<number> {
   const body = parts.join('\n');
   process.stdout.write(parsed.transaction ? `begin;\n\n${body}\ncommit;\n` : body);
   return 0;
+}
+
+/** The leaf partitions of `event_outbox` at `url` in the partitioned layout, else null (read-only). */
+async function eventPartitions(url: string, names: OutboxNames): Promise<string[] | null> {
+  const connection = await openDoctorConnection(url);
+  try {
+    const [row] = await connection.query<OutboxPartitionsRow>(outboxPartitions(names, ['event_outbox']));
+    return row?.partitions ?? null;
+  } finally {
+    await connection.close();
+  }
 }
 
 main(process.argv.slice(2)).then(
