@@ -1,7 +1,8 @@
 /**
- * `npm test`'s first step (the `pretest` script; also before `test:e2e` and `test:faults`): provisions what the
- * suite needs that `npm install` does not bring — Debian's chromium and pgbouncer, RabbitMQ and NATS running —
- * on Debian as root with apt-get, or fails at once naming each missing package and the command that installs it.
+ * `npm test`'s first step (the `pretest` script; also before `test:e2e`, `test:faults` and `test:partitioned`):
+ * provisions what the suite needs that `npm install` does not bring — Debian's chromium and pgbouncer, RabbitMQ and
+ * NATS running — on Debian as root with apt-get, or fails at once naming each missing package and the command that
+ * installs it.
  * With `--check` it only prints what it would do (exit 1 when anything is to be done).
  */
 import { installPackages, probeMachine, startService } from './machine';
