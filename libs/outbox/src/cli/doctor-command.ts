@@ -130,7 +130,7 @@ export async function doctorCommand(
 }
 
 /** The URL without its password, for messages. */
-function redacted(url: string): string {
+export function redacted(url: string): string {
   try {
     const parsed = new URL(url);
     if (parsed.password) parsed.password = '***';

@@ -9,7 +9,7 @@ import {
   partitionedLayoutSql,
   type PartitionedLayoutOptions,
 } from '../maintenance/partitioning';
-import { DOCTOR_USAGE, doctorCommand } from './doctor-command';
+import { DOCTOR_USAGE, doctorCommand, redacted } from './doctor-command';
 
 const USAGE = `Usage: nestjs-pg-outbox sql [--schema <name>] [--down] [--no-transaction]
        nestjs-pg-outbox sql --search-indexes [--url <url>] [--schema <name>]
@@ -148,7 +148,11 @@ async function main(args: string[]): Promise<number> {
 
 /** The leaf partitions of `event_outbox` at `url` in the partitioned layout, else null (read-only). */
 async function eventPartitions(url: string, names: OutboxNames): Promise<string[] | null> {
-  const connection = await openDoctorConnection(url);
+  const connection = await openDoctorConnection(url).catch((error: unknown) => {
+    throw new Error(
+      `could not read the layout of ${redacted(url)}: ${error instanceof Error ? error.message : String(error)}`,
+    );
+  });
   try {
     const [row] = await connection.query<OutboxPartitionsRow>(outboxPartitions(names, ['event_outbox']));
     return row?.partitions ?? null;
