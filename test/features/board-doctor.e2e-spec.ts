@@ -43,7 +43,7 @@ describe("the doctor's findings on the board (HTML over HTTP)", () => {
       expect(rows).toEqual([...rows].sort((a, b) => rank(b) - rank(a)));
       expect(body).toContain('Index public.outbox_audit_tenant_idx on public.outbox_audit is missing');
       expect(body).toContain(
-        'Recreate it: create index concurrently outbox_audit_tenant_idx on public.outbox_audit using btree (tenant_id, id);',
+        'Recreate it: create index concurrently if not exists outbox_audit_tenant_idx on public.outbox_audit using btree (tenant_id, id);',
       );
 
       // alice sees tenant A only, and the checks count every tenant's rows

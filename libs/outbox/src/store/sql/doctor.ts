@@ -198,17 +198,18 @@ export function outboxTables(n: OutboxNames, tables: readonly string[]): SqlStat
                from pg_class c join pg_namespace ns on ns.oid = c.relnamespace
               where ns.nspname = $1 and c.relname = any($2::text[]) and c.relkind in ('r', 'p')
            ), l as (
-             select t.oid as table_oid, c.oid, c.relname, c.relnamespace, c.reltuples, c.relpages,
+             select t.oid as table_oid, c.oid, c.relname, lns.nspname, c.reltuples, c.relpages,
                     coalesce((select split_part(o, '=', 2)::int from unnest(c.reloptions) o
                                where o like 'fillfactor=%'), 100) as fillfactor,
                     current_setting('autovacuum')::bool
                       and not coalesce('autovacuum_enabled=false' = any(c.reloptions), false) as autovacuum
                from t cross join lateral ${leavesOf('t.oid', 't.relkind')} leaf
                join pg_class c on c.oid = leaf.oid
+               join pg_namespace lns on lns.oid = c.relnamespace
            ), w as (
              select l.oid, count(s.attname) as analysed,
                     24 + 4 + 8 * ceil(coalesce(sum(s.avg_width * (1 - s.null_frac)), 0) / 8.0) as row_bytes
-               from l left join pg_stats s on s.schemaname = l.relnamespace::regnamespace::text
+               from l left join pg_stats s on s.schemaname = l.nspname
                                           and s.tablename = l.relname and not s.inherited
               group by l.oid
            ), m as (
@@ -294,16 +295,17 @@ export function outboxIndexes(n: OutboxNames, tables: readonly string[]): SqlSta
                     lx.indnkeyatts,
                     (select count(s.attname) from unnest(lx.indkey) k
                        join pg_attribute a on a.attrelid = tc.oid and a.attnum = k
-                       join pg_stats s on s.schemaname = tc.relnamespace::regnamespace::text and s.tablename = tc.relname
+                       join pg_stats s on s.schemaname = tns.nspname and s.tablename = tc.relname
                                       and s.attname = a.attname and not s.inherited) as analysed,
                     (select 8 + 4 + 8 * ceil(coalesce(sum(s.avg_width), 0) / 8.0) from unnest(lx.indkey) k
                        join pg_attribute a on a.attrelid = tc.oid and a.attnum = k
-                       join pg_stats s on s.schemaname = tc.relnamespace::regnamespace::text and s.tablename = tc.relname
+                       join pg_stats s on s.schemaname = tns.nspname and s.tablename = tc.relname
                                       and s.attname = a.attname and not s.inherited) as entry_bytes
                from i cross join lateral ${leavesOf('i.oid', 'i.relkind')} leaf
                join pg_class lc on lc.oid = leaf.oid
                join pg_index lx on lx.indexrelid = lc.oid
                join pg_class tc on tc.oid = lx.indrelid
+               join pg_namespace tns on tns.oid = tc.relnamespace
            )
            select i.index_name::text, i.table_name::text, i.partitioned, i.indisvalid as valid, i.indisready as ready,
                   coalesce((select sum(pg_relation_size(l.oid)) from l where l.index_oid = i.oid), 0)::float8 as bytes,
