@@ -35,7 +35,9 @@ export async function checkTables(ctx: DoctorContext): Promise<void> {
     // vacuum and its settings are per partition: the advice names the partition with the most dead rows
     const vacuumTarget = row.worst_partition === null ? table : `${n.schemaSql}.${row.worst_partition}`;
     const vacuumed =
-      (row.worst_partition === null ? '' : `partition ${row.worst_partition} (the most dead rows) `) +
+      (row.worst_partition === null
+        ? ''
+        : `partition ${row.worst_partition} (${(row.dead_rows ?? 0) > 0 ? 'the most dead rows' : 'the largest'}) `) +
       (row.since_vacuum_seconds === null
         ? 'never vacuumed'
         : `last vacuumed ${duration(row.since_vacuum_seconds)} ago${row.last_autovacuum ? '' : ' (by hand; autovacuum never ran)'}`);
