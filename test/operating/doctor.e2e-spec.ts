@@ -213,8 +213,10 @@ describe('npx nestjs-pg-outbox doctor', () => {
       );
       expect(table.severity).toBe('critical');
       expect(table.summary).toMatch(
-        /^public\.outbox_activity: .+, ≈ \d+ % bloat \(.+\), 20,0\d\d dead rows \(\d+ % of rows\)/,
+        /^public\.outbox_activity: .+, ≈ \d+ % bloat \(.+\), 20,\d\d\d dead rows \(\d+ % of rows\)/,
       );
+      // the 20,000 deleted here, plus the earlier test's rows when autovacuum has not yet removed them
+      expect(table.figures.deadRows as number).toBeLessThan(21_000);
       expect(table.figures.bloatBytes as number).toBeGreaterThan(0);
       expect(table.action).toContain('if a transaction or slot above holds the horizon, deal with it first');
       expect(table.action).toContain('vacuum (verbose, analyze) public.outbox_activity;');
