@@ -45,6 +45,21 @@ describe('ExternalBatch', () => {
     await jest.advanceTimersByTimeAsync(5_000);
     expect(store.ops('extendLeases')).toHaveLength(2);
   });
+
+  it('keeps the leases from hold() on, before the send (deliveries waiting for the in-process batch), until stopped', async () => {
+    jest.useFakeTimers();
+    const { options } = resolveOutboxOptions({ relay: { leaseMs: 3_000 } });
+    const store = new FakeStore();
+    const external = {
+      dispatch: (sent: Assigned[]) => Promise.resolve(sent.map((a) => delivered(a.delivery))),
+    } as unknown as ExternalDispatcher;
+    const held = new ExternalBatch(options, store, external).hold(newTenantBatch(T), [remote('e1')]);
+    await jest.advanceTimersByTimeAsync(2_000);
+    expect(store.ops('extendLeases')).toHaveLength(2);
+    held.stop();
+    await jest.advanceTimersByTimeAsync(5_000);
+    expect(store.ops('extendLeases')).toHaveLength(2);
+  });
 });
 
 describe('OutcomeRecorder', () => {

@@ -20,8 +20,18 @@ export class ExternalBatch {
     private readonly external: ExternalDispatcher,
   ) {}
 
-  /** Sends the deliveries and returns their outcomes (not recorded yet). */
-  async send(batch: TenantBatch, remote: Assigned[]): Promise<DeliveryOutcome[]> {
+  /** Sends the deliveries and returns their outcomes (not recorded yet), keeping their leases meanwhile. */
+  send(batch: TenantBatch, remote: Assigned[]): Promise<DeliveryOutcome[]> {
+    return this.hold(batch, remote).send();
+  }
+
+  /**
+   * Starts keeping the leases of the deliveries now, and says how to send them (the keeping ends with the send)
+   * or to stop keeping them unsent. From the claim on: deliveries claimed with in-process ones wait for that
+   * batch's handlers first, and without their leases kept another relay would take them over meanwhile and send
+   * them too (and, for a consumer with a concurrency cap, past it).
+   */
+  hold(batch: TenantBatch, remote: Assigned[]): { send(): Promise<DeliveryOutcome[]>; stop(): void } {
     const { leaseMs } = this.options.relay;
     const { tenantId, leaseToken } = batch;
     const ids = remote.flatMap((a) => (a.delivery.deliveryId === null ? [] : [a.delivery.deliveryId]));
@@ -37,10 +47,16 @@ export class ExternalBatch {
       },
       Math.max(1, Math.floor(leaseMs / 3)),
     );
-    try {
-      return await this.external.dispatch(remote);
-    } finally {
-      clearInterval(keeper);
-    }
+    const stop = (): void => clearInterval(keeper);
+    return {
+      send: async () => {
+        try {
+          return await this.external.dispatch(remote);
+        } finally {
+          stop();
+        }
+      },
+      stop,
+    };
   }
 }

@@ -83,6 +83,7 @@ export class TenantRound {
     let handedOver = false;
     const began = this.clock.now();
     let ran: BatchSummary | null = null;
+    let held: ReturnType<ExternalBatch['hold']> | null = null;
     try {
       const { claimed, events, limit, full } = await this.claim(connection, batch, due, tenantConsumers);
       result.eventsClaimed = events;
@@ -130,6 +131,8 @@ export class TenantRound {
           (consumer.kind === 'handler' ? local : external).push({ delivery, consumer });
         }
       }
+      // their leases kept from now: they wait for the in-process batch of their claim before they are sent
+      if (external.length > 0) held = this.external.hold(batch, external);
       // Outcomes settled without a handler go with the local batch when there is one: an event's lease is released
       // only once every one of its in-process pairs is recorded, and pairs of one event may be split between lists.
       let noWrites = true;
@@ -153,9 +156,10 @@ export class TenantRound {
         await connection.release();
       }
       ran = { full, noWrites, reran, external: external.length > 0, ms: this.clock.now() - began };
-      if (external.length > 0) await this.recorder.record(batch, await this.external.send(batch, external));
+      if (held) await this.recorder.record(batch, await held.send());
       return { result, settled, limit };
     } finally {
+      held?.stop();
       // a claim held to the tenant's share does not grow: it starts again from relay.batchSize once alone
       this.sizer.ran(batch.tenantId, due.share === undefined ? ran : null);
       if (!handedOver) await connection.release();
