@@ -27,10 +27,9 @@ describe('ExternalBatch', () => {
           answer = () => resolve(sent.map((a) => delivered(a.delivery)));
         }),
     } as unknown as ExternalDispatcher;
-    const sending = new ExternalBatch(options, store, external).send(newTenantBatch(T), [
-      remote('e1'),
-      remote('e2', null),
-    ]);
+    const sending = new ExternalBatch(options, store, external)
+      .hold(newTenantBatch(T), [remote('e1'), remote('e2', null)])
+      .send();
     await jest.advanceTimersByTimeAsync(999);
     expect(store.ops('extendLeases')).toHaveLength(0);
     await jest.advanceTimersByTimeAsync(1);

@@ -12,7 +12,7 @@ import type { OutboxConsumerRegistry } from '../consumers/outbox-consumer.regist
 import type { ClaimRequest, OutboxStorePort, TenantConnection } from '../store/outbox-store.port';
 import type { BackgroundWork } from '../batch/background-work';
 import { ClaimSizer, type BatchSummary } from './claim-sizer';
-import type { ExternalBatch } from '../batch/external-batch';
+import type { ExternalBatch, HeldExternal } from '../batch/external-batch';
 import type { LocalBatch } from '../batch/local-batch';
 import type { OutcomeRecorder } from '../batch/outcome-recorder';
 import type { OutboxInstrumentation } from '../extension/outbox-instrumentation';
@@ -83,7 +83,7 @@ export class TenantRound {
     let handedOver = false;
     const began = this.clock.now();
     let ran: BatchSummary | null = null;
-    let held: ReturnType<ExternalBatch['hold']> | null = null;
+    let held: HeldExternal | null = null;
     try {
       const { claimed, events, limit, full } = await this.claim(connection, batch, due, tenantConsumers);
       result.eventsClaimed = events;
