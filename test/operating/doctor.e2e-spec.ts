@@ -14,6 +14,7 @@ import { waitFor } from '../support/wait-for';
 import { TENANT } from '../support/outbox-fixture';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { createLoginRole } from '../support/test-roles';
+import { partitionedLayoutSql } from '../../libs/outbox/src/maintenance/partitioning';
 import { partitionedLayoutStatements, runSql } from '../support/template-database';
 
 /** How many migrations the package ships (each release adds some). */
@@ -582,6 +583,60 @@ describe('the doctor on the partitioned layout (docs/partitioning.md)', () => {
     expect(steps).toHaveLength(2 * partitions.length);
     for (const statement of steps) await parted.sql(statement);
     expect(problems(await doctor(parted, '--json'))).toEqual([]);
+  });
+});
+
+describe("the doctor's steps on partitions it did not make (review of issue 37)", () => {
+  let parted: TestDatabase;
+
+  // a database each: a test that fails leaves an index half built
+  beforeEach(async () => {
+    parted = await createTestDatabase([], { runMigrations: true });
+    await runSql(parted.url, partitionedLayoutStatements(new Date(Date.now() - 86_400_000)));
+  });
+
+  afterEach(async () => {
+    await parted?.drop();
+  });
+
+  it('quotes a partition whose name needs quotes, in the steps that rebuild a missing index', async () => {
+    // a range of 1970 attached by hand under a name that needs quotes (an archive, say)
+    await parted.sql(
+      `create table "event_outbox_Archive" partition of event_outbox
+         for values from ('00000000-0000-0000-0000-000000000000') to ('00000001-0000-0000-0000-000000000000')`,
+    );
+    await parted.sql(`drop index event_outbox_scheduled_idx`);
+    const [missing] = of(await doctor(parted, '--json'), 'indexes');
+    expect(missing).toMatchObject({ severity: 'critical', subject: 'public.event_outbox_scheduled_idx' });
+    for (const statement of statementsOf(missing!.action!)) await parted.sql(statement);
+    expect(problems(await doctor(parted, '--json'))).toEqual([]);
+  });
+
+  it('gives steps that work in another schema', async () => {
+    const other = await createTestDatabase([], { schema: 'doctor_parts' });
+    try {
+      const day = new Date(Date.now() - 86_400_000).toISOString().slice(0, 10);
+      await runSql(
+        other.url,
+        partitionedLayoutSql('"doctor_parts"', { start: `${day}T00:00:00Z`, ahead: 3 })
+          .split('\n')
+          .filter((line) => line.trim() !== '' && !line.startsWith('--')),
+      );
+      await other.sql(`drop index doctor_parts.outbox_deliveries_due_idx`);
+      const [missing] = of(await doctor(other, '--json', '--schema', 'doctor_parts'), 'indexes');
+      expect(missing).toMatchObject({
+        severity: 'critical',
+        subject: '"doctor_parts".outbox_deliveries_due_idx',
+      });
+      for (const statement of statementsOf(missing!.action!)) await other.sql(statement);
+      const run = await doctor(other, '--json', '--schema', 'doctor_parts');
+      expect(problems(run)).toEqual([]);
+      expect(
+        of(run, 'tables').find((f) => f.subject === '"doctor_parts".event_outbox')!.figures.partitions,
+      ).toBeGreaterThanOrEqual(5);
+    } finally {
+      await other.drop();
+    }
   });
 });
 

@@ -13,6 +13,7 @@ import {
   OUTBOX_TABLES,
   partitionIndexSteps,
   rebuildPartitionIndexSteps,
+  sqlName,
 } from './outbox-indexes';
 
 /** Each outbox table: size, estimated bloat, dead rows, last vacuum, whether autovacuum visits it. */
@@ -33,7 +34,8 @@ export async function checkTables(ctx: DoctorContext): Promise<void> {
         : 'ok';
     const table = `${n.schemaSql}.${row.table_name}`;
     // vacuum and its settings are per partition: the advice names the partition with the most dead rows
-    const vacuumTarget = row.worst_partition === null ? table : `${n.schemaSql}.${row.worst_partition}`;
+    const vacuumTarget =
+      row.worst_partition === null ? table : `${n.schemaSql}.${sqlName(row.worst_partition)}`;
     const vacuumed =
       (row.worst_partition === null
         ? ''

@@ -259,8 +259,9 @@ export function buildIndexSteps(
  * The steps that give one partition its index of the partitioned `index`, built without blocking writes, and
  * attach it (a constraint's index becomes the partition's constraint first: PostgreSQL attaches it only so).
  */
-export function partitionIndexSteps(schemaSql: string, index: OutboxIndex, partition: string): string[] {
-  const child = partitionIndexName(index, partition);
+export function partitionIndexSteps(schemaSql: string, index: OutboxIndex, partitionName: string): string[] {
+  const child = sqlName(partitionIndexName(index, partitionName));
+  const partition = sqlName(partitionName);
   const attach = `alter index ${schemaSql}.${index.name} attach partition ${schemaSql}.${child}`;
   if (index.constraint === undefined)
     return [
@@ -277,12 +278,25 @@ export function partitionIndexSteps(schemaSql: string, index: OutboxIndex, parti
 }
 
 /** The steps that make valid again a partition's index attached to `index` but left invalid. */
-export function rebuildPartitionIndexSteps(schemaSql: string, index: OutboxIndex, child: string): string[] {
+export function rebuildPartitionIndexSteps(
+  schemaSql: string,
+  index: OutboxIndex,
+  childName: string,
+): string[] {
   // the rebuilt index does not make the partitioned one valid by itself: attaching it again checks them all
+  const child = sqlName(childName);
   return [
     `reindex index concurrently ${schemaSql}.${child}`,
     `alter index ${schemaSql}.${index.name} attach partition ${schemaSql}.${child}`,
   ];
+}
+
+/**
+ * `name` (a partition's or an index's, read from the catalog) as SQL text: as it is when PostgreSQL reads it so,
+ * else double-quoted (a partition attached by hand may have capitals, spaces or quotes in its name).
+ */
+export function sqlName(name: string): string {
+  return /^[a-z_][a-z0-9_$]*$/.test(name) ? name : `"${name.replaceAll('"', '""')}"`;
 }
 
 /**
