@@ -612,6 +612,53 @@ describe("the doctor's steps on partitions it did not make (review of issue 37)"
     expect(problems(await doctor(parted, '--json'))).toEqual([]);
   });
 
+  it("its steps finish the job after a partition's concurrent build was cancelled (a leftover invalid index)", async () => {
+    await parted.sql(`drop index event_outbox_pending_idx`);
+    const [missing] = of(await doctor(parted, '--json'), 'indexes');
+    const steps = statementsOf(missing!.action!);
+    const build = steps.find(
+      (s) => s.startsWith('create index concurrently') && s.includes('event_outbox_default'),
+    )!;
+    expect(build).toBeDefined();
+    await parted.sql(steps[0]!); // on only the parent
+
+    // a writer holds the default partition: the build waits for it, and is cancelled (ctrl-C, a statement_timeout)
+    const writer = await connect(parted, 'writer');
+    const builder = await connect(parted, 'builder');
+    try {
+      await writer.query(`begin; lock table event_outbox_default in row exclusive mode`);
+      const [{ pid }] = (await builder.query<{ pid: number }>('select pg_backend_pid() as pid')).rows as [
+        { pid: number },
+      ];
+      const building = builder.query(build).then(
+        () => null,
+        (error: Error) => error,
+      );
+      await waitFor(
+        async () =>
+          (
+            await parted.sql<{ waiting: boolean }>(
+              `select wait_event_type = 'Lock' as waiting from pg_stat_activity where pid = $1`,
+              [pid],
+            )
+          )[0]?.waiting,
+        { timeoutMs: 20_000, message: 'the build to wait for the writer' },
+      );
+      await parted.sql('select pg_cancel_backend($1)', [pid]);
+      expect((await building)?.message).toMatch(/canceling statement/);
+      await writer.query('rollback');
+    } finally {
+      await writer.end();
+      await builder.end();
+    }
+
+    // the on-call engineer asks the doctor again and runs what it says, once
+    const [again] = of(await doctor(parted, '--json'), 'indexes');
+    expect(again).toMatchObject({ severity: 'critical', subject: 'public.event_outbox_pending_idx' });
+    for (const statement of statementsOf(again!.action!)) await parted.sql(statement);
+    expect(problems(await doctor(parted, '--json'))).toEqual([]);
+  });
+
   it('gives steps that work in another schema', async () => {
     const other = await createTestDatabase([], { schema: 'doctor_parts' });
     try {

@@ -11,6 +11,7 @@ import {
   buildIndexSteps,
   expectedIndexes,
   OUTBOX_TABLES,
+  partitionIndexName,
   partitionIndexSteps,
   rebuildPartitionIndexSteps,
   sqlName,
@@ -136,7 +137,16 @@ export async function checkIndexes(ctx: DoctorContext): Promise<void> {
     } else if (!row.valid && row.partitioned) {
       problems++;
       const steps = [
-        ...row.unindexed_partitions.flatMap((p) => partitionIndexSteps(n.schemaSql, index, p)),
+        ...row.unindexed_partitions.flatMap((p) => {
+          // a cancelled build's invalid index of that name: `if not exists` would skip it and attach it invalid
+          const child = partitionIndexName(index, p);
+          return [
+            ...(row.leftover_indexes.includes(child)
+              ? [`drop index concurrently if exists ${n.schemaSql}.${sqlName(child)}`]
+              : []),
+            ...partitionIndexSteps(n.schemaSql, index, p),
+          ];
+        }),
         ...row.invalid_partitions.flatMap((child) => rebuildPartitionIndexSteps(n.schemaSql, index, child)),
       ];
       const lacking = [

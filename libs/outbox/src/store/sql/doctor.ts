@@ -270,6 +270,11 @@ export interface OutboxIndexRow {
   unindexed_partitions: string[];
   /** Its partitions' indexes that are attached to it but invalid (always empty when not partitioned). */
   invalid_partitions: string[];
+  /**
+   * Invalid indexes on its table's partitions that are attached to no index: what a cancelled or failed
+   * `create index concurrently` on a partition leaves (always empty when not partitioned).
+   */
+  leftover_indexes: string[];
 }
 
 /**
@@ -319,7 +324,12 @@ export function outboxIndexes(n: OutboxNames, tables: readonly string[]): SqlSta
                            and not exists (select 1 from l where l.index_oid = i.oid and l.indrelid = p.relid)
                          order by 1) as unindexed_partitions,
                   array(select l.relname::text from l where l.index_oid = i.oid and l.oid <> i.oid and not l.indisvalid
-                         order by 1) as invalid_partitions
+                         order by 1) as invalid_partitions,
+                  array(select lc.relname::text from pg_partition_tree(i.table_oid) p
+                          join pg_index lx on lx.indrelid = p.relid and not lx.indisvalid
+                          join pg_class lc on lc.oid = lx.indexrelid and not lc.relispartition
+                         where i.partitioned and p.isleaf
+                         order by 1) as leftover_indexes
              from i
             order by i.table_name, i.index_name`,
     values: [n.schema, tables],
