@@ -217,6 +217,7 @@ describe('relay', () => {
   });
 
   it('runs on its own schedule when enabled, and a failing round does not stop it', async () => {
+    const FORMS = ['integer, uuid', 'integer, uuid, uuid[], bigint[], text'];
     const failedRounds: string[] = [];
     const logger: LoggerService = {
       log: () => undefined,
@@ -239,12 +240,15 @@ describe('relay', () => {
       });
       expect(failedRounds).toEqual([]);
       // Break the store until rounds have failed twice: the schedule survived a failed round.
-      await db.sql('alter function outbox_due_tenants(integer, uuid) rename to outbox_due_tenants_off');
+      // both forms: the one a relay with claim positions calls, and the one without
+      for (const form of FORMS)
+        await db.sql(`alter function outbox_due_tenants(${form}) rename to outbox_due_tenants_off`);
       await waitFor(() => failedRounds.filter((m) => m.includes('relay round failed')).length >= 2, {
         message: 'two failed rounds, logged',
       });
       expect(scheduled.relay.isRunning).toBe(true);
-      await db.sql('alter function outbox_due_tenants_off(integer, uuid) rename to outbox_due_tenants');
+      for (const form of FORMS)
+        await db.sql(`alter function outbox_due_tenants_off(${form}) rename to outbox_due_tenants`);
       const later = await enqueue('test.order.placed.v1');
       await waitFor(async () => (await effectIds(db, 'billing')).includes(later), {
         message: 'delivery after failed rounds',

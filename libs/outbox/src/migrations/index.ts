@@ -27,6 +27,7 @@ import { OutboxDedupeTake1764502000000 } from './1764502000000-outbox-dedupe-tak
 import { OutboxConsumerLimitsFrom1764502050000 } from './1764502050000-outbox-consumer-limits-from';
 import { OutboxPartitionMaintenance1764502400000 } from './1764502400000-outbox-partition-maintenance';
 import { OutboxConsumerInstanceStart1764502500000 } from './1764502500000-outbox-consumer-instance-start';
+import { OutboxDueTenantsPastSettled1764502600000 } from './1764502600000-outbox-due-tenants-past-settled';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -59,4 +60,5 @@ export const outboxMigrations = [
   OutboxConsumerLimitsFrom1764502050000,
   OutboxPartitionMaintenance1764502400000,
   OutboxConsumerInstanceStart1764502500000,
+  OutboxDueTenantsPastSettled1764502600000,
 ];

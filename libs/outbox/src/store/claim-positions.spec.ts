@@ -35,6 +35,19 @@ describe('ClaimPositions', () => {
     expect(p.from(T, 6)).toBe('21');
   });
 
+  it('gives the due-tenant scan the positions the claims would scan from, none whose full scan is due', () => {
+    const p = new ClaimPositions(60_000, 0);
+    expect(p.pastSettled(0)).toEqual({ tenants: [], seqs: [], server: '' });
+    p.record(T, '0', read(10, 20, 100, 110), 0, 1);
+    p.record(T, '0', read(12, 30, 110, 120), 2, 3);
+    p.record(T, '0', read(12, 40, 120, 130), 4, 5);
+    expect(p.pastSettled(6)).toEqual({ tenants: [T], seqs: ['12'], server: 'primary' });
+    // a minute after its last full scan (sent at 4), the tenant's next claim scans from the start: the due-tenant scan too
+    expect(p.from(T, 60_003)).toBe('12');
+    expect(p.from(T, 60_004)).toBe('0');
+    expect(p.pastSettled(60_004)).toEqual({ tenants: [], seqs: [], server: 'primary' });
+  });
+
   it('never passes a pending event a claim saw, leased ones included', () => {
     const p = new ClaimPositions(60_000, 0);
     p.record(T, '0', read(10, 20, 100, 110), 0, 1);

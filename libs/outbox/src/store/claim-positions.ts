@@ -1,4 +1,5 @@
 import type { PositionReading } from '../model/claimed-delivery';
+import type { DuePositions } from './sql/due-tenants';
 
 export type { PositionReading } from '../model/claimed-delivery';
 
@@ -60,6 +61,22 @@ export class ClaimPositions {
     const state = this.tenants.get(tenantId);
     if (!state || now - state.fullScanAt >= this.fullScanMs) return '0';
     return state.from.toString();
+  }
+
+  /**
+   * The positions the due-tenant scan starts from (`outbox_due_tenants`' five-argument form): each tenant's whose
+   * next claim would scan from it, not those whose full scan is due (the scan looks for those from their start,
+   * so the full scan's safety net holds for the scan too), with the server they were read on.
+   */
+  pastSettled(now: number): DuePositions {
+    const tenants: string[] = [];
+    const seqs: string[] = [];
+    for (const [tenantId, state] of this.tenants)
+      if (state.from > 0n && now - state.fullScanAt < this.fullScanMs) {
+        tenants.push(tenantId);
+        seqs.push(state.from.toString());
+      }
+    return { tenants, seqs, server: this.server ?? '' };
   }
 
   /** How many tenants it keeps a position for (those claimed within the last two full-scan periods or so). */

@@ -71,7 +71,15 @@ export class PgRelayStore implements OutboxStorePort {
   async dueTenants({ limit, after }: { limit: number; after: string | null }): Promise<DueTenant[]> {
     // in a transaction of its own with the relay's bound, not the role's or database's statement_timeout
     const [, rows] = await this.store.atomically(
-      [q.handlerBound(this.options.relay.leaseMs), q.dueTenants(this.options.names, limit, after)],
+      [
+        q.handlerBound(this.options.relay.leaseMs),
+        q.dueTenants(
+          this.options.names,
+          limit,
+          after,
+          this.positions?.pastSettled(performance.now()) ?? null,
+        ),
+      ],
       { trip: 'dueTenantScan', tenantId: null },
     );
     return (rows as DueTenantRow[]).map((row) => ({

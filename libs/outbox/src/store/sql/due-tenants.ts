@@ -1,15 +1,37 @@
 import type { SqlStatement } from './statement';
 import type { OutboxNames } from '../../model/table-names';
 
+/** Where the relay's claims of new events start, per tenant (`ClaimPositions.pastSettled`). */
+export interface DuePositions {
+  tenants: readonly string[];
+  /** Each tenant's position, a `seq` (decimal text). */
+  seqs: readonly string[];
+  /** The server the positions were read on (`pg_postmaster_start_time()`): on another, they are ignored. */
+  server: string;
+}
+
 /**
  * Tenants with due work, and which kind: new events (`has_new`), or deliveries due for retry or whose lease
  * expired (`has_due`), so a round runs only the statements it needs. A SECURITY DEFINER
  * function (see the migration) so the relay role can see across tenants under row-level security; it walks the
- * partial indexes one tenant at a time (a loose index scan), so its cost grows with tenants, not rows.
+ * partial indexes one tenant at a time (a loose index scan), so its cost grows with tenants, not rows. With the
+ * relay's claim positions (`positions`), the five-argument form checks each positioned tenant's pending events
+ * from its position, and looks for the others between them: past the entries of settled events a held snapshot
+ * keeps (docs/adr/1206-claims-that-start-past-the-settled.md, addendum on the due-tenant scan).
  */
-export function dueTenants(n: OutboxNames, limit: number, afterTenant: string | null): SqlStatement {
+export function dueTenants(
+  n: OutboxNames,
+  limit: number,
+  afterTenant: string | null,
+  positions: DuePositions | null = null,
+): SqlStatement {
+  if (positions === null)
+    return {
+      text: `select tenant_id, has_new, has_due from ${n.dueTenants}($1, $2)`,
+      values: [limit, afterTenant],
+    };
   return {
-    text: `select tenant_id, has_new, has_due from ${n.dueTenants}($1, $2)`,
-    values: [limit, afterTenant],
+    text: `select tenant_id, has_new, has_due from ${n.dueTenants}($1, $2, $3::uuid[], $4::bigint[], $5)`,
+    values: [limit, afterTenant, positions.tenants, positions.seqs, positions.server],
   };
 }

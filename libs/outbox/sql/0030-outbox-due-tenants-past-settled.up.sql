@@ -1,0 +1,105 @@
+-- nestjs-pg-outbox migration 0030-outbox-due-tenants-past-settled (up), recorded from the TypeORM class OutboxDueTenantsPastSettled1764502600000. Do not edit.
+create function public.outbox_due_tenants(max_tenants integer, after_tenant uuid, past_tenants uuid[],
+                                                past_seqs bigint[], positions_server text)
+      returns table (tenant_id uuid, has_new boolean, has_due boolean)
+      language plpgsql stable security definer set search_path = pg_catalog, public as $$
+      #variable_conflict use_column
+      declare
+        -- the tenants with a position, in uuid order, and the two ends of that order (from 0 unless positioned)
+        fences uuid[];
+        froms bigint[];
+        fresh uuid[] := '{}';
+        lo uuid;
+        next_tenant uuid;
+      begin
+        if positions_server is distinct from pg_postmaster_start_time()::text then
+          past_tenants := '{}';
+          past_seqs := '{}';
+        end if;
+        select array_agg(k.t order by k.t), array_agg(k.s order by k.t) into fences, froms
+          from (select a.t, max(a.s) as s from (
+                  select u.t, u.s from unnest(past_tenants, past_seqs) as u(t, s)
+                  union all select '00000000-0000-0000-0000-000000000000'::uuid, 0
+                  union all select 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid, 0
+                ) a group by a.t) k;
+        for i in 1 .. array_length(fences, 1) loop
+          if i > 1 then
+            -- the tenants between two fences, one probe each: a range that holds no fence's entries
+            lo := fences[i - 1];
+            loop
+              select e.tenant_id into next_tenant from public.event_outbox e
+               where e.status = 'pending' and e.tenant_id > lo and e.tenant_id < fences[i]
+               order by e.tenant_id limit 1;
+              exit when next_tenant is null;
+              fresh := fresh || next_tenant;
+              lo := next_tenant;
+            end loop;
+          end if;
+          if exists (select 1 from public.event_outbox e
+                      where e.tenant_id = fences[i] and e.status = 'pending' and e.seq >= froms[i]) then
+            fresh := fresh || fences[i];
+          end if;
+        end loop;
+        return query
+        with recursive retry_t(tenant_id) as (
+          (select d.tenant_id from public.outbox_deliveries d
+            where d.status in ('pending', 'failed') and d.next_attempt_at <= now()
+                   and not exists (select 1 from public.outbox_consumer_pauses x
+                                    where x.consumer_name = d.consumer_name
+                                      and (x.tenant_id is null or x.tenant_id = d.tenant_id)
+                                      and (x.resumes_at is null or x.resumes_at > now()))
+            order by d.tenant_id limit 1)
+          union all
+          select (select d.tenant_id from public.outbox_deliveries d
+                   where d.status in ('pending', 'failed') and d.next_attempt_at <= now() and d.tenant_id > r.tenant_id
+                   and not exists (select 1 from public.outbox_consumer_pauses x
+                                    where x.consumer_name = d.consumer_name
+                                      and (x.tenant_id is null or x.tenant_id = d.tenant_id)
+                                      and (x.resumes_at is null or x.resumes_at > now()))
+                   order by d.tenant_id limit 1)
+            from retry_t r where r.tenant_id is not null
+        ), processing_t(tenant_id) as (
+          (select e.tenant_id from public.event_outbox e where e.status = 'processing' order by e.tenant_id limit 1)
+          union all
+          select (select e.tenant_id from public.event_outbox e
+                   where e.status = 'processing' and e.tenant_id > p.tenant_id order by e.tenant_id limit 1)
+            from processing_t p where p.tenant_id is not null
+        ), stale_t(tenant_id) as (
+          (select d.tenant_id from public.outbox_deliveries d
+            where d.status = 'processing' and d.lease_expires_at <= now()
+                   and not exists (select 1 from public.outbox_consumer_pauses x
+                                    where x.consumer_name = d.consumer_name
+                                      and (x.tenant_id is null or x.tenant_id = d.tenant_id)
+                                      and (x.resumes_at is null or x.resumes_at > now()))
+            order by d.tenant_id limit 1)
+          union all
+          select (select d.tenant_id from public.outbox_deliveries d
+                   where d.status = 'processing' and d.lease_expires_at <= now() and d.tenant_id > s.tenant_id
+                   and not exists (select 1 from public.outbox_consumer_pauses x
+                                    where x.consumer_name = d.consumer_name
+                                      and (x.tenant_id is null or x.tenant_id = d.tenant_id)
+                                      and (x.resumes_at is null or x.resumes_at > now()))
+                   order by d.tenant_id limit 1)
+            from stale_t s where s.tenant_id is not null
+        )
+        select t.tenant_id, bool_or(t.is_new), bool_or(not t.is_new) from (
+          select f.tenant_id, true as is_new from unnest(fresh) as f(tenant_id)
+          -- a fanned-out event whose in-process pairs' lease expired (offset 0 keeps the probe a subplan)
+          union all
+          select p.tenant_id, true from processing_t p
+           where exists (select 1 from public.event_outbox e
+                          where e.tenant_id = p.tenant_id and e.status = 'processing'
+                            and exists (select 1 from public.outbox_event_leases l
+                                         where l.event_id = e.id and l.lease_expires_at <= now() offset 0))
+          union all select r.tenant_id, false from retry_t r
+          union all select s.tenant_id, false from stale_t s
+        ) t where t.tenant_id is not null
+        group by t.tenant_id
+        order by t.tenant_id <= after_tenant, t.tenant_id
+        limit max_tenants;
+      end
+      $$;
+
+revoke all on function public.outbox_due_tenants(integer, uuid, uuid[], bigint[], text) from public;
+
+grant execute on function public.outbox_due_tenants(integer, uuid, uuid[], bigint[], text) to outbox_relay;

@@ -1,0 +1,243 @@
+import { Injectable } from '@nestjs/common';
+import { Client } from 'pg';
+import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
+import { OUTBOX_STORE_PORT } from '../../libs/outbox/src/store/outbox-store.port';
+import type { PgRelayStore } from '../../libs/outbox/src/store/pg-relay-store';
+import type { ClaimPositions } from '../../libs/outbox/src/store/claim-positions';
+import { dueTenants, type DuePositions } from '../../libs/outbox/src/store/sql/due-tenants';
+import { outboxNames } from '../../libs/outbox/src/model/table-names';
+import { NIL_UUID } from '../../libs/outbox/src/model/outbox.constants';
+import { buildApp, type TestApp } from '../support/build-app';
+import { createTestDatabase, type TestDatabase } from '../support/test-database';
+import { enqueueIn, TENANT, TENANTS, truncateOutbox } from '../support/outbox-fixture';
+import { PolicySwitches } from '../support/policy-switches';
+
+const EVENT = 'test.due-past-settled.v1';
+const names = outboxNames();
+/** TENANTS in uuid order: 5b0e… < a1b2… < b2c3… */
+const [MIDDLE, UPPER, HIGHEST] = [TENANTS[0], TENANTS[1], TENANTS[2]];
+
+interface Due {
+  tenant_id: string;
+  has_new: boolean;
+  has_due: boolean;
+}
+
+/**
+ * The due-tenant scan from the relay's claim positions (docs/adr/1206-claims-that-start-past-the-settled.md,
+ * addendum on the due-tenant scan): `outbox_due_tenants`' five-argument form checks each positioned tenant from
+ * its position and looks for the others between them, so the index entries of events settled under a held
+ * snapshot are not walked; a tenant whose full scan is due is looked for from its start.
+ */
+describe('due-tenant scan past the settled', () => {
+  let db: TestDatabase;
+  let server: string;
+  let holder: Client | undefined;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    [{ server } = { server: '' }] = await db.sql<{ server: string }>(
+      `select pg_postmaster_start_time()::text as server`,
+    );
+  });
+  afterEach(async () => {
+    await holder?.end();
+    holder = undefined;
+    await truncateOutbox(db);
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  function scan(positions: DuePositions | null, limit = 100, after: string | null = null): Promise<Due[]> {
+    const statement = dueTenants(names, limit, after, positions);
+    return db.sql<Due>(statement.text, [...statement.values]);
+  }
+
+  function at(entries: [string, bigint][], on = server): DuePositions {
+    return { tenants: entries.map(([t]) => t), seqs: entries.map(([, s]) => s.toString()), server: on };
+  }
+
+  /** Inserts `n` events of `tenantId` in `status`; resolves with the highest `seq`. */
+  async function insert(tenantId: string, n: number, status = 'pending'): Promise<bigint> {
+    const [row] = await db.sql<{ seq: string }>(
+      `insert into event_outbox (id, tenant_id, event_name, payload, status)
+       select gen_random_uuid(), $1, $2, '{}'::jsonb, $3 from generate_series(1, $4::int)
+       returning seq::text`,
+      [tenantId, EVENT, status, n],
+    );
+    const [max] = await db.sql<{ seq: string }>(
+      `select max(seq)::text as seq from event_outbox where tenant_id = $1`,
+      [tenantId],
+    );
+    return BigInt(max?.seq ?? row!.seq);
+  }
+
+  /**
+   * Settles `n` events of `tenantId` as the lean claim and its outcome do (a lease inserted and deleted, the event
+   * `published`); resolves with the position past them.
+   */
+  async function settle(tenantId: string, n: number): Promise<bigint> {
+    const last = await insert(tenantId, n);
+    await db.sql(
+      `insert into outbox_event_leases (event_id, tenant_id, lease_token, lease_expires_at)
+       select id, tenant_id, gen_random_uuid(), now() - interval '1 minute' from event_outbox
+        where tenant_id = $1 and status = 'pending'`,
+      [tenantId],
+    );
+    await db.sql(`delete from outbox_event_leases where tenant_id = $1`, [tenantId]);
+    await db.sql(
+      `update event_outbox set status = 'published', published_at = now() where tenant_id = $1 and status = 'pending'`,
+      [tenantId],
+    );
+    return last + 1n;
+  }
+
+  /** Shared buffers the scan touched (hit and read), by EXPLAIN (ANALYZE, BUFFERS). */
+  async function buffers(positions: DuePositions | null): Promise<number> {
+    const statement = dueTenants(names, 100, null, positions);
+    const plan = await db.sql<Record<string, string>>(`explain (analyze, buffers) ${statement.text}`, [
+      ...statement.values,
+    ]);
+    const line = plan.map((row) => Object.values(row)[0]!).find((l) => /Buffers: shared/.test(l)) ?? '';
+    const count = (kind: string): number => Number(new RegExp(`${kind}=(\\d+)`).exec(line)?.[1] ?? 0);
+    return count('hit') + count('read');
+  }
+
+  it('lists a positioned tenant for pending events from its position, not below it', async () => {
+    const past = await settle(MIDDLE, 10);
+    await insert(MIDDLE, 1);
+    expect(await scan(at([[MIDDLE, past]]))).toEqual([{ tenant_id: MIDDLE, has_new: true, has_due: false }]);
+    // a pending event below the position only (the case the minute's full scan is for): not from the position,
+    // but the two-argument form (the relay's call when the tenant's full scan is due) lists it
+    expect(await scan(at([[MIDDLE, past + 1n]]))).toEqual([]);
+    expect(await scan(null)).toEqual([{ tenant_id: MIDDLE, has_new: true, has_due: false }]);
+  });
+
+  it('finds the tenants without a position between and around those with one', async () => {
+    for (const tenant of [NIL_UUID, MIDDLE, UPPER, HIGHEST]) await insert(tenant, 1);
+    const high = (await insert(MIDDLE, 1)) + 1n;
+    // MIDDLE is positioned past its events, HIGHEST at 0 (the same as none); the nil tenant is an end of the order
+    const listed = await scan(
+      at([
+        [MIDDLE, high],
+        [HIGHEST, 0n],
+      ]),
+    );
+    expect(listed.map((d) => d.tenant_id)).toEqual([NIL_UUID, UPPER, HIGHEST]);
+    // in the order the two-argument form gives, from after `after`, up to the limit
+    const both = [await scan(null, 2, NIL_UUID), await scan(at([[MIDDLE, 1n]]), 2, NIL_UUID)];
+    expect(both[1]).toEqual(both[0]);
+    expect(both[0]!.map((d) => d.tenant_id)).toEqual([MIDDLE, UPPER]);
+  });
+
+  it('ignores positions read on another server', async () => {
+    const past = await settle(MIDDLE, 3);
+    await db.sql(
+      `insert into event_outbox (id, seq, tenant_id, event_name, payload) overriding system value
+       values (gen_random_uuid(), $1, $2, $3, '{}'::jsonb)`,
+      [String(past - 2n), MIDDLE, EVENT],
+    );
+    expect(await scan(at([[MIDDLE, past]]))).toEqual([]);
+    expect(await scan(at([[MIDDLE, past]], 'another server'))).toEqual([
+      { tenant_id: MIDDLE, has_new: true, has_due: false },
+    ]);
+  });
+
+  it('lists a tenant with a fanned-out event whose lease expired, not one whose lease is live', async () => {
+    await insert(MIDDLE, 1, 'processing');
+    await insert(UPPER, 1, 'processing');
+    await db.sql(
+      `insert into outbox_event_leases (event_id, tenant_id, lease_token, lease_expires_at)
+       select id, tenant_id, gen_random_uuid(),
+              case when tenant_id = $1 then now() - interval '1 second' else now() + interval '1 minute' end
+         from event_outbox`,
+      [MIDDLE],
+    );
+    const expected = [{ tenant_id: MIDDLE, has_new: true, has_due: false }];
+    expect(await scan(null)).toEqual(expected);
+    expect(await scan(at([]))).toEqual(expected);
+  });
+
+  it('reads a bounded number of buffers under a held snapshot, whatever was settled since', async () => {
+    holder = new Client({ connectionString: db.url });
+    await holder.connect();
+    await holder.query('begin isolation level repeatable read');
+    await holder.query('select 1');
+    const past = await settle(MIDDLE, 50_000);
+    await insert(MIDDLE, 20);
+    const positions = at([[MIDDLE, past]]);
+    expect(await scan(positions)).toEqual([{ tenant_id: MIDDLE, has_new: true, has_due: false }]);
+    // twice each: the first execution also plans the function's statements
+    await buffers(null);
+    await buffers(positions);
+    const before = await buffers(null);
+    const after = await buffers(positions);
+    // the two-argument form walks the 50,000 dead entries of the pending index and of the leases' expiry index
+    expect(before).toBeGreaterThan(1_000);
+    expect(after).toBeLessThan(100);
+  });
+});
+
+@Injectable()
+class Seen {
+  readonly ids: string[] = [];
+
+  @OnOutboxEvent(EVENT, { consumer: 'due-past-settled' })
+  handle(event: OutboxEvent): void {
+    this.ids.push(event.eventId);
+  }
+}
+
+/**
+ * The relay's own scan: a tenant whose new events came without a wake-up (written by another writer, or a wake-up
+ * lost) is found by the scan from its position, and the store passes only the positions its claims would use.
+ */
+describe('the relay with claim positions', () => {
+  let db: TestDatabase;
+  let t: TestApp | undefined;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterEach(async () => {
+    await t?.close();
+    t = undefined;
+    await truncateOutbox(db);
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  function positions(): ClaimPositions {
+    return (t!.app.get(OUTBOX_STORE_PORT) as PgRelayStore)['positions'] as ClaimPositions;
+  }
+
+  async function relayUntil(seen: Seen, ids: readonly string[], what: string): Promise<void> {
+    const deadline = Date.now() + 10_000;
+    while (!ids.every((id) => seen.ids.includes(id))) {
+      if (Date.now() > deadline) throw new Error(`${what}: not handled within 10 s`);
+      await t!.relay.runOnce();
+    }
+  }
+
+  it('finds a positioned tenant whose only new events lie past its position, without a wake-up', async () => {
+    t = await buildApp({
+      url: db.url,
+      providers: [Seen],
+      imports: [PolicySwitches.of({ claimPositions: { fullScanMs: 3_600_000, settleMs: 0 } })],
+    });
+    const seen = t.app.get(Seen);
+    const deadline = Date.now() + 10_000;
+    // relay events until the tenant has a position past the first
+    while (positions().pastSettled(performance.now()).tenants.length === 0) {
+      if (Date.now() > deadline) throw new Error('no position within 10 s');
+      await relayUntil(seen, [await enqueueIn(t, { eventName: EVENT })], 'a warm-up event');
+    }
+    expect(positions().pastSettled(performance.now()).tenants).toEqual([TENANT]);
+    const [row] = await db.sql<{ id: string }>(
+      `insert into event_outbox (id, tenant_id, event_name, payload) values (gen_random_uuid(), $1, $2, '{}'::jsonb)
+       returning id`,
+      [TENANT, EVENT],
+    );
+    await relayUntil(seen, [row!.id], 'the event written without a wake-up');
+  });
+});
