@@ -46,9 +46,13 @@ async function main(): Promise<void> {
          select gen_random_uuid(), $1, $2, '{}'::jsonb from generate_series(1, 20)`,
         [BENCH_TENANT, EVENT],
       );
+      // the relay's last complete scan, a moment ago
+      const [{ now: lastScan } = { now: '' }] = (
+        await client.query<{ now: string }>(`select now()::text as now`)
+      ).rows;
       const forms = {
         'two arguments (no positions)': null,
-        'from the position': { tenants: [BENCH_TENANT], seqs: [position], server },
+        'from the position': { tenants: [BENCH_TENANT], seqs: [position], server, leasesSince: lastScan },
       };
       for (const [form, positions] of Object.entries(forms)) {
         let figures = '';

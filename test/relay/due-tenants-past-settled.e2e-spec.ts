@@ -53,8 +53,18 @@ describe('due-tenant scan past the settled', () => {
     return db.sql<Due>(statement.text, [...statement.values]);
   }
 
-  function at(entries: [string, bigint][], on = server): DuePositions {
-    return { tenants: entries.map(([t]) => t), seqs: entries.map(([, s]) => s.toString()), server: on };
+  function at(entries: [string, bigint][], on = server, leasesSince: string | null = null): DuePositions {
+    return {
+      tenants: entries.map(([t]) => t),
+      seqs: entries.map(([, s]) => s.toString()),
+      server: on,
+      leasesSince,
+    };
+  }
+
+  async function dbNow(): Promise<string> {
+    const [row] = await db.sql<{ now: string }>(`select now()::text as now`);
+    return row!.now;
   }
 
   /** Inserts `n` events of `tenantId` in `status`; resolves with the highest `seq`. */
@@ -143,19 +153,29 @@ describe('due-tenant scan past the settled', () => {
     ]);
   });
 
-  it('lists a tenant with a fanned-out event whose lease expired, not one whose lease is live', async () => {
+  it('lists a tenant with an expired event lease: a positioned one, if it expired since the last scan', async () => {
+    const past = await settle(MIDDLE, 1);
     await insert(MIDDLE, 1, 'processing');
     await insert(UPPER, 1, 'processing');
     await db.sql(
       `insert into outbox_event_leases (event_id, tenant_id, lease_token, lease_expires_at)
-       select id, tenant_id, gen_random_uuid(),
-              case when tenant_id = $1 then now() - interval '1 second' else now() + interval '1 minute' end
-         from event_outbox`,
-      [MIDDLE],
+       select id, tenant_id, gen_random_uuid(), now() - interval '1 minute' from event_outbox where status = 'processing'`,
     );
-    const expected = [{ tenant_id: MIDDLE, has_new: true, has_due: false }];
-    expect(await scan(null)).toEqual(expected);
-    expect(await scan(at([]))).toEqual(expected);
+    const both = [
+      { tenant_id: MIDDLE, has_new: true, has_due: false },
+      { tenant_id: UPPER, has_new: true, has_due: false },
+    ];
+    expect(await scan(null)).toEqual(both);
+    expect(await scan(at([[MIDDLE, past]]))).toEqual(both);
+    // MIDDLE's lease expired before the last scan (which listed it): not again; UPPER has no position
+    const since = await dbNow();
+    expect(await scan(at([[MIDDLE, past]], server, since))).toEqual([both[1]]);
+    await db.sql(
+      `update outbox_event_leases set lease_expires_at = $1::timestamptz - interval '0.5 second' where tenant_id = $2`,
+      [since, MIDDLE],
+    );
+    // a second early: a lease that expired just before the last scan may have been committed after it
+    expect(await scan(at([[MIDDLE, past]], server, since))).toEqual(both);
   });
 
   it('reads a bounded number of buffers under a held snapshot, whatever was settled since', async () => {
@@ -165,7 +185,8 @@ describe('due-tenant scan past the settled', () => {
     await holder.query('select 1');
     const past = await settle(MIDDLE, 50_000);
     await insert(MIDDLE, 20);
-    const positions = at([[MIDDLE, past]]);
+    // the last scan a moment ago: the leases of settled events expired a minute ago
+    const positions = at([[MIDDLE, past]], server, await dbNow());
     expect(await scan(positions)).toEqual([{ tenant_id: MIDDLE, has_new: true, has_due: false }]);
     // twice each: the first execution also plans the function's statements
     await buffers(null);

@@ -1,6 +1,7 @@
 -- nestjs-pg-outbox migration 0030-outbox-due-tenants-past-settled (up), recorded from the TypeORM class OutboxDueTenantsPastSettled1764502600000. Do not edit.
 create function public.outbox_due_tenants(max_tenants integer, after_tenant uuid, past_tenants uuid[],
-                                                past_seqs bigint[], positions_server text)
+                                                past_seqs bigint[], positions_server text,
+                                                leases_since timestamptz)
       returns table (tenant_id uuid, has_new boolean, has_due boolean)
       language plpgsql stable security definer set search_path = pg_catalog, public as $$
       #variable_conflict use_column
@@ -9,7 +10,9 @@ create function public.outbox_due_tenants(max_tenants integer, after_tenant uuid
         fences uuid[];
         froms bigint[];
         fresh uuid[] := '{}';
+        expired uuid[] := '{}';
         lo uuid;
+        expired_after timestamptz;
         next_tenant uuid;
       begin
         if positions_server is distinct from pg_postmaster_start_time()::text then
@@ -40,6 +43,30 @@ create function public.outbox_due_tenants(max_tenants integer, after_tenant uuid
             fresh := fresh || fences[i];
           end if;
         end loop;
+        -- event leases that expired, the same way: between the fences, from each tenant's start; of a positioned
+        -- tenant, those that expired since the relay's last complete scan (leases_since, a second early), not
+        -- every lease deleted since a held snapshot began (their entries stay in the expiry index)
+        for i in 1 .. array_length(fences, 1) loop
+          if i > 1 then
+            lo := fences[i - 1];
+            loop
+              select l.tenant_id into next_tenant from public.outbox_event_leases l
+               where l.lease_expires_at <= now() and l.tenant_id > lo and l.tenant_id < fences[i]
+               order by l.tenant_id limit 1;
+              exit when next_tenant is null;
+              expired := expired || next_tenant;
+              lo := next_tenant;
+            end loop;
+          end if;
+          -- a bound of the index range (an "or" in the condition would make it a filter after each heap fetch)
+          expired_after := case when froms[i] = 0 or leases_since is null then '-infinity'::timestamptz
+                                else leases_since - interval '1 second' end;
+          if exists (select 1 from public.outbox_event_leases l
+                      where l.tenant_id = fences[i] and l.lease_expires_at <= now()
+                        and l.lease_expires_at > expired_after) then
+            expired := expired || fences[i];
+          end if;
+        end loop;
         return query
         with recursive retry_t(tenant_id) as (
           (select d.tenant_id from public.outbox_deliveries d
@@ -58,12 +85,6 @@ create function public.outbox_due_tenants(max_tenants integer, after_tenant uuid
                                       and (x.resumes_at is null or x.resumes_at > now()))
                    order by d.tenant_id limit 1)
             from retry_t r where r.tenant_id is not null
-        ), processing_t(tenant_id) as (
-          (select e.tenant_id from public.event_outbox e where e.status = 'processing' order by e.tenant_id limit 1)
-          union all
-          select (select e.tenant_id from public.event_outbox e
-                   where e.status = 'processing' and e.tenant_id > p.tenant_id order by e.tenant_id limit 1)
-            from processing_t p where p.tenant_id is not null
         ), stale_t(tenant_id) as (
           (select d.tenant_id from public.outbox_deliveries d
             where d.status = 'processing' and d.lease_expires_at <= now()
@@ -84,13 +105,7 @@ create function public.outbox_due_tenants(max_tenants integer, after_tenant uuid
         )
         select t.tenant_id, bool_or(t.is_new), bool_or(not t.is_new) from (
           select f.tenant_id, true as is_new from unnest(fresh) as f(tenant_id)
-          -- a fanned-out event whose in-process pairs' lease expired (offset 0 keeps the probe a subplan)
-          union all
-          select p.tenant_id, true from processing_t p
-           where exists (select 1 from public.event_outbox e
-                          where e.tenant_id = p.tenant_id and e.status = 'processing'
-                            and exists (select 1 from public.outbox_event_leases l
-                                         where l.event_id = e.id and l.lease_expires_at <= now() offset 0))
+          union all select x.tenant_id, true from unnest(expired) as x(tenant_id)
           union all select r.tenant_id, false from retry_t r
           union all select s.tenant_id, false from stale_t s
         ) t where t.tenant_id is not null
@@ -100,6 +115,6 @@ create function public.outbox_due_tenants(max_tenants integer, after_tenant uuid
       end
       $$;
 
-revoke all on function public.outbox_due_tenants(integer, uuid, uuid[], bigint[], text) from public;
+revoke all on function public.outbox_due_tenants(integer, uuid, uuid[], bigint[], text, timestamptz) from public;
 
-grant execute on function public.outbox_due_tenants(integer, uuid, uuid[], bigint[], text) to outbox_relay;
+grant execute on function public.outbox_due_tenants(integer, uuid, uuid[], bigint[], text, timestamptz) to outbox_relay;

@@ -6,9 +6,9 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  * with claim positions calls. The tenants it has a position for are checked from it (`seq >= position`), and the
  * loose index scan that looks for the other tenants runs between them, never entering their entries: the index
  * entries of settled events that a held snapshot keeps vacuum from removing are not visited. Positions read on
- * another server (`positions_server`, the `pg_postmaster_start_time()` their claims read) are ignored. Tenants with
- * fanned-out events whose lease expired are found from the processing events (none while every claim is lean),
- * each lease probed by its key, not from the lease table's expired entries. The two-argument form stays as it was
+ * another server (`positions_server`, the `pg_postmaster_start_time()` their claims read) are ignored. Expired event
+ * leases of a positioned tenant are looked for among those that expired since `leases_since` (the relay's last
+ * complete scan; null: all), not among every lease deleted since the snapshot began. The two-argument form stays as it was
  * (a relay without positions calls it). SECURITY DEFINER with a pinned search_path, as the other form.
  * Frozen history: literal SQL.
  */
@@ -18,7 +18,8 @@ export class OutboxDueTenantsPastSettled1764502600000 implements MigrationInterf
   async up(q: QueryRunner): Promise<void> {
     await q.query(`
       create function public.outbox_due_tenants(max_tenants integer, after_tenant uuid, past_tenants uuid[],
-                                                past_seqs bigint[], positions_server text)
+                                                past_seqs bigint[], positions_server text,
+                                                leases_since timestamptz)
       returns table (tenant_id uuid, has_new boolean, has_due boolean)
       language plpgsql stable security definer set search_path = pg_catalog, public as $$
       #variable_conflict use_column
@@ -27,7 +28,9 @@ export class OutboxDueTenantsPastSettled1764502600000 implements MigrationInterf
         fences uuid[];
         froms bigint[];
         fresh uuid[] := '{}';
+        expired uuid[] := '{}';
         lo uuid;
+        expired_after timestamptz;
         next_tenant uuid;
       begin
         if positions_server is distinct from pg_postmaster_start_time()::text then
@@ -58,6 +61,30 @@ export class OutboxDueTenantsPastSettled1764502600000 implements MigrationInterf
             fresh := fresh || fences[i];
           end if;
         end loop;
+        -- event leases that expired, the same way: between the fences, from each tenant's start; of a positioned
+        -- tenant, those that expired since the relay's last complete scan (leases_since, a second early), not
+        -- every lease deleted since a held snapshot began (their entries stay in the expiry index)
+        for i in 1 .. array_length(fences, 1) loop
+          if i > 1 then
+            lo := fences[i - 1];
+            loop
+              select l.tenant_id into next_tenant from public.outbox_event_leases l
+               where l.lease_expires_at <= now() and l.tenant_id > lo and l.tenant_id < fences[i]
+               order by l.tenant_id limit 1;
+              exit when next_tenant is null;
+              expired := expired || next_tenant;
+              lo := next_tenant;
+            end loop;
+          end if;
+          -- a bound of the index range (an "or" in the condition would make it a filter after each heap fetch)
+          expired_after := case when froms[i] = 0 or leases_since is null then '-infinity'::timestamptz
+                                else leases_since - interval '1 second' end;
+          if exists (select 1 from public.outbox_event_leases l
+                      where l.tenant_id = fences[i] and l.lease_expires_at <= now()
+                        and l.lease_expires_at > expired_after) then
+            expired := expired || fences[i];
+          end if;
+        end loop;
         return query
         with recursive retry_t(tenant_id) as (
           (select d.tenant_id from public.outbox_deliveries d
@@ -68,12 +95,6 @@ export class OutboxDueTenantsPastSettled1764502600000 implements MigrationInterf
                    where d.status in ('pending', 'failed') and d.next_attempt_at <= now() and d.tenant_id > r.tenant_id${PASSES_PAUSED_UNTIL}
                    order by d.tenant_id limit 1)
             from retry_t r where r.tenant_id is not null
-        ), processing_t(tenant_id) as (
-          (select e.tenant_id from public.event_outbox e where e.status = 'processing' order by e.tenant_id limit 1)
-          union all
-          select (select e.tenant_id from public.event_outbox e
-                   where e.status = 'processing' and e.tenant_id > p.tenant_id order by e.tenant_id limit 1)
-            from processing_t p where p.tenant_id is not null
         ), stale_t(tenant_id) as (
           (select d.tenant_id from public.outbox_deliveries d
             where d.status = 'processing' and d.lease_expires_at <= now()${PASSES_PAUSED_UNTIL}
@@ -86,13 +107,7 @@ export class OutboxDueTenantsPastSettled1764502600000 implements MigrationInterf
         )
         select t.tenant_id, bool_or(t.is_new), bool_or(not t.is_new) from (
           select f.tenant_id, true as is_new from unnest(fresh) as f(tenant_id)
-          -- a fanned-out event whose in-process pairs' lease expired (offset 0 keeps the probe a subplan)
-          union all
-          select p.tenant_id, true from processing_t p
-           where exists (select 1 from public.event_outbox e
-                          where e.tenant_id = p.tenant_id and e.status = 'processing'
-                            and exists (select 1 from public.outbox_event_leases l
-                                         where l.event_id = e.id and l.lease_expires_at <= now() offset 0))
+          union all select x.tenant_id, true from unnest(expired) as x(tenant_id)
           union all select r.tenant_id, false from retry_t r
           union all select s.tenant_id, false from stale_t s
         ) t where t.tenant_id is not null
@@ -102,15 +117,15 @@ export class OutboxDueTenantsPastSettled1764502600000 implements MigrationInterf
       end
       $$`);
     await q.query(
-      `revoke all on function public.outbox_due_tenants(integer, uuid, uuid[], bigint[], text) from public`,
+      `revoke all on function public.outbox_due_tenants(integer, uuid, uuid[], bigint[], text, timestamptz) from public`,
     );
     await q.query(
-      `grant execute on function public.outbox_due_tenants(integer, uuid, uuid[], bigint[], text) to outbox_relay`,
+      `grant execute on function public.outbox_due_tenants(integer, uuid, uuid[], bigint[], text, timestamptz) to outbox_relay`,
     );
   }
 
   async down(q: QueryRunner): Promise<void> {
-    await q.query(`drop function if exists public.outbox_due_tenants(integer, uuid, uuid[], bigint[], text)`);
+    await q.query(`drop function if exists public.outbox_due_tenants(integer, uuid, uuid[], bigint[], text, timestamptz)`);
   }
 }
 

@@ -37,15 +37,33 @@ describe('ClaimPositions', () => {
 
   it('gives the due-tenant scan the positions the claims would scan from, none whose full scan is due', () => {
     const p = new ClaimPositions(60_000, 0);
-    expect(p.pastSettled(0)).toEqual({ tenants: [], seqs: [], server: '' });
+    expect(p.pastSettled(0)).toEqual({ tenants: [], seqs: [], server: '', leasesSince: null });
     p.record(T, '0', read(10, 20, 100, 110), 0, 1);
     p.record(T, '0', read(12, 30, 110, 120), 2, 3);
     p.record(T, '0', read(12, 40, 120, 130), 4, 5);
-    expect(p.pastSettled(6)).toEqual({ tenants: [T], seqs: ['12'], server: 'primary' });
+    expect(p.pastSettled(6)).toEqual({ tenants: [T], seqs: ['12'], server: 'primary', leasesSince: null });
     // a minute after its last full scan (sent at 4), the tenant's next claim scans from the start: the due-tenant scan too
     expect(p.from(T, 60_003)).toBe('12');
     expect(p.from(T, 60_004)).toBe('0');
-    expect(p.pastSettled(60_004)).toEqual({ tenants: [], seqs: [], server: 'primary' });
+    expect(p.pastSettled(60_004)).toEqual({ tenants: [], seqs: [], server: 'primary', leasesSince: null });
+  });
+
+  it('has the due-tenant scan look at the leases expired since its last complete scan, at all once per fullScanMs', () => {
+    const p = new ClaimPositions(60_000, 0);
+    const first = p.pastSettled(0);
+    expect(first.leasesSince).toBeNull();
+    p.scanned(first, 't0', true, 0);
+    const second = p.pastSettled(100);
+    expect(second.leasesSince).toBe('t0');
+    // a scan that listed as many tenants as a round visits does not move it: some were left for the next round
+    p.scanned(second, 't1', false, 100);
+    expect(p.pastSettled(200).leasesSince).toBe('t0');
+    p.scanned(p.pastSettled(200), 't2', true, 200);
+    expect(p.pastSettled(300).leasesSince).toBe('t2');
+    // an older scan answered late does not take it back
+    p.scanned(second, 't1', true, 100);
+    expect(p.pastSettled(300).leasesSince).toBe('t2');
+    expect(p.pastSettled(60_000).leasesSince).toBeNull();
   });
 
   it('never passes a pending event a claim saw, leased ones included', () => {

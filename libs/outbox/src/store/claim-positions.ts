@@ -45,6 +45,15 @@ export class ClaimPositions {
   private server: string | null = null;
   /** When tenants without a claim for two periods were last dropped (their next claim is a full scan anyway). */
   private sweptAt = 0;
+  /**
+   * The due-tenant scan's event leases: the database's `now()` at the last complete scan (`since`), and when the
+   * last complete scan that looked at every expired lease was sent (once per `fullScanMs`).
+   */
+  private leases: { since: string | null; sentAt: number; allAt: number } = {
+    since: null,
+    sentAt: -Infinity,
+    allAt: -Infinity,
+  };
 
   constructor(
     private readonly fullScanMs: number,
@@ -66,7 +75,9 @@ export class ClaimPositions {
   /**
    * The positions the due-tenant scan starts from (`outbox_due_tenants`' five-argument form): each tenant's whose
    * next claim would scan from it, not those whose full scan is due (the scan looks for those from their start,
-   * so the full scan's safety net holds for the scan too), with the server they were read on.
+   * so the full scan's safety net holds for the scan too), with the server they were read on; and since when
+   * their expired event leases are looked for: since the last complete scan, or all of them once per
+   * `fullScanMs` (a tenant listed by a scan whose visit failed is found then).
    */
   pastSettled(now: number): DuePositions {
     const tenants: string[] = [];
@@ -76,7 +87,19 @@ export class ClaimPositions {
         tenants.push(tenantId);
         seqs.push(state.from.toString());
       }
-    return { tenants, seqs, server: this.server ?? '' };
+    const leasesSince = now - this.leases.allAt < this.fullScanMs ? this.leases.since : null;
+    return { tenants, seqs, server: this.server ?? '', leasesSince };
+  }
+
+  /**
+   * Takes in a due-tenant scan sent at `sentAt` with `positions`, run at the database's `now()` `at`: when it
+   * listed every due tenant (`complete`), the next looks at the leases that expired since.
+   */
+  scanned(positions: DuePositions, at: string, complete: boolean, sentAt: number): void {
+    if (!complete || sentAt < this.leases.sentAt) return;
+    this.leases.since = at;
+    this.leases.sentAt = sentAt;
+    if (positions.leasesSince === null) this.leases.allAt = sentAt;
   }
 
   /** How many tenants it keeps a position for (those claimed within the last two full-scan periods or so). */

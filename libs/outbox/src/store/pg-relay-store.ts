@@ -69,20 +69,21 @@ export class PgRelayStore implements OutboxStorePort {
   }
 
   async dueTenants({ limit, after }: { limit: number; after: string | null }): Promise<DueTenant[]> {
+    const sentAt = performance.now();
+    const positions = this.positions?.pastSettled(sentAt) ?? null;
     // in a transaction of its own with the relay's bound, not the role's or database's statement_timeout
-    const [, rows] = await this.store.atomically(
+    const [, rows, clock] = await this.store.atomically(
       [
         q.handlerBound(this.options.relay.leaseMs),
-        q.dueTenants(
-          this.options.names,
-          limit,
-          after,
-          this.positions?.pastSettled(performance.now()) ?? null,
-        ),
+        q.dueTenants(this.options.names, limit, after, positions),
+        ...(positions ? [q.transactionNow()] : []),
       ],
       { trip: 'dueTenantScan', tenantId: null },
     );
-    return (rows as DueTenantRow[]).map((row) => ({
+    const due = rows as DueTenantRow[];
+    const at = (clock as { now: string }[] | undefined)?.[0]?.now;
+    if (positions && at) this.positions?.scanned(positions, at, due.length < limit, sentAt);
+    return due.map((row) => ({
       tenantId: row.tenant_id,
       hasNew: row.has_new,
       hasDue: row.has_due,

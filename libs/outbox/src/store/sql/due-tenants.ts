@@ -8,6 +8,11 @@ export interface DuePositions {
   seqs: readonly string[];
   /** The server the positions were read on (`pg_postmaster_start_time()`): on another, they are ignored. */
   server: string;
+  /**
+   * The database's `now()` at the relay's last complete scan: a positioned tenant's expired event leases are looked
+   * for among those that expired since (a second early); null: among all of them.
+   */
+  leasesSince: string | null;
 }
 
 /**
@@ -31,7 +36,12 @@ export function dueTenants(
       values: [limit, afterTenant],
     };
   return {
-    text: `select tenant_id, has_new, has_due from ${n.dueTenants}($1, $2, $3::uuid[], $4::bigint[], $5)`,
-    values: [limit, afterTenant, positions.tenants, positions.seqs, positions.server],
+    text: `select tenant_id, has_new, has_due from ${n.dueTenants}($1, $2, $3::uuid[], $4::bigint[], $5, $6::timestamptz)`,
+    values: [limit, afterTenant, positions.tenants, positions.seqs, positions.server, positions.leasesSince],
   };
+}
+
+/** The transaction's `now()`, as text: beside a due-tenant scan, the `leasesSince` of the next one. */
+export function transactionNow(): SqlStatement {
+  return { text: `select now()::text as now`, values: [] };
 }
