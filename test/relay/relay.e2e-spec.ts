@@ -217,7 +217,7 @@ describe('relay', () => {
   });
 
   it('runs on its own schedule when enabled, and a failing round does not stop it', async () => {
-    const FORMS = ['integer, uuid', 'integer, uuid, uuid[], bigint[], text'];
+    const FORMS = ['integer, uuid', 'integer, uuid, uuid[], bigint[], text, timestamptz'];
     const failedRounds: string[] = [];
     const logger: LoggerService = {
       log: () => undefined,
