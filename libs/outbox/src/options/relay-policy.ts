@@ -30,8 +30,10 @@ import type { ResolvedOutboxOptions } from './outbox-module-options.interface';
  * - `fairShares`: while other tenants are due, a backlogged tenant's claims and lanes are its weighted share, and
  *   a round visits the other tenants first (ADR 1106, relay/tenant-shares.ts; `relay.tenantWeights`).
  * - `claimPositions`: claims of new events scan from a per-tenant position in `seq` order, past the settled
- *   events whose index entries a held snapshot keeps (a full scan every `fullScanMs`), or null: every claim scans
- *   from the tenant's first pending entry (ADR 1206, store/claim-positions.ts and the claims' `fresh` scan).
+ *   events whose index entries a held snapshot keeps (a full scan every `fullScanMs`), and so does the scan for
+ *   due tenants (`outbox_due_tenants`' six-argument form), or null: every claim scans from the tenant's first
+ *   pending entry, the due-tenant scan from each tenant's start (ADR 1206, store/claim-positions.ts, the claims'
+ *   `fresh` scan and store/sql/due-tenants.ts).
  * Pipelining (ADR 0501/0604) and the narrowing of a failed batch (ADR 0101) are not switches: the relay's
  * round trips and its guarantees rest on them.
  */
