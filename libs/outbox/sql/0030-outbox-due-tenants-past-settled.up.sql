@@ -5,70 +5,61 @@ create function public.outbox_due_tenants(max_tenants integer, after_tenant uuid
       returns table (tenant_id uuid, has_new boolean, has_due boolean)
       language plpgsql stable security definer set search_path = pg_catalog, public as $$
       #variable_conflict use_column
-      declare
-        -- the tenants with a position, in uuid order, and the two ends of that order (from 0 unless positioned)
-        fences uuid[];
-        froms bigint[];
-        fresh uuid[] := '{}';
-        expired uuid[] := '{}';
-        lo uuid;
-        expired_after timestamptz;
-        next_tenant uuid;
       begin
         if positions_server is distinct from pg_postmaster_start_time()::text then
           past_tenants := '{}';
           past_seqs := '{}';
         end if;
-        select array_agg(k.t order by k.t), array_agg(k.s order by k.t) into fences, froms
-          from (select a.t, max(a.s) as s from (
-                  select u.t, u.s from unnest(past_tenants, past_seqs) as u(t, s)
-                  union all select '00000000-0000-0000-0000-000000000000'::uuid, 0
-                  union all select 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid, 0
-                ) a group by a.t) k;
-        for i in 1 .. array_length(fences, 1) loop
-          if i > 1 then
-            -- the tenants between two fences, one probe each: a range that holds no fence's entries
-            lo := fences[i - 1];
-            loop
-              select e.tenant_id into next_tenant from public.event_outbox e
-               where e.status = 'pending' and e.tenant_id > lo and e.tenant_id < fences[i]
-               order by e.tenant_id limit 1;
-              exit when next_tenant is null;
-              fresh := fresh || next_tenant;
-              lo := next_tenant;
-            end loop;
-          end if;
-          if exists (select 1 from public.event_outbox e
-                      where e.tenant_id = fences[i] and e.status = 'pending' and e.seq >= froms[i]) then
-            fresh := fresh || fences[i];
-          end if;
-        end loop;
-        -- event leases that expired, the same way: between the fences, from each tenant's start; of a positioned
-        -- tenant, those that expired since the relay's last complete scan (leases_since, a second early), not
-        -- every lease deleted since a held snapshot began (their entries stay in the expiry index)
-        for i in 1 .. array_length(fences, 1) loop
-          if i > 1 then
-            lo := fences[i - 1];
-            loop
-              select l.tenant_id into next_tenant from public.outbox_event_leases l
-               where l.lease_expires_at <= now() and l.tenant_id > lo and l.tenant_id < fences[i]
-               order by l.tenant_id limit 1;
-              exit when next_tenant is null;
-              expired := expired || next_tenant;
-              lo := next_tenant;
-            end loop;
-          end if;
-          -- a bound of the index range (an "or" in the condition would make it a filter after each heap fetch)
-          expired_after := case when froms[i] = 0 or leases_since is null then '-infinity'::timestamptz
-                                else leases_since - interval '1 second' end;
-          if exists (select 1 from public.outbox_event_leases l
-                      where l.tenant_id = fences[i] and l.lease_expires_at <= now()
-                        and l.lease_expires_at > expired_after) then
-            expired := expired || fences[i];
-          end if;
-        end loop;
         return query
-        with recursive retry_t(tenant_id) as (
+        with recursive fence(tenant_id, seq, prev) as (
+          -- the tenants with a position, in uuid order, and the two ends of that order (from 0 unless positioned)
+          select k.t, k.s, lag(k.t) over (order by k.t) from (
+            select a.t, max(a.s) as s from (
+              select u.t, u.s from unnest(past_tenants, past_seqs) as u(t, s)
+              union all select '00000000-0000-0000-0000-000000000000'::uuid, 0
+              union all select 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid, 0
+            ) a group by a.t) k
+        ), pending_gap(found, hi) as (
+          -- the tenants between two fences, one probe each: a range that holds no fence's entries
+          select (select e.tenant_id from public.event_outbox e
+                   where e.status = 'pending' and e.tenant_id > f.prev and e.tenant_id < f.tenant_id
+                   order by e.tenant_id limit 1), f.tenant_id
+            from fence f where f.prev is not null
+          union all
+          select (select e.tenant_id from public.event_outbox e
+                   where e.status = 'pending' and e.tenant_id > g.found and e.tenant_id < g.hi
+                   order by e.tenant_id limit 1), g.hi
+            from pending_gap g where g.found is not null
+        ), leased_gap(found, hi) as (
+          select (select l.tenant_id from public.outbox_event_leases l
+                   where l.lease_expires_at <= now() and l.tenant_id > f.prev and l.tenant_id < f.tenant_id
+                   order by l.tenant_id limit 1), f.tenant_id
+            from fence f where f.prev is not null
+          union all
+          select (select l.tenant_id from public.outbox_event_leases l
+                   where l.lease_expires_at <= now() and l.tenant_id > g.found and l.tenant_id < g.hi
+                   order by l.tenant_id limit 1), g.hi
+            from leased_gap g where g.found is not null
+        ), pending_t(tenant_id) as (
+          select g.found from pending_gap g
+          union all
+          select f.tenant_id from fence f
+           where exists (select 1 from public.event_outbox e
+                          where e.tenant_id = f.tenant_id and e.status = 'pending' and e.seq >= f.seq)
+        ), leased_t(tenant_id) as (
+          -- event leases that expired, the same way: between the fences, from each tenant's start; of a positioned
+          -- tenant, those that expired since the relay's last complete scan (leases_since, a second early), not
+          -- every lease deleted since a held snapshot began (their entries stay in the expiry index); the lower
+          -- end is a bound of the index range (an "or" in the condition would make it a filter after each heap fetch)
+          select g.found from leased_gap g
+          union all
+          select f.tenant_id from fence f
+           where exists (select 1 from public.outbox_event_leases l
+                          where l.tenant_id = f.tenant_id and l.lease_expires_at <= now()
+                            and l.lease_expires_at > case when f.seq = 0 or leases_since is null
+                                                          then '-infinity'::timestamptz
+                                                          else leases_since - interval '1 second' end)
+        ), retry_t(tenant_id) as (
           (select d.tenant_id from public.outbox_deliveries d
             where d.status in ('pending', 'failed') and d.next_attempt_at <= now()
                    and not exists (select 1 from public.outbox_consumer_pauses x
@@ -104,8 +95,8 @@ create function public.outbox_due_tenants(max_tenants integer, after_tenant uuid
             from stale_t s where s.tenant_id is not null
         )
         select t.tenant_id, bool_or(t.is_new), bool_or(not t.is_new) from (
-          select f.tenant_id, true as is_new from unnest(fresh) as f(tenant_id)
-          union all select x.tenant_id, true from unnest(expired) as x(tenant_id)
+          select p.tenant_id, true as is_new from pending_t p
+          union all select l.tenant_id, true from leased_t l
           union all select r.tenant_id, false from retry_t r
           union all select s.tenant_id, false from stale_t s
         ) t where t.tenant_id is not null
