@@ -415,6 +415,134 @@ describe('rate limits across relay processes', () => {
   });
 });
 
+describe('per-key rate limits across relay processes', () => {
+  useFleet({ HOLD_MS: '0', BATCH_SIZE: String(BATCH) });
+
+  /** The claims of `consumer` per key (`payload.partner`, or the aggregate id), in ms since `consumer`'s first. */
+  async function claimsByKey(consumer: string, key: 'partner' | 'aggregate'): Promise<Map<string, number[]>> {
+    const rows = await db.sql<{ key: string; ms: number }>(
+      `select ${key === 'partner' ? "e.payload->>'partner'" : 'e.aggregate_id'} as key,
+              (extract(epoch from p.claimed_at - min(p.claimed_at) over ()) * 1000)::float8 as ms
+         from limit_probe p join event_outbox e on e.id = p.event_id
+        where p.consumer = $1 order by p.claimed_at`,
+      [consumer],
+    );
+    const byKey = new Map<string, number[]>();
+    for (const r of rows) byKey.set(r.key, [...(byKey.get(r.key) ?? []), r.ms]);
+    return byKey;
+  }
+
+  it('claims at most 10 per 500 ms of each key, each key at that rate beside the other, each event once and uncharged', async () => {
+    // two busy partners in one tenant, interleaved: 60 events each, 3 s of work each at the limit
+    const busy = Array.from({ length: 120 }, (_, i) => ({
+      eventName: 'test.lim.keyed.v1',
+      tenantId: TENANTS[0],
+      payload: { seq: i, partner: i % 2 === 0 ? 'a' : 'b' },
+    }));
+    const ids = await enqueueManyIn(app, busy);
+    // a third partner's few events, once the busy ones are under way: they do not queue behind them
+    await waitFor(
+      async () => (await db.sql(`select 1 from limit_probe where consumer = 'keyed'`)).length >= 20,
+      {
+        message: 'the busy partners under way',
+      },
+    );
+    const late = await enqueueManyIn(
+      app,
+      Array.from({ length: 3 }, (_, i) => ({
+        eventName: 'test.lim.keyed.v1',
+        tenantId: TENANTS[0],
+        payload: { seq: 1000 + i, partner: 'c' },
+      })),
+    );
+
+    const delivered = await drained('keyed', [...ids, ...late]);
+    expect(sorted(delivered)).toEqual(sorted([...ids, ...late]));
+    const byKey = await claimsByKey('keyed', 'partner');
+    for (const key of ['a', 'b']) {
+      const at = byKey.get(key)!.map((ms) => ms - byKey.get(key)![0]!);
+      expect(at).toHaveLength(60);
+      expect(busiestWindow(at, 500)).toBeLessThanOrEqual(10 + BATCH);
+      // four intervals from the key's first claim: 40 at the limit, whatever the other key does
+      const firstFour = at.filter((ms) => ms < 2000).length;
+      expect(firstFour).toBeGreaterThanOrEqual(36);
+      expect(firstFour).toBeLessThanOrEqual(40 + BATCH);
+    }
+    // the late partner was claimed while the busy ones still waited for their windows
+    const lastLate = Math.max(...byKey.get('c')!);
+    expect(byKey.get('a')!.filter((ms) => ms <= lastLate).length).toBeLessThan(50);
+    const [charged] = await db.sql<{ max: number }>(
+      `select max(attempt_count)::int as max from outbox_deliveries where consumer_name = 'keyed'`,
+    );
+    expect(charged!.max).toBe(1);
+    // the log keeps one interval: no key's rows outlive their window by more than the last claim
+    const [kept] = await db.sql<{ n: number }>(
+      `select count(*)::int n from outbox_consumer_key_starts
+        where consumer_name = 'keyed' and started_at < clock_timestamp() - interval '2 seconds'`,
+    );
+    expect(kept!.n).toBeLessThanOrEqual(3);
+  });
+
+  it('keeps each aggregate in order under a limit per aggregate, at most 2 per 400 ms each; a busy aggregate holds no other back', async () => {
+    // one busy aggregate (12 events: six windows at 2 per 400 ms) and five of 3 events each
+    const events = [
+      ...Array.from({ length: 12 }, (_, i) => ({ aggregateId: 'busy', seq: i })),
+      ...Array.from({ length: 15 }, (_, i) => ({ aggregateId: `q${i % 5}`, seq: 100 + i })),
+    ].map(({ aggregateId, seq }) => ({
+      eventName: 'test.lim.keyed-ordered.v1',
+      tenantId: TENANTS[1],
+      aggregateType: 'account',
+      aggregateId,
+      payload: { seq },
+    }));
+    const ids = await enqueueManyIn(app, events);
+
+    const delivered = await drained('keyed-ordered', ids);
+    expect(sorted(delivered)).toEqual(sorted(ids));
+    const rows = await db.sql<{ aggregate: string; seq: number }>(
+      `select e.aggregate_id as aggregate, p.seq from limit_probe p join event_outbox e on e.id = p.event_id
+        where p.consumer = 'keyed-ordered' order by p.started_at`,
+    );
+    const byAggregate = new Map<string, number[]>();
+    for (const r of rows) byAggregate.set(r.aggregate, [...(byAggregate.get(r.aggregate) ?? []), r.seq]);
+    for (const [, seqs] of byAggregate) expect(seqs).toEqual([...seqs].sort((x, y) => x - y));
+    const byKey = await claimsByKey('keyed-ordered', 'aggregate');
+    // an ordered aggregate's claims take one delivery each: one batch of a key is one delivery
+    for (const [, at] of byKey) expect(busiestWindow(at, 400)).toBeLessThanOrEqual(2 + 1);
+    // the busy aggregate at its limit: 12 claims span five windows; the small ones were done before it was half way
+    const busy = byKey.get('busy')!;
+    expect(busy[busy.length - 1]! - busy[0]!).toBeGreaterThanOrEqual(5 * 400 - 50);
+    const smallDone = Math.max(...[0, 1, 2, 3, 4].map((q) => Math.max(...byKey.get(`q${q}`)!)));
+    expect(busy.filter((ms) => ms <= smallDone).length).toBeLessThanOrEqual(6);
+  });
+});
+
+@Injectable()
+class BadlyKeyed {
+  @OnOutboxEvent('test.lim.bad.v1', {
+    consumer: 'bad-key',
+    rateLimit: { limit: 5, intervalMs: 1000, perKey: 'tenant' as never },
+  })
+  handle(): void {}
+
+  @OnOutboxEvent('test.lim.bad.v1', {
+    consumer: 'bad-key-too',
+    rateLimit: { limit: 5, intervalMs: 1000, perKey: { payload: 'partner' }, perTenant: true },
+  })
+  handleToo(): void {}
+}
+
+describe('per-key rate limits at boot', () => {
+  it('fail app.init() on a key that is neither the aggregate nor a payload path, or beside perTenant', async () => {
+    const boot = buildApp({ url: db.url, providers: [BadlyKeyed] });
+    await expect(boot).rejects.toBeInstanceOf(OutboxConfigurationError);
+    // one error listing both, each naming its consumer and option
+    await expect(boot).rejects.toThrow(
+      /rateLimit\.perKey of BadlyKeyed#handle must [\s\S]*rateLimit\.perTenant of BadlyKeyed#handleToo must /,
+    );
+  });
+});
+
 @Injectable()
 class BadlyLimited {
   @OnOutboxEvent('test.lim.bad.v1', {

@@ -69,6 +69,23 @@ class LimitedConsumers {
   orderedRated(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
     return probed(event, context);
   }
+
+  @OnOutboxEvent('test.lim.keyed.v1', {
+    consumer: 'keyed',
+    rateLimit: { limit: 10, intervalMs: 500, perKey: { payload: 'partner' } },
+  })
+  keyed(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    return probed(event, context);
+  }
+
+  @OnOutboxEvent('test.lim.keyed-ordered.v1', {
+    consumer: 'keyed-ordered',
+    ordered: true,
+    rateLimit: { limit: 2, intervalMs: 400, perKey: 'aggregate' },
+  })
+  keyedOrdered(event: OutboxEvent, context: OutboxHandlerContext): Promise<void> {
+    return probed(event, context);
+  }
 }
 
 async function main(): Promise<void> {

@@ -21,6 +21,7 @@ describe('consumerLimits', () => {
       rateLimit: 50,
       rateIntervalMs: 1000,
       ratePerTenant: true,
+      rateKey: null,
     });
     expect(problems).toEqual([]);
   });
@@ -62,5 +63,48 @@ describe('consumerLimits', () => {
       concurrency: 2,
       tenantConcurrency: 2,
     });
+  });
+
+  it('stores a per-key rate limit as the registry reads it back: the aggregate, or a payload path', () => {
+    const problems: string[] = [];
+    expect(
+      consumerLimits('A#b', { rateLimit: { limit: 5, intervalMs: 1000, perKey: 'aggregate' } }, problems),
+    ).toMatchObject({ rateLimit: 5, ratePerTenant: false, rateKey: 'aggregate' });
+    expect(
+      consumerLimits(
+        'A#b',
+        { rateLimit: { limit: 5, intervalMs: 1000, perKey: { payload: 'partner.id' } } },
+        problems,
+      ),
+    ).toMatchObject({ rateKey: 'payload:partner.id' });
+    expect(problems).toEqual([]);
+  });
+
+  it.each([
+    ['an unknown key', 'tenant'],
+    ['an empty path', { payload: '' }],
+    ['a path with an empty field', { payload: 'partner..id' }],
+    ['a path with a blank', { payload: 'partner id' }],
+    ['a path too long', { payload: 'x'.repeat(201) }],
+    ['another field beside payload', { payload: 'partner', aggregate: true }],
+  ])('refuses %s as rateLimit.perKey', (_, perKey) => {
+    const problems: string[] = [];
+    const limits = consumerLimits(
+      'A#b',
+      { rateLimit: { limit: 5, intervalMs: 1000, perKey: perKey as never } },
+      problems,
+    );
+    expect(limits).toBeUndefined();
+    expect(problems.map((p) => p.split(' must ')[0])).toEqual(['option rateLimit.perKey of A#b']);
+  });
+
+  it('refuses perTenant beside perKey: a key is counted within its tenant already', () => {
+    const problems: string[] = [];
+    consumerLimits(
+      'A#b',
+      { rateLimit: { limit: 5, intervalMs: 1000, perKey: 'aggregate', perTenant: true } },
+      problems,
+    );
+    expect(problems.map((p) => p.split(' must ')[0])).toEqual(['option rateLimit.perTenant of A#b']);
   });
 });

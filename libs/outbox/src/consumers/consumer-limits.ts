@@ -1,6 +1,6 @@
 import { countProblem, durationProblem } from '../options/outbox-options';
 import { messages } from '../errors/outbox.messages';
-import type { OnOutboxEventOptions } from '../model/outbox-handler-options.interface';
+import type { OnOutboxEventOptions, OutboxRateKey } from '../model/outbox-handler-options.interface';
 import type { OutboxConsumerLimits } from '../model/outbox-consumer';
 
 /** The largest count the registry's integer columns hold. */
@@ -49,13 +49,16 @@ export function consumerLimits(
   }
   if (rateLimit !== undefined) {
     if (!isRecord(rateLimit))
-      found.push(messages.badOption(`rateLimit of ${host}`, '{ limit, intervalMs, perTenant? }', rateLimit));
+      found.push(
+        messages.badOption(`rateLimit of ${host}`, '{ limit, intervalMs, perTenant?, perKey? }', rateLimit),
+      );
     else {
       count(`rateLimit.limit of ${host}`, rateLimit.limit);
       const interval = durationProblem(`rateLimit.intervalMs of ${host}`, rateLimit.intervalMs);
       if (interval) found.push(interval);
       if (rateLimit.perTenant !== undefined && typeof rateLimit.perTenant !== 'boolean')
         found.push(messages.badOption(`rateLimit.perTenant of ${host}`, 'a boolean', rateLimit.perTenant));
+      if (rateLimit.perKey !== undefined) found.push(...rateKeyProblems(host, rateLimit));
     }
   }
   problems.push(...found);
@@ -66,7 +69,44 @@ export function consumerLimits(
     rateLimit: rateLimit?.limit ?? null,
     rateIntervalMs: rateLimit?.intervalMs ?? null,
     ratePerTenant: rateLimit?.perTenant === true,
+    rateKey: rateKeyOf(rateLimit?.perKey),
   };
+}
+
+/** A payload path: dot-separated field names, each without dots, blanks or control characters. */
+const PAYLOAD_PATH = /^[^.\s\p{Cc}]+(\.[^.\s\p{Cc}]+)*$/u;
+
+/** `rateLimit.perKey`'s problems: one of its two forms, and not beside `perTenant` (keys are per tenant already). */
+function rateKeyProblems(host: string, rateLimit: object): string[] {
+  const { perKey, perTenant } = rateLimit as Record<string, unknown>;
+  const field = `rateLimit.perKey of ${host}`;
+  const payload = isRecord(perKey) ? perKey.payload : undefined;
+  const valid =
+    perKey === 'aggregate' ||
+    (isRecord(perKey) &&
+      Object.keys(perKey).length === 1 &&
+      typeof payload === 'string' &&
+      payload.length <= 200 &&
+      PAYLOAD_PATH.test(payload));
+  if (!valid)
+    return [
+      messages.badOption(field, "'aggregate' or { payload: 'field.path' } (1 to 200 characters)", perKey),
+    ];
+  if (perTenant !== undefined)
+    return [
+      messages.badOption(
+        `rateLimit.perTenant of ${host}`,
+        'left out beside rateLimit.perKey: a key is counted within its tenant already',
+        perTenant,
+      ),
+    ];
+  return [];
+}
+
+/** How the registry stores `rateLimit.perKey` (`outbox_consumers.rate_key`), read back by the due claim. */
+function rateKeyOf(perKey: OutboxRateKey | undefined): string | null {
+  if (perKey === undefined) return null;
+  return perKey === 'aggregate' ? 'aggregate' : `payload:${perKey.payload}`;
 }
 
 function tooLarge(field: string, value: unknown): string {

@@ -25,6 +25,7 @@ export const OUTBOX_TABLES: readonly string[] = [
   'outbox_backfills',
   'outbox_batch_seals',
   'outbox_consumer_instances',
+  'outbox_consumer_key_starts',
   'outbox_consumer_limits',
   'outbox_consumer_pauses',
   'outbox_consumers',
@@ -98,6 +99,11 @@ export const OUTBOX_INDEXES: readonly OutboxIndex[] = [
     table: 'outbox_consumer_instances',
     name: 'outbox_consumer_instances_pkey',
     constraint: 'primary key (consumer_name, instance_id)',
+  },
+  {
+    table: 'outbox_consumer_key_starts',
+    name: 'outbox_consumer_key_starts_pkey',
+    constraint: 'primary key (consumer_name, tenant_id, started_at, rate_key)',
   },
   {
     table: 'outbox_consumer_limits',

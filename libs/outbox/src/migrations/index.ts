@@ -28,6 +28,7 @@ import { OutboxConsumerLimitsFrom1764502050000 } from './1764502050000-outbox-co
 import { OutboxPartitionMaintenance1764502400000 } from './1764502400000-outbox-partition-maintenance';
 import { OutboxConsumerInstanceStart1764502500000 } from './1764502500000-outbox-consumer-instance-start';
 import { OutboxDueTenantsPastSettled1764502600000 } from './1764502600000-outbox-due-tenants-past-settled';
+import { OutboxConsumerKeyLimits1764502800000 } from './1764502800000-outbox-consumer-key-limits';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -61,4 +62,5 @@ export const outboxMigrations = [
   OutboxPartitionMaintenance1764502400000,
   OutboxConsumerInstanceStart1764502500000,
   OutboxDueTenantsPastSettled1764502600000,
+  OutboxConsumerKeyLimits1764502800000,
 ];

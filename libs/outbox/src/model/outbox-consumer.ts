@@ -23,6 +23,11 @@ export interface OutboxConsumerLimits {
   readonly rateLimit: number | null;
   readonly rateIntervalMs: number | null;
   readonly ratePerTenant: boolean;
+  /**
+   * What the rate limit is counted per, within each tenant (`rateLimit.perKey`): `'aggregate'`, or
+   * `'payload:<path>'` for a payload field (`'payload:partner.id'`); null or absent: not per key.
+   */
+  readonly rateKey?: string | null;
 }
 
 /** One consumer known to this app: a named handler (or external endpoint) and the events it listens to. */

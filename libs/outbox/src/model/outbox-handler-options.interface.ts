@@ -44,11 +44,16 @@ export interface OnOutboxEventOptions {
   concurrency?: { global?: number; perTenant?: number };
   /**
    * At most `limit` of the consumer's deliveries claimed in any window of `intervalMs` (sliding), across every
-   * relay: over all tenants, or in each tenant with `perTenant: true`. Deliveries over the limit wait, uncharged.
-   * Enforced in the database (docs/flow-control.md#concurrency-and-rate-limits). Default: no limit.
+   * relay: over all tenants, or in each tenant with `perTenant: true`, or for each key of each tenant with
+   * `perKey` — `'aggregate'` (the event's aggregate type and id) or `{ payload: 'field.path' }` (that payload
+   * field's value) — so a key at its limit does not hold the others back. Deliveries over the limit wait,
+   * uncharged. Enforced in the database (docs/flow-control.md#concurrency-and-rate-limits). Default: no limit.
    */
-  rateLimit?: { limit: number; intervalMs: number; perTenant?: boolean };
+  rateLimit?: { limit: number; intervalMs: number; perTenant?: boolean; perKey?: OutboxRateKey };
 }
+
+/** What a per-key rate limit counts per (`rateLimit.perKey`): the event's aggregate, or a payload field's value. */
+export type OutboxRateKey = 'aggregate' | { payload: string };
 
 /** Where a consumer's events start (`@OnOutboxEvent`'s `startFrom`). */
 export type OutboxStartFrom = 'registration' | 'oldest' | Date;

@@ -45,6 +45,8 @@ export interface OutboxNames {
   readonly promoteScheduled: string;
   /** Limited consumers' claim turns and rate logs (migration OutboxConsumerLimits1764501700000). */
   readonly consumerLimits: string;
+  /** Per-key rate logs: one row per claim and key (migration OutboxConsumerKeyLimits1764502800000). */
+  readonly consumerKeyStarts: string;
   /** A consumer's deliveries under a live lease, across tenants (migration OutboxConsumerLimits1764501700000). */
   readonly consumerInFlight: string;
   /** Idempotency keys of enqueue (migration OutboxDedupeKeys1764501900000). */
@@ -117,6 +119,7 @@ export function outboxNames(schema: string = DEFAULT_OUTBOX_SCHEMA): OutboxNames
     consumerPauses: qualified('outbox_consumer_pauses'),
     promoteScheduled: qualified('outbox_promote_scheduled'),
     consumerLimits: qualified('outbox_consumer_limits'),
+    consumerKeyStarts: qualified('outbox_consumer_key_starts'),
     consumerInFlight: qualified('outbox_consumer_in_flight'),
     dedupeKeys: qualified('outbox_dedupe_keys'),
     dedupeTake: qualified('outbox_dedupe_take'),

@@ -1,6 +1,7 @@
 import { messages } from '../../errors/outbox.messages';
 import { deliveryNotPaused } from './consumer-pauses';
 import { limitedClaimParts } from './consumer-limits';
+import { keyedClaimParts } from './consumer-key-limits';
 import { NIL_UUID } from '../../model/outbox.constants';
 import type { SqlStatement } from './statement';
 import type { OutboxNames } from '../../model/table-names';
@@ -63,16 +64,15 @@ export function claimDueDeliveries(
   // (the scan would walk the limited consumers' waiting rows for nothing)
   const unlimited = limited.length === 0 ? p.consumers : p.consumers.filter((c) => !limited.includes(c));
   const none = unlimited.length === 0 ? 'false and ' : '';
-  const parts =
-    limited.length === 0
-      ? ''
-      : `${limitedClaimParts(n, { notPaused: (d) => deliveryNotPaused(n, d), ordered: earlierInAggregate(n) })}, `;
-  // the claimed rows' sources, and whether each is a recovery (its lease had expired)
-  const sources: [string, boolean][] = [
-    ['retry', false],
-    ['stale', true],
+  const rules = { notPaused: (d: string) => deliveryNotPaused(n, d), ordered: earlierInAggregate(n) };
+  const parts = limited.length === 0 ? '' : `${limitedClaimParts(n, rules)}, ${keyedClaimParts(n, rules)}, `;
+  // the claimed rows' sources, and whether each is a recovery (its lease had expired): a literal, or a column
+  const sources: [string, string][] = [
+    ['retry', 'false'],
+    ['stale', 'true'],
   ];
-  if (limited.length > 0) sources.push(['limited_retry', false], ['limited_stale', true]);
+  if (limited.length > 0)
+    sources.push(['limited_retry', 'false'], ['limited_stale', 'true'], ['keyed', 'recovered']);
   const due = sources
     .map(([from, stale], i) => `select id, ${stale}${i === 0 ? ' as recovered' : ''} from ${from}`)
     .join(' union all ');

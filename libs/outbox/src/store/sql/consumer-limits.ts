@@ -10,7 +10,7 @@ export function consumerLimited(c: string): string {
 /**
  * Takes the turn of each limited consumer in `consumers` (those the registry gives a limit) to claim in tenant
  * `tenantId`: locks its row of `outbox_consumer_limits` — the nil tenant's for its limits over every tenant, the
- * tenant's own for its limits per tenant — creating the row the first time (`on conflict do update` locks the
+ * tenant's own for its limits per tenant or per key — creating the row the first time (`on conflict do update` locks the
  * row whichever wins the insert). Sent in the claim's transaction just before the due claim
  * (`claimDueDeliveries` with `limited`): that statement starts after the lock is granted, so its snapshot holds
  * every claim of the consumer committed before, and the room it computes is exact. A statement of its own for
@@ -27,8 +27,10 @@ export function lockConsumerLimits(
            select distinct c.name, k.tenant_id
              from ${n.consumers} c
              cross join lateral (values
-               ($3::uuid, c.concurrency is not null or (c.rate_limit is not null and not c.rate_per_tenant)),
-               ($1::uuid, c.tenant_concurrency is not null or (c.rate_limit is not null and c.rate_per_tenant))
+               ($3::uuid, c.concurrency is not null
+                          or (c.rate_limit is not null and not c.rate_per_tenant and c.rate_key is null)),
+               ($1::uuid, c.tenant_concurrency is not null
+                          or (c.rate_limit is not null and (c.rate_per_tenant or c.rate_key is not null)))
              ) as k(tenant_id, applies)
             where c.name = any($2::text[]) and k.applies
             order by c.name, k.tenant_id
@@ -42,7 +44,8 @@ export function lockConsumerLimits(
  * `lim`, each one's room in this tenant now — its limits as the registry has them, less its deliveries under a
  * live lease (`outbox_consumer_in_flight`, over every tenant or in this one) and less the starts its rate log
  * holds for the last interval —, then its stale and due rows up to that room (stale first: a recovery is a start
- * too), and the rate log written: the claim's starts appended, those older than the interval dropped. A
+ * too), and the rate log written: the claim's starts appended, those older than the interval dropped (a
+ * consumer limited per key has no rate room here: `keyedClaimParts` claims its rows). A
  * consumer the registry gives no limit (an instance reported it without) has the room of the claim. The log's
  * times are `clock_timestamp()`, read once the turn is held: `now()` is the transaction's start, which predates
  * the wait for the turn: a claim that waited would date its starts early, and they would leave the window early.
@@ -58,12 +61,14 @@ export function limitedClaimParts(
      where l.consumer_name = c.name and l.tenant_id = ${tenant}
        and u.at > clock_timestamp() - c.rate_interval_ms * interval '1 millisecond')`;
   return `lim as materialized (
-             select c.name, c.rate_limit, c.rate_interval_ms,
+             select c.name, c.rate_limit, c.rate_interval_ms, c.rate_key,
                     case when c.rate_per_tenant then $1::uuid else $8::uuid end as rate_tenant,
                     greatest(0, least($3::int,
                       coalesce(c.concurrency - ${n.consumerInFlight}(c.name, null), $3::int),
                       coalesce(c.tenant_concurrency - ${n.consumerInFlight}(c.name, $1::uuid), $3::int),
-                      coalesce(c.rate_limit - ${startsWithin('case when c.rate_per_tenant then $1::uuid else $8::uuid end')}, $3::int)
+                      coalesce(case when c.rate_key is null
+                                    then c.rate_limit - ${startsWithin('case when c.rate_per_tenant then $1::uuid else $8::uuid end')} end,
+                               $3::int)
                     )) as room
                from ${n.consumers} c
               where c.name = any($7::text[])
@@ -75,6 +80,7 @@ export function limitedClaimParts(
                 order by s.lease_expires_at
                 limit lim.room
                   for update of s skip locked) s
+              where lim.rate_key is null
            ), limited_retry as (
              select d.id, lim.name from lim, lateral (
                select d.id from ${n.deliveries} d
@@ -84,6 +90,7 @@ export function limitedClaimParts(
                 order by d.next_attempt_at
                 limit lim.room - (select count(*) from limited_stale x where x.name = lim.name)
                   for update of d skip locked) d
+              where lim.rate_key is null
            ), limited_started as (
              update ${n.consumerLimits} l
                 set (started_at, started_n) = (
@@ -94,6 +101,6 @@ export function limitedClaimParts(
                       select name, count(*)::int as n
                         from (select name from limited_stale union all select name from limited_retry) x
                        group by name) t on t.name = lim.name
-              where lim.rate_limit is not null and l.consumer_name = lim.name and l.tenant_id = lim.rate_tenant
+              where lim.rate_limit is not null and lim.rate_key is null and l.consumer_name = lim.name and l.tenant_id = lim.rate_tenant
            )`;
 }

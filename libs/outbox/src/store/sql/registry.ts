@@ -39,20 +39,20 @@ export function heartbeatConsumers(
   return {
     text: `with c as (
              select name, string_to_array(patterns, ' ') as event_patterns, kind, ordered,
-                    concurrency, tenant_concurrency, rate_limit, rate_interval_ms, rate_per_tenant
+                    concurrency, tenant_concurrency, rate_limit, rate_interval_ms, rate_per_tenant, rate_key
                from unnest($2::text[], $3::text[], $4::text[], $5::boolean[], $6::int[], $7::int[], $8::int[],
-                           $9::int[], $10::boolean[])
+                           $9::int[], $10::boolean[], $13::text[])
                  as c(name, patterns, kind, ordered, concurrency, tenant_concurrency, rate_limit, rate_interval_ms,
-                      rate_per_tenant)
+                      rate_per_tenant, rate_key)
            ), upserted as (
              insert into ${n.consumers} as r (name, event_patterns, kind, ordered, concurrency, tenant_concurrency,
-                                              rate_limit, rate_interval_ms, rate_per_tenant, limits_from)
+                                              rate_limit, rate_interval_ms, rate_per_tenant, rate_key, limits_from)
              select name, event_patterns, kind, ordered, concurrency, tenant_concurrency, rate_limit,
-                    rate_interval_ms, rate_per_tenant, coalesce($11::timestamptz, now()) from c
+                    rate_interval_ms, rate_per_tenant, rate_key, coalesce($11::timestamptz, now()) from c
              on conflict (name) do update
                set event_patterns = excluded.event_patterns, kind = excluded.kind, ordered = excluded.ordered,
                    ${limit('concurrency')}, ${limit('tenant_concurrency')}, ${limit('rate_limit')},
-                   ${limit('rate_interval_ms')}, ${limit('rate_per_tenant')},
+                   ${limit('rate_interval_ms')}, ${limit('rate_per_tenant')}, ${limit('rate_key')},
                    limits_from = case when ${newer} then excluded.limits_from else r.limits_from end,
                    last_seen_at = now()
              returning r.name, ${consumerLimited('r')} as limited
@@ -77,6 +77,7 @@ export function heartbeatConsumers(
       consumers.map((c) => c.limits?.ratePerTenant === true),
       startedAt,
       3 * heartbeatMs,
+      consumers.map((c) => c.limits?.rateKey ?? null),
     ],
   };
 }
