@@ -1,6 +1,6 @@
 import { countProblem, durationProblem } from '../options/outbox-options';
 import { messages } from '../errors/outbox.messages';
-import type { OnOutboxEventOptions, OutboxRateKey } from '../model/outbox-handler-options.interface';
+import type { OnOutboxEventOptions } from '../model/outbox-handler-options.interface';
 import type { OutboxConsumerLimits } from '../model/outbox-consumer';
 
 /** The largest count the registry's integer columns hold. */
@@ -104,7 +104,7 @@ function rateKeyProblems(host: string, rateLimit: object): string[] {
 }
 
 /** How the registry stores `rateLimit.perKey` (`outbox_consumers.rate_key`), read back by the due claim. */
-function rateKeyOf(perKey: OutboxRateKey | undefined): string | null {
+function rateKeyOf(perKey: NonNullable<OnOutboxEventOptions['rateLimit']>['perKey']): string | null {
   if (perKey === undefined) return null;
   return perKey === 'aggregate' ? 'aggregate' : `payload:${perKey.payload}`;
 }

@@ -49,11 +49,13 @@ export interface OnOutboxEventOptions {
    * field's value) — so a key at its limit does not hold the others back. Deliveries over the limit wait,
    * uncharged. Enforced in the database (docs/flow-control.md#concurrency-and-rate-limits). Default: no limit.
    */
-  rateLimit?: { limit: number; intervalMs: number; perTenant?: boolean; perKey?: OutboxRateKey };
+  rateLimit?: {
+    limit: number;
+    intervalMs: number;
+    perTenant?: boolean;
+    perKey?: 'aggregate' | { payload: string };
+  };
 }
-
-/** What a per-key rate limit counts per (`rateLimit.perKey`): the event's aggregate, or a payload field's value. */
-export type OutboxRateKey = 'aggregate' | { payload: string };
 
 /** Where a consumer's events start (`@OnOutboxEvent`'s `startFrom`). */
 export type OutboxStartFrom = 'registration' | 'oldest' | Date;
