@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { Injectable } from '@nestjs/common';
-import { OnOutboxEvent, OutboxConfigurationError } from 'nestjs-pg-outbox';
+import { OnOutboxEvent, OutboxConfigurationError, OutboxRetention } from 'nestjs-pg-outbox';
 import { buildApp, type TestApp } from '../support/build-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import {
@@ -514,6 +514,24 @@ describe('per-key rate limits across relay processes', () => {
     expect(busy[busy.length - 1]! - busy[0]!).toBeGreaterThanOrEqual(5 * 400 - 50);
     const smallDone = Math.max(...[0, 1, 2, 3, 4].map((q) => Math.max(...byKey.get(`q${q}`)!)));
     expect(busy.filter((ms) => ms <= smallDone).length).toBeLessThanOrEqual(6);
+  });
+
+  it("leaves retention what claims do not prune: rows past their window, and a gone consumer's", async () => {
+    // a quiet tenant: no claim of the consumer there prunes its log
+    await db.sql(
+      `insert into outbox_consumer_key_starts (consumer_name, tenant_id, rate_key, started_at, n)
+       values ('keyed', $1, md5('past')::uuid, now() - interval '1 hour', 1),
+              ('keyed', $1, md5('live')::uuid, now() + interval '1 hour', 1),
+              ('gone-consumer', $1, md5('any')::uuid, now(), 1)`,
+      [TENANTS[2]],
+    );
+    await app.app.get(OutboxRetention).purgeNow();
+    const left = await db.sql<{ consumer_name: string; live: boolean }>(
+      `select consumer_name, rate_key = md5('live')::uuid as live from outbox_consumer_key_starts
+        where tenant_id = $1`,
+      [TENANTS[2]],
+    );
+    expect(left).toEqual([{ consumer_name: 'keyed', live: true }]);
   });
 });
 

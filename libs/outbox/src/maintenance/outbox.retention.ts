@@ -8,6 +8,7 @@ import { errorText } from '../errors/error-text';
 import { OutboxStallError } from '../errors/outbox.error';
 import { OutboxStore } from '../store/outbox.store';
 import * as q from '../store/sql/admin';
+import { purgeKeyStarts } from '../store/sql/consumer-key-limits';
 import type { SqlStatement } from '../store/sql/statement';
 
 /** What one retention run did. */
@@ -119,6 +120,9 @@ export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy 
       result.deletedKeys = await this.inBatches(q.purgeDedupeKeysBatch(names, batchSize), result);
     if (result.deletedKeys > 0)
       this.logger.log(`retention deleted ${result.deletedKeys} expired idempotency keys`);
+    // per-key rate logs a claim did not prune (their tenant got no more events): one bounded statement a run
+    if (result.skipped === undefined)
+      await this.store.relayQuery(purgeKeyStarts(names, batchSize), 'retention');
     if (result.deletedEvents > 0) {
       this.logger.log(
         `retention deleted ${result.deletedEvents} events published over ${publishedDays} days ago, in ${result.batches} batches`,

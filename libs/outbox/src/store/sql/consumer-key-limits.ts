@@ -1,3 +1,4 @@
+import type { SqlStatement } from './statement';
 import type { OutboxNames } from '../../model/table-names';
 
 /**
@@ -74,4 +75,24 @@ export function keyedClaimParts(
              select name, $1, rate_key, clock_timestamp(), count(*)::int from keyed group by name, rate_key
              on conflict (consumer_name, tenant_id, started_at, rate_key) do update set n = s.n + excluded.n
            )`;
+}
+
+/**
+ * Retention of the per-key rate logs: up to `batchSize` rows whose window has passed (or whose consumer is no
+ * longer limited per key, or gone) — what claims leave behind in a tenant that gets no more events, where no
+ * claim of the consumer prunes them. Rows a claim holds are passed by (`skip locked`): retention never waits for a
+ * claim, so the two cannot wait on each other in a cycle. Returns the rows deleted.
+ */
+export function purgeKeyStarts(n: OutboxNames, batchSize: number): SqlStatement {
+  return {
+    text: `with old as (
+             select s.ctid as row_id from ${n.consumerKeyStarts} s
+               left join ${n.consumers} c on c.name = s.consumer_name and c.rate_key is not null
+              where c.name is null or s.started_at <= now() - c.rate_interval_ms * interval '1 millisecond'
+              limit $1
+                for update of s skip locked
+           )
+           delete from ${n.consumerKeyStarts} s using old where s.ctid = old.row_id`,
+    values: [batchSize],
+  };
 }
