@@ -125,6 +125,7 @@ const isInsert = (s: ProbedStatement): boolean => /^\s*insert into public\.event
 function label(s: ProbedStatement): string {
   const text = s.text.replace(/\s+/g, ' ').trim();
   if (relayStatement.dueTenantScan(s)) return 'due tenants';
+  if (relayStatement.scanClock(s)) return 'scan clock';
   if (relayStatement.fanOut(s)) return 'fan-out';
   if (relayStatement.claim(s)) return 'lean claim';
   if (relayStatement.handlerContext(s)) return 'handler context';
@@ -278,7 +279,7 @@ describe("a batch's statements and round trips, for each kind of consumer", () =
     return { round, trips: trips(statements), statements };
   }
 
-  const SCAN = ['begin', 'bound', 'due tenants', 'commit'];
+  const SCAN = ['begin', 'bound', 'due tenants', 'scan clock', 'commit'];
 
   it('in-process consumers that never ask for context.manager: the lean claim, then the unguarded closing', async () => {
     const { round, trips } = await secondRound(PLAIN);
