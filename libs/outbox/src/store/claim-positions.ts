@@ -131,24 +131,32 @@ export class ClaimPositions {
     }
     if (full) state.fullScanAt = Math.max(state.fullScanAt, sentAt);
     const last = reading.last === null ? null : BigInt(reading.last);
-    state.marks.push({ last, xmax: BigInt(reading.xmax), sentAt, doneAt });
-    state.marks.sort((a, b) => a.sentAt - b.sentAt);
-    if (state.marks.length > MAX_MARKS) state.marks.shift();
+    // in order of sending: placed from the end (mostly where it is pushed), no sort of the kept marks per claim
+    const { marks } = state;
+    let at = marks.push({ last, xmax: BigInt(reading.xmax), sentAt, doneAt }) - 1;
+    for (; at > 0 && marks[at - 1]!.sentAt > sentAt; at--)
+      [marks[at - 1], marks[at]] = [marks[at]!, marks[at - 1]!];
+    if (marks.length > MAX_MARKS) marks.shift();
     // A claim answered out of order (two lanes on the tenant, a lease insert that waited) may have read an older
     // snapshot than the claim that proved the position, or scanned from above where a full scan took it back
     // since: what it did not see may be pending below. It may prove, but not move the position.
     const stale = sentAt < state.provenAt || (!full && BigInt(scannedFrom) > state.from);
     const xmin = BigInt(reading.xmin);
     // the latest claim whose snapshot's transactions have all ended (this one's too, when none was running)
-    const closed = state.marks.filter((m) => m.xmax <= xmin).pop();
-    const safe = closed ? state.marks.filter((m) => m.doneAt + this.settleMs <= closed.sentAt) : [];
-    for (const m of safe)
-      if (m.last !== null && (state.proven === null || m.last > state.proven)) {
-        state.proven = m.last;
-        state.provenAt = Math.max(state.provenAt, doneAt);
+    let closed: Mark | undefined;
+    for (let i = marks.length - 1; i >= 0 && !closed; i--) if (marks[i]!.xmax <= xmin) closed = marks[i];
+    if (closed) {
+      // the safe marks give what they prove and go (in place); the closed one stays, a later claim's earlier mark
+      let kept = 0;
+      for (const m of marks) {
+        if (m.doneAt + this.settleMs > closed.sentAt) marks[kept++] = m;
+        else if (m.last !== null && (state.proven === null || m.last > state.proven)) {
+          state.proven = m.last;
+          state.provenAt = Math.max(state.provenAt, doneAt);
+        }
       }
-    // the safe marks have given what they prove; the closed one stays, a later claim's earlier mark
-    state.marks = state.marks.filter((m) => !safe.includes(m));
+      marks.length = kept;
+    }
     const first = reading.first === null ? null : BigInt(reading.first);
     const proven = state.proven;
     // nothing proven: no open transaction is known not to hold a lower seq, the position stays
