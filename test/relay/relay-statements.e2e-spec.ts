@@ -286,7 +286,7 @@ describe("a batch's statements and round trips, for each kind of consumer", () =
     expect(round).toMatchObject({ eventsClaimed: 2, succeeded: 2 });
     expect(trips).toEqual([
       SCAN,
-      ['begin', 'context', 'lean claim', 'commit', 'START TRANSACTION'],
+      ['begin', 'context', 'lean claim', 'commit; START TRANSACTION'],
       ['context', 'outcome', 'COMMIT'],
     ]);
   });
@@ -299,7 +299,7 @@ describe("a batch's statements and round trips, for each kind of consumer", () =
     expect(round).toMatchObject({ eventsClaimed: 2, succeeded: 4 });
     expect(trips).toEqual([
       SCAN,
-      ['begin', 'context', 'lean claim', 'commit', 'START TRANSACTION'],
+      ['begin', 'context', 'lean claim', 'commit; START TRANSACTION'],
       ['context', 'seal', 'bound', FIRST],
       [SECOND],
       [SECOND],
@@ -319,7 +319,7 @@ describe("a batch's statements and round trips, for each kind of consumer", () =
     const WRITE = 'select $1::uuid';
     expect(trips).toEqual([
       SCAN,
-      ['begin', 'context', 'lean claim', 'commit', 'START TRANSACTION'],
+      ['begin', 'context', 'lean claim', 'commit; START TRANSACTION'],
       // e1: fails first, then steady; the optimistic run stops at the failure
       ['context', 'seal', 'bound', WRITE],
       ['ROLLBACK'],
@@ -349,8 +349,7 @@ describe("a batch's statements and round trips, for each kind of consumer", () =
         'fan-out',
         'set local plan_cache_mode to default',
         'claim retries',
-        'commit',
-        'START TRANSACTION',
+        'commit; START TRANSACTION',
       ],
       ['context', 'outcome', 'COMMIT'],
     ]);
@@ -363,7 +362,7 @@ describe("a batch's statements and round trips, for each kind of consumer", () =
     expect(round).toMatchObject({ eventsClaimed: 2, succeeded: 2 });
     expect(trips).toEqual([
       SCAN,
-      ['begin', 'context', 'fan-out', 'commit', 'START TRANSACTION'],
+      ['begin', 'context', 'fan-out', 'commit; START TRANSACTION'],
       ['ROLLBACK'],
       ['begin', 'context', 'outcome', 'commit'],
     ]);

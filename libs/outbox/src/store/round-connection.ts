@@ -13,6 +13,7 @@ import type { RoundTripDeadline } from './round-trip-deadline';
 import {
   BATCH_BEGIN,
   BATCH_COMMIT,
+  CLAIM_COMMIT_BATCH_BEGIN,
   leanBegin,
   leanCommit,
   markBegun,
@@ -245,7 +246,7 @@ export class RoundConnection {
         const connection = await this.pipelined();
         if (!lean) return sendSteps(this.transport, connection, [BEGIN, ...claim, COMMIT], start);
         markBegun(this.runner);
-        return sendSteps(this.transport, connection, [BEGIN, ...claim, COMMIT, BATCH_BEGIN]);
+        return sendSteps(this.transport, connection, [BEGIN, ...claim, CLAIM_COMMIT_BATCH_BEGIN]);
       });
     } catch (error) {
       // the batch transaction may have begun after the failed claim (a `commit` after a failure rolls back)
