@@ -54,14 +54,22 @@ async function main(options: BenchOptions): Promise<void> {
   process.once('SIGINT', interrupt);
   process.once('SIGTERM', interrupt);
   try {
-    db = await BenchDatabase.create(server.url);
+    db = await BenchDatabase.create(server.url, options.layout);
     const flushes = await WalFlushCounter.detect(db);
     const source = server.embedded ? 'embedded, started for this run' : 'DATABASE_URL';
     const environment = await describeEnvironment(db, source, flushes);
     const report = new BenchReport(write);
     report.header(
-      `outbox bench${options.quick ? ' --quick' : ''}${options.loaded ? ' --loaded' : ''} — ${new Date().toISOString()}`,
-      { ...environment.facts, quick: options.quick, loaded: options.loaded, scenarios: options.scenarios },
+      `outbox bench${options.quick ? ' --quick' : ''}${options.loaded ? ' --loaded' : ''}${
+        options.layout === 'partitioned' ? ' --layout=partitioned' : ''
+      } — ${new Date().toISOString()}`,
+      {
+        ...environment.facts,
+        quick: options.quick,
+        loaded: options.loaded,
+        layout: options.layout,
+        scenarios: options.scenarios,
+      },
       [
         ...environment.lines,
         `database ${db.name}; every figure: library (left) vs baseline of the same run (right), ratio = left / right`,

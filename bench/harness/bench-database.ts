@@ -6,6 +6,10 @@ import { randomBytes } from 'node:crypto';
 import { Client, type QueryResultRow } from 'pg';
 import { DataSource } from 'typeorm';
 import { outboxMigrations } from 'nestjs-pg-outbox';
+import { partitionedLayoutStatements } from '../../test/support/template-database';
+
+/** The outbox tables as the migrations leave them, or converted to the partitioned layout (docs/partitioning.md). */
+export type BenchLayout = 'unpartitioned' | 'partitioned';
 
 /** The tenant every benchmark event belongs to. */
 export const BENCH_TENANT = '5eb0a1c4-0000-4000-8000-000000000001';
@@ -44,8 +48,11 @@ export class BenchDatabase {
     private readonly admin: Client,
   ) {}
 
-  /** Creates `outbox_bench_<random>` on the server, migrates it, and connects. */
-  static async create(serverUrl: string): Promise<BenchDatabase> {
+  /**
+   * Creates `outbox_bench_<random>` on the server, migrates it, and connects. `partitioned`: then converted as the
+   * test suites' template is with OUTBOX_TEST_PARTITIONED=1 (daily ranges from yesterday to three days ahead).
+   */
+  static async create(serverUrl: string, layout: BenchLayout = 'unpartitioned'): Promise<BenchDatabase> {
     const name = `outbox_bench_${randomBytes(5).toString('hex')}`;
     await withClient(serverUrl, (c) => c.query(`create database ${name}`));
     const url = withDatabase(serverUrl, name);
@@ -60,16 +67,32 @@ export class BenchDatabase {
     try {
       await migrator.runMigrations({ transaction: 'each' });
       for (const statement of BENCH_TABLES) await migrator.query(statement);
-      // Autovacuum off on these tables: a vacuum that starts in the middle of one run and not another would
-      // move its time and WAL. Each load is followed by an explicit `vacuum analyze` instead.
-      for (const table of ALL_TABLES)
-        await migrator.query(`alter table public.${table} set (autovacuum_enabled = false)`);
     } finally {
       await migrator.destroy();
     }
     const admin = new Client({ connectionString: url, application_name: 'bench-admin' });
     await admin.connect();
-    return new BenchDatabase(serverUrl, name, url, admin);
+    const db = new BenchDatabase(serverUrl, name, url, admin);
+    if (layout === 'partitioned')
+      for (const statement of partitionedLayoutStatements(new Date(Date.now() - 86_400_000)))
+        await db.sql(statement);
+    // Autovacuum off on these tables: a vacuum that starts in the middle of one run and not another would
+    // move its time and WAL. Each load is followed by an explicit `vacuum analyze` instead.
+    await db.setAutovacuum(ALL_TABLES, false);
+    return db;
+  }
+
+  /**
+   * Turns autovacuum on or off (back to the server's setting) for `tables`, on their partitions in the partitioned
+   * layout (a partitioned table takes no storage parameters; a range made later has the server's setting).
+   */
+  async setAutovacuum(tables: readonly string[], enabled: boolean): Promise<void> {
+    for (const name of await this.leaves(tables))
+      await this.sql(
+        enabled
+          ? `alter table ${name} reset (autovacuum_enabled)`
+          : `alter table ${name} set (autovacuum_enabled = false)`,
+      );
   }
 
   async sql<T extends QueryResultRow = Record<string, unknown>>(
@@ -128,28 +151,105 @@ export class BenchDatabase {
 
   /**
    * Inserts `count` events already published, each with a delivered delivery row and an inbox row per consumer:
-   * the history a long-running outbox accumulates.
+   * the history a long-running outbox accumulates. One statement per table, with the three tables' indexes dropped
+   * and built again afterwards from their own definitions (10 million events in minutes, not hours); the caller
+   * analyzes ({@link vacuumAnalyze}) before measuring.
    */
   async loadPublishedHistory(count: number, consumers: readonly string[]): Promise<void> {
-    for (let done = 0; done < count; done += LOAD_CHUNK) {
-      const n = Math.min(LOAD_CHUNK, count - done);
+    const [last] = await this.sql<{ seq: string }>(
+      `select coalesce(max(seq), 0)::text as seq from public.event_outbox`,
+    );
+    await this.withoutIndexes(OUTBOX_TABLES, async () => {
       await this.sql(
-        `with ev as (
-           insert into public.event_outbox (id, tenant_id, event_name, payload, aggregate_type, aggregate_id,
-                                            status, attempts, deliveries_open, published_at, occurred_at, created_at)
-           select ${timeOrderedId("clock_timestamp() - interval '1 day'")}, $1, $2, ${PAYLOAD_SQL}, 'contact', c.contact_id::text,
-                  'published', 1, 0, now(), now() - interval '1 day', now() - interval '1 day'
-             from (select g, gen_random_uuid() as contact_id from generate_series($3::int, $4::int) g) c
-           returning id, tenant_id, seq
-         ), deliveries as (
-           insert into public.outbox_deliveries (event_id, tenant_id, consumer_name, event_seq, status, attempt_count, processed_at)
-           select ev.id, ev.tenant_id, k.name, ev.seq, 'delivered', 1, now() from ev cross join unnest($5::text[]) as k(name)
-         )
-         insert into public.consumer_inbox (event_id, consumer_name, tenant_id)
-         select ev.id, k.name, ev.tenant_id from ev cross join unnest($5::text[]) as k(name)`,
-        [BENCH_TENANT, BENCH_EVENT, done + 1, done + n, consumers],
+        `insert into public.event_outbox (id, tenant_id, event_name, payload, aggregate_type, aggregate_id,
+                                          status, attempts, deliveries_open, published_at, occurred_at, created_at)
+         select ${timeOrderedId("clock_timestamp() - interval '1 day'")}, $1, $2, ${PAYLOAD_SQL}, 'contact', c.contact_id::text,
+                'published', 1, 0, now(), now() - interval '1 day', now() - interval '1 day'
+           from (select g, gen_random_uuid() as contact_id from generate_series(1, $3::int) g) c`,
+        [BENCH_TENANT, BENCH_EVENT, count],
       );
+      await this.sql(
+        `insert into public.outbox_deliveries (event_id, tenant_id, consumer_name, event_seq, status, attempt_count, processed_at)
+         select e.id, e.tenant_id, k.name, e.seq, 'delivered', 1, now()
+           from public.event_outbox e cross join unnest($2::text[]) as k(name) where e.seq > $1::bigint`,
+        [last!.seq, consumers],
+      );
+      await this.sql(
+        `insert into public.consumer_inbox (event_id, consumer_name, tenant_id)
+         select e.id, k.name, e.tenant_id
+           from public.event_outbox e cross join unnest($2::text[]) as k(name) where e.seq > $1::bigint`,
+        [last!.seq, consumers],
+      );
+    });
+  }
+
+  /**
+   * Runs `load` with every index of `tables` dropped (the constraints' too), then builds them again from the
+   * definitions read before, and checks that the same definitions are back: what is measured afterwards runs on
+   * the indexes the migrations (and the partitioned layout's conversion) made. Nothing references these tables.
+   */
+  private async withoutIndexes(tables: readonly string[], load: () => Promise<void>): Promise<void> {
+    const relations = tables.map((t) => `public.${t}`);
+    // every index of the tables and of their partitions, valid or not, without its name (a partition's index made
+    // from its parent's is named after its columns)
+    const definitions = async (): Promise<string> =>
+      (
+        await this.sql<{ definition: string }>(
+          `select regexp_replace(pg_get_indexdef(indexrelid), '^(CREATE (UNIQUE )?INDEX) \\S+ ON', '\\1 ON')
+                  || case when indisvalid then '' else ' (invalid)' end as definition
+             from pg_index where indrelid = any($1::regclass[]) order by 1`,
+          [[...new Set([...relations, ...(await this.leaves(tables))])]],
+        )
+      )
+        .map((row) => row.definition)
+        .join('\n');
+    const before = await definitions();
+    const constraints = await this.sql<{ drop: string; add: string }>(
+      `select format('alter table %s drop constraint %I', conrelid::regclass, conname) as drop,
+              format('alter table %s add constraint %I %s', conrelid::regclass, conname, pg_get_constraintdef(oid)) as add
+         from pg_constraint where conrelid = any($1::regclass[]) and contype in ('p', 'u', 'x')`,
+      [relations],
+    );
+    // a partitioned table's index reads "on only": made so, it would cover none of the partitions
+    const indexes = await this.sql<{ drop: string; add: string }>(
+      `select format('drop index %s', indexrelid::regclass) as drop,
+              replace(pg_get_indexdef(indexrelid), ' ON ONLY ', ' ON ') as add
+         from pg_index i
+        where indrelid = any($1::regclass[]) and not exists (select from pg_constraint c where c.conindid = i.indexrelid)`,
+      [relations],
+    );
+    for (const { drop } of [...constraints, ...indexes]) await this.sql(drop);
+    await load();
+    await this.sql(`set maintenance_work_mem = '1GB'`);
+    try {
+      for (const { add } of [...constraints, ...indexes]) await this.sql(add);
+    } finally {
+      await this.sql('reset maintenance_work_mem');
     }
+    const after = await definitions();
+    if (after !== before)
+      throw new Error(`the indexes rebuilt differ from those before the load:\n${before}\nvs\n${after}`);
+  }
+
+  /** Bytes of the outbox tables and their indexes (every partition of them in the partitioned layout). */
+  async outboxBytes(): Promise<number> {
+    const [row] = await this.sql<{ bytes: string }>(
+      `select sum(pg_total_relation_size(name::regclass))::text as bytes from unnest($1::text[]) as name`,
+      [await this.leaves(OUTBOX_TABLES)],
+    );
+    return Number(row!.bytes);
+  }
+
+  /** `tables` (of schema public) themselves, or their partitions where they are partitioned. */
+  private async leaves(tables: readonly string[]): Promise<string[]> {
+    const rows = await this.sql<{ name: string }>(
+      `select t.rel::text as name from unnest($1::regclass[]) as t(rel) join pg_class c on c.oid = t.rel
+        where c.relkind = 'r'
+       union all
+       select p.relid::regclass::text from unnest($1::regclass[]) as t(rel), pg_partition_tree(t.rel) p where p.isleaf`,
+      [tables.map((t) => `public.${t}`)],
+    );
+    return rows.map((row) => row.name);
   }
 
   /** Rows per outbox table and how many events are not yet settled. */

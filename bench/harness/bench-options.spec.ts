@@ -52,3 +52,16 @@ describe('parseBenchOptions, peers lines', () => {
     expect(() => parseBenchOptions(['--lines='])).toThrow('unknown peers line (none named)');
   });
 });
+
+describe('parseBenchOptions, the layout', () => {
+  it('runs on the migrations’ tables unless --layout=partitioned', () => {
+    expect(parseBenchOptions(['--only=soak']).layout).toBe('unpartitioned');
+    expect(parseBenchOptions(['--only=soak', '--layout=partitioned']).layout).toBe('partitioned');
+    expect(() => parseBenchOptions(['--layout=sharded'])).toThrow('unknown argument "--layout=sharded"');
+  });
+
+  it('adds a 10 million event history to the full scale scenario only', () => {
+    expect(parseBenchOptions([]).sizes.scaleHistories).toEqual([10_000, 1_000_000, 10_000_000]);
+    expect(parseBenchOptions(['--quick']).sizes.scaleHistories).toEqual([10_000, 100_000]);
+  });
+});

@@ -1,4 +1,5 @@
 /** Command-line flags of `npm run bench` and the sizes they select. */
+import type { BenchLayout } from './bench-database';
 
 /** Scenario names accepted by `--only`. */
 export const SCENARIO_NAMES = [
@@ -40,9 +41,8 @@ export interface BenchSizes {
   latencySeconds: number;
   /** Latency runs per side, in turns; their events are pooled. */
   latencyRepeats: number;
-  /** History rows for the small and the large backlog-scale measurement. */
-  scaleSmall: number;
-  scaleLarge: number;
+  /** Published events of history at each backlog-scale measurement, growing; the first is the small one. */
+  scaleHistories: readonly number[];
   /** Timed `runOnce()` rounds per backlog size. */
   scaleRounds: number;
   /** Events drained by the memory scenario. */
@@ -100,6 +100,8 @@ export interface BenchOptions {
   loaded: boolean;
   /** Print a JSON summary on stdout (the readable report then goes to stderr). */
   json: boolean;
+  /** The outbox tables' layout in the bench database (`--layout`). */
+  layout: BenchLayout;
   /** Scenarios to run, in their fixed order. */
   scenarios: readonly ScenarioName[];
   /** Peers: the lines to run, in their fixed order (all unless `--lines` names some). */
@@ -119,9 +121,8 @@ const FULL: BenchSizes = {
   latencyRate: 250,
   latencySeconds: 10,
   latencyRepeats: 2,
-  scaleSmall: 10_000,
-  scaleLarge: 1_000_000,
-  scaleRounds: 20,
+  scaleHistories: [10_000, 1_000_000, 10_000_000],
+  scaleRounds: 50,
   memoryEvents: 200_000,
   roundTripBatchSizes: [10, 100, 500],
   roundTripBatches: 6,
@@ -154,7 +155,8 @@ const QUICK: BenchSizes = {
   relayRepeats: 1,
   latencySeconds: 3,
   latencyRepeats: 1,
-  scaleLarge: 100_000,
+  scaleHistories: [10_000, 100_000],
+  scaleRounds: 20,
   memoryEvents: 20_000,
   roundTripBatches: 4,
   peersRounds: 1,
@@ -181,6 +183,8 @@ const USAGE = `usage: npm run bench -- [--quick] [--loaded] [--json] [--only=${S
   --loaded  peers: every line idle, then again under a fixed CPU load on every core (labelled "(loaded)")
   --json    JSON summary on stdout; the readable report goes to stderr
   --only    run only the named scenarios (comma-separated); soak runs only when named
+  --layout=partitioned   the outbox tables converted to the partitioned layout (docs/partitioning.md), as the test
+            suites' with OUTBOX_TEST_PARTITIONED=1 (default unpartitioned)
   --lines=${PEERS_LINE_NAMES.join(',')}   peers: run only the named lines (comma-separated)
   --minutes=N   soak: minutes of load (default 30, 2 with --quick)
   --rate=N      soak: events enqueued per second (default 400)
@@ -193,6 +197,7 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
   let quick = false;
   let loaded = false;
   let json = false;
+  let layout: BenchLayout = 'unpartitioned';
   let scenarios: ScenarioName[] = SCENARIO_NAMES.filter((n) => !ON_REQUEST.includes(n));
   let peersLines: PeersLineName[] = [...PEERS_LINE_NAMES];
   const soak: SoakFlags = { rate: 400, minutes: null, holdSeconds: 0, outDir: 'bench-output' };
@@ -205,6 +210,8 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
       soak.outDir = arg.slice('--out='.length);
     else if (arg === '--loaded') loaded = true;
     else if (arg === '--json') json = true;
+    else if (arg === '--layout=partitioned' || arg === '--layout=unpartitioned')
+      layout = arg.slice('--layout='.length) as BenchLayout;
     else if (arg.startsWith('--only=')) {
       const names = arg.slice('--only='.length).split(',').filter(Boolean);
       const unknown = names.filter((n) => !(SCENARIO_NAMES as readonly string[]).includes(n));
@@ -226,7 +233,7 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
         `lengthen the run with --minutes or shorten the hold\n${USAGE}`,
     );
   }
-  return { quick, loaded, json, scenarios, peersLines, sizes, soak };
+  return { quick, loaded, json, layout, scenarios, peersLines, sizes, soak };
 }
 
 function positiveNumber(arg: string, expected: string): number {

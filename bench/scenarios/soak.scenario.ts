@@ -75,8 +75,7 @@ export const soakScenario: BenchScenario = {
     await db.checkpoint();
     const stats = await StatementStats.enable(db);
     const restoreFloor = await lowerPurgeFloor(db, sizes.soakRetentionSeconds);
-    for (const table of VACUUMED_TABLES)
-      await db.sql(`alter table public.${table} reset (autovacuum_enabled)`);
+    await db.setAutovacuum(VACUUMED_TABLES, true);
     const relay = await createBenchApp({
       url: db.url,
       consumers: [SoakConsumers],
@@ -259,8 +258,7 @@ export const soakScenario: BenchScenario = {
       await holder?.release();
       await producer?.close();
       await relay.close();
-      for (const table of VACUUMED_TABLES)
-        await db.sql(`alter table public.${table} set (autovacuum_enabled = false)`);
+      await db.setAutovacuum(VACUUMED_TABLES, false);
       await restoreFloor();
       await stats.disable();
     }
