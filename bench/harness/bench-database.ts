@@ -198,7 +198,7 @@ export class BenchDatabase {
           `select regexp_replace(pg_get_indexdef(indexrelid), '^(CREATE (UNIQUE )?INDEX) \\S+ ON', '\\1 ON')
                   || case when indisvalid then '' else ' (invalid)' end as definition
              from pg_index where indrelid = any($1::regclass[]) order by 1`,
-          [[...new Set([...relations, ...(await this.leaves(tables))])]],
+          [[...relations, ...(await this.leaves(tables))]],
         )
       )
         .map((row) => row.definition)
