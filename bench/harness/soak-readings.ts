@@ -42,7 +42,8 @@ export class SoakReader {
       `select s.relname as name, pg_table_size(s.relid)::text as table_bytes,
               pg_indexes_size(s.relid)::text as index_bytes, s.n_dead_tup::text as dead, s.n_tup_del::text as deleted
          from pg_stat_user_tables s
-        where s.schemaname = 'public' and (s.relname in ('event_outbox', 'consumer_inbox') or s.relname like 'outbox\\_%')`,
+        where s.schemaname = 'public'
+          and (s.relname like any (array['event\\_outbox%', 'consumer\\_inbox%', 'outbox\\_%']))`,
     );
     const statements = this.statements ? await this.statementTotals() : null;
     return {

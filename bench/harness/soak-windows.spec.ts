@@ -78,6 +78,23 @@ describe('soakWindow', () => {
     expect(w.purgedEvents).toBe(1200);
   });
 
+  it('counts the deletes of the events table’s partitions in the partitioned layout', () => {
+    const before = reading(0);
+    before.tables.event_outbox_default = { tableBytes: 0, indexBytes: 0, deadTuples: 0, deletedTuples: 0 };
+    before.tables.event_outbox_p20261206t0000 = {
+      tableBytes: 0,
+      indexBytes: 0,
+      deadTuples: 0,
+      deletedTuples: 0,
+    };
+    const after = structuredClone(before);
+    after.atS = 15;
+    after.tables.event_outbox_default!.deletedTuples = 300;
+    after.tables.event_outbox_p20261206t0000!.deletedTuples = 900;
+    after.tables.outbox_deliveries!.deletedTuples = 2400;
+    expect(soakWindow(0, before, after, [], null).purgedEvents).toBe(1200);
+  });
+
   it('leaves backend CPU and claim time unknown where they could not be read', () => {
     const w = soakWindow(
       0,

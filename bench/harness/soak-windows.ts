@@ -69,8 +69,15 @@ export interface SoakWindow {
   heldS: number;
 }
 
-/** The events table: retention's deletes are counted there (one per purged event). */
+/** The events table: retention's deletes are counted there (one per purged event), in its partitions if any. */
 export const EVENTS_TABLE = 'event_outbox';
+
+/** Rows deleted from the events table and its partitions (`event_outbox_<range>`) as of `reading`. */
+function eventsDeleted(reading: SoakReading): number {
+  return Object.entries(reading.tables)
+    .filter(([name]) => name === EVENTS_TABLE || name.startsWith(`${EVENTS_TABLE}_`))
+    .reduce((sum, [, t]) => sum + t.deletedTuples, 0);
+}
 
 /** A window from two readings, the latencies of the events handled between them, and the hold's span if any. */
 export function soakWindow(
@@ -91,8 +98,7 @@ export function soakWindow(
   const indexBytes = tables.reduce((sum, [, t]) => sum + t.indexBytes, 0);
   const claims = after.claims && before.claims ? delta(after.claims, before.claims) : null;
   const due = after.dueScans && before.dueScans ? delta(after.dueScans, before.dueScans) : null;
-  const purged =
-    (after.tables[EVENTS_TABLE]?.deletedTuples ?? 0) - (before.tables[EVENTS_TABLE]?.deletedTuples ?? 0);
+  const purged = eventsDeleted(after) - eventsDeleted(before);
   return {
     index,
     startS: before.atS,
