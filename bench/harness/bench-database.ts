@@ -105,12 +105,14 @@ export class BenchDatabase {
   /**
    * Empties every table of the schema: the outbox's (including its persisted consumer registry, so a consumer
    * registered by an earlier scenario's app gets no delivery rows in the next one) and the bench's own. TypeORM's
-   * `migrations` table keeps its rows: the doctor the soak asks would otherwise report every migration missing.
+   * `migrations` table keeps its rows: the doctor the soak asks would otherwise report every migration missing. So
+   * does `outbox_partitioning`: without its row the partitioned layout's functions (retention, the ranges made
+   * ahead) would take the tables for unpartitioned ones.
    */
   async truncate(): Promise<void> {
     const tables = await this.sql<{ name: string }>(
       `select format('%I.%I', schemaname, tablename) as name from pg_tables
-        where schemaname = 'public' and tablename <> 'migrations'`,
+        where schemaname = 'public' and tablename not in ('migrations', 'outbox_partitioning')`,
     );
     await this.sql(`truncate ${tables.map((t) => t.name).join(', ')} restart identity cascade`);
   }
