@@ -26,6 +26,7 @@ describe('resolveExternalConsumer', () => {
       rateLimit: 50,
       rateIntervalMs: 1000,
       ratePerTenant: true,
+      rateKey: null,
     });
   });
 
