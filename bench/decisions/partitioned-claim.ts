@@ -7,7 +7,9 @@
  * one tenant made now (UUIDv7 ids: today's range), two live consumers, and as many due deliveries of a third. Each
  * statement as the relay sends it, as a named statement (generic plan after five runs), in turns, RUNS (default 300)
  * times each, each run in a transaction rolled back: the fan-out (100 events), the lean claim (100 events), the due
- * claim (100 deliveries), one retention batch (nothing to purge) and the partition drop step (nothing to drop).
+ * claim (100 deliveries) — each without a floor, then with the floor the relay reads on its database (ADR 1207's
+ * addendum: the ranges below it are pruned) —, the floor's reading, one retention batch (nothing to purge) and the
+ * partition drop step (nothing to drop).
  * Median and p90 in µs, client-side (one connection per database, loopback); then how many partitions each claim's
  * plan names.
  */
@@ -15,6 +17,7 @@ import { Client } from 'pg';
 import { outboxNames } from '../../libs/outbox/src/model/table-names';
 import {
   claimDueDeliveries,
+  claimFloorReading,
   claimNewEvents,
   fanOutPendingEvents,
   type SqlStatement,
@@ -30,6 +33,8 @@ const RUNS = Number(process.env.RUNS ?? 300);
 const TENANT = '7d3f0a52-61c2-4d0e-9b1a-2f4c5e6d7a8b';
 const NIL = '00000000-0000-0000-0000-000000000000';
 const names = outboxNames();
+/** The relay's margin of the claims' floor (RelayPolicy.claimFloor). */
+const FLOOR_MARGIN_MS = 600_000;
 
 const LAYOUTS = {
   'today’s tables': null,
@@ -69,6 +74,20 @@ async function prepare(db: BenchDatabase, layout: Layout): Promise<void> {
   await db.sql('analyze');
 }
 
+/**
+ * The statement as it was before the floor (ADR 1207's addendum): its bounds on the id taken out, the parameter
+ * still named once (a one-time check that it is not null), so that today's tables show what the bound costs them.
+ */
+function unbounded(statement: SqlStatement): SqlStatement {
+  let first = true;
+  const text = statement.text.replace(/\s+and \w+\.(?:event_)?id >= (\$\d+)::uuid/g, (_, param: string) => {
+    if (!first) return '';
+    first = false;
+    return ` and ${param}::uuid is not null`;
+  });
+  return { ...statement, text };
+}
+
 async function timeOnce(client: Client, name: string, statement: SqlStatement): Promise<number> {
   await client.query('begin');
   const started = performance.now();
@@ -99,7 +118,8 @@ async function partitionsInPlan(client: Client, name: string, statement: SqlStat
   const scanned = new Set<string>();
   for (const row of rows.rows) {
     const line = row['QUERY PLAN'];
-    if (/never executed/.test(line)) continue;
+    // scans that ran (a ModifyTable lists every partition of its table, pruned or not, without figures)
+    if (!/\(actual rows/.test(line)) continue;
     const m = /on ((event_outbox|outbox_deliveries|consumer_inbox)\w*)/.exec(line);
     if (m) scanned.add(m[1]!);
   }
@@ -124,30 +144,54 @@ async function main(): Promise<void> {
     print(
       `  ${EVENTS.toLocaleString('en-US')} pending events and due deliveries of one tenant; ${RUNS} runs each`,
     );
+    // each database's floor as the relay reads it (ClaimFloor: the nil id on today's layout, which has none)
+    const floors = new Map<Layout, string>();
+    for (const layout of layouts) {
+      const statement = claimFloorReading(names, FLOOR_MARGIN_MS);
+      const { rows } = await clients
+        .get(layout)!
+        .query<{ floor: string | null }>(statement.text, [...statement.values]);
+      floors.set(layout, rows[0]!.floor ?? NIL);
+    }
+    print(`  floors: ${layouts.map((l) => `${l}: ${floors.get(l)}`).join(', ')}`);
     const claim = { tenantId: TENANT, liveWithinMs: 60_000, limit: 100, leaseToken: NIL, leaseMs: 30_000 };
-    const statements: Record<string, SqlStatement> = {
-      'fan-out (100 events)': fanOutPendingEvents(names, {
-        ...claim,
-        inProcess: ['bench.a'],
-        hosted: ['bench.a', 'bench.b'],
-        tenantConsumers: [],
-      }),
-      'lean claim (100 events)': claimNewEvents(names, { ...claim, inProcess: ['bench.a', 'bench.b'] }),
-      'due claim (100 deliveries)': claimDueDeliveries(names, {
-        tenantId: TENANT,
-        consumers: ['bench.due'],
-        limit: 100,
-        leaseToken: NIL,
-        leaseMs: 30_000,
-      }),
-      'retention batch (none due)': purgeSettledBatch(names, 7, 1000),
-      'partition drop step (none)': dropPartitionStep(names, 7),
+    const claims: Record<string, (floor: string) => SqlStatement> = {
+      'fan-out (100 events)': (floor) =>
+        fanOutPendingEvents(names, {
+          ...claim,
+          inProcess: ['bench.a'],
+          hosted: ['bench.a', 'bench.b'],
+          tenantConsumers: [],
+          floor,
+        }),
+      'lean claim (100 events)': (floor) =>
+        claimNewEvents(names, { ...claim, inProcess: ['bench.a', 'bench.b'], floor }),
+      'due claim (100 deliveries)': (floor) =>
+        claimDueDeliveries(names, {
+          tenantId: TENANT,
+          consumers: ['bench.due'],
+          limit: 100,
+          leaseToken: NIL,
+          leaseMs: 30_000,
+          floor,
+        }),
     };
+    // each claim without a floor (a full scan, and the claims before the floor existed), then with its database's
+    const statements: Record<string, (layout: Layout) => SqlStatement> = {};
+    for (const [label, make] of Object.entries(claims))
+      statements[`${label}, text before the floor`] = () => unbounded(make(NIL));
+    for (const [label, make] of Object.entries(claims)) statements[label] = () => make(NIL);
+    for (const [label, make] of Object.entries(claims))
+      statements[`${label}, floored`] = (layout) => make(floors.get(layout)!);
+    statements['floor reading'] = () => claimFloorReading(names, FLOOR_MARGIN_MS);
+    statements['retention batch (none due)'] = () => purgeSettledBatch(names, 7, 1000);
+    statements['partition drop step (none)'] = () => dropPartitionStep(names, 7);
     for (const [label, statement] of Object.entries(statements)) {
       const times = new Map<Layout, number[]>(layouts.map((l) => [l, []]));
+      const named = label.replace(/\W+/g, '_');
       for (let i = 0; i < RUNS; i++)
         for (const layout of i % 2 === 0 ? layouts : [...layouts].reverse()) {
-          const elapsed = await timeOnce(clients.get(layout)!, label, statement);
+          const elapsed = await timeOnce(clients.get(layout)!, named, statement(layout));
           if (i >= 10) times.get(layout)!.push(elapsed);
         }
       print(`  ${label}`);
@@ -164,11 +208,11 @@ async function main(): Promise<void> {
       }
     }
     print('  partitions (or tables) of the histories that the generic plan scans');
-    for (const [label, statement] of Object.entries(statements).slice(0, 3)) {
+    for (const [label, statement] of Object.entries(statements).slice(0, 9)) {
       const counts: string[] = [];
       for (const layout of layouts)
         counts.push(
-          `${layout}: ${await partitionsInPlan(clients.get(layout)!, label.replace(/\W+/g, '_'), statement)}`,
+          `${layout}: ${await partitionsInPlan(clients.get(layout)!, label.replace(/\W+/g, '_'), statement(layout))}`,
         );
       print(`    ${label.padEnd(28)} ${counts.join(', ')}`);
     }

@@ -29,6 +29,7 @@ const ALL_OFF: Partial<RelayPolicy> = {
   leanTransactions: false,
   fairShares: false,
   claimPositions: null,
+  claimFloor: null,
 };
 
 /**
@@ -115,6 +116,7 @@ describe("the relay's policy", () => {
       leanTransactions: true,
       fairShares: true,
       claimPositions: { fullScanMs: 60_000, settleMs: 250 },
+      claimFloor: { marginMs: 600_000, refreshMs: 5_000, fullScanMs: 60_000 },
     });
     expect(switched.app.get(OUTBOX_RELAY_POLICY, { strict: false })).toEqual(ALL_OFF);
   });

@@ -60,6 +60,8 @@ export interface OutboxNames {
   /** The partitioned layout's maintenance: ranges made ahead, settled ranges dropped (docs/partitioning.md). */
   readonly makePartitions: string;
   readonly dropPartitions: string;
+  /** The partitioned layout's lowest event id the claims look at (migration OutboxClaimFloor1764502700000). */
+  readonly claimFloor: string;
   readonly activity: string;
   readonly rowEstimate: string;
   readonly recordActivity: string;
@@ -127,6 +129,7 @@ export function outboxNames(schema: string = DEFAULT_OUTBOX_SCHEMA): OutboxNames
     purgeDedupeKeys: qualified('outbox_purge_dedupe_keys'),
     makePartitions: qualified('outbox_make_partitions'),
     dropPartitions: qualified('outbox_drop_partitions'),
+    claimFloor: qualified('outbox_claim_floor'),
     activity: qualified('outbox_activity'),
     rowEstimate: qualified('outbox_row_estimate'),
     recordActivity: qualified('outbox_record_activity'),

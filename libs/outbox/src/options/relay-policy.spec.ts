@@ -18,6 +18,7 @@ describe('relayPolicy', () => {
       leanTransactions: true,
       fairShares: true,
       claimPositions: { fullScanMs: 60_000, settleMs: 250 },
+      claimFloor: { marginMs: 600_000, refreshMs: 5_000, fullScanMs: 60_000 },
     });
   });
 

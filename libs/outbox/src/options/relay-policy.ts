@@ -34,6 +34,9 @@ import type { ResolvedOutboxOptions } from './outbox-module-options.interface';
  *   due tenants (`outbox_due_tenants`' six-argument form), or null: every claim scans from the tenant's first
  *   pending entry, the due-tenant scan from each tenant's start (ADR 1206, store/claim-positions.ts, the claims'
  *   `fresh` scan and store/sql/due-tenants.ts).
+ * - `claimFloor`: in the partitioned layout, the claims look only at events from the oldest range with unsettled
+ *   work (at most `marginMs` before now), a bound read every `refreshMs`, each tenant's claims without it every
+ *   `fullScanMs`; or null: no bound (ADR 1207's addendum, store/claim-floor.ts).
  * Pipelining (ADR 0501/0604) and the narrowing of a failed batch (ADR 0101) are not switches: the relay's
  * round trips and its guarantees rest on them.
  */
@@ -49,6 +52,11 @@ export interface RelayPolicy {
   readonly leanTransactions: boolean;
   readonly fairShares: boolean;
   readonly claimPositions: { readonly fullScanMs: number; readonly settleMs: number } | null;
+  readonly claimFloor: {
+    readonly marginMs: number;
+    readonly refreshMs: number;
+    readonly fullScanMs: number;
+  } | null;
 }
 
 /** Token of the app's `RelayPolicy` (internal: not exported by the package's index). */
@@ -64,6 +72,9 @@ export const OUTBOX_RELAY_POLICY_SWITCHES = 'nestjs-pg-outbox:relay-policy-switc
 
 /** How often each tenant's claim scans from its first pending entry, and how long a claim's reading waits (ADR 1206). */
 const CLAIM_POSITIONS = { fullScanMs: 60_000, settleMs: 250 };
+
+/** The claims' floor in the partitioned layout: its margin, how often it is read, each tenant's full scan (ADR 1207). */
+const CLAIM_FLOOR = { marginMs: 600_000, refreshMs: 5_000, fullScanMs: 60_000 };
 
 /** The wake-up pacer's gap as shipped, in ms (ADR 0606). */
 const WAKE_UP_GAP_MS = 2;
@@ -86,6 +97,7 @@ export function relayPolicy(
     leanTransactions: true,
     fairShares: true,
     claimPositions: CLAIM_POSITIONS,
+    claimFloor: CLAIM_FLOOR,
     ...switches,
   };
 }

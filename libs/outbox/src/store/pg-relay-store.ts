@@ -9,6 +9,8 @@ import { OUTBOX_RESOLVED_OPTIONS } from '../options/outbox.module-definition';
 import type { ResolvedOutboxOptions } from '../options/outbox-module-options.interface';
 import { OutboxStore } from './outbox.store';
 import { ClaimPositions } from './claim-positions';
+import { ClaimFloor, type FloorReading } from './claim-floor';
+import { NIL_UUID } from '../model/outbox.constants';
 import { OUTBOX_RELAY_POLICY, type RelayPolicy } from '../options/relay-policy';
 import { sendCancelRequest } from './cancel-request';
 import { pgConnection } from './pipeline';
@@ -45,14 +47,42 @@ interface DueTenantRow {
 export class PgRelayStore implements OutboxStorePort {
   /** This store's claim positions (ADR 1206), or null when the policy has none. */
   private readonly positions: ClaimPositions | null;
+  /** This store's floor of the claims (ADR 1207's addendum), or null when the policy has none. */
+  private readonly floor: ClaimFloor | null;
 
   constructor(
     private readonly store: OutboxStore,
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
-    @Optional() @Inject(OUTBOX_RELAY_POLICY) policy?: Pick<RelayPolicy, 'claimPositions'>,
+    @Optional() @Inject(OUTBOX_RELAY_POLICY) policy?: Pick<RelayPolicy, 'claimPositions' | 'claimFloor'>,
   ) {
     const p = policy?.claimPositions;
     this.positions = p ? new ClaimPositions(p.fullScanMs, p.settleMs) : null;
+    const f = policy?.claimFloor;
+    this.floor = f ? new ClaimFloor(f.marginMs, f.refreshMs, f.fullScanMs) : null;
+  }
+
+  /**
+   * The floor of the next claim of `tenantId` (the nil id: none). When a reading is due, it is sent on a pooled
+   * connection of its own and not waited for: the claims go on with the bound they have.
+   */
+  private floorOf(tenantId: string, now: number): string {
+    const floor = this.floor;
+    if (floor === null) return NIL_UUID;
+    if (floor.due(now)) void this.readFloor(floor);
+    return floor.of(tenantId, now);
+  }
+
+  /** Reads the floor (`outbox_claim_floor`) into `floor`; a failure leaves the claims without a bound. */
+  async readFloor(floor: ClaimFloor): Promise<void> {
+    try {
+      const [row] = await this.store.relayQuery<FloorReading>(
+        q.claimFloorReading(this.options.names, floor.marginMs),
+        'claim',
+      );
+      floor.record(row!);
+    } catch {
+      floor.failed();
+    }
   }
 
   get stall(): OutboxRelayStall | null {
@@ -164,7 +194,13 @@ export class PgRelayStore implements OutboxStorePort {
   }
 
   tenantConnection(tenantId: string): TenantConnection {
-    return new PgTenantConnection(this.store.round(tenantId), this.options, tenantId, this.positions);
+    return new PgTenantConnection(
+      this.store.round(tenantId),
+      this.options,
+      tenantId,
+      this.positions,
+      (id, now) => this.floorOf(id, now),
+    );
   }
 }
 
@@ -175,6 +211,7 @@ class PgTenantConnection implements TenantConnection {
     private readonly options: ResolvedOutboxOptions,
     private readonly tenantId: string,
     private readonly positions: ClaimPositions | null,
+    private readonly floorOf: (tenantId: string, now: number) => string,
   ) {}
 
   get inTransaction(): boolean {
@@ -198,12 +235,24 @@ class PgTenantConnection implements TenantConnection {
     const turn = request.due && limited.length > 0;
     const sentAt = performance.now();
     const from = this.positions?.from(tenantId, sentAt) ?? '-1';
+    // a full scan of the positions is a full scan of the floor too: an event below the floor may be below the
+    // position (ADR 1207's addendum)
+    const bound = this.floorOf(tenantId, sentAt);
+    const floor = from === '0' ? NIL_UUID : bound;
     const statements = [
       relayContext(this.options, tenantId, { durable: false }),
-      q.newEventsStatement(names, { ...request, liveWithinMs, leaseMs, from }),
+      q.newEventsStatement(names, { ...request, liveWithinMs, leaseMs, from, floor }),
       turn ? q.lockConsumerLimits(names, { tenantId, consumers: limited }) : null,
       request.due
-        ? q.claimDueDeliveries(names, { tenantId, consumers: hosted, limit, leaseToken, leaseMs, limited })
+        ? q.claimDueDeliveries(names, {
+            tenantId,
+            consumers: hosted,
+            limit,
+            leaseToken,
+            leaseMs,
+            limited,
+            floor,
+          })
         : null,
     ];
     const opening = request.beginBatch ? [batchContext(this.options, tenantId, leaseToken)] : null;

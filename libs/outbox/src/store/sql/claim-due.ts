@@ -42,7 +42,10 @@ function earlierInAggregate(n: OutboxNames): string {
  * poison event cannot crash-loop the relay forever. Deliveries of a paused (consumer, tenant) pair are passed
  * by, due or stale: they wait, uncharged, until it resumes. A limited consumer's (`limited`) are claimed apart,
  * up to its room (`limitedClaimParts`, docs/adr/1104-consumer-limits-in-the-database.md). Two index scans (one
- * per partial index) rather than one `or`, so each stays an ordered, limited scan over due rows only.
+ * per partial index) rather than one `or`, so each stays an ordered, limited scan over due rows only. The scans,
+ * the update and the read of the events stop at the claim's floor (`floor`, the last parameter): in the partitioned
+ * layout the executor prunes the older ranges when it starts, the update by delivery id included (without it, the
+ * update probes every range's key). The limited consumers' part and the ordered consumers' check are not bounded.
  */
 export function claimDueDeliveries(
   n: OutboxNames,
@@ -57,9 +60,16 @@ export function claimDueDeliveries(
      * after `lockConsumerLimits` in the same transaction. None: the statement has no part for them.
      */
     limited?: readonly string[];
+    /**
+     * The lowest event id to look at (`ClaimFloor`): in the partitioned layout, the ranges below it are pruned
+     * when the executor starts. Default: the nil id, no bound.
+     */
+    floor?: string;
   },
 ): SqlStatement {
   const limited = p.limited ?? [];
+  // the floor's parameter comes last, after the limited consumers' two
+  const floor = limited.length === 0 ? '$7::uuid' : '$9::uuid';
   // the unlimited consumers' scans as before, over those only; none to scan when every hosted consumer is limited
   // (the scan would walk the limited consumers' waiting rows for nothing)
   const unlimited = limited.length === 0 ? p.consumers : p.consumers.filter((c) => !limited.includes(c));
@@ -81,6 +91,7 @@ export function claimDueDeliveries(
     text: `with ${parts}retry as (
              select d.id from ${n.deliveries} d
               where ${none}d.tenant_id = $1 and d.status in ('pending', 'failed') and d.next_attempt_at <= now()
+                and d.event_id >= ${floor}
                 and d.consumer_name = any($2::text[])
                 and ${deliveryNotPaused(n, 'd')}
                 and (d.aggregate_key is null or not exists (${earlierInAggregate(n)}))
@@ -90,6 +101,7 @@ export function claimDueDeliveries(
            ), stale as (
              select s.id from ${n.deliveries} s
               where ${none}s.tenant_id = $1 and s.status = 'processing' and s.lease_expires_at <= now()
+                and s.event_id >= ${floor}
                 and s.consumer_name = any($2::text[])
                 and ${deliveryNotPaused(n, 's')}
               order by s.lease_expires_at
@@ -107,11 +119,11 @@ export function claimDueDeliveries(
                                       else d.last_error end,
                     updated_at = now()
                from (${due}) due
-              where d.id = any(array(${ids})) and d.id = due.id
+              where d.id = any(array(${ids})) and d.id = due.id and d.event_id >= ${floor}
              returning d.*, due.recovered
            )
            select ${CLAIMED_COLUMNS}, d.recovered
-             from claimed d join ${n.events} e on e.id = d.event_id
+             from claimed d join ${n.events} e on e.id = d.event_id and e.id >= ${floor}
             order by e.seq, d.consumer_name`,
     values: [
       p.tenantId,
@@ -121,6 +133,7 @@ export function claimDueDeliveries(
       p.leaseMs,
       messages.staleAttemptSuffix(),
       ...(limited.length === 0 ? [] : [limited, NIL_UUID]),
+      p.floor ?? NIL_UUID,
     ],
   };
 }

@@ -14,7 +14,7 @@ import { fanOutPendingEvents, notLeased, positionReading, type NewEventsClaim } 
 export function claimNewText(n: OutboxNames): string {
   return `with fresh as (
     select e.id, e.seq, e.event_name from ${n.events} e
-     where e.tenant_id = $1::uuid and e.status = 'pending' and e.seq >= $7::bigint
+     where e.tenant_id = $1::uuid and e.status = 'pending' and e.seq >= $7::bigint and e.id >= $8::uuid
        and ${notLeased(n)}
      order by e.seq
      limit $2::int
@@ -43,7 +43,7 @@ export function claimNewText(n: OutboxNames): string {
              -- not from the expired entries of the lease table's index, every lease deleted since a held snapshot
              -- began among them (offset 0 keeps the probe a subplan: docs/adr/1206-claims-that-start-past-the-settled.md)
              when exists (select 1 from ${n.events} e
-                           where e.tenant_id = $1::uuid and e.status = 'processing'
+                           where e.tenant_id = $1::uuid and e.status = 'processing' and e.id >= $8::uuid
                              and exists (select 1 from ${n.eventLeases} l
                                           where l.event_id = e.id and l.lease_expires_at <= now() offset 0))
                then 'stale'
@@ -65,13 +65,13 @@ export function claimNewText(n: OutboxNames): string {
                     e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version, e.seq::text as event_seq,
                     e.traceparent, (select rs.pairs from route_sets rs where rs.event_name = e.event_name) as pairs
                from leased l join ${n.events} e on e.id = l.event_id
-              where e.id = any(array(select event_id from leased))) r
+              where e.id = any(array(select event_id from leased)) and e.id >= $8::uuid) r
     ) as leases,
     '{}'::uuid[] as written,
     (select count(*)::int from fresh
       where (select fallback from go) is null and not id = any(array(select event_id from leased))) as lost,
     (select fallback from go) as fallback,
-    ${positionReading(n, '$7')} as position`;
+    ${positionReading(n, '$7', '$8')} as position`;
 }
 
 /**
@@ -88,7 +88,16 @@ export function claimNewEvents(n: OutboxNames, p: NewEventsClaim): SqlStatement 
   return {
     text: claimNewText(n),
     prepared: CLAIM_NEW_NAME,
-    values: [p.tenantId, p.limit, p.leaseToken, p.leaseMs, p.liveWithinMs, p.inProcess, p.from ?? '-1'],
+    values: [
+      p.tenantId,
+      p.limit,
+      p.leaseToken,
+      p.leaseMs,
+      p.liveWithinMs,
+      p.inProcess,
+      p.from ?? '-1',
+      p.floor ?? NIL_UUID,
+    ],
   };
 }
 
@@ -105,21 +114,12 @@ export function newEventsStatement(
 ): SqlStatement | null {
   if (p.newEvents === null) return null;
   if (p.newEvents === 'lean') {
-    const { tenantId, inProcess, liveWithinMs, limit, leaseToken, leaseMs, from } = p;
-    return claimNewEvents(n, { tenantId, inProcess, liveWithinMs, limit, leaseToken, leaseMs, from });
+    const { tenantId, inProcess, liveWithinMs, limit, leaseToken, leaseMs, from, floor } = p;
+    return claimNewEvents(n, { tenantId, inProcess, liveWithinMs, limit, leaseToken, leaseMs, from, floor });
   }
-  const { tenantId, hosted, inProcess, tenantConsumers, liveWithinMs, limit, leaseToken, leaseMs, from } = p;
-  return fanOutPendingEvents(n, {
-    tenantId,
-    hosted,
-    inProcess,
-    tenantConsumers,
-    liveWithinMs,
-    limit,
-    leaseToken,
-    leaseMs,
-    from,
-  });
+  const { tenantId, hosted, inProcess, tenantConsumers, liveWithinMs, limit, leaseToken, leaseMs } = p;
+  const claim = { tenantId, hosted, inProcess, tenantConsumers, liveWithinMs, limit, leaseToken, leaseMs };
+  return fanOutPendingEvents(n, { ...claim, from: p.from, floor: p.floor });
 }
 
 /**

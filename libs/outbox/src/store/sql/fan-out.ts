@@ -1,4 +1,5 @@
 import { FAN_OUT_NAME, type SqlStatement } from './statement';
+import { NIL_UUID } from '../../model/outbox.constants';
 import type { OutboxNames } from '../../model/table-names';
 import { eventPatternMatch } from './event-pattern';
 import { pausedConsumers } from './consumer-pauses';
@@ -19,10 +20,12 @@ export function notLeased(n: OutboxNames): string {
 /**
  * What a claim read about its tenant's pending events at or above `from` (the parameter of its position), in its
  * snapshot: a JSON object for `ClaimPositions` (store/claim-positions.ts). Each bound is one end of the pending
- * index over the tenant's range from the position: a few entries when the position is close.
+ * index over the tenant's range from the position: a few entries when the position is close. `floor`: the claim's
+ * parameter of its floor (`ClaimFloor`), which prunes the ranges below it in the partitioned layout.
  */
-export function positionReading(n: OutboxNames, from: string): string {
-  const pending = `from ${n.events} p where p.tenant_id = $1::uuid and p.status = 'pending' and p.seq >= ${from}::bigint`;
+export function positionReading(n: OutboxNames, from: string, floor?: string): string {
+  const bound = floor === undefined ? '' : ` and p.id >= ${floor}::uuid`;
+  const pending = `from ${n.events} p where p.tenant_id = $1::uuid and p.status = 'pending' and p.seq >= ${from}::bigint${bound}`;
   // -1: no positions (the policy's switch off), nothing read
   return `case when ${from}::bigint >= 0 then json_build_object(
       'first', (select p.seq::text ${pending} order by p.seq limit 1),
@@ -34,11 +37,14 @@ export function positionReading(n: OutboxNames, from: string): string {
 
 // The columns the fan-out needs come straight from the locked rows (the latest versions: `for update` re-checks
 // the conditions on them), not from a second read of the same rows. The scan starts at the tenant's claim
-// position ($11, see ClaimPositions; 0: from the start).
+// position ($11, see ClaimPositions; 0: from the start), at or above its floor ($12, see ClaimFloor: in the
+// partitioned layout, the ranges below it are pruned when the executor starts; the nil id: none). Every event the
+// statement touches is at or above the floor, and each read or update of the histories says so: a lookup by
+// `= any(array(…))` alone prunes nothing (PostgreSQL prunes by an array only when it is a constant).
 export function fanOutText(n: OutboxNames): string {
   return `with fresh as (
     select e.id, e.seq, e.event_name, e.aggregate_type, e.aggregate_id, false as started from ${n.events} e
-     where e.tenant_id = $1::uuid and e.status = 'pending' and e.seq >= $11::bigint
+     where e.tenant_id = $1::uuid and e.status = 'pending' and e.seq >= $11::bigint and e.id >= $12::uuid
        and ${notLeased(n)}
      order by e.seq
      limit $4::int
@@ -47,7 +53,7 @@ export function fanOutText(n: OutboxNames): string {
     -- processing events whose in-process pairs were claimed by a relay that never recorded them
     select e.id, e.seq, e.event_name, e.aggregate_type, e.aggregate_id, true as started
       from ${n.eventLeases} l join ${n.events} e on e.id = l.event_id
-     where l.tenant_id = $1::uuid and l.lease_expires_at <= now() and e.status = 'processing'
+     where l.tenant_id = $1::uuid and l.lease_expires_at <= now() and e.status = 'processing' and e.id >= $12::uuid
      order by l.lease_expires_at
      limit $4::int
        for update of e skip locked
@@ -56,7 +62,7 @@ export function fanOutText(n: OutboxNames): string {
   ), written as (
     -- the delivery rows the relay that claimed a stale event did write (read by the events' ids: an index probe
     -- in any plan, where a subquery per pair may become a hash of the whole table in a generic one)
-    select x.event_id, x.consumer_name from ${n.deliveries} x where x.event_id = any(array(select id from stale))
+    select x.event_id, x.consumer_name from ${n.deliveries} x where x.event_id = any(array(select id from stale)) and x.event_id >= $12::uuid
   ), routes as materialized (
     -- the consumers of each event name in the batch: patterns are matched once per name, not once per event
     -- (materialized: inlined, the planner joins events to consumers first and matches each pair)
@@ -137,7 +143,7 @@ export function fanOutText(n: OutboxNames): string {
            published_at = case when o.n > 0 then null else now() end,
            updated_at = now()
       from owned o
-     where e.id = any(array(select id from owned where not started and not all_deferred))
+     where e.id = any(array(select id from owned where not started and not all_deferred)) and e.id >= $12::uuid
        and e.id = o.id
     returning e.id
   )
@@ -152,7 +158,7 @@ export function fanOutText(n: OutboxNames): string {
                     e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id,
                     e.schema_version, e.seq::text as event_seq, e.traceparent
                from inserted d join ${n.events} e on e.id = d.event_id
-              where e.id = any(array(select event_id from inserted)) and d.status = 'processing') r
+              where e.id = any(array(select event_id from inserted)) and e.id >= $12::uuid and d.status = 'processing') r
     ) as deliveries,
     -- a leased event, once, with the consumers of its in-process pairs (one entry per event, not one per
     -- pair): a new event's are its name's; only an event already fanned out (\`processing\` in this
@@ -166,12 +172,12 @@ export function fanOutText(n: OutboxNames): string {
                          then (select rs.pairs from route_sets rs where rs.event_name = e.event_name)
                          else (select c.pairs from counted c where c.id = e.id) end as pairs
                from leased l join ${n.events} e on e.id = l.event_id
-              where e.id = any(array(select event_id from leased))) r
+              where e.id = any(array(select event_id from leased)) and e.id >= $12::uuid) r
     ) as leases,
     array(select id from marked) as written,
     (select count(*)::int from counted c
       where c.has_deferred and not c.id = any(array(select event_id from leased))) as lost,
-    ${positionReading(n, '$11')} as position`;
+    ${positionReading(n, '$11', '$12')} as position`;
 }
 
 /** What a claim of new events takes: the fan-out's, and the lean claim's (`claimNewEvents`). */
@@ -188,6 +194,11 @@ export interface NewEventsClaim {
    * '0': from the start; default '-1': from the start, nothing read (no positions).
    */
   from?: string;
+  /**
+   * The claim's floor (`ClaimFloor`): the lowest event id it looks at, so that the partitioned layout's older
+   * ranges are pruned. Default: the nil id, no bound.
+   */
+  floor?: string;
 }
 
 /**
@@ -241,6 +252,7 @@ export function fanOutPendingEvents(
       p.tenantConsumers.map((c) => c.ordered === true),
       p.inProcess,
       p.from ?? '-1',
+      p.floor ?? NIL_UUID,
     ],
   };
 }

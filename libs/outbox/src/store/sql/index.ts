@@ -12,6 +12,7 @@ export * from './transaction-context';
 export * from './batch-seal';
 export * from './due-tenants';
 export * from './claim-due';
+export * from './claim-floor';
 export * from './fan-out';
 export * from './claim-new';
 export * from './event-pattern';

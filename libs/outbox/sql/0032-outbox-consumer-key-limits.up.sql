@@ -1,4 +1,4 @@
--- nestjs-pg-outbox migration 0031-outbox-consumer-key-limits (up), recorded from the TypeORM class OutboxConsumerKeyLimits1764502800000. Do not edit.
+-- nestjs-pg-outbox migration 0032-outbox-consumer-key-limits (up), recorded from the TypeORM class OutboxConsumerKeyLimits1764502800000. Do not edit.
 alter table public.outbox_consumers add column rate_key text;
 
 create table public.outbox_consumer_key_starts (

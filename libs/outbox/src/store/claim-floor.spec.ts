@@ -1,0 +1,98 @@
+import { ClaimFloor, type FloorReading } from './claim-floor';
+import { NIL_UUID } from '../model/outbox.constants';
+
+const T = 'tenant';
+const U = 'other-tenant';
+/** Ids in order: A < B < C. */
+const A = '01900000-0000-7000-8000-000000000000';
+const B = '01910000-0000-7000-8000-000000000000';
+const C = '01920000-0000-7000-8000-000000000000';
+
+/** A reading: the floor (null: today's layout), a snapshot `xmin:xmax`. */
+const read = (floor: string | null, xmin: number, xmax: number, server = 'primary'): FloorReading => ({
+  floor,
+  xmin: String(xmin),
+  xmax: String(xmax),
+  server,
+});
+
+/** A floor whose tenants had their full scan at 0 (so `of(T, 1)` gives the bound). */
+function floorAfterFullScans(): ClaimFloor {
+  const f = new ClaimFloor(600_000, 5_000, 60_000);
+  f.of(T, 0);
+  f.of(U, 0);
+  return f;
+}
+
+describe('ClaimFloor', () => {
+  it('has no bound before a reading is proven', () => {
+    const f = floorAfterFullScans();
+    f.record(read(B, 100, 110));
+    expect(f.of(T, 1)).toBe(NIL_UUID);
+  });
+
+  it('raises the bound only once every transaction open at a reading has ended, to the lower of the two readings', () => {
+    const f = floorAfterFullScans();
+    f.record(read(B, 100, 110));
+    // 100..109 may still be running (xmin 105): the first reading is not proven
+    f.record(read(C, 105, 120));
+    expect(f.of(T, 1)).toBe(NIL_UUID);
+    // every transaction below 110 ended: the first reading proven, bounded by this one (A, work seen below B since)
+    f.record(read(A, 110, 130));
+    expect(f.of(T, 1)).toBe(A);
+    // the reading at xmax 130 proven by the next: the bound rises to the lower of it and the new one
+    f.record(read(C, 130, 140));
+    expect(f.of(T, 1)).toBe(A);
+    f.record(read(C, 140, 150));
+    expect(f.of(T, 1)).toBe(C);
+  });
+
+  it('lowers the bound at once', () => {
+    const f = floorAfterFullScans();
+    f.record(read(C, 100, 110));
+    f.record(read(C, 110, 120));
+    expect(f.of(T, 1)).toBe(C);
+    // a replay brought back work in an older range: the next reading lowers the bound, proven or not
+    f.record(read(A, 115, 130));
+    expect(f.of(T, 1)).toBe(A);
+  });
+
+  it('gives each tenant a claim without the bound every full-scan period', () => {
+    const f = new ClaimFloor(600_000, 5_000, 60_000);
+    f.record(read(B, 100, 110));
+    f.record(read(B, 110, 120));
+    expect(f.of(T, 0)).toBe(NIL_UUID);
+    expect(f.of(T, 1)).toBe(B);
+    expect(f.of(U, 1)).toBe(NIL_UUID);
+    expect(f.of(T, 59_999)).toBe(B);
+    expect(f.of(T, 60_000)).toBe(NIL_UUID);
+    expect(f.of(T, 60_001)).toBe(B);
+  });
+
+  it('has no bound on today’s layout, after a failed reading, or on another server until proven again', () => {
+    const f = floorAfterFullScans();
+    f.record(read(null, 100, 110));
+    f.record(read(null, 110, 120));
+    expect(f.of(T, 1)).toBe(NIL_UUID);
+    f.record(read(B, 120, 130));
+    f.record(read(B, 130, 140));
+    expect(f.of(T, 1)).toBe(B);
+    f.failed();
+    expect(f.of(T, 1)).toBe(NIL_UUID);
+    f.record(read(B, 140, 150));
+    f.record(read(B, 150, 160));
+    expect(f.of(T, 1)).toBe(B);
+    // a promoted standby: xids of the old server prove nothing there
+    f.record(read(C, 160, 170, 'standby'));
+    expect(f.of(T, 1)).toBe(NIL_UUID);
+    f.record(read(C, 170, 180, 'standby'));
+    expect(f.of(T, 1)).toBe(C);
+  });
+
+  it('asks for a reading once per refresh period', () => {
+    const f = new ClaimFloor(600_000, 5_000, 60_000);
+    expect(f.due(0)).toBe(true);
+    expect(f.due(4_999)).toBe(false);
+    expect(f.due(5_000)).toBe(true);
+  });
+});

@@ -1,0 +1,87 @@
+import { NIL_UUID } from '../model/outbox.constants';
+
+/** What `claimFloorReading` returns: the floor (null: today's layout), the snapshot's `xmin` and `xmax`, the server. */
+export interface FloorReading {
+  floor: string | null;
+  xmin: string;
+  xmax: string;
+  server: string;
+}
+
+/**
+ * The lowest event id this relay's claims look at in the partitioned layout (docs/adr/1207-partitioned-history.md,
+ * "Amended 2026-12-06"), passed to them as a parameter so that PostgreSQL prunes the older ranges when the executor
+ * starts. A reading (`outbox_claim_floor`) gives the start of the oldest range holding unsettled work, at most
+ * `marginMs` before now. Ids are made by the app, by its clock, and a transaction may commit long after it made
+ * one: an event may appear below a floor already read. Hence:
+ *
+ * - a reading lowers the bound at once (lower is always safe), but raises it only once a later reading's snapshot
+ *   `xmin` is at or above its `xmax` — every transaction that had an id when it was read has ended, so what they
+ *   inserted is seen by the later reading, which bounds the raise too;
+ * - the margin covers a transaction that made its id before the reading and wrote after it (a host's clock behind,
+ *   a slow transaction), and ids made by another host's clock up to `marginMs` behind;
+ * - each tenant's claims run without the bound once every `fullScanMs` (its first claim too): what
+ *   the rules above miss (a transaction that waited longer than the margin between its id and its insert, work
+ *   brought back in an old range between two readings: a replay, a backfill) is claimed within that period.
+ *
+ * No bound before two readings, on today's layout, or after a reading failed; another server (its postmaster's
+ * start) starts over. One instance per relay store.
+ */
+export class ClaimFloor {
+  private bound: string | null = null;
+  /** The latest reading that may raise the bound, once proven. */
+  private proving: { floor: string; xmax: bigint } | null = null;
+  private server: string | null = null;
+  private readAt = -Infinity;
+  private readonly fullScans = new Map<string, number>();
+  private sweptAt = 0;
+
+  constructor(
+    readonly marginMs: number,
+    private readonly refreshMs: number,
+    private readonly fullScanMs: number,
+  ) {}
+
+  /** Whether a reading is due (none for `refreshMs`); the caller reads and `record`s it, or calls `failed`. */
+  due(now: number): boolean {
+    if (now - this.readAt < this.refreshMs) return false;
+    this.readAt = now;
+    return true;
+  }
+
+  /** The floor of the next claim of `tenantId` (the nil id: no bound). */
+  of(tenantId: string, now: number): string {
+    if (now - this.sweptAt >= this.fullScanMs) {
+      this.sweptAt = now;
+      for (const [id, at] of this.fullScans) if (now - at >= 2 * this.fullScanMs) this.fullScans.delete(id);
+    }
+    const at = this.fullScans.get(tenantId);
+    if (at === undefined || now - at >= this.fullScanMs) {
+      this.fullScans.set(tenantId, now);
+      return NIL_UUID;
+    }
+    return this.bound ?? NIL_UUID;
+  }
+
+  /** Takes in a reading. */
+  record(reading: FloorReading): void {
+    if (reading.floor === null || (this.server !== null && this.server !== reading.server)) {
+      this.bound = null;
+      this.proving = null;
+    }
+    this.server = reading.server;
+    const floor = reading.floor;
+    if (floor === null) return;
+    if (this.bound !== null && floor < this.bound) this.bound = floor;
+    const proving = this.proving;
+    if (proving !== null && BigInt(reading.xmin) < proving.xmax) return;
+    if (proving !== null) this.bound = floor < proving.floor ? floor : proving.floor;
+    this.proving = { floor, xmax: BigInt(reading.xmax) };
+  }
+
+  /** A reading failed: no bound until two readings succeed. */
+  failed(): void {
+    this.bound = null;
+    this.proving = null;
+  }
+}

@@ -1,0 +1,366 @@
+import { Client } from 'pg';
+import { v7 as uuidv7 } from 'uuid';
+import { OutboxAdminService } from 'nestjs-pg-outbox/admin';
+import { OUTBOX_STORE_PORT } from '../../libs/outbox/src/store/outbox-store.port';
+import type { PgRelayStore } from '../../libs/outbox/src/store/pg-relay-store';
+import type { ClaimFloor } from '../../libs/outbox/src/store/claim-floor';
+import { NIL_UUID } from '../../libs/outbox/src/model/outbox.constants';
+import {
+  claimDueDeliveries,
+  claimNewEvents,
+  fanOutPendingEvents,
+  type SqlStatement,
+} from '../../libs/outbox/src/store/sql';
+import { outboxNames } from '../../libs/outbox/src/model/table-names';
+import { createTestDatabase, type TestDatabase } from '../support/test-database';
+import { partitionedLayoutStatements, runSql } from '../support/template-database';
+import { buildApp, type TestApp } from '../support/build-app';
+import {
+  EFFECTS_TABLE_SQL,
+  TENANT,
+  ThingConsumers,
+  effectIds,
+  enqueueIn,
+  truncateOutbox,
+} from '../support/outbox-fixture';
+import { PolicySwitches } from '../support/policy-switches';
+
+const DAY = 86_400_000;
+const EVENT = 'test.thing.created.v1';
+const CONSUMER = 'ThingConsumers.writeRow';
+const names = outboxNames();
+/** The batch of `start`'s relay. */
+const BATCH = 10;
+
+/** `yyyymmdd` of a UTC time: the suffix of its range's partitions. */
+function day(ms: number): string {
+  return new Date(ms).toISOString().slice(0, 10).replaceAll('-', '');
+}
+
+/**
+ * The partitions of the three histories that `statement`'s generic plan runs (`EXPLAIN ANALYZE` of a prepared
+ * statement under `force_generic_plan`, in a transaction rolled back), and whether the executor pruned any at its
+ * start ("Subplans Removed").
+ */
+async function partitionsRun(
+  url: string,
+  statement: SqlStatement,
+): Promise<{ partitions: string[]; removed: boolean }> {
+  const client = new Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query('begin');
+    await client.query('set local plan_cache_mode = force_generic_plan');
+    await client.query(`prepare probe as ${statement.text}`);
+    const args = (statement.values as unknown[]).map((v) =>
+      Array.isArray(v)
+        ? client.escapeLiteral(`{${v.map((x) => JSON.stringify(x)).join(',')}}`)
+        : typeof v === 'number'
+          ? String(v)
+          : client.escapeLiteral(String(v)),
+    );
+    const { rows } = await client.query<{ 'QUERY PLAN': string }>(
+      `explain (analyze, costs off, timing off, summary off) execute probe(${args.join(', ')})`,
+    );
+    await client.query('rollback');
+    const lines = rows.map((r) => r['QUERY PLAN']);
+    const partitions = new Set<string>();
+    for (const line of lines) {
+      // scans that ran (a ModifyTable lists every partition of its table, pruned or not, without figures)
+      if (!/\(actual rows/.test(line)) continue;
+      const m = /on ((event_outbox|outbox_deliveries|consumer_inbox)_(p\d{8}t\d{4}|default))/.exec(line);
+      if (m) partitions.add(m[1]!);
+    }
+    return {
+      partitions: [...partitions].sort(),
+      removed: lines.some((l) => /Subplans Removed: [1-9]/.test(l)),
+    };
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * The claims' floor in the partitioned layout (docs/adr/1207-partitioned-history.md, "Amended 2026-12-06"): the
+ * claims look only at events from the oldest range with unsettled work, so the executor prunes the older ranges;
+ * an event below the floor (its id made by a clock days behind, or long before its commit) is still delivered —
+ * by the next reading of the floor, which lowers it at once, or at worst by its tenant's full scan. On a database
+ * converted here, with daily ranges from four days ago, whatever `OUTBOX_TEST_PARTITIONED` says.
+ */
+describe('the claims’ floor (partitioned layout)', () => {
+  let db: TestDatabase;
+  let t: TestApp | undefined;
+  beforeAll(async () => {
+    db = await createTestDatabase([EFFECTS_TABLE_SQL], { runMigrations: true });
+    await runSql(db.url, partitionedLayoutStatements(new Date(Date.now() - 4 * DAY)));
+  });
+  afterEach(async () => {
+    await t?.close();
+    t = undefined;
+    await truncateOutbox(db);
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  async function start(refreshMs: number): Promise<{ store: PgRelayStore; floor: ClaimFloor }> {
+    t = await buildApp({
+      url: db.url,
+      providers: [ThingConsumers],
+      outbox: { relay: { batchSize: BATCH, maxBatchSize: BATCH } },
+      imports: [
+        PolicySwitches.of({
+          claimPositions: null,
+          claimFloor: { marginMs: 60_000, refreshMs, fullScanMs: 3_600_000 },
+        }),
+      ],
+    });
+    const store = t.app.get(OUTBOX_STORE_PORT) as PgRelayStore;
+    return { store, floor: store['floor'] as ClaimFloor };
+  }
+
+  /** Reads the floor until it has a bound (a reading proven by a later one), or fails after 10 s. */
+  async function bounded(store: PgRelayStore, floor: ClaimFloor): Promise<string> {
+    const deadline = Date.now() + 10_000;
+    while (floor['bound'] === null) {
+      if (Date.now() > deadline) throw new Error('the floor had no bound within 10 s');
+      await store.readFloor(floor);
+    }
+    return floor['bound'] as string;
+  }
+
+  /** Runs the relay until `ids` were all handled by `CONSUMER`, or fails after 15 s. */
+  async function relayUntil(ids: readonly string[]): Promise<void> {
+    const deadline = Date.now() + 15_000;
+    for (;;) {
+      const handled = await effectIds(db, CONSUMER);
+      if (ids.every((id) => handled.includes(id))) return;
+      if (Date.now() > deadline) throw new Error(`not handled within 15 s: ${ids.join(', ')}`);
+      await t!.relay.runOnce();
+    }
+  }
+
+  /** Commits now an event whose id was made three days ago, pending; and one fanned out, its delivery due. */
+  async function lateOldEvents(): Promise<{ pending: string; due: string }> {
+    const old = Date.now() - 3 * DAY;
+    const pending = uuidv7({ msecs: old });
+    const due = uuidv7({ msecs: old + 1 });
+    await db.sql(
+      `insert into event_outbox (id, tenant_id, event_name, payload, status, deliveries_open)
+       values ($1, $3, $4, '{}', 'pending', 0), ($2, $3, $4, '{}', 'processing', 1)`,
+      [pending, due, TENANT, EVENT],
+    );
+    await db.sql(
+      `insert into outbox_deliveries (event_id, tenant_id, consumer_name, event_seq, status)
+       select id, tenant_id, $2, seq, 'pending' from event_outbox where id = $1`,
+      [due, CONSUMER],
+    );
+    return { pending, due };
+  }
+
+  /** Reads the floor and runs the relay until `ids` were all handled by `CONSUMER`, or fails after 15 s. */
+  async function readAndRelayUntil(
+    store: PgRelayStore,
+    floor: ClaimFloor,
+    ids: readonly string[],
+  ): Promise<void> {
+    const deadline = Date.now() + 15_000;
+    for (;;) {
+      const handled = await effectIds(db, CONSUMER);
+      const missing = ids.filter((id) => !handled.includes(id));
+      if (missing.length === 0) return;
+      if (Date.now() > deadline)
+        throw new Error(`${missing.length} of ${ids.length} not handled within 15 s of readings and rounds`);
+      await store.readFloor(floor);
+      await t!.relay.runOnce();
+    }
+  }
+
+  /** A busy tenant (its first claim, a full scan, behind it) and a floor with a bound; readings only when asked. */
+  async function busyTenant(): Promise<{ store: PgRelayStore; floor: ClaimFloor }> {
+    const started = await start(3_600_000);
+    await enqueueIn(t!, { eventName: EVENT });
+    await t!.relay.drain();
+    await bounded(started.store, started.floor);
+    return started;
+  }
+
+  /**
+   * An event enqueued `daysAgo` (ten: before the conversion, the default partition; three: a range), fanned out, its
+   * one delivery `failed` (due in three hours) or `dead`.
+   */
+  async function oldFannedOut(status: 'failed' | 'dead', daysAgo = 10): Promise<string> {
+    const id = uuidv7({ msecs: Date.now() - daysAgo * DAY });
+    const dead = status === 'dead';
+    await db.sql(
+      `insert into event_outbox (id, tenant_id, event_name, payload, status, deliveries_open, deliveries_dead)
+       values ($1, $2, $3, '{}', $4, $5, $6)`,
+      [id, TENANT, EVENT, dead ? 'failed' : 'processing', dead ? 0 : 1, dead ? 1 : 0],
+    );
+    await db.sql(
+      `insert into outbox_deliveries (event_id, tenant_id, consumer_name, event_seq, status, attempt_count,
+                                      next_attempt_at, last_error)
+       select id, tenant_id, $2, seq, $3, 5, now() + interval '3 hours', 'boom' from event_outbox where id = $1`,
+      [id, CONSUMER, status],
+    );
+    const [{ n }] = (await db.sql<{ n: number }>(
+      `select count(*)::int as n from outbox_deliveries_default where event_id = $1`,
+      [id],
+    )) as [{ n: number }];
+    expect(n).toBe(daysAgo > 4 ? 1 : 0);
+    return id;
+  }
+
+  it('prunes the ranges below the floor in each claim’s generic plan', async () => {
+    await db.sql(`insert into outbox_consumers (name, event_patterns) values ($1, $2)`, [CONSUMER, [EVENT]]);
+    const id = uuidv7();
+    await db.sql(`insert into event_outbox (id, tenant_id, event_name, payload) values ($1, $2, $3, '{}')`, [
+      id,
+      TENANT,
+      EVENT,
+    ]);
+    await db.sql(
+      `insert into outbox_deliveries (event_id, tenant_id, consumer_name, event_seq, status)
+       select id, tenant_id, 'other', seq, 'pending' from event_outbox`,
+    );
+    const [{ floor }] = (await db.sql<{ floor: string }>(
+      `select outbox_claim_floor('10 minutes') as floor`,
+    )) as [{ floor: string }];
+    // at most the pending event's range: today's start, or ten minutes ago
+    expect(floor <= id).toBe(true);
+    expect(floor >= uuidv7({ msecs: Date.now() - DAY - 600_000 }).slice(0, 8)).toBe(true);
+    const claim = {
+      tenantId: TENANT,
+      liveWithinMs: 60_000,
+      limit: 10,
+      leaseToken: NIL_UUID,
+      leaseMs: 30_000,
+    };
+    const claims = (f: string): Record<string, SqlStatement> => ({
+      fanOut: fanOutPendingEvents(names, {
+        ...claim,
+        inProcess: [CONSUMER],
+        hosted: [CONSUMER],
+        tenantConsumers: [],
+        floor: f,
+      }),
+      lean: claimNewEvents(names, { ...claim, inProcess: [CONSUMER], floor: f }),
+      due: claimDueDeliveries(names, { ...claim, consumers: ['other'], floor: f }),
+    });
+    const earliest = day(Date.now() - DAY);
+    for (const [name, statement] of Object.entries(claims(floor))) {
+      const bounded = await partitionsRun(db.url, statement);
+      const full = await partitionsRun(db.url, claims(NIL_UUID)[name]!);
+      // no range older than yesterday's (the floor's), the default partition kept (ids of no range)
+      const older = bounded.partitions.filter(
+        (p) => /_p\d{8}/.test(p) && p.replace(/.*_p(\d{8}).*/, '$1') < earliest,
+      );
+      expect({ name, older, removed: bounded.removed }).toEqual({ name, older: [], removed: true });
+      // four ranges back, today, three ahead and the default: each table the full claim reads is cut by 3 or more
+      expect(full.partitions.length - bounded.partitions.length).toBeGreaterThanOrEqual(3);
+    }
+  });
+
+  it('delivers an event committed below the floor by its tenant’s full scan', async () => {
+    const { store, floor } = await start(3_600_000);
+    const first = await enqueueIn(t!, { eventName: EVENT });
+    await relayUntil([first]);
+    const bound = await bounded(store, floor);
+    // a full scan of the tenant just ran; no reading comes before the next one (refreshMs: an hour)
+    floor['fullScans'].set(TENANT, performance.now());
+    const { pending, due } = await lateOldEvents();
+    expect(bound > pending && bound > due).toBe(true);
+    for (let i = 0; i < 3; i++) await t!.relay.runOnce();
+    expect(await effectIds(db, CONSUMER)).not.toContain(pending);
+    expect(await effectIds(db, CONSUMER)).not.toContain(due);
+    // the tenant's full scan is due: it claims without the floor
+    floor['fullScans'].set(TENANT, performance.now() - 3_600_000);
+    await relayUntil([pending, due]);
+  });
+
+  it('delivers an event committed below the floor at the next reading, which lowers the bound at once', async () => {
+    const { store, floor } = await start(0);
+    const first = await enqueueIn(t!, { eventName: EVENT });
+    await relayUntil([first]);
+    await bounded(store, floor);
+    // no full scan within the test (fullScanMs: an hour); a reading with every claim (refreshMs 0)
+    floor['fullScans'].set(TENANT, performance.now());
+    const { pending, due } = await lateOldEvents();
+    await relayUntil([pending, due]);
+    expect((floor['bound'] as string) <= pending).toBe(true);
+  });
+
+  // Review (2026-12-06): work the readings must see. The default partition (the old tables after the conversion:
+  // every event enqueued before it, and until the first range starts a day later; every id of no range) is not
+  // probed by outbox_claim_floor, while the claims filter it by `id >= floor` like any other partition: its work
+  // older than the margin is left to the tenant's full scans, one batch per fullScanMs. With the floor null, these
+  // pass. And a range's start is read from its name in UTC, whatever the session's time zone.
+  it('drains a backlog the conversion left in the default partition in one drain', async () => {
+    const ids = Array.from({ length: 3 * BATCH }, (_, i) => uuidv7({ msecs: Date.now() - 10 * DAY + i }));
+    await db.sql(
+      `insert into event_outbox (id, tenant_id, event_name, payload)
+       select id, $2, $3, '{}' from unnest($1::uuid[]) id`,
+      [ids, TENANT, EVENT],
+    );
+    const [{ n }] = (await db.sql<{ n: number }>(`select count(*)::int as n from event_outbox_default`)) as [
+      { n: number },
+    ];
+    expect(n).toBe(ids.length);
+    const { store, floor } = await start(3_600_000);
+    await bounded(store, floor);
+    await t!.relay.drain();
+    // the tenant's first claim (a full scan) takes a batch, the bounded ones none of the rest
+    const handled = await effectIds(db, CONSUMER);
+    expect(ids.filter((id) => !handled.includes(id))).toEqual([]);
+  });
+
+  it('claims a due retry and a replayed dead delivery of events of an older range at the next reading', async () => {
+    const { store, floor } = await busyTenant();
+    const failed = await oldFannedOut('failed', 3);
+    const dead = await oldFannedOut('dead', 3);
+    await db.sql(`update outbox_deliveries set next_attempt_at = now() where event_id = $1`, [failed]);
+    expect(await t!.app.get(OutboxAdminService).replayEvent(TENANT, dead)).toBe(1);
+    await readAndRelayUntil(store, floor, [failed, dead]);
+  });
+
+  it('claims a retry of an event of the default partition when it comes due, at the next reading', async () => {
+    const { store, floor } = await busyTenant();
+    const old = await oldFannedOut('failed');
+    // its backoff ends now
+    await db.sql(`update outbox_deliveries set next_attempt_at = now() where event_id = $1`, [old]);
+    await readAndRelayUntil(store, floor, [old]);
+  });
+
+  it('delivers a dead delivery of an event of the default partition, replayed, at the next reading', async () => {
+    const { store, floor } = await busyTenant();
+    const old = await oldFannedOut('dead');
+    expect(await t!.app.get(OutboxAdminService).replayEvent(TENANT, old)).toBe(1);
+    await readAndRelayUntil(store, floor, [old]);
+  });
+
+  it('reads a range’s start in UTC whatever the session’s time zone (a range at a local time that does not exist)', async () => {
+    // an hourly range named for 2026-03-08 02:00 UTC: 02:00 on that day does not exist in New York (clocks go
+    // from 02:00 to 03:00), so its name read as a local time gives 03:00
+    const lo = '2026-03-08 02:00:00+00';
+    for (const table of ['event_outbox', 'outbox_deliveries', 'consumer_inbox'])
+      await db.sql(`select outbox_create_range($1::regclass, $2::timestamptz, interval '1 hour')`, [
+        table,
+        lo,
+      ]);
+    await db.sql(`alter database ${db.name} set timezone = 'America/New_York'`);
+    try {
+      const { store, floor } = await busyTenant();
+      // enqueued at 02:30 UTC that day (a host's clock, a backfill of history): pending in that range
+      const old = uuidv7({ msecs: Date.parse('2026-03-08T02:30:00Z') });
+      await db.sql(
+        `insert into event_outbox (id, tenant_id, event_name, payload) values ($1, $2, $3, '{}')`,
+        [old, TENANT, EVENT],
+      );
+      await readAndRelayUntil(store, floor, [old]);
+    } finally {
+      await db.sql(`alter database ${db.name} reset timezone`);
+      for (const table of ['event_outbox', 'outbox_deliveries', 'consumer_inbox'])
+        await db.sql(`drop table ${table}_p20260308t0200`);
+    }
+  });
+});
