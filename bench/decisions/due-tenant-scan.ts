@@ -6,7 +6,7 @@
  * cumulative) are settled as the lean claim and its outcome do (a lease inserted and deleted, the event
  * `published`), and 20 new events are inserted. `EXPLAIN (ANALYZE, BUFFERS)` of `outbox_due_tenants` in its
  * two-argument form (what a relay without claim positions calls, and the form before this addendum) and in its
- * five-argument form from the tenant's position past the settled events; each run three times, the figures of the
+ * six-argument form from the tenant's position past the settled events; each run three times, the figures of the
  * last (the first also plans the function's statements). Buffers are the deterministic figure.
  */
 import { Client } from 'pg';

@@ -25,7 +25,7 @@ interface Due {
 
 /**
  * The due-tenant scan from the relay's claim positions (docs/adr/1206-claims-that-start-past-the-settled.md,
- * addendum on the due-tenant scan): `outbox_due_tenants`' five-argument form checks each positioned tenant from
+ * addendum on the due-tenant scan): `outbox_due_tenants`' six-argument form checks each positioned tenant from
  * its position and looks for the others between them, so the index entries of events settled under a held
  * snapshot are not walked; a tenant whose full scan is due is looked for from its start.
  */

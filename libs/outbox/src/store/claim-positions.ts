@@ -73,7 +73,7 @@ export class ClaimPositions {
   }
 
   /**
-   * The positions the due-tenant scan starts from (`outbox_due_tenants`' five-argument form): each tenant's whose
+   * The positions the due-tenant scan starts from (`outbox_due_tenants`' six-argument form): each tenant's whose
    * next claim would scan from it, not those whose full scan is due (the scan looks for those from their start,
    * so the full scan's safety net holds for the scan too), with the server they were read on; and since when
    * their expired event leases are looked for: since the last complete scan, or all of them once per

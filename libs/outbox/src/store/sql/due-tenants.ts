@@ -20,7 +20,7 @@ export interface DuePositions {
  * expired (`has_due`), so a round runs only the statements it needs. A SECURITY DEFINER
  * function (see the migration) so the relay role can see across tenants under row-level security; it walks the
  * partial indexes one tenant at a time (a loose index scan), so its cost grows with tenants, not rows. With the
- * relay's claim positions (`positions`), the five-argument form checks each positioned tenant's pending events
+ * relay's claim positions (`positions`), the six-argument form checks each positioned tenant's pending events
  * from its position, and looks for the others between them: past the entries of settled events a held snapshot
  * keeps (docs/adr/1206-claims-that-start-past-the-settled.md, addendum on the due-tenant scan).
  */
