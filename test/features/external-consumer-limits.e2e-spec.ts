@@ -140,6 +140,38 @@ describe('concurrency and rate limits of webhooks and transports', () => {
     expect(inFour).toBeLessThanOrEqual(4 * limit.limit + BATCH);
   }, 60_000);
 
+  it('a per-key rate limit holds each key to it at the server, and the keys go side by side', async () => {
+    const limit = { limit: 4, intervalMs: 1000, perKey: { payload: 'k' } } as const;
+    const byKey = new Map<string, number[]>();
+    receiver.reply = (request) => {
+      const key = (JSON.parse(request.body) as { data: { k: string } }).data.k;
+      byKey.set(key, [...(byKey.get(key) ?? []), Date.now()]);
+      return {};
+    };
+    await start({ rateLimit: limit });
+    const ids = await enqueueManyIn(
+      apps[0]!,
+      Array.from({ length: 24 }, (_, n) => ({
+        eventName: 'test.lim.created.v1',
+        tenantId: TENANT,
+        payload: { n, k: n % 2 === 0 ? 'even' : 'odd' },
+      })),
+    );
+
+    await deliveredOnce(ids);
+    for (const key of ['even', 'odd']) {
+      const arrived = byKey.get(key) ?? [];
+      expect(arrived).toHaveLength(12);
+      // a window the server opens with a request slow to send (a relay's first ones wait for their connection)
+      // can also hold the next window's: at most one more window's worth, never the 12 of an unlimited key
+      expect(busiestWindow(arrived, limit.intervalMs)).toBeLessThanOrEqual(2 * limit.limit);
+    }
+    // side by side: each key had requests in the first interval, neither waited for the other's 12
+    const first = Math.min(...[...byKey.values()].flat());
+    for (const key of ['even', 'odd'])
+      expect((byKey.get(key) ?? []).filter((at) => at < first + limit.intervalMs).length).toBeGreaterThan(0);
+  }, 60_000);
+
   it('a concurrency cap holds the requests in flight at the server, across two relays', async () => {
     let inFlight = 0;
     let most = 0;

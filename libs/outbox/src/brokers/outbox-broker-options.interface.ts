@@ -44,7 +44,13 @@ export interface OutboxBrokerCommonOptions {
    * every relay: over all tenants, or in each tenant with `perTenant: true`. Deliveries over the limit wait,
    * uncharged. Enforced in the database (docs/flow-control.md#concurrency-and-rate-limits). Default: no limit.
    */
-  rateLimit?: { limit: number; intervalMs: number; perTenant?: boolean };
+  rateLimit?: {
+    limit: number;
+    intervalMs: number;
+    perTenant?: boolean;
+    /** Per key of each tenant instead: the event's aggregate, or a payload field's value (as on `@OnOutboxEvent`). */
+    perKey?: 'aggregate' | { payload: string };
+  };
 }
 
 /** What a RabbitMQ forwarder has besides the common options. */
