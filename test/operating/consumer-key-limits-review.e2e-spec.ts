@@ -208,8 +208,9 @@ describe("the keyed due claim's cost with many keys at their limit", () => {
     // each claim passes by every key at its limit and takes the one delivery of the key with room
     expect(few.claimed).toBe(1);
     expect(many.claimed).toBe(1);
-    // the keys at their limit are looked up in a hash built once per claim, not by a loop per due row (which made
+    // the keys at their limit are looked up in a hash built once per claim (PostgreSQL 15 prints `NOT (hashed
+    // SubPlan n)`, 18 `NOT (ANY ((… = (hashed SubPlan n).col1) …))`), not by a loop per due row (which made
     // the claim with 1,000 keys 64x the one with 10: 8.4 s against 0.13 s)
-    for (const { plan } of [few, many]) expect(plan).toMatch(/NOT \(hashed SubPlan \d+\)/);
+    for (const { plan } of [few, many]) expect(plan).toMatch(/NOT \((ANY \(.*)?hashed SubPlan \d+/);
   }, 120_000);
 });
