@@ -2,7 +2,7 @@
 import { migrationSql, sqlHeader } from './migration-sql';
 import { type OutboxNames, outboxNames, schemaProblem } from '../model/table-names';
 import { openDoctorConnection } from '../store/doctor-connection';
-import { outboxPartitions, type OutboxPartitionsRow } from '../store/sql/doctor';
+import { outboxPartitions, type OutboxPartitionsRow } from '../store/sql/doctor-storage';
 import { searchIndexesSql } from '../maintenance/outbox-indexes';
 import {
   partitionedLayoutProblem,

@@ -2,7 +2,7 @@
  * The doctor's checks of what holds the vacuum horizon back: open transactions (their snapshot or transaction id),
  * replication slots, prepared transactions. Each says whose it is and how to end it.
  */
-import * as q from '../store/sql/doctor';
+import * as q from '../store/sql/doctor-horizon';
 import { type DoctorContext, level, worstSeverity } from './doctor-context';
 import { bytes, count, duration, round } from './doctor-format';
 

@@ -4,7 +4,7 @@
  * that of the partition with the most dead rows (vacuum works partition by partition), and an index of a
  * partitioned table is checked on every partition.
  */
-import * as q from '../store/sql/doctor';
+import * as q from '../store/sql/doctor-storage';
 import { type DoctorContext, level, worstSeverity } from './doctor-context';
 import { bytes, count, duration, percent } from './doctor-format';
 import {

@@ -1,10 +1,15 @@
 import { outboxMigrations } from '../migrations';
 import { outboxNames } from '../model/table-names';
-import * as q from '../store/sql/doctor';
+import * as backlog from '../store/sql/doctor';
+import * as horizon from '../store/sql/doctor-horizon';
+import * as storage from '../store/sql/doctor-storage';
 import type { SqlStatement } from '../store/sql/statement';
 import { duration } from './doctor-format';
 import { examineOutbox, thresholdProblems, type DoctorQuery } from './outbox-doctor';
 import { OUTBOX_INDEXES } from './outbox-indexes';
+
+/** The doctor's statements, wherever they live by role. */
+const q = { ...backlog, ...horizon, ...storage };
 
 const names = outboxNames();
 
