@@ -1,3 +1,4 @@
+import type { OnOutboxEventOptions } from '../model/outbox-handler-options.interface';
 import type { OutboxBackoffOptions } from '../options/outbox-module-options.interface';
 
 /**
@@ -53,19 +54,14 @@ export interface OutboxWebhookOptions {
    * `perTenant` in each tenant; either or both, as `@OnOutboxEvent`'s. Deliveries over the cap wait, uncharged.
    * Enforced in the database (docs/flow-control.md#concurrency-and-rate-limits). Default: no cap.
    */
-  concurrency?: { global?: number; perTenant?: number };
+  concurrency?: OnOutboxEventOptions['concurrency'];
   /**
    * At most `limit` of this webhook's deliveries claimed (each one request) in any window of `intervalMs` (sliding), across
-   * every relay: over all tenants, or in each tenant with `perTenant: true`. Deliveries over the limit wait,
+   * every relay: over all tenants, or in each tenant with `perTenant: true`, or per key with `perKey`, as
+   * `@OnOutboxEvent`'s. Deliveries over the limit wait,
    * uncharged. Enforced in the database (docs/flow-control.md#concurrency-and-rate-limits). Default: no limit.
    */
-  rateLimit?: {
-    limit: number;
-    intervalMs: number;
-    perTenant?: boolean;
-    /** Per key of each tenant instead: the event's aggregate, or a payload field's value (as on `@OnOutboxEvent`). */
-    perKey?: 'aggregate' | { payload: string };
-  };
+  rateLimit?: OnOutboxEventOptions['rateLimit'];
 }
 
 /**
