@@ -59,6 +59,7 @@ const TURNS = Number(process.env.TURNS ?? 3);
 const SIDES = {
   'library (as shipped)': {},
   'library, oneWrite off': { oneWrite: false },
+  'library (pacedScans off)': { pacedScans: false },
   'library (BASE_TREE)': {},
   'raw NOTIFY relay': null,
 } as const satisfies Record<string, Partial<RelayPolicy> | null>;

@@ -710,6 +710,30 @@ describe('the statements of wake-ups', () => {
     }).toEqual({ claims: 1, scans: 1 });
   });
 
+  it('scans for due tenants once per poll interval while wake-ups bring rounds without a backlog, every 100 ms with pacedScans off', async () => {
+    const relay = { enabled: true, pollIntervalMs: NEVER_POLL, wakeUps: 'off' as const };
+    const scansOf = async (pacedScans: boolean): Promise<number> => {
+      const imports = [PolicySwitches.of({ pacedScans })];
+      const sent = await sentBy({ url: db.url, imports, outbox: { relay } }, async (t) => {
+        for (const _ of [1, 2, 3]) {
+          const id = await enqueueIn(t, { eventName: PLAIN });
+          await waitFor(() => t.app.get(Consumers).seen.includes(id), {
+            timeoutMs: 5000,
+            message: 'the event delivered through the in-process wake-up',
+          });
+          // longer than the 100 ms after which a wake-up's round scanned again
+          const quiet = Date.now() + 150;
+          await waitFor(() => Date.now() >= quiet, { timeoutMs: 5000, message: 'a quiet spell of 150 ms' });
+        }
+        await t.relay.stop();
+      });
+      return sent.filter(relayStatement.dueTenantScan).length;
+    };
+    // the first round's scan (no scan had listed every due tenant yet), then one per poll (none here)
+    expect(await scansOf(true)).toBe(1);
+    expect(await scansOf(false)).toBe(3);
+  });
+
   it('sends the wake-up on a connection of its own after the commit, never in the transaction, none for a rollback', async () => {
     const relay = { enabled: false, wakeUps: 'notify' as const };
     const imports = [PolicySwitches.of({ wakeUpGapMs: 50 })];

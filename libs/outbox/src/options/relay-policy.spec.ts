@@ -16,6 +16,7 @@ describe('relayPolicy', () => {
       wakeUpGapMs: 2,
       oneWrite: true,
       leanTransactions: true,
+      pacedScans: true,
       fairShares: true,
       claimPositions: { fullScanMs: 60_000, settleMs: 250 },
       claimFloor: { marginMs: 600_000, refreshMs: 5_000, fullScanMs: 60_000 },

@@ -27,6 +27,10 @@ import type { ResolvedOutboxOptions } from './outbox-module-options.interface';
  *   where no subscriber listens to a transaction's start or to a commit before it happens (TypeORM's runner shows
  *   the transaction as its own calls would; `afterTransactionCommit` subscribers hear of the commit; ADR 1201,
  *   store/round-connection.ts);
+ * - `pacedScans`: a round that wake-ups alone brought (no tenant's last batch came back full) scans for due tenants
+ *   once the last complete scan is `relay.pollIntervalMs` old, not 100 ms: retries due and tenants whose wake-up
+ *   was lost are found within a poll interval, as between rounds; a round with a backlog scans every 100 ms
+ *   (ADR 1201's addendum of 2026-12-06, relay/due-tenant-planner.ts).
  * - `fairShares`: while other tenants are due, a backlogged tenant's claims and lanes are its weighted share, and
  *   a round visits the other tenants first (ADR 1106, relay/tenant-shares.ts; `relay.tenantWeights`).
  * - `claimPositions`: claims of new events scan from a per-tenant position in `seq` order, past the settled
@@ -50,6 +54,7 @@ export interface RelayPolicy {
   readonly wakeUpGapMs: number;
   readonly oneWrite: boolean;
   readonly leanTransactions: boolean;
+  readonly pacedScans: boolean;
   readonly fairShares: boolean;
   readonly claimPositions: { readonly fullScanMs: number; readonly settleMs: number } | null;
   readonly claimFloor: {
@@ -95,6 +100,7 @@ export function relayPolicy(
     wakeUpGapMs: WAKE_UP_GAP_MS,
     oneWrite: true,
     leanTransactions: true,
+    pacedScans: true,
     fairShares: true,
     claimPositions: CLAIM_POSITIONS,
     claimFloor: CLAIM_FLOOR,

@@ -16,7 +16,10 @@ const due = (tenantId: string, kind: Partial<DueTenant> = {}): DueTenant => ({
 });
 
 /** A planner on a fake store and clock, and what its rounds visited: one list per `visit` call. */
-function planner(relay: OutboxRelayOptions = {}): {
+function planner(
+  relay: OutboxRelayOptions = {},
+  pacedScans = true,
+): {
   planner: DueTenantPlanner;
   store: FakeStore;
   clock: FakeClock;
@@ -25,7 +28,7 @@ function planner(relay: OutboxRelayOptions = {}): {
   const store = new FakeStore();
   const clock = new FakeClock();
   const { options } = resolveOutboxOptions({ relay });
-  const p = new DueTenantPlanner(options, store, clock);
+  const p = new DueTenantPlanner(options, store, clock, pacedScans);
   const round = async (stopping = false): Promise<{ visits: DueTenant[][]; more: boolean }> => {
     const visits: DueTenant[][] = [];
     const more = await p.plan(
@@ -60,8 +63,8 @@ describe('DueTenantPlanner', () => {
     expect(store.ops('dueTenants')).toHaveLength(1);
   });
 
-  it('skips the scan while the last one listed every due tenant less than 100 ms ago, on its clock', async () => {
-    const { planner: p, store, clock, round } = planner();
+  it('with pacedScans off, skips the scan while the last one listed every due tenant less than 100 ms ago, on its clock', async () => {
+    const { planner: p, store, clock, round } = planner({}, false);
     await round(); // a complete scan (nothing due)
     p.hint([A]);
     clock.advance(99);
@@ -71,6 +74,31 @@ describe('DueTenantPlanner', () => {
     clock.advance(1);
     expect((await round()).visits).toHaveLength(2);
     expect(store.ops('dueTenants')).toHaveLength(2);
+  });
+
+  it("paces the scan of wake-ups' rounds to the poll interval, unless a named tenant has a backlog: then every 100 ms", async () => {
+    const { planner: p, store, clock, round } = planner({ pollIntervalMs: 1000 });
+    await round(); // a complete scan (nothing due)
+    for (let ms = 100; ms < 1000; ms += 100) {
+      clock.advance(100);
+      p.hint([A]);
+      expect((await round()).visits).toEqual([[due(A, { backlog: false })]]);
+    }
+    expect(store.ops('dueTenants')).toHaveLength(1);
+    // a poll interval after the last scan: the wake-up's round scans after its tenant
+    clock.advance(100);
+    p.hint([A]);
+    expect((await round()).visits).toHaveLength(2);
+    expect(store.ops('dueTenants')).toHaveLength(2);
+    // a tenant whose batch came back full: its next rounds scan once the last scan is 100 ms old
+    p.noteFull(A);
+    clock.advance(99);
+    expect((await round()).visits).toEqual([[due(A, { backlog: true })]]);
+    expect(store.ops('dueTenants')).toHaveLength(2);
+    p.noteFull(A);
+    clock.advance(1);
+    expect((await round()).visits).toHaveLength(2);
+    expect(store.ops('dueTenants')).toHaveLength(3);
   });
 
   it("runs its scan beside the named tenants' visits, not after them: the round does not wait for both in turn", async () => {
@@ -117,8 +145,8 @@ describe('DueTenantPlanner', () => {
     expect(visited).toEqual([A]);
   });
 
-  it('visits the tenants a promotion made due without a scan until the last is a poll old, unless others were named too', async () => {
-    const { planner: p, store, clock, round } = planner({ pollIntervalMs: 1000 });
+  it('visits the tenants a promotion made due without a scan until the last is a poll old, unless others were named too (pacedScans off)', async () => {
+    const { planner: p, store, clock, round } = planner({ pollIntervalMs: 1000 }, false);
     await round();
     clock.advance(999);
     p.hintPromoted([A, B]);

@@ -8,7 +8,10 @@ import { RELAY_LOG_CONTEXT } from '../batch/tenant-batch';
 
 export type { DueTenant } from '../model/due-tenant';
 
-/** Longest time between two scans for due tenants while rounds go by hints (see `DueTenantPlanner.plan`). */
+/**
+ * Longest time between two scans for due tenants while rounds go by hints (see `DueTenantPlanner.plan`): with
+ * `pacedScans`, while a tenant has a backlog only.
+ */
 const FULL_SCAN_EVERY_MS = 100;
 
 /**
@@ -35,6 +38,8 @@ export class DueTenantPlanner {
     private readonly options: ResolvedOutboxOptions,
     private readonly store: OutboxStorePort,
     private readonly clock: Clock,
+    /** `RelayPolicy.pacedScans`: wake-ups' rounds without a backlog scan once per poll interval. */
+    private readonly pacedScans: boolean,
   ) {}
 
   /** Notes tenants with new events (ids that are not UUIDs are ignored). */
@@ -84,10 +89,13 @@ export class DueTenantPlanner {
   /**
    * Hands the round its tenants, in one or two goes (`visit`), and says whether due tenants were left for the
    * next round. The named tenants first: a round that also scans for due tenants runs the scan beside their
-   * visits and visits what it found after them, so a wake-up never waits for the scan. Scans come when the last one is older than FULL_SCAN_EVERY_MS or did not
-   * list every due tenant, and whenever no tenant was named: while rounds keep coming, no tenant waits longer
-   * than that for a scan to find it (between rounds, the poll is the bound). Too many named tenants for one
-   * round: the scan takes them in turn with the others.
+   * visits and visits what it found after them, so a wake-up never waits for the scan. Scans come when the last
+   * one did not list every due tenant, whenever no tenant was named, and when the last one is older than
+   * FULL_SCAN_EVERY_MS — with `pacedScans`, than `relay.pollIntervalMs` unless a named tenant has a backlog (its
+   * last batch came back full): at a low rate every event's wake-up makes a round, and a scan every 100 ms was a
+   * tenth of what each event cost (ADR 1201's addendum). While rounds keep coming, no tenant waits longer than
+   * that for a scan to find it (between rounds, the poll is the bound). Too many named tenants for one round:
+   * the scan takes them in turn with the others.
    */
   async plan(
     visit: (tenants: readonly DueTenant[]) => Promise<void>,
@@ -114,8 +122,13 @@ export class DueTenantPlanner {
     const scan =
       stopping() ||
       (hinted.length > 0 &&
-        // a round for a promotion's tenants alone scans once the last scan is a poll interval old
-        this.scanIsFresh(promotedOnly ? this.options.relay.pollIntervalMs : FULL_SCAN_EVERY_MS))
+        // a round for a promotion's tenants alone scans once the last scan is a poll interval old, and so does a
+        // wake-up's round without a backlog when scans are paced
+        this.scanIsFresh(
+          promotedOnly || (this.pacedScans && backlogged.size === 0)
+            ? this.options.relay.pollIntervalMs
+            : FULL_SCAN_EVERY_MS,
+        ))
         ? null
         : this.scan(maxTenantsPerRound);
     // its failure is the round's, once the visits are done (not an unhandled rejection meanwhile)

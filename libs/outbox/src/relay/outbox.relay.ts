@@ -107,7 +107,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const time = clock ?? systemClock;
     wakeup.subscribe((tenants) => this.wake(tenants));
     this.interval = new ScheduledInterval(moduleRef, `outbox-relay:${this.instanceId}`);
-    this.planner = new DueTenantPlanner(options, store, time);
+    this.planner = new DueTenantPlanner(options, store, time, policy.pacedScans);
     // a fixed list of tenants (relay.tenants) counts every listed tenant as due each round: shares would hold a
     // lone busy tenant to its weight while the others are idle, so they are off there (ADR 1106)
     this.fair = policy.fairShares && !options.relay.tenants;
