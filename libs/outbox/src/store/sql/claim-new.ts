@@ -1,4 +1,4 @@
-import { CLAIM_NEW_NAME, type SqlStatement } from './statement';
+import { CLAIM_NEW_NAME, textPerNames, type SqlStatement } from './statement';
 import type { OutboxNames } from '../../model/table-names';
 import type { RelayPolicy } from '../../options/relay-policy';
 import { NIL_UUID } from '../../model/outbox.constants';
@@ -11,7 +11,7 @@ import { fanOutPendingEvents, notLeased, positionReading, type NewEventsClaim } 
  * The fan-out's text for the common case only (see `claimNewEvents`); its columns are the fan-out's, plus
  * `fallback`.
  */
-export function claimNewText(n: OutboxNames): string {
+export const claimNewText = textPerNames((n: OutboxNames): string => {
   return `with fresh as (
     select e.id, e.seq, e.event_name from ${n.events} e
      where e.tenant_id = $1::uuid and e.status = 'pending' and e.seq >= $7::bigint and e.id >= $8::uuid
@@ -72,7 +72,7 @@ export function claimNewText(n: OutboxNames): string {
       where (select fallback from go) is null and not id = any(array(select event_id from leased))) as lost,
     (select fallback from go) as fallback,
     ${positionReading(n, '$7', '$8')} as position`;
-}
+});
 
 /**
  * Claims new events of this tenant when every consumer of theirs in the persisted registry is one of this

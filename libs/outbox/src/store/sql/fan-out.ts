@@ -1,4 +1,4 @@
-import { FAN_OUT_NAME, type SqlStatement } from './statement';
+import { FAN_OUT_NAME, textPerNames, type SqlStatement } from './statement';
 import { NIL_UUID } from '../../model/outbox.constants';
 import type { OutboxNames } from '../../model/table-names';
 import { eventPatternMatch } from './event-pattern';
@@ -41,7 +41,7 @@ export function positionReading(n: OutboxNames, from: string, floor?: string): s
 // partitioned layout, the ranges below it are pruned when the executor starts; the nil id: none). Every event the
 // statement touches is at or above the floor, and each read or update of the histories says so: a lookup by
 // `= any(array(…))` alone prunes nothing (PostgreSQL prunes by an array only when it is a constant).
-export function fanOutText(n: OutboxNames): string {
+export const fanOutText = textPerNames((n: OutboxNames): string => {
   return `with fresh as (
     select e.id, e.seq, e.event_name, e.aggregate_type, e.aggregate_id, false as started from ${n.events} e
      where e.tenant_id = $1::uuid and e.status = 'pending' and e.seq >= $11::bigint and e.id >= $12::uuid
@@ -178,7 +178,7 @@ export function fanOutText(n: OutboxNames): string {
     (select count(*)::int from counted c
       where c.has_deferred and not c.id = any(array(select event_id from leased))) as lost,
     ${positionReading(n, '$11', '$12')} as position`;
-}
+});
 
 /** What a claim of new events takes: the fan-out's, and the lean claim's (`claimNewEvents`). */
 export interface NewEventsClaim {

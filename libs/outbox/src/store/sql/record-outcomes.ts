@@ -1,5 +1,5 @@
 import type { DeliveryOutcome } from '../../model/delivery-outcome';
-import { PAIR_OUTCOME_NAME, type SqlStatement } from './statement';
+import { PAIR_OUTCOME_NAME, textPerNames, type SqlStatement } from './statement';
 import type { OutboxNames } from '../../model/table-names';
 import { BATCH_MARKER } from './transaction-context';
 import { holdPairs } from './consumer-pauses';
@@ -68,7 +68,7 @@ function insertPairRow(n: OutboxNames): string {
  * shorter arrays with nulls: a column that is null throughout is sent empty (see `column`), and the pairs'
  * tenant, when they share one, once ($15).
  */
-function outcomeText(n: OutboxNames): string {
+const outcomeText = textPerNames((n: OutboxNames): string => {
   return `with o as (
              ${OUTCOME_ROWS}
            ), updated as (
@@ -137,7 +137,7 @@ function outcomeText(n: OutboxNames): string {
            select (select count(*) from r)::int as recorded, (select count(*) from settled)::int as events,
                   (select count(*) from released)::int as released,
                   ${n.leaseFence}($13, ((select count(*) from updated) + (select count(*) from released))::int) as owned`;
-}
+});
 
 /**
  * The outcomes of a fenced batch of in-process pairs only (the common batch), prepared like the fan-out: it
@@ -147,7 +147,7 @@ function outcomeText(n: OutboxNames): string {
  * — then their leases deleted, then every pair's row and inbox row inserted; if a lease was lost, the fence
  * fails the statement before those inserts run (they are not read by the final select, so they run after it).
  */
-export function pairOutcomeText(n: OutboxNames): string {
+export const pairOutcomeText = textPerNames((n: OutboxNames): string => {
   return `with o as (
              ${OUTCOME_ROWS}
                 -- pairs have no delivery ids ($14 is empty): named here so that the parameter has a type
@@ -175,7 +175,7 @@ export function pairOutcomeText(n: OutboxNames): string {
            select (select count(*) from o)::int as recorded, (select count(*) from settled)::int as events,
                   -- the fence returns the count it checked: the leases released
                   ${n.leaseFence}($13, (select count(*) from released)::int) as released`;
-}
+});
 
 /**
  * Records a batch's outcomes in one statement: updates the leased deliveries still owned (fenced by the lease

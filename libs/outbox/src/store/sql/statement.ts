@@ -1,3 +1,5 @@
+import type { OutboxNames } from '../../model/table-names';
+
 /** A statement ready for `queryRunner.query(text, values)`: `$1…$n` bound parameters, casts in the text. */
 export interface SqlStatement {
   text: string;
@@ -23,3 +25,22 @@ export const CLAIM_NEW_NAME = 'outbox_claim_new';
 export const PAIR_OUTCOME_NAME = 'outbox_outcome';
 /** The start of the statement name of a handler's context (see `handlerContext`). */
 export const HANDLER_CONTEXT_NAME = 'outbox_handler_context';
+
+/**
+ * `text`, made once per `OutboxNames` (an app's names are one object, made with its options): a statement the relay
+ * sends every round gets the same string each time — not its 4–5 KB built again, and not compared again in full by
+ * pg with the text its named statement was parsed from (the same string: the comparison stops at the reference).
+ * The text depends on the names alone: apps with the same names get the same text, and see nothing else of each
+ * other's.
+ */
+export function textPerNames(text: (n: OutboxNames) => string): (n: OutboxNames) => string {
+  const made = new WeakMap<OutboxNames, string>();
+  return (n) => {
+    let once = made.get(n);
+    if (once === undefined) {
+      once = text(n);
+      made.set(n, once);
+    }
+    return once;
+  };
+}

@@ -52,6 +52,10 @@ const BATCH_CONTEXT_TEXT = `select concat(${BATCH_CONTEXT_CALLS}) as context`;
 const CONTEXT_GENERIC = `select concat(${CONTEXT_CALLS}, ${GENERIC_PLANS}) as context`;
 const BATCH_CONTEXT_GENERIC = `select concat(${BATCH_CONTEXT_CALLS}, ${GENERIC_PLANS}) as context`;
 
+// made once, as the contexts' texts: a named statement, compared by pg with the text it was parsed from
+const HANDLER_CONTEXT_TEXT = `select current_setting($1, true) as tenant, current_setting('${BATCH_MARKER}', true) as batch,
+                  set_config($1, $2, true), set_config('statement_timeout', $3, true)`;
+
 /**
  * A handler's first statement (before its savepoint, in the same round trip as its first query): reads the
  * tenant setting and the batch marker as the previous handler left them (`tenant`, `batch`: the relay compares
@@ -65,8 +69,7 @@ export function handlerContext(
   statementTimeoutMs: number,
 ): SqlStatement {
   return {
-    text: `select current_setting($1, true) as tenant, current_setting('${BATCH_MARKER}', true) as batch,
-                  set_config($1, $2, true), set_config('statement_timeout', $3, true)`,
+    text: HANDLER_CONTEXT_TEXT,
     values: [tenantSetting, tenantId, String(statementTimeoutMs)],
     // named: parsed once per connection instead of once per handler (it reads no table: any plan is sound)
     prepared: HANDLER_CONTEXT_NAME,
