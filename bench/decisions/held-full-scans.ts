@@ -11,6 +11,7 @@ import { Client } from 'pg';
 import { BENCH_TENANT } from '../harness/bench-database';
 import { dueTenants, type DuePositions } from '../../libs/outbox/src/store/sql/due-tenants';
 import { claimNewEvents } from '../../libs/outbox/src/store/sql/claim-new';
+import { SERVER_START } from '../../libs/outbox/src/store/sql/statement';
 import { outboxNames } from '../../libs/outbox/src/model/table-names';
 import { heading, openDecisionDatabase, print } from './decision-server';
 
@@ -27,7 +28,7 @@ async function main(): Promise<void> {
   await holder.connect();
   try {
     const [{ server } = { server: '' }] = (
-      await client.query<{ server: string }>(`select pg_postmaster_start_time()::text as server`)
+      await client.query<{ server: string }>(`select ${SERVER_START} as server`)
     ).rows;
     await client
       .query(
@@ -53,6 +54,8 @@ async function main(): Promise<void> {
       const [{ now: lastScan } = { now: '' }] = (
         await client.query<{ now: string }>(`select now()::text as now`)
       ).rows;
+      // ANALYZE=1: as autovacuum's analyze would, with the hold's dead rows in the tables (the plans may change)
+      if (process.env.ANALYZE) await client.query('analyze event_outbox, outbox_event_leases');
       const positioned = (seq: string, leasesSince: string | null): DuePositions => ({
         tenants: [BENCH_TENANT],
         seqs: [seq],
@@ -82,6 +85,22 @@ async function main(): Promise<void> {
         ['lean claim from a minute ago', claim(minuteAgo)],
         ['lean claim from 0 (full scan)', claim('0')],
       ];
+      // PLAN=1: the plan of the positioned scan's statement inside the function (auto_explain, as notices)
+      if (process.env.PLAN) {
+        const notices: string[] = [];
+        const onNotice = (m: { message?: string }): void => void notices.push(m.message ?? '');
+        client.on('notice', onNotice);
+        await client.query(`load 'auto_explain'`);
+        await client.query(
+          `set auto_explain.log_min_duration = 0; set auto_explain.log_analyze = on; set auto_explain.log_buffers = on;
+           set auto_explain.log_nested_statements = on; set client_min_messages = log`,
+        );
+        const statement = forms[0]![1];
+        await client.query(statement.text, [...statement.values]);
+        await client.query(`set client_min_messages = notice; set auto_explain.log_min_duration = -1`);
+        client.off('notice', onNotice);
+        print(notices.join('\n'));
+      }
       for (const [form, statement] of forms) {
         let last = '';
         for (let run = 0; run < 3; run++) last = await explain(client, statement);

@@ -3,6 +3,7 @@ import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
 import { buildApp } from '../support/build-app';
 import { PolicySwitches } from '../support/policy-switches';
 import { dueTenants, type DuePositions } from '../../libs/outbox/src/store/sql/due-tenants';
+import { SERVER_START } from '../../libs/outbox/src/store/sql/statement';
 import { outboxNames, type OutboxNames } from '../../libs/outbox/src/model/table-names';
 import { NIL_UUID } from '../../libs/outbox/src/model/outbox.constants';
 import { createTestDatabase, migrateOutbox, type TestDatabase } from '../support/test-database';
@@ -79,9 +80,7 @@ describe('outbox_due_tenants: the six-argument form lists what the two-argument 
   let server: string;
   beforeAll(async () => {
     db = await createTestDatabase();
-    [{ server } = { server: '' }] = await db.sql<{ server: string }>(
-      `select pg_postmaster_start_time()::text as server`,
-    );
+    [{ server } = { server: '' }] = await db.sql<{ server: string }>(`select ${SERVER_START} as server`);
   });
   afterEach(async () => {
     await truncateOutbox(db);
@@ -312,7 +311,7 @@ describe('outbox_due_tenants: the six-argument form in another schema', () => {
       open: false,
     });
     const [{ server } = { server: '' }] = await db.sql<{ server: string }>(
-      `select pg_postmaster_start_time()::text as server`,
+      `select ${SERVER_START} as server`,
     );
     const tenant = TENANTS[5]!;
     const [row] = await db.sql<{ seq: string }>(
