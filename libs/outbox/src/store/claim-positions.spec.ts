@@ -112,6 +112,50 @@ describe('ClaimPositions', () => {
     expect(p.from(T, 2002)).toBe('0');
   });
 
+  it('every fullScanMs scans from where the position stood at the previous net, from the start every startScanMs', () => {
+    const p = new ClaimPositions(1000, 0, 3000);
+    p.record(T, '0', read(null, 20, 100, 100), 0, 1);
+    p.record(T, '0', read(null, null, 101, 101), 2, 3);
+    expect(p.from(T, 4)).toBe('21');
+    // the position moves on past 40 and 60 between the nets
+    p.record(T, '21', read(null, 40, 102, 102), 500, 501);
+    p.record(T, '21', read(null, null, 103, 103), 502, 503);
+    expect(p.from(T, 504)).toBe('41');
+    // the first net, from where the position stood at the last scan from the start (0: the start itself)
+    expect(p.from(T, 1002)).toBe('0');
+    p.record(T, '0', read(null, null, 104, 104), 1002, 1003);
+    p.record(T, '41', read(null, 60, 105, 105), 1500, 1501);
+    p.record(T, '41', read(null, null, 106, 106), 1502, 1503);
+    expect(p.from(T, 1504)).toBe('61');
+    // the claims from 41 (where the net would scan from) were nets of their own: the next is due a period later,
+    // from where the position stood when the last one was sent (41), not from 0
+    expect(p.from(T, 2501)).toBe('61');
+    expect(p.from(T, 2502)).toBe('41');
+    expect(p.pastSettled(2502).seqs).toEqual(['41']);
+    // it finds seq 45 pending (an insert that waited): the position goes back to it
+    p.record(T, '41', read(45, 45, 107, 107), 2502, 2503);
+    expect(p.from(T, 2504)).toBe('45');
+    // the next net from 45, and startScanMs after the last scan from the start (the net sent at 1002) from 0
+    expect(p.from(T, 4001)).toBe('45');
+    expect(p.from(T, 4002)).toBe('0');
+    expect(p.pastSettled(4002).tenants).toEqual([]);
+  });
+
+  it('has the due-tenant scan look at the leases since the previous net once per fullScanMs', () => {
+    const p = new ClaimPositions(1000, 0, 3000);
+    p.scanned(p.pastSettled(0), 't0', true, 0);
+    p.scanned(p.pastSettled(100), 't1', true, 100);
+    expect(p.pastSettled(200).leasesSince).toBe('t1');
+    // a period on: since the last net (the scan from the start at 0), then since that net
+    const net = p.pastSettled(1000);
+    expect(net.leasesSince).toBe('t0');
+    p.scanned(net, 't10', true, 1000);
+    p.scanned(p.pastSettled(1100), 't11', true, 1100);
+    expect(p.pastSettled(2000).leasesSince).toBe('t10');
+    // every lease once per startScanMs
+    expect(p.pastSettled(3000).leasesSince).toBeNull();
+  });
+
   it('forgets a tenant not claimed for two full-scan periods', () => {
     const p = new ClaimPositions(1000, 0);
     p.record('a', '0', read(null, 20, 100, 100), 0, 1);

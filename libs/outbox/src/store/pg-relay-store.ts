@@ -56,7 +56,7 @@ export class PgRelayStore implements OutboxStorePort {
     @Optional() @Inject(OUTBOX_RELAY_POLICY) policy?: Pick<RelayPolicy, 'claimPositions' | 'claimFloor'>,
   ) {
     const p = policy?.claimPositions;
-    this.positions = p ? new ClaimPositions(p.fullScanMs, p.settleMs) : null;
+    this.positions = p ? new ClaimPositions(p.fullScanMs, p.settleMs, p.startScanMs ?? p.fullScanMs) : null;
     const f = policy?.claimFloor;
     this.floor = f ? new ClaimFloor(f.marginMs, f.refreshMs, f.fullScanMs) : null;
   }
