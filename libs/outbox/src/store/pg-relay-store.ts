@@ -104,7 +104,7 @@ export class PgRelayStore implements OutboxStorePort {
     // in a transaction of its own with the relay's bound, not the role's or database's statement_timeout
     const [, rows, clock] = await this.store.atomically(
       [
-        q.handlerBound(this.options.relay.leaseMs),
+        q.relayBound(this.options.relay.leaseMs),
         q.dueTenants(this.options.names, limit, after, positions),
         ...(positions ? [q.transactionNow()] : []),
       ],
