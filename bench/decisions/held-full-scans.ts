@@ -11,6 +11,7 @@ import { Client } from 'pg';
 import { BENCH_TENANT } from '../harness/bench-database';
 import { dueTenants, type DuePositions } from '../../libs/outbox/src/store/sql/due-tenants';
 import { claimNewEvents } from '../../libs/outbox/src/store/sql/claim-new';
+import { fanOutPendingEvents } from '../../libs/outbox/src/store/sql/fan-out';
 import { SERVER_START } from '../../libs/outbox/src/store/sql/statement';
 import { outboxNames } from '../../libs/outbox/src/model/table-names';
 import { heading, openDecisionDatabase, print } from './decision-server';
@@ -84,6 +85,20 @@ async function main(): Promise<void> {
         ['lean claim from the position', claim(position)],
         ['lean claim from a minute ago', claim(minuteAgo)],
         ['lean claim from 0 (full scan)', claim('0')],
+        [
+          'fan-out from the position (its stale recovery)',
+          fanOutPendingEvents(n, {
+            tenantId: BENCH_TENANT,
+            hosted: ['Held.consumer'],
+            inProcess: [],
+            tenantConsumers: [],
+            liveWithinMs: 600_000,
+            limit: 100,
+            leaseToken: '00000000-0000-0000-0000-000000000001',
+            leaseMs: 60_000,
+            from: position,
+          }),
+        ],
       ];
       // PLAN=1: the plan of the positioned scan's statement inside the function (auto_explain, as notices)
       if (process.env.PLAN) {
@@ -91,6 +106,7 @@ async function main(): Promise<void> {
         const onNotice = (m: { message?: string }): void => void notices.push(m.message ?? '');
         client.on('notice', onNotice);
         await client.query(`load 'auto_explain'`);
+        if (process.env.PLAN_MODE) await client.query(`set plan_cache_mode = ${process.env.PLAN_MODE}`);
         await client.query(
           `set auto_explain.log_min_duration = 0; set auto_explain.log_analyze = on; set auto_explain.log_buffers = on;
            set auto_explain.log_nested_statements = on; set client_min_messages = log`,
@@ -100,6 +116,23 @@ async function main(): Promise<void> {
         await client.query(`set client_min_messages = notice; set auto_explain.log_min_duration = -1`);
         client.off('notice', onNotice);
         print(notices.join('\n'));
+      }
+      // LOOP=1: the positioned scan's round trip, ten times, with custom plans (as the function makes them) and generic
+      if (process.env.LOOP) {
+        const statement = forms[0]![1];
+        for (const mode of ['auto', 'force_custom_plan', 'force_generic_plan']) {
+          await client.query(`set plan_cache_mode = ${mode}`);
+          const times: string[] = [];
+          for (let i = 0; i < 10; i++) {
+            const t0 = performance.now();
+            await client.query(statement.text, [...statement.values]);
+            times.push((performance.now() - t0).toFixed(1));
+          }
+          print(
+            `  ${String(size).padStart(7)} settled, positioned scan round trips, plan_cache_mode ${mode}: ${times.join(' ')} ms`,
+          );
+        }
+        await client.query(`reset plan_cache_mode`);
       }
       for (const [form, statement] of forms) {
         let last = '';
