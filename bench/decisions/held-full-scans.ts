@@ -7,14 +7,14 @@
  * do (a lease inserted and deleted, the event `published`), and 20 new events are inserted. `EXPLAIN (ANALYZE,
  * BUFFERS)` of the due-tenant scan and the lean claim in each of the forms the relay sends, the last of three runs.
  */
-import { Client } from 'pg';
+import type { Client } from 'pg';
 import { BENCH_TENANT } from '../harness/bench-database';
 import { dueTenants, type DuePositions } from '../../libs/outbox/src/store/sql/due-tenants';
 import { claimNewEvents } from '../../libs/outbox/src/store/sql/claim-new';
 import { fanOutPendingEvents } from '../../libs/outbox/src/store/sql/fan-out';
 import { SERVER_START } from '../../libs/outbox/src/store/sql/statement';
 import { outboxNames } from '../../libs/outbox/src/model/table-names';
-import { heading, openDecisionDatabase, print } from './decision-server';
+import { connectTwo, heading, openDecisionDatabase, print } from './decision-server';
 
 const SIZES = (process.env.SETTLED ?? '60000,120000,240000').split(',').map(Number);
 const EVENT = 'bench.held-full-scans.v1';
@@ -23,10 +23,7 @@ async function main(): Promise<void> {
   const { db, serverVersion, close } = await openDecisionDatabase();
   heading('Safety nets under a held snapshot (ADR 1206, addendum on the 10-minute hold)', serverVersion);
   const n = outboxNames();
-  const client = new Client({ connectionString: db.url });
-  await client.connect();
-  const holder = new Client({ connectionString: db.url });
-  await holder.connect();
+  const [client, holder] = await connectTwo(db.url);
   try {
     const [{ server } = { server: '' }] = (
       await client.query<{ server: string }>(`select ${SERVER_START} as server`)
