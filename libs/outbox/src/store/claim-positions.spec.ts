@@ -188,4 +188,28 @@ describe('ClaimPositions', () => {
     expect(p.from('a', 4)).toBe('21');
     expect(p.from('b', 4)).toBe('0');
   });
+  it('has the due-tenant scan look for an idle tenant from its start once per startScanMs, not on every scan', () => {
+    // tenant T claimed (its position 21), then idle: it has no pending event, so no claim of it is made again;
+    // tenant b is claimed on, and the due-tenant scan runs every 100 ms and lists every due tenant (complete).
+    // The tiers promise a scan from the start once per startScanMs and one from the net's start once per
+    // fullScanMs; under a held snapshot each costs the tenant's dead index entries (ADR 1206's addendum, at 240k
+    // settled: 8,795 buffers unpositioned and 657 from a minute back, against 77 from the position)
+    const p = new ClaimPositions(1000, 0, 3000);
+    p.record(T, '0', read(null, 20, 100, 100), 0, 1);
+    p.record(T, '0', read(null, null, 101, 101), 2, 3);
+    expect(p.pastSettled(4).seqs).toEqual(['21']);
+    let fromStart = 0;
+    let fromBelow = 0;
+    for (let now = 100; now <= 9000; now += 100) {
+      p.from('b', now);
+      const scan = p.pastSettled(now);
+      const at = scan.tenants.indexOf(T);
+      if (at < 0) fromStart++;
+      else if (scan.seqs[at] !== '21') fromBelow++;
+      p.scanned(scan, `t${now}`, true, now);
+    }
+    // at most one scan from the start per startScanMs (3 in 9 s) and one from the net's start per fullScanMs
+    expect(fromBelow).toBeLessThanOrEqual(9);
+    expect(fromStart).toBeLessThanOrEqual(3);
+  });
 });
