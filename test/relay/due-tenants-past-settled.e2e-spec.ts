@@ -285,4 +285,36 @@ describe('the relay with claim positions', () => {
     );
     await relayUntil(seen, [row!.id], 'the event written without a wake-up');
   });
+  it('looks for an idle tenant below its position once per fullScanMs, not on every scan', async () => {
+    t = await buildApp({
+      url: db.url,
+      providers: [Seen],
+      imports: [
+        PolicySwitches.of({ claimPositions: { fullScanMs: 500, settleMs: 0, startScanMs: 3_600_000 } }),
+      ],
+    });
+    const seen = t.app.get(Seen);
+    const p = positions();
+    const state = (): { from: bigint; netFrom: bigint } | undefined => p['tenants'].get(TENANT);
+    const deadline = Date.now() + 10_000;
+    // relay events until a net has moved its start off 0 and the position is past it
+    while (!state() || state()!.netFrom === 0n || state()!.from <= state()!.netFrom) {
+      if (Date.now() > deadline) throw new Error('no net start past 0 within 10 s');
+      await relayUntil(seen, [await enqueueIn(t, { eventName: EVENT })], 'a warm-up event');
+    }
+    // the tenant goes idle: nothing of it is written, the relay keeps scanning for due tenants for 2 s (4 nets'
+    // periods). Under a held snapshot each scan below the position walks the dead entries between (ADR 1206:
+    // 657 buffers from a minute back against 77 from the position, 240k settled)
+    const spy = jest.spyOn(p, 'pastSettled');
+    const until = Date.now() + 2_000;
+    while (Date.now() < until) await t.relay.runOnce();
+    const scans = spy.mock.results.map((r) => r.value as DuePositions);
+    spy.mockRestore();
+    const below = scans.filter((scan) => {
+      const i = scan.tenants.indexOf(TENANT);
+      return i < 0 || BigInt(scan.seqs[i]!) < state()!.from;
+    });
+    expect(scans.length).toBeGreaterThan(8);
+    expect(below.length).toBeLessThanOrEqual(5);
+  });
 });
