@@ -206,10 +206,24 @@ describe('ClaimPositions', () => {
       const at = scan.tenants.indexOf(T);
       if (at < 0) fromStart++;
       else if (scan.seqs[at] !== '21') fromBelow++;
-      p.scanned(scan, `t${now}`, true, now);
+      p.scanned(scan, `t${now}`, true, now, new Set());
     }
     // at most one scan from the start per startScanMs (3 in 9 s) and one from the net's start per fullScanMs
     expect(fromBelow).toBeLessThanOrEqual(9);
     expect(fromStart).toBeLessThanOrEqual(3);
+  });
+  it('counts a scan as a tenant net only when it did not list the tenant (listed: its claim is the net)', () => {
+    const p = new ClaimPositions(1000, 0, 3000);
+    p.record(T, '0', read(null, 20, 100, 100), 0, 1);
+    p.record(T, '0', read(null, null, 101, 101), 2, 3);
+    // the net is due at 1,000: a scan that lists T (something pending from the net's start) is not its net
+    // (its net starts at 0, the first claim's: the scan looks for T from its start, T is not among the positions)
+    const listed = p.pastSettled(1100);
+    expect(listed.tenants).toEqual([]);
+    p.scanned(listed, 't1', true, 1100, new Set([T]));
+    expect(p.pastSettled(1200).tenants).toEqual([]);
+    // one that does not list it is: the next scans look from the position again
+    p.scanned(p.pastSettled(1200), 't2', true, 1200, new Set());
+    expect(p.pastSettled(1300).seqs).toEqual(['21']);
   });
 });

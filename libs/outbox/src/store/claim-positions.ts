@@ -116,6 +116,9 @@ export class ClaimPositions {
         tenants.push(tenantId);
         seqs.push(from.toString());
       }
+      // a look below the position may be the net (`credit`): the next one starts where the position stands now
+      if (from < state.from && (state.netSentFrom === null || state.from < state.netSentFrom))
+        state.netSentFrom = state.from;
     }
     const { leases } = this;
     const leasesSince =
@@ -131,9 +134,16 @@ export class ClaimPositions {
    * Takes in a due-tenant scan sent at `sentAt` with `positions`, run at the database's `now()` `at`: when it
    * listed every due tenant (`complete`), the next looks at the leases that expired since.
    */
-  scanned(positions: DuePositions, at: string, complete: boolean, sentAt: number): void {
+  scanned(
+    positions: DuePositions,
+    at: string,
+    complete: boolean,
+    sentAt: number,
+    listed: ReadonlySet<string> | null = null,
+  ): void {
     const { leases } = this;
     if (!complete || sentAt < leases.sentAt) return;
+    if (listed) this.credit(positions, listed, sentAt);
     // the period's net (or a look at every lease): the next net looks since this one ran
     const net =
       positions.leasesSince === null ||
@@ -145,6 +155,28 @@ export class ClaimPositions {
     if (positions.leasesSince === null) leases.startAt = sentAt;
     leases.since = at;
     leases.sentAt = sentAt;
+  }
+
+  /**
+   * A complete scan from the start of the tenants' ids (`listed`: the tenants it listed) that looked for a tenant
+   * from its net's start or below and did not list it found no pending event there: what the net's claim would
+   * have found. It counts as that tenant's net (from 0: its scan from the start too), so that a tenant gone idle,
+   * never claimed again, is not looked for below its position by every scan.
+   */
+  private credit(positions: DuePositions, listed: ReadonlySet<string>, sentAt: number): void {
+    if (positions.server !== this.server) return;
+    const looked = new Map<string, bigint>();
+    positions.tenants.forEach((id, i) => looked.set(id, BigInt(positions.seqs[i]!)));
+    for (const [id, state] of this.tenants) {
+      // not among the positions: looked for from its start (a tenant added since the scan was sent too)
+      const from = looked.get(id) ?? 0n;
+      if (listed.has(id) || from > state.netFrom) continue;
+      state.fullScanAt = Math.max(state.fullScanAt, sentAt);
+      if (from === 0n) state.startScanAt = Math.max(state.startScanAt, sentAt);
+      const sentFrom = state.netSentFrom ?? from;
+      state.netFrom = sentFrom < state.from ? sentFrom : state.from;
+      state.netSentFrom = null;
+    }
   }
 
   /** How many tenants it keeps a position for (those claimed within the last two full-scan periods or so). */

@@ -112,7 +112,10 @@ export class PgRelayStore implements OutboxStorePort {
     );
     const due = rows as DueTenantRow[];
     const at = (clock as { now: string }[] | undefined)?.[0]?.now;
-    if (positions && at) this.positions?.scanned(positions, at, due.length < limit, sentAt);
+    if (positions && at) {
+      const listed = after === null ? new Set(due.map((row) => row.tenant_id)) : null;
+      this.positions?.scanned(positions, at, due.length < limit, sentAt, listed);
+    }
     return due.map((row) => ({
       tenantId: row.tenant_id,
       hasNew: row.has_new,
