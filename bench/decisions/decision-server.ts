@@ -5,6 +5,7 @@
  * compares, as the benchmark does: the machine's speed drifts by more than some of the differences.
  */
 import { loadavg } from 'node:os';
+import { Client } from 'pg';
 import { resolveDatabase, type ResolvedDatabase } from '../../tools/database-url';
 import { startEmbeddedPostgres } from '../../tools/embedded-postgres';
 import { BenchDatabase } from '../harness/bench-database';
@@ -55,6 +56,15 @@ export async function openDecisionDatabase(settings: Record<string, string> = {}
       await server.stop();
     },
   };
+}
+
+/** Two connections to `url`: one for the statements measured, one to hold a snapshot beside them. */
+export async function connectTwo(url: string): Promise<[Client, Client]> {
+  const client = new Client({ connectionString: url });
+  await client.connect();
+  const holder = new Client({ connectionString: url });
+  await holder.connect();
+  return [client, holder];
 }
 
 /** Prints the script's heading: what it measures, where, when, and that the machine may be shared. */

@@ -12,6 +12,7 @@
 import { Client } from 'pg';
 import { BENCH_TENANT } from '../harness/bench-database';
 import { dueTenants } from '../../libs/outbox/src/store/sql/due-tenants';
+import { SERVER_START } from '../../libs/outbox/src/store/sql/statement';
 import { outboxNames } from '../../libs/outbox/src/model/table-names';
 import { heading, openDecisionDatabase, print } from './decision-server';
 
@@ -27,7 +28,7 @@ async function main(): Promise<void> {
   await holder.connect();
   try {
     const [{ server } = { server: '' }] = (
-      await client.query<{ server: string }>(`select pg_postmaster_start_time()::text as server`)
+      await client.query<{ server: string }>(`select ${SERVER_START} as server`)
     ).rows;
     await holder.query('begin isolation level repeatable read');
     await holder.query('select 1');

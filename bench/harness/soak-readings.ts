@@ -6,7 +6,7 @@
 import { loadavg } from 'node:os';
 import { cpuSpentMs, readBackendCpu, type BackendCpuSample, type RowsQuery } from './backend-cpu';
 import type { BenchDatabase } from './bench-database';
-import type { SoakReading } from './soak-windows';
+import type { SoakReading, StatementCounters } from './soak-windows';
 
 /** `application_name` of the relay app's connections. */
 export const RELAY_APP = 'bench-soak-relay';
@@ -68,7 +68,27 @@ export class SoakReader {
       loadAverage: loadavg()[0]!,
       claims: statements?.claims ?? null,
       dueScans: statements?.due ?? null,
+      statements: this.statements ? await this.statementCounters() : null,
     };
+  }
+
+  /**
+   * Every statement of the bench database so far, by `queryid`: with tracking `all` (see `StatementStats.enable`),
+   * the statements inside the library's functions (the due-tenant scan's) are listed on their own.
+   */
+  private async statementCounters(): Promise<Record<string, StatementCounters>> {
+    const rows = await this.db.sql<{ id: string; query: string; calls: string; ms: number; buffers: string }>(
+      `select queryid::text as id, left(regexp_replace(query, '\\s+', ' ', 'g'), 160) as query, calls::text as calls,
+              total_exec_time::float8 as ms, (shared_blks_hit + shared_blks_read)::text as buffers
+         from pg_stat_statements
+        where dbid = (select oid from pg_database where datname = current_database())`,
+    );
+    return Object.fromEntries(
+      rows.map((r) => [
+        r.id,
+        { query: r.query, calls: Number(r.calls), execMs: r.ms, buffers: Number(r.buffers) },
+      ]),
+    );
   }
 
   /** The claims (new events, due retries) and the due-tenant scans so far. */

@@ -62,6 +62,17 @@ export function describeWindow(w: SoakWindow): string {
   );
 }
 
+/** The window's costliest statements, one per line: mean execution and buffers per call, calls. */
+export function describeStatements(w: SoakWindow): string {
+  return w.statements
+    .map(
+      (s) =>
+        `  w${w.index + 1} ${(s.execMs / s.calls).toFixed(3)} ms, ${(s.buffers / s.calls).toFixed(0)} buffers per call × ${s.calls} ` +
+        `(${(s.execMs / 1000).toFixed(2)} s): ${s.query.slice(0, 110)}`,
+    )
+    .join('\n');
+}
+
 /** The hold's figures against the window before it (issue 39's goals among them), and the doctor's calls. */
 export function reportHold(
   context: BenchContext,

@@ -29,7 +29,23 @@ export interface SoakReading {
   /** Claims (new events and due retries) and due-tenant scans from pg_stat_statements, or null without it. */
   claims: { calls: number; execMs: number } | null;
   dueScans: { calls: number; execMs: number } | null;
+  /**
+   * Every statement so far by pg_stat_statements' `queryid` (those run inside the library's functions too), or
+   * null without it (absent: not read).
+   */
+  statements?: Record<string, StatementCounters> | null;
 }
+
+/** One statement's counters in pg_stat_statements: calls, execution ms, shared buffers hit + read; its text's start. */
+export interface StatementCounters {
+  query: string;
+  calls: number;
+  execMs: number;
+  buffers: number;
+}
+
+/** How many statements a window lists (the costliest by execution time). */
+const WINDOW_STATEMENTS = 8;
 
 /** One window of the run. */
 export interface SoakWindow {
@@ -65,6 +81,8 @@ export interface SoakWindow {
   claimMeanMs: number | null;
   claimCalls: number | null;
   dueScanMeanMs: number | null;
+  /** The window's costliest statements by execution time (empty without pg_stat_statements). */
+  statements: StatementCounters[];
   /** Seconds of the window during which the snapshot was held. */
   heldS: number;
 }
@@ -123,6 +141,7 @@ export function soakWindow(
     claimMeanMs: claims && claims.calls > 0 ? claims.execMs / claims.calls : null,
     claimCalls: claims?.calls ?? null,
     dueScanMeanMs: due && due.calls > 0 ? due.execMs / due.calls : null,
+    statements: statementsBetween(before.statements ?? null, after.statements ?? null),
     heldS: hold ? overlap(before.atS, after.atS, hold.startS, hold.endS) : 0,
   };
 }
@@ -132,6 +151,27 @@ function delta(
   before: { calls: number; execMs: number },
 ): { calls: number; execMs: number } {
   return { calls: after.calls - before.calls, execMs: after.execMs - before.execMs };
+}
+
+/** What each statement ran between two readings, the costliest by execution time first. */
+function statementsBetween(
+  before: Record<string, StatementCounters> | null,
+  after: Record<string, StatementCounters> | null,
+): StatementCounters[] {
+  if (!after) return [];
+  return Object.entries(after)
+    .map(([id, a]) => {
+      const b = before?.[id];
+      return {
+        query: a.query,
+        calls: a.calls - (b?.calls ?? 0),
+        execMs: a.execMs - (b?.execMs ?? 0),
+        buffers: a.buffers - (b?.buffers ?? 0),
+      };
+    })
+    .filter((s) => s.calls > 0)
+    .sort((x, y) => y.execMs - x.execMs)
+    .slice(0, WINDOW_STATEMENTS);
 }
 
 function overlap(a0: number, a1: number, b0: number, b1: number): number {

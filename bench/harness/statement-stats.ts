@@ -43,11 +43,14 @@ export class StatementStats {
     readonly reason: string | null,
   ) {}
 
-  /** Turns tracking on for the bench database; unavailable (not an error) when the module is not loaded. */
-  static async enable(db: BenchDatabase): Promise<StatementStats> {
+  /**
+   * Turns tracking on for the bench database; unavailable (not an error) when the module is not loaded. `all`
+   * also tracks the statements inside functions (the due-tenant scan's), listed beside the call that ran them.
+   */
+  static async enable(db: BenchDatabase, track: 'top' | 'all' = 'top'): Promise<StatementStats> {
     try {
       await db.sql('create extension if not exists pg_stat_statements');
-      await db.sql(`alter database ${db.name} set pg_stat_statements.track = 'top'`);
+      await db.sql(`alter database ${db.name} set pg_stat_statements.track = '${track}'`);
       await db.sql('select pg_stat_statements_reset()');
       return new StatementStats(db, true, null);
     } catch (error) {

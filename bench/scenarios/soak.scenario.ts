@@ -32,6 +32,7 @@ import {
   type SoakWindow,
 } from '../harness/soak-windows';
 import {
+  describeStatements,
   describeWindow,
   doctorCall,
   reportHold,
@@ -73,7 +74,7 @@ export const soakScenario: BenchScenario = {
 
     await db.truncate();
     await db.checkpoint();
-    const stats = await StatementStats.enable(db);
+    const stats = await StatementStats.enable(db, 'all');
     const restoreFloor = await lowerPurgeFloor(db, sizes.soakRetentionSeconds);
     await db.setAutovacuum(VACUUMED_TABLES, true);
     const relay = await createBenchApp({
@@ -178,6 +179,7 @@ export const soakScenario: BenchScenario = {
         readings.push(reading);
         windows.push(window);
         report.note(describeWindow(window));
+        if (window.statements.length > 0) report.note(describeStatements(window));
         if (w === 1 && window.latencyCount === 0)
           throw new Error(
             `soak: the relay handled no event in the first ${windowS} s (${failures.length} enqueue failures` +

@@ -1,8 +1,11 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Injectable } from '@nestjs/common';
 import { OnOutboxEvent, type OutboxEvent } from 'nestjs-pg-outbox';
 import { buildApp } from '../support/build-app';
 import { PolicySwitches } from '../support/policy-switches';
 import { dueTenants, type DuePositions } from '../../libs/outbox/src/store/sql/due-tenants';
+import { SERVER_START } from '../../libs/outbox/src/store/sql/statement';
 import { outboxNames, type OutboxNames } from '../../libs/outbox/src/model/table-names';
 import { NIL_UUID } from '../../libs/outbox/src/model/outbox.constants';
 import { createTestDatabase, migrateOutbox, type TestDatabase } from '../support/test-database';
@@ -79,9 +82,7 @@ describe('outbox_due_tenants: the six-argument form lists what the two-argument 
   let server: string;
   beforeAll(async () => {
     db = await createTestDatabase();
-    [{ server } = { server: '' }] = await db.sql<{ server: string }>(
-      `select pg_postmaster_start_time()::text as server`,
-    );
+    [{ server } = { server: '' }] = await db.sql<{ server: string }>(`select ${SERVER_START} as server`);
   });
   afterEach(async () => {
     await truncateOutbox(db);
@@ -241,6 +242,56 @@ describe('outbox_due_tenants: the six-argument form lists what the two-argument 
     },
   );
 
+  it.each([11, 12, 13, 14, 15, 16])(
+    'lists what the form of sql/0030 lists, whatever the positions and leasesSince (seed %i)',
+    async (seed) => {
+      // the previous six-argument form (sql/0030), beside the current one under another name: same listing for
+      // any positions (above pending events too), any leasesSince, the server as each form reads it
+      const previous = readFileSync(
+        join(__dirname, '../../libs/outbox/sql/0030-outbox-due-tenants-past-settled.up.sql'),
+        'utf8',
+      )
+        .replace(/^--.*$/gm, '')
+        .replace(/public\.outbox_due_tenants\(/g, 'public.outbox_due_tenants_0030(')
+        .replace(/^(revoke|grant) .*$/gm, '');
+      await db.sql(previous);
+      try {
+        await fill(seed);
+        const next = random(seed * 7919);
+        const [{ old } = { old: '' }] = await db.sql<{ old: string }>(
+          `select pg_postmaster_start_time()::text as old`,
+        );
+        const [{ top } = { top: '0' }] = await db.sql<{ top: string }>(
+          `select coalesce(max(seq), 0)::text as top from event_outbox`,
+        );
+        for (let round = 0; round < 12; round++) {
+          const entries: [string, bigint][] = TENANTS.filter(() => next() < 0.6).map((t) => [
+            t,
+            BigInt(Math.floor(next() * (Number(top) + 3))),
+          ]);
+          const since = [null, '-1 hour', '-30 seconds', '0 seconds', '1 hour'][Math.floor(next() * 5)]!;
+          const [{ at: leasesSince } = { at: null }] = await db.sql<{ at: string | null }>(
+            `select to_char((now() + $1::interval) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as at`,
+            [since],
+          );
+          const limit = [1, 3, 100][Math.floor(next() * 3)]!;
+          const after = next() < 0.5 ? null : TENANTS[Math.floor(next() * TENANTS.length)]!;
+          const current = at(entries, leasesSince);
+          const args = [limit, after, current.tenants, current.seqs, old, leasesSince];
+          const was = await db.sql<Due>(
+            `select * from outbox_due_tenants_0030($1, $2, $3::uuid[], $4::bigint[], $5, $6::timestamptz)`,
+            args,
+          );
+          expect({ round, rows: await scan(current, limit, after) }).toEqual({ round, rows: was });
+        }
+      } finally {
+        await db.sql(
+          `drop function outbox_due_tenants_0030(integer, uuid, uuid[], bigint[], text, timestamptz)`,
+        );
+      }
+    },
+  );
+
   it('lists a positioned tenant whose only due work is a retry or an expired delivery lease, not a paused one', async () => {
     const [a, b, c] = [TENANTS[3]!, TENANTS[6]!, MAX_UUID];
     for (const t of [a, b, c]) await event(t, 'published');
@@ -312,7 +363,7 @@ describe('outbox_due_tenants: the six-argument form in another schema', () => {
       open: false,
     });
     const [{ server } = { server: '' }] = await db.sql<{ server: string }>(
-      `select pg_postmaster_start_time()::text as server`,
+      `select ${SERVER_START} as server`,
     );
     const tenant = TENANTS[5]!;
     const [row] = await db.sql<{ seq: string }>(

@@ -8,6 +8,9 @@ import {
 } from 'nestjs-pg-outbox';
 import { claimNewEvents, outboxNames, setTransactionContext } from '../../libs/outbox/src/store/sql';
 import { NIL_UUID } from '../../libs/outbox/src/model/outbox.constants';
+import { OUTBOX_STORE_PORT } from '../../libs/outbox/src/store/outbox-store.port';
+import type { PgRelayStore } from '../../libs/outbox/src/store/pg-relay-store';
+import type { OutboxStore } from '../../libs/outbox/src/store/outbox.store';
 import { buildApp, type TestApp } from '../support/build-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { enqueueIn, enqueueManyIn, TENANT } from '../support/outbox-fixture';
@@ -78,6 +81,31 @@ describe('JIT compilation in the relay', () => {
     );
     expect((await t.relay.runOnce()).succeeded).toBe(3);
     expect(t.app.get(JitProbe).seen).toEqual(['off', 'off', 'off']);
+  });
+
+  it("is off in the relay's transactions of one statement: the due-tenant scan, promotions", async () => {
+    // the setting each transaction ran under, read by a statement added at its end (what the relay sends is
+    // unchanged before it): the due-tenant scan's plan, cached as a generic one, is estimated above
+    // jit_above_cost and was compiled on every call (ADR 1206, addendum on the 10-minute hold)
+    const relayStore = t.app.get(OUTBOX_STORE_PORT) as PgRelayStore;
+    const store = relayStore['store'] as OutboxStore;
+    const atomically = store.atomically.bind(store);
+    const seen: unknown[] = [];
+    const spy = jest.spyOn(store, 'atomically').mockImplementation(async (statements, bound) => {
+      const rows = await atomically(
+        [...statements, { text: `select current_setting('jit') as jit`, values: [] }],
+        bound,
+      );
+      seen.push(rows[rows.length - 1]);
+      return rows.slice(0, -1);
+    });
+    try {
+      await relayStore.dueTenants({ limit: 10, after: null });
+      await relayStore.promoteScheduled({ limit: 10 });
+    } finally {
+      spy.mockRestore();
+    }
+    expect(seen).toEqual([[{ jit: 'off' }], [{ jit: 'off' }]]);
   });
 
   it("compiles nothing when the claim's prepared plan runs as the relay runs it", async () => {

@@ -29,6 +29,7 @@ import { OutboxPartitionMaintenance1764502400000 } from './1764502400000-outbox-
 import { OutboxConsumerInstanceStart1764502500000 } from './1764502500000-outbox-consumer-instance-start';
 import { OutboxDueTenantsPastSettled1764502600000 } from './1764502600000-outbox-due-tenants-past-settled';
 import { OutboxConsumerKeyLimits1764502800000 } from './1764502800000-outbox-consumer-key-limits';
+import { OutboxDueTenantsProbes1764502900000 } from './1764502900000-outbox-due-tenants-probes';
 import { OutboxClaimFloor1764502700000 } from './1764502700000-outbox-claim-floor';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
@@ -65,4 +66,5 @@ export const outboxMigrations = [
   OutboxDueTenantsPastSettled1764502600000,
   OutboxClaimFloor1764502700000,
   OutboxConsumerKeyLimits1764502800000,
+  OutboxDueTenantsProbes1764502900000,
 ];

@@ -108,7 +108,7 @@ export interface PositionReading {
   last: string | null;
   xmin: string;
   xmax: string;
-  /** When the server's postmaster started (`pg_postmaster_start_time()`): another value, another server. */
+  /** When the server's postmaster started, in microseconds (`SERVER_START`): another value, another server. */
   server: string;
 }
 

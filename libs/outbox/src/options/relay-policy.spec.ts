@@ -18,7 +18,7 @@ describe('relayPolicy', () => {
       leanTransactions: true,
       pacedScans: true,
       fairShares: true,
-      claimPositions: { fullScanMs: 60_000, settleMs: 250 },
+      claimPositions: { fullScanMs: 60_000, settleMs: 250, startScanMs: 600_000 },
       claimFloor: { marginMs: 600_000, refreshMs: 5_000, fullScanMs: 60_000 },
     });
   });

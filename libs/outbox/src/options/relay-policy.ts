@@ -34,7 +34,8 @@ import type { ResolvedOutboxOptions } from './outbox-module-options.interface';
  * - `fairShares`: while other tenants are due, a backlogged tenant's claims and lanes are its weighted share, and
  *   a round visits the other tenants first (ADR 1106, relay/tenant-shares.ts; `relay.tenantWeights`).
  * - `claimPositions`: claims of new events scan from a per-tenant position in `seq` order, past the settled
- *   events whose index entries a held snapshot keeps (a full scan every `fullScanMs`), and so does the scan for
+ *   events whose index entries a held snapshot keeps (a safety-net scan every `fullScanMs` from where the position
+ *   stood at the previous one, from the start every `startScanMs`), and so does the scan for
  *   due tenants (`outbox_due_tenants`' six-argument form), or null: every claim scans from the tenant's first
  *   pending entry, the due-tenant scan from each tenant's start (ADR 1206, store/claim-positions.ts, the claims'
  *   `fresh` scan and store/sql/due-tenants.ts).
@@ -56,7 +57,12 @@ export interface RelayPolicy {
   readonly leanTransactions: boolean;
   readonly pacedScans: boolean;
   readonly fairShares: boolean;
-  readonly claimPositions: { readonly fullScanMs: number; readonly settleMs: number } | null;
+  readonly claimPositions: {
+    readonly fullScanMs: number;
+    readonly settleMs: number;
+    /** How often a tenant's claims scan from its start (default: `fullScanMs`, every safety net from 0). */
+    readonly startScanMs?: number;
+  } | null;
   readonly claimFloor: {
     readonly marginMs: number;
     readonly refreshMs: number;
@@ -75,8 +81,12 @@ export const OUTBOX_RELAY_POLICY = Symbol('OUTBOX_RELAY_POLICY');
  */
 export const OUTBOX_RELAY_POLICY_SWITCHES = 'nestjs-pg-outbox:relay-policy-switches';
 
-/** How often each tenant's claim scans from its first pending entry, and how long a claim's reading waits (ADR 1206). */
-const CLAIM_POSITIONS = { fullScanMs: 60_000, settleMs: 250 };
+/**
+ * How often each tenant's claim scans from where its position stood at the previous such scan, how long a
+ * claim's reading waits, and how often it scans from its first pending entry (ADR 1206 and its addendum on the
+ * 10-minute hold).
+ */
+const CLAIM_POSITIONS = { fullScanMs: 60_000, settleMs: 250, startScanMs: 600_000 };
 
 /** The claims' floor in the partitioned layout: its margin, how often it is read, each tenant's full scan (ADR 1207). */
 const CLAIM_FLOOR = { marginMs: 600_000, refreshMs: 5_000, fullScanMs: 60_000 };

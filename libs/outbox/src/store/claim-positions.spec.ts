@@ -112,6 +112,50 @@ describe('ClaimPositions', () => {
     expect(p.from(T, 2002)).toBe('0');
   });
 
+  it('every fullScanMs scans from where the position stood at the previous net, from the start every startScanMs', () => {
+    const p = new ClaimPositions(1000, 0, 3000);
+    p.record(T, '0', read(null, 20, 100, 100), 0, 1);
+    p.record(T, '0', read(null, null, 101, 101), 2, 3);
+    expect(p.from(T, 4)).toBe('21');
+    // the position moves on past 40 and 60 between the nets
+    p.record(T, '21', read(null, 40, 102, 102), 500, 501);
+    p.record(T, '21', read(null, null, 103, 103), 502, 503);
+    expect(p.from(T, 504)).toBe('41');
+    // the first net, from where the position stood at the last scan from the start (0: the start itself)
+    expect(p.from(T, 1002)).toBe('0');
+    p.record(T, '0', read(null, null, 104, 104), 1002, 1003);
+    p.record(T, '41', read(null, 60, 105, 105), 1500, 1501);
+    p.record(T, '41', read(null, null, 106, 106), 1502, 1503);
+    expect(p.from(T, 1504)).toBe('61');
+    // the claims from 41 (where the net would scan from) were nets of their own: the next is due a period later,
+    // from where the position stood when the last one was sent (41), not from 0
+    expect(p.from(T, 2501)).toBe('61');
+    expect(p.from(T, 2502)).toBe('41');
+    expect(p.pastSettled(2502).seqs).toEqual(['41']);
+    // it finds seq 45 pending (an insert that waited): the position goes back to it
+    p.record(T, '41', read(45, 45, 107, 107), 2502, 2503);
+    expect(p.from(T, 2504)).toBe('45');
+    // the next net from 45, and startScanMs after the last scan from the start (the net sent at 1002) from 0
+    expect(p.from(T, 4001)).toBe('45');
+    expect(p.from(T, 4002)).toBe('0');
+    expect(p.pastSettled(4002).tenants).toEqual([]);
+  });
+
+  it('has the due-tenant scan look at the leases since the previous net once per fullScanMs', () => {
+    const p = new ClaimPositions(1000, 0, 3000);
+    p.scanned(p.pastSettled(0), 't0', true, 0);
+    p.scanned(p.pastSettled(100), 't1', true, 100);
+    expect(p.pastSettled(200).leasesSince).toBe('t1');
+    // a period on: since the last net (the scan from the start at 0), then since that net
+    const net = p.pastSettled(1000);
+    expect(net.leasesSince).toBe('t0');
+    p.scanned(net, 't10', true, 1000);
+    p.scanned(p.pastSettled(1100), 't11', true, 1100);
+    expect(p.pastSettled(2000).leasesSince).toBe('t10');
+    // every lease once per startScanMs
+    expect(p.pastSettled(3000).leasesSince).toBeNull();
+  });
+
   it('forgets a tenant not claimed for two full-scan periods', () => {
     const p = new ClaimPositions(1000, 0);
     p.record('a', '0', read(null, 20, 100, 100), 0, 1);
@@ -143,5 +187,43 @@ describe('ClaimPositions', () => {
     p.record('a', '0', read(null, null, 101, 101), 2, 3);
     expect(p.from('a', 4)).toBe('21');
     expect(p.from('b', 4)).toBe('0');
+  });
+  it('has the due-tenant scan look for an idle tenant from its start once per startScanMs, not on every scan', () => {
+    // tenant T claimed (its position 21), then idle: it has no pending event, so no claim of it is made again;
+    // tenant b is claimed on, and the due-tenant scan runs every 100 ms and lists every due tenant (complete).
+    // The tiers promise a scan from the start once per startScanMs and one from the net's start once per
+    // fullScanMs; under a held snapshot each costs the tenant's dead index entries (ADR 1206's addendum, at 240k
+    // settled: 8,795 buffers unpositioned and 657 from a minute back, against 77 from the position)
+    const p = new ClaimPositions(1000, 0, 3000);
+    p.record(T, '0', read(null, 20, 100, 100), 0, 1);
+    p.record(T, '0', read(null, null, 101, 101), 2, 3);
+    expect(p.pastSettled(4).seqs).toEqual(['21']);
+    let fromStart = 0;
+    let fromBelow = 0;
+    for (let now = 100; now <= 9000; now += 100) {
+      p.from('b', now);
+      const scan = p.pastSettled(now);
+      const at = scan.tenants.indexOf(T);
+      if (at < 0) fromStart++;
+      else if (scan.seqs[at] !== '21') fromBelow++;
+      p.scanned(scan, `t${now}`, true, now, new Set());
+    }
+    // at most one scan from the start per startScanMs (3 in 9 s) and one from the net's start per fullScanMs
+    expect(fromBelow).toBeLessThanOrEqual(9);
+    expect(fromStart).toBeLessThanOrEqual(3);
+  });
+  it('counts a scan as a tenant net only when it did not list the tenant (listed: its claim is the net)', () => {
+    const p = new ClaimPositions(1000, 0, 3000);
+    p.record(T, '0', read(null, 20, 100, 100), 0, 1);
+    p.record(T, '0', read(null, null, 101, 101), 2, 3);
+    // the net is due at 1,000: a scan that lists T (something pending from the net's start) is not its net
+    // (its net starts at 0, the first claim's: the scan looks for T from its start, T is not among the positions)
+    const listed = p.pastSettled(1100);
+    expect(listed.tenants).toEqual([]);
+    p.scanned(listed, 't1', true, 1100, new Set([T]));
+    expect(p.pastSettled(1200).tenants).toEqual([]);
+    // one that does not list it is: the next scans look from the position again
+    p.scanned(p.pastSettled(1200), 't2', true, 1200, new Set());
+    expect(p.pastSettled(1300).seqs).toEqual(['21']);
   });
 });

@@ -13,12 +13,22 @@ interface Mark {
 
 interface TenantPosition {
   from: bigint;
+  /**
+   * Where the next safety-net scan starts: the position as it stood when the last one was answered (0 until then).
+   * An event the position passed since is at or above it.
+   */
+  netFrom: bigint;
+  /** The position when a safety-net scan in flight was sent (the lowest, if several): the next net's start. */
+  netSentFrom: bigint | null;
   /** The highest `seq` proven: every transaction that could hold one at or below it has ended (null: none). */
   proven: bigint | null;
   /** When the claim whose snapshot proved `proven` was answered: a claim sent before saw an older snapshot. */
   provenAt: number;
   marks: Mark[];
+  /** When the last safety-net scan (from `netFrom` or below) was sent. */
   fullScanAt: number;
+  /** When the last scan from the start was sent. */
+  startScanAt: number;
 }
 
 /** Marks kept per tenant while none is safe yet (dropping the oldest only makes the position advance less far). */
@@ -36,8 +46,10 @@ const MAX_MARKS = 64;
  * `settleMs` after the earlier one's answer, has a snapshot `xmax` at or below the current snapshot's `xmin` —
  * every transaction that had an id when `d` started has ended. `seq` values are given at insert, before the
  * row's transaction may have an id; one waiting that long between the two (a lock wait in its insert) is caught
- * by a full scan (`from` 0), run for each tenant every `fullScanMs`. One instance per relay store; lost on restart
- * (the first claim of each tenant is a full scan).
+ * by the safety nets, in two tiers: every `fullScanMs` a scan from where the position stood at the previous one
+ * (an event the position passed since, committed by then), and every `startScanMs` a scan from the start (`from`
+ * 0: any other). Under a held snapshot the first walks the dead index entries of one period, the second all of
+ * them. One instance per relay store; lost on restart (the first claim of each tenant scans from the start).
  */
 export class ClaimPositions {
   private readonly tenants = new Map<string, TenantPosition>();
@@ -49,15 +61,21 @@ export class ClaimPositions {
    * The due-tenant scan's event leases: the database's `now()` at the last complete scan (`since`), and when the
    * last complete scan that looked at every expired lease was sent (once per `fullScanMs`).
    */
-  private leases: { since: string | null; sentAt: number; allAt: number } = {
-    since: null,
-    sentAt: -Infinity,
-    allAt: -Infinity,
-  };
+  private leases: {
+    since: string | null;
+    sentAt: number;
+    /** When the last complete scan that looked from `netSince` or earlier was sent (once per `fullScanMs`). */
+    allAt: number;
+    /** The `since` of the next such scan: the database's `now()` at the last one. */
+    netSince: string | null;
+    /** When the last complete scan that looked at every expired lease was sent (once per `startScanMs`). */
+    startAt: number;
+  } = { since: null, sentAt: -Infinity, allAt: -Infinity, netSince: null, startAt: -Infinity };
 
   constructor(
     private readonly fullScanMs: number,
     private readonly settleMs: number,
+    private readonly startScanMs: number = fullScanMs,
   ) {}
 
   /** Where the next claim of `tenantId` scans from (decimal text; '0': a full scan). */
@@ -68,26 +86,47 @@ export class ClaimPositions {
         if (now - kept.fullScanAt >= 2 * this.fullScanMs) this.tenants.delete(id);
     }
     const state = this.tenants.get(tenantId);
-    if (!state || now - state.fullScanAt >= this.fullScanMs) return '0';
-    return state.from.toString();
+    const start = this.startOf(state, now);
+    if (state && start < state.from)
+      state.netSentFrom =
+        state.netSentFrom === null || state.from < state.netSentFrom ? state.from : state.netSentFrom;
+    return start.toString();
+  }
+
+  /** Where a tenant's claims scan from now: its position, the safety net's start, or 0. */
+  private startOf(state: TenantPosition | undefined, now: number): bigint {
+    if (!state || now - state.startScanAt >= this.startScanMs) return 0n;
+    return now - state.fullScanAt >= this.fullScanMs ? state.netFrom : state.from;
   }
 
   /**
-   * The positions the due-tenant scan starts from (`outbox_due_tenants`' six-argument form): each tenant's whose
-   * next claim would scan from it, not those whose full scan is due (the scan looks for those from their start,
-   * so the full scan's safety net holds for the scan too), with the server they were read on; and since when
-   * their expired event leases are looked for: since the last complete scan, or all of them once per
-   * `fullScanMs` (a tenant listed by a scan whose visit failed is found then).
+   * The positions the due-tenant scan starts from (`outbox_due_tenants`' six-argument form): where each tenant's
+   * next claim would scan from (its safety net's start when one is due, so the nets hold for the scan too; none
+   * for a tenant whose scan from the start is due: the function looks for it from its start), with the server
+   * they were read on; and since when their expired event leases are looked for: since the last complete scan,
+   * once per `fullScanMs` since the last such scan of a period before, and all of them once per `startScanMs` (a
+   * tenant listed by a scan whose visit failed is found then).
    */
   pastSettled(now: number): DuePositions {
     const tenants: string[] = [];
     const seqs: string[] = [];
-    for (const [tenantId, state] of this.tenants)
-      if (state.from > 0n && now - state.fullScanAt < this.fullScanMs) {
+    for (const [tenantId, state] of this.tenants) {
+      const from = this.startOf(state, now);
+      if (from > 0n) {
         tenants.push(tenantId);
-        seqs.push(state.from.toString());
+        seqs.push(from.toString());
       }
-    const leasesSince = now - this.leases.allAt < this.fullScanMs ? this.leases.since : null;
+      // a look below the position may be the net (`credit`): the next one starts where the position stands now
+      if (from < state.from && (state.netSentFrom === null || state.from < state.netSentFrom))
+        state.netSentFrom = state.from;
+    }
+    const { leases } = this;
+    const leasesSince =
+      now - leases.startAt >= this.startScanMs
+        ? null
+        : now - leases.allAt >= this.fullScanMs
+          ? leases.netSince
+          : leases.since;
     return { tenants, seqs, server: this.server ?? '', leasesSince };
   }
 
@@ -95,11 +134,49 @@ export class ClaimPositions {
    * Takes in a due-tenant scan sent at `sentAt` with `positions`, run at the database's `now()` `at`: when it
    * listed every due tenant (`complete`), the next looks at the leases that expired since.
    */
-  scanned(positions: DuePositions, at: string, complete: boolean, sentAt: number): void {
-    if (!complete || sentAt < this.leases.sentAt) return;
-    this.leases.since = at;
-    this.leases.sentAt = sentAt;
-    if (positions.leasesSince === null) this.leases.allAt = sentAt;
+  scanned(
+    positions: DuePositions,
+    at: string,
+    complete: boolean,
+    sentAt: number,
+    listed: ReadonlySet<string> | null = null,
+  ): void {
+    const { leases } = this;
+    if (!complete || sentAt < leases.sentAt) return;
+    if (listed) this.credit(positions, listed, sentAt);
+    // the period's net (or a look at every lease): the next net looks since this one ran
+    const net =
+      positions.leasesSince === null ||
+      (sentAt - leases.allAt >= this.fullScanMs && positions.leasesSince === leases.netSince);
+    if (net) {
+      leases.allAt = sentAt;
+      leases.netSince = at;
+    }
+    if (positions.leasesSince === null) leases.startAt = sentAt;
+    leases.since = at;
+    leases.sentAt = sentAt;
+  }
+
+  /**
+   * A complete scan from the start of the tenants' ids (`listed`: the tenants it listed) that looked for a tenant
+   * from its net's start or below and did not list it found no pending event there: what the net's claim would
+   * have found. It counts as that tenant's net (from 0: its scan from the start too), so that a tenant gone idle,
+   * never claimed again, is not looked for below its position by every scan.
+   */
+  private credit(positions: DuePositions, listed: ReadonlySet<string>, sentAt: number): void {
+    if (positions.server !== this.server) return;
+    const looked = new Map<string, bigint>();
+    positions.tenants.forEach((id, i) => looked.set(id, BigInt(positions.seqs[i]!)));
+    for (const [id, state] of this.tenants) {
+      // not among the positions: looked for from its start (a tenant added since the scan was sent too)
+      const from = looked.get(id) ?? 0n;
+      if (listed.has(id) || from > state.netFrom) continue;
+      state.fullScanAt = Math.max(state.fullScanAt, sentAt);
+      if (from === 0n) state.startScanAt = Math.max(state.startScanAt, sentAt);
+      const sentFrom = state.netSentFrom ?? from;
+      state.netFrom = sentFrom < state.from ? sentFrom : state.from;
+      state.netSentFrom = null;
+    }
   }
 
   /** How many tenants it keeps a position for (those claimed within the last two full-scan periods or so). */
@@ -126,10 +203,22 @@ export class ClaimPositions {
     let state = this.tenants.get(tenantId);
     if (!state) {
       if (!full) return;
-      state = { from: 0n, proven: null, provenAt: 0, marks: [], fullScanAt: sentAt };
+      state = {
+        from: 0n,
+        netFrom: 0n,
+        netSentFrom: null,
+        proven: null,
+        provenAt: 0,
+        marks: [],
+        fullScanAt: sentAt,
+        startScanAt: sentAt,
+      };
       this.tenants.set(tenantId, state);
     }
-    if (full) state.fullScanAt = Math.max(state.fullScanAt, sentAt);
+    // a scan from the net's start or below saw what the net would: it is the net (from 0: the scan from the start)
+    const net = BigInt(scannedFrom) <= state.netFrom;
+    if (net) state.fullScanAt = Math.max(state.fullScanAt, sentAt);
+    if (full) state.startScanAt = Math.max(state.startScanAt, sentAt);
     const last = reading.last === null ? null : BigInt(reading.last);
     // in order of sending: placed from the end (mostly where it is pushed), no sort of the kept marks per claim
     const { marks } = state;
@@ -162,8 +251,14 @@ export class ClaimPositions {
     // nothing proven: no open transaction is known not to hold a lower seq, the position stays
     const candidate =
       proven === null || stale ? null : first !== null && first <= proven ? first : proven + 1n;
-    // a full scan that finds a pending event below the position takes the position back to it
-    if (full && first !== null && first < state.from) state.from = first;
+    // a net that finds a pending event below the position takes the position back to it
+    if (net && first !== null && first < state.from) state.from = first;
     else if (candidate !== null && candidate > state.from) state.from = candidate;
+    // the next net starts where the position stood when this one was sent: what it passed since is above that
+    if (net) {
+      const sentFrom = state.netSentFrom ?? BigInt(scannedFrom);
+      state.netFrom = sentFrom < state.from ? sentFrom : state.from;
+      state.netSentFrom = null;
+    }
   }
 }

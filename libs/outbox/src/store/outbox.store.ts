@@ -20,7 +20,7 @@ import {
   type Step,
 } from './round-connection';
 import { RoundTripDeadline } from './round-trip-deadline';
-import { handlerBound, type SqlStatement } from './sql';
+import { relayBound, type SqlStatement } from './sql';
 import { resetSessionBound, sessionBound } from './sql/session-bound';
 
 export { PREPARED_STATEMENT_MISSING, RoundConnection, type Step } from './round-connection';
@@ -129,11 +129,11 @@ export class OutboxStore {
 
   /**
    * Runs one statement of the relay's in a transaction of its own, under the relay's statement bound
-   * (`relay.leaseMs`, not the role's or the database's `statement_timeout`) and its client-side one; returns its
-   * rows.
+   * (`relay.leaseMs`, not the role's or the database's `statement_timeout`), without JIT (`relayBound`), and under
+   * its client-side bound; returns its rows.
    */
   async relayQuery<T>(statement: SqlStatement, trip: OutboxRoundTrip): Promise<T[]> {
-    const [, rows] = await this.atomically([handlerBound(this.transport.leaseMs), statement], {
+    const [, rows] = await this.atomically([relayBound(this.transport.leaseMs), statement], {
       trip,
       tenantId: null,
     });

@@ -56,7 +56,7 @@ export class PgRelayStore implements OutboxStorePort {
     @Optional() @Inject(OUTBOX_RELAY_POLICY) policy?: Pick<RelayPolicy, 'claimPositions' | 'claimFloor'>,
   ) {
     const p = policy?.claimPositions;
-    this.positions = p ? new ClaimPositions(p.fullScanMs, p.settleMs) : null;
+    this.positions = p ? new ClaimPositions(p.fullScanMs, p.settleMs, p.startScanMs ?? p.fullScanMs) : null;
     const f = policy?.claimFloor;
     this.floor = f ? new ClaimFloor(f.marginMs, f.refreshMs, f.fullScanMs) : null;
   }
@@ -104,7 +104,7 @@ export class PgRelayStore implements OutboxStorePort {
     // in a transaction of its own with the relay's bound, not the role's or database's statement_timeout
     const [, rows, clock] = await this.store.atomically(
       [
-        q.handlerBound(this.options.relay.leaseMs),
+        q.relayBound(this.options.relay.leaseMs),
         q.dueTenants(this.options.names, limit, after, positions),
         ...(positions ? [q.transactionNow()] : []),
       ],
@@ -112,7 +112,10 @@ export class PgRelayStore implements OutboxStorePort {
     );
     const due = rows as DueTenantRow[];
     const at = (clock as { now: string }[] | undefined)?.[0]?.now;
-    if (positions && at) this.positions?.scanned(positions, at, due.length < limit, sentAt);
+    if (positions && at) {
+      const listed = after === null ? new Set(due.map((row) => row.tenant_id)) : null;
+      this.positions?.scanned(positions, at, due.length < limit, sentAt, listed);
+    }
     return due.map((row) => ({
       tenantId: row.tenant_id,
       hasNew: row.has_new,

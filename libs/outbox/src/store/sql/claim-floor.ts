@@ -1,4 +1,4 @@
-import type { SqlStatement } from './statement';
+import { SERVER_START, type SqlStatement } from './statement';
 import type { OutboxNames } from '../../model/table-names';
 
 /**
@@ -11,7 +11,7 @@ export function claimFloorReading(n: OutboxNames, marginMs: number): SqlStatemen
     text: `select ${n.claimFloor}($1::int * interval '1 millisecond') as floor,
                   pg_snapshot_xmin(pg_current_snapshot())::text as xmin,
                   pg_snapshot_xmax(pg_current_snapshot())::text as xmax,
-                  pg_postmaster_start_time()::text as server`,
+                  ${SERVER_START} as server`,
     values: [marginMs],
   };
 }

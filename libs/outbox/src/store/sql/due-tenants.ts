@@ -6,7 +6,7 @@ export interface DuePositions {
   tenants: readonly string[];
   /** Each tenant's position, a `seq` (decimal text). */
   seqs: readonly string[];
-  /** The server the positions were read on (`pg_postmaster_start_time()`): on another, they are ignored. */
+  /** The server the positions were read on (`SERVER_START`): on another, they are ignored. */
   server: string;
   /**
    * The database's `now()` at the relay's last complete scan: a positioned tenant's expired event leases are looked
@@ -41,7 +41,13 @@ export function dueTenants(
   };
 }
 
-/** The transaction's `now()`, as text: beside a due-tenant scan, the `leasesSince` of the next one. */
+/**
+ * The transaction's `now()` as ISO 8601 text in UTC: beside a due-tenant scan, the `leasesSince` of the next one,
+ * which another session may read whatever its TimeZone and DateStyle (`now()::text` is written in them).
+ */
 export function transactionNow(): SqlStatement {
-  return { text: `select now()::text as now`, values: [] };
+  return {
+    text: `select to_char(now() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as now`,
+    values: [],
+  };
 }

@@ -1,4 +1,4 @@
-import { FAN_OUT_NAME, textPerNames, type SqlStatement } from './statement';
+import { FAN_OUT_NAME, SERVER_START, textPerNames, type SqlStatement } from './statement';
 import { NIL_UUID } from '../../model/outbox.constants';
 import type { OutboxNames } from '../../model/table-names';
 import { eventPatternMatch } from './event-pattern';
@@ -32,7 +32,7 @@ export function positionReading(n: OutboxNames, from: string, floor?: string): s
       'last', (select p.seq::text ${pending} order by p.seq desc limit 1),
       'xmin', pg_snapshot_xmin(pg_current_snapshot())::text,
       'xmax', pg_snapshot_xmax(pg_current_snapshot())::text,
-      'server', pg_postmaster_start_time()::text) end`;
+      'server', ${SERVER_START}) end`;
 }
 
 // The columns the fan-out needs come straight from the locked rows (the latest versions: `for update` re-checks

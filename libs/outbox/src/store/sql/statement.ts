@@ -17,6 +17,13 @@ export interface SqlStatement {
   withGenericPlans?: SqlStatement;
 }
 
+/**
+ * The server's identity as the claims, their floor and the due-tenant scan read it: its postmaster's start in
+ * microseconds, as text (`pg_postmaster_start_time()::text` is written in the session's TimeZone and DateStyle, so
+ * two sessions of one server could read two values; the six-argument `outbox_due_tenants` compares this form).
+ */
+export const SERVER_START = `(extract(epoch from pg_postmaster_start_time()) * 1000000)::bigint::text`;
+
 /** The start of the fan-out's statement name. */
 export const FAN_OUT_NAME = 'outbox_fan_out';
 /** The start of the statement name of the claim of new events for in-process consumers only (`claimNewEvents`). */

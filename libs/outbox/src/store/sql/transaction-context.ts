@@ -78,10 +78,24 @@ export function handlerContext(
 
 /**
  * Bounds the rest of the transaction's statements (transaction-local `statement_timeout`): a handler's next
- * statements by the time it has left (see `handlerContext`), the scan for due tenants by the relay's own bound.
+ * statements by the time it has left (see `handlerContext`).
  */
 export function handlerBound(statementTimeoutMs: number): SqlStatement {
   return { text: `select set_config('statement_timeout', $1, true)`, values: [String(statementTimeoutMs)] };
+}
+
+/**
+ * The relay's statements in a transaction of their own (the scan for due tenants, `relayQuery`'s): its own bound
+ * (`statement_timeout`) and no JIT, as in its claims (see `setTransactionContext`). The due-tenant scan's
+ * statement, once PostgreSQL caches it as a generic plan, is estimated above `jit_above_cost` (364,000 against
+ * 100,000) and was compiled on every call: 90 ms for a plan that runs in 0.3 ms (ADR 1206, addendum on the
+ * 10-minute hold).
+ */
+export function relayBound(statementTimeoutMs: number): SqlStatement {
+  return {
+    text: `select set_config('statement_timeout', $1, true), set_config('jit', 'off', true)`,
+    values: [String(statementTimeoutMs)],
+  };
 }
 
 /**
