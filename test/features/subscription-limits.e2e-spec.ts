@@ -103,6 +103,27 @@ describe('concurrency and rate limits of tenants’ webhook subscriptions', () =
     ]);
   }, 60_000);
 
+  it('a capped subscription goes on as its requests settle, without waiting for a poll', async () => {
+    let open = 0;
+    let most = 0;
+    spec.receiver.reply = () => {
+      most = Math.max(most, ++open);
+      return new Promise((resolve) =>
+        setTimeout(() => {
+          open--;
+          resolve({});
+        }, 50),
+      );
+    };
+    // a poll a minute: only the wake-up of the enqueue, and the relay's own looks after its commits, can deliver
+    const app = await start({ ...limited.RUNNING, pollIntervalMs: 60_000 });
+    await subscribe(app, { concurrency: { global: 2 } });
+    const ids = await enqueueManyIn(app, events(12));
+
+    await limited.deliveredOnce(spec, CONSUMER, ids, 15_000);
+    expect(most).toBeLessThanOrEqual(2);
+  }, 30_000);
+
   it('add() refuses a malformed limit naming the field and how to fix it, writing nothing; list() shows the limits', async () => {
     const app = await start({});
     const subscriptions = app.app.get(OutboxWebhookSubscriptions);
