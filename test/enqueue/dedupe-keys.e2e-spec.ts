@@ -301,21 +301,55 @@ describe('idempotency keys (dedupe)', () => {
       ]);
     });
 
-    it('in one enqueueMany, folds a later debounce of a key into its delayed first event', async () => {
-      const outcomes = await inTx((r) =>
-        t.outbox.enqueueMany(r, [
-          keyed({ key: 'typing', mode: 'debounce' }, { v: 1 }, { delayMs: 60_000 }),
-          keyed({ key: 'typing', mode: 'debounce' }, { v: 2 }, { delayMs: 3_600_000 }),
-        ]),
-      );
-      const [only] = await row();
-      expect(only).toMatchObject({ status: 'scheduled', payload: { v: 2 } });
-      expect(only!.due_in_ms).toBeCloseTo(3_600_000, -3);
-      const [{ id }] = await events();
-      expect(outcomes).toEqual([
-        { eventId: id, outcome: 'written' },
-        { eventId: id, outcome: 'replaced' },
-      ]);
+    it('in one enqueueMany, a later debounce keeps a first event that is due at once (delayMs 0, a past deliverAt)', async () => {
+      // as two calls would: the first is written pending (due now), so there is no time for the debounce to push
+      for (const due of [{ delayMs: 0 }, { deliverAt: new Date(Date.now() - 60_000) }]) {
+        await truncateOutbox(db);
+        const outcomes = await inTx((r) =>
+          t.outbox.enqueueMany(r, [
+            keyed({ key: 'typing', mode: 'debounce' }, { v: 1 }, due),
+            keyed({ key: 'typing', mode: 'debounce' }, { v: 2 }, { delayMs: 60_000 }),
+            keyed({ key: 'typing', mode: 'replace' }, { v: 3 }),
+          ]),
+        );
+        const [only] = await row();
+        expect({ due, status: only!.status, payload: only!.payload }).toEqual({
+          due,
+          status: 'pending',
+          payload: { v: 3 },
+        });
+        const [{ id }] = await events();
+        expect(outcomes).toEqual([
+          { eventId: id, outcome: 'written' },
+          { eventId: id, outcome: 'kept' },
+          { eventId: id, outcome: 'replaced' },
+        ]);
+      }
+    });
+
+    it('in one enqueueMany, folds a later debounce of a key into its scheduled first event (delayMs, a future deliverAt)', async () => {
+      // a future deliverAt: the database's clock says it is to come (applied after the insert, as to a held key)
+      for (const later of [{ delayMs: 60_000 }, { deliverAt: new Date(Date.now() + 60_000) }]) {
+        await truncateOutbox(db);
+        const outcomes = await inTx((r) =>
+          t.outbox.enqueueMany(r, [
+            keyed({ key: 'typing', mode: 'debounce' }, { v: 1 }, later),
+            keyed({ key: 'typing', mode: 'debounce' }, { v: 2 }, { delayMs: 3_600_000 }),
+          ]),
+        );
+        const [only] = await row();
+        expect({ later, status: only!.status, payload: only!.payload }).toEqual({
+          later,
+          status: 'scheduled',
+          payload: { v: 2 },
+        });
+        expect(only!.due_in_ms).toBeCloseTo(3_600_000, -3);
+        const [{ id }] = await events();
+        expect(outcomes).toEqual([
+          { eventId: id, outcome: 'written' },
+          { eventId: id, outcome: 'replaced' },
+        ]);
+      }
     });
 
     it('in one enqueueMany, a debounce then a replace of a scheduled event move its time and keep the last payload', async () => {

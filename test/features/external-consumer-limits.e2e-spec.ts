@@ -4,20 +4,18 @@ import { OutboxAdminService } from 'nestjs-pg-outbox/admin';
 import type { OutboxTransport, OutboxTransportBatch, OutboxTransportOutcome } from 'nestjs-pg-outbox/brokers';
 import type { OutboxWebhookOptions } from 'nestjs-pg-outbox/webhooks';
 import { buildApp, type TestApp } from '../support/build-app';
-import type { TestDatabase } from '../support/test-database';
-import { useDatabaseAndReceiver, type WebhookReceiver } from '../support/webhook-receiver';
+import {
+  BATCH,
+  deliveredOnce,
+  expectRateHeld,
+  RUNNING,
+  useLimitedWebhookSpec,
+  warmUp,
+} from '../support/limited-webhook-spec';
 import { waitFor } from '../support/wait-for';
-import { enqueueManyIn, TENANT, TENANTS, truncateOutbox, type TestEvent } from '../support/outbox-fixture';
+import { enqueueManyIn, TENANT, TENANTS, type TestEvent } from '../support/outbox-fixture';
 import { deliveredCount, deliveryCounts } from '../support/forwarding';
-import { busiestWindow, rateLogQuiet } from '../support/rate-windows';
-
-/** The relays' claim size. */
-const BATCH = 5;
-/**
- * Relays that poll often (room freed by a window sliding is found within 50 ms: the docs' "one poll per window"),
- * one batch at a time each.
- */
-const RUNNING = { enabled: true, pollIntervalMs: 50, batchSize: BATCH, concurrency: 1 };
+import { busiestWindow } from '../support/rate-windows';
 
 /** `count` webhook events spread over the three tenants. */
 function spread(count: number): TestEvent[] {
@@ -45,31 +43,13 @@ class CountingTransport implements OutboxTransport {
 }
 
 describe('concurrency and rate limits of webhooks and transports', () => {
-  let db: TestDatabase;
-  let receiver: WebhookReceiver;
-  let apps: TestApp[] = [];
-  let arrivals: number[] = [];
-
-  const made = useDatabaseAndReceiver();
-  beforeEach(async () => {
-    ({ db, receiver } = made);
-    await truncateOutbox(db, 'outbox_consumer_pauses');
-    receiver.requests.length = 0;
-    arrivals = [];
-    receiver.reply = () => {
-      arrivals.push(Date.now());
-      return {};
-    };
-  });
-  afterEach(async () => {
-    await Promise.all(apps.map((a) => a.close()));
-    apps = [];
-  });
+  const spec = useLimitedWebhookSpec('outbox_consumer_pauses');
+  const { apps, arrivals } = spec;
 
   /** The static webhook of these tests, with `limits`. */
   const hook = (limits: Pick<OutboxWebhookOptions, 'concurrency' | 'rateLimit'>): OutboxWebhookOptions => ({
     name: 'hook',
-    url: `${receiver.baseUrl}/hook`,
+    url: `${spec.receiver.baseUrl}/hook`,
     events: ['test.lim.*'],
     timeoutMs: 2000,
     ...limits,
@@ -81,7 +61,7 @@ describe('concurrency and rate limits of webhooks and transports', () => {
     relay: Record<string, unknown> = RUNNING,
   ): Promise<TestApp> => {
     const app = await buildApp({
-      url: db.url,
+      url: spec.db.url,
       outbox: { relay, backoff: { baseMs: 1, capMs: 60_000, jitter: 0 } },
       webhooks: { webhooks: [hook(limits)] },
     });
@@ -89,61 +69,27 @@ describe('concurrency and rate limits of webhooks and transports', () => {
     return app;
   };
 
-  /** Waits until every one of `ids` is delivered to the webhook; checks each was sent once, on its first attempt. */
-  const deliveredOnce = async (ids: readonly string[], timeoutMs = 30_000): Promise<void> => {
-    await waitFor(async () => (await deliveredCount(db, 'webhook:hook')) === ids.length, {
-      timeoutMs,
-      message: `${ids.length} webhook deliveries`,
-    });
-    const sent = receiver.requests.filter((r) => r.status === 200).map((r) => r.id);
-    expect([...sent].sort()).toEqual([...ids].sort());
-    expect(await deliveryCounts(db, 'webhook:hook')).toEqual([
-      expect.objectContaining({ status: 'delivered', n: ids.length, attempts: 1 }),
-    ]);
-  };
-
-  /**
-   * Has each relay send a few requests first, then waits until the rate log has nothing of the last `intervalMs`:
-   * a relay's first requests wait for their connection (up to 170 ms here, against a few ms later), so a window
-   * opened by one of them at the server would also hold the next window's requests, sent without that wait.
-   */
-  const warmUp = async (intervalMs: number): Promise<void> => {
-    const ids = await enqueueManyIn(apps[0]!, spread(6));
-    await waitFor(async () => (await deliveredCount(db, 'webhook:hook')) === ids.length, {
-      timeoutMs: 20_000,
-      message: 'the warm-up requests',
-    });
-    await rateLogQuiet(db, 'webhook:hook', intervalMs);
-    await truncateOutbox(db);
-    receiver.requests.length = 0;
-    arrivals = [];
-  };
+  /** Waits until every one of `ids` is delivered to the webhook, once each, on its first attempt. */
+  const delivered = (ids: readonly string[]): Promise<void> => deliveredOnce(spec, 'webhook:hook', ids);
 
   it('a rate limit holds the requests a loopback server counts to the limit per window, across two relays', async () => {
     const limit = { limit: 20, intervalMs: 1000 };
     await start({ rateLimit: limit });
     await start({ rateLimit: limit });
-    await warmUp(limit.intervalMs);
+    await warmUp(spec, 'webhook:hook', () => enqueueManyIn(apps[0]!, spread(6)), limit.intervalMs);
     const ids = await enqueueManyIn(apps[0]!, spread(100));
 
-    await deliveredOnce(ids);
+    await delivered(ids);
     // The limit holds on claims; the server sees each request its send time later. A window the server opens
     // with a request that took longer to send than the next window's can also hold those: at most the claims
     // taken in that instant, one per relay (two here) — never a second window's worth.
-    const busiest = busiestWindow(arrivals, limit.intervalMs);
-    process.stdout.write(`busiest window of requests at the server: ${busiest}\n`);
-    expect(busiest).toBeLessThanOrEqual(limit.limit + 2 * BATCH);
-    // and the limit reached: within 10 % of 4 × 20 in the first four intervals
-    const first = Math.min(...arrivals);
-    const inFour = arrivals.filter((at) => at < first + 4 * limit.intervalMs).length;
-    expect(inFour).toBeGreaterThanOrEqual(0.9 * 4 * limit.limit);
-    expect(inFour).toBeLessThanOrEqual(4 * limit.limit + BATCH);
+    expectRateHeld(arrivals, limit, { claims: 2, batch: BATCH });
   }, 60_000);
 
   it('a per-key rate limit holds each key to it at the server, and the keys go side by side', async () => {
     const limit = { limit: 4, intervalMs: 1000, perKey: { payload: 'k' } } as const;
     const byKey = new Map<string, number[]>();
-    receiver.reply = (request) => {
+    spec.receiver.reply = (request) => {
       const key = (JSON.parse(request.body) as { data: { k: string } }).data.k;
       byKey.set(key, [...(byKey.get(key) ?? []), Date.now()]);
       return {};
@@ -158,7 +104,7 @@ describe('concurrency and rate limits of webhooks and transports', () => {
       })),
     );
 
-    await deliveredOnce(ids);
+    await delivered(ids);
     for (const key of ['even', 'odd']) {
       const arrived = byKey.get(key) ?? [];
       expect(arrived).toHaveLength(12);
@@ -175,7 +121,7 @@ describe('concurrency and rate limits of webhooks and transports', () => {
   it('a concurrency cap holds the requests in flight at the server, across two relays', async () => {
     let inFlight = 0;
     let most = 0;
-    receiver.reply = () => {
+    spec.receiver.reply = () => {
       most = Math.max(most, ++inFlight);
       // answered after 150 ms; the count drops just before the answer goes (the relay settles after it)
       return new Promise((resolve) =>
@@ -189,7 +135,7 @@ describe('concurrency and rate limits of webhooks and transports', () => {
     await start({ concurrency: { global: 3 } });
     const ids = await enqueueManyIn(apps[0]!, spread(30));
 
-    await deliveredOnce(ids);
+    await delivered(ids);
     expect(most).toBeLessThanOrEqual(3);
     expect(most).toBeGreaterThanOrEqual(2);
   }, 60_000);
@@ -199,7 +145,7 @@ describe('concurrency and rate limits of webhooks and transports', () => {
     const most = new Map<string, number>();
     let inFlight = 0;
     let mostAll = 0;
-    receiver.reply = (request) => {
+    spec.receiver.reply = (request) => {
       const tenant = JSON.parse(request.body).tenantId as string;
       open.set(tenant, (open.get(tenant) ?? 0) + 1);
       most.set(tenant, Math.max(most.get(tenant) ?? 0, open.get(tenant)!));
@@ -216,7 +162,7 @@ describe('concurrency and rate limits of webhooks and transports', () => {
     await start({ concurrency: { perTenant: 1 } }, { ...RUNNING, concurrency: 3 });
     const ids = await enqueueManyIn(apps[0]!, spread(24));
 
-    await deliveredOnce(ids);
+    await delivered(ids);
     expect([...most.values()].every((n) => n === 1)).toBe(true);
     expect(mostAll).toBeGreaterThanOrEqual(2);
   }, 60_000);
@@ -229,24 +175,24 @@ describe('concurrency and rate limits of webhooks and transports', () => {
     const ids = await enqueueManyIn(app, spread(12));
     await app.relay.drain();
 
-    expect(receiver.requests).toHaveLength(0);
-    expect(await deliveryCounts(db, 'webhook:hook')).toEqual([
+    expect(spec.receiver.requests).toHaveLength(0);
+    expect(await deliveryCounts(spec.db, 'webhook:hook')).toEqual([
       expect.objectContaining({ status: 'pending', n: 12, attempts: 0 }),
     ]);
     expect(await admin.resumeConsumer('webhook:hook')).toBe(true);
     await waitFor(
       async () => {
         await app.relay.drain();
-        return (await deliveredCount(db, 'webhook:hook')) === ids.length;
+        return (await deliveredCount(spec.db, 'webhook:hook')) === ids.length;
       },
       { timeoutMs: 15_000, message: 'the paused deliveries delivered' },
     );
-    await deliveredOnce(ids);
+    await delivered(ids);
   }, 30_000);
 
   it('a 429 with Retry-After under a rate limit holds the tenant, charges nothing, and the limit still holds', async () => {
     const limit = { limit: 10, intervalMs: 1000 };
-    receiver.reply = (_request, index) => {
+    spec.receiver.reply = (_request, index) => {
       arrivals.push(Date.now());
       return index === 0 ? { status: 429, headers: { 'retry-after': '1' } } : {};
     };
@@ -260,15 +206,15 @@ describe('concurrency and rate limits of webhooks and transports', () => {
       })),
     );
 
-    await waitFor(async () => (await deliveredCount(db, 'webhook:hook')) === ids.length, {
+    await waitFor(async () => (await deliveredCount(spec.db, 'webhook:hook')) === ids.length, {
       timeoutMs: 30_000,
       message: 'every event delivered after the hold',
     });
-    const answered = receiver.requests.filter((r) => r.status === 200).map((r) => r.id);
+    const answered = spec.receiver.requests.filter((r) => r.status === 200).map((r) => r.id);
     expect([...answered].sort()).toEqual([...ids].sort());
     // the held one was given back uncharged and sent again on its first attempt; no other attempt charged
-    expect(receiver.requests.every((r) => r.attempt === 1)).toBe(true);
-    expect(await deliveryCounts(db, 'webhook:hook')).toEqual([
+    expect(spec.receiver.requests.every((r) => r.attempt === 1)).toBe(true);
+    expect(await deliveryCounts(spec.db, 'webhook:hook')).toEqual([
       expect.objectContaining({ status: 'delivered', n: 30, attempts: 1 }),
     ]);
     expect(busiestWindow(arrivals, limit.intervalMs)).toBeLessThanOrEqual(limit.limit + BATCH);
@@ -277,27 +223,27 @@ describe('concurrency and rate limits of webhooks and transports', () => {
   it('a transport with a concurrency cap is handed at most that many deliveries at once', async () => {
     const transport = new CountingTransport();
     const app = await buildApp({
-      url: db.url,
+      url: spec.db.url,
       outbox: { relay: { ...RUNNING, concurrency: 4 } },
       brokers: { transports: [{ name: 't', events: ['test.lim.*'], transport, concurrency: { global: 3 } }] },
     });
     apps.push(app);
     const ids = await enqueueManyIn(app, spread(40));
 
-    await waitFor(async () => (await deliveredCount(db, 'transport:t')) === ids.length, {
+    await waitFor(async () => (await deliveredCount(spec.db, 'transport:t')) === ids.length, {
       timeoutMs: 30_000,
       message: '40 transport deliveries',
     });
     expect([...transport.received].sort()).toEqual([...ids].sort());
     expect(transport.most).toBeLessThanOrEqual(3);
-    expect(await deliveryCounts(db, 'transport:t')).toEqual([
+    expect(await deliveryCounts(spec.db, 'transport:t')).toEqual([
       expect.objectContaining({ status: 'delivered', n: 40, attempts: 1 }),
     ]);
   }, 60_000);
 
   it('a malformed limit of a webhook, a broker or a transport makes app.init() reject, naming each', async () => {
     const failure = buildApp({
-      url: db.url,
+      url: spec.db.url,
       webhooks: { webhooks: [hook({ concurrency: {} })] },
       brokers: {
         brokers: [

@@ -2,6 +2,7 @@ import { type SafeHtml, html } from './board-html';
 import type { BoardConsumersView } from './outbox-board.service';
 import { type BoardPageContext, badge, count, layout, tenantBase, time } from './layout.view';
 import { actionForm, backfillForm } from './actions.view';
+import type { OutboxWebhookSubscription } from '../webhooks/outbox-webhook-options.interface';
 
 /** The consumers of the registry with kind, health and counts; circuits, subscriptions, blocked aggregates, orphans. */
 export function consumersPage(ctx: BoardPageContext, v: BoardConsumersView): string {
@@ -120,6 +121,7 @@ export function consumersPage(ctx: BoardPageContext, v: BoardConsumersView): str
                     <th scope="col">Name</th>
                     <th scope="col">URL</th>
                     <th scope="col">Events</th>
+                    <th scope="col">Limits</th>
                     <th scope="col">Status</th>
                     <th scope="col">Action</th>
                   </tr>
@@ -131,6 +133,7 @@ export function consumersPage(ctx: BoardPageContext, v: BoardConsumersView): str
                         <th scope="row">${s.name}</th>
                         <td>${s.url}</td>
                         <td>${s.events.join(', ')}</td>
+                        <td>${subscriptionLimitsText(s)}</td>
                         <td>${badge(s.status)}</td>
                         <td>
                           ${
@@ -210,4 +213,13 @@ export function consumersPage(ctx: BoardPageContext, v: BoardConsumersView): str
         }
       </section>`,
   );
+}
+
+/** A subscription's limits, as its row of the board says them: `3 in flight · 50 / 1000 ms`, or `none`. */
+function subscriptionLimitsText(s: Pick<OutboxWebhookSubscription, 'concurrency' | 'rateLimit'>): string {
+  const parts = [
+    ...(s.concurrency ? [`${s.concurrency.global} in flight`] : []),
+    ...(s.rateLimit ? [`${s.rateLimit.limit} / ${s.rateLimit.intervalMs} ms`] : []),
+  ];
+  return parts.length === 0 ? 'none' : parts.join(' · ');
 }

@@ -24,6 +24,8 @@ export class OutboxConsumerRegistry {
   /** The consumers hosted here that the persisted registry gives a limit, as the last heartbeat read them. */
   private limited: readonly string[] = [];
   private readonly tenantSources: TenantConsumerSource[] = [];
+  /** A tenant consumer with a limit was handed out (a limited subscription): from then on, as `limitedNames()`. */
+  private tenantLimited = false;
 
   /** Every consumer, in discovery order. */
   consumers(): OutboxConsumer[] {
@@ -51,7 +53,9 @@ export class OutboxConsumerRegistry {
   async tenantConsumers(tenantId: string): Promise<OutboxConsumer[]> {
     if (this.tenantSources.length === 0) return [];
     const lists = await Promise.all(this.tenantSources.map((source) => source.consumersForTenant(tenantId)));
-    return lists.flat();
+    const consumers = lists.flat();
+    if (!this.tenantLimited) this.tenantLimited = consumers.some((c) => c.limits !== undefined);
+    return consumers;
   }
 
   /** Replaces the registry's content; called by the explorer after it checked every consumer. */
@@ -94,6 +98,14 @@ export class OutboxConsumerRegistry {
    */
   limitedNames(): readonly string[] {
     return this.limited;
+  }
+
+  /**
+   * True when this app hosts a limited consumer: one of `limitedNames()`, or a tenant's own consumer with a limit
+   * handed out since boot (then it stays true: a relay that served one may serve it again at the next round).
+   */
+  hostsLimited(): boolean {
+    return this.limited.length > 0 || this.tenantLimited;
   }
 
   /** True when some consumer of this app asked for per-aggregate order. */

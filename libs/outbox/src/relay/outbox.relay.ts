@@ -275,8 +275,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
         // when its commit is done (see OutboxWakeup). Without them, a round whose batches all came back short
         // found everything there was: what commits later wakes the relay, and the poll finds the rest (another
         // round now would scan and claim again, for nothing, while the next wake-up waits).
-        // A commit frees room under a limited consumer's concurrency cap too.
-        const commitsMayAddWork = this.registry.hasOrdered() || this.registry.limitedNames().length > 0;
+        // A commit frees room under a limited consumer's concurrency cap too (a tenant's limited subscription's).
+        const commitsMayAddWork = this.registry.hasOrdered() || this.registry.hostsLimited();
         busy =
           (commitsMayAddWork || run.full ? await this.mayHaveMore(run, commitsMayAddWork) : false) ||
           this.wakeRequested;

@@ -208,8 +208,10 @@ export class TenantRound {
         ? this.registry.names()
         : [...this.registry.names(), ...tenantConsumers.map((c) => c.name)];
     const inProcess = this.registry.inProcessNames();
-    // (a limited consumer's new rows wait pending too; the next round's due claim takes them, within its room)
-    const claimDue = hasDue || (hasNew && this.hostsOrdered(tenantConsumers));
+    // (a limited consumer's new rows wait pending too; the next round's due claim takes them, within its room —
+    // a limited tenant consumer's, the due claim in the same transaction: the tenant's claims take no lean path)
+    const limitedHere = tenantConsumers.filter((c) => c.limits !== undefined).map((c) => c.name);
+    const claimDue = hasDue || (hasNew && (this.hostsOrdered(tenantConsumers) || limitedHere.length > 0));
     // The lean claim where the policy has it and it may apply: new events only, every consumer hosted here
     // in-process (no webhook, broker, transport or tenant-scoped one), none ordered; and not while the registry
     // said otherwise lately.
@@ -228,7 +230,10 @@ export class TenantRound {
       due: claimDue,
       hosted,
       inProcess,
-      limited: this.registry.limitedNames(),
+      limited:
+        limitedHere.length === 0
+          ? this.registry.limitedNames()
+          : [...this.registry.limitedNames(), ...limitedHere],
       tenantConsumers,
       beginBatch: inProcess.length > 0,
     };

@@ -236,6 +236,7 @@ class PgTenantConnection implements TenantConnection {
     const liveWithinMs = registry.liveWithinMs;
     // a limited consumer's turn first, in a statement of its own (see lockConsumerLimits)
     const turn = request.due && limited.length > 0;
+    const tenantLimits = tenantConsumerLimits(request.tenantConsumers);
     const sentAt = performance.now();
     const from = this.positions?.from(tenantId, sentAt) ?? '-1';
     // a full scan of the positions is a full scan of the floor too: an event below the floor may be below the
@@ -245,7 +246,7 @@ class PgTenantConnection implements TenantConnection {
     const statements = [
       relayContext(this.options, tenantId, { durable: false }),
       q.newEventsStatement(names, { ...request, liveWithinMs, leaseMs, from, floor }),
-      turn ? q.lockConsumerLimits(names, { tenantId, consumers: limited }) : null,
+      turn ? q.lockConsumerLimits(names, { tenantId, consumers: limited, tenantLimits }) : null,
       request.due
         ? q.claimDueDeliveries(names, {
             tenantId,
@@ -254,6 +255,7 @@ class PgTenantConnection implements TenantConnection {
             leaseToken,
             leaseMs,
             limited,
+            tenantLimits,
             floor,
           })
         : null,
@@ -378,4 +380,16 @@ function batchContext(options: ResolvedOutboxOptions, tenantId: string, leaseTok
   return q.setTransactionContext(options.tenantSetting, tenantId, options.relay.leaseMs, {
     batch: leaseToken,
   });
+}
+
+/** The limits of the tenant's own limited consumers, as the claims take them (see `TenantConsumerLimits`). */
+function tenantConsumerLimits(consumers: readonly OutboxConsumer[]): q.TenantConsumerLimits {
+  const limited = consumers.filter((c) => c.limits !== undefined);
+  if (limited.length === 0) return q.NO_TENANT_LIMITS;
+  return {
+    names: limited.map((c) => c.name),
+    caps: limited.map((c) => c.limits!.tenantConcurrency),
+    rateLimits: limited.map((c) => c.limits!.rateLimit),
+    rateIntervalsMs: limited.map((c) => c.limits!.rateIntervalMs),
+  };
 }

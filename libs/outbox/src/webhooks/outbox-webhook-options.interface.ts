@@ -140,6 +140,18 @@ export interface OutboxWebhookSubscriptionInput {
   backoff?: OutboxBackoffOptions;
   /** Retry 4xx answers other than 408 and 429, which are otherwise dead at once. Default: `false`. */
   retryOn4xx?: boolean;
+  /**
+   * At most `global` of this subscription's requests in flight at once, across every relay. Deliveries over the
+   * cap wait, uncharged. Enforced in the database (docs/flow-control.md#limits-on-tenants-subscriptions).
+   * Default: no cap.
+   */
+  concurrency?: { global: number };
+  /**
+   * At most `limit` of this subscription's requests claimed in any window of `intervalMs` (sliding), across every
+   * relay. Deliveries over the limit wait, uncharged. Enforced in the database
+   * (docs/flow-control.md#limits-on-tenants-subscriptions). Default: no limit.
+   */
+  rateLimit?: { limit: number; intervalMs: number };
 }
 
 /** A stored subscription, as the admin API returns it (never the secret, only header names). */
@@ -157,6 +169,10 @@ export interface OutboxWebhookSubscription {
   timeoutMs: number | null;
   maxAttempts: number | null;
   retryOn4xx: boolean;
+  /** Its cap on requests in flight, or null. */
+  concurrency: { global: number } | null;
+  /** Its rate limit, or null. */
+  rateLimit: { limit: number; intervalMs: number } | null;
   createdAt: Date;
   updatedAt: Date;
 }

@@ -25,7 +25,15 @@ import {
 } from './webhook-subscription.source';
 
 /** The optional settings a subscription stores (the rest have columns of their own). */
-const STORED_OPTIONS = ['headers', 'timeoutMs', 'maxAttempts', 'backoff', 'retryOn4xx'] as const;
+const STORED_OPTIONS = [
+  'headers',
+  'timeoutMs',
+  'maxAttempts',
+  'backoff',
+  'retryOn4xx',
+  'concurrency',
+  'rateLimit',
+] as const;
 
 /**
  * The admin API of run-time webhook subscriptions, per tenant: add, list, pause, resume, remove. Each call is
@@ -223,6 +231,8 @@ function toView(row: wq.SubscriptionRow): OutboxWebhookSubscription {
     timeoutMs?: number;
     maxAttempts?: number;
     retryOn4xx?: boolean;
+    concurrency?: { global: number };
+    rateLimit?: { limit: number; intervalMs: number };
   };
   return {
     id: row.id,
@@ -237,6 +247,10 @@ function toView(row: wq.SubscriptionRow): OutboxWebhookSubscription {
     timeoutMs: options.timeoutMs ?? null,
     maxAttempts: options.maxAttempts ?? null,
     retryOn4xx: options.retryOn4xx ?? false,
+    concurrency: options.concurrency ? { global: options.concurrency.global } : null,
+    rateLimit: options.rateLimit
+      ? { limit: options.rateLimit.limit, intervalMs: options.rateLimit.intervalMs }
+      : null,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };

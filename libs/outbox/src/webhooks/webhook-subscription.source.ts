@@ -13,6 +13,8 @@ import { WebhookConsumerFactory } from './webhook-consumer.factory';
 import { resolveWebhookEndpoint, type WebhookEndpoint, type WebhookProblem } from './webhook-endpoint';
 import { WEBHOOK_ERROR_CODES } from './webhook-outcome';
 import { SubscriptionSecretCipher } from './subscription-secret-cipher';
+import { subscriptionLimits } from './subscription-limits';
+import type { OutboxConsumerLimits } from '../model/outbox-consumer';
 
 /** Consumer name of a tenant's subscription. */
 export function subscriptionConsumerName(name: string): string {
@@ -94,7 +96,10 @@ export class WebhookSubscriptionSource implements TenantConsumerSource, OnModule
     this.cache.delete(tenantId);
   }
 
-  /** Checks and merges a stored (or proposed) subscription, opening its sealed secret; `where` prefixes the problems. */
+  /**
+   * Checks and merges a stored (or proposed) subscription, opening its sealed secret, and reads its limits
+   * (`concurrency`, `rateLimit` in its options: see `subscriptionLimits`); `where` prefixes the problems.
+   */
   endpointOf(
     row: Pick<
       SubscriptionRow,
@@ -109,7 +114,7 @@ export class WebhookSubscriptionSource implements TenantConsumerSource, OnModule
       | 'options'
     >,
     where: string,
-  ): { endpoint: WebhookEndpoint; problems: WebhookProblem[] } {
+  ): { endpoint: WebhookEndpoint; limits: OutboxConsumerLimits | undefined; problems: WebhookProblem[] } {
     const consumer = subscriptionConsumerName(row.name);
     const sealedProblems: WebhookProblem[] = [];
     let secret = row.secret ?? undefined;
@@ -123,9 +128,11 @@ export class WebhookSubscriptionSource implements TenantConsumerSource, OnModule
         sealedProblems.push({ field: 'secret', message: `${where}.secret: ${(error as Error).message}` });
       }
     }
+    const { concurrency, rateLimit, ...options } = row.options;
+    const limited = subscriptionLimits({ concurrency, rateLimit }, where);
     const { endpoint, problems } = resolveWebhookEndpoint(
       {
-        ...row.options,
+        ...options,
         circuitBreaker: undefined,
         url: row.url,
         events: row.events,
@@ -144,7 +151,11 @@ export class WebhookSubscriptionSource implements TenantConsumerSource, OnModule
         responseBodyInErrors: this.webhookOptions.subscriptions.responseBodyInErrors,
       },
     );
-    return { endpoint, problems: [...sealedProblems, ...problems] };
+    return {
+      endpoint,
+      limits: limited.limits,
+      problems: [...sealedProblems, ...problems, ...limited.problems],
+    };
   }
 
   /**
@@ -179,7 +190,7 @@ export class WebhookSubscriptionSource implements TenantConsumerSource, OnModule
   }
 
   private toConsumer(row: SubscriptionRow): OutboxConsumer {
-    const { endpoint, problems } = this.endpointOf(
+    const { endpoint, limits, problems } = this.endpointOf(
       row,
       `subscription "${row.name}" of tenant ${row.tenant_id}`,
     );
@@ -210,6 +221,8 @@ export class WebhookSubscriptionSource implements TenantConsumerSource, OnModule
         retryAfterMs: recheckMs,
       }));
     }
-    return this.factory.toConsumer(endpoint);
+    // its limits only while it sends: the claims of a paused one give its deliveries back, unsent
+    const consumer = this.factory.toConsumer(endpoint);
+    return limits ? { ...consumer, limits } : consumer;
   }
 }

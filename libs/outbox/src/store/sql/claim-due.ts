@@ -1,6 +1,11 @@
 import { messages } from '../../errors/outbox.messages';
 import { deliveryNotPaused } from './consumer-pauses';
-import { limitedClaimParts } from './consumer-limits';
+import {
+  limitedClaimParts,
+  NO_TENANT_LIMITS,
+  tenantLimitValues,
+  type TenantConsumerLimits,
+} from './consumer-limits';
 import { keyedClaimParts } from './consumer-key-limits';
 import { NIL_UUID } from '../../model/outbox.constants';
 import type { SqlStatement } from './statement';
@@ -60,6 +65,8 @@ export function claimDueDeliveries(
      * after `lockConsumerLimits` in the same transaction. None: the statement has no part for them.
      */
     limited?: readonly string[];
+    /** The limits of the tenant's own limited consumers (among `limited`). Default: none. */
+    tenantLimits?: TenantConsumerLimits;
     /**
      * The lowest event id to look at (`ClaimFloor`): in the partitioned layout, the ranges below it are pruned
      * when the executor starts. Default: the nil id, no bound.
@@ -68,8 +75,8 @@ export function claimDueDeliveries(
   },
 ): SqlStatement {
   const limited = p.limited ?? [];
-  // the floor's parameter comes last, after the limited consumers' two
-  const floor = limited.length === 0 ? '$7::uuid' : '$9::uuid';
+  // the floor's parameter comes last, after the limited consumers' six
+  const floor = limited.length === 0 ? '$7::uuid' : '$13::uuid';
   // the unlimited consumers' scans as before, over those only; none to scan when every hosted consumer is limited
   // (the scan would walk the limited consumers' waiting rows for nothing)
   const unlimited = limited.length === 0 ? p.consumers : p.consumers.filter((c) => !limited.includes(c));
@@ -132,7 +139,9 @@ export function claimDueDeliveries(
       p.leaseToken,
       p.leaseMs,
       messages.staleAttemptSuffix(),
-      ...(limited.length === 0 ? [] : [limited, NIL_UUID]),
+      ...(limited.length === 0
+        ? []
+        : [limited, NIL_UUID, ...tenantLimitValues(p.tenantLimits ?? NO_TENANT_LIMITS)]),
       p.floor ?? NIL_UUID,
     ],
   };

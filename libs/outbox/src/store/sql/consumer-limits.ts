@@ -8,7 +8,51 @@ export function consumerLimited(c: string): string {
 }
 
 /**
- * Takes the turn of each limited consumer in `consumers` (those the registry gives a limit) to claim in tenant
+ * The limits of a tenant's own consumers (run-time webhook subscriptions), as the claims take them: one array per
+ * column, in the consumers' order. Their limits count within the tenant — a cap on the consumer's deliveries in
+ * flight there, a rate of the tenant's (the consumer's name is the tenant's own: another tenant's consumer of the
+ * same name is another consumer) — so they go where the registry's per-tenant limits go.
+ */
+export interface TenantConsumerLimits {
+  names: readonly string[];
+  caps: readonly (number | null)[];
+  rateLimits: readonly (number | null)[];
+  rateIntervalsMs: readonly (number | null)[];
+}
+
+/** No tenant consumer with a limit. */
+export const NO_TENANT_LIMITS: TenantConsumerLimits = {
+  names: [],
+  caps: [],
+  rateLimits: [],
+  rateIntervalsMs: [],
+};
+
+/** The four arrays of `TenantConsumerLimits`, as statement values. */
+export function tenantLimitValues(t: TenantConsumerLimits): unknown[] {
+  return [t.names, t.caps, t.rateLimits, t.rateIntervalsMs];
+}
+
+/**
+ * The limits of the consumers named by the parameter `names`: the persisted registry's row of each
+ * (`outbox_consumers`), and the tenant's own consumers' limits from the four parameters from `first` on
+ * (`TenantConsumerLimits`) as rows of the same shape — a cap per tenant and a rate per tenant. One source for
+ * the turn and the room, so a tenant consumer's limits are counted by the same log, turn and in-flight count as
+ * any consumer's.
+ */
+function limitRows(n: OutboxNames, names: string, first: number): string {
+  const [name, cap, limit, interval] = [0, 1, 2, 3].map((i) => `$${first + i}`);
+  return `(select r.name, r.concurrency, r.tenant_concurrency, r.rate_limit, r.rate_interval_ms, r.rate_per_tenant, r.rate_key
+             from ${n.consumers} r where r.name = any(${names}::text[])
+           union all
+           select t.name, null::int, t.cap, t.rate_limit, t.rate_interval_ms, true, null::text
+             from unnest(${name}::text[], ${cap}::int[], ${limit}::int[], ${interval}::int[])
+                    as t(name, cap, rate_limit, rate_interval_ms))`;
+}
+
+/**
+ * Takes the turn of each limited consumer in `consumers` (those the registry gives a limit, and the tenant's own
+ * limited consumers, `tenantLimits`) to claim in tenant
  * `tenantId`: locks its row of `outbox_consumer_limits` — the nil tenant's for its limits over every tenant, the
  * tenant's own for its limits per tenant or per key — creating the row the first time (`on conflict do update` locks the
  * row whichever wins the insert). Sent in the claim's transaction just before the due claim
@@ -20,22 +64,22 @@ export function consumerLimited(c: string): string {
  */
 export function lockConsumerLimits(
   n: OutboxNames,
-  p: { tenantId: string; consumers: readonly string[] },
+  p: { tenantId: string; consumers: readonly string[]; tenantLimits?: TenantConsumerLimits },
 ): SqlStatement {
   return {
     text: `insert into ${n.consumerLimits} as l (consumer_name, tenant_id)
            select distinct c.name, k.tenant_id
-             from ${n.consumers} c
+             from ${limitRows(n, '$2', 4)} c
              cross join lateral (values
                ($3::uuid, c.concurrency is not null
                           or (c.rate_limit is not null and not c.rate_per_tenant and c.rate_key is null)),
                ($1::uuid, c.tenant_concurrency is not null
                           or (c.rate_limit is not null and (c.rate_per_tenant or c.rate_key is not null)))
              ) as k(tenant_id, applies)
-            where c.name = any($2::text[]) and k.applies
+            where k.applies
             order by c.name, k.tenant_id
            on conflict (consumer_name, tenant_id) do update set started_at = l.started_at`,
-    values: [p.tenantId, p.consumers, NIL_UUID],
+    values: [p.tenantId, p.consumers, NIL_UUID, ...tenantLimitValues(p.tenantLimits ?? NO_TENANT_LIMITS)],
   };
 }
 
@@ -49,7 +93,8 @@ export function lockConsumerLimits(
  * consumer the registry gives no limit (an instance reported it without) has the room of the claim. The log's
  * times are `clock_timestamp()`, read once the turn is held: `now()` is the transaction's start, which predates
  * the wait for the turn: a claim that waited would date its starts early, and they would leave the window early.
- * Parameters: those of the due claim, `$7` the limited consumers, `$8` the nil tenant.
+ * Parameters: those of the due claim, `$7` the limited consumers, `$8` the nil tenant, `$9` to `$12` the tenant's
+ * own consumers' limits (`TenantConsumerLimits`).
  */
 export function limitedClaimParts(
   n: OutboxNames,
@@ -70,8 +115,7 @@ export function limitedClaimParts(
                                     then c.rate_limit - ${startsWithin('case when c.rate_per_tenant then $1::uuid else $8::uuid end')} end,
                                $3::int)
                     )) as room
-               from ${n.consumers} c
-              where c.name = any($7::text[])
+               from ${limitRows(n, '$7', 9)} c
            ), limited_stale as (
              select s.id, lim.name from lim, lateral (
                select s.id from ${n.deliveries} s

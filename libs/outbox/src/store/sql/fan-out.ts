@@ -75,8 +75,8 @@ export const fanOutText = textPerNames((n: OutboxNames): string => {
              select name, event_patterns, ordered, ${consumerLimited('r')} as limited
                from ${n.consumers} r where last_seen_at > now() - $3::int * interval '1 millisecond'
              union all
-             select name, string_to_array(patterns, ' '), ordered, false
-               from unnest($7::text[], $8::text[], $9::boolean[]) as t(name, patterns, ordered)
+             select name, string_to_array(patterns, ' '), ordered, limited
+               from unnest($7::text[], $8::text[], $9::boolean[], $13::boolean[]) as t(name, patterns, ordered, limited)
            ) c
         on exists (select 1 from unnest(c.event_patterns) as p(pattern)
                     where ${eventPatternMatch('p.pattern', 'n.event_name')})
@@ -208,7 +208,8 @@ export interface NewEventsClaim {
  * instances (a rolling deploy, dedicated workers) still gets its rows (docs/adr/0608-persisted-consumer-registry.md).
  * Rows of consumers this instance hosts are leased to it at once (attempt 1), except ordered ones, which the
  * due-claim that follows in the same transaction takes when nothing earlier in their aggregate is open;
- * tenant-scoped consumers (run-time webhook subscriptions) come as arrays; the others wait as `pending` for an
+ * tenant-scoped consumers (run-time webhook subscriptions) come as arrays (a limited one's rows wait `pending`, as
+ * any limited consumer's); the others wait as `pending` for an
  * instance that hosts them.
  *
  * Hosted in-process consumers (not ordered) get no row here: their pairs are claimed through the event, with a
@@ -234,7 +235,13 @@ export function fanOutPendingEvents(
     /** Names of the consumers this instance hosts (tenant-scoped ones included). */
     hosted: readonly string[];
     /** Consumers of this tenant only (not in `outbox_consumers`), all hosted here. */
-    tenantConsumers: readonly { name: string; eventNames: readonly string[]; ordered?: boolean }[];
+    tenantConsumers: readonly {
+      name: string;
+      eventNames: readonly string[];
+      ordered?: boolean;
+      /** With a concurrency or rate limit: its rows wait `pending` for the due claim, as a limited consumer's. */
+      limits?: unknown;
+    }[];
   },
 ): SqlStatement {
   return {
@@ -253,6 +260,7 @@ export function fanOutPendingEvents(
       p.inProcess,
       p.from ?? '-1',
       p.floor ?? NIL_UUID,
+      p.tenantConsumers.map((c) => c.limits !== undefined),
     ],
   };
 }
