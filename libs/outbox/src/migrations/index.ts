@@ -30,6 +30,7 @@ import { OutboxConsumerInstanceStart1764502500000 } from './1764502500000-outbox
 import { OutboxDueTenantsPastSettled1764502600000 } from './1764502600000-outbox-due-tenants-past-settled';
 import { OutboxConsumerKeyLimits1764502800000 } from './1764502800000-outbox-consumer-key-limits';
 import { OutboxClaimFloor1764502700000 } from './1764502700000-outbox-claim-floor';
+import { OutboxClaimFloorClaimable1764503100000 } from './1764503100000-outbox-claim-floor-claimable';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -65,4 +66,5 @@ export const outboxMigrations = [
   OutboxDueTenantsPastSettled1764502600000,
   OutboxClaimFloor1764502700000,
   OutboxConsumerKeyLimits1764502800000,
+  OutboxClaimFloorClaimable1764503100000,
 ];
