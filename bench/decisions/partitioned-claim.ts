@@ -10,8 +10,10 @@
  * claim (100 deliveries) — each without a floor, then with the floor the relay reads on its database (ADR 1207's
  * addendum: the ranges below it are pruned) —, the floor's reading, one retention batch (nothing to purge) and the
  * partition drop step (nothing to drop).
- * Median and p90 in µs, client-side (one connection per database, loopback); then how many partitions each claim's
- * plan names.
+ * Each statement is sent as the relay sends it: named on its generic plan when it has a prepared form, else unnamed
+ * (the due claim both ways). Median and p90 in µs, client-side (one connection per database, loopback); then how
+ * many partitions each claim's plan runs and the shared buffers its execution touched (`EXPLAIN (ANALYZE,
+ * BUFFERS)`, deterministic where the times are not).
  */
 import { Client } from 'pg';
 import { outboxNames } from '../../libs/outbox/src/model/table-names';
@@ -88,19 +90,33 @@ function unbounded(statement: SqlStatement): SqlStatement {
   return { ...statement, text };
 }
 
+/**
+ * One run as the relay sends it: a statement with a prepared form (`prepared`) named, on its generic plan (the
+ * relay switches its transaction to generic plans before it: ADR 0502), any other unnamed, planned with its values.
+ */
 async function timeOnce(client: Client, name: string, statement: SqlStatement): Promise<number> {
   await client.query('begin');
+  const named = statement.prepared !== undefined;
+  if (named) await client.query(`set local plan_cache_mode = force_generic_plan`);
   const started = performance.now();
-  await client.query({ name, text: statement.text, values: statement.values as unknown[] });
+  await client.query(
+    named
+      ? { name, text: statement.text, values: statement.values as unknown[] }
+      : { text: statement.text, values: statement.values as unknown[] },
+  );
   const elapsed = performance.now() - started;
   await client.query('rollback');
   return elapsed * 1000;
 }
 
-/** How many distinct partitions (or tables) of the three histories the statement's generic plan names. */
-async function partitionsInPlan(client: Client, name: string, statement: SqlStatement): Promise<number> {
+/**
+ * How many distinct partitions (or tables) of the three histories the statement's plan runs, and how many shared
+ * buffers its execution touches: on its generic plan when the relay names it, else planned with its values.
+ */
+async function partitionsInPlan(client: Client, name: string, statement: SqlStatement): Promise<string> {
   await client.query('begin');
-  await client.query(`set local plan_cache_mode = force_generic_plan`);
+  const mode = statement.prepared !== undefined ? 'force_generic_plan' : 'force_custom_plan';
+  await client.query(`set local plan_cache_mode = ${mode}`);
   await client.query({ text: `prepare plan_probe_${name} as ${statement.text}` });
   const literal = (v: unknown): string =>
     v === null || v === undefined
@@ -112,9 +128,11 @@ async function partitionsInPlan(client: Client, name: string, statement: SqlStat
           : client.escapeLiteral(typeof v === 'string' ? v : JSON.stringify(v));
   const args = (statement.values as unknown[]).map(literal).join(', ');
   const rows = await client.query<{ 'QUERY PLAN': string }>(
-    `explain (analyze, costs off, timing off, summary off) execute plan_probe_${name}(${args})`,
+    `explain (analyze, buffers, costs off, timing off, summary off) execute plan_probe_${name}(${args})`,
   );
   await client.query('rollback');
+  const top = rows.rows.map((r) => r['QUERY PLAN']).find((line) => /^\s*Buffers:/.test(line)) ?? '';
+  const buffers = [...top.matchAll(/(?:hit|read)=(\d+)/g)].reduce((sum, m) => sum + Number(m[1]), 0);
   const scanned = new Set<string>();
   for (const row of rows.rows) {
     const line = row['QUERY PLAN'];
@@ -123,7 +141,7 @@ async function partitionsInPlan(client: Client, name: string, statement: SqlStat
     const m = /on ((event_outbox|outbox_deliveries|consumer_inbox)\w*)/.exec(line);
     if (m) scanned.add(m[1]!);
   }
-  return scanned.size;
+  return `${scanned.size} partitions, ${buffers} buffers`;
 }
 
 async function main(): Promise<void> {
@@ -183,6 +201,11 @@ async function main(): Promise<void> {
     for (const [label, make] of Object.entries(claims)) statements[label] = () => make(NIL);
     for (const [label, make] of Object.entries(claims))
       statements[`${label}, floored`] = (layout) => make(floors.get(layout)!);
+    // the due claim as it was sent before it was named (planned with its values at each claim)
+    statements['due claim (100 deliveries), floored, unnamed'] = (layout) => ({
+      ...claims['due claim (100 deliveries)']!(floors.get(layout)!),
+      prepared: undefined,
+    });
     statements['floor reading'] = () => claimFloorReading(names, FLOOR_MARGIN_MS);
     statements['retention batch (none due)'] = () => purgeSettledBatch(names, 7, 1000);
     statements['partition drop step (none)'] = () => dropPartitionStep(names, 7);
@@ -207,14 +230,16 @@ async function main(): Promise<void> {
         );
       }
     }
-    print('  partitions (or tables) of the histories that the generic plan scans');
-    for (const [label, statement] of Object.entries(statements).slice(0, 9)) {
+    print(
+      '  partitions (or tables) of the histories that the plan runs, and shared buffers touched (hit + read)',
+    );
+    for (const [label, statement] of Object.entries(statements).slice(0, 10)) {
       const counts: string[] = [];
       for (const layout of layouts)
         counts.push(
           `${layout}: ${await partitionsInPlan(clients.get(layout)!, label.replace(/\W+/g, '_'), statement(layout))}`,
         );
-      print(`    ${label.padEnd(28)} ${counts.join(', ')}`);
+      print(`    ${label.padEnd(48)} ${counts.join(', ')}`);
     }
   } finally {
     for (const client of clients.values()) await client.end();

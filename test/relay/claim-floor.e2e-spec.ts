@@ -18,6 +18,7 @@ import { buildApp, type TestApp } from '../support/build-app';
 import {
   EFFECTS_TABLE_SQL,
   TENANT,
+  TENANTS,
   ThingConsumers,
   effectIds,
   enqueueIn,
@@ -98,6 +99,7 @@ describe('the claims’ floor (partitioned layout)', () => {
     await t?.close();
     t = undefined;
     await truncateOutbox(db);
+    await db.sql(`delete from outbox_consumer_pauses`);
   });
   afterAll(async () => {
     await db?.drop();
@@ -336,6 +338,90 @@ describe('the claims’ floor (partitioned layout)', () => {
     const old = await oldFannedOut('dead');
     expect(await t!.app.get(OutboxAdminService).replayEvent(TENANT, old)).toBe(1);
     await readAndRelayUntil(store, floor, [old]);
+  });
+
+  /** The reading's value now, as the relay would read it with `start`'s margin (a minute). */
+  async function reading(): Promise<string> {
+    const [{ floor }] = (await db.sql<{ floor: string }>(
+      `select outbox_claim_floor('1 minute') as floor`,
+    )) as [{ floor: string }];
+    return floor;
+  }
+
+  /** Reads the floor until its bound is above `id`, or fails after 10 s (a raise waits for a second reading). */
+  async function raisedAbove(store: PgRelayStore, floor: ClaimFloor, id: string): Promise<void> {
+    const deadline = Date.now() + 10_000;
+    while (!(floor['bound'] !== null && (floor['bound'] as string) > id)) {
+      if (Date.now() > deadline)
+        throw new Error(`the floor stayed at ${String(floor['bound'])}, not above ${id}`);
+      await store.readFloor(floor);
+    }
+  }
+
+  // Addendum "Work that waits does not hold the floor": work of an old range that is not claimable now — a paused
+  // pair's delivery, a retry due in hours, an event scheduled for tomorrow — held the floor at its range, so every
+  // claim of every tenant read every range from there on. The reading counts it once it is claimable again.
+  it('rises above work that waits (paused, retried or scheduled later) and claims it at the next reading once due', async () => {
+    const { store, floor } = await busyTenant();
+    const other = TENANTS[1];
+    const admin = t!.app.get(OutboxAdminService);
+    expect(await admin.pauseConsumer(CONSUMER, { tenantId: other })).toBeTruthy();
+    // three days old, in a range: a pending delivery of the paused pair, a retry due in three hours (TENANT), and an
+    // event of TENANT scheduled for tomorrow
+    const paused = uuidv7({ msecs: Date.now() - 3 * DAY });
+    await db.sql(
+      `insert into event_outbox (id, tenant_id, event_name, payload, status, deliveries_open)
+       values ($1, $2, $3, '{}', 'processing', 1)`,
+      [paused, other, EVENT],
+    );
+    await db.sql(
+      `insert into outbox_deliveries (event_id, tenant_id, consumer_name, event_seq, status)
+       select id, tenant_id, $2, seq, 'pending' from event_outbox where id = $1`,
+      [paused, CONSUMER],
+    );
+    const retried = await oldFannedOut('failed', 3);
+    const scheduled = uuidv7({ msecs: Date.now() - 3 * DAY + 2 });
+    await db.sql(
+      `insert into event_outbox (id, tenant_id, event_name, payload, status, deliver_at)
+       values ($1, $2, $3, '{}', 'scheduled', now() + interval '1 day')`,
+      [scheduled, TENANT, EVENT],
+    );
+    const oldest = [paused, retried, scheduled].sort()[2]!;
+    // the reading and the relay's bound are past all three: the ranges of three days ago are pruned
+    expect((await reading()) > oldest).toBe(true);
+    await raisedAbove(store, floor, oldest);
+    // neither tenant's claims go without the floor within the test (their full scans just ran)
+    floor['fullScans'].set(TENANT, performance.now());
+    floor['fullScans'].set(other, performance.now());
+    // resumed, and the retry's backoff over: the next reading counts both and lowers the bound at once
+    expect(await admin.resumeConsumer(CONSUMER, { tenantId: other })).toBe(true);
+    await db.sql(`update outbox_deliveries set next_attempt_at = now() where event_id = $1`, [retried]);
+    expect((await reading()) <= paused).toBe(true);
+    await readAndRelayUntil(store, floor, [paused, retried]);
+  });
+
+  it('rises above a paused consumer’s backlog larger than its probe, and counts it again once resumed', async () => {
+    // 150 pending deliveries of a consumer paused for every tenant, three days back: more than the reading's
+    // probe looks at in a range's due index (100), which it passes by without walking the rest
+    await db.sql(`insert into outbox_consumer_pauses (consumer_name, tenant_id) values ($1, null)`, [
+      CONSUMER,
+    ]);
+    const old = Date.now() - 3 * DAY;
+    const ids = Array.from({ length: 150 }, (_, i) => uuidv7({ msecs: old + i }));
+    await db.sql(
+      `insert into event_outbox (id, tenant_id, event_name, payload, status, deliveries_open)
+       select id, $2, $3, '{}', 'processing', 1 from unnest($1::uuid[]) id`,
+      [ids, TENANT, EVENT],
+    );
+    await db.sql(
+      `insert into outbox_deliveries (event_id, tenant_id, consumer_name, event_seq, status)
+       select id, tenant_id, $1, seq, 'pending' from event_outbox`,
+      [CONSUMER],
+    );
+    expect((await reading()) > ids[149]!).toBe(true);
+    // resumed: the range holds the floor again
+    await db.sql(`delete from outbox_consumer_pauses`);
+    expect((await reading()) <= ids[0]!).toBe(true);
   });
 
   it('reads a range’s start in UTC whatever the session’s time zone (a range at a local time that does not exist)', async () => {

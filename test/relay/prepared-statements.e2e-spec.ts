@@ -9,6 +9,7 @@ import {
 } from 'nestjs-pg-outbox';
 import {
   CLAIM_NEW_NAME,
+  claimDueDeliveries,
   claimNewEvents,
   fanOutPendingEvents,
   outboxNames,
@@ -289,6 +290,23 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
     expect(freshOf(leanPlan)).toMatch(/SubPlan \d+/);
     expect(freshOf(leanPlan)).not.toMatch(/hashed SubPlan|Anti Join/);
     expect(leanPlan).not.toMatch(/Seq Scan on (event_outbox|outbox_deliveries)\b/);
+
+    // the due claim (named since ADR 1207's addendum "The due claim"): retries through the due index, expired leases
+    // through the lease index, the claimed deliveries and their events through their keys
+    const due = claimDueDeliveries(NAMES, {
+      tenantId: TENANT,
+      consumers: ['seen'],
+      limit: 100,
+      leaseToken: randomUUID(),
+      leaseMs: 30_000,
+    });
+    expect(due.prepared).toBeDefined();
+    const duePlan = await genericPlan(due);
+    expect(duePlan).toContain('outbox_deliveries_due_idx');
+    expect(duePlan).toContain('outbox_deliveries_lease_idx');
+    expect(duePlan).toContain('outbox_deliveries_pkey');
+    expect(duePlan).toContain('event_outbox_pkey');
+    expect(duePlan).not.toMatch(/Seq Scan on (event_outbox|outbox_deliveries)\b/);
 
     // the outcome of a batch of pairs: events locked and settled through their primary key, deliveries only inserted
     const events = await db.sql<{ id: string; seq: string }>(

@@ -347,7 +347,7 @@ describe("a batch's statements and round trips, for each kind of consumer", () =
         'begin',
         'context',
         'fan-out',
-        'set local plan_cache_mode to default',
+        // named too, on its generic plan: no switch back to custom plans between them (ADR 1207's addendum)
         'claim retries',
         'commit; START TRANSACTION',
       ],

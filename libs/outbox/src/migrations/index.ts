@@ -31,6 +31,7 @@ import { OutboxDueTenantsPastSettled1764502600000 } from './1764502600000-outbox
 import { OutboxConsumerKeyLimits1764502800000 } from './1764502800000-outbox-consumer-key-limits';
 import { OutboxDueTenantsProbes1764502900000 } from './1764502900000-outbox-due-tenants-probes';
 import { OutboxClaimFloor1764502700000 } from './1764502700000-outbox-claim-floor';
+import { OutboxClaimFloorClaimable1764503100000 } from './1764503100000-outbox-claim-floor-claimable';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -67,4 +68,5 @@ export const outboxMigrations = [
   OutboxClaimFloor1764502700000,
   OutboxConsumerKeyLimits1764502800000,
   OutboxDueTenantsProbes1764502900000,
+  OutboxClaimFloorClaimable1764503100000,
 ];

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { PoolClient } from 'pg';
 import {
+  claimDueText,
   claimNewText,
   fanOutText,
   handlerContext,
@@ -17,6 +18,7 @@ function preparedTextsHash(n: OutboxNames): string {
   return createHash('sha1')
     .update(fanOutText(n))
     .update(claimNewText(n))
+    .update(claimDueText(n))
     .update(pairOutcomeText(n))
     .update(handlerContext('', '', 0).text)
     .digest('hex');

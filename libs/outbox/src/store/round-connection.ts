@@ -362,6 +362,7 @@ export class RoundConnection {
     const left = prepared.next(connection, [
       q.FAN_OUT_NAME,
       q.CLAIM_NEW_NAME,
+      q.CLAIM_DUE_NAME,
       q.PAIR_OUTCOME_NAME,
       q.HANDLER_CONTEXT_NAME,
     ]);

@@ -8,7 +8,7 @@ import {
 } from './consumer-limits';
 import { keyedClaimParts } from './consumer-key-limits';
 import { NIL_UUID } from '../../model/outbox.constants';
-import type { SqlStatement } from './statement';
+import { CLAIM_DUE_NAME, type SqlStatement } from './statement';
 import type { OutboxNames } from '../../model/table-names';
 
 /** Columns of a claimed delivery joined with its event. */
@@ -51,6 +51,11 @@ function earlierInAggregate(n: OutboxNames): string {
  * the update and the read of the events stop at the claim's floor (`floor`, the last parameter): in the partitioned
  * layout the executor prunes the older ranges when it starts, the update by delivery id included (without it, the
  * update probes every range's key). The limited consumers' part and the ordered consumers' check are not bounded.
+ * Without limited consumers it is a named statement run on its generic plan (`prepared`): planned anew for each
+ * claim, the unbounded check made PostgreSQL expand every partition of the partitioned layout at every claim
+ * (44–75 ms of planning at 100 ranges: docs/adr/1207-partitioned-history.md, addendum "The due claim"). The events
+ * are read by `= any(array(…))` in a CTE of their own: a generic plan joining them to `claimed` hashed every
+ * event above the floor.
  */
 export function claimDueDeliveries(
   n: OutboxNames,
@@ -128,10 +133,14 @@ export function claimDueDeliveries(
                from (${due}) due
               where d.id = any(array(${ids})) and d.id = due.id and d.event_id >= ${floor}
              returning d.*, due.recovered
+           ), events as materialized (
+             select e.* from ${n.events} e where e.id = any(array(select event_id from claimed)) and e.id >= ${floor}
            )
            select ${CLAIMED_COLUMNS}, d.recovered
-             from claimed d join ${n.events} e on e.id = d.event_id and e.id >= ${floor}
+             from claimed d join events e on e.id = d.event_id
             order by e.seq, d.consumer_name`,
+    // one text without limited consumers (`none` only when every hosted consumer is limited)
+    prepared: limited.length === 0 && p.consumers.length > 0 ? CLAIM_DUE_NAME : undefined,
     values: [
       p.tenantId,
       unlimited,
@@ -145,4 +154,15 @@ export function claimDueDeliveries(
       p.floor ?? NIL_UUID,
     ],
   };
+}
+
+/** The due claim's text when it is named (no limited consumer), for the hash of the named statements' texts. */
+export function claimDueText(n: OutboxNames): string {
+  return claimDueDeliveries(n, {
+    tenantId: NIL_UUID,
+    consumers: ['-'],
+    limit: 0,
+    leaseToken: NIL_UUID,
+    leaseMs: 0,
+  }).text;
 }

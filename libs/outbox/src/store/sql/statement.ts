@@ -28,6 +28,8 @@ export const SERVER_START = `(extract(epoch from pg_postmaster_start_time()) * 1
 export const FAN_OUT_NAME = 'outbox_fan_out';
 /** The start of the statement name of the claim of new events for in-process consumers only (`claimNewEvents`). */
 export const CLAIM_NEW_NAME = 'outbox_claim_new';
+/** The start of the statement name of the due claim without limited consumers (`claimDueDeliveries`). */
+export const CLAIM_DUE_NAME = 'outbox_claim_due';
 /** The start of the statement name of a fenced batch of in-process pairs' outcome. */
 export const PAIR_OUTCOME_NAME = 'outbox_outcome';
 /** The start of the statement name of a handler's context (see `handlerContext`). */
