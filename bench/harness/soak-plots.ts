@@ -57,10 +57,10 @@ export function soakPlots(
   // the partitioned layout: retention's work is the ranges dropped, not rows deleted
   if (windows.some((w) => w.ranges > 0))
     panels.push(
-      panel('Ranges of the events table', 'ranges', [
-        line('kept at the window’s end', (w) => w.ranges),
-        line('made in the window', (w) => w.rangesMade),
-        line('dropped in the window', (w) => w.rangesDropped),
+      panel('Ranges of the events table', 'ranges per window', [
+        line('kept', (w) => w.ranges),
+        line('made', (w) => w.rangesMade),
+        line('dropped', (w) => w.rangesDropped),
       ]),
     );
   return chartGrid(panels, panels.length > 8 ? 3 : 4);
