@@ -54,7 +54,7 @@ async function main(options: BenchOptions): Promise<void> {
   process.once('SIGINT', interrupt);
   process.once('SIGTERM', interrupt);
   try {
-    db = await BenchDatabase.create(server.url, options.layout);
+    db = await BenchDatabase.create(server.url, options.layout, options.rangeMinutes);
     const flushes = await WalFlushCounter.detect(db);
     const source = server.embedded ? 'embedded, started for this run' : 'DATABASE_URL';
     const environment = await describeEnvironment(db, source, flushes);
@@ -62,12 +62,13 @@ async function main(options: BenchOptions): Promise<void> {
     report.header(
       `outbox bench${options.quick ? ' --quick' : ''}${options.loaded ? ' --loaded' : ''}${
         options.layout === 'partitioned' ? ' --layout=partitioned' : ''
-      } — ${new Date().toISOString()}`,
+      }${options.rangeMinutes !== null ? ` --range-minutes=${options.rangeMinutes}` : ''} — ${new Date().toISOString()}`,
       {
         ...environment.facts,
         quick: options.quick,
         loaded: options.loaded,
         layout: options.layout,
+        rangeMinutes: options.rangeMinutes,
         scenarios: options.scenarios,
       },
       [

@@ -7,6 +7,7 @@ import { Client, type QueryResultRow } from 'pg';
 import { DataSource } from 'typeorm';
 import { outboxMigrations } from 'nestjs-pg-outbox';
 import { partitionedLayoutStatements } from '../../test/support/template-database';
+import { partitionInMinutes } from './bench-floors';
 
 /** The outbox tables as the migrations leave them, or converted to the partitioned layout (docs/partitioning.md). */
 export type BenchLayout = 'unpartitioned' | 'partitioned';
@@ -50,9 +51,14 @@ export class BenchDatabase {
 
   /**
    * Creates `outbox_bench_<random>` on the server, migrates it, and connects. `partitioned`: then converted as the
-   * test suites' template is with OUTBOX_TEST_PARTITIONED=1 (daily ranges from yesterday to three days ahead).
+   * test suites' template is with OUTBOX_TEST_PARTITIONED=1 (daily ranges from yesterday to three days ahead), or
+   * with ranges of `rangeMinutes` from now (BENCH ONLY, below the library's minimum: bench-floors.ts).
    */
-  static async create(serverUrl: string, layout: BenchLayout = 'unpartitioned'): Promise<BenchDatabase> {
+  static async create(
+    serverUrl: string,
+    layout: BenchLayout = 'unpartitioned',
+    rangeMinutes: number | null = null,
+  ): Promise<BenchDatabase> {
     const name = `outbox_bench_${randomBytes(5).toString('hex')}`;
     await withClient(serverUrl, (c) => c.query(`create database ${name}`));
     const url = withDatabase(serverUrl, name);
@@ -73,7 +79,8 @@ export class BenchDatabase {
     const admin = new Client({ connectionString: url, application_name: 'bench-admin' });
     await admin.connect();
     const db = new BenchDatabase(serverUrl, name, url, admin);
-    if (layout === 'partitioned')
+    if (layout === 'partitioned' && rangeMinutes !== null) await partitionInMinutes(db, rangeMinutes);
+    else if (layout === 'partitioned')
       for (const statement of partitionedLayoutStatements(new Date(Date.now() - 86_400_000)))
         await db.sql(statement);
     // Autovacuum off on these tables: a vacuum that starts in the middle of one run and not another would

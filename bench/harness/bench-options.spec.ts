@@ -60,6 +60,20 @@ describe('parseBenchOptions, the layout', () => {
     expect(() => parseBenchOptions(['--layout=sharded'])).toThrow('unknown argument "--layout=sharded"');
   });
 
+  it('takes --range-minutes (bench only) with the partitioned layout, in whole minutes below an hour', () => {
+    expect(parseBenchOptions(['--layout=partitioned']).rangeMinutes).toBeNull();
+    expect(parseBenchOptions(['--layout=partitioned', '--range-minutes=1']).rangeMinutes).toBe(1);
+    expect(() => parseBenchOptions(['--range-minutes=2'])).toThrow(
+      '--range-minutes=2 needs --layout=partitioned',
+    );
+    expect(() => parseBenchOptions(['--layout=partitioned', '--range-minutes=60'])).toThrow(
+      'whole number of minutes from 1 to 59',
+    );
+    expect(() => parseBenchOptions(['--layout=partitioned', '--range-minutes=1.5'])).toThrow(
+      'whole number of minutes from 1 to 59',
+    );
+  });
+
   it('adds a 10 million event history to the full scale scenario only', () => {
     expect(parseBenchOptions([]).sizes.scaleHistories).toEqual([10_000, 1_000_000, 10_000_000]);
     expect(parseBenchOptions(['--quick']).sizes.scaleHistories).toEqual([10_000, 100_000]);

@@ -102,6 +102,11 @@ export interface BenchOptions {
   json: boolean;
   /** The outbox tables' layout in the bench database (`--layout`). */
   layout: BenchLayout;
+  /**
+   * BENCH ONLY (`--range-minutes`): the partitioned layout's ranges in minutes instead of days, below the library's
+   * minimum of an hour (bench/harness/bench-floors.ts); null for the test suites' daily ranges.
+   */
+  rangeMinutes: number | null;
   /** Scenarios to run, in their fixed order. */
   scenarios: readonly ScenarioName[];
   /** Peers: the lines to run, in their fixed order (all unless `--lines` names some). */
@@ -185,6 +190,9 @@ const USAGE = `usage: npm run bench -- [--quick] [--loaded] [--json] [--only=${S
   --only    run only the named scenarios (comma-separated); soak runs only when named
   --layout=partitioned   the outbox tables converted to the partitioned layout (docs/partitioning.md), as the test
             suites' with OUTBOX_TEST_PARTITIONED=1 (default unpartitioned)
+  --range-minutes=N   with --layout=partitioned: ranges of N minutes (1-59) from now, made ahead over 6 minutes at
+            least, instead of daily ones (BENCH ONLY: the library's ranges are an hour wide at least), so that a
+            soak's retention drops ranges
   --lines=${PEERS_LINE_NAMES.join(',')}   peers: run only the named lines (comma-separated)
   --minutes=N   soak: minutes of load (default 30, 2 with --quick)
   --rate=N      soak: events enqueued per second (default 400)
@@ -198,6 +206,7 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
   let loaded = false;
   let json = false;
   let layout: BenchLayout = 'unpartitioned';
+  let rangeMinutes: number | null = null;
   let scenarios: ScenarioName[] = SCENARIO_NAMES.filter((n) => !ON_REQUEST.includes(n));
   let peersLines: PeersLineName[] = [...PEERS_LINE_NAMES];
   const soak: SoakFlags = { rate: 400, minutes: null, holdSeconds: 0, outDir: 'bench-output' };
@@ -208,7 +217,11 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
     else if (arg.startsWith('--hold=')) soak.holdSeconds = positiveNumber(arg, 'a number of seconds above 0');
     else if (arg.startsWith('--out=') && arg.length > '--out='.length)
       soak.outDir = arg.slice('--out='.length);
-    else if (arg === '--loaded') loaded = true;
+    else if (arg.startsWith('--range-minutes=')) {
+      rangeMinutes = positiveNumber(arg, 'a whole number of minutes from 1 to 59');
+      if (!Number.isInteger(rangeMinutes) || rangeMinutes > 59)
+        throw new Error(`${arg}: expected a whole number of minutes from 1 to 59\n${USAGE}`);
+    } else if (arg === '--loaded') loaded = true;
     else if (arg === '--json') json = true;
     else if (arg === '--layout=partitioned' || arg === '--layout=unpartitioned')
       layout = arg.slice('--layout='.length) as BenchLayout;
@@ -233,7 +246,9 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
         `lengthen the run with --minutes or shorten the hold\n${USAGE}`,
     );
   }
-  return { quick, loaded, json, layout, scenarios, peersLines, sizes, soak };
+  if (rangeMinutes !== null && layout !== 'partitioned')
+    throw new Error(`--range-minutes=${rangeMinutes} needs --layout=partitioned\n${USAGE}`);
+  return { quick, loaded, json, layout, rangeMinutes, scenarios, peersLines, sizes, soak };
 }
 
 function positiveNumber(arg: string, expected: string): number {

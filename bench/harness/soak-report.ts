@@ -53,7 +53,11 @@ export function describeWindow(w: SoakWindow): string {
   const k = (v: number): string => (v >= 1000 ? `${(v / 1000).toFixed(1)}k` : String(v));
   return (
     `w${w.index + 1} ${w.startS.toFixed(0)}–${w.endS.toFixed(0)} s: ${(w.sizeBytes / MiB).toFixed(1)} MiB ` +
-    `(indexes ${(w.indexBytes / MiB).toFixed(1)}), dead ${k(w.deadTuples)}, purged ${k(w.purgedEvents)}; ` +
+    `(indexes ${(w.indexBytes / MiB).toFixed(1)}), dead ${k(w.deadTuples)}, purged ${k(w.purgedEvents)}` +
+    (w.ranges > 0 || w.rangesDropped > 0
+      ? `, ranges ${w.ranges} (+${w.rangesMade} made, −${w.rangesDropped} dropped)`
+      : '') +
+    `; ` +
     `p50/p99 ${ms(w.p50Ms)}/${ms(w.p99Ms)} ms; ${w.eventsPerS.toFixed(0)} events/s, backlog ${k(w.backlog)}; ` +
     `CPU/event node ${ms(w.nodeCpuPerEventMs)} + relay pg ${ms(w.relayBackendCpuPerEventMs)} ` +
     `(+ producer pg ${ms(w.producerBackendCpuPerEventMs)}) ms; claim ${ms(w.claimMeanMs)} ms × ${w.claimCalls ?? 'n/a'}, ` +

@@ -95,6 +95,31 @@ describe('soakWindow', () => {
     expect(soakWindow(0, before, after, [], null).purgedEvents).toBe(1200);
   });
 
+  it('counts the events table’s ranges kept, made and dropped; a dropped range’s deletes leave the window’s count alone', () => {
+    const empty = { tableBytes: 0, indexBytes: 0, deadTuples: 0, deletedTuples: 0 };
+    const before = reading(0);
+    before.tables.event_outbox_p20261206t0800 = { ...empty, deletedTuples: 500 };
+    before.tables.event_outbox_p20261206t0801 = { ...empty };
+    before.tables.outbox_deliveries_p20261206t0800 = { ...empty };
+    const after = reading(60);
+    after.tables.event_outbox_p20261206t0801 = { ...empty, deletedTuples: 40 };
+    after.tables.event_outbox_p20261206t0802 = { ...empty, deletedTuples: 2 };
+    after.tables.event_outbox_p20261206t0803 = { ...empty };
+    after.tables.outbox_deliveries_p20261206t0803 = { ...empty };
+    const w = soakWindow(0, before, after, [], null);
+    expect({ ranges: w.ranges, made: w.rangesMade, dropped: w.rangesDropped }).toEqual({
+      ranges: 3,
+      made: 2,
+      dropped: 1,
+    });
+    expect(w.purgedEvents).toBe(42);
+    expect(soakWindow(0, reading(0), reading(15), [], null)).toMatchObject({
+      ranges: 0,
+      rangesMade: 0,
+      rangesDropped: 0,
+    });
+  });
+
   it('leaves backend CPU and claim time unknown where they could not be read', () => {
     const w = soakWindow(
       0,
@@ -120,6 +145,18 @@ describe('soakWindow', () => {
 describe('judgeSoak', () => {
   const steady = (index: number, purged: number, size: number, p99: number, rate: number): SoakWindow =>
     window(index, { purgedEvents: purged, sizeBytes: size * MiB, p99Ms: p99, eventsPerS: rate });
+
+  it('takes a dropped range as retention’s first cycle on the partitioned layout, where no row is deleted', () => {
+    const verdict = judgeSoak([
+      steady(0, 0, 5, 50, 400),
+      { ...steady(1, 0, 10, 12, 400), rangesDropped: 1 },
+      steady(2, 0, 20, 10, 400),
+      { ...steady(3, 0, 21, 11, 396), rangesDropped: 1 },
+    ]);
+    if (!verdict.judged) throw new Error(verdict.reason);
+    expect(verdict.first.index).toBe(2);
+    expect(verdict.last.index).toBe(3);
+  });
 
   it('compares the last window with the first after retention first purged', () => {
     const verdict = judgeSoak([

@@ -11,15 +11,17 @@
  * claim, dead rows and latency (issue 39). The run's data goes to `<out>/soak-<time>.json`, its plots to
  * `.svg` and `.png` beside it.
  *
- * The floor: retention refuses to purge events settled less than an hour ago (outbox_purge_settled checks its
- * cut-off), too long for a run of minutes. The bench lowers it in its own throwaway database only: it rewrites
- * that function's cut-off to `now() - <soakRetentionSeconds>` (the options ask for 2 hours, which passes the
- * floor check) and restores it afterwards. The library's code is unchanged.
+ * The floors: retention refuses to purge events settled less than an hour ago (outbox_purge_settled and, on the
+ * partitioned layout, outbox_drop_partitions check their cut-off), too long for a run of minutes. The bench lowers
+ * it in its own throwaway database only (bench/harness/bench-floors.ts): the functions take
+ * `now() - <soakRetentionSeconds>` as their cut-off (the options ask for 2 hours, which passes the floor check),
+ * and are restored afterwards. On the partitioned layout, `--range-minutes=N` (BENCH ONLY, the library's ranges
+ * are an hour wide at least) gives ranges that the relay makes ahead and retention drops during the run; each
+ * window counts the ranges kept, made and dropped. The library's code is unchanged.
  */
 import { cpus, loadavg } from 'node:os';
 import { OutboxAdminModule, OutboxAdminService } from 'nestjs-pg-outbox/admin';
 import { createBenchApp, type BenchApp } from '../harness/bench-app';
-import type { BenchDatabase } from '../harness/bench-database';
 import type { BenchScenario } from '../harness/bench-scenario';
 import { SoakConsumers } from '../harness/bench-consumers';
 import { commitContactEvent } from '../harness/latency-runs';
@@ -40,6 +42,7 @@ import {
   type DoctorCall,
 } from '../harness/soak-report';
 import { PRODUCER_APP, RELAY_APP, SoakReader } from '../harness/soak-readings';
+import { lowerRetentionFloor, rangesAhead } from '../harness/bench-floors';
 import { StatementStats } from '../harness/statement-stats';
 import { now, sleep, waitUntil } from '../harness/stats';
 
@@ -75,7 +78,7 @@ export const soakScenario: BenchScenario = {
     await db.truncate();
     await db.checkpoint();
     const stats = await StatementStats.enable(db, 'all');
-    const restoreFloor = await lowerPurgeFloor(db, sizes.soakRetentionSeconds);
+    const restoreFloor = await lowerRetentionFloor(db, sizes.soakRetentionSeconds);
     await db.setAutovacuum(VACUUMED_TABLES, true);
     const relay = await createBenchApp({
       url: db.url,
@@ -107,7 +110,7 @@ export const soakScenario: BenchScenario = {
       report.note(
         `${soak.rate} events/s for ${minutes} min in ${windowCount} windows of ${windowS} s; two consumers (one writes a row); ` +
           `relay woken by the producer app's NOTIFY; retention every ${sizes.soakRetentionIntervalMs / 1000} s purges events settled ` +
-          `over ${sizes.soakRetentionSeconds} s ago (floor lowered for the bench: see soak.scenario.ts); autovacuum on ` +
+          `over ${sizes.soakRetentionSeconds} s ago (floor lowered for the bench: see bench-floors.ts)${layoutNote(context.options.layout, context.options.rangeMinutes)}; autovacuum on ` +
           `(naptime ${naptime!.setting}); ` +
           `load average at start ${loadBefore.map((l) => l.toFixed(2)).join(' ')}`,
       );
@@ -235,6 +238,8 @@ export const soakScenario: BenchScenario = {
         settings: {
           rate: soak.rate,
           minutes,
+          layout: context.options.layout,
+          rangeMinutes: context.options.rangeMinutes,
           windowSeconds: windowS,
           retentionSeconds: sizes.soakRetentionSeconds,
           retentionIntervalMs: sizes.soakRetentionIntervalMs,
@@ -267,24 +272,12 @@ export const soakScenario: BenchScenario = {
   },
 };
 
-/**
- * Lets retention purge events settled `seconds` ago in this database: the purge function's cut-off becomes
- * `now() - seconds` (its floor check of the argument stays). Returns what puts the function back.
- */
-async function lowerPurgeFloor(db: BenchDatabase, seconds: number): Promise<() => Promise<void>> {
-  const [row] = await db.sql<{ definition: string }>(
-    `select pg_get_functiondef('public.outbox_purge_settled(timestamptz, integer)'::regprocedure) as definition`,
-  );
-  const original = row!.definition;
-  const cutOff = 'published_at < older_than';
-  if (!original.includes(cutOff))
-    throw new Error(
-      `soak: outbox_purge_settled no longer compares "${cutOff}"; update lowerPurgeFloor in bench/scenarios/soak.scenario.ts`,
-    );
-  await db.sql(original.replace(cutOff, `published_at < now() - make_interval(secs => ${Number(seconds)})`));
-  return async () => {
-    await db.sql(original);
-  };
+/** The layout's ranges, as the note at the start says them. */
+function layoutNote(layout: string, rangeMinutes: number | null): string {
+  if (layout !== 'partitioned') return '';
+  return rangeMinutes === null
+    ? '; partitioned layout, daily ranges (retention drops none in a run of minutes; --range-minutes=N)'
+    : `; partitioned layout, ranges of ${rangeMinutes} min (BENCH ONLY: --range-minutes), ${rangesAhead(rangeMinutes)} made ahead`;
 }
 
 /** Commits `rate` events a second until `endAt`, on schedule, without keeping a promise per event. */
