@@ -131,7 +131,13 @@ function label(s: ProbedStatement): string {
   if (relayStatement.handlerContext(s)) return 'handler context';
   if (/^with o as \(/.test(text)) return 'outcome';
   if (/^with retry as \(/.test(text)) return 'claim retries';
-  if (/^select set_config\('statement_timeout', \$1, (true|false)\)$/.test(text)) return 'bound';
+  // the relay's own transactions also turn JIT off (relayBound)
+  if (
+    /^select set_config\('statement_timeout', \$1, (true|false)\)(, set_config\('jit', 'off', true\))?$/.test(
+      text,
+    )
+  )
+    return 'bound';
   if (/^select concat\(set_config\(\$1, \$2, true\), set_config\('idle_in_transaction/.test(text))
     return 'context';
   if (text.startsWith("select set_config('outbox.expected_batch'")) return 'expect batch';
