@@ -56,9 +56,11 @@ async function partitionsRun(
     const args = (statement.values as unknown[]).map((v) =>
       Array.isArray(v)
         ? client.escapeLiteral(`{${v.map((x) => JSON.stringify(x)).join(',')}}`)
-        : typeof v === 'number'
-          ? String(v)
-          : client.escapeLiteral(String(v)),
+        : v === null
+          ? 'null'
+          : typeof v === 'number'
+            ? String(v)
+            : client.escapeLiteral(String(v as string)),
     );
     const { rows } = await client.query<{ 'QUERY PLAN': string }>(
       `explain (analyze, costs off, timing off, summary off) execute probe(${args.join(', ')})`,

@@ -131,6 +131,7 @@ function label(s: ProbedStatement): string {
   if (relayStatement.handlerContext(s)) return 'handler context';
   if (/^with o as \(/.test(text)) return 'outcome';
   if (/^with retry as \(/.test(text)) return 'claim retries';
+  // the relay's own transactions also turn JIT off (relayBound)
   if (
     /^select set_config\('statement_timeout', \$1, (true|false)\)(, set_config\('jit', 'off', true\))?$/.test(
       text,

@@ -110,6 +110,10 @@ export interface PositionReading {
   xmax: string;
   /** When the server's postmaster started, in microseconds (`SERVER_START`): another value, another server. */
   server: string;
+  /** The claim's transaction time, ISO 8601 in UTC (`DATABASE_NOW`). */
+  now?: string;
+  /** True when the claim looked at every expired event lease of its tenant since its bound (`leasesSince`). */
+  recovered?: boolean;
 }
 
 /** The one row of the fan-out statement (see `fanOutPendingEvents`). */

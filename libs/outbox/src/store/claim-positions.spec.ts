@@ -156,6 +156,40 @@ describe('ClaimPositions', () => {
     expect(p.pastSettled(3000).leasesSince).toBeNull();
   });
 
+  it("has a claim recover the leases expired since the tenant's last complete look, its net's once per fullScanMs", () => {
+    const p = new ClaimPositions(1000, 0, 3000);
+    /** A reading at the database time `s` seconds past 09:00, whose look at expired leases was `recovered`. */
+    const looked = (s: number, recovered: boolean, xid: number): PositionReading => ({
+      // a pending event at seq xid each time: the position moves on, so the claims between nets are not nets
+      ...read(null, xid, xid, xid),
+      now: `2026-12-06T09:00:${String(s).padStart(2, '0')}.000000Z`,
+      recovered,
+    });
+    const claim = (sentAt: number, s: number, recovered: boolean, xid: number): void =>
+      p.record(T, p.from(T, sentAt), looked(s, recovered, xid), sentAt, sentAt + 1, p.leasesSince(T, sentAt));
+    // a tenant never claimed: every expired lease
+    expect(p.leasesSince(T, 0)).toBeNull();
+    claim(0, 1, true, 100);
+    expect(p.leasesSince(T, 10)).toBe('2026-12-06T09:00:01.000000Z');
+    // a look that took a full batch of expired leases (more may wait) does not move the bound
+    claim(10, 2, false, 101);
+    expect(p.leasesSince(T, 20)).toBe('2026-12-06T09:00:01.000000Z');
+    claim(20, 3, true, 102);
+    claim(30, 4, true, 103);
+    expect(p.leasesSince(T, 40)).toBe('2026-12-06T09:00:04.000000Z');
+    // a period after the last net (the claim sent at 10, from 0), the net looks again since the previous net's look:
+    // what the looks between skipped (an event another transaction had locked) is found there
+    expect(p.leasesSince(T, 1009)).toBe('2026-12-06T09:00:04.000000Z');
+    expect(p.leasesSince(T, 1010)).toBe('2026-12-06T09:00:01.000000Z');
+    claim(1010, 5, true, 104);
+    claim(1020, 6, true, 105);
+    expect(p.leasesSince(T, 1030)).toBe('2026-12-06T09:00:06.000000Z');
+    expect(p.leasesSince(T, 2010)).toBe('2026-12-06T09:00:05.000000Z');
+    // every lease once per startScanMs after the last scan from the start (the net at 1010 scanned from 0)
+    expect(p.leasesSince(T, 4009)).not.toBeNull();
+    expect(p.leasesSince(T, 4010)).toBeNull();
+  });
+
   it('forgets a tenant not claimed for two full-scan periods', () => {
     const p = new ClaimPositions(1000, 0);
     p.record('a', '0', read(null, 20, 100, 100), 0, 1);

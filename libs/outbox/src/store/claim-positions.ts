@@ -29,6 +29,13 @@ interface TenantPosition {
   fullScanAt: number;
   /** When the last scan from the start was sent. */
   startScanAt: number;
+  /**
+   * The database's time (ISO 8601) at the last claim that looked at every expired event lease of the tenant since
+   * its bound: the next claim's recovery of fanned-out events looks at the leases expired since (null: at all).
+   */
+  leasesSince: string | null;
+  /** The same at the last such claim that was the tenant's safety net (the next net's bound). */
+  netLeasesSince: string | null;
 }
 
 /** Marks kept per tenant while none is safe yet (dropping the oldest only makes the position advance less far). */
@@ -93,10 +100,28 @@ export class ClaimPositions {
     return start.toString();
   }
 
+  /**
+   * Since when the next claim of `tenantId` looks for expired event leases of fanned-out events (database time, ISO
+   * 8601; null: every one), by the same tiers as its scan (`from`): since the tenant's last complete look, since
+   * its last net's when its net is due, all of them when its scan from the start is due. The lease table's index
+   * keeps an entry for every lease deleted since a held snapshot began: below the bound, they are not walked.
+   */
+  leasesSince(tenantId: string, now: number): string | null {
+    const state = this.tenants.get(tenantId);
+    const tier = this.tierOf(state, now);
+    return tier === 'start' ? null : tier === 'net' ? state!.netLeasesSince : state!.leasesSince;
+  }
+
   /** Where a tenant's claims scan from now: its position, the safety net's start, or 0. */
   private startOf(state: TenantPosition | undefined, now: number): bigint {
-    if (!state || now - state.startScanAt >= this.startScanMs) return 0n;
-    return now - state.fullScanAt >= this.fullScanMs ? state.netFrom : state.from;
+    const tier = this.tierOf(state, now);
+    return tier === 'start' ? 0n : tier === 'net' ? state!.netFrom : state!.from;
+  }
+
+  /** Which of a tenant's safety nets is due: the scan from the start, the period's net, or neither. */
+  private tierOf(state: TenantPosition | undefined, now: number): 'start' | 'net' | 'position' {
+    if (!state || now - state.startScanAt >= this.startScanMs) return 'start';
+    return now - state.fullScanAt >= this.fullScanMs ? 'net' : 'position';
   }
 
   /**
@@ -184,13 +209,17 @@ export class ClaimPositions {
     return this.tenants.size;
   }
 
-  /** Takes in what a claim that scanned from `scannedFrom`, sent at `sentAt`, read when answered at `doneAt`. */
+  /**
+   * Takes in what a claim that scanned from `scannedFrom` and looked for expired event leases since `leasesFrom`
+   * (`leasesSince`), sent at `sentAt`, read when answered at `doneAt`.
+   */
   record(
     tenantId: string,
     scannedFrom: string,
     reading: PositionReading,
     sentAt: number,
     doneAt: number,
+    leasesFrom: string | null = null,
   ): void {
     // Another server (a standby promoted, a restart, a restore): its sequence may give again seqs below the
     // positions, and settlements the old one made may be lost. Every tenant starts over with a full scan.
@@ -212,9 +241,12 @@ export class ClaimPositions {
         marks: [],
         fullScanAt: sentAt,
         startScanAt: sentAt,
+        leasesSince: null,
+        netLeasesSince: null,
       };
       this.tenants.set(tenantId, state);
     }
+    this.recovered(state, reading, leasesFrom, this.tierOf(state, sentAt) === 'net');
     // a scan from the net's start or below saw what the net would: it is the net (from 0: the scan from the start)
     const net = BigInt(scannedFrom) <= state.netFrom;
     if (net) state.fullScanAt = Math.max(state.fullScanAt, sentAt);
@@ -260,5 +292,27 @@ export class ClaimPositions {
       state.netFrom = sentFrom < state.from ? sentFrom : state.from;
       state.netSentFrom = null;
     }
+  }
+
+  /**
+   * A claim that looked at every expired event lease since its bound (`leasesFrom`) moves the tenant's bound to its
+   * time; one sent as the tenant's net (`net`), or with no bound, moves the net's too, so that the next net looks
+   * again at what the looks between missed (an event another transaction had locked: the recovery skips it). ISO
+   * 8601 in UTC compares as text.
+   */
+  private recovered(
+    state: TenantPosition,
+    reading: PositionReading,
+    leasesFrom: string | null,
+    net: boolean,
+  ): void {
+    const at = reading.now;
+    if (!reading.recovered || at === undefined) return;
+    const covers = (bound: string | null): boolean =>
+      leasesFrom === null || (bound !== null && leasesFrom <= bound);
+    if (covers(state.leasesSince) && (state.leasesSince === null || at > state.leasesSince))
+      state.leasesSince = at;
+    if ((leasesFrom === null || net) && covers(state.netLeasesSince))
+      if (state.netLeasesSince === null || at > state.netLeasesSince) state.netLeasesSince = at;
   }
 }

@@ -239,13 +239,15 @@ class PgTenantConnection implements TenantConnection {
     const tenantLimits = tenantConsumerLimits(request.tenantConsumers);
     const sentAt = performance.now();
     const from = this.positions?.from(tenantId, sentAt) ?? '-1';
+    // since when its recovery of fanned-out events looks at expired leases (by the same tiers as `from`)
+    const leasesSince = this.positions?.leasesSince(tenantId, sentAt) ?? null;
     // a full scan of the positions is a full scan of the floor too: an event below the floor may be below the
     // position (ADR 1207's addendum)
     const bound = this.floorOf(tenantId, sentAt);
     const floor = from === '0' ? NIL_UUID : bound;
     const statements = [
       relayContext(this.options, tenantId, { durable: false }),
-      q.newEventsStatement(names, { ...request, liveWithinMs, leaseMs, from, floor }),
+      q.newEventsStatement(names, { ...request, liveWithinMs, leaseMs, from, floor, leasesSince }),
       turn ? q.lockConsumerLimits(names, { tenantId, consumers: limited, tenantLimits }) : null,
       request.due
         ? q.claimDueDeliveries(names, {
@@ -263,7 +265,8 @@ class PgTenantConnection implements TenantConnection {
     const opening = request.beginBatch ? [batchContext(this.options, tenantId, leaseToken)] : null;
     const [, fanOutRows, , dueRows] = await this.connection.claim(statements, opening);
     const result = (fanOutRows![0] as FanOutResult | undefined) ?? NOTHING_FANNED_OUT;
-    if (result.position) this.positions?.record(tenantId, from, result.position, sentAt, performance.now());
+    if (result.position)
+      this.positions?.record(tenantId, from, result.position, sentAt, performance.now(), leasesSince);
     return {
       fresh: fromFanOut(result),
       due: (dueRows as (ClaimedRow & { consumer_name: string })[]).map(toClaimedDelivery),

@@ -5,7 +5,13 @@ import { NIL_UUID } from '../../model/outbox.constants';
 import { eventPatternMatch } from './event-pattern';
 import { pausedConsumers } from './consumer-pauses';
 import { consumerLimited } from './consumer-limits';
-import { fanOutPendingEvents, notLeased, positionReading, type NewEventsClaim } from './fan-out';
+import {
+  expiredSince,
+  fanOutPendingEvents,
+  notLeased,
+  positionReading,
+  type NewEventsClaim,
+} from './fan-out';
 
 /**
  * The fan-out's text for the common case only (see `claimNewEvents`); its columns are the fan-out's, plus
@@ -41,11 +47,13 @@ export const claimNewText = textPerNames((n: OutboxNames): string => {
                             select 1 from route_sets r where r.event_name = f.event_name)) then 'unrouted'
              -- from the tenant's processing events (none while every claim is lean), each lease probed by its key:
              -- not from the expired entries of the lease table's index, every lease deleted since a held snapshot
-             -- began among them (offset 0 keeps the probe a subplan: docs/adr/1206-claims-that-start-past-the-settled.md)
+             -- began among them (offset 0 keeps the probe a subplan: docs/adr/1206-claims-that-start-past-the-settled.md);
+             -- leases expired since the tenant's last complete look ($9), as the fan-out's recovery looks at
              when exists (select 1 from ${n.events} e
                            where e.tenant_id = $1::uuid and e.status = 'processing' and e.id >= $8::uuid
                              and exists (select 1 from ${n.eventLeases} l
-                                          where l.event_id = e.id and l.lease_expires_at <= now() offset 0))
+                                          where l.event_id = e.id and l.lease_expires_at <= now()
+                                            and l.lease_expires_at > ${expiredSince('$9')} offset 0))
                then 'stale'
            end as fallback
   ), leased as (
@@ -71,7 +79,7 @@ export const claimNewText = textPerNames((n: OutboxNames): string => {
     (select count(*)::int from fresh
       where (select fallback from go) is null and not id = any(array(select event_id from leased))) as lost,
     (select fallback from go) as fallback,
-    ${positionReading(n, '$7', '$8')} as position`;
+    ${positionReading(n, '$7', '$8', '(select fallback from go) is null')} as position`;
 });
 
 /**
@@ -97,6 +105,7 @@ export function claimNewEvents(n: OutboxNames, p: NewEventsClaim): SqlStatement 
       p.inProcess,
       p.from ?? '-1',
       p.floor ?? NIL_UUID,
+      p.leasesSince ?? null,
     ],
   };
 }
@@ -114,12 +123,13 @@ export function newEventsStatement(
 ): SqlStatement | null {
   if (p.newEvents === null) return null;
   if (p.newEvents === 'lean') {
-    const { tenantId, inProcess, liveWithinMs, limit, leaseToken, leaseMs, from, floor } = p;
-    return claimNewEvents(n, { tenantId, inProcess, liveWithinMs, limit, leaseToken, leaseMs, from, floor });
+    const { tenantId, inProcess, liveWithinMs, limit, leaseToken, leaseMs, from, floor, leasesSince } = p;
+    const claim = { tenantId, inProcess, liveWithinMs, limit, leaseToken, leaseMs };
+    return claimNewEvents(n, { ...claim, from, floor, leasesSince });
   }
   const { tenantId, hosted, inProcess, tenantConsumers, liveWithinMs, limit, leaseToken, leaseMs } = p;
   const claim = { tenantId, hosted, inProcess, tenantConsumers, liveWithinMs, limit, leaseToken, leaseMs };
-  return fanOutPendingEvents(n, { ...claim, from: p.from, floor: p.floor });
+  return fanOutPendingEvents(n, { ...claim, from: p.from, floor: p.floor, leasesSince: p.leasesSince });
 }
 
 /**

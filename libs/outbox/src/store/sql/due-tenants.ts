@@ -1,4 +1,4 @@
-import type { SqlStatement } from './statement';
+import { DATABASE_NOW, type SqlStatement } from './statement';
 import type { OutboxNames } from '../../model/table-names';
 
 /** Where the relay's claims of new events start, per tenant (`ClaimPositions.pastSettled`). */
@@ -47,7 +47,7 @@ export function dueTenants(
  */
 export function transactionNow(): SqlStatement {
   return {
-    text: `select to_char(now() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as now`,
+    text: `select ${DATABASE_NOW} as now`,
     values: [],
   };
 }

@@ -1,4 +1,4 @@
-import { FAN_OUT_NAME, SERVER_START, textPerNames, type SqlStatement } from './statement';
+import { DATABASE_NOW, FAN_OUT_NAME, SERVER_START, textPerNames, type SqlStatement } from './statement';
 import { NIL_UUID } from '../../model/outbox.constants';
 import type { OutboxNames } from '../../model/table-names';
 import { eventPatternMatch } from './event-pattern';
@@ -21,9 +21,11 @@ export function notLeased(n: OutboxNames): string {
  * What a claim read about its tenant's pending events at or above `from` (the parameter of its position), in its
  * snapshot: a JSON object for `ClaimPositions` (store/claim-positions.ts). Each bound is one end of the pending
  * index over the tenant's range from the position: a few entries when the position is close. `floor`: the claim's
- * parameter of its floor (`ClaimFloor`), which prunes the ranges below it in the partitioned layout.
+ * parameter of its floor (`ClaimFloor`), which prunes the ranges below it in the partitioned layout. `recovered`:
+ * true when the claim looked at every expired event lease of the tenant since its bound (`leasesSince`), so the
+ * next claim's recovery may start at `now` (the transaction's, ISO 8601 in UTC, whatever the session's TimeZone).
  */
-export function positionReading(n: OutboxNames, from: string, floor?: string): string {
+export function positionReading(n: OutboxNames, from: string, floor?: string, recovered = 'false'): string {
   const bound = floor === undefined ? '' : ` and p.id >= ${floor}::uuid`;
   const pending = `from ${n.events} p where p.tenant_id = $1::uuid and p.status = 'pending' and p.seq >= ${from}::bigint${bound}`;
   // -1: no positions (the policy's switch off), nothing read
@@ -32,7 +34,20 @@ export function positionReading(n: OutboxNames, from: string, floor?: string): s
       'last', (select p.seq::text ${pending} order by p.seq desc limit 1),
       'xmin', pg_snapshot_xmin(pg_current_snapshot())::text,
       'xmax', pg_snapshot_xmax(pg_current_snapshot())::text,
-      'server', ${SERVER_START}) end`;
+      'server', ${SERVER_START},
+      'now', ${DATABASE_NOW},
+      'recovered', ${recovered}) end`;
+}
+
+/**
+ * The lower end of a claim's look at expired event leases (fanned-out events whose relay died): `leasesSince` (its
+ * parameter, a timestamptz or null) a second early — a lease that expired just before the last look may have
+ * been committed after that look's snapshot — or every one when null. A bound of the range of the lease table's
+ * `(tenant_id, lease_expires_at)` index, so a held snapshot's dead entries below it are not walked
+ * (docs/adr/1206-claims-that-start-past-the-settled.md, addendum on the fan-out's recovery).
+ */
+export function expiredSince(leasesSince: string): string {
+  return `coalesce(${leasesSince}::timestamptz - interval '1 second', '-infinity'::timestamptz)`;
 }
 
 // The columns the fan-out needs come straight from the locked rows (the latest versions: `for update` re-checks
@@ -50,10 +65,13 @@ export const fanOutText = textPerNames((n: OutboxNames): string => {
      limit $4::int
        for update of e skip locked
   ), stale as (
-    -- processing events whose in-process pairs were claimed by a relay that never recorded them
+    -- processing events whose in-process pairs were claimed by a relay that never recorded them: leases expired
+    -- since the tenant's last complete look ($14, see ClaimPositions.leasesSince), not every lease deleted since a
+    -- held snapshot began (their index entries stay below it)
     select e.id, e.seq, e.event_name, e.aggregate_type, e.aggregate_id, true as started
       from ${n.eventLeases} l join ${n.events} e on e.id = l.event_id
-     where l.tenant_id = $1::uuid and l.lease_expires_at <= now() and e.status = 'processing' and e.id >= $12::uuid
+     where l.tenant_id = $1::uuid and l.lease_expires_at <= now() and l.lease_expires_at > ${expiredSince('$14')}
+       and e.status = 'processing' and e.id >= $12::uuid
      order by l.lease_expires_at
      limit $4::int
        for update of e skip locked
@@ -177,7 +195,7 @@ export const fanOutText = textPerNames((n: OutboxNames): string => {
     array(select id from marked) as written,
     (select count(*)::int from counted c
       where c.has_deferred and not c.id = any(array(select event_id from leased))) as lost,
-    ${positionReading(n, '$11', '$12')} as position`;
+    ${positionReading(n, '$11', '$12', '(select count(*) from stale) < $4::int')} as position`;
 });
 
 /** What a claim of new events takes: the fan-out's, and the lean claim's (`claimNewEvents`). */
@@ -199,6 +217,11 @@ export interface NewEventsClaim {
    * ranges are pruned. Default: the nil id, no bound.
    */
   floor?: string;
+  /**
+   * Since when it looks for expired event leases of fanned-out events (`ClaimPositions.leasesSince`: the database's
+   * time at the tenant's last complete look, ISO 8601). Default null: all of them.
+   */
+  leasesSince?: string | null;
 }
 
 /**
@@ -261,6 +284,7 @@ export function fanOutPendingEvents(
       p.from ?? '-1',
       p.floor ?? NIL_UUID,
       p.tenantConsumers.map((c) => c.limits !== undefined),
+      p.leasesSince ?? null,
     ],
   };
 }

@@ -24,6 +24,12 @@ export interface SqlStatement {
  */
 export const SERVER_START = `(extract(epoch from pg_postmaster_start_time()) * 1000000)::bigint::text`;
 
+/**
+ * The transaction's `now()` as ISO 8601 text in UTC: the same text whatever the session's TimeZone and DateStyle
+ * (`now()::text` is written in them), for the relay to hand back as a bound of a later statement.
+ */
+export const DATABASE_NOW = `to_char(now() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+
 /** The start of the fan-out's statement name. */
 export const FAN_OUT_NAME = 'outbox_fan_out';
 /** The start of the statement name of the claim of new events for in-process consumers only (`claimNewEvents`). */
