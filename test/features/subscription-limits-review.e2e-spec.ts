@@ -135,4 +135,47 @@ describe('limits of tenants’ subscriptions under review', () => {
     // one subscription had work: its turn is the one the claim needs
     expect(rewritten).toBeLessThanOrEqual(1);
   }, 120_000);
+
+  it('a capped subscription paused then resumed, three of its requests failing once, keeps its cap', async () => {
+    let open = 0;
+    let most = 0;
+    const failed = new Set<string>();
+    spec.receiver.reply = (request) => {
+      most = Math.max(most, ++open);
+      // the first attempt of three of them fails (fewer than the circuit breaker's 5 in a row)
+      const first = !failed.has(request.id) && failed.size < 3;
+      if (first) failed.add(request.id);
+      return new Promise((resolve) =>
+        setTimeout(() => {
+          open--;
+          resolve(first ? { status: 503 } : {});
+        }, 50),
+      );
+    };
+    const relay = await start(limited.RUNNING);
+    const subscriptions = relay.app.get(OutboxWebhookSubscriptions);
+    await subscribe(relay, { concurrency: { global: 1 }, backoff: { baseMs: 1, capMs: 10, jitter: 0 } });
+    await subscriptions.pause(TENANT, 'partner');
+    const ids = await enqueueManyIn(relay, events(8));
+    // every delivery held back while paused (one given back after the resume would wait pausedRecheckMs)
+    await waitFor(
+      async () => {
+        const [{ n }] = await spec.db.sql<{ n: number }>(
+          `select count(*)::int as n from outbox_deliveries
+            where consumer_name = $1 and status = 'pending' and error_code = 'subscriptionPaused'`,
+          [CONSUMER],
+        );
+        return n === ids.length;
+      },
+      { timeoutMs: 10_000, message: 'the deliveries held back' },
+    );
+    await subscriptions.resume(TENANT, 'partner');
+    await waitFor(async () => (await deliveredCount(spec.db, CONSUMER)) === ids.length, {
+      timeoutMs: 40_000,
+      message: '8 deliveries',
+    });
+    process.stdout.write(`most in flight under a cap of 1, paused, resumed, retried: ${most}\n`);
+    expect(most).toBeLessThanOrEqual(1);
+    expect(failed.size).toBe(3);
+  }, 60_000);
 });
