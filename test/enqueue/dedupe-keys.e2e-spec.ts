@@ -512,6 +512,47 @@ describe('idempotency keys (dedupe)', () => {
       expect(await keys()).toEqual([{ dedupe_key: 'pay-2', event_id: outcome.eventId }]);
     });
 
+    it.each([
+      ['rolls back', false],
+      ['commits', true],
+    ] as const)(
+      'one enqueueMany of a future deliverAt then a debounce of its key, waiting on a key another transaction holds, which %s: as if the calls came one after the other',
+      async (_, commit) => {
+        const a = await open();
+        const b = await open();
+        try {
+          await t.outbox.enqueue(
+            a.runner,
+            keyed({ key: 'deb', mode: 'debounce' }, { v: 0 }, { delayMs: 60_000 }),
+          );
+          const second = t.outbox.enqueueMany(b.runner, [
+            keyed({ key: 'deb', mode: 'debounce' }, { v: 1 }, { deliverAt: new Date(Date.now() + 60_000) }),
+            keyed({ key: 'deb', mode: 'debounce' }, { v: 2 }, { delayMs: 3_600_000 }),
+          ]);
+          await waitFor(() => waitingOnLock(b.pid), { message: 'the second transaction to wait on the key' });
+          await finish(a.runner, commit);
+          const outcomes = await within(5_000, second, 'the second enqueueMany');
+          await finish(b.runner, true);
+          const rows = await db.sql<{ id: string; status: string; due_in_ms: number; payload: unknown }>(
+            `select id, status, (extract(epoch from deliver_at - now()) * 1000)::float8 as due_in_ms, payload
+               from event_outbox`,
+          );
+          expect(rows).toEqual([expect.objectContaining({ status: 'scheduled', payload: { v: 2 } })]);
+          expect(rows[0]!.due_in_ms).toBeCloseTo(3_600_000, -4);
+          expect(outcomes).toEqual([
+            { eventId: rows[0]!.id, outcome: commit ? 'replaced' : 'written' },
+            { eventId: rows[0]!.id, outcome: 'replaced' },
+          ]);
+          expect(await keys()).toEqual([{ dedupe_key: 'deb', event_id: rows[0]!.id }]);
+        } finally {
+          for (const { runner } of [a, b]) {
+            if (runner.isTransactionActive) await runner.rollbackTransaction();
+            if (!runner.isReleased) await runner.release();
+          }
+        }
+      },
+    );
+
     it.each(['READ COMMITTED', 'REPEATABLE READ'] as const)(
       'of a key held already: neither writes nor waits, both get the holder, under %s',
       async (isolation) => {

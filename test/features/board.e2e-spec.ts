@@ -405,6 +405,36 @@ describe('forged board actions', () => {
   });
 });
 
+describe("the board's webhook subscriptions", () => {
+  it('shows each subscription’s limits in the Limits column, and none for one without', async () => {
+    const subscriptions = http.app.get(OutboxWebhookSubscriptions);
+    await subscriptions.add(TENANT_A, {
+      name: 'capped',
+      url: 'http://127.0.0.1:9/hook',
+      events: ['test.order.*'],
+      concurrency: { global: 3 },
+      rateLimit: { limit: 50, intervalMs: 1000 },
+    });
+    await subscriptions.add(TENANT_A, {
+      name: 'free',
+      url: 'http://127.0.0.1:9/hook',
+      events: ['test.order.*'],
+    });
+    try {
+      const page = await fetch(`${http.baseUrl}/outbox/board/t/${TENANT_A}/consumers`, {
+        headers: { 'x-operator': 'alice' },
+      });
+      const text = (await page.text()).replace(/\s+/g, ' ');
+      expect(text).toContain('<th scope="col">Limits</th>');
+      expect(text).toMatch(/<th scope="row">capped<\/th>.*?<td>3 in flight · 50 \/ 1000 ms<\/td>/);
+      expect(text).toMatch(/<th scope="row">free<\/th>.*?<td>none<\/td>/);
+    } finally {
+      await subscriptions.remove(TENANT_A, 'capped');
+      await subscriptions.remove(TENANT_A, 'free');
+    }
+  });
+});
+
 describe("the admin service's audited actions", () => {
   it("writes the audit row in the action's transaction, with the rows it changed, and lists it newest first", async () => {
     const admin = http.app.get(OutboxAdminService);

@@ -1,0 +1,181 @@
+import { randomBytes } from 'node:crypto';
+import { OutboxWebhookSubscriptions, type OutboxWebhookSubscriptionInput } from 'nestjs-pg-outbox/webhooks';
+import { buildApp, type TestApp } from '../support/build-app';
+import * as limited from '../support/limited-webhook-spec';
+import { waitFor } from '../support/wait-for';
+import { enqueueManyIn, TENANT, type TestEvent } from '../support/outbox-fixture';
+import { deliveredCount } from '../support/forwarding';
+
+/** The default cache of the tenants' subscriptions (5 s): the docs' recipe to change a limit is remove + add. */
+const SUBSCRIPTIONS = {
+  allowPrivateTargets: ['127.0.0.1/32'],
+  secretKeys: [{ id: 'test', key: randomBytes(32).toString('base64') }],
+};
+const CONSUMER = 'subscription:partner';
+
+function events(count: number): TestEvent[] {
+  return Array.from({ length: count }, (_, n) => ({
+    eventName: 'test.sub.created.v1',
+    tenantId: TENANT,
+    payload: { n },
+  }));
+}
+
+describe('limits of tenants’ subscriptions under review', () => {
+  const spec = limited.useLimitedWebhookSpec('outbox_webhook_subscriptions');
+  const { apps } = spec;
+
+  const start = async (relay: Record<string, unknown>): Promise<TestApp> => {
+    const app = await buildApp({
+      url: spec.db.url,
+      outbox: { relay, backoff: { baseMs: 1, capMs: 60_000, jitter: 0 } },
+      webhooks: { subscriptions: SUBSCRIPTIONS },
+    });
+    apps.push(app);
+    return app;
+  };
+  const subscribe = (app: TestApp, more: Partial<OutboxWebhookSubscriptionInput>) =>
+    app.app.get(OutboxWebhookSubscriptions).add(TENANT, {
+      name: 'partner',
+      url: `${spec.receiver.baseUrl}/partner`,
+      events: ['test.sub.*'],
+      ...more,
+    });
+
+  it('a relay that cached the subscription before it was removed and added again with a cap does not deliver it over the cap', async () => {
+    let open = 0;
+    let most = 0;
+    spec.receiver.reply = () => {
+      most = Math.max(most, ++open);
+      return new Promise((resolve) =>
+        setTimeout(() => {
+          open--;
+          resolve({});
+        }, 150),
+      );
+    };
+    // the admin's app (no relay) and a relay elsewhere
+    const admin = await start({});
+    await start(limited.RUNNING);
+    await subscribe(admin, {});
+    // the relay reads the tenant's subscriptions (and caches them) by delivering one event
+    const first = await enqueueManyIn(admin, events(1));
+    await waitFor(async () => (await deliveredCount(spec.db, CONSUMER)) === first.length, {
+      timeoutMs: 10_000,
+      message: 'the first delivery',
+    });
+    most = 0;
+
+    // the docs' way to set a limit: remove, add again with it
+    await admin.app.get(OutboxWebhookSubscriptions).remove(TENANT, 'partner');
+    await subscribe(admin, { concurrency: { global: 1 } });
+    const ids = await enqueueManyIn(admin, events(10));
+    await waitFor(async () => (await deliveredCount(spec.db, CONSUMER)) === first.length + ids.length, {
+      timeoutMs: 30_000,
+      message: '10 deliveries',
+    });
+    process.stdout.write(`most in flight under a cap of 1: ${most}\n`);
+    expect(most).toBeLessThanOrEqual(1);
+  }, 60_000);
+
+  it('add() refuses a limit with a field it does not know (a typo), writing nothing', async () => {
+    const admin = await start({});
+    const subscriptions = admin.app.get(OutboxWebhookSubscriptions);
+    // `perTenat`, `burst`: silently stored and ignored, the partner left without the limit the caller meant
+    const cases = [
+      { concurrency: { global: 5, perTenat: 1 } },
+      { rateLimit: { limit: 5, intervalMs: 1000, burst: 1 } },
+    ] as unknown as Partial<OutboxWebhookSubscriptionInput>[];
+    for (const more of cases) {
+      const outcome = await subscribe(admin, more).then(
+        (s) => `added: ${JSON.stringify({ concurrency: s.concurrency, rateLimit: s.rateLimit })}`,
+        (e: Error) => `refused: ${e.message}`,
+      );
+      expect({ more, outcome }).toEqual({
+        more,
+        outcome: expect.stringMatching(/^refused: .*(perTenat|burst)/),
+      });
+      await subscriptions.remove(TENANT, 'partner');
+    }
+    expect(await subscriptions.list(TENANT)).toEqual([]);
+  });
+
+  it('a claim of one limited subscription’s event takes the turn of that one only, not of each of the tenant’s 200', async () => {
+    const relay = await start(limited.RUNNING);
+    const subscriptions = relay.app.get(OutboxWebhookSubscriptions);
+    for (let i = 0; i < 200; i++)
+      await subscriptions.add(TENANT, {
+        name: `many${i}`,
+        url: `${spec.receiver.baseUrl}/many${i}`,
+        events: [`test.many${i}.*`],
+        rateLimit: { limit: 1000, intervalMs: 1000 },
+      });
+    const one = { eventName: 'test.many0.created.v1', tenantId: TENANT, payload: {} };
+    await enqueueManyIn(relay, [one]);
+    await waitFor(async () => (await deliveredCount(spec.db, 'subscription:many0')) === 1, {
+      timeoutMs: 20_000,
+      message: 'the first delivery',
+    });
+    const rows = () =>
+      spec.db.sql<{ consumer_name: string; xmin: string }>(
+        `select consumer_name, xmin::text from outbox_consumer_limits
+          where tenant_id = $1 and consumer_name like 'subscription:many%'`,
+        [TENANT],
+      );
+    const before = new Map((await rows()).map((r) => [r.consumer_name, r.xmin]));
+    await enqueueManyIn(relay, [one]);
+    await waitFor(async () => (await deliveredCount(spec.db, 'subscription:many0')) === 2, {
+      timeoutMs: 20_000,
+      message: 'the second delivery',
+    });
+    const rewritten = (await rows()).filter((r) => before.get(r.consumer_name) !== r.xmin).length;
+    process.stdout.write(
+      `rows of outbox_consumer_limits: ${before.size}, rewritten by one event's claim: ${rewritten}\n`,
+    );
+    // one subscription had work: its turn is the one the claim needs
+    expect(rewritten).toBeLessThanOrEqual(1);
+  }, 120_000);
+
+  it('a capped subscription paused then resumed, three of its requests failing once, keeps its cap', async () => {
+    let open = 0;
+    let most = 0;
+    const failed = new Set<string>();
+    spec.receiver.reply = (request) => {
+      most = Math.max(most, ++open);
+      // the first attempt of three of them fails (fewer than the circuit breaker's 5 in a row)
+      const first = !failed.has(request.id) && failed.size < 3;
+      if (first) failed.add(request.id);
+      return new Promise((resolve) =>
+        setTimeout(() => {
+          open--;
+          resolve(first ? { status: 503 } : {});
+        }, 50),
+      );
+    };
+    const relay = await start(limited.RUNNING);
+    const subscriptions = relay.app.get(OutboxWebhookSubscriptions);
+    await subscribe(relay, { concurrency: { global: 1 }, backoff: { baseMs: 1, capMs: 10, jitter: 0 } });
+    await subscriptions.pause(TENANT, 'partner');
+    const ids = await enqueueManyIn(relay, events(8));
+    // every delivery held back while paused (one given back after the resume would wait pausedRecheckMs)
+    await waitFor(
+      async () => {
+        const [{ n }] = await spec.db.sql<{ n: number }>(
+          `select count(*)::int as n from outbox_deliveries
+            where consumer_name = $1 and status = 'pending' and error_code = 'subscriptionPaused'`,
+          [CONSUMER],
+        );
+        return n === ids.length;
+      },
+      { timeoutMs: 10_000, message: 'the deliveries held back' },
+    );
+    await subscriptions.resume(TENANT, 'partner');
+    await waitFor(async () => (await deliveredCount(spec.db, CONSUMER)) === ids.length, {
+      timeoutMs: 40_000,
+      message: '8 deliveries',
+    });
+    process.stdout.write(`most in flight under a cap of 1, paused, resumed, retried: ${most}\n`);
+    expect(most).toBeLessThanOrEqual(1);
+    expect(failed.size).toBe(3);
+  }, 60_000);
+});
