@@ -23,18 +23,32 @@ export function subscriptionLimits(
 ): { limits: OutboxConsumerLimits | undefined; problems: WebhookProblem[] } {
   const problems: WebhookProblem[] = [];
   const { concurrency, rateLimit } = input;
-  const check = (field: 'concurrency' | 'rateLimit', value: unknown, refused: string[]): void => {
+  const check = (
+    field: 'concurrency' | 'rateLimit',
+    value: unknown,
+    refused: string[],
+    known: string[],
+  ): void => {
     if (value === undefined) return;
     const found: string[] = [];
     const given = value as Record<string, unknown>;
-    for (const key of refused)
-      if (typeof value === 'object' && value !== null && given[key] !== undefined)
-        found.push(messages.badOption(`${field}.${key} of ${where}`, refusal(field, key), given[key]));
+    if (typeof value === 'object' && value !== null && !Array.isArray(value))
+      for (const key of Object.keys(given))
+        if (refused.includes(key))
+          found.push(messages.badOption(`${field}.${key} of ${where}`, refusal(field, key), given[key]));
+        else if (!known.includes(key))
+          found.push(
+            messages.badOption(
+              `${field}.${key} of ${where}`,
+              `left out: ${field} takes ${known.join(' and ')} only (a misspelt field would leave the partner without the limit meant)`,
+              given[key],
+            ),
+          );
     if (found.length === 0) consumerLimits(where, { [field]: value }, found);
     problems.push(...found.map((message) => ({ field, message })));
   };
-  check('concurrency', concurrency, ['perTenant']);
-  check('rateLimit', rateLimit, ['perTenant', 'perKey']);
+  check('concurrency', concurrency, ['perTenant'], ['global']);
+  check('rateLimit', rateLimit, ['perTenant', 'perKey'], ['limit', 'intervalMs']);
   if (problems.length > 0 || (concurrency === undefined && rateLimit === undefined))
     return { limits: undefined, problems };
   const cap = concurrency as { global?: number } | undefined;
