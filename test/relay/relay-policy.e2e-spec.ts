@@ -117,7 +117,7 @@ describe("the relay's policy", () => {
       leanTransactions: true,
       pacedScans: true,
       fairShares: true,
-      claimPositions: { fullScanMs: 60_000, settleMs: 250 },
+      claimPositions: { fullScanMs: 60_000, settleMs: 250, startScanMs: 600_000 },
       claimFloor: { marginMs: 600_000, refreshMs: 5_000, fullScanMs: 60_000 },
     });
     expect(switched.app.get(OUTBOX_RELAY_POLICY, { strict: false })).toEqual(ALL_OFF);
