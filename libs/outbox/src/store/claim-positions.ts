@@ -204,7 +204,7 @@ export class ClaimPositions {
     }
   }
 
-  /** How many tenants it keeps a position for (those claimed within the last two full-scan periods or so). */
+  /** How many tenants it keeps a position for (claimed, or credited a net by a scan, within two full-scan periods). */
   get size(): number {
     return this.tenants.size;
   }
