@@ -1,7 +1,7 @@
 /**
  * A relay process for test/relay/fairness-relays.e2e-spec.ts: `node -r @swc-node/register
  * test/support/fair-relay-child.ts`. Env: DATABASE_URL, BUSY (the backlogged tenant's id), FAIR_SHARES (`off`: the
- * relay's fair shares switched off). Two lanes, claims of 50 growing to 200 while a tenant has the relay to itself.
+ * relay's fair shares switched off), TENANT_WEIGHTS (JSON, `relay.tenantWeights`). Two lanes, claims of 50 growing to 200 while a tenant has the relay to itself.
  * Its consumer notes when this process handled each of the busy tenant's events; for any other tenant's event it
  * writes to `fair_probe` when this process handled the busy tenant's events of the last 2 s (epoch ms).
  */
@@ -44,7 +44,16 @@ async function main(): Promise<void> {
     providers: [FairProbe],
     imports: process.env.FAIR_SHARES === 'off' ? [PolicySwitches.of({ fairShares: false })] : [],
     outbox: {
-      relay: { enabled: true, pollIntervalMs: 50, batchSize: 50, maxBatchSize: 200, concurrency: 2 },
+      relay: {
+        enabled: true,
+        pollIntervalMs: 50,
+        batchSize: 50,
+        maxBatchSize: 200,
+        concurrency: 2,
+        ...(process.env.TENANT_WEIGHTS
+          ? { tenantWeights: JSON.parse(process.env.TENANT_WEIGHTS) as Record<string, number> }
+          : {}),
+      },
     },
   });
   process.stdout.write('READY\n');
