@@ -54,7 +54,7 @@ function limitRows(n: OutboxNames, names: string, first: number): string {
  * The transaction-local setting where `lockConsumerLimits` leaves the names of the consumers whose turn it took
  * (a text array): the due claim that follows claims only those limited consumers' rows.
  */
-export const TURNS_HELD = 'outbox.turns';
+const TURNS_HELD = 'outbox.turns';
 
 /**
  * For a row `c` of `limitRows`: a limited consumer whose turn this transaction does not hold (`TURNS_HELD`). The
