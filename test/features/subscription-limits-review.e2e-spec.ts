@@ -22,7 +22,7 @@ function events(count: number): TestEvent[] {
 }
 
 describe('limits of tenants’ subscriptions under review', () => {
-  const spec = limited.useLimitedWebhookSpec('outbox_webhook_subscriptions');
+  const spec = limited.useLimitedWebhookSpec('outbox_webhook_subscriptions', 'outbox_consumer_limits');
   const { apps } = spec;
 
   const start = async (relay: Record<string, unknown>): Promise<TestApp> => {
@@ -105,5 +105,52 @@ describe('limits of tenants’ subscriptions under review', () => {
     process.stdout.write(`most in flight under a cap of 1, paused, resumed, retried: ${most}\n`);
     expect(most).toBeLessThanOrEqual(1);
     expect(failed.size).toBe(3);
+  }, 60_000);
+  it('a claim takes the turn of the limited subscriptions with work only, not of every limited one of the tenant', async () => {
+    const relay = await start(limited.RUNNING);
+    const subscriptions = relay.app.get(OutboxWebhookSubscriptions);
+    // 200 capped subscriptions of the tenant that get no event, and the partner, capped too
+    for (let i = 0; i < 200; i++)
+      await subscriptions.add(TENANT, {
+        name: `idle-${i}`,
+        url: `${spec.receiver.baseUrl}/idle`,
+        events: ['test.other.*'],
+        concurrency: { global: 1 },
+      });
+    await subscribe(relay, { concurrency: { global: 1 } });
+    // the rows of outbox_consumer_limits written (inserted or updated) while the partner's events are delivered:
+    // each row version is stamped with its transaction (xmin)
+    const versions = async (): Promise<Map<string, string>> =>
+      new Map(
+        (
+          await spec.db.sql<{ consumer_name: string; v: string }>(
+            `select consumer_name, xmin::text as v from outbox_consumer_limits where tenant_id = $1`,
+            [TENANT],
+          )
+        ).map((r) => [r.consumer_name, r.v]),
+      );
+    const truncateDeliveries = () =>
+      spec.db.sql(`truncate event_outbox, outbox_deliveries, outbox_event_leases`);
+    const deliver = async (count: number): Promise<string[]> => {
+      const before = await versions();
+      const ids = await enqueueManyIn(relay, events(count));
+      await waitFor(async () => (await deliveredCount(spec.db, CONSUMER)) >= ids.length, {
+        timeoutMs: 30_000,
+        message: `${count} deliveries to the partner`,
+      });
+      await truncateDeliveries();
+      const after = await versions();
+      return [...after].filter(([name, v]) => before.get(name) !== v).map(([name]) => name);
+    };
+    // the first delivery creates the rows of the turns taken; the next five (five claims at least: a cap of 1)
+    // rewrite those of the turns taken again
+    const created = await deliver(1);
+    const written = await deliver(5);
+    process.stdout.write(
+      `turn rows of a tenant with 201 limited subscriptions, work for one: ${created.length} created, ${written.length} written by 5 claims\n`,
+    );
+    expect(created).toEqual([CONSUMER]);
+    expect(written).toEqual([CONSUMER]);
+    expect(spec.receiver.to('/idle')).toEqual([]);
   }, 60_000);
 });

@@ -51,13 +51,54 @@ function limitRows(n: OutboxNames, names: string, first: number): string {
 }
 
 /**
+ * The transaction-local setting where `lockConsumerLimits` leaves the names of the consumers whose turn it took
+ * (a text array): the due claim that follows claims only those limited consumers' rows.
+ */
+const TURNS_HELD = 'outbox.turns';
+
+/**
+ * For a row `c` of `limitRows`: a limited consumer whose turn this transaction does not hold (`TURNS_HELD`). The
+ * due claim passes it by: it had no due work when the turn was taken, and work that became visible since then
+ * waits for the next claim (claiming it without the turn would count the room on an old snapshot).
+ */
+function turnNotHeld(c: string): string {
+  return `(${consumerLimited(c)}
+           and ${c}.name <> all(coalesce(nullif(current_setting('${TURNS_HELD}', true), ''), '{}')::text[]))`;
+}
+
+/**
+ * For a limited consumer `c`: it has a row in tenant `$1` the due claim could take — pending or failed and due,
+ * or processing under an expired lease (a paused pair's count too: it takes its turn for nothing, as before).
+ * One walk of `outbox_deliveries_open_idx` (tenant, consumer, status, id) from the consumer's first such row,
+ * whatever the tenant's other consumers' rows: the three statuses are the range `'failed'` to `'processing'`
+ * (`dead` and `delivered` sort before), and the `order by status` makes the planner take that index — with
+ * `exists` or an unordered `limit`, it reckoned a consumer's rows half the table (its estimate for a name it
+ * does not know) and scanned the table once per consumer (73,000 buffers for 201 consumers over 20,000 rows,
+ * against 2 per consumer). It walks the consumer's rows that are not due (a retry's backoff, a live lease)
+ * before a due one.
+ */
+function hasDueWork(n: OutboxNames, c: string): string {
+  return `(select true from ${n.deliveries} d
+            where d.tenant_id = $1 and d.consumer_name = ${c}.name and d.status between 'failed' and 'processing'
+              and (d.status <> 'processing' and d.next_attempt_at <= now()
+                   or d.status = 'processing' and d.lease_expires_at <= now())
+            order by d.status
+            limit 1)`;
+}
+
+/**
  * Takes the turn of each limited consumer in `consumers` (those the registry gives a limit, and the tenant's own
- * limited consumers, `tenantLimits`) to claim in tenant
- * `tenantId`: locks its row of `outbox_consumer_limits` — the nil tenant's for its limits over every tenant, the
- * tenant's own for its limits per tenant or per key — creating the row the first time (`on conflict do update` locks the
- * row whichever wins the insert). Sent in the claim's transaction just before the due claim
+ * limited consumers, `tenantLimits`) that has due work in tenant `tenantId` (`hasDueWork`, as this statement's
+ * snapshot sees it, the claim's fan-out included): locks its row of `outbox_consumer_limits` — the nil tenant's
+ * for its limits over every tenant, the tenant's own for its limits per tenant or per key — creating the row the
+ * first time (`on conflict do update` locks the row whichever wins the insert), and leaves the names of the
+ * consumers whose turn it took in `TURNS_HELD`. A consumer with nothing due is not touched: a claim's cost
+ * grows with the limited consumers that have work, not with every limited one (a tenant with 200 limited
+ * subscriptions and work for one rewrote 200 rows per claim, and every claim of the tenant waited for the others).
+ * Sent in the claim's transaction just before the due claim
  * (`claimDueDeliveries` with `limited`): that statement starts after the lock is granted, so its snapshot holds
- * every claim of the consumer committed before, and the room it computes is exact. A statement of its own for
+ * every claim of the consumer committed before, and the room it computes is exact; it claims for the consumers
+ * in `TURNS_HELD` only. A statement of its own for
  * that reason: in one statement, a `for update` that waited sees the locked row's newest version but reads every
  * other table as of before the wait. Rows are locked in (consumer, tenant) order, the nil tenant first, so two
  * claims never wait on each other in a cycle. See docs/adr/1104-consumer-limits-in-the-database.md.
@@ -67,25 +108,31 @@ export function lockConsumerLimits(
   p: { tenantId: string; consumers: readonly string[]; tenantLimits?: TenantConsumerLimits },
 ): SqlStatement {
   return {
-    text: `insert into ${n.consumerLimits} as l (consumer_name, tenant_id)
-           select distinct c.name, k.tenant_id
-             from ${limitRows(n, '$2', 4)} c
-             cross join lateral (values
-               ($3::uuid, c.concurrency is not null
-                          or (c.rate_limit is not null and not c.rate_per_tenant and c.rate_key is null)),
-               ($1::uuid, c.tenant_concurrency is not null
-                          or (c.rate_limit is not null and (c.rate_per_tenant or c.rate_key is not null)))
-             ) as k(tenant_id, applies)
-            where k.applies
-            order by c.name, k.tenant_id
-           on conflict (consumer_name, tenant_id) do update set started_at = l.started_at`,
+    text: `with turns as (
+             insert into ${n.consumerLimits} as l (consumer_name, tenant_id)
+             select distinct c.name, k.tenant_id
+               from ${limitRows(n, '$2', 4)} c
+               cross join lateral (values
+                 ($3::uuid, c.concurrency is not null
+                            or (c.rate_limit is not null and not c.rate_per_tenant and c.rate_key is null)),
+                 ($1::uuid, c.tenant_concurrency is not null
+                            or (c.rate_limit is not null and (c.rate_per_tenant or c.rate_key is not null)))
+               ) as k(tenant_id, applies)
+              where k.applies and ${hasDueWork(n, 'c')}
+              order by c.name, k.tenant_id
+             on conflict (consumer_name, tenant_id) do update set started_at = l.started_at
+             returning l.consumer_name
+           )
+           select set_config('${TURNS_HELD}', coalesce(array_agg(distinct consumer_name)::text, '{}'), true) as turns
+             from turns`,
     values: [p.tenantId, p.consumers, NIL_UUID, ...tenantLimitValues(p.tenantLimits ?? NO_TENANT_LIMITS)],
   };
 }
 
 /**
  * The due claim's part for limited consumers (`claimDueDeliveries` with `limited`, after `lockConsumerLimits`):
- * `lim`, each one's room in this tenant now — its limits as the registry has them, less its deliveries under a
+ * `lim`, each one's room in this tenant now — for the consumers whose turn `lockConsumerLimits` took
+ * (`TURNS_HELD`) and those without a limit —, its limits as the registry has them, less its deliveries under a
  * live lease (`outbox_consumer_in_flight`, over every tenant or in this one) and less the starts its rate log
  * holds for the last interval —, then its stale and due rows up to that room (stale first: a recovery is a start
  * too), and the rate log written: the claim's starts appended, those older than the interval dropped (a
@@ -116,6 +163,7 @@ export function limitedClaimParts(
                                $3::int)
                     )) as room
                from ${limitRows(n, '$7', 9)} c
+              where not ${turnNotHeld('c')}
            ), limited_stale as (
              select s.id, lim.name from lim, lateral (
                select s.id from ${n.deliveries} s
