@@ -113,6 +113,8 @@ export function expectRateHeld(
   const first = Math.min(...arrivals);
   const inFour = arrivals.filter((at) => at < first + 4 * limit.intervalMs).length;
   expect(inFour).toBeGreaterThanOrEqual(0.9 * 4 * limit.limit);
-  expect(inFour).toBeLessThanOrEqual(4 * limit.limit + batch);
+  // the claims' windows and the server's are offset by the send time: the last window's edge can hold the claims
+  // taken in one instant, one per relay (90 of 85 seen once on the partitioned layout with two relays)
+  expect(inFour).toBeLessThanOrEqual(4 * limit.limit + claims * batch);
   return busiest;
 }
