@@ -9,10 +9,16 @@ export class BackgroundWork {
 
   /** Runs `work` without holding the round up: never rejects (logs), and `settle()` waits for it. */
   track(work: Promise<unknown>): Promise<void> {
-    const tracked: Promise<void> = work
-      .then(() => undefined)
-      .catch((error: unknown) => this.logger.error(`relay background work failed: ${errorText(error)}`))
-      .finally(() => this.pending.delete(tracked));
+    // one promise per work, not three (`then`, `catch`, `finally`): a batch tracks its commit and its release
+    const tracked: Promise<void> = work.then(
+      () => {
+        this.pending.delete(tracked);
+      },
+      (error: unknown) => {
+        this.pending.delete(tracked);
+        this.logger.error(`relay background work failed: ${errorText(error)}`);
+      },
+    );
     this.pending.add(tracked);
     return tracked;
   }

@@ -60,7 +60,7 @@ export interface BatchState {
   /** An optimistic run must be rolled back and run again with savepoints: a handler failed after writing. */
   rerun: boolean;
   /** What restores the relay's context after a handler changed settings (see `resetSession`). */
-  readonly restore: readonly SqlStatement[];
+  readonly restore: () => readonly SqlStatement[];
   /** Takes what must go first in the batch transaction's next round trip (the batch's context, once). */
   readonly takePending: () => SqlStatement[];
   /** The batch's seal (see `sealBatch`), until the first handler's opening sends it; then null. */
@@ -396,7 +396,7 @@ export class HandlerScope {
         handlerContext(this.batch.tenantSetting, this.batch.tenantId, ms),
         // a handler before this one may have changed settings (or the role): reset them, then the relay's
         // context, then this handler's bound again (the relay's context bounds statements by relay.leaseMs)
-        ...(this.batch.dirty ? [...this.batch.restore, handlerBound(ms)] : []),
+        ...(this.batch.dirty ? [...this.batch.restore(), handlerBound(ms)] : []),
       );
       this.batch.boundMs = ms;
     } else {

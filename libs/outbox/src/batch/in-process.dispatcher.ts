@@ -96,7 +96,6 @@ export class InProcessDispatcher {
         outcomes.push(known);
         continue;
       }
-      const name = `outbox_h${index}`;
       const at = index;
       // The scope (and the context's manager) is made on first use: most handlers that do not touch the
       // database never ask, and then settling them costs nothing, not even an await.
@@ -109,7 +108,16 @@ export class InProcessDispatcher {
       const context = {
         get manager() {
           if (scope === null) {
-            scope = new HandlerScope(dataSource, runner, name, consumer.name, at, batch, deadline, sql);
+            scope = new HandlerScope(
+              dataSource,
+              runner,
+              `outbox_h${at}`,
+              consumer.name,
+              at,
+              batch,
+              deadline,
+              sql,
+            );
             scoped++;
             // asked for only after the handler returned (a promise it left running): its queries will fail
             if (settled) scope.settleUnused();
@@ -137,7 +145,7 @@ export class InProcessDispatcher {
         // A handler that returns no promise has finished: no timer to arm.
         if (isThenable(returned)) {
           await withTimeout(
-            Promise.resolve(returned),
+            returned,
             consumer.timeoutMs,
             () => new OutboxHandlerTimeoutError(messages.handlerTimeout(consumer.name, consumer.timeoutMs)),
           );
@@ -212,10 +220,25 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as PromiseLike<unknown> | null)?.then === 'function';
 }
 
-function withTimeout<T>(work: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(onTimeout()), ms);
+/** `work`'s result, or `onTimeout()`'s error once `ms` passed: one promise and one timer (no race, no `finally`). */
+function withTimeout<T>(work: PromiseLike<T>, ms: number, onTimeout: () => Error): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(onTimeout()), ms);
+    try {
+      work.then(
+        (value) => {
+          clearTimeout(timer);
+          resolve(value);
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          reject(error as Error);
+        },
+      );
+    } catch (error) {
+      // a thenable whose `then` throws fails as `Promise.resolve` would have adopted it
+      clearTimeout(timer);
+      reject(error as Error);
+    }
   });
-  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
 }

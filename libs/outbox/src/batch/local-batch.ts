@@ -70,8 +70,8 @@ export class LocalBatch {
     let dirty: boolean;
     let noWrites: boolean;
     let reran = false;
-    /** Outcomes kept from a first run that stopped at a handler's failure (see `rerun`). */
-    let known = new Map<ClaimedDelivery, DeliveryOutcome>();
+    /** Outcomes kept from a first run that stopped at a handler's failure (see `rerun`); none mostly: no map. */
+    let known: ReadonlyMap<ClaimedDelivery, DeliveryOutcome> | null = null;
     try {
       await connection.beginBatch(batch.leaseToken);
       let run = await this.inProcess.dispatch(
@@ -88,12 +88,15 @@ export class LocalBatch {
         run = await this.rerun(connection, batch, work, known, ran);
       }
       if (run.problem) throw run.problem.error;
-      outcomes = [...work.unclaimed.map((u) => u.outcome), ...run.outcomes];
+      outcomes =
+        work.unclaimed.length === 0
+          ? run.outcomes
+          : [...work.unclaimed.map((u) => u.outcome), ...run.outcomes];
       dirty = run.dirty;
       noWrites = run.scoped === 0;
     } catch (error) {
       try {
-        await this.failed(error, batch, work, connection, null, known);
+        await this.failed(error, batch, work, connection, null, known ?? new Map());
       } finally {
         await connection.release();
       }
@@ -108,7 +111,7 @@ export class LocalBatch {
       .commitBatch({ leaseToken: batch.leaseToken, outcomes, dirty, noWrites: unguarded })
       .then(
         ({ released }) => this.noteReleased(released),
-        (error: unknown) => this.failed(error, batch, work, connection, outcomes, known),
+        (error: unknown) => this.failed(error, batch, work, connection, outcomes, known ?? new Map()),
       )
       .finally(() => this.committing--);
     const settled = this.background.track(commit);

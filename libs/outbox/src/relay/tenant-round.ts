@@ -210,7 +210,10 @@ export class TenantRound {
     const inProcess = this.registry.inProcessNames();
     // (a limited consumer's new rows wait pending too; the next round's due claim takes them, within its room —
     // a limited tenant consumer's, the due claim in the same transaction: the tenant's claims take no lean path)
-    const limitedHere = tenantConsumers.filter((c) => c.limits !== undefined).map((c) => c.name);
+    const limitedHere =
+      tenantConsumers.length === 0
+        ? []
+        : tenantConsumers.filter((c) => c.limits !== undefined).map((c) => c.name);
     const claimDue = hasDue || (hasNew && (this.hostsOrdered(tenantConsumers) || limitedHere.length > 0));
     // The lean claim where the policy has it and it may apply: new events only, every consumer hosted here
     // in-process (no webhook, broker, transport or tenant-scoped one), none ordered; and not while the registry

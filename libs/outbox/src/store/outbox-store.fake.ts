@@ -169,7 +169,7 @@ export class FakeTenantConnection implements TenantConnection {
       tenantSetting: 'app.tenant_id',
       tenantId: this.tenantId,
       marker: leaseToken,
-      restore: [],
+      restore: () => [],
       takePending: () => [],
       seal: { text: 'select 1', values: [] },
       wire: () => Promise.reject(new Error('the fake store has no connection for handlers')),

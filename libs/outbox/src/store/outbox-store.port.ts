@@ -126,8 +126,11 @@ export interface HandlerChannel {
   tenantId: string;
   /** The batch marker's value: the lease token (see `BATCH_MARKER`). */
   marker: string;
-  /** Restores the relay's session and batch context after a handler changed settings (see `resetSession`). */
-  restore: readonly SqlStatement[];
+  /**
+   * What restores the relay's session and batch context after a handler changed settings (see `resetSession`):
+   * made when asked, which is rare (not for every batch).
+   */
+  restore: () => readonly SqlStatement[];
   /** Takes what must go first in the batch transaction's next round trip. */
   takePending: () => SqlStatement[];
   /** Sent with the first handler's opening: makes any commit but the relay's fail (see `sealBatch`). */

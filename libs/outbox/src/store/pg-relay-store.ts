@@ -359,7 +359,7 @@ class PgTenantConnection implements TenantConnection {
       tenantSetting: this.options.tenantSetting,
       tenantId: this.tenantId,
       marker: leaseToken,
-      restore: [...q.resetSession(), batchContext(this.options, this.tenantId, leaseToken)],
+      restore: () => [...q.resetSession(), batchContext(this.options, this.tenantId, leaseToken)],
     };
   }
 }
@@ -387,8 +387,9 @@ function batchContext(options: ResolvedOutboxOptions, tenantId: string, leaseTok
 
 /** The limits of the tenant's own limited consumers, as the claims take them (see `TenantConsumerLimits`). */
 function tenantConsumerLimits(consumers: readonly OutboxConsumer[]): q.TenantConsumerLimits {
+  // most tenants have no consumers of their own: no filtered copy per claim then
+  if (consumers.length === 0 || !consumers.some((c) => c.limits !== undefined)) return q.NO_TENANT_LIMITS;
   const limited = consumers.filter((c) => c.limits !== undefined);
-  if (limited.length === 0) return q.NO_TENANT_LIMITS;
   return {
     names: limited.map((c) => c.name),
     caps: limited.map((c) => c.limits!.tenantConcurrency),
