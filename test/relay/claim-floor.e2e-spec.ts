@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Client } from 'pg';
 import { v7 as uuidv7 } from 'uuid';
 import { OutboxAdminService } from 'nestjs-pg-outbox/admin';
@@ -25,6 +27,7 @@ import {
   truncateOutbox,
 } from '../support/outbox-fixture';
 import { PolicySwitches } from '../support/policy-switches';
+import { mulberry32 } from '../faults/support/fault-random';
 
 const DAY = 86_400_000;
 const EVENT = 'test.thing.created.v1';
@@ -425,6 +428,124 @@ describe('the claims’ floor (partitioned layout)', () => {
     await db.sql(`delete from outbox_consumer_pauses`);
     expect((await reading()) <= ids[0]!).toBe(true);
   });
+
+  it.each([21, 22, 23, 24])(
+    'reads what the form of sql/0034 reads on a random mix of work in the ranges and the default (seed %i)',
+    async (seed) => {
+      // the form that planned every range at each reading (sql/0034), beside the current one under another name
+      const previous = readFileSync(
+        join(__dirname, '../../libs/outbox/sql/0034-outbox-claim-floor-claimable.up.sql'),
+        'utf8',
+      )
+        .replace(/^--.*$/gm, '')
+        .replace(/public\.outbox_claim_floor\(/g, 'public.outbox_claim_floor_0034(')
+        .replace(/^(revoke|grant) .*$/gm, '');
+      await db.sql(previous);
+      try {
+        const draw = mulberry32(seed);
+        const next = (): number => draw() / 2 ** 32;
+        const pick = <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)]!;
+        const consumers = [CONSUMER, 'other.consumer'];
+        // readings held down by work (a range's start, or the nil id for the default partition's)
+        let held = 0;
+        for (let round = 0; round < 6; round++) {
+          // a few more events each round, most settled: ten days back (the default partition), in the four
+          // daily ranges, or now (within the margins); their deliveries' statuses and retries at random
+          const events = Array.from({ length: 12 }, () => ({
+            id: uuidv7({ msecs: Date.now() - pick([10, 4, 3, 2, 1, 0]) * DAY - Math.floor(next() * DAY) }),
+            tenant: pick(TENANTS),
+            status: pick([
+              'published',
+              'published',
+              'pending',
+              'processing',
+              'processing',
+              'scheduled',
+              'failed',
+            ]),
+            deliverAt: pick(['-1 hour', '30 seconds', '2 minutes', '1 day']),
+          }));
+          await db.sql(
+            `insert into event_outbox (id, tenant_id, event_name, payload, status, deliver_at)
+             select e.id, e.tenant, $5, '{}', e.status,
+                    case when e.status = 'scheduled' then now() + e.deliver_at::interval end
+               from unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[]) e(id, tenant, status, deliver_at)`,
+            [
+              events.map((e) => e.id),
+              events.map((e) => e.tenant),
+              events.map((e) => e.status),
+              events.map((e) => e.deliverAt),
+              EVENT,
+            ],
+          );
+          const deliveries = events
+            .filter((e) => e.status === 'processing')
+            .flatMap((e) =>
+              consumers
+                .filter(() => next() < 0.7)
+                .map((consumer) => ({
+                  id: e.id,
+                  consumer,
+                  status: pick(['delivered', 'delivered', 'pending', 'failed', 'processing', 'dead']),
+                  nextAttempt: pick(['-1 hour', '30 seconds', '2 minutes', '1 day']),
+                })),
+            );
+          await db.sql(
+            `insert into outbox_deliveries (event_id, tenant_id, consumer_name, event_seq, status, next_attempt_at)
+             select d.id, e.tenant_id, d.consumer, e.seq, d.status, now() + d.next_attempt::interval
+               from unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) d(id, consumer, status, next_attempt)
+               join event_outbox e on e.id = d.id`,
+            [
+              deliveries.map((d) => d.id),
+              deliveries.map((d) => d.consumer),
+              deliveries.map((d) => d.status),
+              deliveries.map((d) => d.nextAttempt),
+            ],
+          );
+          // a pause now and then: of a consumer for one tenant or all, until later or already over
+          await db.sql(`delete from outbox_consumer_pauses`);
+          if (next() < 0.5)
+            await db.sql(
+              `insert into outbox_consumer_pauses (consumer_name, tenant_id, resumes_at)
+               values ($1, $2, now() + $3::interval)`,
+              [
+                pick(consumers),
+                next() < 0.5 ? null : pick(TENANTS),
+                pick(['1 hour', '-1 hour', '30 seconds']),
+              ],
+            );
+          // and half the events pending or scheduled settled, half the deliveries pending or failed delivered, so
+          // that the oldest busy range moves and ranges busy through one kind of work alone are common
+          await db.sql(
+            `update event_outbox set status = 'published' where id in (
+               select id from event_outbox where status in ('pending', 'scheduled')
+                order by md5(id::text || $1::text)
+                limit (select count(*) / 2 + 1 from event_outbox where status in ('pending', 'scheduled')))`,
+            [round + seed],
+          );
+          await db.sql(
+            `update outbox_deliveries set status = 'delivered' where id in (
+               select id from outbox_deliveries where status in ('pending', 'failed')
+                order by md5(id::text || $1::text)
+                limit (select count(*) / 2 + 1 from outbox_deliveries where status in ('pending', 'failed')))`,
+            [round + seed],
+          );
+          for (const margin of ['1 minute', '1 day', '2 days 12 hours', '5 days', '30 days']) {
+            const [both] = await db.sql<{ now: string; was: string; recent: string }>(
+              `select outbox_claim_floor($1::interval) as now, outbox_claim_floor_0034($1::interval) as was,
+                      outbox_uuid_at(now() - $1::interval) as recent`,
+              [margin],
+            );
+            expect({ round, margin, floor: both!.now }).toEqual({ round, margin, floor: both!.was });
+            if (both!.now < both!.recent) held++;
+          }
+        }
+        expect(held).toBeGreaterThan(0);
+      } finally {
+        await db.sql(`drop function outbox_claim_floor_0034(interval)`);
+      }
+    },
+  );
 
   it('reads a range’s start in UTC whatever the session’s time zone (a range at a local time that does not exist)', async () => {
     // an hourly range named for 2026-03-08 02:00 UTC: 02:00 on that day does not exist in New York (clocks go
