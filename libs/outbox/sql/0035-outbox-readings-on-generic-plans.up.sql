@@ -4,7 +4,7 @@ alter function public.outbox_due_tenants(integer, uuid, uuid[], bigint[], text, 
 
 create or replace function public.outbox_claim_floor(margin interval) returns uuid
       language plpgsql stable security definer set search_path = pg_catalog, public set timezone = 'UTC'
-      set plan_cache_mode = force_generic_plan as $$
+      set plan_cache_mode = force_generic_plan set enable_seqscan = off set enable_sort = off as $$
       declare
         recent uuid := public.outbox_uuid_at(now() - margin);
         -- work that becomes claimable within a minute counts now: readings come every few seconds, so the floor is
@@ -23,10 +23,16 @@ create or replace function public.outbox_claim_floor(margin interval) returns uu
         -- the default partitions (the tables before the conversion, ids of no range): the claims read them with the
         -- floor too, so claimable work left there older than the margin means no floor. The due probe, here and in
         -- the ranges: the first 100 pending and failed deliveries in the due index's order, of which one is due
-        -- soon and of a pair not paused (a paused consumer's backlog is not walked at every reading)
-        if exists (select 1 from public.event_outbox_default where status = 'pending' and id < recent)
-           or exists (select 1 from public.event_outbox_default
-                       where status = 'scheduled' and deliver_at <= soon and id < recent)
+        -- soon and of a pair not paused (a paused consumer's backlog is not walked at every reading). Each probe
+        -- reads its partial index in that index's order (a subquery, which EXISTS does not strip of its order):
+        -- the plans are generic, made once per session with the statistics of then, and a condition on the id
+        -- alone could make a key's range scan look cheaper, which would walk a settled range row by row
+        if exists (select 1 from (select 1 from public.event_outbox_default e
+                                   where e.status = 'pending' and e.id < recent
+                                   order by e.tenant_id, e.seq limit 1) e)
+           or exists (select 1 from (select 1 from public.event_outbox_default e
+                                      where e.status = 'scheduled' and e.deliver_at <= soon and e.id < recent
+                                      order by e.deliver_at limit 1) e)
            or exists (select 1 from (select d.tenant_id, d.consumer_name, d.next_attempt_at
                                        from public.outbox_deliveries_default d
                                       where d.status in ('pending', 'failed') and d.event_id < recent
@@ -36,7 +42,9 @@ create or replace function public.outbox_claim_floor(margin interval) returns uu
                                           where x.consumer_name = d.consumer_name
                                             and (x.tenant_id is null or x.tenant_id = d.tenant_id)
                                             and (x.resumes_at is null or x.resumes_at > soon)))
-           or exists (select 1 from public.outbox_deliveries_default where status = 'processing' and event_id < recent) then
+           or exists (select 1 from (select 1 from public.outbox_deliveries_default d
+                                      where d.status = 'processing' and d.event_id < recent
+                                      order by d.tenant_id, d.lease_expires_at limit 1) d) then
           return '00000000-0000-0000-0000-000000000000'::uuid;
         end if;
         -- the ranges older than the margin, oldest first: their starts from their partitions' names
@@ -62,11 +70,13 @@ create or replace function public.outbox_claim_floor(margin interval) returns uu
         -- counts it; what the bounded probe misses, the tenant's claims without a floor find.
         select r.lo into found
           from unnest(starts, los, his) as r(lo, bound_lo, bound_hi)
-         where exists (select 1 from public.event_outbox e
-                        where e.status = 'pending' and e.id >= r.bound_lo and e.id < r.bound_hi)
-            or exists (select 1 from public.event_outbox e
-                        where e.status = 'scheduled' and e.deliver_at <= soon
-                          and e.id >= r.bound_lo and e.id < r.bound_hi)
+         where exists (select 1 from (select 1 from public.event_outbox e
+                                       where e.status = 'pending' and e.id >= r.bound_lo and e.id < r.bound_hi
+                                       order by e.tenant_id, e.seq limit 1) e)
+            or exists (select 1 from (select 1 from public.event_outbox e
+                                       where e.status = 'scheduled' and e.deliver_at <= soon
+                                         and e.id >= r.bound_lo and e.id < r.bound_hi
+                                       order by e.deliver_at limit 1) e)
             or exists (select 1 from (select d.tenant_id, d.consumer_name, d.next_attempt_at
                                         from public.outbox_deliveries d
                                        where d.status in ('pending', 'failed')
@@ -77,8 +87,10 @@ create or replace function public.outbox_claim_floor(margin interval) returns uu
                                            where x.consumer_name = d.consumer_name
                                              and (x.tenant_id is null or x.tenant_id = d.tenant_id)
                                              and (x.resumes_at is null or x.resumes_at > soon)))
-            or exists (select 1 from public.outbox_deliveries d
-                        where d.status = 'processing' and d.event_id >= r.bound_lo and d.event_id < r.bound_hi)
+            or exists (select 1 from (select 1 from public.outbox_deliveries d
+                                       where d.status = 'processing'
+                                         and d.event_id >= r.bound_lo and d.event_id < r.bound_hi
+                                       order by d.tenant_id, d.lease_expires_at limit 1) d)
          limit 1;
         found := coalesce(found, recent);
         return case when leased < found then leased else found end;
