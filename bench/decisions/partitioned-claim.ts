@@ -198,7 +198,10 @@ async function main(): Promise<void> {
   const dbs = new Map<Layout, BenchDatabase>();
   const clients = new Map<Layout, Client>();
   try {
-    heading('partitioned-claim: the claims on today’s tables and on 8 and 100 ranges', serverVersion);
+    heading(
+      'partitioned-claim: the claims and the readings on today’s tables, 8 daily, 10 and 100 hourly ranges',
+      serverVersion,
+    );
     const layouts = Object.keys(LAYOUTS) as Layout[];
     for (const layout of layouts) {
       const db = dbs.size === 0 ? first : await BenchDatabase.create(first.url);

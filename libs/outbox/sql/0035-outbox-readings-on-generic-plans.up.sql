@@ -4,7 +4,8 @@ alter function public.outbox_due_tenants(integer, uuid, uuid[], bigint[], text, 
 
 create or replace function public.outbox_claim_floor(margin interval) returns uuid
       language plpgsql stable security definer set search_path = pg_catalog, public set timezone = 'UTC'
-      set plan_cache_mode = force_generic_plan set enable_seqscan = off set enable_sort = off as $$
+      set plan_cache_mode = force_generic_plan set enable_seqscan = off set enable_sort = off
+      set jit = off as $$
       declare
         recent uuid := public.outbox_uuid_at(now() - margin);
         -- work that becomes claimable within a minute counts now: readings come every few seconds, so the floor is
@@ -26,7 +27,9 @@ create or replace function public.outbox_claim_floor(margin interval) returns uu
         -- soon and of a pair not paused (a paused consumer's backlog is not walked at every reading). Each probe
         -- reads its partial index in that index's order (a subquery, which EXISTS does not strip of its order):
         -- the plans are generic, made once per session with the statistics of then, and a condition on the id
-        -- alone could make a key's range scan look cheaper, which would walk a settled range row by row
+        -- alone could make a key's range scan look cheaper, which would walk a settled range row by row; sorts and
+        -- sequential scans are off in the function (their disabling cost would make PostgreSQL compile the
+        -- statement at every reading: jit is off too)
         if exists (select 1 from (select 1 from public.event_outbox_default e
                                    where e.status = 'pending' and e.id < recent
                                    order by e.tenant_id, e.seq limit 1) e)
