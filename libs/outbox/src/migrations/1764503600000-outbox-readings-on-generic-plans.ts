@@ -79,7 +79,8 @@ export class OutboxReadingsOnGenericPlans1764503600000 implements MigrationInter
                        substring(b.bound from 'TO \\(''([0-9a-f-]+)''\\)')::uuid as bound_hi
                   from pg_inherits i join pg_class c on c.oid = i.inhrelid,
                        lateral (select substring(c.relname from '_p[0-9]{8}t[0-9]{4}$') as suffix) s,
-                       lateral (select pg_get_expr(c.relpartbound, c.oid) as bound offset 0) b
+                       -- relid 0: a bound holds constants only, and PostgreSQL opens the relation for any other
+                       lateral (select pg_get_expr(c.relpartbound, 0) as bound offset 0) b
                  where i.inhparent = 'public.event_outbox'::regclass and s.suffix is not null) r
          where r.lo < recent;
         -- one statement, which stops at the first range (the arrays' order) holding work claimable now or within a
