@@ -516,20 +516,17 @@ describe('the claims’ floor (partitioned layout)', () => {
             );
           // and half the events pending or scheduled settled, half the deliveries pending or failed delivered, so
           // that the oldest busy range moves and ranges busy through one kind of work alone are common
-          await db.sql(
-            `update event_outbox set status = 'published' where id in (
-               select id from event_outbox where status in ('pending', 'scheduled')
-                order by md5(id::text || $1::text)
-                limit (select count(*) / 2 + 1 from event_outbox where status in ('pending', 'scheduled')))`,
-            [round + seed],
-          );
-          await db.sql(
-            `update outbox_deliveries set status = 'delivered' where id in (
-               select id from outbox_deliveries where status in ('pending', 'failed')
-                order by md5(id::text || $1::text)
-                limit (select count(*) / 2 + 1 from outbox_deliveries where status in ('pending', 'failed')))`,
-            [round + seed],
-          );
+          for (const [table, open, settled] of [
+            ['event_outbox', `('pending', 'scheduled')`, 'published'],
+            ['outbox_deliveries', `('pending', 'failed')`, 'delivered'],
+          ] as const)
+            await db.sql(
+              `update ${table} set status = '${settled}' where id in (
+                 select id from ${table} where status in ${open}
+                  order by md5(id::text || $1::text)
+                  limit (select count(*) / 2 + 1 from ${table} where status in ${open}))`,
+              [round + seed],
+            );
           for (const margin of ['1 minute', '1 day', '2 days 12 hours', '5 days', '30 days']) {
             const [both] = await db.sql<{ now: string; was: string; recent: string }>(
               `select outbox_claim_floor($1::interval) as now, outbox_claim_floor_0034($1::interval) as was,
