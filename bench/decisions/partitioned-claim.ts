@@ -1,26 +1,31 @@
 /**
  * `node --conditions=@nestjs-pg-outbox/source -r @swc-node/register bench/decisions/partitioned-claim.ts`
  *
- * What the partitioned layout (ADR 1207) costs the claims, and whether that cost grows with the ranges kept. Three
+ * What the partitioned layout (ADR 1207) costs the claims, and whether that cost grows with the ranges kept. Four
  * databases side by side on one server: today's layout; partitioned by days with 8 ranges (4 days back, 3 ahead);
- * partitioned by hours with 100 ranges (96 hours back, 3 ahead). Each holds EVENTS (default 20,000) pending events of
+ * partitioned by hours with 10 ranges (6 hours back, 3 ahead) and with 100 (96 hours back, 3 ahead). Each holds EVENTS (default 20,000) pending events of
  * one tenant made now (UUIDv7 ids: today's range), two live consumers, and as many due deliveries of a third. Each
  * statement as the relay sends it, as a named statement (generic plan after five runs), in turns, RUNS (default 300)
  * times each, each run in a transaction rolled back: the fan-out (100 events), the lean claim (100 events), the due
  * claim (100 deliveries) — each without a floor, then with the floor the relay reads on its database (ADR 1207's
- * addendum: the ranges below it are pruned) —, the floor's reading, one retention batch (nothing to purge) and the
+ * addendum: the ranges below it are pruned) —, the floor's reading and the due-tenant scan (each also in its form
+ * before it stopped planning every range, sql/0034 and sql/0033), one retention batch (nothing to purge) and the
  * partition drop step (nothing to drop).
  * Each statement is sent as the relay sends it: named on its generic plan when it has a prepared form, else unnamed
  * (the due claim both ways). Median and p90 in µs, client-side (one connection per database, loopback); then how
  * many partitions each claim's plan runs and the shared buffers its execution touched (`EXPLAIN (ANALYZE,
- * BUFFERS)`, deterministic where the times are not).
+ * BUFFERS)`, deterministic where the times are not); and each reading's one call, `EXPLAIN (ANALYZE, BUFFERS,
+ * SUMMARY)`, whose buffers count the catalog its statements' planning reads.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Client } from 'pg';
 import { outboxNames } from '../../libs/outbox/src/model/table-names';
 import {
   claimDueDeliveries,
   claimFloorReading,
   claimNewEvents,
+  dueTenants,
   fanOutPendingEvents,
   type SqlStatement,
 } from '../../libs/outbox/src/store/sql';
@@ -35,15 +40,29 @@ const RUNS = Number(process.env.RUNS ?? 300);
 const TENANT = '7d3f0a52-61c2-4d0e-9b1a-2f4c5e6d7a8b';
 const NIL = '00000000-0000-0000-0000-000000000000';
 const names = outboxNames();
+/** The due-tenant scan's positions: none, every tenant from its start (the relay's first scan). */
+const POSITIONS = { tenants: [], seqs: [], server: '0', leasesSince: null };
 /** The relay's margin of the claims' floor (RelayPolicy.claimFloor). */
 const FLOOR_MARGIN_MS = 600_000;
 
 const LAYOUTS = {
   'today’s tables': null,
   'days, 8 ranges': { width: '1 day', back: 4 * 86_400_000 },
+  'hours, 10 ranges': { width: '1 hour', back: 6 * 3_600_000 },
   'hours, 100 ranges': { width: '1 hour', back: 96 * 3_600_000 },
 } as const;
 type Layout = keyof typeof LAYOUTS;
+/** The migrations whose form of a reading the script runs beside today's, and that reading's function. */
+const PREVIOUS_READINGS = {
+  '0034-outbox-claim-floor-claimable': 'outbox_claim_floor',
+  '0033-outbox-due-tenants-probes': 'outbox_due_tenants',
+} as const;
+
+/** `statement` calling the form of `file` (PREVIOUS_READINGS) of its reading instead of today's. */
+function previous(statement: SqlStatement, file: keyof typeof PREVIOUS_READINGS): SqlStatement {
+  const fn = PREVIOUS_READINGS[file];
+  return { ...statement, text: statement.text.replace(`${fn}(`, `${fn}_${file.slice(0, 4)}(`) };
+}
 
 async function prepare(db: BenchDatabase, layout: Layout): Promise<void> {
   const partitioned = LAYOUTS[layout];
@@ -59,6 +78,15 @@ async function prepare(db: BenchDatabase, layout: Layout): Promise<void> {
       .filter((line) => line.trim() !== '' && !line.startsWith('--'));
     for (const statement of statements) await db.sql(statement);
   }
+  // the readings' forms before they stopped planning every range (ADR 1207, addendum "Readings that do not plan
+  // every range"), beside the current ones under other names
+  for (const [file, fn] of Object.entries(PREVIOUS_READINGS))
+    await db.sql(
+      readFileSync(join(__dirname, '../../libs/outbox/sql', `${file}.up.sql`), 'utf8')
+        .replace(/^--.*$/gm, '')
+        .replace(new RegExp(`public\\.${fn}\\(`, 'g'), `public.${fn}_${file.slice(0, 4)}(`)
+        .replace(/^(revoke|grant) .*$/gm, ''),
+    );
   await db.sql(
     `insert into outbox_consumers (name, event_patterns) values ('bench.a', '{bench.part.v1}'), ('bench.b', '{bench.part.v1}')`,
   );
@@ -109,6 +137,17 @@ async function timeOnce(client: Client, name: string, statement: SqlStatement): 
   return elapsed * 1000;
 }
 
+/** A statement's value as an SQL literal, for `EXPLAIN` of its text. */
+function literal(client: Client, v: unknown): string {
+  return v === null || v === undefined
+    ? 'null'
+    : Array.isArray(v)
+      ? client.escapeLiteral(`{${(v as unknown[]).map((x) => JSON.stringify(x)).join(',')}}`)
+      : typeof v === 'number'
+        ? String(v)
+        : client.escapeLiteral(typeof v === 'string' ? v : JSON.stringify(v));
+}
+
 /**
  * How many distinct partitions (or tables) of the three histories the statement's plan runs, and how many shared
  * buffers its execution touches: on its generic plan when the relay names it, else planned with its values.
@@ -118,15 +157,7 @@ async function partitionsInPlan(client: Client, name: string, statement: SqlStat
   const mode = statement.prepared !== undefined ? 'force_generic_plan' : 'force_custom_plan';
   await client.query(`set local plan_cache_mode = ${mode}`);
   await client.query({ text: `prepare plan_probe_${name} as ${statement.text}` });
-  const literal = (v: unknown): string =>
-    v === null || v === undefined
-      ? 'null'
-      : Array.isArray(v)
-        ? client.escapeLiteral(`{${(v as unknown[]).map((x) => JSON.stringify(x)).join(',')}}`)
-        : typeof v === 'number'
-          ? String(v)
-          : client.escapeLiteral(typeof v === 'string' ? v : JSON.stringify(v));
-  const args = (statement.values as unknown[]).map(literal).join(', ');
+  const args = (statement.values as unknown[]).map((v) => literal(client, v)).join(', ');
   const rows = await client.query<{ 'QUERY PLAN': string }>(
     `explain (analyze, buffers, costs off, timing off, summary off) execute plan_probe_${name}(${args})`,
   );
@@ -144,12 +175,33 @@ async function partitionsInPlan(client: Client, name: string, statement: SqlStat
   return `${scanned.size} partitions, ${buffers} buffers`;
 }
 
+/**
+ * One call of a reading (a function), `EXPLAIN (ANALYZE, BUFFERS, SUMMARY)`: the execution time and the shared
+ * buffers of the call, which count what the function's statements do inside it, their planning included (the
+ * buffers of the catalog that planning reads are the deterministic part).
+ */
+async function readingCost(client: Client, statement: SqlStatement): Promise<string> {
+  const values = (statement.values as unknown[]).map((v) => literal(client, v));
+  const text = statement.text.replace(/\$(\d+)/g, (_, i: string) => values[Number(i) - 1]!);
+  const rows = await client.query<{ 'QUERY PLAN': string }>(
+    `explain (analyze, buffers, summary, costs off, timing off) ${text}`,
+  );
+  const lines = rows.rows.map((r) => r['QUERY PLAN']);
+  const top = lines.find((line) => /^\s*Buffers:/.test(line)) ?? '';
+  const buffers = [...top.matchAll(/(?:hit|read)=(\d+)/g)].reduce((sum, m) => sum + Number(m[1]), 0);
+  const ms = /Execution Time: ([\d.]+) ms/.exec(lines.join('\n'))?.[1] ?? '?';
+  return `${Number(ms).toFixed(2)} ms, ${buffers} buffers`;
+}
+
 async function main(): Promise<void> {
   const { db: first, serverVersion, close } = await openDecisionDatabase();
   const dbs = new Map<Layout, BenchDatabase>();
   const clients = new Map<Layout, Client>();
   try {
-    heading('partitioned-claim: the claims on today’s tables and on 8 and 100 ranges', serverVersion);
+    heading(
+      'partitioned-claim: the claims and the readings on today’s tables, 8 daily, 10 and 100 hourly ranges',
+      serverVersion,
+    );
     const layouts = Object.keys(LAYOUTS) as Layout[];
     for (const layout of layouts) {
       const db = dbs.size === 0 ? first : await BenchDatabase.create(first.url);
@@ -207,6 +259,11 @@ async function main(): Promise<void> {
       prepared: undefined,
     });
     statements['floor reading'] = () => claimFloorReading(names, FLOOR_MARGIN_MS);
+    statements['floor reading, sql/0034'] = () =>
+      previous(claimFloorReading(names, FLOOR_MARGIN_MS), '0034-outbox-claim-floor-claimable');
+    statements['due-tenant scan'] = () => dueTenants(names, 100, null, POSITIONS);
+    statements['due-tenant scan, sql/0033'] = () =>
+      previous(dueTenants(names, 100, null, POSITIONS), '0033-outbox-due-tenants-probes');
     statements['retention batch (none due)'] = () => purgeSettledBatch(names, 7, 1000);
     statements['partition drop step (none)'] = () => dropPartitionStep(names, 7);
     for (const [label, statement] of Object.entries(statements)) {
@@ -240,6 +297,24 @@ async function main(): Promise<void> {
           `${layout}: ${await partitionsInPlan(clients.get(layout)!, label.replace(/\W+/g, '_'), statement(layout))}`,
         );
       print(`    ${label.padEnd(48)} ${counts.join(', ')}`);
+    }
+    print(
+      '  readings, one call: its execution (the statements it runs inside, planning included) and shared buffers,',
+    );
+    print('  on a session that called it before, then the first call of a new session');
+    for (const label of Object.keys(statements).filter((l) => /^(floor reading|due-tenant scan)/.test(l))) {
+      const costs: string[] = [];
+      for (const layout of layouts) {
+        // called just before: its plans made since the last invalidation (autovacuum visits the partitions)
+        const statement = statements[label]!(layout);
+        await clients.get(layout)!.query(statement.text, [...statement.values]);
+        const warm = await readingCost(clients.get(layout)!, statement);
+        const fresh = new Client({ connectionString: dbs.get(layout)!.url });
+        await fresh.connect();
+        const cold = await readingCost(fresh, statements[label]!(layout)).finally(() => fresh.end());
+        costs.push(`${layout}: ${warm} (first ${cold})`);
+      }
+      print(`    ${label.padEnd(28)} ${costs.join(', ')}`);
     }
   } finally {
     for (const client of clients.values()) await client.end();

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Client } from 'pg';
 import { v7 as uuidv7 } from 'uuid';
 import { OutboxAdminService } from 'nestjs-pg-outbox/admin';
@@ -25,6 +27,7 @@ import {
   truncateOutbox,
 } from '../support/outbox-fixture';
 import { PolicySwitches } from '../support/policy-switches';
+import { mulberry32 } from '../faults/support/fault-random';
 
 const DAY = 86_400_000;
 const EVENT = 'test.thing.created.v1';
@@ -424,6 +427,153 @@ describe('the claims’ floor (partitioned layout)', () => {
     // resumed: the range holds the floor again
     await db.sql(`delete from outbox_consumer_pauses`);
     expect((await reading()) <= ids[0]!).toBe(true);
+  });
+
+  it.each([21, 22, 23, 24])(
+    'reads what the form of sql/0034 reads on a random mix of work in the ranges and the default (seed %i)',
+    async (seed) => {
+      // the form that planned every range at each reading (sql/0034), beside the current one under another name
+      const previous = readFileSync(
+        join(__dirname, '../../libs/outbox/sql/0034-outbox-claim-floor-claimable.up.sql'),
+        'utf8',
+      )
+        .replace(/^--.*$/gm, '')
+        .replace(/public\.outbox_claim_floor\(/g, 'public.outbox_claim_floor_0034(')
+        .replace(/^(revoke|grant) .*$/gm, '');
+      await db.sql(previous);
+      try {
+        const draw = mulberry32(seed);
+        const next = (): number => draw() / 2 ** 32;
+        const pick = <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)]!;
+        const consumers = [CONSUMER, 'other.consumer'];
+        // readings held down by work (a range's start, or the nil id for the default partition's)
+        let held = 0;
+        for (let round = 0; round < 6; round++) {
+          // a few more events each round, most settled: ten days back (the default partition), in the four
+          // daily ranges, or now (within the margins); their deliveries' statuses and retries at random
+          const events = Array.from({ length: 12 }, () => ({
+            id: uuidv7({ msecs: Date.now() - pick([10, 4, 3, 2, 1, 0]) * DAY - Math.floor(next() * DAY) }),
+            tenant: pick(TENANTS),
+            status: pick([
+              'published',
+              'published',
+              'pending',
+              'processing',
+              'processing',
+              'scheduled',
+              'failed',
+            ]),
+            deliverAt: pick(['-1 hour', '30 seconds', '2 minutes', '1 day']),
+          }));
+          await db.sql(
+            `insert into event_outbox (id, tenant_id, event_name, payload, status, deliver_at)
+             select e.id, e.tenant, $5, '{}', e.status,
+                    case when e.status = 'scheduled' then now() + e.deliver_at::interval end
+               from unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[]) e(id, tenant, status, deliver_at)`,
+            [
+              events.map((e) => e.id),
+              events.map((e) => e.tenant),
+              events.map((e) => e.status),
+              events.map((e) => e.deliverAt),
+              EVENT,
+            ],
+          );
+          const deliveries = events
+            .filter((e) => e.status === 'processing')
+            .flatMap((e) =>
+              consumers
+                .filter(() => next() < 0.7)
+                .map((consumer) => ({
+                  id: e.id,
+                  consumer,
+                  status: pick(['delivered', 'delivered', 'pending', 'failed', 'processing', 'dead']),
+                  nextAttempt: pick(['-1 hour', '30 seconds', '2 minutes', '1 day']),
+                })),
+            );
+          await db.sql(
+            `insert into outbox_deliveries (event_id, tenant_id, consumer_name, event_seq, status, next_attempt_at)
+             select d.id, e.tenant_id, d.consumer, e.seq, d.status, now() + d.next_attempt::interval
+               from unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) d(id, consumer, status, next_attempt)
+               join event_outbox e on e.id = d.id`,
+            [
+              deliveries.map((d) => d.id),
+              deliveries.map((d) => d.consumer),
+              deliveries.map((d) => d.status),
+              deliveries.map((d) => d.nextAttempt),
+            ],
+          );
+          // a pause now and then: of a consumer for one tenant or all, until later or already over
+          await db.sql(`delete from outbox_consumer_pauses`);
+          if (next() < 0.5)
+            await db.sql(
+              `insert into outbox_consumer_pauses (consumer_name, tenant_id, resumes_at)
+               values ($1, $2, now() + $3::interval)`,
+              [
+                pick(consumers),
+                next() < 0.5 ? null : pick(TENANTS),
+                pick(['1 hour', '-1 hour', '30 seconds']),
+              ],
+            );
+          // and half the events pending or scheduled settled, half the deliveries pending or failed delivered, so
+          // that the oldest busy range moves and ranges busy through one kind of work alone are common
+          for (const [table, open, settled] of [
+            ['event_outbox', `('pending', 'scheduled')`, 'published'],
+            ['outbox_deliveries', `('pending', 'failed')`, 'delivered'],
+          ] as const)
+            await db.sql(
+              `update ${table} set status = '${settled}' where id in (
+                 select id from ${table} where status in ${open}
+                  order by md5(id::text || $1::text)
+                  limit (select count(*) / 2 + 1 from ${table} where status in ${open}))`,
+              [round + seed],
+            );
+          for (const margin of ['1 minute', '1 day', '2 days 12 hours', '5 days', '30 days']) {
+            const [both] = await db.sql<{ now: string; was: string; recent: string }>(
+              `select outbox_claim_floor($1::interval) as now, outbox_claim_floor_0034($1::interval) as was,
+                      outbox_uuid_at(now() - $1::interval) as recent`,
+              [margin],
+            );
+            expect({ round, margin, floor: both!.now }).toEqual({ round, margin, floor: both!.was });
+            if (both!.now < both!.recent) held++;
+          }
+        }
+        expect(held).toBeGreaterThan(0);
+      } finally {
+        await db.sql(`drop function outbox_claim_floor_0034(interval)`);
+      }
+    },
+  );
+
+  it('probes a settled range through its partial indexes, whatever the statistics its plan was made with', async () => {
+    // a range full of pending events when the session's plan of the reading is made (analyzed: the planner knows),
+    // settled before the next readings: a plan that chose the range's key for the id bounds walks every event
+    const old = Date.now() - 3 * DAY;
+    await db.sql(
+      `insert into event_outbox (id, tenant_id, event_name, payload, status)
+       select outbox_uuid_at(to_timestamp(($1::bigint + g) / 1000.0))::text::uuid, $2, $3, '{}', 'pending'
+         from generate_series(1, 5000) g`,
+      [old, TENANT, EVENT],
+    );
+    await db.sql(`analyze event_outbox`);
+    const session = new Client({ connectionString: db.url });
+    await session.connect();
+    try {
+      const reading = `select outbox_claim_floor('1 minute')`;
+      await session.query(reading);
+      await db.sql(`update event_outbox set status = 'published' where status = 'pending'`);
+      // twice: the first reading after the update marks the index entries of the old versions dead
+      await session.query(reading);
+      await session.query(reading);
+      const { rows } = await session.query<{ 'QUERY PLAN': string }>(
+        `explain (analyze, buffers, costs off, timing off, summary off) ${reading}`,
+      );
+      const top = rows.map((r) => r['QUERY PLAN']).find((line) => /Buffers:/.test(line)) ?? '';
+      const buffers = [...top.matchAll(/(?:hit|read)=(\d+)/g)].reduce((sum, m) => sum + Number(m[1]), 0);
+      // a few per range and probe (nine ranges, four probes), not one per event
+      expect(buffers).toBeLessThan(300);
+    } finally {
+      await session.end();
+    }
   });
 
   it('reads a range’s start in UTC whatever the session’s time zone (a range at a local time that does not exist)', async () => {

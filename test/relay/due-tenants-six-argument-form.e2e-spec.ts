@@ -319,7 +319,7 @@ describe('outbox_due_tenants: the six-argument form lists what the two-argument 
     const fn = await security(db, outboxNames());
     expect(fn).toEqual({
       definer: true,
-      config: ['search_path=pg_catalog, public'],
+      config: ['search_path=pg_catalog, public', 'plan_cache_mode=force_generic_plan'],
       relay: true,
       app: false,
       open: false,
@@ -357,7 +357,7 @@ describe('outbox_due_tenants: the six-argument form in another schema', () => {
     const fn = await security(db, names);
     expect(fn).toEqual({
       definer: true,
-      config: ['search_path=pg_catalog, billing'],
+      config: ['search_path=pg_catalog, billing', 'plan_cache_mode=force_generic_plan'],
       relay: true,
       app: false,
       open: false,

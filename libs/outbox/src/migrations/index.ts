@@ -32,6 +32,7 @@ import { OutboxConsumerKeyLimits1764502800000 } from './1764502800000-outbox-con
 import { OutboxDueTenantsProbes1764502900000 } from './1764502900000-outbox-due-tenants-probes';
 import { OutboxClaimFloor1764502700000 } from './1764502700000-outbox-claim-floor';
 import { OutboxClaimFloorClaimable1764503100000 } from './1764503100000-outbox-claim-floor-claimable';
+import { OutboxReadingsOnGenericPlans1764503600000 } from './1764503600000-outbox-readings-on-generic-plans';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -69,4 +70,5 @@ export const outboxMigrations = [
   OutboxConsumerKeyLimits1764502800000,
   OutboxDueTenantsProbes1764502900000,
   OutboxClaimFloorClaimable1764503100000,
+  OutboxReadingsOnGenericPlans1764503600000,
 ];
