@@ -23,6 +23,8 @@ const { prepareValue } = require('pg/lib/utils') as { prepareValue: (v: unknown)
 const CHUNKS = (process.env.SETTLED ?? '30000,60000,120000').split(',').map(Number);
 const EVENT = 'bench.held-outcomes.v1';
 const CONSUMERS = ['Held.first', 'Held.second'];
+/** EXPLAINED: the size of the batch whose outcome is explained (default 20). */
+const EXPLAINED = Number(process.env.EXPLAINED ?? 20);
 const BATCH_MARKER = 'outbox.batch';
 
 async function main(): Promise<void> {
@@ -34,7 +36,7 @@ async function main(): Promise<void> {
   const n = outboxNames();
   const [client, holder] = await connectTwo(db.url);
   try {
-    print(`  without a hold: ${await explainOutcome(client, 20)}`);
+    print(`  without a hold: ${await explainOutcome(client, EXPLAINED)}`);
     await holder.query('begin isolation level repeatable read');
     await holder.query('select 1');
     let settled = 0;
@@ -48,7 +50,9 @@ async function main(): Promise<void> {
         ]);
       }
       if (process.env.ANALYZE) await client.query('analyze');
-      print(`  ${String(size).padStart(7)} settled under the hold: ${await explainOutcome(client, 20)}`);
+      print(
+        `  ${String(size).padStart(7)} settled under the hold: ${await explainOutcome(client, EXPLAINED)}`,
+      );
     }
   } finally {
     await holder.end();
