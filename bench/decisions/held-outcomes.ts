@@ -25,6 +25,8 @@ const EVENT = 'bench.held-outcomes.v1';
 const CONSUMERS = ['Held.first', 'Held.second'];
 /** EXPLAINED: the size of the batch whose outcome is explained (default 20). */
 const EXPLAINED = Number(process.env.EXPLAINED ?? 20);
+/** BATCH: the size of the batches settled under the hold (default 250; the soak's are of 2–3 events). */
+const BATCH = Number(process.env.BATCH ?? 250);
 const BATCH_MARKER = 'outbox.batch';
 
 async function main(): Promise<void> {
@@ -41,7 +43,7 @@ async function main(): Promise<void> {
     await holder.query('select 1');
     let settled = 0;
     for (const size of CHUNKS) {
-      for (; settled < size; settled += 250) await leaseAndSettle(client, 250);
+      for (; settled < size; settled += BATCH) await leaseAndSettle(client, BATCH);
       if (process.env.PURGE) {
         await client.query(`delete from consumer_inbox where tenant_id = $1`, [BENCH_TENANT]);
         await client.query(`delete from outbox_deliveries where tenant_id = $1`, [BENCH_TENANT]);
