@@ -11,7 +11,7 @@
 import type { Client } from 'pg';
 import { BENCH_TENANT } from '../harness/bench-database';
 import { dueTenants, type DuePositions } from '../../libs/outbox/src/store/sql/due-tenants';
-import { claimNewEvents } from '../../libs/outbox/src/store/sql/claim-new';
+import { claimNewEvents, newEventsWarmUp } from '../../libs/outbox/src/store/sql/claim-new';
 import { fanOutPendingEvents } from '../../libs/outbox/src/store/sql/fan-out';
 import { SERVER_START } from '../../libs/outbox/src/store/sql/statement';
 import { outboxNames } from '../../libs/outbox/src/model/table-names';
@@ -19,6 +19,8 @@ import { connectTwo, heading, openDecisionDatabase, print } from './decision-ser
 
 const SIZES = (process.env.SETTLED ?? '60000,120000,240000').split(',').map(Number);
 const EVENT = 'bench.held-full-scans.v1';
+/** NEW: how many new events wait for the claims (default 20; a claim takes up to 250). */
+const NEW = Number(process.env.NEW ?? 20);
 
 async function main(): Promise<void> {
   const { db, serverVersion, close } = await openDecisionDatabase();
@@ -47,8 +49,8 @@ async function main(): Promise<void> {
       const position = await nextSeq(client);
       await client.query(
         `insert into event_outbox (id, tenant_id, event_name, payload)
-         select gen_random_uuid(), $1, $2, '{}'::jsonb from generate_series(1, 20)`,
-        [BENCH_TENANT, EVENT],
+         select gen_random_uuid(), $1, $2, '{}'::jsonb from generate_series(1, $3::int)`,
+        [BENCH_TENANT, EVENT, NEW],
       );
       const [{ now: lastScan } = { now: '' }] = (
         await client.query<{ now: string }>(`select now()::text as now`)
@@ -67,7 +69,7 @@ async function main(): Promise<void> {
           tenantId: BENCH_TENANT,
           inProcess: ['Held.consumer'],
           liveWithinMs: 600_000,
-          limit: 100,
+          limit: 250,
           leaseToken: '00000000-0000-0000-0000-000000000001',
           leaseMs: 60_000,
           from,
@@ -80,7 +82,7 @@ async function main(): Promise<void> {
           inProcess: [],
           tenantConsumers: [],
           liveWithinMs: 600_000,
-          limit: 100,
+          limit: 250,
           leaseToken: '00000000-0000-0000-0000-000000000001',
           leaseMs: 60_000,
           from,
@@ -99,6 +101,13 @@ async function main(): Promise<void> {
         ['lean claim from 0 (full scan)', claim('0')],
         ['fan-out from the position, every expired lease', fanOut(position, null)],
         ['fan-out from the position, leases since the last look', fanOut(position, lastScan)],
+        // a connection's warm-up of its named statements (see refreshPrepared): the claims for the nil tenant
+        ...newEventsWarmUp(n, { leanClaim: true }).map(
+          (s, i): [string, { text: string; values: readonly unknown[] }] => [
+            `warm-up, ${i === 0 ? 'fan-out' : 'lean claim'} for no tenant`,
+            s,
+          ],
+        ),
       ];
       // PLAN=1: the plan of the positioned scan's statement inside the function (auto_explain, as notices)
       if (process.env.PLAN) {
@@ -137,6 +146,9 @@ async function main(): Promise<void> {
       for (const [form, statement] of forms) {
         let last = '';
         for (let run = 0; run < 3; run++) last = await explain(client, statement);
+        // FORM=text: the whole plan of the forms whose name holds it (the last run)
+        if (process.env.FORM && form.includes(process.env.FORM))
+          print(await explain(client, statement, true));
         print(`  ${String(size).padStart(7)} settled, ${form.padEnd(50)} ${last}`);
       }
       await client.query(
@@ -179,6 +191,7 @@ async function settle(client: Client, count: number): Promise<void> {
 async function explain(
   client: Client,
   statement: { text: string; values: readonly unknown[] },
+  whole = false,
 ): Promise<string> {
   await client.query('begin');
   try {
@@ -187,6 +200,7 @@ async function explain(
       [...statement.values],
     );
     const lines = rows.map((row) => Object.values(row)[0]!);
+    if (whole) return lines.join('\n');
     const buffers = /Buffers: (shared [^\n]*)/.exec(lines.find((l) => /Buffers: shared/.test(l)) ?? '')?.[1];
     const time = lines.find((l) => /Execution Time/.test(l))?.trim();
     return `${buffers ?? 'no buffers'}, ${time ?? ''}`;

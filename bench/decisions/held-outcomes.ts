@@ -23,6 +23,10 @@ const { prepareValue } = require('pg/lib/utils') as { prepareValue: (v: unknown)
 const CHUNKS = (process.env.SETTLED ?? '30000,60000,120000').split(',').map(Number);
 const EVENT = 'bench.held-outcomes.v1';
 const CONSUMERS = ['Held.first', 'Held.second'];
+/** EXPLAINED: the size of the batch whose outcome is explained (default 20). */
+const EXPLAINED = Number(process.env.EXPLAINED ?? 20);
+/** BATCH: the size of the batches settled under the hold (default 250; the soak's are of 2–3 events). */
+const BATCH = Number(process.env.BATCH ?? 250);
 const BATCH_MARKER = 'outbox.batch';
 
 async function main(): Promise<void> {
@@ -34,12 +38,12 @@ async function main(): Promise<void> {
   const n = outboxNames();
   const [client, holder] = await connectTwo(db.url);
   try {
-    print(`  without a hold: ${await explainOutcome(client, 20)}`);
+    print(`  without a hold: ${await explainOutcome(client, EXPLAINED)}`);
     await holder.query('begin isolation level repeatable read');
     await holder.query('select 1');
     let settled = 0;
     for (const size of CHUNKS) {
-      for (; settled < size; settled += 250) await leaseAndSettle(client, 250);
+      for (; settled < size; settled += BATCH) await leaseAndSettle(client, BATCH);
       if (process.env.PURGE) {
         await client.query(`delete from consumer_inbox where tenant_id = $1`, [BENCH_TENANT]);
         await client.query(`delete from outbox_deliveries where tenant_id = $1`, [BENCH_TENANT]);
@@ -48,7 +52,9 @@ async function main(): Promise<void> {
         ]);
       }
       if (process.env.ANALYZE) await client.query('analyze');
-      print(`  ${String(size).padStart(7)} settled under the hold: ${await explainOutcome(client, 20)}`);
+      print(
+        `  ${String(size).padStart(7)} settled under the hold: ${await explainOutcome(client, EXPLAINED)}`,
+      );
     }
   } finally {
     await holder.end();

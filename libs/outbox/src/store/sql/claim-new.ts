@@ -10,6 +10,7 @@ import {
   fanOutPendingEvents,
   notLeased,
   positionReading,
+  takenEvents,
   type NewEventsClaim,
 } from './fan-out';
 
@@ -65,6 +66,8 @@ export const claimNewText = textPerNames((n: OutboxNames): string => {
           claim_count = l.claim_count + 1
     where l.lease_expires_at <= now()
     returning l.event_id, l.claim_count
+  ), taken as materialized (
+    ${takenEvents(n, 'select event_id from leased', '$8')}
   )
   select
     '[]'::json as deliveries,
@@ -72,8 +75,7 @@ export const claimNewText = textPerNames((n: OutboxNames): string => {
        from (select l.claim_count, e.id as event_id, e.tenant_id, e.event_name, e.payload, e.aggregate_type,
                     e.aggregate_id, e.occurred_at, e.correlation_id, e.schema_version, e.seq::text as event_seq,
                     e.traceparent, (select rs.pairs from route_sets rs where rs.event_name = e.event_name) as pairs
-               from leased l join ${n.events} e on e.id = l.event_id
-              where e.id = any(array(select event_id from leased)) and e.id >= $8::uuid) r
+               from leased l join taken e on e.id = l.event_id) r
     ) as leases,
     '{}'::uuid[] as written,
     (select count(*)::int from fresh

@@ -50,6 +50,19 @@ export function expiredSince(leasesSince: string): string {
   return `coalesce(${leasesSince}::timestamptz - interval '1 second', '-infinity'::timestamptz)`;
 }
 
+/**
+ * The rows of the events a claim took (`ids`: a subquery of their ids), read once, a primary-key probe each, for a
+ * materialized CTE the claim's answer joins to its leases and delivery rows in memory. Read inside that join
+ * instead (\`join events e on e.id = l.event_id where e.id = any(…)\`), the planner looped over the leases and
+ * probed every id at each turn: quadratic in the claim's size, 965 buffers for 20 events and 122,903 for 250
+ * (docs/adr/1206-claims-that-start-past-the-settled.md, addendum on claims that grow under a hold).
+ */
+export function takenEvents(n: OutboxNames, ids: string, floor: string): string {
+  return `select e.id, e.tenant_id, e.event_name, e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at,
+           e.correlation_id, e.schema_version, e.seq, e.traceparent, e.status
+      from ${n.events} e where e.id = any(array(${ids})) and e.id >= ${floor}::uuid`;
+}
+
 // The columns the fan-out needs come straight from the locked rows (the latest versions: `for update` re-checks
 // the conditions on them), not from a second read of the same rows. The scan starts at the tenant's claim
 // position ($11, see ClaimPositions; 0: from the start), at or above its floor ($12, see ClaimFloor: in the
@@ -164,19 +177,21 @@ export const fanOutText = textPerNames((n: OutboxNames): string => {
      where e.id = any(array(select id from owned where not started and not all_deferred)) and e.id >= $12::uuid
        and e.id = o.id
     returning e.id
+  ), taken as materialized (
+    ${takenEvents(n, 'select event_id from inserted union all select event_id from leased', '$12')}
   )
   -- One row, a column per kind of result. Each delivery row and each leased event (once, whatever the number
-  -- of its pairs) comes with its event read from the table by primary key (this statement's snapshot: the
-  -- columns used are ones it does not change). Joining two CTEs directly instead makes the planner loop over
-  -- one for each row of the other; the = any() over the ids keeps the read a primary-key probe in a generic
-  -- plan too, which cannot know how few rows a CTE returns (it would hash the whole table).
+  -- of its pairs) comes with its event, read once from the table by primary key in \`taken\` (this statement's
+  -- snapshot: the columns used are ones it does not change; see takenEvents); the = any() over the ids keeps the
+  -- read a primary-key probe in a generic plan too, which cannot know how few rows a CTE returns (it would hash
+  -- the whole table).
   select
     (select coalesce(json_agg(r order by r.event_seq::bigint, r.consumer_name), '[]')
        from (select d.id::text as delivery_id, d.consumer_name, e.id as event_id, e.tenant_id, e.event_name,
                     e.payload, e.aggregate_type, e.aggregate_id, e.occurred_at, e.correlation_id,
                     e.schema_version, e.seq::text as event_seq, e.traceparent
-               from inserted d join ${n.events} e on e.id = d.event_id
-              where e.id = any(array(select event_id from inserted)) and e.id >= $12::uuid and d.status = 'processing') r
+               from inserted d join taken e on e.id = d.event_id
+              where d.status = 'processing') r
     ) as deliveries,
     -- a leased event, once, with the consumers of its in-process pairs (one entry per event, not one per
     -- pair): a new event's are its name's; only an event already fanned out (\`processing\` in this
@@ -189,8 +204,7 @@ export const fanOutText = textPerNames((n: OutboxNames): string => {
                     case when e.status = 'pending'
                          then (select rs.pairs from route_sets rs where rs.event_name = e.event_name)
                          else (select c.pairs from counted c where c.id = e.id) end as pairs
-               from leased l join ${n.events} e on e.id = l.event_id
-              where e.id = any(array(select event_id from leased)) and e.id >= $12::uuid) r
+               from leased l join taken e on e.id = l.event_id) r
     ) as leases,
     array(select id from marked) as written,
     (select count(*)::int from counted c
