@@ -160,6 +160,11 @@ async function drainsInTurns<S extends string>(
   return runs;
 }
 
+/** Each drain's events/s, in the order taken. */
+function eachRate(runs: readonly DrainFigures[]): string {
+  return runs.map((r) => r.eventsPerSecond.toFixed(0)).join(', ');
+}
+
 /** CPU per event drained, Node + PostgreSQL (Node only where the server's processes cannot be read). */
 function cpuUs(run: DrainFigures): number {
   return run.nodeUs + (Number.isNaN(run.serverUs) ? 0 : run.serverUs);
@@ -242,7 +247,7 @@ async function limitsCost(context: BenchContext, events: number, turns: number):
       `CPU per event (Node + PostgreSQL) of two no-op consumers beside a limited one vs alone, ` +
       `${turns} drains of ${events.toLocaleString('en')} events per side in turns, medians; ` +
       `ratio per turn ${range.min.toFixed(3)}–${range.max.toFixed(3)}×; Node ${both((r) => r.nodeUs, 'µs')}, ` +
-      `PostgreSQL ${both((r) => r.serverUs, 'µs')}, events/s ${both((r) => r.eventsPerSecond, '')}`,
+      `PostgreSQL ${both((r) => r.serverUs, 'µs')}; events/s beside ${eachRate(beside)}, alone ${eachRate(alone)}`,
   });
   if (!stats.available) {
     report.note(`limits' cost, statements per event: n/a (pg_stat_statements: ${stats.reason})`);
@@ -346,10 +351,9 @@ export const fairnessScenario: BenchScenario = {
       versus: { label: 'off', value: cpuOf(drains.off) },
       goal: { on: 'ratio', op: '<=', target: 1.05 },
     });
-    const each = (d: DrainFigures[]): string => d.map((r) => r.eventsPerSecond.toFixed(0)).join(', ');
     report.note(
       `single-tenant drains of ${drainEvents.toLocaleString('en')} events with relay.drain(), ${2 * repeats} per side ` +
-        `in turns, medians (events/s on: ${each(drains.on)}; off: ${each(drains.off)})`,
+        `in turns, medians (events/s on: ${eachRate(drains.on)}; off: ${eachRate(drains.off)})`,
     );
 
     await limitsCost(context, drainEvents, 2 * repeats);
