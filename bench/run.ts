@@ -92,12 +92,13 @@ async function main(options: BenchOptions): Promise<void> {
 }
 
 /**
- * The peers scenario counts statements with pg_stat_statements, the soak times the claim with it: loaded at start
- * (it cannot be later), but tracking nothing unless a scenario turns it on for its database, so the other
- * scenarios do not pay for it.
+ * The peers and fairness scenarios count statements with pg_stat_statements, the soak times the claim with it:
+ * loaded at start (it cannot be later), but tracking nothing unless a scenario turns it on for its database, so
+ * the other scenarios (and the fairness lines that do not count) do not pay for it.
  */
 function statementStatsSettings(options: BenchOptions): Record<string, string> | undefined {
-  if (!options.scenarios.includes('peers') && !options.scenarios.includes('soak')) return undefined;
+  const counting = ['peers', 'soak', 'fairness'] as const;
+  if (!counting.some((name) => options.scenarios.includes(name))) return undefined;
   return { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'none' };
 }
 

@@ -10,12 +10,11 @@
  * tenant, per key (`rateLimit.perKey`, 100 keys, room in each) and per key with every key at its limit. Then an
  * unlimited consumer's drain, CPU per event
  * (Node + PostgreSQL): two unlimited consumers alone, and beside a limited consumer the relay also hosts
- * (`compareDrains`, DRAIN_EVENTS default 6,000, TURNS default 3; DRAINS=0 leaves them out).
+ * (`LimitedNeighbour`: a cap and a rate limit; `compareDrains`, DRAIN_EVENTS default 6,000, TURNS default 3;
+ * DRAINS=0 leaves them out). `npm run bench -- --only=fairness` has the no-op drain's line with its goal.
  */
 import 'reflect-metadata';
-import { Injectable } from '@nestjs/common';
 import { Client } from 'pg';
-import { OnOutboxEvent } from 'nestjs-pg-outbox';
 import { outboxNames } from '../../libs/outbox/src/model/table-names';
 import {
   claimDueDeliveries,
@@ -25,6 +24,7 @@ import {
   lockConsumerLimits,
   type SqlStatement,
 } from '../../libs/outbox/src/store/sql';
+import { LimitedNeighbour } from '../harness/bench-consumers';
 import { percentile } from '../harness/stats';
 import { compareDrains, exitWhenDone, heading, openDecisionDatabase, print } from './decision-server';
 
@@ -39,13 +39,6 @@ const KEYED_TENANT = '5b1e9c3a-0f2d-4e6b-8a7c-9d0e1f2a3b4c';
 const KEYS = 100;
 const NIL = '00000000-0000-0000-0000-000000000000';
 const names = outboxNames();
-
-/** A limited consumer of events the drain never enqueues: the relay hosts it beside the drained ones. */
-@Injectable()
-class LimitedNeighbour {
-  @OnOutboxEvent('bench.limited.v1', { consumer: 'bench.limited', concurrency: { global: 10 } })
-  handle(): void {}
-}
 
 /** The statement without its check for limited consumers (each `consumerLimited` made `false`). */
 function withoutLimitCheck(statement: SqlStatement): SqlStatement {

@@ -11,9 +11,10 @@ import { startEmbeddedPostgres } from '../../tools/embedded-postgres';
 import { BenchDatabase } from '../harness/bench-database';
 import type { Type } from '@nestjs/common';
 import type { OutboxRelayOptions } from 'nestjs-pg-outbox';
-import { createBenchApp, type BenchApp } from '../harness/bench-app';
+import { createBenchApp } from '../harness/bench-app';
 import { consumerClass, type ConsumerVariant } from '../harness/bench-consumers';
-import { median, now } from '../harness/stats';
+import { median } from '../harness/stats';
+import { measureDrain } from '../harness/drain-cost';
 import { cpuSpentMs, readBackendCpu, type RowsQuery } from '../harness/backend-cpu';
 import { drive, type Transactor } from '../harness/enqueue-transactors';
 import type { StatementStats } from '../harness/statement-stats';
@@ -198,42 +199,6 @@ const DRAIN_LABELS: Record<ConsumerVariant, string> = {
   'db-write': 'one of two consumers writes a row',
   'db-write-all': 'each of two consumers writes a row',
 };
-
-/** What one `drain()` cost: events per second, and CPU per event of Node and of the app's backends (µs). */
-export interface DrainFigures {
-  eventsPerSecond: number;
-  nodeUs: number;
-  serverUs: number;
-}
-
-/**
- * One `app.relay.drain()` of the `events` pending events of `db`, failing unless it claims them all: its rate, and
- * CPU per event of the Node process and of the backends named `applicationName` (NaN when the server is remote).
- */
-export async function measureDrain(
-  app: BenchApp,
-  db: BenchDatabase,
-  applicationName: string,
-  events: number,
-): Promise<DrainFigures> {
-  const query = db.sql.bind(db) as Parameters<typeof readBackendCpu>[0];
-  // the pool's connections, open before the clock starts (their backends are what is counted)
-  await Promise.all(Array.from({ length: 4 }, () => app.dataSource.query('select 1')));
-  const cpuBefore = await readBackendCpu(query, [applicationName]);
-  const nodeBefore = process.cpuUsage();
-  const began = now();
-  const drained = await app.relay.drain();
-  const ms = now() - began;
-  const node = process.cpuUsage(nodeBefore);
-  const postgresMs = cpuSpentMs(cpuBefore, await readBackendCpu(query, [applicationName]));
-  if (drained.eventsClaimed !== events)
-    throw new Error(`drained ${drained.eventsClaimed} of ${events} events`);
-  return {
-    eventsPerSecond: (events * 1000) / ms,
-    nodeUs: (node.user + node.system) / events,
-    serverUs: postgresMs === null ? Number.NaN : (postgresMs * 1000) / events,
-  };
-}
 
 /** Ends a script once `work` is done: exit 0, or 1 after printing its error. */
 export function exitWhenDone(work: Promise<void>): void {

@@ -21,6 +21,7 @@ import { cpuSpentMs, readBackendCpu } from '../harness/backend-cpu';
 import { createBenchApp } from '../harness/bench-app';
 import { BenchDatabase, BENCH_TENANT } from '../harness/bench-database';
 import { consumerClass } from '../harness/bench-consumers';
+import { measureDrain } from '../harness/drain-cost';
 import { drive, libraryTransactor, type Transactor } from '../harness/enqueue-transactors';
 import { SEARCH_INDEXES, searchIndexesSql } from '../../libs/outbox/src/maintenance/outbox-indexes';
 import {
@@ -29,7 +30,6 @@ import {
   heading,
   inGroups,
   inTurns,
-  measureDrain,
   openDecisionDatabase,
   print,
 } from './decision-server';

@@ -125,6 +125,21 @@ export class FairnessConsumer {
   }
 }
 
+/**
+ * A consumer with a concurrency cap and a rate limit, of events no bench enqueues: the relay that hosts it takes
+ * its turn and carries the limit checks in its claims (ADR 1104) while it drains other consumers' events; what
+ * that costs the unlimited consumers beside it is measured against the same drain without it.
+ */
+@Injectable()
+export class LimitedNeighbour {
+  @OnOutboxEvent('bench.limited.v1', {
+    consumer: 'bench.limited',
+    concurrency: { global: 10 },
+    rateLimit: { limit: 50, intervalMs: 1000 },
+  })
+  handle(): void {}
+}
+
 /** The provider class hosting a variant's consumers. */
 export function consumerClass(variant: ConsumerVariant): Type {
   const classes: Record<ConsumerVariant, Type> = {

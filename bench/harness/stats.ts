@@ -33,6 +33,28 @@ export function inTurn<T>(items: readonly T[], turn: number): readonly T[] {
   return turn % 2 === 0 ? items : [...items].reverse();
 }
 
+/** `a` against `b` taken in turns: the ratio of their medians, and the lowest and highest ratio within one turn. */
+export interface TurnRatios {
+  ratio: number;
+  min: number;
+  max: number;
+}
+
+/**
+ * The ratio of `a`'s median to `b`'s, and its range over turns: `a[i] / b[i]` of each turn `i` (both measured in
+ * it, next to each other), so a machine that drifts between turns widens the range, not the ratio. NaN for none.
+ */
+export function turnRatios(a: readonly number[], b: readonly number[]): TurnRatios {
+  if (a.length !== b.length)
+    throw new Error(`turnRatios needs one figure per side and turn, got ${a.length} against ${b.length}`);
+  const perTurn = a.map((value, i) => value / b[i]!);
+  return {
+    ratio: median(a) / median(b),
+    min: perTurn.length === 0 ? Number.NaN : Math.min(...perTurn),
+    max: perTurn.length === 0 ? Number.NaN : Math.max(...perTurn),
+  };
+}
+
 export function mean(values: readonly number[]): number {
   return values.length === 0 ? Number.NaN : values.reduce((sum, v) => sum + v, 0) / values.length;
 }

@@ -3,17 +3,20 @@
  * latency measured (as in the latency scenario, relay in the producer's app) on an idle relay, and while another
  * tenant drains a backlog; the goal: its p99 within 2× the idle one. The single-tenant drain beside it, with the
  * fair shares on and off, shows what they cost when one tenant is due: events/s and CPU per event (Node and
- * PostgreSQL). Then two tenants with a backlog each and weights 3:1: the shares of what was drained while both
- * were backlogged.
+ * PostgreSQL). The same drain by two unlimited consumers, alone and beside a limited consumer the relay also hosts
+ * (ADR 1104): what the limits cost them, CPU per event (goal ≤ 1.05×) and statements per event. Then two tenants
+ * with a backlog each and weights 3:1: the shares of what was drained while both were backlogged.
  */
+import type { Type } from '@nestjs/common';
 import type { RelayPolicy } from '../../libs/outbox/src/options/relay-policy';
 import { createBenchApp } from '../harness/bench-app';
-import { FairnessConsumer } from '../harness/bench-consumers';
+import { FairnessConsumer, InMemoryConsumers, LimitedNeighbour } from '../harness/bench-consumers';
 import type { BenchContext, BenchScenario } from '../harness/bench-scenario';
-import { CpuMeter } from '../harness/cpu-meter';
+import { measureDrain, type DrainFigures } from '../harness/drain-cost';
 import { commitContactEvent } from '../harness/latency-runs';
-import { inTurn, max, median, now, percentile, sleep, waitUntil } from '../harness/stats';
-import type { CpuProfile } from '../workers/relay-worker.protocol';
+import { formatValue } from '../harness/report';
+import { StatementStats } from '../harness/statement-stats';
+import { inTurn, max, median, now, percentile, sleep, turnRatios, waitUntil } from '../harness/stats';
 
 const BIG_TENANT = '5eb0a1c4-0000-4000-8000-0000000000b1';
 const SMALL_TENANT = '5eb0a1c4-0000-4000-8000-0000000000c1';
@@ -105,18 +108,19 @@ async function produceWhile(
   return inFlight.length;
 }
 
-interface DrainRun {
-  eventsPerS: number;
-  /** CPU per event drained, in µs. */
-  cpuUs: { node: number; postgres: number | null };
+/** One side of a drain compared side by side: the app's consumers, and switches of its relay's policy. */
+interface DrainSide {
+  consumers: readonly Type[];
+  policy?: Partial<RelayPolicy>;
 }
 
-/** One tenant's backlog drained by `relay.drain()`: its rate and CPU per event. */
+/** One tenant's backlog drained by `relay.drain()`: its rate, CPU per event, and statements per event with `stats`. */
 async function singleTenantDrain(
   context: BenchContext,
-  policy: Partial<RelayPolicy>,
+  side: DrainSide,
   events: number,
-): Promise<DrainRun> {
+  stats?: StatementStats,
+): Promise<DrainFigures> {
   const { db } = context;
   await db.truncate();
   await db.checkpoint();
@@ -124,29 +128,46 @@ async function singleTenantDrain(
   await db.vacuumAnalyze();
   const app = await createBenchApp({
     url: db.url,
-    consumers: [FairnessConsumer],
+    consumers: side.consumers,
     applicationName: APP,
     probe: false,
-    policy,
+    policy: side.policy ?? {},
   });
   try {
-    const meter = await CpuMeter.start(db.sql.bind(db), [APP]);
-    const began = now();
-    const drained = await app.relay.drain();
-    const ms = now() - began;
-    const cpu: CpuProfile = await meter.stop();
-    if (drained.eventsClaimed !== events)
-      throw new Error(`fairness drain: ${drained.eventsClaimed} of ${events} events claimed`);
-    return {
-      eventsPerS: (events / ms) * 1000,
-      cpuUs: {
-        node: (cpu.nodeMs * 1000) / events,
-        postgres: cpu.postgresMs === null ? null : (cpu.postgresMs * 1000) / events,
-      },
-    };
+    return await measureDrain(app, db, APP, events, stats);
   } finally {
     await app.close();
   }
+}
+
+/** `turns` drains of each side, in turns (forward, then backward: see `inTurn`). */
+async function drainsInTurns<S extends string>(
+  context: BenchContext,
+  sides: Readonly<Record<S, DrainSide>>,
+  events: number,
+  turns: number,
+  stats?: StatementStats,
+): Promise<Record<S, DrainFigures[]>> {
+  const names = Object.keys(sides) as S[];
+  const runs = Object.fromEntries(names.map((name) => [name, [] as DrainFigures[]])) as Record<
+    S,
+    DrainFigures[]
+  >;
+  for (let turn = 0; turn < turns; turn++) {
+    for (const side of inTurn(names, turn))
+      runs[side].push(await singleTenantDrain(context, sides[side], events, stats));
+  }
+  return runs;
+}
+
+/** Each drain's events/s, in the order taken. */
+function eachRate(runs: readonly DrainFigures[]): string {
+  return runs.map((r) => r.eventsPerSecond.toFixed(0)).join(', ');
+}
+
+/** CPU per event drained, Node + PostgreSQL (Node only where the server's processes cannot be read). */
+function cpuUs(run: DrainFigures): number {
+  return run.nodeUs + (Number.isNaN(run.serverUs) ? 0 : run.serverUs);
 }
 
 /** Two backlogged tenants weighted 3:1: their events handled by the time half of all was (both still due). */
@@ -187,10 +208,64 @@ function pool(runs: readonly SmallTenantRun[]): SmallTenantRun {
   };
 }
 
+/**
+ * The limits' cost to unlimited consumers (ADR 1104, issue 36's goal ≤ 5 %): the single-tenant drain of two no-op
+ * consumers alone and beside `LimitedNeighbour` (a cap and a rate limit, on events never enqueued), `turns` of each
+ * in turns: CPU per event, Node + PostgreSQL, and statements per event (pg_stat_statements, tracked on both sides).
+ */
+async function limitsCost(context: BenchContext, events: number, turns: number): Promise<void> {
+  const { db, report } = context;
+  const stats = await StatementStats.enable(db);
+  let runs: Record<'alone' | 'beside', DrainFigures[]>;
+  try {
+    runs = await drainsInTurns(
+      context,
+      {
+        alone: { consumers: [InMemoryConsumers] },
+        beside: { consumers: [InMemoryConsumers, LimitedNeighbour] },
+      },
+      events,
+      turns,
+      stats,
+    );
+  } finally {
+    await stats.disable();
+  }
+  const { beside, alone } = runs;
+  const range = turnRatios(beside.map(cpuUs), alone.map(cpuUs));
+  const medianOf = (d: DrainFigures[], figure: (r: DrainFigures) => number): number => median(d.map(figure));
+  const both = (figure: (r: DrainFigures) => number, unit: string): string =>
+    `${formatValue(medianOf(beside, figure), unit)} vs ${formatValue(medianOf(alone, figure), unit)}`;
+  report.add({
+    scenario: 'fairness',
+    label: "limits' cost to an unlimited consumer's drain",
+    value: medianOf(beside, cpuUs),
+    unit: 'µs',
+    versus: { label: 'alone', value: medianOf(alone, cpuUs) },
+    goal: { on: 'ratio', op: '<=', target: 1.05 },
+    note:
+      `CPU per event (Node + PostgreSQL) of two no-op consumers beside a limited one vs alone, ` +
+      `${turns} drains of ${events.toLocaleString('en')} events per side in turns, medians; ` +
+      `ratio per turn ${range.min.toFixed(3)}–${range.max.toFixed(3)}×; Node ${both((r) => r.nodeUs, 'µs')}, ` +
+      `PostgreSQL ${both((r) => r.serverUs, 'µs')}; events/s beside ${eachRate(beside)}, alone ${eachRate(alone)}`,
+  });
+  if (!stats.available) {
+    report.note(`limits' cost, statements per event: n/a (pg_stat_statements: ${stats.reason})`);
+    return;
+  }
+  report.add({
+    scenario: 'fairness',
+    label: "limits' cost to an unlimited consumer's drain, statements",
+    value: medianOf(beside, (r) => r.statements * 100),
+    unit: 'per 100 events',
+    versus: { label: 'alone', value: medianOf(alone, (r) => r.statements * 100) },
+  });
+}
+
 export const fairnessScenario: BenchScenario = {
   name: 'fairness',
   title:
-    'Fairness between tenants (goals: a small tenant p99 ≤ 2× idle while another drains a backlog; weights 3:1 ± 10%)',
+    "Fairness between tenants (goals: a small tenant p99 ≤ 2× idle while another drains a backlog; weights 3:1 ± 10%; the limits' cost to an unlimited drain ≤ 5%)",
   async run(context) {
     const { report, options } = context;
     const { fairnessBacklog: backlog, fairnessRate: rate, fairnessRepeats: repeats } = options.sizes;
@@ -247,15 +322,19 @@ export const fairnessScenario: BenchScenario = {
     });
 
     // one tenant due: the shares change nothing, and cost nothing (side by side, in turns)
-    const drains = { on: [] as DrainRun[], off: [] as DrainRun[] };
     const drainEvents = Math.min(backlog, 50_000);
     // twice the repeats: a drain of 50,000 events takes 2–3 s, and one side's run moves by ±15 % on a busy machine
-    for (let repeat = 0; repeat < 2 * repeats; repeat++) {
-      for (const side of inTurn(['on', 'off'] as const, repeat))
-        drains[side].push(await singleTenantDrain(context, { fairShares: side === 'on' }, drainEvents));
-    }
-    const rateOf = (d: DrainRun[]): number => median(d.map((r) => r.eventsPerS));
-    const cpuOf = (d: DrainRun[]): number => median(d.map((r) => r.cpuUs.node + (r.cpuUs.postgres ?? 0)));
+    const drains = await drainsInTurns(
+      context,
+      {
+        on: { consumers: [FairnessConsumer], policy: { fairShares: true } },
+        off: { consumers: [FairnessConsumer], policy: { fairShares: false } },
+      },
+      drainEvents,
+      2 * repeats,
+    );
+    const rateOf = (d: DrainFigures[]): number => median(d.map((r) => r.eventsPerSecond));
+    const cpuOf = (d: DrainFigures[]): number => median(d.map(cpuUs));
     report.add({
       scenario: 'fairness',
       label: 'single-tenant drain, fair shares on',
@@ -272,11 +351,12 @@ export const fairnessScenario: BenchScenario = {
       versus: { label: 'off', value: cpuOf(drains.off) },
       goal: { on: 'ratio', op: '<=', target: 1.05 },
     });
-    const each = (d: DrainRun[]): string => d.map((r) => r.eventsPerS.toFixed(0)).join(', ');
     report.note(
       `single-tenant drains of ${drainEvents.toLocaleString('en')} events with relay.drain(), ${2 * repeats} per side ` +
-        `in turns, medians (events/s on: ${each(drains.on)}; off: ${each(drains.off)})`,
+        `in turns, medians (events/s on: ${eachRate(drains.on)}; off: ${eachRate(drains.off)})`,
     );
+
+    await limitsCost(context, drainEvents, 2 * repeats);
 
     const shares = await weightedShares(context);
     report.add({
