@@ -12,6 +12,7 @@ import {
 } from '../../libs/outbox/src/store/sql';
 import { buildApp } from '../support/build-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
+import { deliveredPair } from '../support/pair-outcomes';
 
 /** The outbox's names in the default schema, which these statements run against. */
 const NAMES = outboxNames();
@@ -157,14 +158,7 @@ describe('vacuuming the lease table', () => {
       claim.values,
     );
     const outcomes = claimed!.leases.flatMap((row) =>
-      row.pairs.split(' ').map((consumer) => ({
-        deliveryId: null,
-        pair: { eventId: row.event_id, consumer, attempt: 1, tenantId: TENANT, eventSeq: row.event_seq },
-        status: 'delivered' as const,
-        errorCode: null,
-        error: null,
-        retryInMs: 0,
-      })),
+      row.pairs.split(' ').map((consumer) => deliveredPair(row.event_id, row.event_seq, consumer)),
     );
     expect(outcomes).toHaveLength(6);
     // a fenced outcome is written only in its batch's transaction, marked with the lease token

@@ -23,6 +23,7 @@ import { PolicySwitches } from '../support/policy-switches';
 import { waitFor } from '../support/wait-for';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { enqueueManyIn, TENANT } from '../support/outbox-fixture';
+import { deliveredPair } from '../support/pair-outcomes';
 
 /** The outbox's names in the default schema, which these statements run against. */
 const NAMES = outboxNames();
@@ -314,14 +315,7 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
     );
     const outcome = recordOutcomes(
       NAMES,
-      events.map(({ id, seq }) => ({
-        deliveryId: null,
-        pair: { eventId: id, consumer: 'seen', attempt: 1, tenantId: TENANT, eventSeq: seq },
-        status: 'delivered' as const,
-        errorCode: null,
-        error: null,
-        retryInMs: 0,
-      })),
+      events.map(({ id, seq }) => deliveredPair(id, seq, 'seen')),
       randomUUID(),
       { fenced: true },
     );

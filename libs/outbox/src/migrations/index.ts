@@ -33,6 +33,7 @@ import { OutboxDueTenantsProbes1764502900000 } from './1764502900000-outbox-due-
 import { OutboxClaimFloor1764502700000 } from './1764502700000-outbox-claim-floor';
 import { OutboxClaimFloorClaimable1764503100000 } from './1764503100000-outbox-claim-floor-claimable';
 import { OutboxReadingsOnGenericPlans1764503600000 } from './1764503600000-outbox-readings-on-generic-plans';
+import { OutboxReleaseLeases1764503800000 } from './1764503800000-outbox-release-leases';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -71,4 +72,5 @@ export const outboxMigrations = [
   OutboxDueTenantsProbes1764502900000,
   OutboxClaimFloorClaimable1764503100000,
   OutboxReadingsOnGenericPlans1764503600000,
+  OutboxReleaseLeases1764503800000,
 ];

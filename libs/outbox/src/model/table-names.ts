@@ -36,6 +36,8 @@ export interface OutboxNames {
   readonly purgeSettled: string;
   readonly oldestPendingAge: string;
   readonly leaseFence: string;
+  /** Deletes the event leases a token still holds, by key (migration OutboxReleaseLeases1764503800000). */
+  readonly releaseLeases: string;
   readonly audit: string;
   /** Backfills of late consumers, one row each with its progress. */
   readonly backfills: string;
@@ -116,6 +118,7 @@ export function outboxNames(schema: string = DEFAULT_OUTBOX_SCHEMA): OutboxNames
     purgeSettled: qualified('outbox_purge_settled'),
     oldestPendingAge: qualified('outbox_oldest_pending_age'),
     leaseFence: qualified('outbox_lease_fence'),
+    releaseLeases: qualified('outbox_release_leases'),
     audit: qualified('outbox_audit'),
     backfills: qualified('outbox_backfills'),
     consumerPauses: qualified('outbox_consumer_pauses'),

@@ -141,8 +141,10 @@ const outcomeText = textPerNames((n: OutboxNames): string => {
 
 /**
  * The outcomes of a fenced batch of in-process pairs only (the common batch), prepared like the fan-out: it
- * reads only events (by primary key) and the small lease table, so a generic plan stays sound (see
- * `prepared-statements.e2e-spec.ts`). Fenced, it may take every step for granted and check once at the end:
+ * reads only events (by primary key) and the lease table (by its key, in `outbox_release_leases`: a generic
+ * plan made while the table was a page would scan it whole, and a held snapshot can leave it thousands of pages
+ * of dead leases), so a generic plan stays sound (see `prepared-statements.e2e-spec.ts`,
+ * `lease-release-by-key.e2e-spec.ts`). Fenced, it may take every step for granted and check once at the end:
  * the events are settled first — the update locks them, before any lease row is touched (see `recordOutcomes`)
  * — then their leases deleted, then every pair's row and inbox row inserted; if a lease was lost, the fence
  * fails the statement before those inserts run (they are not read by the final select, so they run after it).
@@ -163,9 +165,9 @@ export const pairOutcomeText = textPerNames((n: OutboxNames): string => {
               where e.id = p.event_id
              returning e.id
            ), released as (
-             delete from ${n.eventLeases}
-              where event_id = any(array(select id from settled)) and lease_token = $6
-             returning event_id
+             -- by the lease table's key, whatever the size of the table when the generic plan was made (see
+             -- outbox_release_leases); the settled events' ids, an initplan, are locked before any lease is touched
+             select event_id from ${n.releaseLeases}(array(select id from settled), $6::uuid) as event_id
            ), inserted as (
              ${insertPairRow(n)}
            ), inbox as (
