@@ -387,8 +387,8 @@ function batchContext(options: ResolvedOutboxOptions, tenantId: string, leaseTok
 
 /** The limits of the tenant's own limited consumers, as the claims take them (see `TenantConsumerLimits`). */
 function tenantConsumerLimits(consumers: readonly OutboxConsumer[]): q.TenantConsumerLimits {
-  // most tenants have no consumers of their own: no filtered copy per claim then
-  if (consumers.length === 0 || !consumers.some((c) => c.limits !== undefined)) return q.NO_TENANT_LIMITS;
+  // most tenants have no limited consumers of their own (or none at all): no filtered copy per claim then
+  if (!consumers.some((c) => c.limits !== undefined)) return q.NO_TENANT_LIMITS;
   const limited = consumers.filter((c) => c.limits !== undefined);
   return {
     names: limited.map((c) => c.name),
