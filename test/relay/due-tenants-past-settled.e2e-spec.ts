@@ -221,6 +221,40 @@ describe('due-tenant scan past the settled', () => {
     );
     expect(after).toBeLessThan(100 * Math.max(1, leaves!));
   });
+
+  it("probes a backlogged tenant from its position through the index, not the table's settled rows", async () => {
+    // a tenant draining a backlog (no hold): 20,000 of its 50,000 events settled, the position at its first pending
+    // one, the statistics fresh. As an EXISTS alone, the generic plan (which does not know the position) read
+    // event_outbox sequentially from its start to that event: 9,303 buffers, 28 ms at every scan, which each
+    // other tenant's new event waited for (the fairness bench's small tenant, p99 7-8× its idle figure)
+    await insert(MIDDLE, 50_000);
+    await db.sql(
+      `update event_outbox set status = 'published', published_at = now()
+        where id in (select id from event_outbox where tenant_id = $1 order by seq limit 20000)`,
+      [MIDDLE],
+    );
+    await db.sql('vacuum analyze event_outbox');
+    const [{ first }] = await db.sql<{ first: string }>(
+      `select min(seq)::text as first from event_outbox where tenant_id = $1 and status = 'pending'`,
+      [MIDDLE],
+    );
+    await insert(UPPER, 1);
+    const positions = at(
+      [
+        [MIDDLE, BigInt(first!)],
+        [UPPER, 0n],
+      ],
+      server,
+      await dbNow(),
+    );
+    expect((await scan(positions)).map((d) => d.tenant_id)).toEqual([MIDDLE, UPPER]);
+    await buffers(positions);
+    const after = await buffers(positions);
+    const [{ leaves }] = await db.sql<{ leaves: number }>(
+      `select count(*)::int as leaves from pg_partition_tree('event_outbox') where isleaf`,
+    );
+    expect(after).toBeLessThan(100 * Math.max(1, leaves!));
+  });
 });
 
 @Injectable()

@@ -34,6 +34,7 @@ import { OutboxClaimFloor1764502700000 } from './1764502700000-outbox-claim-floo
 import { OutboxClaimFloorClaimable1764503100000 } from './1764503100000-outbox-claim-floor-claimable';
 import { OutboxReadingsOnGenericPlans1764503600000 } from './1764503600000-outbox-readings-on-generic-plans';
 import { OutboxReleaseLeases1764503800000 } from './1764503800000-outbox-release-leases';
+import { OutboxDueTenantsOrderedProbes1764503900000 } from './1764503900000-outbox-due-tenants-ordered-probes';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -73,4 +74,5 @@ export const outboxMigrations = [
   OutboxClaimFloorClaimable1764503100000,
   OutboxReadingsOnGenericPlans1764503600000,
   OutboxReleaseLeases1764503800000,
+  OutboxDueTenantsOrderedProbes1764503900000,
 ];
