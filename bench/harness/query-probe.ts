@@ -42,6 +42,7 @@ const KINDS: readonly [RegExp, string][] = [
   [/outbox_webhook_subscriptions/i, 'webhook subscriptions (cached)'],
   [/^\s*vacuum/i, 'lease table vacuum'],
   [/pg_has_role/i, 'lease table vacuum'],
+  [/pg_stat_get_activity/i, 'lease table vacuum'],
   [/^\s*insert into public\.contacts/i, 'business insert'],
   [/^\s*insert into public\.event_outbox/i, 'enqueue insert'],
   [/consumer_effects/i, 'handler write'],
@@ -60,7 +61,8 @@ export const TIME_BASED_KINDS: ReadonlySet<string> = new Set([
 
 /**
  * Kinds a relay sends per so many events, not per batch: the lease table's VACUUM every
- * `relay.vacuumLeasesEvery` released leases (and, once, the check that the role may run it).
+ * `relay.vacuumLeasesEvery` released leases (and, once, the check that the role may run it; before each, the read
+ * of the vacuum horizon).
  */
 export const PER_EVENTS_KINDS: ReadonlySet<string> = new Set(['lease table vacuum']);
 

@@ -162,7 +162,7 @@ export const roundTripsScenario: BenchScenario = {
         note:
           `library: ${lib.statements.toFixed(2)} statements in them; besides these: ${lib.timeBased.toFixed(2)} time-based statements per round (${[...TIME_BASED_KINDS].join(', ')}), ` +
           `and ${lib.perEvents} statement(s) over the ${lib.batches * batchSize} events for ${[...PER_EVENTS_KINDS].join(', ')} ` +
-          `(one per relay.vacuumLeasesEvery = ${OUTBOX_DEFAULTS.relay.vacuumLeasesEvery} events, the first with a permission check)`,
+          `(two per relay.vacuumLeasesEvery = ${OUTBOX_DEFAULTS.relay.vacuumLeasesEvery} events, the horizon's read and the vacuum; the first with a permission check)`,
       });
       report.add({
         scenario: 'round-trips',

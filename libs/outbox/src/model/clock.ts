@@ -6,3 +6,9 @@ export interface Clock {
 
 /** The process's clock. */
 export const systemClock: Clock = { now: () => Date.now() };
+
+/**
+ * The Nest token of the relay's clock (a `Clock`): the time its planner, claims, heartbeat and lease vacuum decide
+ * by. Left unprovided, the process's clock; unit specs provide their own.
+ */
+export const OUTBOX_CLOCK = Symbol('OUTBOX_CLOCK');

@@ -86,7 +86,8 @@ export interface OutboxRelayOptions {
    * autovacuum). Each in-process batch inserts a lease row per event and its outcome deletes it; until VACUUM
    * runs, new rows go to new pages and every claim reads the dead ones, so a long drain slows down with its
    * length. A vacuum of that small table takes about a millisecond. Only when the relay's role may vacuum it
-   * (owner, database owner or superuser; `MAINTAIN` from PostgreSQL 17). Default: `2000`.
+   * (owner, database owner or superuser; `MAINTAIN` from PostgreSQL 17). While the vacuum horizon has not moved
+   * since the previous vacuum (a long transaction, a replication slot), one a minute at most. Default: `2000`.
    */
   vacuumLeasesEvery?: number;
   /**

@@ -42,6 +42,11 @@ import type { ResolvedOutboxOptions } from './outbox-module-options.interface';
  * - `claimFloor`: in the partitioned layout, the claims look only at events from the oldest range with unsettled
  *   work (at most `marginMs` before now), a bound read every `refreshMs`, each tenant's claims without it every
  *   `fullScanMs`; or null: no bound (ADR 1207's addendum, store/claim-floor.ts).
+ * - `horizonVacuums`: before each vacuum of the lease table, the relay reads the vacuum horizon (the oldest
+ *   snapshot or transaction id of the database's sessions, replication slots and prepared transactions); while it
+ *   has not moved since the previous vacuum, which removed all that it allowed, the vacuum is skipped, and runs
+ *   at most every `heldEveryMs`; or null: a vacuum every `relay.vacuumLeasesEvery` released leases, held or not
+ *   (ADR 0601's addendum, maintenance/lease-vacuum.ts).
  * Pipelining (ADR 0501/0604) and the narrowing of a failed batch (ADR 0101) are not switches: the relay's
  * round trips and its guarantees rest on them.
  */
@@ -68,6 +73,7 @@ export interface RelayPolicy {
     readonly refreshMs: number;
     readonly fullScanMs: number;
   } | null;
+  readonly horizonVacuums: { readonly heldEveryMs: number } | null;
 }
 
 /** Token of the app's `RelayPolicy` (internal: not exported by the package's index). */
@@ -90,6 +96,9 @@ const CLAIM_POSITIONS = { fullScanMs: 60_000, settleMs: 250, startScanMs: 600_00
 
 /** The claims' floor in the partitioned layout: its margin, how often it is read, each tenant's full scan (ADR 1207). */
 const CLAIM_FLOOR = { marginMs: 600_000, refreshMs: 5_000, fullScanMs: 60_000 };
+
+/** How often the lease table is vacuumed at most while the vacuum horizon does not move (ADR 0601's addendum). */
+const HORIZON_VACUUMS = { heldEveryMs: 60_000 };
 
 /** The wake-up pacer's gap as shipped, in ms (ADR 0606). */
 const WAKE_UP_GAP_MS = 2;
@@ -114,6 +123,7 @@ export function relayPolicy(
     fairShares: true,
     claimPositions: CLAIM_POSITIONS,
     claimFloor: CLAIM_FLOOR,
+    horizonVacuums: HORIZON_VACUUMS,
     ...switches,
   };
 }

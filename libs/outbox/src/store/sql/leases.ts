@@ -59,3 +59,38 @@ export function mayVacuumLeases(n: OutboxNames): SqlStatement {
     values: [],
   };
 }
+
+/** What `leaseVacuumHorizon` returns; no row when nothing holds the horizon back. */
+export interface LeaseVacuumHorizonRow {
+  /** The oldest transaction id that keeps VACUUM from removing the rows deleted after it, as text. */
+  horizon: string;
+}
+
+/**
+ * The vacuum horizon of this database's tables, as any role sees it (ADR 0601's addendum): the oldest of the
+ * snapshots (`backend_xmin`) and transaction ids (`backend_xid`) of this database's sessions and of WAL senders,
+ * of replication slots, and of this database's prepared transactions. Another session's read-only snapshot has no
+ * transaction id: only `backend_xmin` shows it (not `pg_current_snapshot()`), and `pg_stat_get_activity` (under
+ * `pg_stat_activity`, without its joins) shows that column of every role's sessions (not their `backend_type`).
+ * Processes without a user are left out, autovacuum workers among them: a vacuum's own snapshot holds nothing
+ * back, and one left in would make a long autovacuum look like a hold. Ids
+ * have no order, only an age: the oldest has the greatest. Reads shared memory, and `pg_database` once.
+ */
+export function leaseVacuumHorizon(): SqlStatement {
+  return {
+    text: `select x::text as horizon
+             from (select held.x
+                     from pg_stat_get_activity(null) a, lateral (values (a.backend_xmin), (a.backend_xid)) held(x)
+                    where a.pid <> pg_backend_pid() and a.usesysid is not null
+                      and (a.datid is null
+                           or a.datid = (select oid from pg_database where datname = current_database()))
+                   union all
+                   select xmin from pg_replication_slots
+                   union all
+                   select transaction from pg_prepared_xacts where database = current_database()) oldest
+            where x is not null
+            order by age(x) desc
+            limit 1`,
+    values: [],
+  };
+}
