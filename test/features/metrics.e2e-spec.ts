@@ -281,10 +281,12 @@ describe('OutboxMetricsModule and tenant subscriptions', () => {
       sample(text, 'outbox_webhook_circuits', { consumer: 'webhook-subscription', state: 'closed' }),
     ).toBe(TENANT_COUNT);
     expect(text).not.toContain('tenant-0-hook');
-    // docs/observability.md's worst case for the default settings, E + 20 C + 3 W + 30, with one event name, one
+    // docs/observability.md's worst case for the default settings, E + 20 C + 3 W + 39, with one event name, one
     // consumer label value and one webhook consumer label value however many tenants subscribe; all of it but
-    // the outcomes not seen (failed, dead, deferred) and the circuit states not seen (open, halfOpen)
-    expect(seriesCount(text)).toBe(1 + 20 * 1 + 3 * 1 + 30 - 3 - 2);
+    // the outcomes not seen (failed, dead, deferred), the circuit states not seen (open, halfOpen) and the
+    // fan-out reasons not seen (all but tenantConsumers)
+    expect(seriesCount(text)).toBe(1 + 20 * 1 + 3 * 1 + 39 - 3 - 2 - 8);
+    expect(sample(text, 'outbox_relay_fan_outs_total', { reason: 'tenantConsumers' })).toBeGreaterThan(0);
   });
 
   it('names at most maxSubscriptions subscriptions when the operator opts in, the rest by kind', async () => {

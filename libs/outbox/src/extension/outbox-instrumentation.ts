@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import type { ClaimedDelivery } from '../model/claimed-delivery';
+import type { ClaimedDelivery, FanOutReason } from '../model/claimed-delivery';
 import type { OutboxConsumer } from '../model/outbox-consumer';
 import type { DeliveryOutcome } from '../model/delivery-outcome';
 
@@ -15,6 +15,8 @@ export interface ClaimedBatchInfo {
   /** New events fanned out by this claim. */
   events: number;
   deliveries: readonly ClaimedDelivery[];
+  /** Why the claim took new events by the fan-out, not the lean claim; null when it did not (see `FanOutReason`). */
+  fanOut: FanOutReason | null;
 }
 
 /** One delivery attempt, from the moment its handler (or transport) is called until its outcome is known. */

@@ -117,6 +117,24 @@ export interface PositionReading {
 }
 
 /** The one row of the fan-out statement (see `fanOutPendingEvents`). */
+/**
+ * Why a claim of new events took the fan-out rather than the lean claim (docs/adr/0804, addendum of 2026-12-06):
+ * the round did not ask the lean claim — the policy has none (`policy`), the tenant has due deliveries (`due`), an
+ * ordered consumer or a limited tenant consumer is hosted (`orderedOrLimited`), the tenant has consumers of its own
+ * (`tenantConsumers`), a hosted consumer is not in-process (`notInProcess`), a `routes` answer came within the
+ * last 30 s (`refused`) — or the lean claim answered a fallback (`routes`, `unrouted`, `stale`).
+ */
+export type FanOutReason =
+  | 'policy'
+  | 'due'
+  | 'orderedOrLimited'
+  | 'tenantConsumers'
+  | 'notInProcess'
+  | 'refused'
+  | 'routes'
+  | 'unrouted'
+  | 'stale';
+
 export interface FanOutResult {
   /** Delivery rows leased by the claim, each with its event. */
   deliveries: (FanOutEvent & { delivery_id: string; consumer_name: string })[];

@@ -34,7 +34,13 @@ function round(
     tenantConsumers = [],
     switches = {},
   }: { relay?: OutboxRelayOptions; tenantConsumers?: OutboxConsumer[]; switches?: Partial<RelayPolicy> } = {},
-): { round: TenantRound; store: FakeStore; clock: FakeClock; sent: string[] } {
+): {
+  round: TenantRound;
+  store: FakeStore;
+  clock: FakeClock;
+  sent: string[];
+  instrumentation: OutboxInstrumentation;
+} {
   const { options } = resolveOutboxOptions({ relay });
   const policy = relayPolicy(options, switches);
   const store = new FakeStore();
@@ -75,7 +81,7 @@ function round(
     clock,
     policy,
   );
-  return { round: tenantRound, store, clock, sent };
+  return { round: tenantRound, store, clock, sent, instrumentation };
 }
 
 const newEvents: DueTenant = { tenantId: T, hasNew: true, hasDue: false };
@@ -157,6 +163,56 @@ describe('TenantRound', () => {
       await r.visit(newEvents, false);
       await r.visit(newEvents, false);
       expect(claims(store).map((c) => c.newEvents)).toEqual(['lean', 'fanOut', 'lean']);
+    });
+
+    it('tells its observers why a claim of new events took the fan-out, and null when it did not', async () => {
+      const reasons = async (
+        made: ReturnType<typeof round>,
+        visits: DueTenant[],
+        answers: Parameters<FakeStore['claims']['push']>[0][] = [],
+      ): Promise<(string | null)[]> => {
+        const seen: (string | null)[] = [];
+        made.instrumentation.add({ batchClaimed: ({ fanOut }) => seen.push(fanOut) });
+        made.store.claims.push(...answers);
+        for (const visit of visits) await made.round.visit(visit, false);
+        return seen;
+      };
+      const both: DueTenant = { tenantId: T, hasNew: true, hasDue: true };
+      expect(await reasons(round([fakeConsumer('a')]), [newEvents, dueOnly])).toEqual([null, null]);
+      expect(
+        await reasons(round([fakeConsumer('a')], { switches: { leanClaim: false } }), [newEvents]),
+      ).toEqual(['policy']);
+      expect(await reasons(round([fakeConsumer('a')]), [both])).toEqual(['due']);
+      expect(await reasons(round([fakeConsumer('a', { ordered: true })]), [newEvents])).toEqual([
+        'orderedOrLimited',
+      ]);
+      expect(
+        await reasons(
+          round([fakeConsumer('a')], { tenantConsumers: [fakeConsumer('t', { kind: 'webhook' })] }),
+          [newEvents],
+        ),
+      ).toEqual(['tenantConsumers']);
+      expect(
+        await reasons(round([fakeConsumer('a'), fakeConsumer('h', { kind: 'webhook' })]), [newEvents]),
+      ).toEqual(['notInProcess']);
+      expect(
+        await reasons(
+          round([fakeConsumer('a')]),
+          [newEvents, newEvents],
+          [{ ...NOTHING_CLAIMED, fallback: 'routes' }],
+        ),
+      ).toEqual(['routes', 'refused']);
+      expect(
+        await reasons(
+          round([fakeConsumer('a')]),
+          [newEvents, newEvents],
+          [
+            { ...NOTHING_CLAIMED, fallback: 'stale' },
+            NOTHING_CLAIMED,
+            { ...NOTHING_CLAIMED, fallback: 'unrouted' },
+          ],
+        ),
+      ).toEqual(['stale', 'unrouted']);
     });
 
     it('claims again, three times at most, while a claim finds only events other relays just leased', async () => {

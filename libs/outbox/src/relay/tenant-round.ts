@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import type { ClaimedDelivery } from '../model/claimed-delivery';
+import type { ClaimedDelivery, FanOutReason } from '../model/claimed-delivery';
 import type { Clock } from '../model/clock';
 import { failed, outcomeTarget } from '../model/delivery-outcome';
 import type { DueTenant } from '../model/due-tenant';
@@ -85,12 +85,17 @@ export class TenantRound {
     let ran: BatchSummary | null = null;
     let held: HeldExternal | null = null;
     try {
-      const { claimed, events, limit, full } = await this.claim(connection, batch, due, tenantConsumers);
+      const { claimed, events, limit, full, fanOut } = await this.claim(
+        connection,
+        batch,
+        due,
+        tenantConsumers,
+      );
       result.eventsClaimed = events;
       result.deliveriesClaimed = claimed.length;
-      // instrumentation: batch size, lease recoveries (nothing made for it when nobody observes)
+      // instrumentation: batch size, lease recoveries, fan-outs (nothing made for it when nobody observes)
       if (this.instrumentation.active)
-        this.instrumentation.batchClaimed({ tenantId: batch.tenantId, events, deliveries: claimed });
+        this.instrumentation.batchClaimed({ tenantId: batch.tenantId, events, deliveries: claimed, fanOut });
       if (claimed.length === 0) {
         // Nothing to do: the (empty) batch transaction is rolled back without holding the round up.
         handedOver = true;
@@ -176,7 +181,13 @@ export class TenantRound {
     batch: TenantBatch,
     due: DueTenant,
     tenantConsumers: readonly OutboxConsumer[],
-  ): Promise<{ claimed: ClaimedDelivery[]; events: number; limit: number; full: boolean }> {
+  ): Promise<{
+    claimed: ClaimedDelivery[];
+    events: number;
+    limit: number;
+    full: boolean;
+    fanOut: FanOutReason | null;
+  }> {
     const { leaseMs } = this.options.relay;
     for (;;) {
       const limit = Math.min(this.sizer.next(batch.tenantId), due.share ?? Infinity);
@@ -201,7 +212,7 @@ export class TenantRound {
     batch: TenantBatch,
     { hasNew, hasDue }: DueTenant,
     tenantConsumers: readonly OutboxConsumer[],
-  ): Promise<{ claimed: ClaimedDelivery[]; events: number; full: boolean }> {
+  ): Promise<{ claimed: ClaimedDelivery[]; events: number; full: boolean; fanOut: FanOutReason | null }> {
     const { tenantId, leaseToken } = batch;
     const hosted =
       tenantConsumers.length === 0
@@ -225,6 +236,19 @@ export class TenantRound {
       tenantConsumers.length === 0 &&
       inProcess.length === hosted.length &&
       this.clock.now() >= this.leanRefusedUntil;
+    let fanOut: FanOutReason | null = null;
+    if (hasNew && !lean)
+      fanOut = !this.policy.leanClaim
+        ? 'policy'
+        : hasDue
+          ? 'due'
+          : claimDue
+            ? 'orderedOrLimited'
+            : tenantConsumers.length > 0
+              ? 'tenantConsumers'
+              : inProcess.length !== hosted.length
+                ? 'notInProcess'
+                : 'refused';
     const request: ClaimRequest = {
       tenantId,
       leaseToken,
@@ -247,6 +271,7 @@ export class TenantRound {
         // The fan-out, now; after a consumer of another kind, the fan-out only, for a while.
         if (answer.fallback === 'routes') this.leanRefusedUntil = this.clock.now() + LEAN_RETRY_MS;
         request.newEvents = 'fanOut';
+        fanOut = answer.fallback;
         continue;
       }
       claims++;
@@ -256,7 +281,7 @@ export class TenantRound {
       const empty = fresh.deliveries.length === 0 && fresh.events === 0 && due.length === 0;
       if (!empty || fresh.lost === 0 || claims >= MAX_CLAIMS_PER_ROUND) {
         const full = fresh.events >= limit || due.length >= limit;
-        return { claimed: [...fresh.deliveries, ...due], events: fresh.events, full };
+        return { claimed: [...fresh.deliveries, ...due], events: fresh.events, full, fanOut };
       }
     }
   }

@@ -118,6 +118,12 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
       help: 'In-process batches whose transaction failed (e.g. a lease lost); their attempts are counted again as failures.',
       registers,
     });
+    const fanOuts = new prom.Counter({
+      name: `${p}relay_fan_outs_total`,
+      help: 'Claims of new events that took the fan-out rather than the lean claim, by reason (docs/adr/0804).',
+      labelNames: ['reason'],
+      registers,
+    });
     const webhooks = this.webhooks;
     const consumerLabel = (name: string): string => this.consumerLabel(name);
     new prom.Gauge({
@@ -161,8 +167,9 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
       roundEnded: ({ durationMs, tenants }) => {
         if (tenants > 0) round.observe(durationMs / 1000);
       },
-      batchClaimed: ({ deliveries: claimed }) => {
+      batchClaimed: ({ deliveries: claimed, fanOut }) => {
         if (claimed.length > 0) batch.observe(claimed.length);
+        if (fanOut) fanOuts.inc({ reason: fanOut });
         for (const d of claimed)
           if (d.recovered) recoveries.inc({ consumer: this.consumerLabel(d.consumerName) });
       },
