@@ -9,8 +9,9 @@
  * times each, each run in a transaction rolled back: the fan-out (100 events), the lean claim (100 events), the due
  * claim (100 deliveries) — each without a floor, then with the floor the relay reads on its database (ADR 1207's
  * addendum: the ranges below it are pruned) —, the floor's reading and the due-tenant scan (each also in its form
- * before it stopped planning every range, sql/0034 and sql/0033), one retention batch (nothing to purge) and the
- * partition drop step (nothing to drop).
+ * before it stopped planning every range, sql/0034 and sql/0033; the scan also from the floor, sql/0038), one
+ * retention batch (nothing to purge) and the partition drop step (nothing to drop). `ONLY` (a pattern) keeps the
+ * statements whose label matches it.
  * Each statement is sent as the relay sends it: named on its generic plan when it has a prepared form, else unnamed
  * (the due claim both ways). Median and p90 in µs, client-side (one connection per database, loopback); then how
  * many partitions each claim's plan runs and the shared buffers its execution touched (`EXPLAIN (ANALYZE,
@@ -37,6 +38,8 @@ import { exitWhenDone, heading, openDecisionDatabase, print } from './decision-s
 
 const EVENTS = Number(process.env.EVENTS ?? 20_000);
 const RUNS = Number(process.env.RUNS ?? 300);
+/** A pattern: only the statements whose label matches it (e.g. `ONLY='due-tenant scan'`). */
+const ONLY = process.env.ONLY;
 const TENANT = '7d3f0a52-61c2-4d0e-9b1a-2f4c5e6d7a8b';
 const NIL = '00000000-0000-0000-0000-000000000000';
 const names = outboxNames();
@@ -262,11 +265,16 @@ async function main(): Promise<void> {
     statements['floor reading, sql/0034'] = () =>
       previous(claimFloorReading(names, FLOOR_MARGIN_MS), '0034-outbox-claim-floor-claimable');
     statements['due-tenant scan'] = () => dueTenants(names, 100, null, POSITIONS);
+    // from the floor the relay reads (the seven-argument form; on today's layout there is none: the same statement)
+    statements['due-tenant scan, floored'] = (layout) =>
+      dueTenants(names, 100, null, POSITIONS, floors.get(layout)!);
     statements['due-tenant scan, sql/0033'] = () =>
       previous(dueTenants(names, 100, null, POSITIONS), '0033-outbox-due-tenants-probes');
     statements['retention batch (none due)'] = () => purgeSettledBatch(names, 7, 1000);
     statements['partition drop step (none)'] = () => dropPartitionStep(names, 7);
+    const only = ONLY === undefined ? null : new RegExp(ONLY);
     for (const [label, statement] of Object.entries(statements)) {
+      if (only !== null && !only.test(label)) continue;
       const times = new Map<Layout, number[]>(layouts.map((l) => [l, []]));
       const named = label.replace(/\W+/g, '_');
       for (let i = 0; i < RUNS; i++)
@@ -291,6 +299,7 @@ async function main(): Promise<void> {
       '  partitions (or tables) of the histories that the plan runs, and shared buffers touched (hit + read)',
     );
     for (const [label, statement] of Object.entries(statements).slice(0, 10)) {
+      if (only !== null && !only.test(label)) continue;
       const counts: string[] = [];
       for (const layout of layouts)
         counts.push(
@@ -302,7 +311,9 @@ async function main(): Promise<void> {
       '  readings, one call: its execution (the statements it runs inside, planning included) and shared buffers,',
     );
     print('  on a session that called it before, then the first call of a new session');
-    for (const label of Object.keys(statements).filter((l) => /^(floor reading|due-tenant scan)/.test(l))) {
+    for (const label of Object.keys(statements).filter(
+      (l) => /^(floor reading|due-tenant scan)/.test(l) && (only === null || only.test(l)),
+    )) {
       const costs: string[] = [];
       for (const layout of layouts) {
         // called just before: its plans made since the last invalidation (autovacuum visits the partitions)

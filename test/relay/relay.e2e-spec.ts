@@ -217,7 +217,11 @@ describe('relay', () => {
   });
 
   it('runs on its own schedule when enabled, and a failing round does not stop it', async () => {
-    const FORMS = ['integer, uuid', 'integer, uuid, uuid[], bigint[], text, timestamptz'];
+    const FORMS = [
+      'integer, uuid',
+      'integer, uuid, uuid[], bigint[], text, timestamptz',
+      'integer, uuid, uuid[], bigint[], text, timestamptz, uuid',
+    ];
     const failedRounds: string[] = [];
     const logger: LoggerService = {
       log: () => undefined,
@@ -240,7 +244,7 @@ describe('relay', () => {
       });
       expect(failedRounds).toEqual([]);
       // Break the store until rounds have failed twice: the schedule survived a failed round.
-      // both forms: the one a relay with claim positions calls, and the one without
+      // every form: the one a relay with claim positions calls, the one without, and the one with the floor
       for (const form of FORMS)
         await db.sql(`alter function outbox_due_tenants(${form}) rename to outbox_due_tenants_off`);
       await waitFor(() => failedRounds.filter((m) => m.includes('relay round failed')).length >= 2, {

@@ -8,6 +8,9 @@ const A = '01900000-0000-7000-8000-000000000000';
 const B = '01910000-0000-7000-8000-000000000000';
 const C = '01920000-0000-7000-8000-000000000000';
 
+/** A tenant's id, in the order of `n`. */
+const tenant = (n: number): string => `${n}0000000-0000-4000-8000-000000000000`;
+
 /** A reading: the floor (null: today's layout), a snapshot `xmin:xmax`. */
 const read = (floor: string | null, xmin: number, xmax: number, server = 'primary'): FloorReading => ({
   floor,
@@ -87,6 +90,70 @@ describe('ClaimFloor', () => {
     expect(f.of(T, 1)).toBe(NIL_UUID);
     f.record(read(C, 170, 180, 'standby'));
     expect(f.of(T, 1)).toBe(C);
+  });
+
+  it('bounds the due-tenant scan but for a sweep without the bound every full-scan period, the first scan too', () => {
+    const f = new ClaimFloor(600_000, 5_000, 60_000);
+    f.record(read(B, 100, 110));
+    f.record(read(B, 110, 120));
+    expect(f.ofScan(null, 1)).toBe(NIL_UUID);
+    // it listed every due tenant: the sweep is over
+    f.scanned(null, [tenant(1)], 100);
+    expect(f.ofScan(null, 2)).toBe(B);
+    expect(f.ofScan(null, 60_000)).toBe(B);
+    expect(f.ofScan(null, 60_001)).toBe(NIL_UUID);
+  });
+
+  it('sweeps from the scan’s cursor round the tenants’ ids to where it began, over as many scans as it takes', () => {
+    const f = new ClaimFloor(600_000, 5_000, 60_000);
+    f.record(read(B, 100, 110));
+    f.record(read(B, 110, 120));
+    f.ofScan(null, 0);
+    f.scanned(null, [], 2);
+    expect(f.ofScan(tenant(5), 60_000)).toBe(NIL_UUID);
+    f.scanned(tenant(5), [tenant(6), tenant(7)], 2);
+    expect(f.ofScan(tenant(7), 60_001)).toBe(NIL_UUID);
+    // past the highest id, from the lowest again: not yet back where it began
+    f.scanned(tenant(7), [tenant(8), tenant(2)], 2);
+    expect(f.ofScan(tenant(2), 60_002)).toBe(NIL_UUID);
+    f.scanned(tenant(2), [tenant(3), tenant(5)], 2);
+    expect(f.ofScan(tenant(5), 60_003)).toBe(B);
+    // one that began from the first tenant ends once its scans wrapped round
+    expect(f.ofScan(null, 120_003)).toBe(NIL_UUID);
+    f.scanned(null, [tenant(1), tenant(4)], 2);
+    expect(f.ofScan(tenant(4), 120_004)).toBe(NIL_UUID);
+    f.scanned(tenant(4), [tenant(9), tenant(1)], 2);
+    expect(f.ofScan(tenant(1), 120_005)).toBe(B);
+  });
+
+  it('starts a sweep over when a scan comes from elsewhere than where it got to', () => {
+    const f = new ClaimFloor(600_000, 5_000, 60_000);
+    f.record(read(B, 100, 110));
+    f.record(read(B, 110, 120));
+    expect(f.ofScan(tenant(5), 0)).toBe(NIL_UUID);
+    f.scanned(tenant(5), [tenant(6), tenant(7)], 2);
+    // the round's cursor was reset (a failed round): the sweep starts over from the first tenant
+    expect(f.ofScan(null, 1)).toBe(NIL_UUID);
+    f.scanned(null, [tenant(1), tenant(6)], 2);
+    expect(f.ofScan(tenant(6), 2)).toBe(NIL_UUID);
+    f.scanned(tenant(6), [tenant(7), tenant(8)], 2);
+    expect(f.ofScan(tenant(8), 3)).toBe(NIL_UUID);
+    f.scanned(tenant(8), [tenant(9), tenant(1)], 2);
+    expect(f.ofScan(tenant(1), 4)).toBe(B);
+  });
+
+  it('gives a tenant’s next claim after a sweep began no bound, so what the sweep lists below the floor is claimed', () => {
+    const f = new ClaimFloor(600_000, 5_000, 60_000);
+    f.record(read(B, 100, 110));
+    f.record(read(B, 110, 120));
+    f.ofScan(null, 0);
+    f.scanned(null, [], 10);
+    expect(f.of(T, 30_000)).toBe(NIL_UUID);
+    expect(f.of(T, 30_001)).toBe(B);
+    expect(f.ofScan(null, 60_000)).toBe(NIL_UUID);
+    // its own full scan is 30 s away
+    expect(f.of(T, 60_001)).toBe(NIL_UUID);
+    expect(f.of(T, 60_002)).toBe(B);
   });
 
   it('asks for a reading once per refresh period', () => {

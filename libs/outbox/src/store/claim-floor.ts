@@ -24,6 +24,13 @@ export interface FloorReading {
  *   the rules above miss (a transaction that waited longer than the margin between its id and its insert, work
  *   brought back in an old range between two readings: a replay, a backfill) is claimed within that period.
  *
+ * The due-tenant scan is bounded by the same floor (`ofScan`), or a tenant whose only work lies below it would never
+ * be visited, so never claimed without it. Its safety net mirrors the claims': once every `fullScanMs` (the first
+ * scan too) a sweep of scans without the bound, from the scan's cursor round the tenants' ids to where it began
+ * (`scanned`); a tenant's next claim after a sweep begins goes without the bound too, so work below the floor that a
+ * sweep lists is claimed at that visit (docs/adr/1207-partitioned-history.md, addendum "The due-tenant scan stops at
+ * the floor").
+ *
  * No bound before two readings, on today's layout, or after a reading failed; another server (its postmaster's
  * start) starts over. One instance per relay store.
  */
@@ -35,12 +42,21 @@ export class ClaimFloor {
   private readAt = -Infinity;
   private readonly fullScans = new Map<string, number>();
   private sweptAt = 0;
+  /** When the due-tenant scans' last sweep without the bound began. */
+  private scanSweepAt = -Infinity;
+  /** The sweep in progress: the cursor it began at, and the cursor its next scan is expected from. */
+  private sweep: { from: string; next: string } | null = null;
 
   constructor(
     readonly marginMs: number,
     private readonly refreshMs: number,
     private readonly fullScanMs: number,
   ) {}
+
+  /** Whether the claims have a bound (two readings agreed). */
+  get bounded(): boolean {
+    return this.bound !== null;
+  }
 
   /** Whether a reading is due (none for `refreshMs`); the caller reads and `record`s it, or calls `failed`. */
   due(now: number): boolean {
@@ -56,11 +72,38 @@ export class ClaimFloor {
       for (const [id, at] of this.fullScans) if (now - at >= 2 * this.fullScanMs) this.fullScans.delete(id);
     }
     const at = this.fullScans.get(tenantId);
-    if (at === undefined || now - at >= this.fullScanMs) {
+    if (at === undefined || now - at >= this.fullScanMs || at < this.scanSweepAt) {
       this.fullScans.set(tenantId, now);
       return NIL_UUID;
     }
     return this.bound ?? NIL_UUID;
+  }
+
+  /**
+   * The floor of a due-tenant scan from the cursor `after` (null: from the first tenant): the nil id while a sweep
+   * runs, and when one is due (none began for `fullScanMs`), which it begins.
+   */
+  ofScan(after: string | null, now: number): string {
+    const cursor = after ?? MAX_UUID;
+    // a scan from elsewhere than where the sweep got to (a failed round, the cursor reset): it starts over there
+    if (this.sweep !== null && this.sweep.next !== cursor) this.sweep = { from: cursor, next: cursor };
+    if (this.sweep === null && now - this.scanSweepAt >= this.fullScanMs) {
+      this.scanSweepAt = now;
+      this.sweep = { from: cursor, next: cursor };
+    }
+    return this.sweep !== null ? NIL_UUID : (this.bound ?? NIL_UUID);
+  }
+
+  /**
+   * Takes in a due-tenant scan from `after` that listed `listed` (in its order) of at most `limit`: a sweep ends
+   * with a scan that listed every due tenant, or once its scans went round the tenants' ids past where it began.
+   */
+  scanned(after: string | null, listed: readonly string[], limit: number): void {
+    const sweep = this.sweep;
+    if (sweep === null || sweep.next !== (after ?? MAX_UUID)) return;
+    const last = listed[listed.length - 1];
+    if (last === undefined || listed.length < limit || passes(after, last, sweep.from)) this.sweep = null;
+    else sweep.next = last;
   }
 
   /** Takes in a reading. */
@@ -84,4 +127,18 @@ export class ClaimFloor {
     this.bound = null;
     this.proving = null;
   }
+}
+
+/** The highest uuid: a sweep that began from the first tenant (no cursor) ends once its scans wrapped round. */
+const MAX_UUID = 'ffffffff-ffff-ffff-ffff-ffffffffffff';
+
+/**
+ * Whether a scan from `after` whose last listed tenant is `last` listed past `from`: the scan lists the tenants
+ * above its cursor, then from the first (`order by tenant_id <= after, tenant_id`), so in that order `from` comes at
+ * or before `last`.
+ */
+function passes(after: string | null, last: string, from: string): boolean {
+  const wrapped = (id: string): boolean => after !== null && id <= after;
+  if (wrapped(from) !== wrapped(last)) return wrapped(last);
+  return from <= last;
 }

@@ -32,6 +32,9 @@ const PG_DEFAULT_POOL = 10;
 /** The fan-out's result when it was not run (no new events). */
 const NOTHING_FANNED_OUT: FanOutResult = { deliveries: [], leases: [], written: [], lost: 0 };
 
+/** The due-tenant scan's positions when the relay keeps none: every tenant from its start (as the two-argument form). */
+const NO_POSITIONS: q.DuePositions = { tenants: [], seqs: [], server: '', leasesSince: null };
+
 /** A row of `outbox_due_tenants`. */
 interface DueTenantRow {
   tenant_id: string;
@@ -101,19 +104,40 @@ export class PgRelayStore implements OutboxStorePort {
   async dueTenants({ limit, after }: { limit: number; after: string | null }): Promise<DueTenant[]> {
     const sentAt = performance.now();
     const positions = this.positions?.pastSettled(sentAt) ?? null;
+    // the claims' floor bounds the scan too, but for its sweeps without it (ClaimFloor.ofScan)
+    const floor = this.floor;
+    const bound = floor?.ofScan(after, sentAt) ?? NIL_UUID;
     // in a transaction of its own with the relay's bound, not the role's or database's statement_timeout
     const [, rows, clock] = await this.store.atomically(
       [
         q.relayBound(this.options.relay.leaseMs),
-        q.dueTenants(this.options.names, limit, after, positions),
+        q.dueTenants(
+          this.options.names,
+          limit,
+          after,
+          positions ?? (bound === NIL_UUID ? null : NO_POSITIONS),
+          bound,
+        ),
         ...(positions ? [q.transactionNow()] : []),
       ],
       { trip: 'dueTenantScan', tenantId: null },
     );
     const due = rows as DueTenantRow[];
+    if (floor !== null) {
+      floor.scanned(
+        after,
+        due.map((row) => row.tenant_id),
+        limit,
+      );
+      // with a bound, scans that list no tenant make no claim, which would read the floor: a reading due is sent
+      // here, not waited for, so that work brought back below the bound lowers it (without one, nothing is skipped)
+      if (floor.bounded && floor.due(sentAt)) void this.readFloor(floor);
+    }
     const at = (clock as { now: string }[] | undefined)?.[0]?.now;
     if (positions && at) {
-      const listed = after === null ? new Set(due.map((row) => row.tenant_id)) : null;
+      // a scan from the floor that did not list a tenant says nothing of its events below the floor: only a scan
+      // without it stands for the tenants' nets (ClaimPositions.credit)
+      const listed = after === null && bound === NIL_UUID ? new Set(due.map((row) => row.tenant_id)) : null;
       this.positions?.scanned(positions, at, due.length < limit, sentAt, listed);
     }
     return due.map((row) => ({
