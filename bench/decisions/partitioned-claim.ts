@@ -264,7 +264,8 @@ async function main(): Promise<void> {
     statements['due-tenant scan'] = () => dueTenants(names, 100, null, POSITIONS);
     statements['due-tenant scan, sql/0033'] = () =>
       previous(dueTenants(names, 100, null, POSITIONS), '0033-outbox-due-tenants-probes');
-    statements['retention batch (none due)'] = () => purgeSettledBatch(names, 7, 1000);
+    statements['retention batch (none due)'] = () =>
+      purgeSettledBatch(names, 7, 1000, { ranges: [], ats: [] });
     statements['partition drop step (none)'] = () => dropPartitionStep(names, 7);
     for (const [label, statement] of Object.entries(statements)) {
       const times = new Map<Layout, number[]>(layouts.map((l) => [l, []]));
