@@ -118,6 +118,30 @@ describe('retention positions', () => {
     }
   }, 120_000);
 
+  it("takes retention's lock before it deletes: a batch while another instance holds it deletes nothing", async () => {
+    await seed(10, 30);
+    const holder = new Client({ connectionString: db.url });
+    const relay = new Client({ connectionString: relayRole.url });
+    await holder.connect();
+    await relay.connect();
+    try {
+      await holder.query('begin');
+      await holder.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [
+        outboxNames().retentionLock,
+      ]);
+      const s = purgeSettledBatch(outboxNames(), 7, 1000, START);
+      const [row] = (await relay.query(s.text, [...s.values])).rows;
+      expect(row.deleted).toBeNull();
+      expect(await count()).toBe(10);
+      await holder.query('rollback');
+      const [after] = (await relay.query(s.text, [...s.values])).rows;
+      expect(after.deleted).toBe(10);
+    } finally {
+      await holder.end();
+      await relay.end();
+    }
+  });
+
   it('does not lose an event settled below its position: the next run that starts from the oldest deletes it', async () => {
     const t = await app();
     const late = await app();
