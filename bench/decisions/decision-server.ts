@@ -255,3 +255,28 @@ export function compareEnqueue(
   compare(`${label}server CPU per commit`, 'µs', inGroups(figures.get('server')!));
   compare(`${label}statements per commit`, '', inGroups(figures.get('statements')!));
 }
+
+/**
+ * A statement's shared buffers and execution time, from its plan (`whole`: the plan), run in a transaction rolled
+ * back: what it writes (a claim's leases, a purge's deletes) is undone, so each run measures the same work.
+ */
+export async function explainRolledBack(
+  client: Client,
+  statement: { text: string; values: readonly unknown[] },
+  whole = false,
+): Promise<string> {
+  await client.query('begin');
+  try {
+    const { rows } = await client.query<Record<string, string>>(
+      `explain (analyze, buffers) ${statement.text}`,
+      [...statement.values],
+    );
+    const lines = rows.map((row) => Object.values(row)[0]!);
+    if (whole) return lines.join('\n');
+    const buffers = /Buffers: (shared [^\n]*)/.exec(lines.find((l) => /Buffers: shared/.test(l)) ?? '')?.[1];
+    const time = lines.find((l) => /Execution Time/.test(l))?.trim();
+    return `${buffers ?? 'no buffers'}, ${time ?? ''}`;
+  } finally {
+    await client.query('rollback');
+  }
+}

@@ -15,7 +15,7 @@ import { claimNewEvents, newEventsWarmUp } from '../../libs/outbox/src/store/sql
 import { fanOutPendingEvents } from '../../libs/outbox/src/store/sql/fan-out';
 import { SERVER_START } from '../../libs/outbox/src/store/sql/statement';
 import { outboxNames } from '../../libs/outbox/src/model/table-names';
-import { connectTwo, heading, openDecisionDatabase, print } from './decision-server';
+import { connectTwo, explainRolledBack, heading, openDecisionDatabase, print } from './decision-server';
 
 const SIZES = (process.env.SETTLED ?? '60000,120000,240000').split(',').map(Number);
 const EVENT = 'bench.held-full-scans.v1';
@@ -145,10 +145,10 @@ async function main(): Promise<void> {
       }
       for (const [form, statement] of forms) {
         let last = '';
-        for (let run = 0; run < 3; run++) last = await explain(client, statement);
+        for (let run = 0; run < 3; run++) last = await explainRolledBack(client, statement);
         // FORM=text: the whole plan of the forms whose name holds it (the last run)
         if (process.env.FORM && form.includes(process.env.FORM))
-          print(await explain(client, statement, true));
+          print(await explainRolledBack(client, statement, true));
         print(`  ${String(size).padStart(7)} settled, ${form.padEnd(50)} ${last}`);
       }
       await client.query(
@@ -185,28 +185,6 @@ async function settle(client: Client, count: number): Promise<void> {
   await client.query(
     `update event_outbox set status = 'published', published_at = now() where status = 'pending'`,
   );
-}
-
-/** Shared buffers and execution time, from the plan (in a rolled-back transaction: the claim writes leases). */
-async function explain(
-  client: Client,
-  statement: { text: string; values: readonly unknown[] },
-  whole = false,
-): Promise<string> {
-  await client.query('begin');
-  try {
-    const { rows } = await client.query<Record<string, string>>(
-      `explain (analyze, buffers) ${statement.text}`,
-      [...statement.values],
-    );
-    const lines = rows.map((row) => Object.values(row)[0]!);
-    if (whole) return lines.join('\n');
-    const buffers = /Buffers: (shared [^\n]*)/.exec(lines.find((l) => /Buffers: shared/.test(l)) ?? '')?.[1];
-    const time = lines.find((l) => /Execution Time/.test(l))?.trim();
-    return `${buffers ?? 'no buffers'}, ${time ?? ''}`;
-  } finally {
-    await client.query('rollback');
-  }
 }
 
 void main().then(

@@ -9,7 +9,7 @@
  * times each, each run in a transaction rolled back: the fan-out (100 events), the lean claim (100 events), the due
  * claim (100 deliveries) — each without a floor, then with the floor the relay reads on its database (ADR 1207's
  * addendum: the ranges below it are pruned) —, the floor's reading and the due-tenant scan (each also in its form
- * before it stopped planning every range, sql/0034 and sql/0033; the scan also from the floor, sql/0038), one
+ * before it stopped planning every range, sql/0034 and sql/0033; the scan also from the floor, sql/0039), one
  * retention batch (nothing to purge) and the partition drop step (nothing to drop). `ONLY` (a pattern) keeps the
  * statements whose label matches it.
  * Each statement is sent as the relay sends it: named on its generic plan when it has a prepared form, else unnamed
@@ -270,7 +270,8 @@ async function main(): Promise<void> {
       dueTenants(names, 100, null, POSITIONS, floors.get(layout)!);
     statements['due-tenant scan, sql/0033'] = () =>
       previous(dueTenants(names, 100, null, POSITIONS), '0033-outbox-due-tenants-probes');
-    statements['retention batch (none due)'] = () => purgeSettledBatch(names, 7, 1000);
+    statements['retention batch (none due)'] = () =>
+      purgeSettledBatch(names, 7, 1000, { ranges: [], ats: [] });
     statements['partition drop step (none)'] = () => dropPartitionStep(names, 7);
     const only = ONLY === undefined ? null : new RegExp(ONLY);
     for (const [label, statement] of Object.entries(statements)) {

@@ -16,6 +16,7 @@ import type { BenchDatabase } from './bench-database';
 const RETENTION_FLOOR = /(older_than > now\(\) - interval '1 hour' then[\s\S]*?end if;)/;
 const RETENTION_FUNCTIONS = [
   'public.outbox_purge_settled(timestamptz, integer)',
+  'public.outbox_purge_settled(timestamptz, integer, uuid[], timestamptz[])',
   'public.outbox_drop_partitions(timestamptz)',
 ];
 const PREPARE = 'public.outbox_partition_prepare(interval, integer, timestamptz)';

@@ -10,6 +10,8 @@ import { OutboxStore } from '../store/outbox.store';
 import * as q from '../store/sql/admin';
 import { purgeKeyStarts } from '../store/sql/consumer-key-limits';
 import type { SqlStatement } from '../store/sql/statement';
+import { systemClock } from '../model/clock';
+import { RetentionPositions } from './retention-positions';
 
 /** What one retention run did. */
 export interface RetentionRunResult {
@@ -42,6 +44,11 @@ const MAX_PARTITION_STEPS = 100;
  * it taken stops its run and leaves the work to the holder. Each batch is one short statement that skips rows
  * locked by others, so retention never waits on the relay nor holds locks for long.
  *
+ * Each batch starts where this instance's last one ended (`RetentionPositions`), not from the oldest settled event:
+ * while a snapshot is held, every event deleted since stays in the settled index, and a batch from the oldest would
+ * read them all again. An instance's first run, and a run once an hour, start from the oldest, for the events
+ * settled below a position after it passed (ADR 1206, addendum "Retention's purge").
+ *
  * In the partitioned layout (docs/partitioning.md) a run first makes the ranges ahead of now, then drops each range
  * past the cut-off in which everything is settled; the batches of deletes then cover only the ranges that could not
  * be dropped and the default partitions. In today's layout those two steps are one cheap statement each that does
@@ -53,6 +60,7 @@ export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy 
   private readonly interval: ScheduledInterval;
   private stopping: Promise<void> | null = null;
   private running: Promise<RetentionRunResult> | null = null;
+  private readonly positions = new RetentionPositions(systemClock);
 
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
@@ -111,13 +119,15 @@ export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy 
     const result: RetentionRunResult = { deletedEvents: 0, deletedKeys: 0, batches: 0 };
     const { names } = this.options;
     await this.partitions(result);
+    this.positions.startRun();
     if (result.skipped === undefined)
       result.deletedEvents = await this.inBatches(
-        q.purgeSettledBatch(names, publishedDays, batchSize),
+        () => q.purgeSettledBatch(names, publishedDays, batchSize, this.positions.current),
         result,
+        (row: q.PurgeSettledRow) => this.positions.moveTo({ ranges: row.ranges ?? [], ats: row.ats ?? [] }),
       );
     if (result.skipped === undefined)
-      result.deletedKeys = await this.inBatches(q.purgeDedupeKeysBatch(names, batchSize), result);
+      result.deletedKeys = await this.inBatches(() => q.purgeDedupeKeysBatch(names, batchSize), result);
     if (result.deletedKeys > 0)
       this.logger.log(`retention deleted ${result.deletedKeys} expired idempotency keys`);
     // per-key rate logs a claim did not prune (their tenant got no more events): one bounded statement a run
@@ -195,18 +205,24 @@ export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy 
 
   /**
    * Runs one purge statement until a batch comes back short (or another instance holds the lock: `skipped`),
-   * counting its batches in `result`; returns the rows it deleted.
+   * counting its batches in `result`; returns the rows it deleted. `statement` is asked again for each batch and
+   * `done` told of each batch that ran (retention's positions move with them).
    */
-  private async inBatches(statement: SqlStatement, result: RetentionRunResult): Promise<number> {
+  private async inBatches<R extends { deleted: number | null }>(
+    statement: () => SqlStatement,
+    result: RetentionRunResult,
+    done?: (row: R) => void,
+  ): Promise<number> {
     let deleted = 0;
     while (!this.stopping) {
       // under the relay's bounds: a purge that never gets its reply would keep retention from running again, and
       // one that is merely slow is cancelled by the server before the client-side deadline gives it up
-      const [row] = await this.store.relayQuery<{ deleted: number | null }>(statement, 'retention');
+      const [row] = await this.store.relayQuery<R>(statement(), 'retention');
       if (row.deleted === null) {
         result.skipped = 'locked';
         break;
       }
+      done?.(row);
       result.batches++;
       deleted += row.deleted;
       if (row.deleted < this.options.retention.batchSize) break;

@@ -35,6 +35,7 @@ import { OutboxClaimFloorClaimable1764503100000 } from './1764503100000-outbox-c
 import { OutboxReadingsOnGenericPlans1764503600000 } from './1764503600000-outbox-readings-on-generic-plans';
 import { OutboxReleaseLeases1764503800000 } from './1764503800000-outbox-release-leases';
 import { OutboxDueTenantsOrderedProbes1764503900000 } from './1764503900000-outbox-due-tenants-ordered-probes';
+import { OutboxPurgeFromPosition1764504000000 } from './1764504000000-outbox-purge-from-position';
 import { OutboxDueTenantsFloor1764504100000 } from './1764504100000-outbox-due-tenants-floor';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
@@ -76,5 +77,6 @@ export const outboxMigrations = [
   OutboxReadingsOnGenericPlans1764503600000,
   OutboxReleaseLeases1764503800000,
   OutboxDueTenantsOrderedProbes1764503900000,
+  OutboxPurgeFromPosition1764504000000,
   OutboxDueTenantsFloor1764504100000,
 ];

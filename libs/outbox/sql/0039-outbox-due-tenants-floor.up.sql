@@ -1,4 +1,4 @@
--- nestjs-pg-outbox migration 0038-outbox-due-tenants-floor (up), recorded from the TypeORM class OutboxDueTenantsFloor1764504100000. Do not edit.
+-- nestjs-pg-outbox migration 0039-outbox-due-tenants-floor (up), recorded from the TypeORM class OutboxDueTenantsFloor1764504100000. Do not edit.
 create function public.outbox_due_tenants(max_tenants integer, after_tenant uuid, past_tenants uuid[],
                                                 past_seqs bigint[], positions_server text,
                                                 leases_since timestamptz, event_floor uuid)
