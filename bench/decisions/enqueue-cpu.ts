@@ -27,6 +27,7 @@ import {
   libraryTransactor,
   peerTransactor,
   rawInsertTransactor,
+  stubbedRunner,
   type Transactor,
 } from '../harness/enqueue-transactors';
 import { StatementStats } from '../harness/statement-stats';
@@ -88,17 +89,7 @@ async function nodeAlone(url: string): Promise<void> {
     applicationName: 'decision-enqueue-alone',
   });
   try {
-    const answered = Promise.resolve({ rows: [], rowCount: 1 });
-    const client = { query: () => answered, pipeline: false };
-    const runner = {
-      isTransactionActive: true,
-      isReleased: false,
-      startTransaction: () => undefined,
-      connection: app.dataSource,
-      databaseConnection: client,
-      connect: () => Promise.resolve(client),
-      query: () => Promise.resolve([]),
-    } as never;
+    const runner = stubbedRunner(app.dataSource) as never;
     const events = Array.from({ length: 1000 }, () => contactEvent().event);
     const store = app.context.get(OutboxStore);
     const wakeUp = notifyWakeup(outboxNames(), [BENCH_TENANT]);

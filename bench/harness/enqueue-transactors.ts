@@ -250,3 +250,21 @@ export async function drive(transactor: Transactor, connections: number, ms: num
   const cpu = process.cpuUsage(cpuBefore);
   return { commits, ms: now() - began, cpuUs: cpu.user + cpu.system };
 }
+
+/**
+ * A runner of an open transaction whose `pg` client answers every statement at once, for `enqueue`'s own work with
+ * its I/O stubbed (checks, id, statement, the insert's path, the wake-up's bookkeeping). Pass it `as never`.
+ */
+export function stubbedRunner(dataSource: DataSource): { isTransactionActive: boolean } {
+  const answered = Promise.resolve({ rows: [], rowCount: 1 });
+  const client = { query: () => answered, pipeline: false };
+  return {
+    isTransactionActive: true,
+    isReleased: false,
+    startTransaction: () => undefined,
+    connection: dataSource,
+    databaseConnection: client,
+    connect: () => Promise.resolve(client),
+    query: () => Promise.resolve([]),
+  } as { isTransactionActive: boolean };
+}

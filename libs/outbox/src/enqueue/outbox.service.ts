@@ -72,7 +72,8 @@ export class OutboxService {
   ): Promise<string | OutboxEnqueueOutcome>;
   async enqueue(...args: [unknown] | [OutboxTransaction, unknown]): Promise<string | OutboxEnqueueOutcome> {
     const [runner, event] = this.target(args);
-    const row: q.EventRow = { id: newEventId(), ...(await this.checked(event, 'event')) };
+    const checked = this.checked(event, 'event');
+    const row: q.EventRow = { id: newEventId(), ...(checked instanceof Promise ? await checked : checked) };
     // instrumentation: the trace context active now goes with the event
     if (this.instrumentation.active) row.traceparent = this.instrumentation.traceContext();
     if (row.dedupe) return (await this.enqueueKeyed(runner, [row]))[0];
@@ -159,10 +160,20 @@ export class OutboxService {
     return [transactionRunner(args[0]), args[1]];
   }
 
-  /** Checks an event's envelope and, when its name has a schema, its payload; returns the row to insert. */
-  private async checked(event: unknown, where: string): Promise<ValidatedEvent> {
+  /**
+   * Checks an event's envelope and, when its name has a schema, its payload; returns the row to insert — at once
+   * when the name has no schema (the common case then takes no turn of the event loop), else as a promise. A
+   * payload that is itself a promise (or any thenable) is awaited first, as it always was.
+   */
+  private checked(event: unknown, where: string): ValidatedEvent | Promise<ValidatedEvent> {
     const input = this.withTenant(event as OutboxEventInput<unknown>);
-    const payload = await this.schemas.checkOnEnqueue(input, where);
+    const payload = this.schemas.checkOnEnqueue(input, where);
+    if (isThenable(payload))
+      return Promise.resolve(payload).then((value) => this.validated(input, value, where));
+    return this.validated(input, payload, where);
+  }
+
+  private validated(input: OutboxEventInput<unknown>, payload: unknown, where: string): ValidatedEvent {
     return validateEvent(
       payload === input?.payload ? input : { ...input, payload },
       where,
@@ -227,6 +238,10 @@ function transactionRunner(transaction: OutboxTransaction): QueryRunner {
   if (runner?.isReleased) throw new OutboxError(messages.releasedRunner());
   if (!runner || !runner.isTransactionActive) throw new OutboxError(messages.noTransaction());
   return runner;
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as PromiseLike<unknown> | null)?.then === 'function';
 }
 
 /** A QueryRunner (it starts transactions); an EntityManager has `queryRunner` instead. */

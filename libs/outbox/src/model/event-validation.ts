@@ -200,7 +200,11 @@ function optionalText(value: unknown, field: string): string | null {
  * surrogates (jsonb rejects both), and nesting deeper than {@link MAX_PAYLOAD_DEPTH}.
  */
 export function serialisePayload(payload: unknown, field: string, maxBytes: number): string {
-  checkJsonValue(payload, field, 0, new Set());
+  const problem = jsonProblem(payload, 0, []);
+  if (problem !== null) {
+    const path = pathOf(field, problem.keys);
+    throw new OutboxValidationError(path, messages.badPayload(path, problem.why));
+  }
   const json = JSON.stringify(payload);
   const bytes = Buffer.byteLength(json, 'utf8');
   if (bytes > maxBytes)
@@ -208,58 +212,90 @@ export function serialisePayload(payload: unknown, field: string, maxBytes: numb
   return json;
 }
 
-function checkJsonValue(value: unknown, path: string, depth: number, ancestors: Set<object>): void {
-  const fail = (why: string): never => {
-    throw new OutboxValidationError(path, messages.badPayload(path, why));
-  };
+/** What is wrong with a payload, and where: the keys from the payload down (the innermost first). */
+interface JsonProblem {
+  why: string;
+  keys: (string | number)[];
+}
+
+/** `field` and the keys down to the value: `.key` for an object's, `[i]` for an array's. */
+function pathOf(field: string, keys: readonly (string | number)[]): string {
+  let path = field;
+  for (let i = keys.length - 1; i >= 0; i--) {
+    const key = keys[i]!;
+    path += typeof key === 'number' ? `[${key}]` : `.${key}`;
+  }
+  return path;
+}
+
+/**
+ * The first problem found in `value`, or null. Nothing is allocated for a faithful payload — no path text and no
+ * closure per value (`enqueue` checks every payload; ADR 1004's addendum): the path is built only for the error.
+ */
+function jsonProblem(value: unknown, depth: number, ancestors: object[]): JsonProblem | null {
   switch (typeof value) {
     case 'string':
       if (value.includes('\u0000'))
-        fail('it contains the character \\u0000, which PostgreSQL jsonb cannot store');
-      if (!value.isWellFormed()) fail('it contains a lone UTF-16 surrogate, which PostgreSQL jsonb rejects');
-      return;
+        return problem('it contains the character \\u0000, which PostgreSQL jsonb cannot store');
+      if (!value.isWellFormed())
+        return problem('it contains a lone UTF-16 surrogate, which PostgreSQL jsonb rejects');
+      return null;
     case 'number':
-      if (!Number.isFinite(value)) fail(`${value} is not a finite number (JSON would store null)`);
-      return;
+      if (!Number.isFinite(value)) return problem(`${value} is not a finite number (JSON would store null)`);
+      return null;
     case 'boolean':
-      return;
+      return null;
     case 'bigint':
-      return fail('BigInt is not JSON; send it as a string');
+      return problem('BigInt is not JSON; send it as a string');
     case 'undefined':
-      return fail('undefined is not JSON (JSON would drop it); omit the key or use null');
+      return problem('undefined is not JSON (JSON would drop it); omit the key or use null');
     case 'function':
     case 'symbol':
-      return fail(`a ${typeof value} is not JSON`);
+      return problem(`a ${typeof value} is not JSON`);
   }
-  if (value === null) return;
+  if (value === null) return null;
   const object = value as object;
-  if (depth >= MAX_PAYLOAD_DEPTH) fail(`it is nested deeper than ${MAX_PAYLOAD_DEPTH} levels`);
-  if (ancestors.has(object)) fail('it contains a cycle');
-  ancestors.add(object);
+  if (depth >= MAX_PAYLOAD_DEPTH) return problem(`it is nested deeper than ${MAX_PAYLOAD_DEPTH} levels`);
+  if (ancestors.includes(object)) return problem('it contains a cycle');
+  ancestors.push(object);
   if (Array.isArray(object)) {
     for (let i = 0; i < object.length; i++) {
-      if (!(i in object)) fail(`index ${i} is a hole in a sparse array (JSON would store null)`);
-      checkJsonValue(object[i], `${path}[${i}]`, depth + 1, ancestors);
+      if (!(i in object)) return problem(`index ${i} is a hole in a sparse array (JSON would store null)`);
+      const inner = jsonProblem(object[i], depth + 1, ancestors);
+      if (inner !== null) return within(inner, i);
     }
   } else {
     const proto = Object.getPrototypeOf(object) as { constructor?: { name?: string } } | null;
     if (proto !== Object.prototype && proto !== null) {
-      fail(
+      return problem(
         `it is a ${proto.constructor?.name ?? 'non-plain'} instance, not a plain object` +
           (object instanceof Date
             ? '; send the date as an ISO string'
             : '; convert it to a plain object first'),
       );
     }
-    if (Object.getOwnPropertySymbols(object).length > 0) fail('it has symbol keys, which JSON drops');
+    if (Object.getOwnPropertySymbols(object).length > 0)
+      return problem('it has symbol keys, which JSON drops');
     for (const key of Object.keys(object)) {
       if (key.includes('\u0000') || !key.isWellFormed()) {
-        fail(
+        return problem(
           `the key ${JSON.stringify(key)} contains \\u0000 or a lone surrogate, which PostgreSQL jsonb rejects`,
         );
       }
-      checkJsonValue((object as Record<string, unknown>)[key], `${path}.${key}`, depth + 1, ancestors);
+      const inner = jsonProblem((object as Record<string, unknown>)[key], depth + 1, ancestors);
+      if (inner !== null) return within(inner, key);
     }
   }
-  ancestors.delete(object);
+  ancestors.pop();
+  return null;
+}
+
+function problem(why: string): JsonProblem {
+  return { why, keys: [] };
+}
+
+/** A child's problem, seen from its parent: one key further from the value. */
+function within(inner: JsonProblem, key: string | number): JsonProblem {
+  inner.keys.push(key);
+  return inner;
 }

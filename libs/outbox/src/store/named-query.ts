@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
 import { Logger } from '@nestjs/common';
-import type { QueryResultRow } from 'pg';
+import type { QueryResult, QueryResultRow } from 'pg';
 import { QueryFailedError, type QueryRunner } from 'typeorm';
 import { OutboxError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { inHandlerScope } from '../model/handler-scope-marker';
-import { pgConnection } from './pipeline';
+import { heldConnection, pgConnection, sendAll } from './pipeline';
 import { PREPARED_STATEMENT_MISSING } from './round-connection';
 import type { SqlStatement } from './sql';
 
@@ -73,17 +73,17 @@ function statementName(start: string, text: string): string {
  * TypeORM's `QueryFailedError` with pg's error as `driverError`. (TypeORM's `query()` cannot name a statement.)
  */
 async function namedQuery<T>(runner: QueryRunner, statement: SqlStatement, name: string): Promise<T[]> {
-  const connection = await pgConnection(runner);
+  const connection = heldConnection(runner) ?? (await pgConnection(runner));
   const { logger, options } = runner.connection;
   logger.logQuery(statement.text, statement.values, runner);
   const started = Date.now();
   let rows: T[];
   try {
-    ({ rows } = await connection.query<T & QueryResultRow>({
-      name,
-      text: statement.text,
-      values: statement.values,
-    }));
+    // pg's own Query with a callback, as the relay sends its statements: pg's promise path would copy a config
+    // object property by property and make two promises per insert (ADR 1004's addendum)
+    [{ rows }] = (await sendAll(connection, [{ statement, name }], false)) as QueryResult<
+      T & QueryResultRow
+    >[];
   } catch (error) {
     logger.logQueryError(error as Error, statement.text, statement.values, runner);
     throw new QueryFailedError(statement.text, statement.values, error as Error);

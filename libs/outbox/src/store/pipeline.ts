@@ -22,6 +22,14 @@ export async function pgConnection(runner: QueryRunner): Promise<PoolClient> {
 }
 
 /**
+ * The pg connection a TypeORM runner already holds, without a turn of the event loop, or undefined before its
+ * first use (then `pgConnection`).
+ */
+export function heldConnection(runner: QueryRunner): PoolClient | undefined {
+  return (runner as unknown as { databaseConnection?: PoolClient }).databaseConnection ?? undefined;
+}
+
+/**
  * Switches pg's pipeline mode on for a connection the relay holds, or off before it goes back to the pool: in
  * pipeline mode pg writes each query as soon as it is given, without waiting for the results of the ones before,
  * so the statements of one transaction travel in one round trip (see docs/adr/0501-bound-parameters-on-pg-pipeline.md).
