@@ -31,6 +31,7 @@ const ALL_OFF: Partial<RelayPolicy> = {
   fairShares: false,
   claimPositions: null,
   claimFloor: null,
+  horizonVacuums: null,
 };
 
 /**
@@ -119,6 +120,7 @@ describe("the relay's policy", () => {
       fairShares: true,
       claimPositions: { fullScanMs: 60_000, settleMs: 250, startScanMs: 600_000 },
       claimFloor: { marginMs: 600_000, refreshMs: 5_000, fullScanMs: 60_000 },
+      horizonVacuums: { heldEveryMs: 60_000 },
     });
     expect(switched.app.get(OUTBOX_RELAY_POLICY, { strict: false })).toEqual(ALL_OFF);
   });
