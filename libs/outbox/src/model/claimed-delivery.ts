@@ -116,7 +116,6 @@ export interface PositionReading {
   recovered?: boolean;
 }
 
-/** The one row of the fan-out statement (see `fanOutPendingEvents`). */
 /**
  * Why a claim of new events took the fan-out rather than the lean claim (docs/adr/0804, addendum of 2026-12-06):
  * the round did not ask the lean claim — the policy has none (`policy`), the tenant has due deliveries (`due`), an
@@ -135,6 +134,7 @@ export type FanOutReason =
   | 'unrouted'
   | 'stale';
 
+/** The one row of the fan-out statement (see `fanOutPendingEvents`). */
 export interface FanOutResult {
   /** Delivery rows leased by the claim, each with its event. */
   deliveries: (FanOutEvent & { delivery_id: string; consumer_name: string })[];
