@@ -87,8 +87,11 @@ describe('fairness between tenants', () => {
     const counter = t.app.get(TenantCounter);
     counter.seen.clear();
     await t.relay.runOnce();
-    // one batch, or one per lane (relay.concurrency) when the last round left the tenant with a backlog
-    expect([100, 200]).toContain(counter.seen.get(BUSY));
+    // one batch, or one per lane (relay.concurrency) when the last round left the tenant with a backlog; a second
+    // lane's claim may come back short (it skips the rows the first lane's claim holds), so not all of the backlog
+    const busyAfterRound = counter.seen.get(BUSY)!;
+    expect(busyAfterRound).toBeGreaterThanOrEqual(100);
+    expect(busyAfterRound).toBeLessThanOrEqual(200);
     const draining = t.relay.drain();
     // Written behind the library's back: no wake-up names the quiet tenant, only a scan can find it.
     await db.sql(
