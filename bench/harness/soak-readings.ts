@@ -25,6 +25,8 @@ export class SoakReader {
   constructor(
     private readonly db: BenchDatabase,
     private readonly statements: boolean,
+    /** The relay's metrics registry (`OutboxMetrics.registry`), whose fan-outs each reading counts; else none. */
+    private readonly metrics: { metrics(): Promise<string> } | null = null,
   ) {}
 
   async read(atS: number, produced: number, handled: number): Promise<SoakReading> {
@@ -76,6 +78,7 @@ export class SoakReader {
       claims: statements?.claims ?? null,
       dueScans: statements?.due ?? null,
       statements: this.statements ? await this.statementCounters() : null,
+      ...(this.metrics ? { fanOuts: fanOutTotals(await this.metrics.metrics()) } : {}),
     };
   }
 
@@ -136,4 +139,14 @@ class BackendCpuTotal {
     this.sample = sample;
     return this.total;
   }
+}
+
+/** The relay's fan-outs so far by reason, from the metrics' text (`outbox_relay_fan_outs_total{reason="…"} n`). */
+export function fanOutTotals(exposition: string): Record<string, number> {
+  const totals: Record<string, number> = {};
+  for (const [, reason, n] of exposition.matchAll(
+    /^outbox_relay_fan_outs_total\{reason="([^"]+)"\} (\d+)$/gm,
+  ))
+    totals[reason!] = Number(n);
+  return totals;
 }

@@ -62,8 +62,16 @@ export function describeWindow(w: SoakWindow): string {
     `CPU/event node ${ms(w.nodeCpuPerEventMs)} + relay pg ${ms(w.relayBackendCpuPerEventMs)} ` +
     `(+ producer pg ${ms(w.producerBackendCpuPerEventMs)}) ms; claim ${ms(w.claimMeanMs)} ms × ${w.claimCalls ?? 'n/a'}, ` +
     `due scan ${ms(w.dueScanMeanMs)} ms; RSS ${(w.rssBytes / MiB).toFixed(0)} MiB; ` +
-    `this process ${(w.nodeCores * 100).toFixed(0)}% of a core, load average ${w.loadAverage.toFixed(1)}${w.heldS > 0 ? ` [held ${w.heldS < 1 ? '< 1' : w.heldS.toFixed(0)} s]` : ''}`
+    `this process ${(w.nodeCores * 100).toFixed(0)}% of a core, load average ${w.loadAverage.toFixed(1)}` +
+    (w.fanOuts ? `; fan-outs ${describeCounts(w.fanOuts)}` : '') +
+    (w.heldS > 0 ? ` [held ${w.heldS < 1 ? '< 1' : w.heldS.toFixed(0)} s]` : '')
   );
+}
+
+/** `stale 12, routes 3`, most first, or `none`. */
+function describeCounts(counts: Record<string, number>): string {
+  const entries = Object.entries(counts).sort(([a, x], [b, y]) => y - x || a.localeCompare(b));
+  return entries.length === 0 ? 'none' : entries.map(([key, n]) => `${key} ${n}`).join(', ');
 }
 
 /** The window's costliest statements, one per line: mean execution and buffers per call, calls. */

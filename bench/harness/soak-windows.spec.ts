@@ -31,6 +31,13 @@ function window(index: number, figures: Partial<SoakWindow>): SoakWindow {
 }
 
 describe('soakWindow', () => {
+  it("counts the relay's fan-outs of the window by reason, those that happened only", () => {
+    const before = reading(0, { fanOuts: { stale: 2, routes: 5 } });
+    const after = reading(60, { fanOuts: { stale: 14, routes: 5, unrouted: 1 } });
+    expect(soakWindow(0, before, after, [], null).fanOuts).toEqual({ stale: 12, unrouted: 1 });
+    expect(soakWindow(0, reading(0), reading(60), [], null).fanOuts).toBeNull();
+  });
+
   it('takes rates, CPU per event and claim means from the difference of two readings', () => {
     // counters that grow k times over: 6,000 events handled between the two readings, 15 s apart
     const at = (atS: number, k: number): SoakReading =>

@@ -34,6 +34,11 @@ export interface SoakReading {
    * null without it (absent: not read).
    */
   statements?: Record<string, StatementCounters> | null;
+  /**
+   * The relay's claims of new events that took the fan-out so far, by reason (`outbox_relay_fan_outs_total`,
+   * see `FanOutReason`); absent: not read.
+   */
+  fanOuts?: Record<string, number>;
 }
 
 /** One statement's counters in pg_stat_statements: calls, execution ms, shared buffers hit + read; its text's start. */
@@ -92,6 +97,8 @@ export interface SoakWindow {
   statements: StatementCounters[];
   /** Seconds of the window during which the snapshot was held. */
   heldS: number;
+  /** The relay's fan-outs in the window by reason, those that happened only (null: not read). */
+  fanOuts: Record<string, number> | null;
 }
 
 /** The events table: retention's deletes are counted there (one per purged event), in its partitions if any. */
@@ -170,7 +177,20 @@ export function soakWindow(
     dueScanMeanMs: due && due.calls > 0 ? due.execMs / due.calls : null,
     statements: statementsBetween(before.statements ?? null, after.statements ?? null),
     heldS: hold ? overlap(before.atS, after.atS, hold.startS, hold.endS) : 0,
+    fanOuts: after.fanOuts ? countsBetween(before.fanOuts ?? {}, after.fanOuts) : null,
   };
+}
+
+/** Each counter's growth between two readings, those that grew only. */
+function countsBetween(
+  before: Record<string, number>,
+  after: Record<string, number>,
+): Record<string, number> {
+  return Object.fromEntries(
+    Object.entries(after)
+      .map(([key, n]): [string, number] => [key, n - (before[key] ?? 0)])
+      .filter(([, n]) => n > 0),
+  );
 }
 
 function delta(

@@ -21,6 +21,7 @@
  */
 import { cpus, loadavg } from 'node:os';
 import { OutboxAdminModule, OutboxAdminService } from 'nestjs-pg-outbox/admin';
+import { OutboxMetrics, OutboxMetricsModule } from 'nestjs-pg-outbox/observability';
 import { createBenchApp, type BenchApp } from '../harness/bench-app';
 import type { BenchScenario } from '../harness/bench-scenario';
 import { SoakConsumers } from '../harness/bench-consumers';
@@ -85,7 +86,8 @@ export const soakScenario: BenchScenario = {
       consumers: [SoakConsumers],
       relay: { enabled: true },
       retention: { publishedDays: RETENTION_DAYS_ASKED, intervalMs: sizes.soakRetentionIntervalMs },
-      imports: [OutboxAdminModule],
+      // the fan-outs' reasons, per window (`outbox_relay_fan_outs_total`); no reading of the oldest pending age
+      imports: [OutboxAdminModule, OutboxMetricsModule.forRoot({ oldestPendingAge: false })],
       applicationName: RELAY_APP,
       probe: false,
     });
@@ -132,7 +134,7 @@ export const soakScenario: BenchScenario = {
         (error) => failures.push(error instanceof Error ? error.message : String(error)),
       );
 
-      const reader = new SoakReader(db, stats.available);
+      const reader = new SoakReader(db, stats.available, relay.context.get(OutboxMetrics).registry);
       const readings: SoakReading[] = [await reader.read(0, 0, consumers.handled)];
       const windows: SoakWindow[] = [];
       const doctorCalls: DoctorCall[] = [];

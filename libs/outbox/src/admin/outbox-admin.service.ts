@@ -29,6 +29,7 @@ import { OutboxError } from '../errors/outbox.error';
 import { subscriptionConsumerName, WebhookSubscriptionSource } from '../webhooks/webhook-subscription.source';
 import type { SqlStatement } from '../store/sql';
 import { examineOutbox } from '../maintenance/outbox-doctor';
+import { PendingAgeReadings } from '../store/pending-age-readings';
 import type { OutboxDoctorReport, OutboxDoctorThresholds } from '../model/outbox-doctor-report.interface';
 import {
   BULK_CHUNK_SIZE,
@@ -98,6 +99,8 @@ const BLOCKED_AGGREGATES_LISTED = 100;
 @Injectable()
 export class OutboxAdminService {
   private readonly logger = new Logger(OutboxAdminService.name);
+  /** The doctor's backlog reading, from where this instance's last one proved nothing pending below. */
+  private readonly pendingAge = new PendingAgeReadings();
 
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
@@ -703,6 +706,7 @@ export class OutboxAdminService {
       orphanAfterMs: this.options.registry.orphanAfterMs,
       migrationsTable: this.store.dataSource().options.migrationsTableName ?? 'migrations',
       thresholds: options.thresholds,
+      pendingAge: this.pendingAge,
     });
   }
 

@@ -5,7 +5,8 @@ import type { OutboxRelayStall } from '../model/outbox-relay-stall.interface';
 import { errorText } from '../errors/error-text';
 import { OutboxRelay } from '../relay/outbox.relay';
 import { OutboxStore } from '../store/outbox.store';
-import * as q from '../store/sql/admin';
+import type { OldestPendingAgeRow } from '../store/sql/admin';
+import { PendingAgeReadings } from '../store/pending-age-readings';
 import type {
   OutboxDoctorFinding,
   OutboxDoctorSeverity,
@@ -64,6 +65,9 @@ export interface OutboxHealthDetails {
  */
 @Injectable()
 export class OutboxHealthIndicator {
+  /** The backlog's reading, from where this instance's last one proved nothing pending below. */
+  private readonly pendingAge = new PendingAgeReadings();
+
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
     private readonly relay: OutboxRelay,
@@ -104,11 +108,11 @@ export class OutboxHealthIndicator {
     // check does not wait on it too. Otherwise the read is bounded as the relay's round trips are.
     if (!stall || relay !== 'running') {
       try {
-        const [row] = await this.store.relayQuery<{ seconds: number }>(
-          q.oldestPendingAge(this.options.names, this.options.registry.orphanAfterMs),
+        const [row] = await this.store.relayQuery<OldestPendingAgeRow>(
+          this.pendingAge.statement(this.options.names, this.options.registry.orphanAfterMs),
           'healthCheck',
         );
-        oldestPendingAgeSeconds = Math.max(0, Math.round(row!.seconds * 10) / 10);
+        oldestPendingAgeSeconds = Math.max(0, Math.round(this.pendingAge.record(row!) * 10) / 10);
         if (oldestPendingAgeSeconds > maxPendingAgeSeconds) {
           problems.push(
             `the oldest pending work is ${oldestPendingAgeSeconds} s old, over ${maxPendingAgeSeconds} s`,

@@ -8,8 +8,10 @@ const DEAD_COUNT_CAP = 100_000;
 
 /** The age of the oldest work not done (every tenant), and the oldest open delivery this role sees. */
 export async function checkPending(ctx: DoctorContext, orphanAfterMs: number): Promise<void> {
-  const [row] = await ctx.query<q.OldestPendingRow>(q.oldestPending(ctx.n, orphanAfterMs));
-  const seconds = Math.max(0, row!.seconds);
+  const [row] = await ctx.query<q.OldestPendingRow>(
+    q.oldestPending(ctx.n, orphanAfterMs, ctx.pendingAge.current),
+  );
+  const seconds = Math.max(0, ctx.pendingAge.record(row!));
   const severity = level(seconds, ctx.t.pendingSeconds);
   const oldest = row!.oldest;
   const what = oldest

@@ -5,6 +5,7 @@ import type {
   OutboxDoctorThresholds,
 } from '../model/outbox-doctor-report.interface';
 import type { OutboxNames } from '../model/table-names';
+import type { PendingAgeReadings } from '../store/pending-age-readings';
 import type { SqlStatement } from '../store/sql/statement';
 
 /** Runs one statement and returns its rows: the doctor's only way to the database. */
@@ -20,6 +21,8 @@ export interface DoctorContext {
   findings: OutboxDoctorFinding[];
   /** Dead rows in the outbox tables, once the tables check has read them. */
   deadRows: number | null;
+  /** Where the backlog's reading starts (the caller's, kept across its runs; else a first reading). */
+  pendingAge: PendingAgeReadings;
 }
 
 export const SEVERITY_RANK: Record<OutboxDoctorSeverity, number> = { ok: 0, warn: 1, critical: 2 };

@@ -14,6 +14,7 @@ import type {
 } from '../model/outbox-doctor-report.interface';
 import type { OutboxNames } from '../model/table-names';
 import * as q from '../store/sql/doctor';
+import { PendingAgeReadings } from '../store/pending-age-readings';
 import { type DoctorContext, type DoctorQuery, SEVERITY_RANK, worstSeverity } from './doctor-context';
 import { checkDead, checkPending } from './doctor-backlog';
 import { checkPrepared, checkSlots, checkTransactions } from './doctor-horizon';
@@ -35,6 +36,8 @@ export interface OutboxDoctorOptions {
   migrationsTable?: string;
   /** Thresholds; each has a default. */
   thresholds?: OutboxDoctorThresholds;
+  /** The caller's positions for the backlog's reading, kept across its runs (`PendingAgeReadings`). Default: none. */
+  pendingAge?: PendingAgeReadings;
 }
 
 /** The thresholds' defaults (docs/doctor.md says why each). */
@@ -101,6 +104,7 @@ export async function examineOutbox(
     role: role!,
     findings: [],
     deadRows: null,
+    pendingAge: options.pendingAge ?? new PendingAgeReadings(),
   };
   // tables first: the horizon's findings say how many dead rows wait on it
   await check(ctx, 'tables', () => checkTables(ctx));

@@ -37,6 +37,7 @@ import { OutboxReleaseLeases1764503800000 } from './1764503800000-outbox-release
 import { OutboxDueTenantsOrderedProbes1764503900000 } from './1764503900000-outbox-due-tenants-ordered-probes';
 import { OutboxPurgeFromPosition1764504000000 } from './1764504000000-outbox-purge-from-position';
 import { OutboxDueTenantsFloor1764504100000 } from './1764504100000-outbox-due-tenants-floor';
+import { OutboxOldestPendingFromPositions1764504200000 } from './1764504200000-outbox-oldest-pending-from-positions';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -79,4 +80,5 @@ export const outboxMigrations = [
   OutboxDueTenantsOrderedProbes1764503900000,
   OutboxPurgeFromPosition1764504000000,
   OutboxDueTenantsFloor1764504100000,
+  OutboxOldestPendingFromPositions1764504200000,
 ];

@@ -14,7 +14,8 @@ import { isSubscriptionConsumer } from '../../webhooks/webhook-subscription.sour
 import { OutboxConsumerRegistry } from '../../consumers/outbox-consumer.registry';
 import { errorText } from '../../errors/error-text';
 import { OutboxStore } from '../../store/outbox.store';
-import { oldestPendingAge } from '../../store/sql/admin';
+import type { OldestPendingAgeRow } from '../../store/sql/admin';
+import { PendingAgeReadings } from '../../store/pending-age-readings';
 import { OutboxInstrumentation } from '../../extension/outbox-instrumentation';
 import { loadOptionalPeer } from '../../extension/optional-peer';
 import type { OutboxMetricsModuleOptions, OutboxMetricsRegistry } from './outbox-metrics-options.interface';
@@ -141,6 +142,8 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
       const store = this.store;
       const { names, registry } = this.outboxOptions;
       const logger = this.logger;
+      // from where this instance's last reading proved nothing pending below
+      const pendingAge = new PendingAgeReadings();
       new prom.Gauge({
         name: `${p}oldest_pending_age_seconds`,
         help: 'Age of the oldest work not done across every tenant (pending events, pending or failed deliveries).',
@@ -148,11 +151,11 @@ export class OutboxMetrics implements OnModuleInit, OnModuleDestroy {
         async collect(this: PromClient.Gauge) {
           try {
             // bounded: a scrape that never gets its reply would hold a pool connection for good
-            const [row] = await store.relayQuery<{ seconds: number }>(
-              oldestPendingAge(names, registry.orphanAfterMs),
+            const [row] = await store.relayQuery<OldestPendingAgeRow>(
+              pendingAge.statement(names, registry.orphanAfterMs),
               'metrics',
             );
-            this.set(Math.max(0, row?.seconds ?? 0));
+            this.set(Math.max(0, row ? pendingAge.record(row) : 0));
           } catch (error) {
             logger.warn(`could not read the oldest pending age: ${errorText(error)}`);
           }

@@ -7,6 +7,12 @@
  */
 import type { SqlStatement } from './statement';
 import type { OutboxNames } from '../../model/table-names';
+import {
+  NO_PENDING_AGE_POSITIONS,
+  oldestPendingAge,
+  type OldestPendingAgeRow,
+  type PendingAgePositions,
+} from './admin';
 
 /**
  * Who is asking, and what that hides: `pg_stat_activity` shows other roles' transactions (their `xact_start`,
@@ -47,10 +53,11 @@ export function appliedMigrations(tableSql: string): SqlStatement {
   return { text: `select name from ${tableSql} order by id`, values: [] };
 }
 
-/** The backlog, as `oldestPending` reads it. */
-export interface OldestPendingRow {
-  /** Age in seconds of the oldest work not done across tenants (pending events, pending or failed deliveries). */
-  seconds: number;
+/**
+ * The backlog, as `oldestPending` reads it: `seconds`, the age of the oldest work not done across tenants (pending
+ * events, pending or failed deliveries), and the positions for the next reading (see `PendingAgeReadings`).
+ */
+export interface OldestPendingRow extends OldestPendingAgeRow {
   /** The oldest pending or failed delivery this role can see, or null. */
   oldest: {
     consumer: string;
@@ -65,20 +72,26 @@ export interface OldestPendingRow {
 
 /**
  * The oldest work not done, through the migrations' SECURITY DEFINER function (every tenant, whatever row-level
- * security hides from this role; consumers orphaned for `orphanAfterMs` left out), and the oldest pending or
- * failed delivery this role can see, with its consumer and tenant. The second reads every open delivery through
- * `outbox_deliveries_due_idx`: fine for a check, bounded by the backlog.
+ * security hides from this role; consumers orphaned for `orphanAfterMs` left out; from the positions `from`, see
+ * `oldestPendingAge`), and the oldest pending or failed delivery this role can see, with its consumer and tenant.
+ * The second reads every open delivery through `outbox_deliveries_due_idx`: fine for a check, bounded by the backlog.
  */
-export function oldestPending(n: OutboxNames, orphanAfterMs: number): SqlStatement {
+export function oldestPending(
+  n: OutboxNames,
+  orphanAfterMs: number,
+  from: PendingAgePositions = NO_PENDING_AGE_POSITIONS,
+): SqlStatement {
+  const age = oldestPendingAge(n, orphanAfterMs, from);
   return {
-    text: `select ${n.oldestPendingAge}($1 * interval '1 millisecond') as seconds,
+    text: `select a.*,
                   (select json_build_object('consumer', d.consumer_name, 'tenantId', d.tenant_id, 'eventId', d.event_id,
                                             'status', d.status, 'attempts', d.attempt_count, 'createdAt', d.created_at,
                                             'lastError', left(d.last_error, 200))
                      from ${n.deliveries} d
                     where d.status in ('pending', 'failed')
-                    order by d.created_at limit 1) as oldest`,
-    values: [orphanAfterMs],
+                    order by d.created_at limit 1) as oldest
+             from (${age.text}) a`,
+    values: age.values,
   };
 }
 
