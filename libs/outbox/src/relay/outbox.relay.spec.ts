@@ -55,6 +55,21 @@ function relayOn(
 const events = (n: number, tenantId = A): ClaimAnswer =>
   claimAnswer(Array.from({ length: n }, (_, i) => fakeDelivery(tenantId, 'a', `${tenantId}-e${i}`)));
 
+/** A claim of `n` new events of tenant `tenantId` for consumer `a`, their ids `<tenant>-<tag>-<i>`. */
+const batchOf = (tenantId: string, tag: string, n: number): ClaimAnswer =>
+  claimAnswer(Array.from({ length: n }, (_, i) => fakeDelivery(tenantId, 'a', `${tenantId}-${tag}-${i}`)));
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((res) => (resolve = res));
+  return { promise, resolve };
+}
+
+/** Lets the relay's promises run (no timer: a fixed number of event-loop turns at most) until `done`. */
+async function flushUntil(done: () => boolean): Promise<void> {
+  for (let turn = 0; turn < 50 && !done(); turn++) await new Promise((resolve) => setImmediate(resolve));
+}
+
 /** The tenants claimed for and the scans, in order: what the rounds did. */
 const trace = (store: FakeStore): string[] =>
   store.log
@@ -209,6 +224,54 @@ describe('OutboxRelay', () => {
         // the scan of the first round is fresh and complete: the second goes to B alone
         expect(trace(store)).toEqual(['heartbeat', 'dueTenants', 'claim A', 'claim B']);
       } finally {
+        await relay.stop();
+      }
+    });
+
+    it('visits a backlogged tenant on the lane still committing its batch: a tenant woken meanwhile is not held behind that commit', async () => {
+      // A's batches: the first round alone (it wakes B), the second beside B (its commit held from then on), the
+      // third alone with its handler held, so that the round stays open while B is woken twice (ADR 1106)
+      const hold = { commits: false, handler: deferred() };
+      const made: OutboxRelay[] = [];
+      const consumer = fakeConsumer('a', {
+        handle: (event) => {
+          if (event.eventId === `${A}-r1-0`) made[0]!.wake([B]);
+          if (event.eventId === `${A}-r2-0`) hold.commits = true;
+          return event.eventId === `${A}-r3-0` ? hold.handler.promise : undefined;
+        },
+      });
+      const { relay, store, tick } = relayOn([consumer], { relay: { concurrency: 2 } });
+      made.push(relay);
+      const commit = deferred();
+      store.commitHeld = (tenantId) => (hold.commits && tenantId === A ? commit.promise : null);
+      relay.start();
+      try {
+        store.scans.push([{ tenantId: A, hasNew: true, hasDue: false }]);
+        store.claims.push(
+          batchOf(A, 'r1', 2), // the first round: A alone, found by the scan
+          batchOf(B, 'r2', 1), // the second: B, and A held to its share (2)
+          batchOf(A, 'r2', 2),
+          batchOf(A, 'r3', 2), // the third: A on one lane; B woken twice meanwhile, on the other
+          batchOf(B, 'w1', 1),
+          batchOf(B, 'w2', 1),
+        );
+        const ticking = tick();
+        await flushUntil(() => store.claims.length === 2);
+        expect(trace(store).filter((t) => t === 'claim B')).toHaveLength(1);
+        relay.wake([B]);
+        await flushUntil(() => store.claims.length === 1);
+        relay.wake([B]);
+        await flushUntil(() => store.claims.length === 0);
+        // both of B's wake-ups claimed at once on the free lane, while A's second batch still commits (on the lane
+        // that had A's claim before, not that one: B's first late visit would wait for that commit, and the second
+        // for the round's end)
+        expect(trace(store).filter((t) => t === 'claim B')).toHaveLength(3);
+        hold.handler.resolve();
+        commit.resolve();
+        await ticking;
+      } finally {
+        hold.handler.resolve();
+        commit.resolve();
         await relay.stop();
       }
     });

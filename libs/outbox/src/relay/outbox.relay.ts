@@ -38,7 +38,7 @@ import { LocalBatch } from '../batch/local-batch';
 import { OutcomeRecorder } from '../batch/outcome-recorder';
 import { RegistryHeartbeat } from './registry-heartbeat';
 import { TenantRound } from './tenant-round';
-import { LateVisits, laneCount, runLanes, type RelayLane } from './relay-lanes';
+import { LateVisits, laneCount, laneOrder, runLanes, type RelayLane } from './relay-lanes';
 import { TenantShares } from './tenant-shares';
 import { OutboxInstrumentation } from '../extension/outbox-instrumentation';
 import { ScheduledPromoter } from './scheduled-promoter';
@@ -140,7 +140,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
         time,
         policy,
       );
-      return { round, local };
+      return { round, local, backlogged: false };
     };
   }
 
@@ -378,13 +378,20 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
             })
           : null;
       try {
-        await runLanes(lanes, visits, visitOne, this.lateVisits ?? undefined);
+        // with the shares, the lanes still committing a backlogged batch take the backlogged tenant again
+        await runLanes(
+          this.fair ? laneOrder(lanes, visits) : lanes,
+          visits,
+          visitOne,
+          this.lateVisits ?? undefined,
+        );
       } finally {
         this.lateVisits = null;
       }
     };
     const visitOne = async (lane: RelayLane, due: DueTenant): Promise<void> => {
       if (this.stopping) return;
+      lane.backlogged = due.backlog === true;
       const run = await lane.round.visit(due, overlap);
       if (counted.has(due)) run.result.tenants = 0;
       counted.add(due);

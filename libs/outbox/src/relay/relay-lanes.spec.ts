@@ -1,4 +1,4 @@
-import { LateVisits, laneCount, runLanes } from './relay-lanes';
+import { LateVisits, laneCount, laneOrder, runLanes } from './relay-lanes';
 
 describe('laneCount', () => {
   it("takes the option's number as it is, without asking the pool", () => {
@@ -14,6 +14,28 @@ describe('laneCount', () => {
     expect(laneCount('auto', () => 10)).toBe(2);
     expect(laneCount('auto', () => 8)).toBe(2);
     expect(laneCount('auto', () => 7)).toBe(1);
+  });
+});
+
+describe('laneOrder', () => {
+  const lane = (name: string, backlogged: boolean): { name: string; backlogged: boolean } => ({
+    name,
+    backlogged,
+  });
+  const names = (lanes: readonly { name: string }[]): string[] => lanes.map((l) => l.name);
+  const [one, two, three] = [lane('1', false), lane('2', true), lane('3', false)];
+
+  it("gives a backlogged tenant's visit the lane whose last visit was a backlogged one, the others the other lanes", () => {
+    // a backlogged tenant alone: its lane first, the others left for late visits
+    expect(names(laneOrder([one, two, three], [{ backlog: true }]))).toEqual(['2', '1', '3']);
+    // a tenant without a backlog first, then the backlogged one: each to its kind of lane
+    expect(names(laneOrder([one, two], [{}, { backlog: true }]))).toEqual(['1', '2']);
+    expect(names(laneOrder([two, one], [{ backlog: false }, { backlog: true }]))).toEqual(['1', '2']);
+  });
+
+  it('takes a lane of the other kind when none of the kind is left', () => {
+    expect(names(laneOrder([one, three], [{ backlog: true }]))).toEqual(['1', '3']);
+    expect(names(laneOrder([two], [{}, { backlog: true }]))).toEqual(['2']);
   });
 });
 

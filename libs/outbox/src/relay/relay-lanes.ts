@@ -5,6 +5,8 @@ import type { TenantRound } from './tenant-round';
 export interface RelayLane {
   round: TenantRound;
   local: LocalBatch;
+  /** Its last visit was of a backlogged tenant: that batch's commit may still be in flight (see `laneOrder`). */
+  backlogged: boolean;
 }
 
 /** The smallest pool on which `relay.concurrency: 'auto'` runs two batches at once. */
@@ -18,6 +20,28 @@ const AUTO_TWO_FROM_POOL = 8;
 export function laneCount(concurrency: number | 'auto', poolSize: () => number): number {
   if (concurrency !== 'auto') return concurrency;
   return poolSize() >= AUTO_TWO_FROM_POOL ? 2 : 1;
+}
+
+/**
+ * The lanes in the order a round's visits take them (`runLanes` hands its first visits to its first lanes, and late
+ * visits to the first lane waiting): a backlogged tenant's visit to a lane whose last visit was a backlogged
+ * tenant's, the others to the other lanes, which come first for late visits too. A lane's batch sends its commit
+ * only once the lane's previous commit is done: a tenant woken while a backlog drains, visited on a lane still
+ * committing a backlogged batch, holds that lane until the commit is done, and the tenants woken after it wait for
+ * the round's end (ADR 1106, addendum of 2026-12-06 "the delay in batches").
+ */
+export function laneOrder<L extends Pick<RelayLane, 'backlogged'>>(
+  lanes: readonly L[],
+  visits: readonly { backlog?: boolean }[],
+): L[] {
+  const heavy = lanes.filter((lane) => lane.backlogged);
+  const light = lanes.filter((lane) => !lane.backlogged);
+  const ordered: L[] = [];
+  for (const visit of visits.slice(0, lanes.length)) {
+    const [preferred, other] = visit.backlog ? [heavy, light] : [light, heavy];
+    ordered.push((preferred.length > 0 ? preferred : other).shift()!);
+  }
+  return [...ordered, ...light, ...heavy];
 }
 
 /**

@@ -32,6 +32,8 @@ export class FakeStore implements OutboxStorePort {
   readonly committed: DeliveryOutcome[] = [];
   /** Says why a batch's commit fails (an error to throw), or null when it goes through; none: every one does. */
   commitFails: ((closing: BatchClosing) => Error | null) | null = null;
+  /** Holds a batch's commit of the tenant until the promise it returns resolves (null, or none: done at once). */
+  commitHeld: ((tenantId: string) => Promise<void> | null) | null = null;
   /** The tenant connections handed out, in order. */
   readonly connections: FakeTenantConnection[] = [];
   stall = null;
@@ -134,8 +136,12 @@ export class FakeTenantConnection implements TenantConnection {
     this.inTransaction = false;
     const failure = this.store.commitFails?.(closing) ?? null;
     if (failure) return Promise.reject(failure);
-    this.store.committed.push(...closing.outcomes);
-    return Promise.resolve({ released: 0 });
+    const done = (): { released: number } => {
+      this.store.committed.push(...closing.outcomes);
+      return { released: 0 };
+    };
+    const held = this.store.commitHeld?.(this.tenantId) ?? null;
+    return held ? held.then(done) : Promise.resolve(done());
   }
 
   recordOutcomes(request: { outcomes: readonly DeliveryOutcome[] }): Promise<{ recorded: number }> {
