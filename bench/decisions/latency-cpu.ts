@@ -19,7 +19,9 @@
  * The library runs as shipped, with each mechanism of ADR 1005 switched off, and from another checkout when
  * BASE_TREE is set (`SIDES` below; SIDES=a,b runs only those). Then, in one more run per side with the driver's `query` counted (not in the timed runs: the count allocates),
  * statements and round trips per event of the relay's connections (a statement written on a pipelined
- * connection while an earlier one waits travels in its round trip).
+ * connection while an earlier one waits travels in its round trip), and the async resources its process made
+ * per event, by type (`async_hooks`: promises, timers, immediates; with the hook on, each `await` makes one more
+ * promise, on every side alike).
  *
  * PROFILE=dir: the library's child also profiles its timed part, through the inspector — CPU (`Profiler`) and
  * allocation (`HeapProfiler.startSampling` with the objects collected since included, every 4 KB: what was
@@ -29,6 +31,7 @@
 import 'reflect-metadata';
 import { fork, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import { createHook } from 'node:async_hooks';
 import { Session } from 'node:inspector';
 import { Socket } from 'node:net';
 import { join } from 'node:path';
@@ -102,6 +105,7 @@ type FromChild =
       roundTrips: number;
       writes: number;
       texts: [string, number][];
+      asyncResources?: [string, number][];
     };
 
 /** Where the child's handler writes: one per child process. */
@@ -115,12 +119,16 @@ class ClockedConsumer {
   }
 }
 
-/** What the counting run counts; `texts`: statements by their start. */
+/**
+ * What the counting run counts; `texts`: statements by their start; `asyncResources`: the async resources made
+ * (promises, timers, immediates, ticks…), by type.
+ */
 interface Counts {
   statements: number;
   roundTrips: number;
   writes: number;
   texts: Map<string, number>;
+  asyncResources: Map<string, number>;
 }
 
 /**
@@ -128,7 +136,15 @@ interface Counts {
  * and the process's socket writes (a `writev` of several statements counts once).
  */
 function countQueries(): Counts {
-  const counts: Counts = { statements: 0, roundTrips: 0, writes: 0, texts: new Map() };
+  const counts: Counts = {
+    statements: 0,
+    roundTrips: 0,
+    writes: 0,
+    texts: new Map(),
+    asyncResources: new Map(),
+  };
+  const resources = counts.asyncResources;
+  createHook({ init: (_id, type) => void resources.set(type, (resources.get(type) ?? 0) + 1) }).enable();
   // every write or writev of a socket goes through this (Node's internal, a bench's count only)
   const socket = Socket.prototype as unknown as { _writeGeneric: (...args: unknown[]) => unknown };
   const writeGeneric = socket._writeGeneric;
@@ -188,7 +204,9 @@ async function startProfiles(dir: string): Promise<() => Promise<void>> {
 }
 
 async function child(side: Side, url: string, counting: boolean, profileDir: string): Promise<void> {
-  const counts = counting ? countQueries() : { statements: 0, roundTrips: 0, writes: 0, texts: new Map() };
+  const counts = counting
+    ? countQueries()
+    : { statements: 0, roundTrips: 0, writes: 0, texts: new Map(), asyncResources: new Map() };
   let stop: () => Promise<void>;
   if (side !== RAW) {
     // scheduled mode with the default poll interval, listening for wake-ups: what OutboxModule.forRoot() gives
@@ -237,6 +255,7 @@ async function child(side: Side, url: string, counting: boolean, profileDir: str
         writes: counts.writes,
       };
       counts.texts.clear();
+      counts.asyncResources.clear();
     } else if (message.type === 'stop') {
       const cpu = process.cpuUsage(began!.cpu);
       const used = v8.getHeapStatistics().used_heap_size;
@@ -257,6 +276,7 @@ async function child(side: Side, url: string, counting: boolean, profileDir: str
         roundTrips,
         writes,
         texts: [...counts.texts],
+        asyncResources: [...counts.asyncResources],
       });
       // the relay's connections stay open until the parent has read their backends' CPU
       void (stopProfiles ?? Promise.resolve(async () => undefined)).then((stopped) => stopped());
@@ -376,7 +396,9 @@ type Figure =
   | 'p99 ms'
   | 'statements/event'
   | 'round trips/event'
-  | 'socket writes/event';
+  | 'socket writes/event'
+  | 'promises/event'
+  | 'timers/event';
 
 /** The backends' CPU; read again when one exited between the listing and its /proc (a pool closing an idle one). */
 async function backendCpu(
@@ -420,7 +442,15 @@ async function measure(
       print(`  ${side}: statements per 100 events, by their start`);
       for (const [text, count] of result.texts.sort((a, b) => b[1] - a[1]))
         print(`    ${((count * 100) / events).toFixed(1).padStart(6)}  ${text}`);
+      const resources = new Map(result.asyncResources ?? []);
+      if (resources.size > 0) {
+        print(`  ${side}: async resources per event, by type`);
+        for (const [type, count] of [...resources].sort((a, b) => b[1] - a[1]))
+          print(`    ${(count / events).toFixed(2).padStart(6)}  ${type}`);
+      }
       return {
+        'promises/event': (resources.get('PROMISE') ?? Number.NaN) / events,
+        'timers/event': (resources.get('Timeout') ?? Number.NaN) / events,
         'statements/event': result.statements / events,
         'round trips/event': result.roundTrips / events,
         'socket writes/event': result.writes / events,

@@ -49,6 +49,11 @@ export class OutboxConsumerRegistry {
     this.tenantSources.push(source);
   }
 
+  /** True when a source of tenant-scoped consumers was added (a transport's: webhooks, brokers). */
+  get hasTenantSources(): boolean {
+    return this.tenantSources.length > 0;
+  }
+
   /** The tenant-scoped consumers of one tenant, from every source. */
   async tenantConsumers(tenantId: string): Promise<OutboxConsumer[]> {
     if (this.tenantSources.length === 0) return [];

@@ -358,8 +358,9 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   private async processRound(overlap: boolean, committingAtStart: boolean): Promise<RoundRun> {
-    await this.heartbeats.beatIfDue();
-    this.planner.hintPromoted(await this.promoter.promoteIfRequested());
+    // awaited only when due: most rounds neither beat nor promote, and each await is a turn of the event loop
+    if (this.heartbeats.isDue) await this.heartbeats.beat();
+    if (this.promoter.isRequested) this.planner.hintPromoted(await this.promoter.promoteIfRequested());
     const results: RelayRoundResult[] = [];
     const settled: Promise<void>[] = [];
     let full = false;
@@ -403,7 +404,9 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       settled.push(run.settled);
     };
     if (await this.planner.plan(visit, () => this.stopping !== null)) full = true;
-    return { results, settled: Promise.all(settled).then(() => undefined), committingAtStart, full };
+    // one visit, as mostly at a low rate: its own promise, not one of all of them
+    const all = settled.length === 1 ? settled[0]! : Promise.all(settled).then(() => undefined);
+    return { results, settled: all, committingAtStart, full };
   }
 }
 

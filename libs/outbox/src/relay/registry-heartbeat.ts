@@ -44,10 +44,9 @@ export class RegistryHeartbeat {
     this.last = this.clock.now();
   }
 
-  /** Beats when the last beat is `registry.heartbeatMs` old. */
-  async beatIfDue(): Promise<void> {
-    if (this.last === null || this.clock.now() - this.last >= this.options.registry.heartbeatMs)
-      await this.beat();
+  /** True when the last beat is `registry.heartbeatMs` old, or before the first one. */
+  get isDue(): boolean {
+    return this.last === null || this.clock.now() - this.last >= this.options.registry.heartbeatMs;
   }
 
   /** Removes this instance from the registry's host lists, if it ever joined them; never throws (logs). */

@@ -28,13 +28,20 @@ afterEach(() => jest.useRealTimers());
 describe('ScheduledPromoter', () => {
   it('promotes at the first round, then only when asked: a relay sent no delayed events costs nothing more', async () => {
     const { promoter, store } = promoterOn();
+    expect(promoter.isRequested).toBe(true);
     expect(await promoter.promoteIfRequested()).toEqual([]);
+    // the relay's round awaits no promotion while none is requested (no turn of the event loop for it)
+    expect(promoter.isRequested).toBe(false);
     await promoter.promoteIfRequested();
     await promoter.promoteIfRequested();
     expect(store.ops('promoteScheduled')).toHaveLength(1);
     promoter.request();
+    expect(promoter.isRequested).toBe(true);
     await promoter.promoteIfRequested();
     expect(store.ops('promoteScheduled')).toHaveLength(2);
+    promoter.request();
+    promoter.stop();
+    expect(promoter.isRequested).toBe(false);
   });
 
   it('hands back the tenants promoted, and sets one timer for the next due event that wakes the relay then', async () => {

@@ -85,6 +85,11 @@ export class ScheduledPromoter {
       this.requested = true;
   }
 
+  /** True when the next round is to promote (asked since the last time, not stopped). */
+  get isRequested(): boolean {
+    return this.requested && !this.stopped;
+  }
+
   /**
    * When asked since the last time: promotes due delayed events and sets the timer for the next one. Returns the
    * tenants whose events became pending (none when it did not look).

@@ -34,6 +34,9 @@ const MAX_CLAIMS_PER_ROUND = 3;
 /** How long claims go straight to the fan-out after the lean claim found a consumer it cannot take. */
 const LEAN_RETRY_MS = 30_000;
 
+/** A tenant's scoped consumers where no source of them was added (see `OutboxConsumerRegistry`). */
+const NO_TENANT_CONSUMERS: readonly OutboxConsumer[] = [];
+
 /** What one tenant's visit did: its counts (final once `settled` resolves), and the size its claim took. */
 export interface TenantVisit {
   result: RelayRoundResult;
@@ -72,8 +75,11 @@ export class TenantRound {
   async visit(due: DueTenant, overlap: boolean): Promise<TenantVisit> {
     const batch = newTenantBatch(due.tenantId);
     const { result } = batch;
-    const tenantConsumers = await this.registry.tenantConsumers(batch.tenantId);
-    // tenant-scoped consumers (webhook subscriptions): none for most tenants, and no map made then
+    // tenant-scoped consumers (webhook subscriptions): none without a source of them (no wait then), none for
+    // most tenants, and no map made then
+    const tenantConsumers = this.registry.hasTenantSources
+      ? await this.registry.tenantConsumers(batch.tenantId)
+      : NO_TENANT_CONSUMERS;
     const scoped = tenantConsumers.length === 0 ? null : new Map(tenantConsumers.map((c) => [c.name, c]));
     const consumerNamed = (name: string): OutboxConsumer | undefined =>
       this.registry.get(name) ?? scoped?.get(name);

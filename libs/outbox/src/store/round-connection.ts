@@ -89,12 +89,16 @@ export async function sendSteps(
   };
   const results = transport.policy.oneWrite ? inOneWrite(connection, write, last !== undefined) : write();
   let settled: QueryResult[];
-  try {
-    settled = await results;
-  } finally {
-    await closing?.catch(() => undefined);
+  // TypeORM's statement waited for too, when there is one (no await of nothing: each is a turn of the event loop)
+  if (closing === undefined) settled = await results;
+  else {
+    try {
+      settled = await results;
+    } finally {
+      await closing.catch(() => undefined);
+    }
+    await closing;
   }
-  await closing;
   return resultAt.map((at) => (at === null ? [] : (settled[at]!.rows as unknown[])));
 }
 
@@ -243,7 +247,7 @@ export class RoundConnection {
     let rows: unknown[][];
     try {
       rows = await this.bounded('claim', async () => {
-        const connection = await this.pipelined();
+        const connection = this.connection ?? (await this.connectPipelined());
         if (!lean) return sendSteps(this.transport, connection, [BEGIN, ...claim, COMMIT], start);
         markBegun(this.runner);
         return sendSteps(this.transport, connection, [BEGIN, ...claim, CLAIM_COMMIT_BATCH_BEGIN]);
@@ -267,7 +271,7 @@ export class RoundConnection {
   async begin(opening: readonly q.SqlStatement[]): Promise<void> {
     if (this.open) return;
     await this.bounded('batch', async () => {
-      const connection = await this.pipelined();
+      const connection = this.connection ?? (await this.connectPipelined());
       if (!leanBegin(this.runner, this.transport.policy)) return this.runner.startTransaction();
       markBegun(this.runner);
       await sendSteps(this.transport, connection, [BATCH_BEGIN]);
@@ -284,7 +288,7 @@ export class RoundConnection {
   async commit(closing: readonly q.SqlStatement[], trip: OutboxRoundTrip = 'batch'): Promise<unknown[][]> {
     try {
       return await this.bounded(trip, async () => {
-        const connection = await this.pipelined();
+        const connection = this.connection ?? (await this.connectPipelined());
         // outside a transaction every statement would commit on its own: nothing is sent
         if (!inTransactionBlock(connection)) throw new OutboxTransactionEndedError(messages.batchEnded());
         const pending = this.takePending();
@@ -316,7 +320,11 @@ export class RoundConnection {
   async atomically(statements: readonly Step[]): Promise<unknown[][]> {
     if (this.open) await this.rollback();
     const rows = await this.bounded('outcome', async () =>
-      sendSteps(this.transport, await this.pipelined(), [BEGIN, ...statements, COMMIT]),
+      sendSteps(this.transport, this.connection ?? (await this.connectPipelined()), [
+        BEGIN,
+        ...statements,
+        COMMIT,
+      ]),
     );
     return rows.slice(1, -1);
   }
@@ -337,7 +345,7 @@ export class RoundConnection {
    */
   async release(): Promise<void> {
     if (this.runner.isReleased) return;
-    await this.rollback();
+    if (this.open) await this.rollback();
     const connection = this.connection;
     if (connection) {
       // a round trip, bounded, only when the next generation is due (not made for every release)
@@ -387,12 +395,13 @@ export class RoundConnection {
     await deallocated;
   }
 
-  /** The runner's pg connection, in pipeline mode (call it within the round trip's bound: it may connect). */
-  private async pipelined(): Promise<PoolClient> {
-    if (!this.connection) {
-      this.connection = await this.transport.deadline.connect(this.runner);
-      setPipeline(this.connection, true);
-    }
+  /**
+   * Connects the runner and puts its pg connection in pipeline mode (call it within the round trip's bound). Once
+   * connected, callers take `this.connection` as it is, without a turn of the event loop.
+   */
+  private async connectPipelined(): Promise<PoolClient> {
+    this.connection = await this.transport.deadline.connect(this.runner);
+    setPipeline(this.connection, true);
     return this.connection;
   }
 }
