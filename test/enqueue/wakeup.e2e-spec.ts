@@ -115,6 +115,40 @@ describe('wake-ups', () => {
     }
   });
 
+  it("carries the wake-up in the insert, delivered with its commit: enqueueMany's naming its tenants, a delayed event's naming none", async () => {
+    const listener = await listening();
+    try {
+      // a gap so long that nothing but the first insert of each app can wake the relays within the test
+      const many = await start({ enabled: false, wakeUps: 'notify' }, { wakeUpGapMs: 600_000 });
+      await many.dataSource.transaction(async (manager) => {
+        await many.outbox.enqueueMany(manager, [
+          { tenantId: TENANTS[0], eventName: 'test.wake.v1', payload: {} },
+          { tenantId: TENANTS[1], eventName: 'test.wake.v1', payload: {} },
+        ]);
+        await listener.marker('before-the-commit');
+      });
+      const delayed = await start({ enabled: false, wakeUps: 'notify' }, { wakeUpGapMs: 600_000 });
+      await delayed.dataSource.transaction((manager) =>
+        delayed.outbox.enqueue(manager, {
+          tenantId: TENANTS[2],
+          eventName: 'test.wake.v1',
+          payload: {},
+          delayMs: 60_000,
+        }),
+      );
+      await listener.marker('after-the-commits');
+      // nothing before its transaction committed; a pooled NOTIFY would wait 600 s
+      expect(listener.received).toEqual([
+        'before-the-commit',
+        `${TENANTS[0]},${TENANTS[1]}`,
+        '',
+        'after-the-commits',
+      ]);
+    } finally {
+      await listener.end();
+    }
+  });
+
   it('wakes the relays after a commit, and not for a rollback', async () => {
     const producer = await start({ enabled: false, wakeUps: 'notify' }, { wakeUpGapMs: 50 });
     const listener = await listening();

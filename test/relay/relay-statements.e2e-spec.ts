@@ -120,6 +120,9 @@ class Consumers {
 }
 
 const isInsert = (s: ProbedStatement): boolean => /^\s*insert into public\.event_outbox/i.test(s.text);
+/** `enqueue`'s insert carrying a wake-up: `with inserted as (insert …) select pg_notify(…)`. */
+const isCarryingInsert = (s: ProbedStatement): boolean =>
+  /^with inserted as \(insert into public\.event_outbox/i.test(s.text) && s.text.includes('pg_notify');
 
 /** What a statement is, in a word: the relay's own by what they do, anything else by its text. */
 function label(s: ProbedStatement): string {
@@ -740,20 +743,19 @@ describe('the statements of wake-ups', () => {
     expect(await scansOf(false)).toBe(3);
   });
 
-  it('sends the wake-up on a connection of its own after the commit, never in the transaction, none for a rollback', async () => {
+  it('carries the wake-up in the first insert after a quiet spell, none for a rollback, and sends one on a connection of its own after a commit whose savepoint rolled back the carrier', async () => {
     const relay = { enabled: false, wakeUps: 'notify' as const };
     const imports = [PolicySwitches.of({ wakeUpGapMs: 50 })];
-    const sent = await sentBy({ url: db.url, imports, outbox: { relay } }, async (producer, probe) => {
-      await enqueueIn(producer, { eventName: PLAIN });
-      await waitFor(() => probe.seen.some((s) => s.text.includes('pg_notify')), {
-        timeoutMs: 5000,
-        message: 'the wake-up',
-      });
+    const quietSpell = async (): Promise<void> => {
       const quiet = Date.now() + 60;
       await waitFor(() => Date.now() >= quiet, {
         timeoutMs: 5000,
         message: 'a quiet spell longer than the gap',
       });
+    };
+    const sent = await sentBy({ url: db.url, imports, outbox: { relay } }, async (producer, probe) => {
+      await enqueueIn(producer, { eventName: PLAIN });
+      await quietSpell();
       const runner = producer.dataSource.createQueryRunner();
       await runner.startTransaction();
       try {
@@ -766,14 +768,32 @@ describe('the statements of wake-ups', () => {
         await runner.rollbackTransaction();
         await runner.release();
       }
+      await quietSpell();
+      await producer.dataSource.transaction(async (manager) => {
+        // the savepoint's insert carries the wake-up, and is rolled back with it
+        await manager
+          .transaction(async (inner) => {
+            await producer.outbox.enqueue(inner, { tenantId: TENANTS[0], eventName: PLAIN, payload: {} });
+            throw new Error('savepoint rolled back');
+          })
+          .catch(() => undefined);
+        await producer.outbox.enqueue(manager, { tenantId: TENANTS[0], eventName: PLAIN, payload: {} });
+      });
+      await waitFor(() => probe.seen.some((s) => s.text.startsWith('select set_config(')), {
+        timeoutMs: 5000,
+        message: 'the wake-up on a connection of its own',
+      });
     });
-    // one statement sent pg_notify: a statement of its own, after the first transaction's commit
+    // the first insert of each transaction after a quiet spell carried it; no statement of its own until the last
     const notifying = sent.filter((s) => s.text.includes('pg_notify'));
-    expect(notifying.map((s) => s.text.slice(0, 18))).toEqual(['select set_config(']);
-    expect(sent.some((s) => isInsert(s) && s.text.includes('pg_notify'))).toBe(false);
-    const commit = sent.findIndex((s) => /^commit$/i.test(s.text.trim()));
-    expect(commit).toBeGreaterThanOrEqual(0);
-    expect(sent.indexOf(notifying[0]!)).toBeGreaterThan(commit);
+    expect(notifying.map((s) => (isCarryingInsert(s) ? 'insert' : s.text.slice(0, 18)))).toEqual([
+      'insert',
+      'insert',
+      'insert',
+      'select set_config(',
+    ]);
+    const commits = sent.flatMap((s, i) => (/^commit$/i.test(s.text.trim()) ? [i] : []));
+    expect(sent.indexOf(notifying[3]!)).toBeGreaterThan(commits[commits.length - 1]!);
   });
 
   it('claims the tenants wake-ups named without waiting for its scan for other due tenants', async () => {

@@ -175,6 +175,110 @@ describe('NotifyPacer', () => {
     expect(widenedGap(0, 0.5)).toBe(0);
   });
 
+  describe('with inserts that carry wake-ups', () => {
+    /**
+     * One connection's commits, `everyMs` apart, each insert asking to carry the wake-up and committing `commitMs`
+     * later; returns how many carried one (the pooled sends are in `sentAt`).
+     */
+    const commits = (p: NotifyPacer, count: number, everyMs: number, commitMs = 0.5) => {
+      let carried = 0;
+      for (let i = 0; i < count; i++) {
+        const carries = p.mayCarry();
+        clock.advance(commitMs);
+        if (carries) {
+          carried++;
+          p.carried(false);
+        } else p.request();
+        clock.advance(everyMs - commitMs);
+      }
+      return carried;
+    };
+
+    it('lets the first insert after a quiet spell carry, and no other within the gap', () => {
+      const p = pacer(5);
+      expect(p.mayCarry()).toBe(true);
+      expect(p.mayCarry()).toBe(false);
+      clock.advance(1);
+      p.carried(false);
+      clock.advance(4);
+      expect(p.mayCarry()).toBe(false);
+      clock.advance(1);
+      expect(p.mayCarry()).toBe(true);
+      expect(sentAt).toEqual([]);
+    });
+
+    it('never lets an insert carry with a gap of 0', () => {
+      expect(pacer(0).mayCarry()).toBe(false);
+    });
+
+    it('sends nothing on a connection of its own while each gap has a carrier, at 250 and at 1,000 commits/s', () => {
+      const p = pacer(2);
+      expect(commits(p, 1000, 4)).toBe(1000);
+      expect(commits(p, 4000, 1)).toBeGreaterThan(300);
+      expect(sentAt).toEqual([]);
+      // the commits after the last carrier: one send, at the end of the gap and its grace
+      const end = clock.now();
+      clock.advance(50);
+      expect(sentAt).toHaveLength(1);
+      expect(sentAt[0]! - end).toBeLessThanOrEqual(12);
+      expect(clock.pending()).toBe(0);
+    });
+
+    it('sends a commit the carrier did not cover at the end of the gap and its grace, if no insert carried it', () => {
+      const p = pacer(5);
+      expect(p.mayCarry()).toBe(true);
+      p.carried(false); // at 1000
+      clock.advance(1);
+      p.request(); // within the gap
+      clock.advance(25);
+      expect(sentAt).toEqual([]);
+      clock.advance(20);
+      // the grace: the 5 ms gap and the mean interval between requests (from a quiet 20 ms, one of 1 ms: 16.2)
+      expect(sentAt).toHaveLength(1);
+      expect(sentAt[0]).toBeCloseTo(1000 + 5 + 5 + 16.2);
+    });
+
+    it('makes a commit whose insert was refused wait for the next carrier, even when its gap ended before the commit', () => {
+      const p = pacer(2);
+      expect(commits(p, 50, 4)).toBe(50); // at 250 per second every insert carries
+      expect(p.mayCarry()).toBe(true);
+      p.carried(false);
+      clock.advance(1);
+      expect(p.mayCarry()).toBe(false); // an insert within the gap: refused
+      clock.advance(3); // its commit, after the gap
+      p.request(true);
+      expect(sentAt).toEqual([]);
+      expect(p.mayCarry()).toBe(true); // the next insert carries it
+      clock.advance(0.5);
+      p.carried(false);
+      clock.advance(20);
+      expect(sentAt).toEqual([]);
+    });
+
+    it('waits for a carrier in flight: a commit after its insert is sent a gap after the carrier, not at once', () => {
+      const p = pacer(5);
+      expect(p.mayCarry()).toBe(true); // at 1000; its transaction commits later
+      clock.advance(1);
+      p.request(); // another connection's commit, not covered by the carrier
+      expect(sentAt).toEqual([]);
+      clock.advance(1);
+      p.carried(true); // the carrier commits at 1002: the other commit is still owed
+      clock.advance(50);
+      // a gap and its grace after the carrier (the mean interval: 16.2 ms, as above)
+      expect(sentAt).toHaveLength(1);
+      expect(sentAt[0]).toBeCloseTo(1002 + 5 + 5 + 16.2);
+    });
+
+    it('sends after the gap without grace once the last wake-up went on a connection of its own', () => {
+      const p = pacer(5);
+      p.request();
+      clock.advance(1);
+      p.request();
+      clock.advance(10);
+      expect(sentAt).toEqual([1000, 1005]);
+    });
+  });
+
   it('drops the pending send when stopped', () => {
     const p = pacer(5);
     p.request();

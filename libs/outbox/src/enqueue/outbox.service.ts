@@ -10,7 +10,7 @@ import type { ResolvedOutboxOptions } from '../options/outbox-module-options.int
 import * as q from '../store/sql';
 import { SINGLE_TENANT_ID } from '../model/outbox.constants';
 import { validateEvent, type ValidatedEvent } from '../model/event-validation';
-import { OutboxWakeup } from './outbox-wakeup';
+import { OutboxWakeup, type CarriedWakeup } from './outbox-wakeup';
 import { OutboxSchemaRegistry } from '../events/outbox-schema.registry';
 import { AmbientTransactions } from '../cls/ambient-transactions';
 import { OutboxInstrumentation } from '../extension/outbox-instrumentation';
@@ -79,8 +79,8 @@ export class OutboxService {
     if (row.dedupe) return (await this.enqueueKeyed(runner, [row]))[0];
     // delayed: a statement of its own; the undelayed insert's named statement stays as it was (ADR 0807)
     const insert = q.isDelayed(row) ? q.insertScheduledEvent : q.insertEvent;
-    await this.insert(runner, insert(this.options.names, row), [row.tenantId]);
-    await this.enqueued(runner, [row]);
+    const carried = await this.insertCarrying(runner, insert(this.options.names, row), [row]);
+    await this.enqueued(runner, [row], false, carried);
     return row.id;
   }
 
@@ -126,8 +126,8 @@ export class OutboxService {
     if (rows.some((row) => row.dedupe)) return this.enqueueKeyed(runner, rows);
     const tenants = [...new Set(rows.map((r) => r.tenantId))];
     const insert = rows.some(q.isDelayed) ? q.insertScheduledEvents : q.insertEvents;
-    await this.insert(runner, insert(this.options.names, rows), tenants);
-    await this.enqueued(runner, rows);
+    const carried = await this.insertCarrying(runner, insert(this.options.names, rows), rows, tenants);
+    await this.enqueued(runner, rows, false, carried);
     return rows.map((row) => row.id);
   }
 
@@ -146,11 +146,16 @@ export class OutboxService {
    * any is delayed or a scheduled event was `rescheduled` ('debounce'), every relay so it reads the earliest time
    * again — and tells the instrumentation.
    */
-  private async enqueued(runner: QueryRunner, written: q.EventRow[], rescheduled = false): Promise<void> {
+  private async enqueued(
+    runner: QueryRunner,
+    written: q.EventRow[],
+    rescheduled = false,
+    carried: CarriedWakeup | null = null,
+  ): Promise<void> {
     const delayed = rescheduled || written.some(q.isDelayed);
     if (delayed) await this.wakeAtCommitInHandler(runner);
     const due = written.filter((r) => !q.isDelayed(r)).map((r) => r.tenantId);
-    this.wakeup.enqueuedIn(runner, due, delayed);
+    this.wakeup.enqueuedIn(runner, due, delayed, carried);
     if (this.instrumentation.active && written.length > 0) this.instrumentation.eventsEnqueued(written);
   }
 
@@ -195,6 +200,23 @@ export class OutboxService {
       }
       throw error;
     }
+  }
+
+  /**
+   * Runs a plain (unkeyed) insert of `rows`, carrying the wake-up when it is its turn to carry one (see
+   * `OutboxWakeup.carry`); returns that wake-up, or null.
+   */
+  private async insertCarrying(
+    runner: QueryRunner,
+    statement: q.SqlStatement,
+    rows: readonly q.EventRow[],
+    tenants = [rows[0]!.tenantId],
+  ): Promise<CarriedWakeup | null> {
+    const due = rows.filter((r) => !q.isDelayed(r)).map((r) => r.tenantId);
+    const carried = this.wakeup.carry(runner, due, due.length < rows.length);
+    const carrying = carried ? q.carryingWakeup(this.options.names, statement, carried.payload) : statement;
+    await this.insert(runner, carrying, tenants);
+    return carried;
   }
 
   /**

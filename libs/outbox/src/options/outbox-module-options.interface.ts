@@ -71,9 +71,10 @@ export interface OutboxRelayOptions {
    * an instance whose relay is enabled listens, one whose relay is off (`relay.enabled: false`) notifies.
    * `'listen'`: listen only. `'notify'`: notify only. `'both'`: both. `'off'`: neither, relays find new events at
    * `relay.pollIntervalMs` (e.g. behind a pooler in transaction mode, where LISTEN cannot work). To notify is to
-   * send a NOTIFY naming the commit's tenants on a pooled connection after the commit (never in the app's
-   * transaction), paced: a commit after a quiet spell wakes the relays at once, the commits that follow within a
-   * couple of milliseconds share one NOTIFY. To listen is to LISTEN on a dedicated connection, made as the
+   * send a NOTIFY naming the commit's tenants, paced: a commit after a quiet spell wakes the relays at once, the
+   * commits that follow within a couple of milliseconds share one NOTIFY; it rides in the first insert after the
+   * gap (delivered with that transaction's commit, one transaction per gap at most), else goes on a pooled
+   * connection after the commit. To listen is to LISTEN on a dedicated connection, made as the
    * DataSource's pool makes its connections (its `Client` class and options: it follows a failover where they
    * do), checked every half `relay.roundTripTimeoutMs` (at most 30 s) and made anew, with backoff, when it fails
    * or stops answering. Only an instance whose relay is enabled listens: with `relay.enabled: false`, `'listen'`

@@ -22,6 +22,19 @@ export function notifyWakeup(n: OutboxNames, tenants: readonly string[]): SqlSta
 }
 
 /**
+ * The app's insert with a wake-up riding in it: PostgreSQL delivers the NOTIFY when the app's transaction commits,
+ * and drops it if it rolls back. Still one statement, one round trip; its rows are `pg_notify`'s (callers of the
+ * plain inserts read none).
+ */
+export function carryingWakeup(n: OutboxNames, insert: SqlStatement, payload: string): SqlStatement {
+  const next = insert.values.length + 1;
+  return {
+    text: `with inserted as (${insert.text}) select pg_notify($${next}, $${next + 1})`,
+    values: [...insert.values, n.wakeupChannel, payload],
+  };
+}
+
+/**
  * A wake-up naming no tenant, sent inside the transaction it is for: PostgreSQL delivers it at that commit and
  * drops it with a rollback. Only in a handler's batch transaction, which the relay commits itself (no commit
  * subscriber hears it), and only for a delayed event: relays promote on it (docs/adr/1102-delayed-events-are-promoted.md).
