@@ -90,8 +90,8 @@ export async function runLanes<L, V>(
   let failed = false;
   // the round's own visits under way, and all its visits: late visits are taken while one of its own runs and,
   // once none does, one more by each lane while a visit still runs (a tenant woken while the lane left free was
-  // busy waits for the first lane free, not for the round's end); so a stream of wake-ups holds the round open
-  // for one late visit per lane after its own, no longer: its backlogged tenant and the scan come in the next one
+  // busy waits for the first lane free, not for the round's end); so a stream of wake-ups begins one late visit
+  // per lane at most after the round's own, and its backlogged tenant and the scan come in the next round
   let own = 0;
   let running = 0;
   const ended = await Promise.allSettled(
