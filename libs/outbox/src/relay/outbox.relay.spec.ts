@@ -59,6 +59,22 @@ const events = (n: number, tenantId = A): ClaimAnswer =>
 const batchOf = (tenantId: string, tag: string, n: number): ClaimAnswer =>
   claimAnswer(Array.from({ length: n }, (_, i) => fakeDelivery(tenantId, 'a', `${tenantId}-${tag}-${i}`)));
 
+/**
+ * Three rounds of A's backlog: alone (found by the scan), beside B (held to its share, 2), alone on one lane;
+ * then B's two late visits.
+ */
+function backlogBesideWokenB(store: FakeStore): void {
+  store.scans.push([{ tenantId: A, hasNew: true, hasDue: false }]);
+  store.claims.push(
+    batchOf(A, 'r1', 2),
+    batchOf(B, 'r2', 1),
+    batchOf(A, 'r2', 2),
+    batchOf(A, 'r3', 2),
+    batchOf(B, 'w1', 1),
+    batchOf(B, 'w2', 1),
+  );
+}
+
 function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve!: () => void;
   const promise = new Promise<void>((res) => (resolve = res));
@@ -246,15 +262,7 @@ describe('OutboxRelay', () => {
       store.commitHeld = (tenantId) => (hold.commits && tenantId === A ? commit.promise : null);
       relay.start();
       try {
-        store.scans.push([{ tenantId: A, hasNew: true, hasDue: false }]);
-        store.claims.push(
-          batchOf(A, 'r1', 2), // the first round: A alone, found by the scan
-          batchOf(B, 'r2', 1), // the second: B, and A held to its share (2)
-          batchOf(A, 'r2', 2),
-          batchOf(A, 'r3', 2), // the third: A on one lane; B woken twice meanwhile, on the other
-          batchOf(B, 'w1', 1),
-          batchOf(B, 'w2', 1),
-        );
+        backlogBesideWokenB(store);
         const ticking = tick();
         await flushUntil(() => store.claims.length === 2);
         expect(trace(store).filter((t) => t === 'claim B')).toHaveLength(1);
@@ -272,6 +280,45 @@ describe('OutboxRelay', () => {
       } finally {
         hold.handler.resolve();
         commit.resolve();
+        await relay.stop();
+      }
+    });
+
+    it("visits a tenant woken while both lanes work on the lane that frees up first, not at the round's end", async () => {
+      // A's batches: the first round alone (it wakes B), the second beside B, the third alone on one lane with its
+      // handler held; B woken on the other lane, its handler held, and woken again while both lanes work (ADR 1106)
+      const hold = { a: deferred(), b: deferred() };
+      const made: OutboxRelay[] = [];
+      const consumer = fakeConsumer('a', {
+        handle: (event) => {
+          if (event.eventId === `${A}-r1-0`) made[0]!.wake([B]);
+          if (event.eventId === `${A}-r3-0`) return hold.a.promise;
+          return event.eventId === `${B}-w1-0` ? hold.b.promise : undefined;
+        },
+      });
+      const { relay, store, tick } = relayOn([consumer], { relay: { concurrency: 2 } });
+      made.push(relay);
+      relay.start();
+      try {
+        backlogBesideWokenB(store);
+        const ticking = tick();
+        await flushUntil(() => store.claims.length === 2);
+        relay.wake([B]);
+        await flushUntil(() => store.claims.length === 1);
+        relay.wake([B]);
+        await flushUntil(() => false);
+        // both lanes work (A's batch, B's first): B's second wake-up waits for a lane
+        expect(trace(store).filter((t) => t === 'claim B')).toHaveLength(2);
+        hold.a.resolve();
+        await flushUntil(() => store.claims.length === 0);
+        // A's visit done, its lane takes B at once, while B's first visit still runs: the round's own work is done,
+        // yet the lane is free (before, B waited for the round's end, here for B's first visit)
+        expect(trace(store).filter((t) => t === 'claim B')).toHaveLength(3);
+        hold.b.resolve();
+        await ticking;
+      } finally {
+        hold.a.resolve();
+        hold.b.resolve();
         await relay.stop();
       }
     });

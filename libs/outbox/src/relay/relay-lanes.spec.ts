@@ -129,8 +129,41 @@ describe('runLanes', () => {
     expect(whileSlow).toBeGreaterThan(2);
     slow.resolve();
     await run;
-    // the next round (its backlogged tenant, the scan for due tenants) waits for no more late visits
-    expect(started.length - whileSlow).toBeLessThanOrEqual(1);
+    // the next round (its backlogged tenant, the scan for due tenants) waits for one more late visit per lane at most
+    expect(started.length - whileSlow).toBeLessThanOrEqual(2);
+  });
+
+  it('once its own visits are done, gives a tenant woken while the other lanes work to the first lane free', async () => {
+    const ends = new Map(['slow', 'late1', 'late2'].map((v) => [v, deferred()]));
+    const started: string[] = [];
+    const woken: string[] = [];
+    const late = new LateVisits(() => woken.shift());
+    const run = runLanes(
+      [1, 2],
+      ['slow'],
+      async (lane, v) => {
+        started.push(`${v}@${lane}`);
+        await ends.get(v)?.promise;
+      },
+      late,
+    );
+    const turn = (): Promise<unknown> => new Promise((resolve) => setImmediate(resolve));
+    await turn();
+    woken.push('late1');
+    late.nudge();
+    await turn();
+    // both lanes work: the next one woken waits
+    woken.push('late2');
+    late.nudge();
+    await turn();
+    expect(started).toEqual(['slow@1', 'late1@2']);
+    ends.get('slow')!.resolve();
+    await turn();
+    // the round's own visit done, its lane takes the one woken while 'late1' still runs
+    expect(started).toEqual(['slow@1', 'late1@2', 'late2@1']);
+    ends.get('late1')!.resolve();
+    ends.get('late2')!.resolve();
+    await expect(run).resolves.toBeUndefined();
   });
 
   it('with late visits, runs a single visit on the lanes too (another lane takes who is woken)', async () => {

@@ -73,9 +73,9 @@ function signalled(): { promise: Promise<void>; resolve: () => void } {
 
 /**
  * Runs `visits` on `lanes` side by side: each lane takes the next visit once its last one is done; with `late`,
- * a lane that finds none left takes late visits, waiting for them while one of `visits` still runs. After a
- * failure no lane takes another; the first failure is thrown once every lane has stopped, so no visit of this
- * round is still running when the next round begins.
+ * a lane that finds none left takes late visits while one of `visits` still runs, and one more once none does,
+ * while a visit still runs (ADR 1106). After a failure no lane takes another; the first failure is thrown once
+ * every lane has stopped, so no visit of this round is still running when the next round begins.
  */
 export async function runLanes<L, V>(
   lanes: readonly L[],
@@ -88,28 +88,37 @@ export async function runLanes<L, V>(
   if (!late && visits.length === 1 && lanes.length > 0) return visit(lanes[0]!, visits[0]!);
   let next = 0;
   let failed = false;
-  // the round's own visits under way: late visits are taken only meanwhile, so a stream of wake-ups never holds
-  // the round open (its backlogged tenant and the scan for due tenants come in the next one)
-  let working = 0;
+  // the round's own visits under way, and all its visits: late visits are taken while one of its own runs and,
+  // once none does, one more by each lane while a visit still runs (a tenant woken while the lane left free was
+  // busy waits for the first lane free, not for the round's end); so a stream of wake-ups begins one late visit
+  // per lane at most after the round's own, and its backlogged tenant and the scan come in the next round
+  let own = 0;
+  let running = 0;
   const ended = await Promise.allSettled(
     lanes.map(async (lane) => {
+      // this lane took its one late visit once none of the round's own ran
+      let tookAfter = false;
       while (!failed) {
-        const own = next < visits.length;
-        const due = own ? visits[next++] : working > 0 ? late?.take() : undefined;
+        const mine = next < visits.length;
+        const open = own > 0 || (running > 0 && !tookAfter);
+        const due = mine ? visits[next++] : open ? late?.take() : undefined;
         if (due === undefined) {
-          if (!late || working === 0) return;
+          if (!late || !open) return;
           await late.nudged;
           continue;
         }
-        if (own) working++;
+        if (mine) own++;
+        else if (own === 0) tookAfter = true;
+        running++;
         try {
           await visit(lane, due);
         } catch (error) {
           failed = true;
           throw error;
         } finally {
-          if (own) working--;
-          // a lane waiting for late visits looks again: it stops once no visit of the round's own works
+          if (mine) own--;
+          running--;
+          // a lane waiting for late visits looks again: it stops once nothing above lets it take one
           late?.nudge();
         }
       }
