@@ -14,7 +14,7 @@
 import type { Client } from 'pg';
 import { BENCH_TENANT } from '../harness/bench-database';
 import { outboxNames } from '../../libs/outbox/src/model/table-names';
-import { oldestPendingAge, type OldestPendingAgeRow } from '../../libs/outbox/src/store/sql/admin';
+import { oldestPendingAge, type OldestPendingAgeRow } from '../../libs/outbox/src/store/sql/pending-age';
 import { PendingAgeReadings } from '../../libs/outbox/src/store/pending-age-readings';
 import { connectTwo, explainRolledBack, heading, openDecisionDatabase, print } from './decision-server';
 

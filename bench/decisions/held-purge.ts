@@ -13,7 +13,7 @@
  * heap page of its own.
  */
 import { BENCH_TENANT } from '../harness/bench-database';
-import { purgeSettledBatch, type PurgePositions } from '../../libs/outbox/src/store/sql/admin';
+import { purgeSettledBatch, type PurgePositions } from '../../libs/outbox/src/store/sql/retention';
 import { outboxNames } from '../../libs/outbox/src/model/table-names';
 import { connectTwo, explainRolledBack, heading, openDecisionDatabase, print } from './decision-server';
 

@@ -30,7 +30,7 @@ import {
   fanOutPendingEvents,
   type SqlStatement,
 } from '../../libs/outbox/src/store/sql';
-import { dropPartitionStep, purgeSettledBatch } from '../../libs/outbox/src/store/sql/admin';
+import { dropPartitionStep, purgeSettledBatch } from '../../libs/outbox/src/store/sql/retention';
 import { partitionedLayoutSql } from '../../libs/outbox/src/maintenance/partitioning';
 import { BenchDatabase } from '../harness/bench-database';
 import { percentile } from '../harness/stats';

@@ -1,6 +1,6 @@
 import { Client } from 'pg';
 import { outboxNames } from '../../libs/outbox/src/store/sql';
-import type { OldestPendingAgeRow } from '../../libs/outbox/src/store/sql/admin';
+import type { OldestPendingAgeRow } from '../../libs/outbox/src/store/sql/pending-age';
 import { PendingAgeReadings } from '../../libs/outbox/src/store/pending-age-readings';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { createLoginRole, type TestRole } from '../support/test-roles';

@@ -1,7 +1,7 @@
 import { Client } from 'pg';
 import { OutboxRetention } from 'nestjs-pg-outbox';
 import { outboxNames } from '../../libs/outbox/src/store/sql';
-import { purgeSettledBatch, type PurgePositions } from '../../libs/outbox/src/store/sql/admin';
+import { purgeSettledBatch, type PurgePositions } from '../../libs/outbox/src/store/sql/retention';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { buildApp } from '../support/build-app';
 import { createLoginRole, type TestRole } from '../support/test-roles';

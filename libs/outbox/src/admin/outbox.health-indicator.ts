@@ -5,7 +5,7 @@ import type { OutboxRelayStall } from '../model/outbox-relay-stall.interface';
 import { errorText } from '../errors/error-text';
 import { OutboxRelay } from '../relay/outbox.relay';
 import { OutboxStore } from '../store/outbox.store';
-import type { OldestPendingAgeRow } from '../store/sql/admin';
+import type { OldestPendingAgeRow } from '../store/sql/pending-age';
 import { PendingAgeReadings } from '../store/pending-age-readings';
 import type {
   OutboxDoctorFinding,

@@ -7,7 +7,7 @@ import type { ResolvedOutboxOptions } from '../options/outbox-module-options.int
 import { errorText } from '../errors/error-text';
 import { OutboxStallError } from '../errors/outbox.error';
 import { OutboxStore } from '../store/outbox.store';
-import * as q from '../store/sql/admin';
+import * as q from '../store/sql/retention';
 import { purgeKeyStarts } from '../store/sql/consumer-key-limits';
 import type { SqlStatement } from '../store/sql/statement';
 import { systemClock } from '../model/clock';

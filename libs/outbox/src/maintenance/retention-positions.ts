@@ -1,5 +1,5 @@
 import type { Clock } from '../model/clock';
-import type { PurgePositions } from '../store/sql/admin';
+import type { PurgePositions } from '../store/sql/retention';
 
 /** How often a retention run starts from each table's oldest settled event rather than from its position. */
 export const FULL_SCAN_EVERY_MS = 3_600_000;

@@ -6,7 +6,7 @@ import { OutboxError } from '../errors/outbox.error';
 import { messages } from '../errors/outbox.messages';
 import { inHandlerScope } from '../model/handler-scope-marker';
 import { heldConnection, pgConnection, sendAll } from './pipeline';
-import { PREPARED_STATEMENT_MISSING } from './round-connection';
+import { PREPARED_STATEMENT_MISSING } from './pipelined-steps';
 import type { SqlStatement } from './sql';
 
 /** The start of the statement names of the event inserts of `enqueue` and `enqueueMany`. */

@@ -12,18 +12,14 @@ import type { OutboxRelayStall, OutboxRoundTrip } from '../model/outbox-relay-st
 import { ListenConnection, type ListenHandlers } from './listen-connection';
 import { pgConnection } from './pipeline';
 import { PreparedStatements } from './prepared-statements';
-import {
-  pipelinedCommands,
-  pipelinedTransaction,
-  RoundConnection,
-  type RelayTransport,
-  type Step,
-} from './round-connection';
+import { pipelinedCommands, pipelinedTransaction, type RelayTransport, type Step } from './pipelined-steps';
+import { RoundConnection } from './round-connection';
 import { RoundTripDeadline } from './round-trip-deadline';
 import { relayBound, type SqlStatement } from './sql';
 import { resetSessionBound, sessionBound } from './sql/session-bound';
 
-export { PREPARED_STATEMENT_MISSING, RoundConnection, type Step } from './round-connection';
+export { PREPARED_STATEMENT_MISSING, type Step } from './pipelined-steps';
+export { RoundConnection } from './round-connection';
 export type { ListenConnection, ListenHandlers } from './listen-connection';
 
 /** The one place that runs SQL: finds the app's DataSource and executes statements from `store/sql`. */

@@ -4,7 +4,7 @@ import {
   oldestPendingAge,
   type OldestPendingAgeRow,
   type PendingAgePositions,
-} from './sql/admin';
+} from './sql/pending-age';
 import type { SqlStatement } from './sql/statement';
 
 /**

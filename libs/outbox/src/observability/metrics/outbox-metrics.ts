@@ -14,7 +14,7 @@ import { isSubscriptionConsumer } from '../../webhooks/webhook-subscription.sour
 import { OutboxConsumerRegistry } from '../../consumers/outbox-consumer.registry';
 import { errorText } from '../../errors/error-text';
 import { OutboxStore } from '../../store/outbox.store';
-import type { OldestPendingAgeRow } from '../../store/sql/admin';
+import type { OldestPendingAgeRow } from '../../store/sql/pending-age';
 import { PendingAgeReadings } from '../../store/pending-age-readings';
 import { OutboxInstrumentation } from '../../extension/outbox-instrumentation';
 import { loadOptionalPeer } from '../../extension/optional-peer';

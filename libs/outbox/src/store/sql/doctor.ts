@@ -12,7 +12,7 @@ import {
   oldestPendingAge,
   type OldestPendingAgeRow,
   type PendingAgePositions,
-} from './admin';
+} from './pending-age';
 
 /**
  * Who is asking, and what that hides: `pg_stat_activity` shows other roles' transactions (their `xact_start`,
