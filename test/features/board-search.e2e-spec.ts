@@ -14,6 +14,7 @@ import { OutboxAdminModule, OutboxAdminService } from 'nestjs-pg-outbox/admin';
 import { OutboxBoardModule } from 'nestjs-pg-outbox/board';
 import { DataSource } from 'typeorm';
 import { buildHttpApp, type HttpTestApp } from '../support/http-app';
+import { TYPESCRIPT_NODE_ARGS } from '../support/child-relay';
 import { OperatorGuard, boardFormSession, tenantsOf } from '../support/board-operators';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { TENANTS } from '../support/outbox-fixture';
@@ -75,7 +76,7 @@ function searchIndexesSql(): string {
   const cli = join(__dirname, '..', '..', 'libs', 'outbox', 'src', 'cli', 'outbox-cli.ts');
   const run = spawnSync(
     process.execPath,
-    ['-r', '@swc-node/register', cli, 'sql', '--search-indexes', '--url', db.url],
+    [...TYPESCRIPT_NODE_ARGS, cli, 'sql', '--search-indexes', '--url', db.url],
     { encoding: 'utf8' },
   );
   if (run.status !== 0) throw new Error(`nestjs-pg-outbox sql --search-indexes failed: ${run.stderr}`);

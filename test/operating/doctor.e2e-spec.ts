@@ -10,6 +10,7 @@ import {
   OUTBOX_TABLES,
 } from '../../libs/outbox/src/maintenance/outbox-indexes';
 import { buildApp } from '../support/build-app';
+import { TYPESCRIPT_NODE_ARGS } from '../support/child-relay';
 import { waitFor } from '../support/wait-for';
 import { TENANT } from '../support/outbox-fixture';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
@@ -44,7 +45,7 @@ function doctor(db: TestDatabase, ...args: string[]): Promise<Doctor> {
   return new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
-      ['-r', '@swc-node/register', CLI, 'doctor', '--url', db.url, ...args],
+      [...TYPESCRIPT_NODE_ARGS, CLI, 'doctor', '--url', db.url, ...args],
       { env: { ...process.env, DATABASE_URL: '' } },
     );
     let stdout = '';
@@ -432,8 +433,7 @@ describe('npx nestjs-pg-outbox doctor', () => {
     expect(backwards.stderr).toContain('threshold pendingSeconds must be [warn, critical]');
     const nowhere = await new Promise<Doctor>((resolve) => {
       const child = spawn(process.execPath, [
-        '-r',
-        '@swc-node/register',
+        ...TYPESCRIPT_NODE_ARGS,
         CLI,
         'doctor',
         '--url',

@@ -11,6 +11,7 @@ import {
   type OutboxHandlerContext,
 } from 'nestjs-pg-outbox';
 import { buildApp } from '../support/build-app';
+import { TYPESCRIPT_NODE_ARGS } from '../support/child-relay';
 import { catalogSnapshot } from '../support/catalog';
 import { partitionedLayoutStatements, partitionedTemplate, runSql } from '../support/template-database';
 import {
@@ -38,7 +39,7 @@ const SCHEMA = 'billing_outbox';
 /** What `npx nestjs-pg-outbox sql` prints with `args`, run from the source like the packaged command. */
 function cliSql(...args: string[]): string {
   const cli = join(__dirname, '..', '..', 'libs', 'outbox', 'src', 'cli', 'outbox-cli.ts');
-  const run = spawnSync(process.execPath, ['-r', '@swc-node/register', cli, 'sql', ...args], {
+  const run = spawnSync(process.execPath, [...TYPESCRIPT_NODE_ARGS, cli, 'sql', ...args], {
     encoding: 'utf8',
   });
   if (run.status !== 0) throw new Error(`nestjs-pg-outbox sql ${args.join(' ')} failed: ${run.stderr}`);

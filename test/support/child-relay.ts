@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
+import { CHILD_REGISTER_ENV } from './children-build';
 import { waitFor } from './wait-for';
 
 /** A relay child process and the lines it printed. */
@@ -17,10 +18,16 @@ export interface ChildRelay {
 }
 
 /**
- * How tests run a TypeScript file in a process of its own: swc compiles it on the fly, and the workspace package
- * resolves to its source (the `@nestjs-pg-outbox/source` export condition), so no build is needed first.
+ * How tests run a TypeScript file in a process of its own: the workspace package resolves to its source (the
+ * `@nestjs-pg-outbox/source` export condition), so no build of the package is needed first. The require hook is the
+ * run's build from global-setup (children-build.ts), or `@swc-node/register` (swc compiles on the fly) in a run
+ * without it.
  */
-export const TYPESCRIPT_NODE_ARGS = ['--conditions=@nestjs-pg-outbox/source', '-r', '@swc-node/register'];
+export const TYPESCRIPT_NODE_ARGS = [
+  '--conditions=@nestjs-pg-outbox/source',
+  '-r',
+  process.env[CHILD_REGISTER_ENV] ?? '@swc-node/register',
+];
 
 /** Starts a relay script (default `test/support/relay-child.ts`) in a real Node process. */
 export async function startChildRelay(
