@@ -1,5 +1,16 @@
 import { execFileSync, spawnSync, type SpawnSyncReturns } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  linkSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createEmptyDatabase, type TestDatabase } from '../support/test-database';
@@ -8,7 +19,9 @@ import { documentedExports, exportsCheckSource, quickStartFiles } from './docume
 /**
  * Packs the library and runs a fresh Nest app outside this repository against the tarball: its own package.json
  * and node_modules (installed from the npm registry, npm's cache makes it quick), `tsc --strict` with
- * `skipLibCheck: false`, no path aliases, once per supported stack and module system.
+ * `skipLibCheck: false`, no path aliases, once per supported stack and module system. The install is the stack's,
+ * whatever the module system ("type" changes nothing npm installs): made once per stack, each app of that stack gets
+ * its files as hard links in a node_modules folder of its own.
  */
 const ROOT = join(__dirname, '..', '..');
 const TEMPLATE = join(__dirname, 'outside-app');
@@ -71,6 +84,17 @@ function run(
   return result;
 }
 
+/** Recreates the tree `from` at `to`: folders made, files hard-linked, symbolic links copied as links. */
+function linkTree(from: string, to: string): void {
+  mkdirSync(to);
+  for (const entry of readdirSync(from, { withFileTypes: true })) {
+    const [source, target] = [join(from, entry.name), join(to, entry.name)];
+    if (entry.isDirectory()) linkTree(source, target);
+    else if (entry.isSymbolicLink()) symlinkSync(readlinkSync(source), target);
+    else linkSync(source, target);
+  }
+}
+
 function ok(result: SpawnSyncReturns<string>, what: string): string {
   if (result.status !== 0) {
     throw new Error(
@@ -95,6 +119,31 @@ describe('the packed library in a Nest app outside this repository', () => {
     const { version } = JSON.parse(readFileSync(join(ROOT, 'libs', 'outbox', 'package.json'), 'utf8'));
     expect(tarball.endsWith(`/nestjs-pg-outbox-${version}.tgz`)).toBe(true);
   }, 120_000);
+
+  /** Each stack's install (its folder, holding node_modules), made by the first app of the stack. */
+  const installs = new Map<keyof typeof STACKS, string>();
+  function install(stack: keyof typeof STACKS): string {
+    let folder = installs.get(stack);
+    if (!folder) {
+      folder = mkdtempSync(join(tmpdir(), 'outbox-outside-install-'));
+      folders.push(folder);
+      writeFileSync(
+        join(folder, 'package.json'),
+        JSON.stringify({
+          name: 'outside-app-install',
+          private: true,
+          dependencies: { 'nestjs-pg-outbox': `file:${tarball}`, ...STACKS[stack], ...COMMON },
+          devDependencies: DEV,
+        }),
+      );
+      ok(
+        run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error'], folder),
+        'npm install',
+      );
+      installs.set(stack, folder);
+    }
+    return folder;
+  }
 
   afterAll(async () => {
     for (const db of databases) await db.drop();
@@ -196,10 +245,7 @@ describe('the packed library in a Nest app outside this repository', () => {
         }),
       );
 
-      ok(
-        run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error'], app),
-        'npm install',
-      );
+      linkTree(join(install(stack), 'node_modules'), join(app, 'node_modules'));
       ok(
         run(process.execPath, [join(app, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', '.'], app),
         'tsc',
