@@ -1,4 +1,5 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Options } from '@swc/core';
@@ -13,8 +14,9 @@ import type { Options } from '@swc/core';
  */
 export const CHILD_REGISTER_ENV = 'OUTBOX_TEST_CHILD_REGISTER';
 
-/** What compiled.json holds: the options (for the files the build lacks) and the compiled files by path. */
+/** What compiled.json holds: swc's path and options (for the files the build lacks), the compiled files by path. */
 export interface ChildrenBuild {
+  swc: string;
   options: Options;
   compiled: Record<string, string>;
 }
@@ -73,7 +75,8 @@ export async function buildForChildren(): Promise<string> {
   for (const path of SOURCES.flatMap((source) => sourceFiles(join(ROOT, source), [])))
     compiled[path] = transformSync(readFileSync(path, 'utf8'), childSwcOptions(path)).code;
   const hook = join(__dirname, 'children-register.ts');
-  const build: ChildrenBuild = { options: childSwcOptions(''), compiled };
+  const swc = createRequire(__filename).resolve('@swc/core');
+  const build: ChildrenBuild = { swc, options: childSwcOptions(''), compiled };
   writeFileSync(join(folder, 'compiled.json'), JSON.stringify(build));
   writeFileSync(
     join(folder, 'register.js'),

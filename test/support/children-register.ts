@@ -1,8 +1,8 @@
 /**
  * The require hook of test processes of their own (children-build.ts): compiled to `register.js` beside the build's
  * `compiled.json`, loaded with `node -r`. It imports nothing but Node's modules (it runs from the temporary folder).
- * A `.ts` file the build holds is run as compiled; one it lacks is compiled with `@swc/core` (resolved from the file)
- * and the build's options.
+ * A `.ts` file the build holds is run as compiled; one it lacks is compiled with `@swc/core` (the path and options the
+ * build names).
  */
 import { readFileSync } from 'node:fs';
 import Module, { createRequire } from 'node:module';
@@ -22,7 +22,7 @@ const extensions = (
 extensions['.ts'] = (module, filename) => {
   let code = build.compiled[filename];
   if (code === undefined) {
-    const swc = createRequire(filename)('@swc/core') as {
+    const swc = createRequire(__filename)(build.swc) as {
       transformSync(source: string, options: Options): { code: string };
     };
     code = swc.transformSync(readFileSync(filename, 'utf8'), { ...build.options, filename }).code;
