@@ -61,6 +61,12 @@ const PREVIOUS_READINGS = {
   '0033-outbox-due-tenants-probes': 'outbox_due_tenants',
 } as const;
 
+/** The floor's reading of sql/0035 (its one-argument form), whose text `previous` renames. */
+const ONE_ARGUMENT_READING: SqlStatement = {
+  text: `select outbox_claim_floor($1::int * interval '1 millisecond') as floor`,
+  values: [FLOOR_MARGIN_MS],
+};
+
 /** `statement` calling the form of `file` (PREVIOUS_READINGS) of its reading instead of today's. */
 function previous(statement: SqlStatement, file: keyof typeof PREVIOUS_READINGS): SqlStatement {
   const fn = PREVIOUS_READINGS[file];
@@ -220,7 +226,7 @@ async function main(): Promise<void> {
     // each database's floor as the relay reads it (ClaimFloor: the nil id on today's layout, which has none)
     const floors = new Map<Layout, string>();
     for (const layout of layouts) {
-      const statement = claimFloorReading(names, FLOOR_MARGIN_MS);
+      const statement = claimFloorReading(names, FLOOR_MARGIN_MS, null, null);
       const { rows } = await clients
         .get(layout)!
         .query<{ floor: string | null }>(statement.text, [...statement.values]);
@@ -261,9 +267,11 @@ async function main(): Promise<void> {
       ...claims['due claim (100 deliveries)']!(floors.get(layout)!),
       prepared: undefined,
     });
-    statements['floor reading'] = () => claimFloorReading(names, FLOOR_MARGIN_MS);
+    // every range (the three-argument form without an open floor: what the relay reads every fullScanMs); its
+    // reading from the open floor: bench/decisions/floor-reading-ranges.ts
+    statements['floor reading'] = () => claimFloorReading(names, FLOOR_MARGIN_MS, null, null);
     statements['floor reading, sql/0034'] = () =>
-      previous(claimFloorReading(names, FLOOR_MARGIN_MS), '0034-outbox-claim-floor-claimable');
+      previous(ONE_ARGUMENT_READING, '0034-outbox-claim-floor-claimable');
     statements['due-tenant scan'] = () => dueTenants(names, 100, null, POSITIONS);
     // from the floor the relay reads (the seven-argument form; on today's layout there is none: the same statement)
     statements['due-tenant scan, floored'] = (layout) =>

@@ -287,7 +287,9 @@ describe('the claims’ floor (partitioned layout)', () => {
     await relayUntil([pending, due]);
   });
 
-  it('delivers an event committed below the floor at the next reading, which lowers the bound at once', async () => {
+  // Addendum "A floor reading from the open floor": an id made longer than the margin before its commit lies below
+  // the open floor the readings start from; the next reading of every range (every fullScanMs) lowers the bound.
+  it('delivers an event committed below the open floor at the next reading of every range, which lowers the bound at once', async () => {
     const { store, floor } = await start(0);
     const first = await enqueueIn(t!, { eventName: EVENT });
     await relayUntil([first]);
@@ -295,6 +297,8 @@ describe('the claims’ floor (partitioned layout)', () => {
     // no full scan within the test (fullScanMs: an hour); a reading with every claim (refreshMs 0)
     floor['fullScans'].set(TENANT, performance.now());
     const { pending, due } = await lateOldEvents();
+    // the reading of every range is due
+    floor['allReadAt'] = -Infinity;
     await relayUntil([pending, due]);
     expect((floor['bound'] as string) <= pending).toBe(true);
   });
@@ -324,9 +328,9 @@ describe('the claims’ floor (partitioned layout)', () => {
   });
 
   it('claims a due retry and a replayed dead delivery of events of an older range at the next reading', async () => {
-    const { store, floor } = await busyTenant();
     const failed = await oldFannedOut('failed', 3);
     const dead = await oldFannedOut('dead', 3);
+    const { store, floor } = await busyTenant();
     await db.sql(`update outbox_deliveries set next_attempt_at = now() where event_id = $1`, [failed]);
     expect(await t!.app.get(OutboxAdminService).replayEvent(TENANT, dead)).toBe(1);
     await readAndRelayUntil(store, floor, [failed, dead]);
@@ -394,9 +398,14 @@ describe('the claims’ floor (partitioned layout)', () => {
       [scheduled, TENANT, EVENT],
     );
     const oldest = [paused, retried, scheduled].sort()[2]!;
-    // the reading and the relay's bound are past all three: the ranges of three days ago are pruned
+    // committed after the readings, below their open floor: the next reading of every range sees them
+    floor['allReadAt'] = -Infinity;
+    await store.readFloor(floor);
+    // the reading and the relay's bound are past all three: the ranges of three days ago are pruned; the open
+    // floor, where the readings start, stays at their range
     expect((await reading()) > oldest).toBe(true);
     await raisedAbove(store, floor, oldest);
+    expect((floor['open'] as { from: string }).from <= [paused, retried, scheduled].sort()[0]!).toBe(true);
     // neither tenant's claims go without the floor within the test (their full scans just ran)
     floor['fullScans'].set(TENANT, performance.now());
     floor['fullScans'].set(other, performance.now());
@@ -530,12 +539,22 @@ describe('the claims’ floor (partitioned layout)', () => {
               [round + seed],
             );
           for (const margin of ['1 minute', '1 day', '2 days 12 hours', '5 days', '30 days']) {
-            const [both] = await db.sql<{ now: string; was: string; recent: string }>(
+            const [both] = await db.sql<{
+              now: string;
+              was: string;
+              recent: string;
+              all: string;
+              open: string;
+            }>(
               `select outbox_claim_floor($1::interval) as now, outbox_claim_floor_0034($1::interval) as was,
-                      outbox_uuid_at(now() - $1::interval) as recent`,
+                      outbox_uuid_at(now() - $1::interval) as recent, a.floor as all, a.open_floor as open
+                 from outbox_claim_floor($1::interval, null, null) a`,
               [margin],
             );
             expect({ round, margin, floor: both!.now }).toEqual({ round, margin, floor: both!.was });
+            // the three-argument form, reading every range, gives the same floor, and its open floor is at or below
+            expect({ round, margin, floor: both!.all }).toEqual({ round, margin, floor: both!.was });
+            expect({ round, margin, open: both!.open <= both!.all }).toEqual({ round, margin, open: true });
             if (both!.now < both!.recent) held++;
           }
         }
@@ -596,11 +615,130 @@ describe('the claims’ floor (partitioned layout)', () => {
         `insert into event_outbox (id, tenant_id, event_name, payload) values ($1, $2, $3, '{}')`,
         [old, TENANT, EVENT],
       );
+      // committed below the readings' open floor: the reading of every range
+      floor['allReadAt'] = -Infinity;
       await readAndRelayUntil(store, floor, [old]);
     } finally {
       await db.sql(`alter database ${db.name} reset timezone`);
       for (const table of ['event_outbox', 'outbox_deliveries', 'consumer_inbox'])
         await db.sql(`drop table ${table}_p20260308t0200`);
     }
+  });
+  // Addendum "A floor reading from the open floor": a reading probes the ranges from the open floor of the one before
+  // it (the oldest range holding open work), not every range; what brings work back below it — a replay of a dead
+  // delivery, a backfill — writes where (outbox_reopened), and the next reading starts from there.
+
+  /** The open floor and `xmin` the next reading of `floor` starts from. */
+  function openOf(floor: ClaimFloor): { from: string; since: string } {
+    const open = floor['open'] as { from: string; since: string } | null;
+    if (open === null) throw new Error('the floor has no open floor');
+    return open;
+  }
+
+  /** The shared buffers (hit + read) of one call of the reading on `session`, called twice before (plans made). */
+  async function readingBuffers(
+    session: Client,
+    open: { from: string; since: string } | null,
+  ): Promise<number> {
+    const args = open === null ? 'null, null' : `'${open.from}'::uuid, '${open.since}'::xid8`;
+    const reading = `select * from outbox_claim_floor('1 minute', ${args})`;
+    await session.query(reading);
+    await session.query(reading);
+    const { rows } = await session.query<{ 'QUERY PLAN': string }>(
+      `explain (analyze, buffers, costs off, timing off, summary off) ${reading}`,
+    );
+    const top = rows.map((r) => r['QUERY PLAN']).find((line) => /Buffers:/.test(line)) ?? '';
+    return [...top.matchAll(/(?:hit|read)=(\d+)/g)].reduce((sum, m) => sum + Number(m[1]), 0);
+  }
+
+  it('reads from the open floor in as many buffers with 90 more settled ranges below it', async () => {
+    const { store, floor } = await busyTenant();
+    const session = new Client({ connectionString: db.url });
+    await session.connect();
+    // 90 hourly ranges, 40 days back, empty (settled)
+    const starts = Array.from({ length: 90 }, (_, i) => new Date(Date.now() - 40 * DAY + i * 3_600_000));
+    for (const at of starts) at.setUTCMinutes(0, 0, 0);
+    try {
+      const before = await readingBuffers(session, openOf(floor));
+      const allBefore = await readingBuffers(session, null);
+      for (const at of starts)
+        for (const table of ['event_outbox', 'outbox_deliveries', 'consumer_inbox'])
+          await db.sql(`select outbox_create_range($1::regclass, $2::timestamptz, interval '1 hour')`, [
+            table,
+            at.toISOString(),
+          ]);
+      await store.readFloor(floor);
+      const after = await readingBuffers(session, openOf(floor));
+      const allAfter = await readingBuffers(session, null);
+      // from the open floor: the same few ranges (today's); every range: a few buffers more per range
+      expect({ before, after: Math.min(after, before + 5) }).toEqual({ before, after });
+      expect(allAfter - allBefore).toBeGreaterThan(90);
+    } finally {
+      await session.end();
+      for (const at of starts)
+        for (const table of ['event_outbox', 'outbox_deliveries', 'consumer_inbox'])
+          await db.sql(
+            `drop table ${table}_p${at.toISOString().slice(0, 13).replace(/[-]/g, '').replace('T', 't')}00`,
+          );
+    }
+  });
+
+  it('delivers a dead delivery of a range with no open work, replayed, at the next reading from the open floor', async () => {
+    const dead = await oldFannedOut('dead', 3);
+    const { store, floor } = await busyTenant();
+    // the readings start above the dead delivery's range (dead is not open work) and read every range only hourly
+    expect(openOf(floor).from > dead).toBe(true);
+    const allReadAt = floor['allReadAt'] as number;
+    floor['fullScans'].set(TENANT, performance.now());
+    expect(await t!.app.get(OutboxAdminService).replayEvent(TENANT, dead)).toBe(1);
+    await readAndRelayUntil(store, floor, [dead]);
+    expect(floor['allReadAt']).toBe(allReadAt);
+  });
+
+  it('delivers a backfill into a range with no open work at the next reading from the open floor', async () => {
+    // an event of three days ago, settled: delivered to the other consumer, none for CONSUMER (it joined late)
+    const old = uuidv7({ msecs: Date.now() - 3 * DAY });
+    await db.sql(
+      `insert into event_outbox (id, tenant_id, event_name, payload, status, deliveries_open, published_at)
+       values ($1, $2, $3, '{}', 'published', 0, now())`,
+      [old, TENANT, EVENT],
+    );
+    await db.sql(
+      `insert into outbox_deliveries (event_id, tenant_id, consumer_name, event_seq, status, processed_at)
+       select id, tenant_id, 'memory', seq, 'delivered', now() from event_outbox where id = $1`,
+      [old],
+    );
+    const { store, floor } = await busyTenant();
+    expect(openOf(floor).from > old).toBe(true);
+    const allReadAt = floor['allReadAt'] as number;
+    floor['fullScans'].set(TENANT, performance.now());
+    const report = await t!.app
+      .get(OutboxAdminService)
+      .backfill(CONSUMER, { tenantId: TENANT, since: new Date(Date.now() - 4 * DAY), pauseMs: 0 });
+    expect(report.totalCreated).toBe(1);
+    await readAndRelayUntil(store, floor, [old]);
+    expect(floor['allReadAt']).toBe(allReadAt);
+  });
+
+  it('finds from the open floor an event whose id was made within the margin before the reading and committed after it', async () => {
+    await busyTenant();
+    // a reading with a margin of a minute: no open work older than it, so the open floor is a minute ago
+    const [first] = await db.sql<{ open: string; xmin: string }>(
+      `select f.open_floor as open, pg_snapshot_xmin(pg_current_snapshot())::text as xmin
+         from outbox_claim_floor('1 minute', null, null) f`,
+    );
+    // an id made 50 s ago (within the margin), committed now; read as if 20 s had gone by (a margin of 30 s)
+    const late = uuidv7({ msecs: Date.now() - 50_000 });
+    expect(late > first!.open).toBe(true);
+    await db.sql(`insert into event_outbox (id, tenant_id, event_name, payload) values ($1, $2, $3, '{}')`, [
+      late,
+      TENANT,
+      EVENT,
+    ]);
+    const [next] = await db.sql<{ floor: string }>(
+      `select f.floor from outbox_claim_floor('30 seconds', $1::uuid, $2::xid8) f`,
+      [first!.open, first!.xmin],
+    );
+    expect(next!.floor <= late).toBe(true);
   });
 });

@@ -38,6 +38,7 @@ import { OutboxDueTenantsOrderedProbes1764503900000 } from './1764503900000-outb
 import { OutboxPurgeFromPosition1764504000000 } from './1764504000000-outbox-purge-from-position';
 import { OutboxDueTenantsFloor1764504100000 } from './1764504100000-outbox-due-tenants-floor';
 import { OutboxOldestPendingFromPositions1764504200000 } from './1764504200000-outbox-oldest-pending-from-positions';
+import { OutboxClaimFloorOpenFrom1764504600000 } from './1764504600000-outbox-claim-floor-open-from';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -81,4 +82,5 @@ export const outboxMigrations = [
   OutboxPurgeFromPosition1764504000000,
   OutboxDueTenantsFloor1764504100000,
   OutboxOldestPendingFromPositions1764504200000,
+  OutboxClaimFloorOpenFrom1764504600000,
 ];

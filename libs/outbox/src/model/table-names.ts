@@ -64,6 +64,8 @@ export interface OutboxNames {
   readonly dropPartitions: string;
   /** The partitioned layout's lowest event id the claims look at (migration OutboxClaimFloor1764502700000). */
   readonly claimFloor: string;
+  /** Where work was brought back in old ranges, for the floor's next reading (migration OutboxClaimFloorOpenFrom1764504600000). */
+  readonly reopened: string;
   readonly activity: string;
   readonly rowEstimate: string;
   readonly recordActivity: string;
@@ -133,6 +135,7 @@ export function outboxNames(schema: string = DEFAULT_OUTBOX_SCHEMA): OutboxNames
     makePartitions: qualified('outbox_make_partitions'),
     dropPartitions: qualified('outbox_drop_partitions'),
     claimFloor: qualified('outbox_claim_floor'),
+    reopened: qualified('outbox_reopened'),
     activity: qualified('outbox_activity'),
     rowEstimate: qualified('outbox_row_estimate'),
     recordActivity: qualified('outbox_record_activity'),

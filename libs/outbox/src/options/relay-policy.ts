@@ -40,8 +40,9 @@ import type { ResolvedOutboxOptions } from './outbox-module-options.interface';
  *   pending entry, the due-tenant scan from each tenant's start (ADR 1206, store/claim-positions.ts, the claims'
  *   `fresh` scan and store/sql/due-tenants.ts).
  * - `claimFloor`: in the partitioned layout, the claims look only at events from the oldest range with unsettled
- *   work (at most `marginMs` before now), a bound read every `refreshMs`, each tenant's claims without it every
- *   `fullScanMs`; or null: no bound (ADR 1207's addendum, store/claim-floor.ts).
+ *   work (at most `marginMs` before now), a bound read every `refreshMs` from the ranges holding open work on (every
+ *   range each `fullScanMs`), each tenant's claims without it every `fullScanMs`; or null: no bound (ADR 1207's
+ *   addenda, store/claim-floor.ts).
  * - `horizonVacuums`: before each vacuum of the lease table, the relay reads the vacuum horizon (the oldest
  *   snapshot or transaction id of the database's sessions, replication slots and prepared transactions); while it
  *   has not moved since the previous vacuum, which removed all that it allowed, the vacuum is skipped, and runs

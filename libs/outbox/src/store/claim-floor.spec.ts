@@ -14,6 +14,7 @@ const tenant = (n: number): string => `${n}0000000-0000-4000-8000-000000000000`;
 /** A reading: the floor (null: today's layout), a snapshot `xmin:xmax`. */
 const read = (floor: string | null, xmin: number, xmax: number, server = 'primary'): FloorReading => ({
   floor,
+  open: floor,
   xmin: String(xmin),
   xmax: String(xmax),
   server,
@@ -161,5 +162,31 @@ describe('ClaimFloor', () => {
     expect(f.due(0)).toBe(true);
     expect(f.due(4_999)).toBe(false);
     expect(f.due(5_000)).toBe(true);
+  });
+  it('reads from the last reading’s open floor and xmin, every range each full-scan period and after a failure', () => {
+    const f = new ClaimFloor(600_000, 5_000, 60_000);
+    // no reading yet: every range
+    expect(f.from(0)).toMatchObject({ openFrom: null, since: null });
+    f.record({ ...read(B, 100, 110), open: A });
+    expect(f.from(5_000)).toMatchObject({ openFrom: A, since: '100' });
+    // each reading's pair: its open floor with its own xmin
+    f.record({ ...read(C, 120, 130), open: B });
+    expect(f.from(10_000)).toMatchObject({ openFrom: B, since: '120' });
+    // the full-scan period since the last reading of every range (at 0)
+    expect(f.from(60_000)).toMatchObject({ openFrom: null, since: null });
+    expect(f.from(65_000)).toMatchObject({ openFrom: B, since: '120' });
+    f.failed();
+    expect(f.from(70_000)).toMatchObject({ openFrom: null, since: null });
+    // today's layout: no open floor
+    f.record(read(null, 140, 150));
+    expect(f.from(75_000)).toMatchObject({ openFrom: null, since: null });
+  });
+  it('keeps the open floor of the last reading sent, not of one sent before it that returns late', () => {
+    const f = new ClaimFloor(600_000, 5_000, 60_000);
+    const early = f.from(0).sent;
+    const late = f.from(1).sent;
+    f.record({ ...read(B, 120, 130), open: A }, late);
+    f.record({ ...read(C, 110, 120), open: C }, early);
+    expect(f.from(2)).toMatchObject({ openFrom: A, since: '120' });
   });
 });

@@ -1,8 +1,12 @@
 import { NIL_UUID } from '../model/outbox.constants';
 
-/** What `claimFloorReading` returns: the floor (null: today's layout), the snapshot's `xmin` and `xmax`, the server. */
+/**
+ * What `claimFloorReading` returns: the floor and the open floor (null: today's layout), the snapshot's `xmin` and
+ * `xmax`, the server.
+ */
 export interface FloorReading {
   floor: string | null;
+  open: string | null;
   xmin: string;
   xmax: string;
   server: string;
@@ -31,6 +35,12 @@ export interface FloorReading {
  * sweep lists is claimed at that visit (docs/adr/1207-partitioned-history.md, addendum "The due-tenant scan stops at
  * the floor").
  *
+ * A reading probes the ranges from the open floor of the one before (the oldest range older than the margin holding
+ * open work, claimable now or later), lowered to what was reopened since that one's snapshot (`xmin`): a replay, a
+ * backfill write where (`outbox_reopened`), so they are found at the next reading as before, while settled ranges
+ * are not probed again. Every `fullScanMs` (the first reading too, and after a failed one) a reading probes every
+ * range (docs/adr/1207-partitioned-history.md, addendum "A floor reading from the open floor").
+ *
  * No bound before two readings, on today's layout, or after a reading failed; another server (its postmaster's
  * start) starts over. One instance per relay store.
  */
@@ -42,6 +52,13 @@ export class ClaimFloor {
   private readAt = -Infinity;
   private readonly fullScans = new Map<string, number>();
   private sweptAt = 0;
+  /** The last reading's open floor and snapshot `xmin`, where the next one starts (null: every range). */
+  private open: { from: string; since: string } | null = null;
+  /** When the last reading of every range was sent. */
+  private allReadAt = -Infinity;
+  /** How many readings were sent, and which of them gave `open`: a reading that returns late does not replace it. */
+  private sent = 0;
+  private openSent = 0;
   /** When the due-tenant scans' last sweep without the bound began. */
   private scanSweepAt = -Infinity;
   /** The sweep in progress: the cursor it began at, and the cursor its next scan is expected from. */
@@ -63,6 +80,20 @@ export class ClaimFloor {
     if (now - this.readAt < this.refreshMs) return false;
     this.readAt = now;
     return true;
+  }
+
+  /**
+   * Where the reading sent now starts: the last reading's open floor and `xmin`, or nulls (every range) when there
+   * is none or no reading of every range was sent for `fullScanMs`.
+   */
+  from(now: number): { openFrom: string | null; since: string | null; sent: number } {
+    const open = this.open;
+    const sent = ++this.sent;
+    if (open === null || now - this.allReadAt >= this.fullScanMs) {
+      this.allReadAt = now;
+      return { openFrom: null, since: null, sent };
+    }
+    return { openFrom: open.from, since: open.since, sent };
   }
 
   /** The floor of the next claim of `tenantId` (the nil id: no bound). */
@@ -106,13 +137,19 @@ export class ClaimFloor {
     else sweep.next = last;
   }
 
-  /** Takes in a reading. */
-  record(reading: FloorReading): void {
+  /** Takes in a reading, the `sent`th (`from`; default: the last sent). */
+  record(reading: FloorReading, sent = this.sent): void {
     if (reading.floor === null || (this.server !== null && this.server !== reading.server)) {
       this.bound = null;
       this.proving = null;
     }
     this.server = reading.server;
+    // the pair of one reading: what it found open, and the transactions it did not see (from its xmin); not that of
+    // a reading sent before the one that gave the current pair (a reading of every range sees more)
+    if (sent >= this.openSent) {
+      this.open = reading.open === null ? null : { from: reading.open, since: reading.xmin };
+      this.openSent = sent;
+    }
     const floor = reading.floor;
     if (floor === null) return;
     if (this.bound !== null && floor < this.bound) this.bound = floor;
@@ -126,6 +163,7 @@ export class ClaimFloor {
   failed(): void {
     this.bound = null;
     this.proving = null;
+    this.open = null;
   }
 }
 

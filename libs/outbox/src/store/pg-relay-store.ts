@@ -61,14 +61,18 @@ export class PgRelayStore implements OutboxStorePort {
     return floor.of(tenantId, now);
   }
 
-  /** Reads the floor (`outbox_claim_floor`) into `floor`; a failure leaves the claims without a bound. */
+  /**
+   * Reads the floor (`outbox_claim_floor`) into `floor`, from the last reading's open floor (every range now and
+   * then: `ClaimFloor.from`); a failure leaves the claims without a bound.
+   */
   async readFloor(floor: ClaimFloor): Promise<void> {
     try {
+      const { openFrom, since, sent } = floor.from(performance.now());
       const [row] = await this.store.relayQuery<FloorReading>(
-        q.claimFloorReading(this.options.names, floor.marginMs),
+        q.claimFloorReading(this.options.names, floor.marginMs, openFrom, since),
         'claim',
       );
-      floor.record(row!);
+      floor.record(row!, sent);
     } catch {
       floor.failed();
     }

@@ -5,6 +5,7 @@
  */
 import type { SqlStatement } from './statement';
 import type { OutboxNames } from '../../model/table-names';
+import { reopenedMark } from './claim-floor';
 
 /** Sets the tenant for row-level security, transaction-local: nothing leaks to the pooled connection. */
 export function setAdminTenant(tenantSetting: string, tenantId: string): SqlStatement {
@@ -213,7 +214,8 @@ export function purgeEvents(
 /**
  * The rest of a replay after its `targets` (delivery `id`s locked, `was_dead`): `reset` puts them back to pending,
  * due now, attempts and snoozes reset, and `events` moves each event's counters (a dead delivery revived is open again; the
- * event is `processing` once none of its deliveries is dead). Shared by `replayDeliveries` and the bulk replay.
+ * event is `processing` once none of its deliveries is dead); `reopened` tells the claims' floor where (a dead
+ * delivery's range may lie below its open floor: `reopenedMark`). Shared by `replayDeliveries` and the bulk replay.
  */
 export function resetTargets(n: OutboxNames): string {
   return `reset as (
@@ -236,7 +238,7 @@ export function resetTargets(n: OutboxNames): string {
                from per_event p
               where e.id = p.event_id and p.revived > 0
              returning e.id
-           )`;
+           ), ${reopenedMark(n, 'reset')}`;
 }
 
 /**

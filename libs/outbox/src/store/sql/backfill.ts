@@ -1,6 +1,7 @@
 import type { SqlStatement } from './statement';
 import type { OutboxNames } from '../../model/table-names';
 import { eventPatternMatch } from './event-pattern';
+import { reopenedMark } from './claim-floor';
 
 /** What a backfill covers; `from`/`to` bound a chunk by event id (UUIDv7: time order). */
 export interface BackfillScope {
@@ -115,6 +116,8 @@ export function lockBackfillChunk(
  * still `scheduled` (the fan-out's once they are due); one with a live lease
  * (a lean claim, whose consumers were read when it was claimed) stops the chunk before it: its position stays
  * there, and the next chunk looks again once the relay recorded it. `last`: the chunk reached the horizon.
+ * `reopened`: the rows may lie below the claims' open floor, which starts from there at its next reading
+ * (`reopenedMark`).
  */
 export function fillBackfillChunk(
   n: OutboxNames,
@@ -149,7 +152,7 @@ export function fillBackfillChunk(
                     updated_at = now()
               where e.id = any(array(select event_id from inserted))
              returning e.id
-           ), reached as (
+           ), ${reopenedMark(n, 'inserted')}, reached as (
              select case when not exists (select 1 from waiting) then $6::uuid
                          else coalesce((select id from ev where id < (select id from waiting) order by id desc limit 1), $5::uuid)
                     end as id
