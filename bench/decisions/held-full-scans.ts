@@ -6,7 +6,8 @@
  * 60k, 120k, 240k, cumulative: 240k is 10 minutes at 400 events/s) are settled as the lean claim and its outcome
  * do (a lease inserted and deleted, the event `published`), and 20 new events are inserted. `EXPLAIN (ANALYZE,
  * BUFFERS)` of the due-tenant scan, the lean claim and the fan-out in each of the forms the relay sends, the last of
- * three runs.
+ * three runs; the fan-out's `released` (run at the executor's finish, outside the top node's buffers) added apart.
+ * `TENANT=nil`: the events are the nil tenant's, the one the warm-up of a connection's claims claims for.
  */
 import type { Client } from 'pg';
 import { BENCH_TENANT } from '../harness/bench-database';
