@@ -50,7 +50,8 @@ const PAUSE_PER_BATCH_TIME = 1;
 
 /**
  * Deletes published (and `no_handlers`) events older than `retention.publishedDays`, with their delivery and
- * inbox rows, in batches of `retention.batchSize` until a batch comes back short. Runs every
+ * inbox rows, in batches of `retention.batchSize` until a batch comes back short, each full batch followed by a
+ * pause as long as it took (`PAUSE_PER_BATCH_TIME`). Runs every
  * `retention.intervalMs` on instances where the relay is enabled, registered in the app's `SchedulerRegistry`;
  * `purgeNow()` runs it by hand. Failed (dead-lettered) events are never deleted here: replay or purge them with
  * `OutboxAdminService`. Then it deletes the expired idempotency keys of `enqueue` (`dedupe.windowMs`), in batches of
