@@ -6,7 +6,8 @@
  * 60k, 120k, 240k, cumulative: 240k is 10 minutes at 400 events/s) are settled as the lean claim and its outcome
  * do (a lease inserted and deleted, the event `published`), and 20 new events are inserted. `EXPLAIN (ANALYZE,
  * BUFFERS)` of the due-tenant scan, the lean claim and the fan-out in each of the forms the relay sends, the last of
- * three runs.
+ * three runs; the fan-out's `released` (run at the executor's finish, outside the top node's buffers) added apart.
+ * `TENANT=nil`: the events are the nil tenant's, the one the warm-up of a connection's claims claims for.
  */
 import type { Client } from 'pg';
 import { BENCH_TENANT } from '../harness/bench-database';
@@ -21,6 +22,8 @@ const SIZES = (process.env.SETTLED ?? '60000,120000,240000').split(',').map(Numb
 const EVENT = 'bench.held-full-scans.v1';
 /** NEW: how many new events wait for the claims (default 20; a claim takes up to 250). */
 const NEW = Number(process.env.NEW ?? 20);
+/** TENANT=nil: the events are the nil tenant's (a single-tenant app's, the tenant the warm-up claims for). */
+const TENANT = process.env.TENANT === 'nil' ? '00000000-0000-0000-0000-000000000000' : BENCH_TENANT;
 
 async function main(): Promise<void> {
   const { db, serverVersion, close } = await openDecisionDatabase();
@@ -50,7 +53,7 @@ async function main(): Promise<void> {
       await client.query(
         `insert into event_outbox (id, tenant_id, event_name, payload)
          select gen_random_uuid(), $1, $2, '{}'::jsonb from generate_series(1, $3::int)`,
-        [BENCH_TENANT, EVENT, NEW],
+        [TENANT, EVENT, NEW],
       );
       const [{ now: lastScan } = { now: '' }] = (
         await client.query<{ now: string }>(`select now()::text as now`)
@@ -58,7 +61,7 @@ async function main(): Promise<void> {
       // ANALYZE=1: as autovacuum's analyze would, with the hold's dead rows in the tables (the plans may change)
       if (process.env.ANALYZE) await client.query('analyze event_outbox, outbox_event_leases');
       const positioned = (seq: string, leasesSince: string | null): DuePositions => ({
-        tenants: [BENCH_TENANT],
+        tenants: [TENANT],
         seqs: [seq],
         server,
         leasesSince,
@@ -66,7 +69,7 @@ async function main(): Promise<void> {
       const none: DuePositions = { tenants: [], seqs: [], server, leasesSince: null };
       const claim = (from: string) =>
         claimNewEvents(n, {
-          tenantId: BENCH_TENANT,
+          tenantId: TENANT,
           inProcess: ['Held.consumer'],
           liveWithinMs: 600_000,
           limit: 250,
@@ -77,7 +80,7 @@ async function main(): Promise<void> {
       // its recovery of fanned-out events (`stale`): every expired lease, or those expired since the tenant's last look
       const fanOut = (from: string, leasesSince: string | null) =>
         fanOutPendingEvents(n, {
-          tenantId: BENCH_TENANT,
+          tenantId: TENANT,
           hosted: ['Held.consumer'],
           inProcess: [],
           tenantConsumers: [],
@@ -146,6 +149,12 @@ async function main(): Promise<void> {
       for (const [form, statement] of forms) {
         let last = '';
         for (let run = 0; run < 3; run++) last = await explainRolledBack(client, statement);
+        // the fan-out's `released` (a data-modifying CTE the answer does not read) runs when the executor finishes:
+        // its buffers are not in the top node's (they are in pg_stat_statements' count)
+        const released = /CTE released\n[^\n]*\n\s*Buffers: shared hit=(\d+)(?: read=(\d+))?/.exec(
+          await explainRolledBack(client, statement, true),
+        );
+        if (released) last += `; + released: ${Number(released[1]) + Number(released[2] ?? 0)} buffers`;
         // FORM=text: the whole plan of the forms whose name holds it (the last run)
         if (process.env.FORM && form.includes(process.env.FORM))
           print(await explainRolledBack(client, statement, true));
@@ -165,7 +174,7 @@ async function main(): Promise<void> {
 async function nextSeq(client: Client): Promise<string> {
   const { rows } = await client.query<{ position: string }>(
     `select (coalesce(max(seq), 0) + 1)::text as position from event_outbox where tenant_id = $1`,
-    [BENCH_TENANT],
+    [TENANT],
   );
   return rows[0]!.position;
 }
@@ -175,7 +184,7 @@ async function settle(client: Client, count: number): Promise<void> {
   await client.query(
     `insert into event_outbox (id, tenant_id, event_name, payload)
      select gen_random_uuid(), $1, $2, '{}'::jsonb from generate_series(1, $3::int)`,
-    [BENCH_TENANT, EVENT, count],
+    [TENANT, EVENT, count],
   );
   await client.query(
     `insert into outbox_event_leases (event_id, tenant_id, lease_token, lease_expires_at)

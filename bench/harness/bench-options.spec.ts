@@ -14,12 +14,19 @@ describe('parseBenchOptions, soak flags', () => {
       '--hold=240',
       '--out=/tmp/x',
     ]);
-    expect(soak).toEqual({ rate: 250, minutes: 12, holdSeconds: 240, outDir: '/tmp/x' });
+    expect(soak).toEqual({ rate: 250, minutes: 12, holdSeconds: 240, outDir: '/tmp/x', activity: false });
   });
 
   it('defaults to 400 events/s, no hold, and the size’s length', () => {
     const options = parseBenchOptions(['--quick', '--only=soak']);
-    expect(options.soak).toEqual({ rate: 400, minutes: null, holdSeconds: 0, outDir: 'bench-output' });
+    expect(options.soak).toEqual({
+      rate: 400,
+      minutes: null,
+      holdSeconds: 0,
+      outDir: 'bench-output',
+      activity: false,
+    });
+    expect(parseBenchOptions(['--only=soak', '--activity']).soak.activity).toBe(true);
     expect(options.sizes.soakMinutes).toBe(2);
   });
 

@@ -91,6 +91,8 @@ export interface SoakFlags {
   holdSeconds: number;
   /** Where the run's JSON and plots go (`--out`). */
   outDir: string;
+  /** Samples `pg_stat_activity` and says what each window's slowest events waited beside (`--activity`). */
+  activity: boolean;
 }
 
 /** What the command line asked for. */
@@ -198,6 +200,8 @@ const USAGE = `usage: npm run bench -- [--quick] [--loaded] [--json] [--only=${S
   --rate=N      soak: events enqueued per second (default 400)
   --hold=S      soak: hold a repeatable-read snapshot open for S seconds in the middle of the run (default 0: none)
   --out=DIR     soak: where the run's JSON and plots go (default bench-output)
+  --activity    soak: sample pg_stat_activity every 50 ms and say, per window, what the slowest 1% of events
+                waited beside (retention's purge, autovacuum, the warm-up, lock waits)
   DATABASE_URL  use this server (a throwaway database is created on it) instead of an embedded PostgreSQL`;
 
 /** Parses `process.argv.slice(2)`; throws the usage text on an unknown flag. */
@@ -209,11 +213,18 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
   let rangeMinutes: number | null = null;
   let scenarios: ScenarioName[] = SCENARIO_NAMES.filter((n) => !ON_REQUEST.includes(n));
   let peersLines: PeersLineName[] = [...PEERS_LINE_NAMES];
-  const soak: SoakFlags = { rate: 400, minutes: null, holdSeconds: 0, outDir: 'bench-output' };
+  const soak: SoakFlags = {
+    rate: 400,
+    minutes: null,
+    holdSeconds: 0,
+    outDir: 'bench-output',
+    activity: false,
+  };
   for (const arg of argv) {
     if (arg === '--quick') quick = true;
     else if (arg.startsWith('--minutes=')) soak.minutes = positiveNumber(arg, 'a number of minutes above 0');
     else if (arg.startsWith('--rate=')) soak.rate = positiveNumber(arg, 'events per second above 0');
+    else if (arg === '--activity') soak.activity = true;
     else if (arg.startsWith('--hold=')) soak.holdSeconds = positiveNumber(arg, 'a number of seconds above 0');
     else if (arg.startsWith('--out=') && arg.length > '--out='.length)
       soak.outDir = arg.slice('--out='.length);

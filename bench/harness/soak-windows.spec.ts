@@ -222,6 +222,18 @@ describe('holdEffect', () => {
     expect(effect?.after?.index).toBe(5);
   });
 
+  it('takes a window read a few ms after the hold began on its boundary as before the hold', () => {
+    const windows = [
+      window(0, { heldS: 0.004, claimMeanMs: 0.1 }),
+      window(1, { heldS: 60, claimMeanMs: 3 }),
+      window(2, { heldS: 0.01, claimMeanMs: 0.2 }),
+    ];
+    const effect = holdEffect(windows);
+    expect(effect?.before.index).toBe(0);
+    expect(effect?.worst.index).toBe(1);
+    expect(effect?.after?.index).toBe(2);
+  });
+
   it('has nothing to say without a hold, or with one from the first window (no window before it)', () => {
     expect(holdEffect([window(0, {}), window(1, {})])).toBeNull();
     expect(holdEffect([window(0, { heldS: 5 }), window(1, {})])).toBeNull();

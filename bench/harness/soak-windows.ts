@@ -300,9 +300,11 @@ export interface HoldEffect {
 }
 
 export function holdEffect(windows: readonly SoakWindow[]): HoldEffect | null {
-  const firstHeld = windows.findIndex((w) => w.heldS > 0);
+  // a window whose reading came a few ms after the hold began (the hold starting on its boundary) is not held
+  const isHeld = (w: SoakWindow): boolean => w.heldS >= 1;
+  const firstHeld = windows.findIndex(isHeld);
   if (firstHeld <= 0) return null;
-  const held = windows.filter((w) => w.heldS > 0);
+  const held = windows.filter(isHeld);
   const key = (w: SoakWindow): number => w.claimMeanMs ?? w.p99Ms;
   const worst = held.reduce((a, b) => (key(b) > key(a) ? b : a));
   const lastHeld = held[held.length - 1]!;

@@ -45,6 +45,12 @@ import {
 import { PRODUCER_APP, RELAY_APP, SoakReader } from '../harness/soak-readings';
 import { lowerRetentionFloor, rangesAhead } from '../harness/bench-floors';
 import { StatementStats } from '../harness/statement-stats';
+import {
+  ActivitySampler,
+  attributeSlowest,
+  describeAttribution,
+  type EventInterval,
+} from '../harness/soak-activity';
 import { now, sleep, waitUntil } from '../harness/stats';
 
 /** Tables whose autovacuum the bench database turns off for the other scenarios, on again for this one. */
@@ -93,6 +99,7 @@ export const soakScenario: BenchScenario = {
     });
     let producer: BenchApp | null = null;
     let holder = null as SnapshotHolder | null;
+    let sampler = null as ActivitySampler | null;
     try {
       producer = await createBenchApp({
         url: db.url,
@@ -135,6 +142,9 @@ export const soakScenario: BenchScenario = {
       );
 
       const reader = new SoakReader(db, stats.available, relay.context.get(OutboxMetrics).registry);
+      // --activity: what the other backends did while each window's slowest events waited (see soak-activity.ts)
+      sampler = soak.activity ? await ActivitySampler.start(db.url) : null;
+      const attributions: string[] = [];
       const readings: SoakReading[] = [await reader.read(0, 0, consumers.handled)];
       const windows: SoakWindow[] = [];
       const doctorCalls: DoctorCall[] = [];
@@ -174,16 +184,27 @@ export const soakScenario: BenchScenario = {
         }
         await sleep(boundary - now());
         const reading = await reader.read((now() - began) / 1000, committed, consumers.handled);
+        const intervals = takeIntervals(committedAt, consumers.handledAt);
         const window = soakWindow(
           w - 1,
           readings[readings.length - 1]!,
           reading,
-          takeLatencies(committedAt, consumers.handledAt),
+          intervals.map((i) => i.handled - i.committed),
           holdSpan,
         );
         readings.push(reading);
         windows.push(window);
         report.note(describeWindow(window));
+        if (sampler) {
+          const line = `window ${w}${window.heldS >= windowS / 2 ? ' (held)' : ''}: ${describeAttribution(
+            attributeSlowest(intervals, sampler.taken(), {
+              from: began + (w - 1) * windowS * 1000,
+              to: began + w * windowS * 1000,
+            }),
+          )}`;
+          attributions.push(line);
+          report.note(line);
+        }
         if (window.statements.length > 0) report.note(describeStatements(window));
         if (w === 1 && window.latencyCount === 0)
           throw new Error(
@@ -258,12 +279,14 @@ export const soakScenario: BenchScenario = {
         handled: consumers.handled,
         failures: failures.length,
         windows,
+        ...(sampler ? { attributions } : {}),
         doctor: doctorCalls,
         verdict,
         hold: effect,
       };
       await writeOutcome(context, outcome, windows, holdSpan);
     } finally {
+      await sampler?.stop();
       await holder?.release();
       await producer?.close();
       await relay.close();
@@ -308,15 +331,15 @@ async function produceSteadily(
   return { count };
 }
 
-/** Latencies of the events both committed and handled since the last call; both maps lose them. */
-function takeLatencies(committedAt: Map<string, number>, handledAt: Map<string, number>): number[] {
-  const latencies: number[] = [];
+/** The commit → handler intervals of the events both committed and handled since the last call; both maps lose them. */
+function takeIntervals(committedAt: Map<string, number>, handledAt: Map<string, number>): EventInterval[] {
+  const intervals: EventInterval[] = [];
   for (const [id, handled] of handledAt) {
     const committed = committedAt.get(id);
     if (committed === undefined) continue;
-    latencies.push(handled - committed);
+    intervals.push({ committed, handled });
     handledAt.delete(id);
     committedAt.delete(id);
   }
-  return latencies;
+  return intervals;
 }

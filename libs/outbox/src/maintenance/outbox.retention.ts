@@ -1,4 +1,11 @@
-import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  OnApplicationBootstrap,
+  OnModuleDestroy,
+  Optional,
+} from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { ScheduledInterval } from './scheduled-interval';
 import { randomUUID } from 'node:crypto';
@@ -10,7 +17,7 @@ import { OutboxStore } from '../store/outbox.store';
 import * as q from '../store/sql/retention';
 import { purgeKeyStarts } from '../store/sql/consumer-key-limits';
 import type { SqlStatement } from '../store/sql/statement';
-import { systemClock } from '../model/clock';
+import { OUTBOX_CLOCK, systemClock, type Clock } from '../model/clock';
 import { RetentionPositions } from './retention-positions';
 
 /** What one retention run did. */
@@ -33,8 +40,18 @@ export interface RetentionRunResult {
 const MAX_PARTITION_STEPS = 100;
 
 /**
+ * Retention's duty cycle: after a full batch, the next one starts this many times the batch's own time later, so
+ * a run keeps the database busy half the time at most (a batch of 1,000 that takes 100 ms under a held snapshot
+ * leaves the relay's statements 100 ms before the next), and still purges a batch per twice its time: 5,000 events
+ * a second at 100 ms, many times the inflow it keeps up with (docs/adr/1206-claims-that-start-past-the-settled.md,
+ * addendum on the purge's pace).
+ */
+const PAUSE_PER_BATCH_TIME = 1;
+
+/**
  * Deletes published (and `no_handlers`) events older than `retention.publishedDays`, with their delivery and
- * inbox rows, in batches of `retention.batchSize` until a batch comes back short. Runs every
+ * inbox rows, in batches of `retention.batchSize` until a batch comes back short, each full batch followed by a
+ * pause as long as it took (`PAUSE_PER_BATCH_TIME`). Runs every
  * `retention.intervalMs` on instances where the relay is enabled, registered in the app's `SchedulerRegistry`;
  * `purgeNow()` runs it by hand. Failed (dead-lettered) events are never deleted here: replay or purge them with
  * `OutboxAdminService`. Then it deletes the expired idempotency keys of `enqueue` (`dedupe.windowMs`), in batches of
@@ -60,14 +77,18 @@ export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy 
   private readonly interval: ScheduledInterval;
   private stopping: Promise<void> | null = null;
   private running: Promise<RetentionRunResult> | null = null;
-  private readonly positions = new RetentionPositions(systemClock);
+  private readonly positions: RetentionPositions;
+  private readonly clock: Clock;
 
   constructor(
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
     private readonly store: OutboxStore,
     moduleRef: ModuleRef,
+    @Optional() @Inject(OUTBOX_CLOCK) clock: Clock | null = null,
   ) {
     this.interval = new ScheduledInterval(moduleRef, `outbox-retention:${randomUUID().slice(0, 8)}`);
+    this.clock = clock ?? systemClock;
+    this.positions = new RetentionPositions(this.clock);
   }
 
   onApplicationBootstrap(): void {
@@ -215,6 +236,7 @@ export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy 
   ): Promise<number> {
     let deleted = 0;
     while (!this.stopping) {
+      const began = this.clock.now();
       // under the relay's bounds: a purge that never gets its reply would keep retention from running again, and
       // one that is merely slow is cancelled by the server before the client-side deadline gives it up
       const [row] = await this.store.relayQuery<R>(statement(), 'retention');
@@ -226,8 +248,15 @@ export class OutboxRetention implements OnApplicationBootstrap, OnModuleDestroy 
       result.batches++;
       deleted += row.deleted;
       if (row.deleted < this.options.retention.batchSize) break;
+      // the duty cycle (PAUSE_PER_BATCH_TIME): batches back to back are what a held snapshot makes slow
+      await this.pause(Math.max(0, this.clock.now() - began) * PAUSE_PER_BATCH_TIME);
     }
     return deleted;
+  }
+
+  /** Waits `ms` between two batches of a run (a unit spec counts the pauses instead). */
+  protected pause(ms: number): Promise<void> {
+    return new Promise((resolve) => setTimeout(resolve, ms));
   }
 
   private async stopNow(): Promise<void> {

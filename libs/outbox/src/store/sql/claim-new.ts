@@ -129,18 +129,25 @@ export function newEventsStatement(
 }
 
 /**
- * Claims of new events for no tenant, which parse and plan a connection's named statements of them (see
+ * Claims of new events that take nothing, which parse and plan a connection's named statements of them (see
  * `refreshPrepared` in the store): the fan-out's, and the lean claim's where the policy has it (a claim takes one
- * or the other, see `TenantRound`).
+ * or the other, see `TenantRound`). Their parameters prune every scan, whatever the table holds: a limit of 0 (the
+ * scans of pending and expired events never start), expired leases looked for since `infinity` (an empty range of
+ * the lease table's expiry index) and no position read. The nil tenant is a real one in a single-tenant app: a
+ * limit of 1 locked its first pending event under a live claim's nose, and under a held snapshot the look at
+ * every expired lease walked every one deleted since the hold began
+ * (docs/adr/1206-claims-that-start-past-the-settled.md, addendum on the warm-up).
  */
 export function newEventsWarmUp(n: OutboxNames, policy: Pick<RelayPolicy, 'leanClaim'>): SqlStatement[] {
   const p = {
     tenantId: NIL_UUID,
     inProcess: [],
     liveWithinMs: 1,
-    limit: 1,
+    limit: 0,
     leaseToken: NIL_UUID,
     leaseMs: 1,
+    from: '-1',
+    leasesSince: 'infinity',
   };
   const fanOut = fanOutPendingEvents(n, { ...p, hosted: [], tenantConsumers: [] });
   return policy.leanClaim ? [fanOut, claimNewEvents(n, p)] : [fanOut];

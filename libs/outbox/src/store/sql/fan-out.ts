@@ -152,10 +152,14 @@ export const fanOutText = textPerNames((n: OutboxNames): string => {
     select id, started, n, all_deferred from counted
      where not has_deferred or id = any(array(select event_id from leased))
   ), released as (
-    -- an expired lease on an event with nothing left to claim through it
+    -- an expired lease on an event with nothing left to claim through it: within the range \`stale\` looked at
+    -- (the same tenant and expiry bounds), so that no plan walks more of the lease table's expiry index than
+    -- \`stale\` did (unbounded, the planner chose that index with \`lease_expires_at <= now()\` alone: every lease
+    -- deleted since a held snapshot began, 34,399 buffers in a soak's hold, for any tenant and none to release:
+    -- docs/adr/1206-claims-that-start-past-the-settled.md, addendum on the warm-up)
     delete from ${n.eventLeases}
      where event_id = any(array(select id from counted where started and not has_deferred))
-       and lease_expires_at <= now()
+       and tenant_id = $1::uuid and lease_expires_at <= now() and lease_expires_at > ${expiredSince('$14')}
   ), inserted as (
     insert into ${n.deliveries} (event_id, tenant_id, consumer_name, event_seq, aggregate_key, status, attempt_count, lease_token, lease_expires_at)
     select event_id, $1::uuid, name, seq, aggregate_key,
