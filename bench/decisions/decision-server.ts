@@ -280,3 +280,25 @@ export async function explainRolledBack(
     await client.query('rollback');
   }
 }
+
+/**
+ * Inserts `count` events of `tenantId` named `eventName` with `status`, their ids UUIDv7 of the moment (so they fall
+ * in today's range of a partitioned layout), and one delivery each of the consumer `consumer`, pending.
+ */
+export async function insertEventsNow(
+  db: BenchDatabase,
+  rows: { tenantId: string; eventName: string; status: string; count: number; consumer: string },
+): Promise<void> {
+  await db.sql(
+    `insert into event_outbox (id, tenant_id, event_name, payload, status)
+     select (lpad(to_hex(floor(extract(epoch from clock_timestamp()) * 1000)::bigint), 12, '0') || '7' ||
+             substr(md5(g::text), 1, 3) || '8' || substr(md5(g::text), 4, 15))::uuid,
+            $1::uuid, $2, '{}', $3 from generate_series(1, $4::int) g`,
+    [rows.tenantId, rows.eventName, rows.status, rows.count],
+  );
+  await db.sql(
+    `insert into outbox_deliveries (event_id, tenant_id, consumer_name, event_seq, status)
+     select id, tenant_id, $1, seq, 'pending' from event_outbox`,
+    [rows.consumer],
+  );
+}

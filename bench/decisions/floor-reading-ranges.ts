@@ -25,7 +25,7 @@ import { claimFloorReading, reopenedMark, type SqlStatement } from '../../libs/o
 import { partitionedLayoutSql } from '../../libs/outbox/src/maintenance/partitioning';
 import { BenchDatabase } from '../harness/bench-database';
 import { percentile } from '../harness/stats';
-import { exitWhenDone, heading, openDecisionDatabase, print } from './decision-server';
+import { exitWhenDone, heading, openDecisionDatabase, print, insertEventsNow } from './decision-server';
 
 const EVENTS = Number(process.env.EVENTS ?? 2_000);
 const RUNS = Number(process.env.RUNS ?? 200);
@@ -51,17 +51,13 @@ async function prepare(db: BenchDatabase, layout: Layout): Promise<void> {
     .split('\n')
     .filter((line) => line.trim() !== '' && !line.startsWith('--'));
   for (const statement of statements) await db.sql(statement);
-  await db.sql(
-    `insert into event_outbox (id, tenant_id, event_name, payload, status)
-     select (lpad(to_hex(floor(extract(epoch from clock_timestamp()) * 1000)::bigint), 12, '0') || '7' ||
-             substr(md5(g::text), 1, 3) || '8' || substr(md5(g::text), 4, 15))::uuid,
-            $1::uuid, 'bench.floor.v1', '{}', 'processing' from generate_series(1, $2::int) g`,
-    [TENANT, EVENTS],
-  );
-  await db.sql(
-    `insert into outbox_deliveries (event_id, tenant_id, consumer_name, event_seq, status)
-     select id, tenant_id, 'bench.due', seq, 'pending' from event_outbox`,
-  );
+  await insertEventsNow(db, {
+    tenantId: TENANT,
+    eventName: 'bench.floor.v1',
+    status: 'processing',
+    count: EVENTS,
+    consumer: 'bench.due',
+  });
   // a settled event of the oldest range, dead for one consumer
   const [row] = await db.sql<{ id: string }>(
     `insert into event_outbox (id, tenant_id, event_name, payload, status, deliveries_dead, failed_at)

@@ -34,7 +34,7 @@ import { dropPartitionStep, purgeSettledBatch } from '../../libs/outbox/src/stor
 import { partitionedLayoutSql } from '../../libs/outbox/src/maintenance/partitioning';
 import { BenchDatabase } from '../harness/bench-database';
 import { percentile } from '../harness/stats';
-import { exitWhenDone, heading, openDecisionDatabase, print } from './decision-server';
+import { exitWhenDone, heading, openDecisionDatabase, print, insertEventsNow } from './decision-server';
 
 const EVENTS = Number(process.env.EVENTS ?? 20_000);
 const RUNS = Number(process.env.RUNS ?? 300);
@@ -99,17 +99,13 @@ async function prepare(db: BenchDatabase, layout: Layout): Promise<void> {
   await db.sql(
     `insert into outbox_consumers (name, event_patterns) values ('bench.a', '{bench.part.v1}'), ('bench.b', '{bench.part.v1}')`,
   );
-  await db.sql(
-    `insert into event_outbox (id, tenant_id, event_name, payload, status)
-     select (lpad(to_hex(floor(extract(epoch from clock_timestamp()) * 1000)::bigint), 12, '0') || '7' ||
-             substr(md5(g::text), 1, 3) || '8' || substr(md5(g::text), 4, 15))::uuid,
-            $1::uuid, 'bench.part.v1', '{}', 'pending' from generate_series(1, $2::int) g`,
-    [TENANT, EVENTS],
-  );
-  await db.sql(
-    `insert into outbox_deliveries (event_id, tenant_id, consumer_name, event_seq, status)
-     select id, tenant_id, 'bench.due', seq, 'pending' from event_outbox`,
-  );
+  await insertEventsNow(db, {
+    tenantId: TENANT,
+    eventName: 'bench.part.v1',
+    status: 'pending',
+    count: EVENTS,
+    consumer: 'bench.due',
+  });
   await db.sql('analyze');
 }
 

@@ -3,6 +3,7 @@ import { claimNewEvents } from '../../libs/outbox/src/store/sql/claim-new';
 import { fanOutPendingEvents } from '../../libs/outbox/src/store/sql/fan-out';
 import { outboxNames } from '../../libs/outbox/src/model/table-names';
 import type { SqlStatement } from '../../libs/outbox/src/store/sql/statement';
+import { holdSnapshot } from '../support/held-snapshot';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { TENANT, truncateOutbox } from '../support/outbox-fixture';
 
@@ -35,10 +36,7 @@ describe('a claim of many events', () => {
   beforeEach(async () => {
     // the issue's case: a held snapshot, the events settled under it as the lean claim and its outcome do (a
     // lease inserted and deleted, the event published), the planner's statistics from before (no ANALYZE since)
-    holder = new Client({ connectionString: db.url });
-    await holder.connect();
-    await holder.query('begin isolation level repeatable read');
-    await holder.query('select 1');
+    holder = await holdSnapshot(db.url);
     await db.sql(
       `insert into event_outbox (id, tenant_id, event_name, payload)
        select gen_random_uuid(), $1, $2, '{}'::jsonb from generate_series(1, $3::int)`,

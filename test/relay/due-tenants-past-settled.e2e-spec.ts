@@ -9,6 +9,7 @@ import { SERVER_START } from '../../libs/outbox/src/store/sql/statement';
 import { outboxNames } from '../../libs/outbox/src/model/table-names';
 import { NIL_UUID } from '../../libs/outbox/src/model/outbox.constants';
 import { buildApp, type TestApp } from '../support/build-app';
+import { holdSnapshot } from '../support/held-snapshot';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { enqueueIn, TENANT, TENANTS, truncateOutbox } from '../support/outbox-fixture';
 import { PolicySwitches } from '../support/policy-switches';
@@ -178,10 +179,7 @@ describe('due-tenant scan past the settled', () => {
   });
 
   it('reads a bounded number of buffers under a held snapshot, whatever was settled since', async () => {
-    holder = new Client({ connectionString: db.url });
-    await holder.connect();
-    await holder.query('begin isolation level repeatable read');
-    await holder.query('select 1');
+    holder = await holdSnapshot(db.url);
     const past = await settle(MIDDLE, 50_000);
     await insert(MIDDLE, 20);
     // the last scan a moment ago: the leases of settled events expired a minute ago
@@ -202,10 +200,7 @@ describe('due-tenant scan past the settled', () => {
   });
 
   it('stays bounded once the statistics say the lease table is empty (a VACUUM or ANALYZE under the hold)', async () => {
-    holder = new Client({ connectionString: db.url });
-    await holder.connect();
-    await holder.query('begin isolation level repeatable read');
-    await holder.query('select 1');
+    holder = await holdSnapshot(db.url);
     const past = await settle(MIDDLE, 50_000);
     await insert(MIDDLE, 20);
     // what autovacuum's analyze, or the relay's VACUUM of the lease table, tells the planner during a hold: no

@@ -3,6 +3,7 @@ import { fanOutPendingEvents } from '../../libs/outbox/src/store/sql/fan-out';
 import { DATABASE_NOW } from '../../libs/outbox/src/store/sql/statement';
 import { outboxNames } from '../../libs/outbox/src/model/table-names';
 import type { SqlStatement } from '../../libs/outbox/src/store/sql/statement';
+import { holdSnapshot } from '../support/held-snapshot';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { TENANT, truncateOutbox } from '../support/outbox-fixture';
 
@@ -115,10 +116,7 @@ describe("the fan-out's recovery of expired event leases", () => {
   });
 
   it('reads a bounded number of buffers under a held snapshot, whatever was settled since', async () => {
-    holder = new Client({ connectionString: db.url });
-    await holder.connect();
-    await holder.query('begin isolation level repeatable read');
-    await holder.query('select 1');
+    holder = await holdSnapshot(db.url);
     await settle(50_000);
     const since = await dbNow();
     const recent = await fannedOut(0);

@@ -2,6 +2,7 @@ import { Client } from 'pg';
 import { randomUUID } from 'node:crypto';
 import { outboxNames, recordOutcomes } from '../../libs/outbox/src/store/sql';
 import { BATCH_MARKER } from '../../libs/outbox/src/store/sql/transaction-context';
+import { holdSnapshot } from '../support/held-snapshot';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { TENANT, truncateOutbox } from '../support/outbox-fixture';
 import { deliveredPair } from '../support/pair-outcomes';
@@ -75,10 +76,7 @@ describe("the prepared outcome's lease delete", () => {
       await relay.query({ name: prepared.prepared, text: statement.text, values: [...statement.values] });
       await relay.query('commit');
     }
-    holder = new Client({ connectionString: db.url });
-    await holder.connect();
-    await holder.query('begin isolation level repeatable read');
-    await holder.query('select 1');
+    holder = await holdSnapshot(db.url);
     // 50,000 leases taken and released under the hold: dead rows no vacuum can remove
     await db.sql(
       `insert into outbox_event_leases (event_id, tenant_id, lease_token, lease_expires_at)

@@ -5,6 +5,7 @@ import { NIL_UUID } from '../../libs/outbox/src/model/outbox.constants';
 import { DATABASE_NOW } from '../../libs/outbox/src/store/sql/statement';
 import { outboxNames } from '../../libs/outbox/src/model/table-names';
 import type { SqlStatement } from '../../libs/outbox/src/store/sql/statement';
+import { holdSnapshot } from '../support/held-snapshot';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { TENANT, truncateOutbox } from '../support/outbox-fixture';
 
@@ -80,10 +81,7 @@ describe("the warm-up of a connection's claims under a held snapshot", () => {
   }
 
   async function hold(): Promise<void> {
-    holder = new Client({ connectionString: db.url });
-    await holder.connect();
-    await holder.query('begin isolation level repeatable read');
-    await holder.query('select 1');
+    holder = await holdSnapshot(db.url);
   }
 
   async function pending(tenant: string): Promise<string> {
