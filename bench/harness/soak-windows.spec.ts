@@ -207,29 +207,36 @@ describe('judgeSoak', () => {
 });
 
 describe('holdEffect', () => {
-  it('sets the window before the hold against the held window with the slowest claim and the first one after', () => {
+  it('sets the median of the windows before the hold but the first against the end of the hold, the held window with the slowest claim and the first one after', () => {
     const windows = [
-      window(0, { heldS: 0, claimMeanMs: 0.1 }),
-      window(1, { heldS: 0, claimMeanMs: 0.12 }),
-      window(2, { heldS: 10, claimMeanMs: 3 }),
-      window(3, { heldS: 15, claimMeanMs: 9 }),
-      window(4, { heldS: 5, claimMeanMs: 4 }),
-      window(5, { heldS: 0, claimMeanMs: 0.2 }),
+      window(0, { heldS: 0, claimMeanMs: 0.5, p99Ms: 90 }),
+      window(1, { heldS: 0, claimMeanMs: 0.12, p99Ms: 10 }),
+      window(2, { heldS: 0, claimMeanMs: 0.1, p99Ms: 30 }),
+      window(3, { heldS: 0, claimMeanMs: 0.14, p99Ms: 20 }),
+      window(4, { heldS: 10, claimMeanMs: 3 }),
+      window(5, { heldS: 15, claimMeanMs: 9 }),
+      window(6, { heldS: 5, claimMeanMs: 4 }),
+      window(7, { heldS: 0, claimMeanMs: 0.2 }),
     ];
     const effect = holdEffect(windows);
-    expect(effect?.before.index).toBe(1);
-    expect(effect?.worst.index).toBe(3);
-    expect(effect?.after?.index).toBe(5);
+    expect(effect?.beforeWindows.map((w) => w.index)).toEqual([1, 2, 3]);
+    expect(effect?.before.claimMeanMs).toBe(0.12);
+    expect(effect?.before.p99Ms).toBe(20);
+    expect(effect?.end.index).toBe(6);
+    expect(effect?.worst.index).toBe(5);
+    expect(effect?.after?.index).toBe(7);
   });
 
-  it('takes a window read a few ms after the hold began on its boundary as before the hold', () => {
+  it('takes the one window there is before the hold, and a window read a few ms after the hold began on its boundary as before it', () => {
     const windows = [
       window(0, { heldS: 0.004, claimMeanMs: 0.1 }),
       window(1, { heldS: 60, claimMeanMs: 3 }),
       window(2, { heldS: 0.01, claimMeanMs: 0.2 }),
     ];
     const effect = holdEffect(windows);
-    expect(effect?.before.index).toBe(0);
+    expect(effect?.beforeWindows.map((w) => w.index)).toEqual([0]);
+    expect(effect?.before.claimMeanMs).toBe(0.1);
+    expect(effect?.end.index).toBe(1);
     expect(effect?.worst.index).toBe(1);
     expect(effect?.after?.index).toBe(2);
   });

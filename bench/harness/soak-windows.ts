@@ -3,7 +3,7 @@
  * is (the differences between two readings, and the latencies of the events handled in it), and the goals as
  * ratios of the last window to the first once retention has cycled. Pure: the scenario does the reading.
  */
-import { percentile } from './stats';
+import { median, percentile } from './stats';
 
 /** Counters read at a window's boundary; a window is the difference between two of them. */
 export interface SoakReading {
@@ -290,13 +290,42 @@ function mib(bytes: number): number {
   return bytes / (1024 * 1024);
 }
 
-/** What the windows held under the snapshot show against the window before the hold, and whether the end recovered. */
+/** The figures issue 39's goals compare: a window's, or the medians of several. */
+export interface HoldFigures {
+  claimMeanMs: number | null;
+  p99Ms: number;
+  /** Relay CPU per handled event: this process plus the relay's backends. */
+  cpuPerEventMs: number;
+  deadTuples: number;
+  dueScanMeanMs: number | null;
+}
+
+/**
+ * What the windows held under the snapshot show against the minutes before the hold, and whether the end recovered.
+ * "Before" is the median of the unheld windows before the hold but the first (which holds the relay's warm-up and
+ * retention's first cycle), or the one window there is: a single minute's p99 on a shared 2-core machine moves by
+ * up to 3× from one minute to the next, so one window is not a steady value to compare with.
+ */
 export interface HoldEffect {
-  before: SoakWindow;
+  /** The windows whose medians make `before`. */
+  beforeWindows: SoakWindow[];
+  before: HoldFigures;
+  /** The last held window: the end of the hold, when the dead rows it kept are the most (issue 39's moment). */
+  end: SoakWindow;
   /** The held window with the highest claim mean (or p99 without pg_stat_statements). */
   worst: SoakWindow;
   /** The first window entirely after the hold. */
   after: SoakWindow | null;
+}
+
+export function holdFigures(w: SoakWindow): HoldFigures {
+  return {
+    claimMeanMs: w.claimMeanMs,
+    p99Ms: w.p99Ms,
+    cpuPerEventMs: w.nodeCpuPerEventMs + (w.relayBackendCpuPerEventMs ?? 0),
+    deadTuples: w.deadTuples,
+    dueScanMeanMs: w.dueScanMeanMs,
+  };
 }
 
 export function holdEffect(windows: readonly SoakWindow[]): HoldEffect | null {
@@ -307,6 +336,19 @@ export function holdEffect(windows: readonly SoakWindow[]): HoldEffect | null {
   const held = windows.filter(isHeld);
   const key = (w: SoakWindow): number => w.claimMeanMs ?? w.p99Ms;
   const worst = held.reduce((a, b) => (key(b) > key(a) ? b : a));
-  const lastHeld = held[held.length - 1]!;
-  return { before: windows[firstHeld - 1]!, worst, after: windows[lastHeld.index + 1] ?? null };
+  const end = held[held.length - 1]!;
+  const beforeWindows = windows.slice(firstHeld > 1 ? 1 : 0, firstHeld);
+  const figures = beforeWindows.map(holdFigures);
+  const mid = (pick: (f: HoldFigures) => number | null): number | null => {
+    const values = figures.map(pick).filter((v): v is number => v !== null && Number.isFinite(v));
+    return values.length === 0 ? null : median(values);
+  };
+  const before: HoldFigures = {
+    claimMeanMs: mid((f) => f.claimMeanMs),
+    p99Ms: mid((f) => f.p99Ms) ?? Number.NaN,
+    cpuPerEventMs: mid((f) => f.cpuPerEventMs) ?? Number.NaN,
+    deadTuples: mid((f) => f.deadTuples) ?? Number.NaN,
+    dueScanMeanMs: mid((f) => f.dueScanMeanMs),
+  };
+  return { beforeWindows, before, end, worst, after: windows[end.index + 1] ?? null };
 }
