@@ -27,7 +27,7 @@ const CLAIMED_COLUMNS = `d.id as delivery_id, d.consumer_name, d.attempt_count, 
  * that are not delivered (`outbox_deliveries_ordered_open_idx`, an index of that layout only); the earlier events at
  * the floor when no event of the tenant with an aggregate is pending below it, else at the nil id. The executor
  * prunes the ranges below. Without the bounds each candidate probed every range: 50,767 buffers for a claim of 100
- * at 100 hourly ranges, 3,509 with them (docs/adr/1207-partitioned-history.md, addendum "The ordered consumers'
+ * at 100 hourly ranges, about 3,500 with them (docs/adr/1207-partitioned-history.md, addendum "The ordered consumers'
  * check starts at the oldest open delivery"). Each bound reads the claim's tenant (`$1`, `d`'s), so it is read
  * once, not once per candidate, and only when an ordered candidate is checked. Today's tables (the nil id: the
  * claims are never bounded there, and the index is not built) are probed as before. The tenant's claims without
