@@ -203,7 +203,9 @@ export const SEARCH_INDEXES: readonly OutboxIndex[] = [
 
 /**
  * The tables the partitioned layout (docs/partitioning.md, ADR 1207) partitions, and the indexes it changes: the
- * deliveries' key holds the partition key, and the received inbox messages get the index of retention's check.
+ * deliveries' key holds the partition key, the received inbox messages get the index of retention's check, and the
+ * ordered consumers' open deliveries the index where the due claim's ordered check starts (migration
+ * OutboxOrderedOpenIndex1764504700000).
  */
 const PARTITIONED_LAYOUT: Readonly<Record<string, readonly OutboxIndex[]>> = {
   consumer_inbox: [
@@ -215,6 +217,12 @@ const PARTITIONED_LAYOUT: Readonly<Record<string, readonly OutboxIndex[]>> = {
   ],
   outbox_deliveries: [
     { table: 'outbox_deliveries', name: 'outbox_deliveries_pkey', constraint: 'primary key (id, event_id)' },
+    {
+      table: 'outbox_deliveries',
+      name: 'outbox_deliveries_ordered_open_idx',
+      definition:
+        "using btree (tenant_id, event_id) where ((aggregate_key is not null) and (status <> 'delivered'::text))",
+    },
   ],
 };
 

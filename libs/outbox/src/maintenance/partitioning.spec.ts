@@ -8,6 +8,7 @@ describe('npx nestjs-pg-outbox sql --partitioned', () => {
       `set lock_timeout = '5s';`,
       'create unique index concurrently if not exists outbox_deliveries_id_event_key on billing.outbox_deliveries (id, event_id);',
       'create index concurrently if not exists consumer_inbox_received_idx on billing.consumer_inbox (event_id) where first_seen_at is not null;',
+      "create index concurrently if not exists outbox_deliveries_ordered_open_idx on billing.outbox_deliveries (tenant_id, event_id) where aggregate_key is not null and status <> 'delivered';",
       `select billing.outbox_partition_prepare('6 hours', 5);`,
       'alter table billing.event_outbox validate constraint outbox_window;',
       'alter table billing.outbox_deliveries validate constraint outbox_window;',

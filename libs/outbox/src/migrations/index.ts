@@ -39,6 +39,7 @@ import { OutboxPurgeFromPosition1764504000000 } from './1764504000000-outbox-pur
 import { OutboxDueTenantsFloor1764504100000 } from './1764504100000-outbox-due-tenants-floor';
 import { OutboxOldestPendingFromPositions1764504200000 } from './1764504200000-outbox-oldest-pending-from-positions';
 import { OutboxClaimFloorOpenFrom1764504600000 } from './1764504600000-outbox-claim-floor-open-from';
+import { OutboxOrderedOpenIndex1764504700000 } from './1764504700000-outbox-ordered-open-index';
 
 /** The outbox migrations in order, for `DataSource({ migrations })`. */
 export const outboxMigrations = [
@@ -83,4 +84,5 @@ export const outboxMigrations = [
   OutboxDueTenantsFloor1764504100000,
   OutboxOldestPendingFromPositions1764504200000,
   OutboxClaimFloorOpenFrom1764504600000,
+  OutboxOrderedOpenIndex1764504700000,
 ];

@@ -20,16 +20,37 @@ const CLAIMED_COLUMNS = `d.id as delivery_id, d.consumer_name, d.attempt_count, 
  * yet (pending, leased, failed or dead), or an earlier event of the aggregate not fanned out yet, or a backfill
  * of the consumer not finished (its history must come first: docs/adr/1011-backfill-for-late-consumers.md). Any
  * one makes `d` wait. (Within one aggregate, apps serialise their writes, so insert order is commit order.)
+ *
+ * In the partitioned layout (a `floor` other than the nil id), each probe of the histories starts where the
+ * tenant's open work starts, read once per claim in the claim's own snapshot, so it passes over nothing that
+ * snapshot holds: the earlier deliveries at the lowest event id among the tenant's deliveries with an aggregate key
+ * that are not delivered (`outbox_deliveries_ordered_open_idx`, an index of that layout only); the earlier events at
+ * the floor when no event of the tenant with an aggregate is pending below it, else at the nil id. The executor
+ * prunes the ranges below. Without the bounds each candidate probed every range: 50,767 buffers for a claim of 100
+ * at 100 hourly ranges, about 3,500 with them (docs/adr/1207-partitioned-history.md, addendum "The ordered consumers'
+ * check starts at the oldest open delivery"). Each bound reads the claim's tenant (`$1`, `d`'s), so it is read
+ * once, not once per candidate, and only when an ordered candidate is checked. Today's tables (the nil id: the
+ * claims are never bounded there, and the index is not built) are probed as before. The tenant's claims without
+ * the floor (once a minute) check without bounds.
  */
-function earlierInAggregate(n: OutboxNames): string {
+function earlierInAggregate(n: OutboxNames, floor: string): string {
   return `
   select 1 from ${n.deliveries} p
    where p.tenant_id = d.tenant_id and p.consumer_name = d.consumer_name and p.aggregate_key = d.aggregate_key
      and p.event_seq < d.event_seq and p.status <> 'delivered'
+     and p.event_id >= (select case when ${floor} = '${NIL_UUID}'::uuid then ${floor}
+                               else (select o.event_id from ${n.deliveries} o
+                                      where o.tenant_id = $1 and o.aggregate_key is not null and o.status <> 'delivered'
+                                      order by o.event_id limit 1) end)
   union all
   select 1 from ${n.events} pe join ${n.events} me on me.id = d.event_id
    where pe.tenant_id = d.tenant_id and pe.status = 'pending' and pe.aggregate_id = me.aggregate_id
      and pe.aggregate_type is not distinct from me.aggregate_type and pe.seq < me.seq
+     and pe.id >= (select case when ${floor} = '${NIL_UUID}'::uuid then ${floor}
+                               when exists (select 1 from ${n.events} x
+                                             where x.tenant_id = $1 and x.status = 'pending'
+                                               and x.aggregate_id is not null and x.id < ${floor})
+                               then '${NIL_UUID}'::uuid else ${floor} end)
   union all
   select 1 from ${n.backfills} b
    where b.consumer_name = d.consumer_name and b.finished_at is null
@@ -50,7 +71,8 @@ function earlierInAggregate(n: OutboxNames): string {
  * per partial index) rather than one `or`, so each stays an ordered, limited scan over due rows only. The scans,
  * the update and the read of the events stop at the claim's floor (`floor`, the last parameter): in the partitioned
  * layout the executor prunes the older ranges when it starts, the update by delivery id included (without it, the
- * update probes every range's key). The limited consumers' part and the ordered consumers' check are not bounded.
+ * update probes every range's key). The limited consumers' part is not bounded; the ordered consumers' check
+ * starts at the tenant's oldest open ordered work (`earlierInAggregate`).
  * Without limited consumers it is a named statement run on its generic plan (`prepared`): planned anew for each
  * claim, the unbounded check made PostgreSQL expand every partition of the partitioned layout at every claim
  * (44–75 ms of planning at 100 ranges: docs/adr/1207-partitioned-history.md, addendum "The due claim"). The events
@@ -86,7 +108,7 @@ export function claimDueDeliveries(
   // (the scan would walk the limited consumers' waiting rows for nothing)
   const unlimited = limited.length === 0 ? p.consumers : p.consumers.filter((c) => !limited.includes(c));
   const none = unlimited.length === 0 ? 'false and ' : '';
-  const rules = { notPaused: (d: string) => deliveryNotPaused(n, d), ordered: earlierInAggregate(n) };
+  const rules = { notPaused: (d: string) => deliveryNotPaused(n, d), ordered: earlierInAggregate(n, floor) };
   const parts = limited.length === 0 ? '' : `${limitedClaimParts(n, rules)}, ${keyedClaimParts(n, rules)}, `;
   // the claimed rows' sources, and whether each is a recovery (its lease had expired): a literal, or a column
   const sources: [string, string][] = [
@@ -106,7 +128,7 @@ export function claimDueDeliveries(
                 and d.event_id >= ${floor}
                 and d.consumer_name = any($2::text[])
                 and ${deliveryNotPaused(n, 'd')}
-                and (d.aggregate_key is null or not exists (${earlierInAggregate(n)}))
+                and (d.aggregate_key is null or not exists (${earlierInAggregate(n, floor)}))
               order by d.next_attempt_at
               limit $3
                 for update of d skip locked
