@@ -11,10 +11,14 @@
  * is "about one batch": `relay.batchSize` events. Commit → handler in ms beside them, secondary (the machine's
  * load moves it), split into commit → the small claim sent (a wait for a lane or a round) and the claim's round
  * trip (sent → answer taken); and, over the timed window, the event loop's delay (p99, max) and utilization, this
- * process's CPU, and the backlog drained (ADR 1106, addendum of 2026-12-07). Variants in turns (TURNS, default 2;
+ * process's CPU, `select 1` round trips from this process and from another (bench/workers/select-probe.ts: the
+ * relay's event loop against the server and the machine), and the backlog drained (ADR 1106, addendum of 2026-12-07). Variants in turns (TURNS, default 2;
  * VARIANTS picks some, comma-separated): the fair shares on, off, and an idle relay (no backlog).
  */
+import { fork } from 'node:child_process';
+import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { Client } from 'pg';
 import { OUTBOX_DEFAULTS } from 'nestjs-pg-outbox';
 import { OutboxInstrumentation } from '../../libs/outbox/src/extension/outbox-instrumentation';
 import { OUTBOX_STORE_PORT, type OutboxStorePort } from '../../libs/outbox/src/store/outbox-store.port';
@@ -34,6 +38,38 @@ const SECONDS = Number(process.env.SECONDS ?? 3);
 const WARM_UP_EVENTS = 20;
 /** `relay.batchSize` by default: issue 36's "about one batch". */
 const BATCH = OUTBOX_DEFAULTS.relay.batchSize;
+
+/** The probe outside this process (`select 1` round trips, see bench/workers/select-probe.ts). */
+const PROBE_FILE = join(__dirname, '..', 'workers', 'select-probe.ts');
+
+/**
+ * `select 1` round trips every 5 ms over `seconds`, in this process (the relay's event loop) and in another one
+ * (the server and the machine alone), ms each.
+ */
+async function probeRoundTrips(
+  url: string,
+  seconds: number,
+): Promise<{ inside: number[]; outside: number[] }> {
+  const child = fork(PROBE_FILE, [url, String(seconds)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const outside = new Promise<number[]>((resolve, reject) => {
+    child.once('message', (ms) => resolve(ms as number[]));
+    child.once('exit', (code) => reject(new Error(`select-probe exited with ${code} before it answered`)));
+  });
+  const client = new Client({ connectionString: url });
+  await client.connect();
+  const inside: number[] = [];
+  try {
+    for (const end = performance.now() + seconds * 1000; performance.now() < end;) {
+      const began = performance.now();
+      await client.query('select 1');
+      inside.push(performance.now() - began);
+      await sleep(5);
+    }
+  } finally {
+    await client.end();
+  }
+  return { inside, outside: await outside };
+}
 
 /** What one small-tenant event waited for, from its commit (done) to its claim and its handler. */
 interface Waited {
@@ -71,6 +107,8 @@ async function run(
   cpuShare: number;
   /** The event loop's utilization meanwhile (`performance.eventLoopUtilization`), %. */
   loopBusy: number;
+  /** `select 1` round trips meanwhile, in this process and in another (see `probeRoundTrips`), ms. */
+  probes: { inside: number[]; outside: number[] };
   drained: number;
   perClaim: number;
 }> {
@@ -144,12 +182,14 @@ async function run(
     const bigBefore = consumer.count(BIG);
     const claimsBefore = bigClaims;
     const startedAt = performance.now();
+    const probing = probeRoundTrips(db.url, SECONDS);
     const produced: Promise<void>[] = [];
     for (let i = 0; i < RATE * SECONDS && (backlog === 0 || consumer.count(BIG) < backlog * 0.9); i++) {
       produced.push(produce(true));
       await sleep(1000 / RATE);
     }
     await Promise.all(produced);
+    const probes = await probing;
     delay.disable();
     const cpu = process.cpuUsage(cpuBefore);
     const loopBusy = performance.eventLoopUtilization(loopBefore).utilization * 100;
@@ -176,7 +216,7 @@ async function run(
         sentMs: Math.max(0, sentAt.get(id)! - commit.at),
       };
     });
-    return { waited, loopDelay, cpuPerEvent, cpuShare, loopBusy, drained, perClaim };
+    return { waited, loopDelay, cpuPerEvent, cpuShare, loopBusy, probes, drained, perClaim };
   } finally {
     await app.close();
   }
@@ -226,7 +266,7 @@ async function main(): Promise<void> {
       Number(process.env.TURNS ?? 2),
       async (variant) => {
         const { policy, backlog } = variants[variant]!;
-        const { waited, loopDelay, cpuPerEvent, cpuShare, loopBusy, drained, perClaim } = await run(
+        const { waited, loopDelay, cpuPerEvent, cpuShare, loopBusy, probes, drained, perClaim } = await run(
           decision,
           policy,
           backlog,
@@ -252,6 +292,10 @@ async function main(): Promise<void> {
           `    event loop delay meanwhile: p99 ${loopDelay.p99.toFixed(1)} ms, max ${loopDelay.max.toFixed(1)} ms; event loop busy ${loopBusy.toFixed(0)} %; Node CPU ${cpuShare.toFixed(0)} % of a core, ${cpuPerEvent.toFixed(1)} µs per backlogged event; backlog drained ${drained.toFixed(0)}/s, ${perClaim.toFixed(1)} events a claim`,
         );
         // which waits the slowest 1 % had, and what each kind of wait takes
+        const { inside, outside } = probes;
+        print(
+          `    select 1 meanwhile: in this process p50 ${percentile(inside, 50)!.toFixed(2)} ms, p99 ${percentile(inside, 99)!.toFixed(2)} ms; in another p50 ${percentile(outside, 50)!.toFixed(2)} ms, p99 ${percentile(outside, 99)!.toFixed(2)} ms`,
+        );
         const slowest = [...waited].sort((a, b) => b.ms - a.ms).slice(0, Math.ceil(waited.length / 100));
         print(`    the slowest 1 %: ${slowest.map((w) => `${w.ms.toFixed(1)} ms (${kind(w)})`).join(', ')}`);
         const kinds = new Map<string, number[]>();
@@ -270,6 +314,10 @@ async function main(): Promise<void> {
           'event loop delay p99, ms': loopDelay.p99,
           'Node CPU, % of a core': cpuShare,
           'event loop busy, %': loopBusy,
+          'select 1 p50 in this process, ms': percentile(probes.inside, 50)!,
+          'select 1 p50 in another process, ms': percentile(probes.outside, 50)!,
+          'select 1 p99 in this process, ms': percentile(probes.inside, 99)!,
+          'select 1 p99 in another process, ms': percentile(probes.outside, 99)!,
           'backlog drained meanwhile, events/s': drained,
         };
       },
