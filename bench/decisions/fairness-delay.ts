@@ -9,10 +9,19 @@
  * handler ran, its claims that came back before the small one's claim, and the rounds that ended meanwhile (the
  * event waited for a round's end: a lane free for tenants woken during a round did not take it). Issue 36's bound
  * is "about one batch": `relay.batchSize` events. Commit → handler in ms beside them, secondary (the machine's
- * load moves it). Variants in turns (TURNS, default 2): the fair shares on, and off.
+ * load moves it), split into commit → the small claim sent (a wait for a lane or a round) and the claim's round
+ * trip (sent → answer taken); and, over the timed window, the event loop's delay (p99, max) and utilization, this
+ * process's CPU, `select 1` round trips from this process and from another (bench/workers/select-probe.ts: the
+ * relay's event loop against the server and the machine), and the backlog drained (ADR 1106, addendum of 2026-12-07). Variants in turns (TURNS, default 2;
+ * VARIANTS picks some, comma-separated): the fair shares on, off, and an idle relay (no backlog).
  */
+import { fork } from 'node:child_process';
+import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { Client } from 'pg';
 import { OUTBOX_DEFAULTS } from 'nestjs-pg-outbox';
 import { OutboxInstrumentation } from '../../libs/outbox/src/extension/outbox-instrumentation';
+import { OUTBOX_STORE_PORT, type OutboxStorePort } from '../../libs/outbox/src/store/outbox-store.port';
 import type { RelayPolicy } from '../../libs/outbox/src/options/relay-policy';
 import { createBenchApp } from '../harness/bench-app';
 import { FairnessConsumer } from '../harness/bench-consumers';
@@ -30,6 +39,38 @@ const WARM_UP_EVENTS = 20;
 /** `relay.batchSize` by default: issue 36's "about one batch". */
 const BATCH = OUTBOX_DEFAULTS.relay.batchSize;
 
+/** The probe outside this process (`select 1` round trips, see bench/workers/select-probe.ts). */
+const PROBE_FILE = join(__dirname, '..', 'workers', 'select-probe.ts');
+
+/**
+ * `select 1` round trips every 5 ms over `seconds`, in this process (the relay's event loop) and in another one
+ * (the server and the machine alone), ms each.
+ */
+async function probeRoundTrips(
+  url: string,
+  seconds: number,
+): Promise<{ inside: number[]; outside: number[] }> {
+  const child = fork(PROBE_FILE, [url, String(seconds)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const outside = new Promise<number[]>((resolve, reject) => {
+    child.once('message', (ms) => resolve(ms as number[]));
+    child.once('exit', (code) => reject(new Error(`select-probe exited with ${code} before it answered`)));
+  });
+  const client = new Client({ connectionString: url });
+  await client.connect();
+  const inside: number[] = [];
+  try {
+    for (const end = performance.now() + seconds * 1000; performance.now() < end;) {
+      const began = performance.now();
+      await client.query('select 1');
+      inside.push(performance.now() - began);
+      await sleep(5);
+    }
+  } finally {
+    await client.end();
+  }
+  return { inside, outside: await outside };
+}
+
 /** What one small-tenant event waited for, from its commit (done) to its claim and its handler. */
 interface Waited {
   /** The backlogged tenant's events handled between the commit and the small event's handler. */
@@ -40,6 +81,10 @@ interface Waited {
   rounds: number;
   /** Commit to handler, ms (as the bench times it; secondary: the machine's load moves it). */
   ms: number;
+  /** Commit to the small event's claim back (its batchClaimed hook), ms: the rest is its handler's wait. */
+  claimMs: number;
+  /** Commit to the small event's claim sent, ms: the rest of `claimMs` is the claim's round trip. */
+  sentMs: number;
 }
 
 /** The relay's counters at a moment: the backlogged tenant's claims and handled events, rounds ended. */
@@ -51,10 +96,25 @@ interface Counters {
 }
 
 /** The small tenant's events and what each waited for, with `backlog` events of the big tenant due at the start. */
-async function run(decision: DecisionDatabase, policy: Partial<RelayPolicy>): Promise<Waited[]> {
+async function run(
+  decision: DecisionDatabase,
+  policy: Partial<RelayPolicy>,
+  backlog: number,
+): Promise<{
+  waited: Waited[];
+  loopDelay: { p99: number; max: number };
+  cpuPerEvent: number;
+  cpuShare: number;
+  /** The event loop's utilization meanwhile (`performance.eventLoopUtilization`), %. */
+  loopBusy: number;
+  /** `select 1` round trips meanwhile, in this process and in another (see `probeRoundTrips`), ms. */
+  probes: { inside: number[]; outside: number[] };
+  drained: number;
+  perClaim: number;
+}> {
   const { db } = decision;
   await db.truncate();
-  await db.loadPendingEvents(BACKLOG, BIG);
+  if (backlog > 0) await db.loadPendingEvents(backlog, BIG);
   await db.vacuumAnalyze();
   const app = await createBenchApp({
     url: db.url,
@@ -84,6 +144,22 @@ async function run(decision: DecisionDatabase, policy: Partial<RelayPolicy>): Pr
       else for (const delivery of deliveries) atClaim.set(delivery.eventId, counters());
     },
   });
+  // when each small event's claim was sent (its connection's `claim`, wrapped)
+  const sentAt = new Map<string, number>();
+  const store = app.context.get<OutboxStorePort>(OUTBOX_STORE_PORT);
+  const tenantConnection = store.tenantConnection.bind(store);
+  store.tenantConnection = (tenantId) => {
+    const connection = tenantConnection(tenantId);
+    if (tenantId !== SMALL) return connection;
+    const claim = connection.claim.bind(connection);
+    connection.claim = async (request) => {
+      const at = performance.now();
+      const answer = await claim(request);
+      for (const d of [...answer.fresh.deliveries, ...answer.due]) sentAt.set(d.eventId, at);
+      return answer;
+    };
+    return connection;
+  };
   const handle = consumer.handle.bind(consumer);
   consumer.handle = (event) => {
     if (event.tenantId === SMALL) atHandler.set(event.eventId, counters());
@@ -98,15 +174,37 @@ async function run(decision: DecisionDatabase, policy: Partial<RelayPolicy>): Pr
       if (timed) atCommit.set(id, counters());
     };
     for (let i = 0; i < WARM_UP_EVENTS; i++) await Promise.all([produce(false), sleep(1000 / RATE)]);
+    // the event loop's delay while the small tenant's events are timed: the longest synchronous stretches
+    const delay = monitorEventLoopDelay({ resolution: 1 });
+    delay.enable();
+    const cpuBefore = process.cpuUsage();
+    const loopBefore = performance.eventLoopUtilization();
+    const bigBefore = consumer.count(BIG);
+    const claimsBefore = bigClaims;
+    const startedAt = performance.now();
+    const probing = probeRoundTrips(db.url, SECONDS);
     const produced: Promise<void>[] = [];
-    for (let i = 0; i < RATE * SECONDS && consumer.count(BIG) < BACKLOG * 0.9; i++) {
+    for (let i = 0; i < RATE * SECONDS && (backlog === 0 || consumer.count(BIG) < backlog * 0.9); i++) {
       produced.push(produce(true));
       await sleep(1000 / RATE);
     }
     await Promise.all(produced);
+    const probes = await probing;
+    delay.disable();
+    const cpu = process.cpuUsage(cpuBefore);
+    const loopBusy = performance.eventLoopUtilization(loopBefore).utilization * 100;
+    // this process's CPU (the relay, the producer) per backlogged event handled meanwhile, µs
+    const bigHandled = consumer.count(BIG) - bigBefore;
+    const cpuPerEvent = bigHandled === 0 ? 0 : (cpu.user + cpu.system) / bigHandled;
+    // and of the window's time, % of one core
+    const cpuShare = (cpu.user + cpu.system) / 10 / (performance.now() - startedAt);
+    // the backlog drained meanwhile, events a second, and events per claim of the backlogged tenant
+    const drained = (bigHandled * 1000) / (performance.now() - startedAt);
+    const perClaim = bigHandled / Math.max(1, bigClaims - claimsBefore);
+    const loopDelay = { p99: delay.percentile(99) / 1e6, max: delay.max / 1e6 };
     await waitUntil(() => [...atCommit.keys()].every((id) => atHandler.has(id)), 30_000);
     // a claim or a handler before the producer's `await` came back counts as none waited for (never below 0)
-    return [...atCommit].map(([id, commit]) => {
+    const waited = [...atCommit].map(([id, commit]) => {
       const claim = atClaim.get(id)!;
       const handler = atHandler.get(id)!;
       return {
@@ -114,8 +212,11 @@ async function run(decision: DecisionDatabase, policy: Partial<RelayPolicy>): Pr
         claims: Math.max(0, claim.claims - commit.claims),
         rounds: Math.max(0, claim.rounds - commit.rounds),
         ms: Math.max(0, handler.at - commit.at),
+        claimMs: Math.max(0, claim.at - commit.at),
+        sentMs: Math.max(0, sentAt.get(id)! - commit.at),
       };
     });
+    return { waited, loopDelay, cpuPerEvent, cpuShare, loopBusy, probes, drained, perClaim };
   } finally {
     await app.close();
   }
@@ -137,6 +238,20 @@ function histogram(values: readonly number[]): string {
 }
 
 async function main(): Promise<void> {
+  const all: Record<string, { policy: Partial<RelayPolicy>; backlog: number }> = {
+    'shares on': { policy: {}, backlog: BACKLOG },
+    'shares off': { policy: { fairShares: false }, backlog: BACKLOG },
+    // the small tenant alone: the denominator of the bench's ratio
+    'idle relay': { policy: {}, backlog: 0 },
+  };
+  // VARIANTS: a comma-separated subset of them (default all)
+  const chosen = process.env.VARIANTS?.split(',').map((v) => v.trim()) ?? Object.keys(all);
+  const variants: typeof all = Object.fromEntries(
+    chosen.map((v) => {
+      if (!all[v]) throw new Error(`VARIANTS: no variant "${v}" (${Object.keys(all).join(', ')})`);
+      return [v, all[v]];
+    }),
+  );
   const decision = await openDecisionDatabase();
   heading(
     `The small tenant's wait behind a ${BACKLOG.toLocaleString('en-US')}-event backlog, counted in the backlogged tenant's events, claims and rounds (ADR 1106)`,
@@ -145,26 +260,42 @@ async function main(): Promise<void> {
   print(
     `  the library's defaults (relay.batchSize ${BATCH}); small tenant ${RATE}/s for up to ${SECONDS} s after ${WARM_UP_EVENTS} untimed`,
   );
-  const variants = { 'shares on': {}, 'shares off': { fairShares: false } } as const;
-  type Variant = keyof typeof variants;
   try {
-    const figures = await inTurns<Variant, string>(
-      Object.keys(variants) as Variant[],
+    const figures = await inTurns<string, string>(
+      Object.keys(variants),
       Number(process.env.TURNS ?? 2),
       async (variant) => {
-        const waited = await run(decision, variants[variant]);
+        const { policy, backlog } = variants[variant]!;
+        const { waited, loopDelay, cpuPerEvent, cpuShare, loopBusy, probes, drained, perClaim } = await run(
+          decision,
+          policy,
+          backlog,
+        );
         const share = (test: (w: Waited) => boolean): number =>
           (waited.filter(test).length / waited.length) * 100;
         const events = waited.map((w) => w.events);
         const ms = waited.map((w) => w.ms);
+        const claimMs = waited.map((w) => w.claimMs);
+        const sentMs = waited.map((w) => w.sentMs);
+        const trip = waited.map((w) => w.claimMs - w.sentMs);
         print(`  ${variant}, ${waited.length} events:`);
         print(`    backlogged tenant's events handled, commit → handler: ${histogram(events)}`);
         print(`    its claims, commit → small claim: ${histogram(waited.map((w) => w.claims))}`);
         print(`    rounds ended, commit → small claim: ${histogram(waited.map((w) => w.rounds))}`);
         print(
-          `    commit → handler: p50 ${percentile(ms, 50)!.toFixed(1)} ms, p99 ${percentile(ms, 99)!.toFixed(1)} ms`,
+          `    commit → handler: p50 ${percentile(ms, 50)!.toFixed(1)} ms, p99 ${percentile(ms, 99)!.toFixed(1)} ms; commit → claim back p50 ${percentile(claimMs, 50)!.toFixed(1)} ms, p99 ${percentile(claimMs, 99)!.toFixed(1)} ms`,
+        );
+        print(
+          `    commit → claim sent p50 ${percentile(sentMs, 50)!.toFixed(1)} ms, p99 ${percentile(sentMs, 99)!.toFixed(1)} ms; its round trip p50 ${percentile(trip, 50)!.toFixed(1)} ms, p99 ${percentile(trip, 99)!.toFixed(1)} ms`,
+        );
+        print(
+          `    event loop delay meanwhile: p99 ${loopDelay.p99.toFixed(1)} ms, max ${loopDelay.max.toFixed(1)} ms; event loop busy ${loopBusy.toFixed(0)} %; Node CPU ${cpuShare.toFixed(0)} % of a core, ${cpuPerEvent.toFixed(1)} µs per backlogged event; backlog drained ${drained.toFixed(0)}/s, ${perClaim.toFixed(1)} events a claim`,
         );
         // which waits the slowest 1 % had, and what each kind of wait takes
+        const { inside, outside } = probes;
+        print(
+          `    select 1 meanwhile: in this process p50 ${percentile(inside, 50)!.toFixed(2)} ms, p99 ${percentile(inside, 99)!.toFixed(2)} ms; in another p50 ${percentile(outside, 50)!.toFixed(2)} ms, p99 ${percentile(outside, 99)!.toFixed(2)} ms`,
+        );
         const slowest = [...waited].sort((a, b) => b.ms - a.ms).slice(0, Math.ceil(waited.length / 100));
         print(`    the slowest 1 %: ${slowest.map((w) => `${w.ms.toFixed(1)} ms (${kind(w)})`).join(', ')}`);
         const kinds = new Map<string, number[]>();
@@ -178,6 +309,16 @@ async function main(): Promise<void> {
           'events behind more than one batch, %': share((w) => w.events > BATCH),
           "events that waited for a round's end, %": share((w) => w.rounds > 0),
           'commit → handler p99, ms': percentile(ms, 99)!,
+          'commit → claim sent p99, ms': percentile(sentMs, 99)!,
+          'claim round trip p99, ms': percentile(trip, 99)!,
+          'event loop delay p99, ms': loopDelay.p99,
+          'Node CPU, % of a core': cpuShare,
+          'event loop busy, %': loopBusy,
+          'select 1 p50 in this process, ms': percentile(probes.inside, 50)!,
+          'select 1 p50 in another process, ms': percentile(probes.outside, 50)!,
+          'select 1 p99 in this process, ms': percentile(probes.inside, 99)!,
+          'select 1 p99 in another process, ms': percentile(probes.outside, 99)!,
+          'backlog drained meanwhile, events/s': drained,
         };
       },
     );
