@@ -2,14 +2,15 @@
  * `node --conditions=@nestjs-pg-outbox/source -r @swc-node/register bench/decisions/latency-cpu.ts`
  *
  * What a relay costs per event at a low, steady rate (ADR 1005, issue 35): a producer commits RATE events a
- * second (default 100) for SECONDS (default 20) after an untimed second; one no-op consumer handles them. Two
+ * second (default 100) for SECONDS (default 20) after WARMUP_SECONDS untimed (default 1); one no-op consumer handles them. Two
  * relays, each in a child process of its own so that its Node CPU and allocation are its own, in turns (forward,
  * then backward), TURNS times (default 3):
  * - the library: an app with `relay.enabled` and the default options, woken by the NOTIFY of a producer app that
  *   does not relay (the parent: TypeORM's `transaction()`, a contact, `enqueue`);
  * - the raw relay woken by LISTEN/NOTIFY (`bench/raw/notify-relay.ts`), the parent committing with plain `pg`
  *   and sending `pg_notify` after commit, as the latency scenario's baseline does.
- * Per event: the child's Node CPU (`process.cpuUsage`, user + system), its PostgreSQL backends' CPU (from /proc,
+ * Per event: the child's Node CPU (`process.cpuUsage`, user + system, every thread; and its main thread's alone,
+ * from /proc: the rest is V8's background work, mostly the optimizing compiler while the code warms), its PostgreSQL backends' CPU (from /proc,
  * by `application_name`: the relay's connections, its LISTEN one included), and the bytes the child allocated on
  * V8's heap — exact, not sampled: `v8.GCProfiler` reports the heap used before and after every collection, so
  * allocated = used at the end − used at the start + what every collection freed. (`--heap-prof` samples, and
@@ -26,11 +27,12 @@
  * PROFILE=dir: the library's child also profiles its timed part, through the inspector — CPU (`Profiler`) and
  * allocation (`HeapProfiler.startSampling` with the objects collected since included, every 4 KB: what was
  * allocated, not what stayed) — into dir/latency-library-<pid>.cpuprofile and .heapprofile (the figures of such
- * a run carry the profilers' cost).
+ * a run carry the profilers' cost). PROFILE_ALLOCATION=0: the CPU profile alone (the allocation sampler takes a
+ * stack at each of its samples, which the CPU profile charges to the frames that allocate).
  */
 import 'reflect-metadata';
 import { fork, type ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createHook } from 'node:async_hooks';
 import { Session } from 'node:inspector';
 import { Socket } from 'node:net';
@@ -54,6 +56,11 @@ import { whenAnswered } from '../../tools/round-trip-probe';
 const RATE = Number(process.env.RATE ?? 100);
 const SECONDS = Number(process.env.SECONDS ?? 20);
 const TURNS = Number(process.env.TURNS ?? 3);
+/**
+ * Untimed seconds at RATE before each timed run (default 1). At 100 events/s V8 is still optimizing the relay's
+ * code for several seconds, on its background threads, which `process.cpuUsage` counts.
+ */
+const WARMUP_SECONDS = Number(process.env.WARMUP_SECONDS ?? 1);
 
 /**
  * The relays compared: the library as shipped, the library with switches of its policy (the mechanisms of ADR
@@ -100,6 +107,7 @@ type FromChild =
       type: 'stopped';
       handled: [string, number][];
       cpuUs: number;
+      mainThreadUs: number;
       allocatedBytes: number;
       statements: number;
       roundTrips: number;
@@ -174,6 +182,21 @@ function countQueries(): Counts {
   return counts;
 }
 
+/**
+ * CPU of this process's main thread, user + system, in µs (from /proc, in clock ticks of 10 ms: over a run of
+ * 1,500 events, 7 µs per event). The rest of `process.cpuUsage` is V8's and libuv's other threads: the optimizing
+ * compiler's concurrent jobs, the collector's parallel and concurrent work.
+ */
+function mainThreadCpuUs(): number {
+  const stat = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // utime and stime, fields 14 and 15 of stat(5) (11 and 12 after the command's closing parenthesis)
+  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS_PER_SECOND;
+}
+
+/** USER_HZ of Linux's /proc figures (100 on every architecture Node runs on). */
+const CLOCK_TICKS_PER_SECOND = 100;
+
 /** The timed part's CPU and allocation profiles, through the inspector (see PROFILE above). */
 async function startProfiles(dir: string): Promise<() => Promise<void>> {
   const session = new Session();
@@ -187,18 +210,24 @@ async function startProfiles(dir: string): Promise<() => Promise<void>> {
   await post('Profiler.enable');
   await post('Profiler.setSamplingInterval', { interval: 200 });
   await post('Profiler.start');
-  await post('HeapProfiler.enable');
-  await post('HeapProfiler.startSampling', {
-    samplingInterval: 4096,
-    includeObjectsCollectedByMajorGC: true,
-    includeObjectsCollectedByMinorGC: true,
-  });
+  // the allocation sampler takes a stack at each sample, charged to the allocating frame in the CPU profile
+  const heapSampling = process.env.PROFILE_ALLOCATION !== '0';
+  if (heapSampling) {
+    await post('HeapProfiler.enable');
+    await post('HeapProfiler.startSampling', {
+      samplingInterval: 4096,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    });
+  }
   return async () => {
     const { profile: cpu } = await post('Profiler.stop');
-    const { profile: heap } = await post('HeapProfiler.stopSampling');
     const base = join(dir, `latency-library-${process.pid}`);
     writeFileSync(`${base}.cpuprofile`, JSON.stringify(cpu));
-    writeFileSync(`${base}.heapprofile`, JSON.stringify(heap));
+    if (heapSampling) {
+      const { profile: heap } = await post('HeapProfiler.stopSampling');
+      writeFileSync(`${base}.heapprofile`, JSON.stringify(heap));
+    }
     session.disconnect();
   };
 }
@@ -233,6 +262,7 @@ async function child(side: Side, url: string, counting: boolean, profileDir: str
   const send = (message: FromChild): void => void process.send!(message);
   let began: {
     cpu: NodeJS.CpuUsage;
+    mainThreadUs: number;
     used: number;
     statements: number;
     roundTrips: number;
@@ -249,6 +279,7 @@ async function child(side: Side, url: string, counting: boolean, profileDir: str
       profiler.start();
       began = {
         cpu: process.cpuUsage(),
+        mainThreadUs: mainThreadCpuUs(),
         used: v8.getHeapStatistics().used_heap_size,
         statements: counts.statements,
         roundTrips: counts.roundTrips,
@@ -258,6 +289,7 @@ async function child(side: Side, url: string, counting: boolean, profileDir: str
       counts.asyncResources.clear();
     } else if (message.type === 'stop') {
       const cpu = process.cpuUsage(began!.cpu);
+      const mainThreadUs = mainThreadCpuUs() - began!.mainThreadUs;
       const used = v8.getHeapStatistics().used_heap_size;
       const statements = counts.statements - began!.statements;
       const roundTrips = counts.roundTrips - began!.roundTrips;
@@ -271,6 +303,7 @@ async function child(side: Side, url: string, counting: boolean, profileDir: str
         type: 'stopped',
         handled: [...handledAt],
         cpuUs: cpu.user + cpu.system,
+        mainThreadUs,
         allocatedBytes: used - began!.used + freed,
         statements,
         roundTrips,
@@ -389,6 +422,8 @@ async function produceSteadily(
 
 type Figure =
   | 'Node CPU µs/event'
+  | 'Node CPU, main thread µs/event'
+  | 'Node CPU, other threads µs/event'
   | 'PostgreSQL CPU µs/event'
   | 'Node + PostgreSQL CPU µs/event'
   | 'KB allocated/event'
@@ -426,8 +461,9 @@ async function measure(
       if (!(await waitUntil(async () => (await relay.handled()) >= count, timeoutMs)))
         throw new Error(`${side}: ${count} events committed, not all handled within ${timeoutMs} ms`);
     };
-    await produceSteadily(producer, RATE, committedAt); // an untimed second: code, connections and plans warm
-    await waitForAll(RATE);
+    // untimed seconds (WARMUP_SECONDS, default 1): code, connections and plans warm
+    await produceSteadily(producer, RATE * WARMUP_SECONDS, committedAt);
+    await waitForAll(RATE * WARMUP_SECONDS);
     committedAt.clear();
     const events = Math.round(RATE * (counting ? Math.min(SECONDS, 5) : SECONDS));
     const cpuBefore = await backendCpu(query, relayApplicationNames(side));
@@ -461,6 +497,8 @@ async function measure(
     const postgresUs = postgresMs === null ? Number.NaN : (postgresMs * 1000) / events;
     return {
       'Node CPU µs/event': nodeUs,
+      'Node CPU, main thread µs/event': result.mainThreadUs / events,
+      'Node CPU, other threads µs/event': nodeUs - result.mainThreadUs / events,
       'PostgreSQL CPU µs/event': postgresUs,
       'Node + PostgreSQL CPU µs/event': nodeUs + postgresUs,
       'KB allocated/event': result.allocatedBytes / 1024 / events,
@@ -479,7 +517,7 @@ async function main(): Promise<void> {
   const query = db.sql.bind(db) as Parameters<typeof readBackendCpu>[0];
   try {
     heading(
-      `${RATE} events/s for ${SECONDS} s per run, one no-op consumer, relay in a child process, ${TURNS} turns`,
+      `${RATE} events/s for ${SECONDS} s per run after ${WARMUP_SECONDS} s untimed, one no-op consumer, relay in a child process, ${TURNS} turns`,
       serverVersion,
     );
     const run = async (side: Side, counting: boolean): Promise<Partial<Record<Figure, number>>> => {
