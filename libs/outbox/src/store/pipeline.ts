@@ -80,8 +80,7 @@ export function sendAll(
           void connection.query(config).then<void, void>((result) => answered(null, result), answered);
           continue;
         }
-        const Made = statement.rowsUnread ? withoutRows(QueryOf) : QueryOf;
-        const query = new Made(statement.text, statement.values as unknown[], answered);
+        const query = new QueryOf(statement.text, statement.values as unknown[], answered);
         if (name !== undefined) query.name = name;
         connection.query(query);
       }
@@ -97,31 +96,8 @@ function queryClass(connection: PoolClient): PgQueryClass | null {
   return typeof QueryOf === 'function' ? QueryOf : null;
 }
 
-/** Per pg `Query` class: its subclass that builds no rows (see `withoutRows`). */
-const queriesWithoutRows = new WeakMap<PgQueryClass, PgQueryClass>();
-
-/**
- * pg's `Query` class of a connection, for a statement whose rows no caller reads (`SqlStatement.rowsUnread`):
- * it ignores the row description and the rows, and answers with no rows. pg builds, for every result, a parser
- * per column and an empty row as a dictionary-mode object spread into a prototype, then spreads that per row
- * (`Result.addFields`, `parseRow`): the largest frames of a warm relay's main thread at 100 events/s, where two
- * of the four results per event are transaction contexts (ADR 1201's addendum of 2026-12-07). The command's
- * completion, errors and the connection's state are pg's own.
- */
-export function withoutRows(QueryOf: PgQueryClass): PgQueryClass {
-  let made = queriesWithoutRows.get(QueryOf);
-  if (made === undefined) {
-    made = class QueryWithoutRows extends (QueryOf as new (...args: never[]) => object) {
-      handleRowDescription(): void {}
-      handleDataRow(): void {}
-    } as unknown as PgQueryClass;
-    queriesWithoutRows.set(QueryOf, made);
-  }
-  return made;
-}
-
 /** pg's `Query`, as `sendAll` makes it: text, values and a callback (no config to copy). */
-export type PgQueryClass = new (
+type PgQueryClass = new (
   text: string,
   values: unknown[],
   callback: (error: unknown, result: QueryResult) => void,

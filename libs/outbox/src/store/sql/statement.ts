@@ -11,11 +11,6 @@ export interface SqlStatement {
    */
   prepared?: string;
   /**
-   * Set on a statement whose rows no caller reads (a transaction context's `select` of its `set_config` calls):
-   * the relay's pipeline has pg skip their row description and rows (`sendAll`), and gives it no rows.
-   */
-  rowsUnread?: true;
-  /**
    * The same statement, also switching the rest of its transaction to generic plans (`plan_cache_mode`): sent in
    * its place when a named statement follows it (see `sendSteps`), one statement fewer than the switch alone.
    */

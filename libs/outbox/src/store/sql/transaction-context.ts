@@ -24,22 +24,11 @@ export function setTransactionContext(
   { durable = true, batch = null }: { durable?: boolean; batch?: string | null } = {},
 ): SqlStatement {
   const values = [tenantSetting, tenantId, String(idleTimeoutMs), durable ? 'on' : 'off'];
-  // its one row is the settings' values joined: no caller reads it (ADR 1201's addendum of 2026-12-07)
   if (batch === null)
-    return {
-      text: CONTEXT_TEXT,
-      values,
-      rowsUnread: true,
-      withGenericPlans: { text: CONTEXT_GENERIC, values, rowsUnread: true },
-    };
+    return { text: CONTEXT_TEXT, values, withGenericPlans: { text: CONTEXT_GENERIC, values } };
   // the batch transaction: also marked with its lease token (see `batchGuard`)
   values.push(batch);
-  return {
-    text: BATCH_CONTEXT_TEXT,
-    values,
-    rowsUnread: true,
-    withGenericPlans: { text: BATCH_CONTEXT_GENERIC, values, rowsUnread: true },
-  };
+  return { text: BATCH_CONTEXT_TEXT, values, withGenericPlans: { text: BATCH_CONTEXT_GENERIC, values } };
 }
 
 /**
