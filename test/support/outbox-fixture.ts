@@ -45,6 +45,11 @@ export function enqueueManyIn(app: TestApp, events: readonly TestEvent[]): Promi
 /**
  * Empties the outbox's event, delivery, lease and inbox tables, and `tables` (a spec's own, such as
  * {@link EFFECTS_TABLE}). The consumer registry stays: the apps of the spec wrote it at boot.
+ *
+ * Relays may still be running (a spec's fleet outlives its tests): `truncate` locks the tables one after
+ * another, a relay's transaction may hold one of them and wait for the next, and PostgreSQL then cancels one
+ * of the two with a deadlock (40P01). The truncate is one statement, rolled back whole when cancelled, so it
+ * is run again, a few times at most.
  */
 export async function truncateOutbox(db: TestDatabase, ...tables: string[]): Promise<void> {
   const outbox = [
@@ -54,8 +59,19 @@ export async function truncateOutbox(db: TestDatabase, ...tables: string[]): Pro
     'consumer_inbox',
     'outbox_dedupe_keys',
   ];
-  await db.sql(`truncate ${[...outbox, ...tables].join(', ')}`);
+  const statement = `truncate ${[...outbox, ...tables].join(', ')}`;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await db.sql(statement);
+      return;
+    } catch (error) {
+      if ((error as { code?: string }).code !== '40P01' || attempt === TRUNCATE_ATTEMPTS) throw error;
+    }
+  }
 }
+
+/** How many times {@link truncateOutbox} tries before it gives up on deadlocks with running relays. */
+const TRUNCATE_ATTEMPTS = 5;
 
 /** Makes every scheduled retry due now, so a test does not wait for backoff. */
 export async function makeRetriesDue(db: TestDatabase): Promise<void> {
