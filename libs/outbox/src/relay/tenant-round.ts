@@ -199,9 +199,15 @@ export class TenantRound {
       const limit = Math.min(this.sizer.next(batch.tenantId), due.share ?? Infinity);
       const began = this.clock.now();
       try {
-        const claimed = await this.claimUpTo(limit, connection, batch, due, tenantConsumers);
-        this.sizer.claimed(limit, claimed.full, this.clock.now() - began);
-        return { ...claimed, limit };
+        const { claimed, events, full, fanOut } = await this.claimUpTo(
+          limit,
+          connection,
+          batch,
+          due,
+          tenantConsumers,
+        );
+        this.sizer.claimed(limit, full, this.clock.now() - began);
+        return { claimed, events, limit, full, fanOut };
       } catch (error) {
         // Its own bound (relay.leaseMs) is too short for a claim of this size here: take fewer at a time.
         if (sqlState(error) !== QUERY_CANCELED || !this.sizer.timedOut(batch.tenantId, limit)) throw error;
