@@ -199,6 +199,7 @@ export class TenantRound {
       const limit = Math.min(this.sizer.next(batch.tenantId), due.share ?? Infinity);
       const began = this.clock.now();
       try {
+        // named, not `{ ...answer, limit }`: a property added to a spread's copy costs about 1 µs (ADR 1201)
         const { claimed, events, full, fanOut } = await this.claimUpTo(
           limit,
           connection,
