@@ -323,39 +323,6 @@ describe('OutboxRelay', () => {
       }
     });
 
-    it("holds a backlogged tenant's claim while the visit of a tenant visited beside it is under way", async () => {
-      // A's batches: the first round alone (it wakes B), the second beside B, whose handler is held: A's claim
-      // waits for B's visit, so that its batch does not come in while B's claim is awaited (ADR 1106, 2026-12-07)
-      const held = deferred();
-      const made: OutboxRelay[] = [];
-      const consumer = fakeConsumer('a', {
-        handle: (event) => {
-          if (event.eventId === `${A}-r1-0`) made[0]!.wake([B]);
-          return event.eventId === `${B}-r2-0` ? held.promise : undefined;
-        },
-      });
-      const { relay, store, tick } = relayOn([consumer], { relay: { concurrency: 2 } });
-      made.push(relay);
-      relay.start();
-      try {
-        store.scans.push([{ tenantId: A, hasNew: true, hasDue: false }]);
-        store.claims.push(batchOf(A, 'r1', 2), batchOf(B, 'r2', 1), batchOf(A, 'r2', 2));
-        const ticking = tick();
-        await flushUntil(() => store.claims.length === 1);
-        await flushUntil(() => false);
-        const claims = (): string[] => trace(store).filter((t) => t.startsWith('claim'));
-        expect(claims()).toEqual(['claim A', 'claim B']);
-        held.resolve();
-        await ticking;
-        // then A's second batch, and a round that finds A's backlog drained
-        expect(claims()).toEqual(['claim A', 'claim B', 'claim A', 'claim A']);
-        expect(store.committed.filter((o) => o.status === 'delivered')).toHaveLength(5);
-      } finally {
-        held.resolve();
-        await relay.stop();
-      }
-    });
-
     it('never rejects: a round that failed is logged, and the next tick starts afresh', async () => {
       const { relay, store, tick } = relayOn([fakeConsumer('a')]);
       store.scans.push(

@@ -371,21 +371,20 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       const visits = this.shares.visits(tenants, lanes.length);
       // a lane with nothing left while another drains a backlog visits the tenants woken meanwhile (ADR 1106)
       const backlogged = new Set(tenants.filter((due) => due.backlog).map((due) => due.tenantId));
-      const late = (this.lateVisits =
+      this.lateVisits =
         this.fair && lanes.length > 1 && backlogged.size > 0
           ? new LateVisits(() => {
               const woken = this.planner.takeWoken((tenantId) => backlogged.has(tenantId));
               return woken && this.shares.late(woken);
             })
-          : null);
+          : null;
       try {
-        // with the shares, the lanes still committing a backlogged batch take the backlogged tenant again, and
-        // its claim waits for the other tenants' visits under way
+        // with the shares, the lanes still committing a backlogged batch take the backlogged tenant again
         await runLanes(
           this.fair ? laneOrder(lanes, visits) : lanes,
           visits,
-          late ? (lane, due) => late.inTurn(due, () => visitOne(lane, due)) : visitOne,
-          late ?? undefined,
+          visitOne,
+          this.lateVisits ?? undefined,
         );
       } finally {
         this.lateVisits = null;

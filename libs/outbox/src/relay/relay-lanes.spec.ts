@@ -173,37 +173,3 @@ describe('runLanes', () => {
     expect(started).toEqual(['only@1']);
   });
 });
-
-describe('LateVisits.inTurn', () => {
-  it("starts a backlogged tenant's visit once the other tenants' visits under way are done, not those begun meanwhile", async () => {
-    const late = new LateVisits<string>(() => undefined);
-    const ends = new Map(['small1', 'small2'].map((v) => [v, deferred()]));
-    const started: string[] = [];
-    const visit = (v: string) => async (): Promise<void> => {
-      started.push(v);
-      await ends.get(v)?.promise;
-    };
-    const turn = (): Promise<unknown> => new Promise((resolve) => setImmediate(resolve));
-    const small1 = late.inTurn({}, visit('small1'));
-    const backlogged = late.inTurn({ backlog: true }, visit('backlogged'));
-    const small2 = late.inTurn({ backlog: false }, visit('small2'));
-    await turn();
-    expect(started).toEqual(['small1', 'small2']);
-    ends.get('small1')!.resolve();
-    await turn();
-    // small2 began while it waited: not waited for (a stream of wake-ups holds it up by one visit at most)
-    expect(started).toEqual(['small1', 'small2', 'backlogged']);
-    ends.get('small2')!.resolve();
-    await Promise.all([small1, backlogged, small2]);
-  });
-
-  it("starts a backlogged tenant's visit at once when no other tenant's visit is under way, or after one that failed", async () => {
-    const late = new LateVisits<string>(() => undefined);
-    const started: string[] = [];
-    await late.inTurn({ backlog: true }, async () => void started.push('alone'));
-    const failing = late.inTurn({}, () => Promise.reject(new Error('visit failed')));
-    await late.inTurn({ backlog: true }, async () => void started.push('after'));
-    await expect(failing).rejects.toThrow('visit failed');
-    expect(started).toEqual(['alone', 'after']);
-  });
-});

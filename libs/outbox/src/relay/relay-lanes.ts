@@ -47,35 +47,12 @@ export function laneOrder<L extends Pick<RelayLane, 'backlogged'>>(
 /**
  * Visits that come while a round runs — tenants woken meanwhile — for a lane that has nothing left to do while
  * another lane still works (a backlogged tenant's batch): the woken tenant need not wait for the round's end
- * (ADR 1106). `take` hands the next one, if any; `nudge` tells waiting lanes to look again. A backlogged tenant's
- * visit waits for the other tenants' visits under way (`inTurn`).
+ * (ADR 1106). `take` hands the next one, if any; `nudge` tells waiting lanes to look again.
  */
 export class LateVisits<V> {
   private signal = signalled();
-  /** The visits under way of tenants without a backlog. */
-  private readonly others = new Set<Promise<void>>();
 
   constructor(readonly take: () => V | undefined) {}
-
-  /**
-   * Runs `visit`, the visit of `due`: a backlogged tenant's once the visits of the other tenants under way have
-   * ended, so that its claim's answer — a batch to parse, handlers to run, outcomes to send, all on the relay's
-   * event loop — does not come in while theirs are awaited (ADR 1106, addendum of 2026-12-07). Those that begin
-   * while it waits are not waited for: it is held up by one visit's time at most, however many are woken.
-   */
-  async inTurn(due: { backlog?: boolean }, visit: () => Promise<void>): Promise<void> {
-    if (due.backlog) {
-      if (this.others.size > 0) await Promise.allSettled([...this.others]);
-      return visit();
-    }
-    const running = visit();
-    this.others.add(running);
-    try {
-      await running;
-    } finally {
-      this.others.delete(running);
-    }
-  }
 
   /** Resolves at the next `nudge`. */
   get nudged(): Promise<void> {
