@@ -11,6 +11,7 @@ import { startChildRelay, type ChildRelay } from '../support/child-relay';
 import { waitFor } from '../support/wait-for';
 import { busiestWindow, rateLogQuiet } from '../support/rate-windows';
 import { deliveredCount, deliveryCounts, enqueueOrders, forwardTenThousand } from '../support/forwarding';
+import { truncateTables } from '../support/outbox-fixture';
 
 const TENANT = '9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a';
 const OTHER_TENANT = '1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d';
@@ -45,7 +46,7 @@ describe('the NATS JetStream forwarder', () => {
     await db?.drop();
   });
   beforeEach(async () => {
-    await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox, outbox_consumers cascade');
+    await truncateTables(db, 'event_outbox, outbox_deliveries, consumer_inbox, outbox_consumers cascade');
   });
   afterEach(async () => {
     await t?.close();
@@ -155,7 +156,7 @@ describe('the NATS JetStream forwarder', () => {
       message: 'the warm-up messages',
     });
     await rateLogQuiet(db, 'broker:nats', limit.intervalMs);
-    await db.sql('truncate event_outbox, outbox_deliveries');
+    await truncateTables(db, 'event_outbox, outbox_deliveries');
 
     const tenants = [TENANT, OTHER_TENANT];
     const ids = (

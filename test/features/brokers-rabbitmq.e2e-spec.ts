@@ -17,6 +17,7 @@ import { waitFor } from '../support/wait-for';
 import { deliveredCount, deliveryCounts, enqueueOrders, forwardTenThousand } from '../support/forwarding';
 import { join } from 'node:path';
 import { busiestWindow, rateLogQuiet } from '../support/rate-windows';
+import { truncateTables } from '../support/outbox-fixture';
 
 const TENANT = '3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f';
 const FAST = { baseMs: 10, capMs: 200, jitter: 0 };
@@ -67,7 +68,7 @@ describe('the RabbitMQ forwarder', () => {
     await db?.drop();
   });
   beforeEach(async () => {
-    await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox, outbox_consumers cascade');
+    await truncateTables(db, 'event_outbox, outbox_deliveries, consumer_inbox, outbox_consumers cascade');
   });
   afterEach(async () => {
     await t?.close();
@@ -369,7 +370,7 @@ describe('the RabbitMQ forwarder', () => {
     });
     await rateLogQuiet(db, 'broker:rabbit', limit.intervalMs);
     received.length = 0;
-    await db.sql('truncate event_outbox, outbox_deliveries');
+    await truncateTables(db, 'event_outbox, outbox_deliveries');
 
     const ids = await enqueue(app, 60, 6);
     await waitFor(async () => (await deliveredCount(db, 'broker:rabbit')) === ids.length, {

@@ -3,7 +3,7 @@ import { OutboxWebhookSubscriptions, type OutboxWebhookSubscriptionInput } from 
 import { buildApp, type TestApp } from '../support/build-app';
 import * as limited from '../support/limited-webhook-spec';
 import { waitFor } from '../support/wait-for';
-import { enqueueManyIn, TENANT, type TestEvent } from '../support/outbox-fixture';
+import { enqueueManyIn, TENANT, type TestEvent, truncateTables } from '../support/outbox-fixture';
 import { deliveredCount } from '../support/forwarding';
 
 /** The default cache of the tenants' subscriptions (5 s): the docs' recipe to change a limit is remove + add. */
@@ -130,7 +130,7 @@ describe('limits of tenants’ subscriptions under review', () => {
         ).map((r) => [r.consumer_name, r.v]),
       );
     const truncateDeliveries = () =>
-      spec.db.sql(`truncate event_outbox, outbox_deliveries, outbox_event_leases`);
+      truncateTables(spec.db, 'event_outbox, outbox_deliveries, outbox_event_leases');
     const deliver = async (count: number): Promise<string[]> => {
       const before = await versions();
       const ids = await enqueueManyIn(relay, events(count));

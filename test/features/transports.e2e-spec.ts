@@ -9,6 +9,7 @@ import {
 } from 'nestjs-pg-outbox/brokers';
 import { buildApp, type TestApp } from '../support/build-app';
 import { createEmptyDatabase, createTestDatabase, type TestDatabase } from '../support/test-database';
+import { truncateTables } from '../support/outbox-fixture';
 
 const TENANT = '7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d';
 const FAST = { baseMs: 1, capMs: 60_000, jitter: 0 };
@@ -69,7 +70,7 @@ describe('the transport interface', () => {
     await db?.drop();
   });
   beforeEach(async () => {
-    await db.sql('truncate event_outbox, outbox_deliveries, consumer_inbox, outbox_consumers cascade');
+    await truncateTables(db, 'event_outbox, outbox_deliveries, consumer_inbox, outbox_consumers cascade');
     await target.sql('truncate received');
   });
   afterEach(async () => {
@@ -229,7 +230,7 @@ describe('the transport interface', () => {
     expect(rows[0]).toMatchObject({ status: 'failed', error_code: 'transportError' });
     expect(rows[0]!.last_error).toContain('kafka said no');
 
-    await db.sql('truncate event_outbox, outbox_deliveries cascade');
+    await truncateTables(db, 'event_outbox, outbox_deliveries cascade');
     await enqueue(app, 3);
     await app.relay.runOnce();
     const byN = await db.sql<{ n: number; status: string; error_code: string | null; last_error: string }>(

@@ -5,6 +5,7 @@ import { PendingAgeReadings } from '../../libs/outbox/src/store/pending-age-read
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { createLoginRole, type TestRole } from '../support/test-roles';
 import { waitFor } from '../support/wait-for';
+import { truncateTables } from '../support/outbox-fixture';
 
 const A = '1a1a1a1a-0000-4000-8000-00000000001a';
 const B = '2b2b2b2b-0000-4000-8000-00000000002b';
@@ -45,7 +46,7 @@ describe('oldest pending reading from positions', () => {
     await relayRole?.drop();
   });
   beforeEach(async () => {
-    await db.sql('truncate event_outbox, outbox_deliveries');
+    await truncateTables(db, 'event_outbox, outbox_deliveries');
   });
 
   const insert = (tenant: string, count: number, client?: Client) => {

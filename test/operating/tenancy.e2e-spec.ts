@@ -13,7 +13,7 @@ import { buildApp, type TestApp } from '../support/build-app';
 import { outboxNames } from '../../libs/outbox/src/store/sql';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { createLoginRole, type TestRole } from '../support/test-roles';
-import { EFFECTS_GRANT, EFFECTS_TABLE_SQL, recordEffect } from '../support/outbox-fixture';
+import { EFFECTS_GRANT, EFFECTS_TABLE_SQL, recordEffect, truncateTables } from '../support/outbox-fixture';
 
 const A = '0a0a0a0a-0000-4000-8000-00000000000a';
 const B = '0b0b0b0b-0000-4000-8000-00000000000b';
@@ -70,7 +70,7 @@ describe.each(SCHEMAS)('tenancy and row-level security on non-owner roles, schem
     await relayRole?.drop();
   });
   beforeEach(async () => {
-    await db.sql(`truncate ${n.events}, ${n.deliveries}, ${n.inbox}, test_effects`);
+    await truncateTables(db, `${n.events}, ${n.deliveries}, ${n.inbox}, test_effects`);
   });
 
   /** Enqueues through the web app in a transaction whose tenant context is `context` (or none). */

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { buildApp, type TestApp } from '../support/build-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
-import { enqueueIn } from '../support/outbox-fixture';
+import { enqueueIn, truncateTables } from '../support/outbox-fixture';
 import { FaultFleet } from '../faults/support/fault-fleet';
 import { waitFor } from '../support/wait-for';
 
@@ -91,7 +91,7 @@ describe('fairness between tenants, two relay processes', () => {
   it('drains two backlogged tenants in about the ratio of their weights across both relays', async () => {
     await fleet?.stopAll();
     fleet = null;
-    await db.sql('truncate event_outbox cascade');
+    await truncateTables(db, 'event_outbox cascade');
     const [heavy, light] = ['77777773-7777-4777-8777-777777777777', '77777771-7777-4777-8777-777777777777'];
     await backlog(heavy, 20_000);
     await backlog(light, 20_000);

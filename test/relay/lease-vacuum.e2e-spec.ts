@@ -17,6 +17,7 @@ import { PolicySwitches } from '../support/policy-switches';
 import { waitFor } from '../support/wait-for';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { deliveredPair } from '../support/pair-outcomes';
+import { truncateTables } from '../support/outbox-fixture';
 
 /** The outbox's names in the default schema, which these statements run against. */
 const NAMES = outboxNames();
@@ -67,7 +68,7 @@ describe('vacuuming the lease table', () => {
 
   /** Replaces the outbox's events with `count` fresh ones. */
   async function freshEvents(count: number): Promise<void> {
-    await db.sql(`truncate public.event_outbox, public.outbox_deliveries, public.consumer_inbox`);
+    await truncateTables(db, 'public.event_outbox, public.outbox_deliveries, public.consumer_inbox');
     await db.sql(
       `insert into public.event_outbox (id, tenant_id, event_name, payload)
        select gen_random_uuid(), $1, $2, jsonb_build_object('n', n) from generate_series(1, $3) n`,
@@ -246,7 +247,7 @@ describe('vacuuming the lease table', () => {
   });
 
   it("counts what it releases from the outcome statement's own count of deleted leases", async () => {
-    await db.sql(`truncate public.event_outbox, public.outbox_deliveries, public.consumer_inbox`);
+    await truncateTables(db, 'public.event_outbox, public.outbox_deliveries, public.consumer_inbox');
     await db.sql(`delete from public.outbox_event_leases`);
     // an event name of its own: the drains above registered a consumer of EVENT
     const event = 'test.vacuum-count.v1';

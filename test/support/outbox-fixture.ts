@@ -45,13 +45,8 @@ export function enqueueManyIn(app: TestApp, events: readonly TestEvent[]): Promi
 /**
  * Empties the outbox's event, delivery, lease and inbox tables, and `tables` (a spec's own, such as
  * {@link EFFECTS_TABLE}). The consumer registry stays: the apps of the spec wrote it at boot.
- *
- * Relays may still be running (a spec's fleet outlives its tests): `truncate` locks the tables one after
- * another, a relay's transaction may hold one of them and wait for the next, and PostgreSQL then cancels one
- * of the two with a deadlock (40P01). The truncate is one statement, rolled back whole when cancelled, so it
- * is run again, a few times at most.
  */
-export async function truncateOutbox(db: TestDatabase, ...tables: string[]): Promise<void> {
+export function truncateOutbox(db: TestDatabase, ...tables: string[]): Promise<void> {
   const outbox = [
     'event_outbox',
     'outbox_deliveries',
@@ -59,10 +54,20 @@ export async function truncateOutbox(db: TestDatabase, ...tables: string[]): Pro
     'consumer_inbox',
     'outbox_dedupe_keys',
   ];
-  const statement = `truncate ${[...outbox, ...tables].join(', ')}`;
+  return truncateTables(db, [...outbox, ...tables].join(', '));
+}
+
+/**
+ * Runs `truncate <tables>` (`tables` as the statement takes them: names, then `cascade` if wanted) while relays
+ * may still be running (a spec's apps and fleets outlive its tests): `truncate` locks the tables one after another,
+ * a relay's transaction may hold one of them and wait for the next, and PostgreSQL then cancels one of the two with
+ * a deadlock (40P01). The truncate is one statement, rolled back whole when cancelled, so it is run again, a few
+ * times at most.
+ */
+export async function truncateTables(db: Pick<TestDatabase, 'sql'>, tables: string): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {
-      await db.sql(statement);
+      await db.sql(`truncate ${tables}`);
       return;
     } catch (error) {
       if ((error as { code?: string }).code !== '40P01' || attempt === TRUNCATE_ATTEMPTS) throw error;
@@ -70,7 +75,7 @@ export async function truncateOutbox(db: TestDatabase, ...tables: string[]): Pro
   }
 }
 
-/** How many times {@link truncateOutbox} tries before it gives up on deadlocks with running relays. */
+/** How many times {@link truncateTables} tries before it gives up on deadlocks with running relays. */
 const TRUNCATE_ATTEMPTS = 5;
 
 /** Makes every scheduled retry due now, so a test does not wait for backoff. */
