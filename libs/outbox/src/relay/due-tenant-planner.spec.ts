@@ -188,6 +188,27 @@ describe('DueTenantPlanner', () => {
     expect(visits[1]).toEqual([due(A, { hasNew: false, hasDue: true }), due(C)]);
   });
 
+  it('after the scan, revisits a tenant a lane visited late in the round only for its due deliveries', async () => {
+    const { planner: p, store } = planner();
+    p.noteFull(A);
+    store.scans.push([due(B), due(C, { hasDue: true }), due(A)]);
+    const visits: DueTenant[][] = [];
+    await p.plan(
+      (tenants) => {
+        visits.push([...tenants]);
+        // B and C woken while A's batch runs, and visited late by a free lane
+        if (visits.length === 1) {
+          p.hint([B, C]);
+          expect(p.takeWoken(() => false)).toEqual(due(B));
+          expect(p.takeWoken(() => false)).toEqual(due(C));
+        }
+        return Promise.resolve();
+      },
+      () => false,
+    );
+    expect(visits).toEqual([[due(A, { backlog: true })], [due(C, { hasNew: false, hasDue: true })]]);
+  });
+
   it('scans from a cursor when a scan lists as many tenants as a round visits, and says more are due', async () => {
     const { store, round } = planner({ maxTenantsPerRound: 2 });
     store.scans.push([due(A), due(B)], [due(C)]);

@@ -27,6 +27,8 @@ export class DueTenantPlanner {
   private readonly backlogged = new Set<string>();
   /** Of those, the tenants wake-ups named since the round began (a lane may visit them late: `takeWoken`). */
   private readonly woken = new Set<string>();
+  /** The tenants a lane visited late in this round (`takeWoken`): the scan's list does not bring them again. */
+  private readonly takenLate = new Set<string>();
   /** Every tenant hinted for the next round came from a promotion of delayed events (`hintPromoted`). */
   private promotedOnly = false;
   /** When the last `outbox_due_tenants` scan ran, and whether it listed every due tenant. */
@@ -74,6 +76,7 @@ export class DueTenantPlanner {
       this.woken.delete(tenantId);
       if (busy(tenantId) || this.backlogged.has(tenantId)) continue;
       this.hinted.delete(tenantId);
+      this.takenLate.add(tenantId);
       return { tenantId, hasNew: true, hasDue: false };
     }
     return undefined;
@@ -117,6 +120,7 @@ export class DueTenantPlanner {
     this.hinted.clear();
     this.backlogged.clear();
     this.woken.clear();
+    this.takenLate.clear();
     // the scan runs beside the named tenants' visits, on its own connection: a round never waits for one, then
     // the other, and a tenant woken meanwhile is not held up by a scan between the visits (ADR 1106, 2026-12-06)
     const scan =
@@ -144,8 +148,11 @@ export class DueTenantPlanner {
     if (!scan) return false;
     const scanned = await scan;
     if (stopping()) return false;
-    // a tenant visited above for its new events is visited again only for the retries the scan says are due
-    const visited = new Set(hinted);
+    // a tenant visited above for its new events — named, or woken meanwhile and visited late — is visited again
+    // only for the retries the scan says are due (its events committed since woke it for the next round; visited
+    // here, it held a lane with no late visits and no backlogged tenant beside: ADR 1106, addendum "the last waits
+    // for a round's end")
+    const visited = new Set([...hinted, ...this.takenLate]);
     await visit(
       scanned
         .filter((due) => !visited.has(due.tenantId) || due.hasDue)

@@ -1,4 +1,4 @@
-import { LateVisits, laneCount, laneOrder, runLanes } from './relay-lanes';
+import { LATE_AFTER_OWN_PER_LANE, LateVisits, laneCount, laneOrder, runLanes } from './relay-lanes';
 
 describe('laneCount', () => {
   it("takes the option's number as it is, without asking the pool", () => {
@@ -44,6 +44,41 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve!: () => void;
   const promise = new Promise<void>((res) => (resolve = res));
   return { promise, resolve };
+}
+
+/** A turn of the event loop. */
+function turn(): Promise<unknown> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+/**
+ * A round on two lanes with one own visit, 'slow', and late visits of the tenants `wake` names (then a turn); each
+ * visit (`${name}@${lane}` in `started`) lasts until `end(name)` resolves.
+ */
+function roundWithSlowVisit(end: (visit: string) => Promise<void> | undefined): {
+  started: string[];
+  woken: string[];
+  run: Promise<void>;
+  wake: (visit: string) => Promise<void>;
+} {
+  const started: string[] = [];
+  const woken: string[] = [];
+  const late = new LateVisits(() => woken.shift());
+  const run = runLanes(
+    [1, 2],
+    ['slow'],
+    async (lane, v) => {
+      started.push(`${v}@${lane}`);
+      await end(v);
+    },
+    late,
+  );
+  const wake = async (visit: string): Promise<void> => {
+    woken.push(visit);
+    late.nudge();
+    await turn();
+  };
+  return { started, woken, run, wake };
 }
 
 describe('runLanes', () => {
@@ -129,33 +164,18 @@ describe('runLanes', () => {
     expect(whileSlow).toBeGreaterThan(2);
     slow.resolve();
     await run;
-    // the next round (its backlogged tenant, the scan for due tenants) waits for one more late visit per lane at most
-    expect(started.length - whileSlow).toBeLessThanOrEqual(2);
+    // the next round (its backlogged tenant, the scan for due tenants) waits for LATE_AFTER_OWN_PER_LANE more late
+    // visits per lane at most
+    expect(started.length - whileSlow).toBeLessThanOrEqual(LATE_AFTER_OWN_PER_LANE * 2);
   });
 
   it('once its own visits are done, gives a tenant woken while the other lanes work to the first lane free', async () => {
     const ends = new Map(['slow', 'late1', 'late2'].map((v) => [v, deferred()]));
-    const started: string[] = [];
-    const woken: string[] = [];
-    const late = new LateVisits(() => woken.shift());
-    const run = runLanes(
-      [1, 2],
-      ['slow'],
-      async (lane, v) => {
-        started.push(`${v}@${lane}`);
-        await ends.get(v)?.promise;
-      },
-      late,
-    );
-    const turn = (): Promise<unknown> => new Promise((resolve) => setImmediate(resolve));
+    const { started, run, wake } = roundWithSlowVisit((v) => ends.get(v)?.promise);
     await turn();
-    woken.push('late1');
-    late.nudge();
-    await turn();
+    await wake('late1');
     // both lanes work: the next one woken waits
-    woken.push('late2');
-    late.nudge();
-    await turn();
+    await wake('late2');
     expect(started).toEqual(['slow@1', 'late1@2']);
     ends.get('slow')!.resolve();
     await turn();
@@ -164,6 +184,38 @@ describe('runLanes', () => {
     ends.get('late1')!.resolve();
     ends.get('late2')!.resolve();
     await expect(run).resolves.toBeUndefined();
+  });
+
+  it('once its own visits are done, lets a free lane take late visits beside one begun before they ended, LATE_AFTER_OWN_PER_LANE per lane', async () => {
+    const afterOwn = LATE_AFTER_OWN_PER_LANE * 2;
+    const ends = new Map<string, ReturnType<typeof deferred>>();
+    const { started, woken, run, wake } = roundWithSlowVisit((v) => {
+      const end = deferred();
+      ends.set(v, end);
+      return end.promise;
+    });
+    await turn();
+    // 'first' begins while the round's own visit runs, and is still running once it ends
+    await wake('first');
+    ends.get('slow')!.resolve();
+    await turn();
+    // one woken at a time, each taken at once by the lane the own visit left, while 'first' runs (before, lane 1
+    // took one and stopped: the second waited for 'first' to end, then for the next round)
+    const taken = ['slow@1', 'first@2'];
+    for (let i = 1; i <= afterOwn; i++) {
+      await wake(`late${i}`);
+      taken.push(`late${i}@1`);
+      expect(started).toEqual(taken);
+      ends.get(`late${i}`)!.resolve();
+      await turn();
+    }
+    // that many after the round's own: the next one woken waits for the next round
+    await wake('next round');
+    expect(started).toEqual(taken);
+    ends.get('first')!.resolve();
+    await expect(run).resolves.toBeUndefined();
+    expect(started).toEqual(taken);
+    expect(woken).toEqual(['next round']);
   });
 
   it('with late visits, runs a single visit on the lanes too (another lane takes who is woken)', async () => {
