@@ -29,6 +29,12 @@
  * allocated, not what stayed) — into dir/latency-library-<pid>.cpuprofile and .heapprofile (the figures of such
  * a run carry the profilers' cost). PROFILE_ALLOCATION=0: the CPU profile alone (the allocation sampler takes a
  * stack at each of its samples, which the CPU profile charges to the frames that allocate).
+ *
+ * PROMISE_SITES=dir: the counted run of each side also writes where its promises were made during its counted
+ * part, into dir/promise-sites-<pid>.txt (count, then the four innermost frames of the project and its packages;
+ * a promise made by the microtask queue alone — a promise adopting another — names the site of the promise that
+ * made it): which async layers, awaits and `then`s a round goes through (issue 35). A stack per promise: slow, so
+ * rounds there take more events than in the other runs; divide by the claims, not the events.
  */
 import 'reflect-metadata';
 import { fork, type ChildProcess } from 'node:child_process';
@@ -83,6 +89,8 @@ const BASE_TREE = process.env.BASE_TREE?.trim() || null;
 const BASE: Side = 'library (BASE_TREE)';
 /** Only these sides, when set: their names, comma-separated. */
 const ONLY = process.env.SIDES?.split(',').map((name) => name.trim());
+/** Where the counted runs write where their promises were made (PROMISE_SITES above), or null. */
+const PROMISE_SITES = process.env.PROMISE_SITES?.trim() || null;
 const NAMES = (Object.keys(SIDES) as Side[]).filter(
   (side) => (side !== BASE || BASE_TREE !== null) && (!ONLY || ONLY.includes(side)),
 );
@@ -137,6 +145,8 @@ interface Counts {
   writes: number;
   texts: Map<string, number>;
   asyncResources: Map<string, number>;
+  /** With PROMISE_SITES: the promises made, by where (see `promiseSite`). */
+  promiseSites: Map<string, number> | null;
 }
 
 /**
@@ -150,9 +160,21 @@ function countQueries(): Counts {
     writes: 0,
     texts: new Map(),
     asyncResources: new Map(),
+    promiseSites: PROMISE_SITES === null ? null : new Map(),
   };
   const resources = counts.asyncResources;
-  createHook({ init: (_id, type) => void resources.set(type, (resources.get(type) ?? 0) + 1) }).enable();
+  const sites = counts.promiseSites;
+  // each promise's site, for those the microtask queue makes from it (their own stack has no frame of ours)
+  const siteOf = new Map<number, string>();
+  createHook({
+    init: (id, type, trigger) => {
+      resources.set(type, (resources.get(type) ?? 0) + 1);
+      if (sites === null || type !== 'PROMISE') return;
+      const site = promiseSite(siteOf.get(trigger));
+      siteOf.set(id, site);
+      sites.set(site, (sites.get(site) ?? 0) + 1);
+    },
+  }).enable();
   // every write or writev of a socket goes through this (Node's internal, a bench's count only)
   const socket = Socket.prototype as unknown as { _writeGeneric: (...args: unknown[]) => unknown };
   const writeGeneric = socket._writeGeneric;
@@ -180,6 +202,30 @@ function countQueries(): Counts {
     return result;
   } as typeof pg.Client.prototype.query;
   return counts;
+}
+
+/**
+ * Where a promise is being made: the four innermost frames of the stack outside Node's internals and this script,
+ * or, with none but a `then` (a promise adopting another, from the microtask queue), that and the site of the
+ * promise it came from (`triggerSite`).
+ */
+function promiseSite(triggerSite: string | undefined): string {
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 16;
+  const stack = new Error().stack!.split('\n').slice(1);
+  Error.stackTraceLimit = limit;
+  const frames = stack
+    .filter((line) => !line.includes('node:internal') && !line.includes('latency-cpu.ts'))
+    .slice(0, 4)
+    .map((line) =>
+      line
+        .trim()
+        .replace(/^at /, '')
+        .replace(process.cwd() + '/', '')
+        .replace('node_modules/', ''),
+    );
+  const site = frames.join(' < ');
+  return frames.length <= 1 ? `${site} [from ${triggerSite ?? '?'}]`.slice(0, 400) : site;
 }
 
 /**
@@ -235,7 +281,14 @@ async function startProfiles(dir: string): Promise<() => Promise<void>> {
 async function child(side: Side, url: string, counting: boolean, profileDir: string): Promise<void> {
   const counts = counting
     ? countQueries()
-    : { statements: 0, roundTrips: 0, writes: 0, texts: new Map(), asyncResources: new Map() };
+    : {
+        statements: 0,
+        roundTrips: 0,
+        writes: 0,
+        texts: new Map(),
+        asyncResources: new Map(),
+        promiseSites: null,
+      };
   let stop: () => Promise<void>;
   if (side !== RAW) {
     // scheduled mode with the default poll interval, listening for wake-ups: what OutboxModule.forRoot() gives
@@ -287,7 +340,16 @@ async function child(side: Side, url: string, counting: boolean, profileDir: str
       };
       counts.texts.clear();
       counts.asyncResources.clear();
+      counts.promiseSites?.clear();
     } else if (message.type === 'stop') {
+      if (counts.promiseSites && PROMISE_SITES !== null)
+        writeFileSync(
+          join(PROMISE_SITES, `promise-sites-${process.pid}.txt`),
+          [...counts.promiseSites]
+            .sort((a, b) => b[1] - a[1])
+            .map(([site, count]) => `${count}\t${site}`)
+            .join('\n'),
+        );
       const cpu = process.cpuUsage(began!.cpu);
       const mainThreadUs = mainThreadCpuUs() - began!.mainThreadUs;
       const used = v8.getHeapStatistics().used_heap_size;

@@ -73,7 +73,8 @@ export class LocalBatch {
     /** Outcomes kept from a first run that stopped at a handler's failure (see `rerun`); none mostly: no map. */
     let known: ReadonlyMap<ClaimedDelivery, DeliveryOutcome> | null = null;
     try {
-      await connection.beginBatch(batch.leaseToken);
+      // begun by the claim mostly: then no call (its statement, its promise and its turn of the event loop for nothing)
+      if (!connection.inTransaction) await connection.beginBatch(batch.leaseToken);
       let run = await this.inProcess.dispatch(
         this.store.dataSource(),
         connection.runner,
@@ -107,13 +108,22 @@ export class LocalBatch {
     this.committing++;
     // without the guard only where the policy has unguarded closings (ADR 0806)
     const unguarded = noWrites && this.policy.unguardedClosings;
+    // the count taken down in each outcome's callback, not by a `finally` (three promises more per batch, issue 35)
     const commit = connection
       .commitBatch({ leaseToken: batch.leaseToken, outcomes, dirty, noWrites: unguarded })
       .then(
-        ({ released }) => this.noteReleased(released),
-        (error: unknown) => this.failed(error, batch, work, connection, outcomes, known ?? new Map()),
-      )
-      .finally(() => this.committing--);
+        ({ released }) => {
+          try {
+            this.noteReleased(released);
+          } finally {
+            this.committing--;
+          }
+        },
+        (error: unknown) =>
+          this.failed(error, batch, work, connection, outcomes, known ?? new Map()).finally(
+            () => this.committing--,
+          ),
+      );
     const settled = this.background.track(commit);
     this.finishingCommit = settled;
     // The connection goes back to the pool once the commit is done, outside `settled`: the next batch's commit

@@ -13,6 +13,8 @@ import { OUTBOX_RELAY_POLICY, type RelayPolicy } from '../options/relay-policy';
 import { errorText } from '../errors/error-text';
 import { OutboxStore, type ListenConnection } from '../store/outbox.store';
 import * as q from '../store/sql';
+// from its own module: a name read through './sql''s `export *` is a megamorphic load per read (issue 35)
+import { wakeupTenants } from '../store/sql/wakeup';
 import { inHandlerScope } from '../model/handler-scope-marker';
 import { NotifyPacer } from './notify-pacer';
 
@@ -205,7 +207,7 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
   /** Never rejects once boot resolved the DataSource: a failure to connect or to LISTEN goes to `reconnect`. */
   private async listen(): Promise<void> {
     const connection = this.store.listenConnection({
-      notification: (payload) => this.wakeRelay(q.wakeupTenants(payload)),
+      notification: (payload) => this.wakeRelay(wakeupTenants(payload)),
       lost: (error) => this.reconnect(connection, error),
     });
     try {

@@ -116,7 +116,8 @@ export class DueTenantPlanner {
     const hinted = this.hinted.size <= maxTenantsPerRound ? [...this.hinted] : [];
     const promotedOnly = this.promotedOnly;
     this.promotedOnly = false;
-    const backlogged = new Set(this.backlogged);
+    // copied only when a tenant has a backlog (mostly none at a low rate: no set made per round)
+    const backlogged = this.backlogged.size === 0 ? null : new Set(this.backlogged);
     this.hinted.clear();
     this.backlogged.clear();
     this.woken.clear();
@@ -129,7 +130,7 @@ export class DueTenantPlanner {
         // a round for a promotion's tenants alone scans once the last scan is a poll interval old, and so does a
         // wake-up's round without a backlog when scans are paced
         this.scanIsFresh(
-          promotedOnly || (this.pacedScans && backlogged.size === 0)
+          promotedOnly || (this.pacedScans && backlogged === null)
             ? this.options.relay.pollIntervalMs
             : FULL_SCAN_EVERY_MS,
         ))
@@ -142,7 +143,7 @@ export class DueTenantPlanner {
         tenantId,
         hasNew: true,
         hasDue: false,
-        backlog: backlogged.has(tenantId),
+        backlog: backlogged?.has(tenantId) === true,
       })),
     );
     if (!scan) return false;

@@ -367,28 +367,23 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const { lanes } = this;
     // a tenant with a backlog may be visited on several lanes (the same entry each time), and is counted once
     const counted = new Set<DueTenant>();
-    const visit = async (tenants: readonly DueTenant[]): Promise<void> => {
+    // no async function around `runLanes`: without late visits (as at a low rate) it is the visit's own promise
+    const visit = (tenants: readonly DueTenant[]): Promise<void> => {
       const visits = this.shares.visits(tenants, lanes.length);
+      // with the shares, the lanes still committing a backlogged batch take the backlogged tenant again
+      const ordered = this.fair ? laneOrder(lanes, visits) : lanes;
       // a lane with nothing left while another drains a backlog visits the tenants woken meanwhile (ADR 1106)
+      if (!this.fair || lanes.length < 2 || !tenants.some((due) => due.backlog))
+        return runLanes(ordered, visits, visitOne);
       const backlogged = new Set(tenants.filter((due) => due.backlog).map((due) => due.tenantId));
-      this.lateVisits =
-        this.fair && lanes.length > 1 && backlogged.size > 0
-          ? new LateVisits(() => {
-              const woken = this.planner.takeWoken((tenantId) => backlogged.has(tenantId));
-              return woken && this.shares.late(woken);
-            })
-          : null;
-      try {
-        // with the shares, the lanes still committing a backlogged batch take the backlogged tenant again
-        await runLanes(
-          this.fair ? laneOrder(lanes, visits) : lanes,
-          visits,
-          visitOne,
-          this.lateVisits ?? undefined,
-        );
-      } finally {
+      const late = new LateVisits(() => {
+        const woken = this.planner.takeWoken((tenantId) => backlogged.has(tenantId));
+        return woken && this.shares.late(woken);
+      });
+      this.lateVisits = late;
+      return runLanes(ordered, visits, visitOne, late).finally(() => {
         this.lateVisits = null;
-      }
+      });
     };
     const visitOne = async (lane: RelayLane, due: DueTenant): Promise<void> => {
       if (this.stopping) return;

@@ -33,7 +33,9 @@ export function laneCount(concurrency: number | 'auto', poolSize: () => number):
 export function laneOrder<L extends Pick<RelayLane, 'backlogged'>>(
   lanes: readonly L[],
   visits: readonly { backlog?: boolean }[],
-): L[] {
+): readonly L[] {
+  // lanes all of one kind (none backlogged, as at a low rate) keep their order: no copies made for it
+  if (lanes.every((lane) => lane.backlogged === lanes[0]!.backlogged)) return lanes;
   const heavy = lanes.filter((lane) => lane.backlogged);
   const light = lanes.filter((lane) => !lane.backlogged);
   const ordered: L[] = [];
@@ -87,15 +89,26 @@ export const LATE_AFTER_OWN_PER_LANE = 2;
  * failure no lane takes another; the first failure is thrown once every lane has stopped, so no visit of this round
  * is still running when the next round begins.
  */
-export async function runLanes<L, V>(
+export function runLanes<L, V>(
   lanes: readonly L[],
   visits: readonly V[],
   visit: (lane: L, next: V) => Promise<void>,
   late?: LateVisits<V>,
 ): Promise<void> {
-  // the common case at a low rate — one visit, or none — needs no lanes side by side
-  if (visits.length === 0) return;
+  // the common case at a low rate — one visit — needs no lanes side by side, nor a promise of its own around the
+  // visit's (an async function returning a promise adopts it: one more promise and two more turns, issue 35)
   if (!late && visits.length === 1 && lanes.length > 0) return visit(lanes[0]!, visits[0]!);
+  return runSideBySide(lanes, visits, visit, late);
+}
+
+/** `runLanes` with more than one visit, none, or late ones. */
+async function runSideBySide<L, V>(
+  lanes: readonly L[],
+  visits: readonly V[],
+  visit: (lane: L, next: V) => Promise<void>,
+  late?: LateVisits<V>,
+): Promise<void> {
+  if (visits.length === 0) return;
   let next = 0;
   let failed = false;
   // the round's own visits under way, and all its visits: late visits are taken while one of its own runs and,

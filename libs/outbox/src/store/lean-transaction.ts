@@ -89,10 +89,13 @@ export function leanCommit(runner: QueryRunner, policy: RelayPolicy): boolean {
   return !listens(runner, BEFORE_COMMIT);
 }
 
-/** TypeORM's runner told that its transaction committed, and its `afterTransactionCommit` subscribers. */
-export async function markCommitted(runner: QueryRunner): Promise<void> {
+/**
+ * TypeORM's runner told that its transaction committed, and its `afterTransactionCommit` subscribers: their
+ * broadcast to wait for, or undefined when none listens (no async function around it: a promise less per batch).
+ */
+export function markCommitted(runner: QueryRunner): Promise<void> | undefined {
   const state = runner as unknown as TypeOrmTransactionState;
   state.isTransactionActive = false;
   state.transactionDepth = 0;
-  if (listens(runner, AFTER_COMMIT)) await runner.broadcaster.broadcast('AfterTransactionCommit');
+  return listens(runner, AFTER_COMMIT) ? runner.broadcaster.broadcast('AfterTransactionCommit') : undefined;
 }

@@ -15,7 +15,17 @@ import type {
   TenantConnection,
 } from './outbox-store.port';
 import type { RoundConnection } from './round-connection';
-import * as q from './sql';
+// from their own modules, not through './sql''s `export *`: each name read there is a getter shared by all of
+// them, a megamorphic load of the module's exports per read (about 5% of the library's own samples on a warm
+// relay's round, issue 35)
+import { batchGuard, resetSession, setTransactionContext } from './sql/transaction-context';
+import { claimDueDeliveries } from './sql/claim-due';
+import { newEventsStatement } from './sql/claim-new';
+import { lockConsumerLimits, NO_TENANT_LIMITS, type TenantConsumerLimits } from './sql/consumer-limits';
+import { sealBatch, unsealBatch } from './sql/batch-seal';
+import { extendEventLeases } from './sql/leases';
+import { recordOutcomes } from './sql/record-outcomes';
+import type { SqlStatement } from './sql/statement';
 
 /** The fan-out's result when it was not run (no new events). */
 const NOTHING_FANNED_OUT: FanOutResult = { deliveries: [], leases: [], written: [], lost: 0 };
@@ -62,7 +72,7 @@ export class PgTenantConnection implements TenantConnection {
       relayContext(this.options, tenantId, { durable: false }),
       // named fields, not `{ ...request, … }`: properties added to a spread's copy cost about 1 µs each in
       // Node 20's V8 (ADR 1201, addendum of 2026-12-07)
-      q.newEventsStatement(names, {
+      newEventsStatement(names, {
         tenantId,
         leaseToken,
         limit,
@@ -76,9 +86,9 @@ export class PgTenantConnection implements TenantConnection {
         floor,
         leasesSince,
       }),
-      turn ? q.lockConsumerLimits(names, { tenantId, consumers: limited, tenantLimits }) : null,
+      turn ? lockConsumerLimits(names, { tenantId, consumers: limited, tenantLimits }) : null,
       request.due
-        ? q.claimDueDeliveries(names, {
+        ? claimDueDeliveries(names, {
             tenantId,
             consumers: hosted,
             limit,
@@ -121,15 +131,15 @@ export class PgTenantConnection implements TenantConnection {
    * pending and goes first in the same round trip (see `RoundConnection.commit`), and the outcomes follow it
    * without the guard.
    */
-  private closing({ leaseToken, outcomes, dirty, noWrites }: BatchClosing): q.SqlStatement[] {
+  private closing({ leaseToken, outcomes, dirty, noWrites }: BatchClosing): SqlStatement[] {
     const { names, tenantSetting } = this.options;
-    const outcome = q.recordOutcomes(names, outcomes, leaseToken, { fenced: true });
+    const outcome = recordOutcomes(names, outcomes, leaseToken, { fenced: true });
     if (noWrites) return [outcome];
     return [
-      ...q.batchGuard(tenantSetting, this.tenantId, leaseToken),
+      ...batchGuard(tenantSetting, this.tenantId, leaseToken),
       // the seal goes once the guard found the batch's own transaction: the commit that follows is the relay's
-      q.unsealBatch(names, leaseToken),
-      ...(dirty ? q.resetSession() : []),
+      unsealBatch(names, leaseToken),
+      ...(dirty ? resetSession() : []),
       // the batch's context again, marker included: the fenced outcome is written only where the marker is
       batchContext(this.options, this.tenantId, leaseToken),
       outcome,
@@ -143,7 +153,7 @@ export class PgTenantConnection implements TenantConnection {
     leaseToken: string;
     outcomes: readonly DeliveryOutcome[];
   }): Promise<{ recorded: number }> {
-    const statement = q.recordOutcomes(this.options.names, outcomes, leaseToken);
+    const statement = recordOutcomes(this.options.names, outcomes, leaseToken);
     if (this.connection.inTransaction) {
       const [recorded] = await this.connection.commit([statement], 'outcome');
       return recordedOf(recorded!);
@@ -164,7 +174,7 @@ export class PgTenantConnection implements TenantConnection {
   }): Promise<void> {
     await this.connection.atomically([
       relayContext(this.options, this.tenantId),
-      q.extendEventLeases(this.options.names, eventIds, leaseToken, this.options.relay.leaseMs),
+      extendEventLeases(this.options.names, eventIds, leaseToken, this.options.relay.leaseMs),
     ]);
   }
 
@@ -180,14 +190,14 @@ export class PgTenantConnection implements TenantConnection {
     const { connection } = this;
     return {
       takePending: () => connection.takePending(),
-      seal: q.sealBatch(this.options.names, leaseToken),
+      seal: sealBatch(this.options.names, leaseToken),
       wire: () => connection.wire(),
       cancelRunning: async (timeoutMs) => sendCancelRequest(await pgConnection(connection.runner), timeoutMs),
       bounded: (work) => connection.bounded('batch', work),
       tenantSetting: this.options.tenantSetting,
       tenantId: this.tenantId,
       marker: leaseToken,
-      restore: () => [...q.resetSession(), batchContext(this.options, this.tenantId, leaseToken)],
+      restore: () => [...resetSession(), batchContext(this.options, this.tenantId, leaseToken)],
     };
   }
 }
@@ -202,21 +212,21 @@ export function relayContext(
   options: ResolvedOutboxOptions,
   tenantId: string,
   context: { durable?: boolean } = {},
-): q.SqlStatement {
-  return q.setTransactionContext(options.tenantSetting, tenantId, options.relay.leaseMs, context);
+): SqlStatement {
+  return setTransactionContext(options.tenantSetting, tenantId, options.relay.leaseMs, context);
 }
 
 /** The context of a batch transaction, marked with its lease token (see `BATCH_MARKER`). */
-function batchContext(options: ResolvedOutboxOptions, tenantId: string, leaseToken: string): q.SqlStatement {
-  return q.setTransactionContext(options.tenantSetting, tenantId, options.relay.leaseMs, {
+function batchContext(options: ResolvedOutboxOptions, tenantId: string, leaseToken: string): SqlStatement {
+  return setTransactionContext(options.tenantSetting, tenantId, options.relay.leaseMs, {
     batch: leaseToken,
   });
 }
 
 /** The limits of the tenant's own limited consumers, as the claims take them (see `TenantConsumerLimits`). */
-function tenantConsumerLimits(consumers: readonly OutboxConsumer[]): q.TenantConsumerLimits {
+function tenantConsumerLimits(consumers: readonly OutboxConsumer[]): TenantConsumerLimits {
   // most tenants have no limited consumers of their own (or none at all): no filtered copy per claim then
-  if (!consumers.some((c) => c.limits !== undefined)) return q.NO_TENANT_LIMITS;
+  if (!consumers.some((c) => c.limits !== undefined)) return NO_TENANT_LIMITS;
   const limited = consumers.filter((c) => c.limits !== undefined);
   return {
     names: limited.map((c) => c.name),

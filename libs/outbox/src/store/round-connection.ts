@@ -110,45 +110,38 @@ export class RoundConnection {
    * open (begun by a claim that found nothing) is rolled back first.
    */
   async claim(claim: readonly Step[], opening: readonly q.SqlStatement[] | null): Promise<unknown[][]> {
-    try {
-      return await this.claimOnce(claim, opening);
-    } catch (error) {
-      // The connection lost its named statements: the next generation's names are parsed anew.
-      if (sqlState(error) !== PREPARED_STATEMENT_MISSING || !this.connection) throw error;
-      this.transport.prepared.next(this.connection, []);
-      return this.claimOnce(claim, opening);
-    }
-  }
-
-  private async claimOnce(
-    claim: readonly Step[],
-    opening: readonly q.SqlStatement[] | null,
-  ): Promise<unknown[][]> {
     if (this.open) await this.rollback();
-    // the batch transaction begins by the relay's own `begin` in the claim's round trip, or by TypeORM's
-    const lean = opening !== null && leanBegin(this.runner, this.transport.policy);
-    const start = opening && !lean ? () => this.runner.startTransaction() : undefined;
-    let rows: unknown[][];
-    try {
-      rows = await this.bounded('claim', async () => {
-        const connection = this.connection ?? (await this.connectPipelined());
-        if (!lean) return sendSteps(this.transport, connection, [BEGIN, ...claim, COMMIT], start);
-        markBegun(this.runner);
-        return sendSteps(this.transport, connection, [BEGIN, ...claim, CLAIM_COMMIT_BATCH_BEGIN]);
-      });
-    } catch (error) {
-      // the batch transaction may have begun after the failed claim (a `commit` after a failure rolls back)
-      if (opening && this.runner.isTransactionActive) {
-        this.open = true;
-        await this.rollback();
+    // one async function for the claim and its one retry (a layer less on every claim's path, issue 35)
+    for (let retried = false; ; retried = true) {
+      // the batch transaction begins by the relay's own `begin` in the claim's round trip, or by TypeORM's
+      const lean = opening !== null && leanBegin(this.runner, this.transport.policy);
+      const start = opening && !lean ? () => this.runner.startTransaction() : undefined;
+      let rows: unknown[][];
+      try {
+        rows = await this.bounded('claim', () =>
+          this.connected((connection) => {
+            if (!lean) return sendSteps(this.transport, connection, [BEGIN, ...claim, COMMIT], start);
+            markBegun(this.runner);
+            return sendSteps(this.transport, connection, [BEGIN, ...claim, CLAIM_COMMIT_BATCH_BEGIN]);
+          }),
+        );
+      } catch (error) {
+        // the batch transaction may have begun after the failed claim (a `commit` after a failure rolls back)
+        if (opening && this.runner.isTransactionActive) {
+          this.open = true;
+          await this.rollback();
+        }
+        // The connection lost its named statements: the next generation's names are parsed anew, once.
+        if (retried || sqlState(error) !== PREPARED_STATEMENT_MISSING || !this.connection) throw error;
+        this.transport.prepared.next(this.connection, []);
+        continue;
       }
-      throw error;
+      if (opening) {
+        this.open = true;
+        this.pending = [...opening];
+      }
+      return rows.slice(1, 1 + claim.length);
     }
-    if (opening) {
-      this.open = true;
-      this.pending = [...opening];
-    }
-    return rows.slice(1, 1 + claim.length);
   }
 
   /** Begins the batch transaction (one round trip), `opening` pending in it, unless the claim began it. */
@@ -187,7 +180,8 @@ export class RoundConnection {
         this.runner.connection.logger.logQuery(BATCH_COMMIT.text, undefined, this.runner);
         const rows = await sendSteps(this.transport, connection, [...pending, ...closing, BATCH_COMMIT]);
         this.open = false;
-        await markCommitted(this.runner);
+        const told = markCommitted(this.runner);
+        if (told) await told;
         return rows.slice(pending.length, end);
       });
     } catch (error) {
@@ -227,7 +221,17 @@ export class RoundConnection {
    * (see `refreshPrepared`), leaves pipeline mode and returns the connection to the pool (once; later calls do
    * nothing).
    */
-  async release(): Promise<void> {
+  release(): Promise<void> {
+    // mostly nothing open and no generation due: TypeORM's release alone, without an async function around it
+    const connection = this.connection;
+    if (this.runner.isReleased || this.open || (connection && this.transport.prepared.due(connection)))
+      return this.releaseAfterWork();
+    if (connection) setPipeline(connection, false);
+    return this.runner.release();
+  }
+
+  /** `release` after a rollback or the next generation of named statements (see `release`). */
+  private async releaseAfterWork(): Promise<void> {
     if (this.runner.isReleased) return;
     if (this.open) await this.rollback();
     const connection = this.connection;
@@ -280,12 +284,26 @@ export class RoundConnection {
   }
 
   /**
+   * `send` on the round's pg connection, connected first (within the caller's bound) when it is not yet: no async
+   * function around it, whose promise would adopt `send`'s (one more promise and two more turns, issue 35).
+   */
+  private connected<T>(send: (connection: PoolClient) => Promise<T>): Promise<T> {
+    if (this.connection) return send(this.connection);
+    return this.transport.deadline.connect(this.runner).then((client) => send(this.pipelined(client)));
+  }
+
+  /**
    * Connects the runner and puts its pg connection in pipeline mode (call it within the round trip's bound). Once
    * connected, callers take `this.connection` as it is, without a turn of the event loop.
    */
   private async connectPipelined(): Promise<PoolClient> {
-    this.connection = await this.transport.deadline.connect(this.runner);
-    setPipeline(this.connection, true);
-    return this.connection;
+    return this.pipelined(await this.transport.deadline.connect(this.runner));
+  }
+
+  /** The runner's pg connection, just connected, kept for the round and put in pipeline mode. */
+  private pipelined(connection: PoolClient): PoolClient {
+    this.connection = connection;
+    setPipeline(connection, true);
+    return connection;
   }
 }
