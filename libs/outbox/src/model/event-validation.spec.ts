@@ -50,6 +50,20 @@ describe('event validation', () => {
     }
   });
 
+  it("names the first bad field in the fields' order: the texts before the delay, the delay before dedupe", () => {
+    const field = (extra: object): string | undefined => {
+      try {
+        validateEvent({ ...base, ...extra }, 'event', 1024);
+      } catch (error) {
+        return (error as OutboxValidationError).field;
+      }
+      return undefined;
+    };
+    expect(field({ correlationId: '', delayMs: -1, dedupe: {} })).toBe('event.correlationId');
+    expect(field({ aggregateType: 5, deliverAt: 'x' })).toBe('event.aggregateType');
+    expect(field({ delayMs: -1, dedupe: {} })).toBe('event.delayMs');
+  });
+
   it('takes a missing schemaVersion as 1 and keeps a positive integer', () => {
     expect(checkSchemaVersion(undefined, 'event.schemaVersion')).toBe(1);
     expect(checkSchemaVersion(1, 'event.schemaVersion')).toBe(1);

@@ -73,16 +73,23 @@ export function validateEvent(
       messages.badDate(`${where}.occurredAt`, occurredAt),
     );
   }
+  // checked in the fields' order: the first bad field is the one named
+  const aggregateType = optionalText(input.aggregateType, `${where}.aggregateType`);
+  const aggregateId = optionalText(input.aggregateId, `${where}.aggregateId`);
+  const correlationId = optionalText(input.correlationId, `${where}.correlationId`);
+  const { deliverAt = null, delayMs = null } = input;
+  checkDelay(deliverAt, delayMs, where);
   return {
     tenantId: tenantId.toLowerCase(),
     eventName: input.eventName,
     payloadJson,
-    aggregateType: optionalText(input.aggregateType, `${where}.aggregateType`),
-    aggregateId: optionalText(input.aggregateId, `${where}.aggregateId`),
-    correlationId: optionalText(input.correlationId, `${where}.correlationId`),
+    aggregateType,
+    aggregateId,
+    correlationId,
     schemaVersion,
     occurredAt,
-    ...checkDelay(input, where),
+    deliverAt,
+    delayMs,
     dedupe: checkDedupe((input as { dedupe?: unknown }).dedupe, `${where}.dedupe`, input),
   };
 }
@@ -137,11 +144,7 @@ const EARLIEST_DELIVER_AT_MS = -210_866_803_200_000;
  * When a delayed event may be delivered: `deliverAt` (a valid Date PostgreSQL can store) or `delayMs` (a finite
  * number from 0 to `MAX_DELAY_MS`), not both; neither given, not delayed.
  */
-function checkDelay(
-  input: OutboxEventInput<unknown>,
-  where: string,
-): Pick<ValidatedEvent, 'deliverAt' | 'delayMs'> {
-  const { deliverAt = null, delayMs = null } = input;
+function checkDelay(deliverAt: Date | null, delayMs: number | null, where: string): void {
   if (deliverAt !== null && delayMs !== null) {
     throw new OutboxValidationError(`${where}.delayMs`, messages.bothDelays(where, deliverAt, delayMs));
   }
@@ -163,7 +166,6 @@ function checkDelay(
       messages.delayTooLong(`${where}.delayMs`, delayMs, MAX_DELAY_MS),
     );
   }
-  return { deliverAt, delayMs };
 }
 
 /**

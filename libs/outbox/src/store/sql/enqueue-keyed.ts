@@ -2,7 +2,7 @@ import type { SqlStatement } from './statement';
 import type { OutboxNames } from '../../model/table-names';
 import {
   deliverAtFrom,
-  insertEvents,
+  eventArrays,
   isDelayed,
   SCHEDULED_COLUMNS,
   SCHEDULED_VALUES,
@@ -60,10 +60,7 @@ export function insertKeyedEvents(n: OutboxNames, rows: readonly EventRow[]): Sq
    order by i.n`,
     values: [
       // the event columns' arrays as insertEvents sends them (without the trace context, which comes last here)
-      ...insertEvents(
-        n,
-        rows.map((r) => ({ ...r, traceparent: null })),
-      ).values,
+      ...eventArrays(rows),
       rows.map((r) => r.dedupe?.key ?? null),
       rows.map((r) => r.dedupe?.windowMs ?? null),
       ...(delayed ? [rows.map((r) => r.deliverAt ?? null), rows.map((r) => r.delayMs ?? null)] : []),

@@ -16,19 +16,23 @@ export function insertEvent(n: OutboxNames, e: EventRow): SqlStatement {
   return {
     text: `insert into ${n.events} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at${traced[0]})
            values ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, coalesce($9::timestamptz, now())${traced[1]})`,
-    values: [
-      e.id,
-      e.tenantId,
-      e.eventName,
-      e.payloadJson,
-      e.aggregateType,
-      e.aggregateId,
-      e.correlationId,
-      e.schemaVersion,
-      e.occurredAt,
-      ...(e.traceparent ? [e.traceparent] : []),
-    ],
+    values: e.traceparent ? [...eventValues(e), e.traceparent] : eventValues(e),
   };
+}
+
+/** The nine values of an event's insert, without its trace context. */
+function eventValues(e: EventRow): unknown[] {
+  return [
+    e.id,
+    e.tenantId,
+    e.eventName,
+    e.payloadJson,
+    e.aggregateType,
+    e.aggregateId,
+    e.correlationId,
+    e.schemaVersion,
+    e.occurredAt,
+  ];
 }
 
 /** Inserts many events in one statement; `seq` keeps their order. */
@@ -42,19 +46,23 @@ export function insertEvents(n: OutboxNames, rows: readonly EventRow[]): SqlStat
              from unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[], $9::timestamptz[]${t[1]})
                with ordinality as t(id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at${t[0]}, n)
             order by n`,
-    values: [
-      rows.map((r) => r.id),
-      rows.map((r) => r.tenantId),
-      rows.map((r) => r.eventName),
-      rows.map((r) => r.payloadJson),
-      rows.map((r) => r.aggregateType),
-      rows.map((r) => r.aggregateId),
-      rows.map((r) => r.correlationId),
-      rows.map((r) => r.schemaVersion),
-      rows.map((r) => r.occurredAt),
-      ...(traced ? [rows.map((r) => r.traceparent ?? null)] : []),
-    ],
+    values: traced ? [...eventArrays(rows), rows.map((r) => r.traceparent ?? null)] : eventArrays(rows),
   };
+}
+
+/** The nine arrays of an insert of many events, without their trace contexts. */
+export function eventArrays(rows: readonly EventRow[]): unknown[] {
+  return [
+    rows.map((r) => r.id),
+    rows.map((r) => r.tenantId),
+    rows.map((r) => r.eventName),
+    rows.map((r) => r.payloadJson),
+    rows.map((r) => r.aggregateType),
+    rows.map((r) => r.aggregateId),
+    rows.map((r) => r.correlationId),
+    rows.map((r) => r.schemaVersion),
+    rows.map((r) => r.occurredAt),
+  ];
 }
 
 /** True when the row was given `deliverAt` or `delayMs`: it goes in with `insertScheduledEvent(s)`. */
@@ -94,7 +102,7 @@ export function insertScheduledEvent(n: OutboxNames, e: EventRow): SqlStatement 
              from ${deliverAtFrom('$10::timestamptz', '$11::float8')}`,
     // the undelayed insert's nine values first (its text is not sent), then the delay's two
     values: [
-      ...insertEvent(n, { ...e, traceparent: null }).values,
+      ...eventValues(e),
       e.deliverAt ?? null,
       e.delayMs ?? null,
       ...(e.traceparent ? [e.traceparent] : []),
@@ -118,10 +126,7 @@ export function insertScheduledEvents(n: OutboxNames, rows: readonly EventRow[])
             order by n`,
     // as in insertScheduledEvent: the undelayed insert's nine arrays, then the delays'
     values: [
-      ...insertEvents(
-        n,
-        rows.map((r) => ({ ...r, traceparent: null })),
-      ).values,
+      ...eventArrays(rows),
       rows.map((r) => r.deliverAt ?? null),
       rows.map((r) => r.delayMs ?? null),
       ...(traced ? [rows.map((r) => r.traceparent ?? null)] : []),
