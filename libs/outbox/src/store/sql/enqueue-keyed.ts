@@ -3,9 +3,12 @@ import type { OutboxNames } from '../../model/table-names';
 import {
   deliverAtFrom,
   eventArrays,
+  eventValues,
   isDelayed,
   SCHEDULED_COLUMNS,
   SCHEDULED_VALUES,
+  withDelay,
+  withTrace,
   type EventRow,
 } from './enqueue';
 import type { ValidatedDedupe } from '../../model/event-validation';
@@ -103,21 +106,7 @@ export function insertKeyedEvent(n: OutboxNames, e: EventRow & { dedupe: Validat
      where (select event_id from taken) = $1::uuid
   )
   select $1::uuid as id, event_id as held_by from taken`,
-    values: [
-      e.id,
-      e.tenantId,
-      e.eventName,
-      e.payloadJson,
-      e.aggregateType,
-      e.aggregateId,
-      e.correlationId,
-      e.schemaVersion,
-      e.occurredAt,
-      e.dedupe.key,
-      e.dedupe.windowMs,
-      ...(delayed ? [e.deliverAt ?? null, e.delayMs ?? null] : []),
-      ...(e.traceparent ? [e.traceparent] : []),
-    ],
+    values: withTrace(keyedValues(e, delayed), e),
   };
 }
 
@@ -150,4 +139,11 @@ export function replaceKeyedPayloads(n: OutboxNames, rows: readonly EventRow[]):
       rows.map((r, i) => (debounce[i] ? (r.delayMs ?? null) : null)),
     ],
   };
+}
+
+/** The keyed insert's values before its trace context: the event's nine, its key and window, then its delay's two. */
+function keyedValues(e: EventRow & { dedupe: ValidatedDedupe }, delayed: boolean): unknown[] {
+  const values = eventValues(e);
+  values.push(e.dedupe.key, e.dedupe.windowMs);
+  return delayed ? withDelay(values, e) : values;
 }

@@ -16,12 +16,15 @@ export function insertEvent(n: OutboxNames, e: EventRow): SqlStatement {
   return {
     text: `insert into ${n.events} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at${traced[0]})
            values ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, coalesce($9::timestamptz, now())${traced[1]})`,
-    values: e.traceparent ? [...eventValues(e), e.traceparent] : eventValues(e),
+    values: withTrace(eventValues(e), e),
   };
 }
 
-/** The nine values of an event's insert, without its trace context. */
-function eventValues(e: EventRow): unknown[] {
+/**
+ * The nine values of an event's insert, without its trace context: a fresh array each insert extends in place
+ * (`push`, not a spread copy: see docs/adr/1004's addendum of 2026-12-07).
+ */
+export function eventValues(e: EventRow): unknown[] {
   return [
     e.id,
     e.tenantId,
@@ -33,6 +36,12 @@ function eventValues(e: EventRow): unknown[] {
     e.schemaVersion,
     e.occurredAt,
   ];
+}
+
+/** `values` with the event's trace context last, when it has one (its column is then written). */
+export function withTrace(values: unknown[], e: EventRow): unknown[] {
+  if (e.traceparent) values.push(e.traceparent);
+  return values;
 }
 
 /** Inserts many events in one statement; `seq` keeps their order. */
@@ -63,6 +72,12 @@ export function eventArrays(rows: readonly EventRow[]): unknown[] {
     rows.map((r) => r.schemaVersion),
     rows.map((r) => r.occurredAt),
   ];
+}
+
+/** `values` with the delay's two values last (`deliverAt`, `delayMs`). */
+export function withDelay(values: unknown[], e: EventRow): unknown[] {
+  values.push(e.deliverAt ?? null, e.delayMs ?? null);
+  return values;
 }
 
 /** True when the row was given `deliverAt` or `delayMs`: it goes in with `insertScheduledEvent(s)`. */
@@ -101,12 +116,7 @@ export function insertScheduledEvent(n: OutboxNames, e: EventRow): SqlStatement 
            select $1::uuid, $2::uuid, $3::text, $4::jsonb, $5::text, $6::text, $7::text, $8::int, coalesce($9::timestamptz, now())${SCHEDULED_VALUES}${traced[1]}
              from ${deliverAtFrom('$10::timestamptz', '$11::float8')}`,
     // the undelayed insert's nine values first (its text is not sent), then the delay's two
-    values: [
-      ...eventValues(e),
-      e.deliverAt ?? null,
-      e.delayMs ?? null,
-      ...(e.traceparent ? [e.traceparent] : []),
-    ],
+    values: withTrace(withDelay(eventValues(e), e), e),
   };
 }
 
