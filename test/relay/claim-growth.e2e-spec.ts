@@ -11,6 +11,7 @@ import {
   TENANTS,
   truncateOutbox,
 } from '../support/outbox-fixture';
+import { steppingClock, TestClock } from '../support/test-clock';
 
 const IN_MEMORY = 'test.growth.memory.v1';
 const WRITING = 'test.growth.writing.v1';
@@ -39,6 +40,8 @@ class GrowthConsumers {
  * `relay.maxBatchSize`: while a tenant's backlog drains through quick batches — handlers that write nothing, or
  * write without a savepoint each (ADR 1001) — each claim takes twice the last, up to the bound; a batch that ran
  * again after a writing handler failed brings claims back to `relay.batchSize`. Each event once either way.
+ * Batches are timed by a clock that moves a millisecond per reading: every batch here is quick however loaded the
+ * machine (a slow batch's halving is the unit spec's, `claim-sizer.spec.ts`).
  */
 describe('claims grow for quick batches (relay.maxBatchSize)', () => {
   let db: TestDatabase;
@@ -59,6 +62,7 @@ describe('claims grow for quick batches (relay.maxBatchSize)', () => {
     t = await buildApp({
       url: db.url,
       providers: [GrowthConsumers],
+      imports: [TestClock.of(steppingClock())],
       // one lane: each round is one claim of the tenant
       outbox: { relay: { batchSize: BATCH, maxBatchSize: MAX_BATCH, concurrency: 1 } },
     });
