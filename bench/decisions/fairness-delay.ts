@@ -12,10 +12,13 @@
  * load moves it), split into commit → the small claim sent (a wait for a lane or a round) and the claim's round
  * trip (sent → answer taken); and, over the timed window, the event loop's delay (p99, max) and utilization, this
  * process's CPU, `select 1` round trips from this process and from another (bench/workers/select-probe.ts: the
- * relay's event loop against the server and the machine), and the backlog drained (ADR 1106, addendum of 2026-12-07). Variants in turns (TURNS, default 2;
- * VARIANTS picks some, comma-separated): the fair shares on, off, and an idle relay (no backlog).
+ * relay's event loop against the server and the machine), the main thread's time on a core and runnable but
+ * waiting for one with the machine's idle CPUs (Linux's /proc: what the loop's busy time is), and the backlog
+ * drained (ADR 1106, addenda of 2026-12-07). Variants in turns (TURNS, default 2; VARIANTS picks some,
+ * comma-separated): the fair shares on, off, and an idle relay (no backlog).
  */
 import { fork } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Client } from 'pg';
@@ -71,6 +74,34 @@ async function probeRoundTrips(
   return { inside, outside: await outside };
 }
 
+/** This process's main thread (the event loop) and the machine's CPUs, cumulative (Linux's /proc), ns and ticks. */
+interface Cores {
+  /** The main thread's time on a core and runnable but waiting for one (`/proc/self/task/<pid>/schedstat`), ns. */
+  running: number;
+  waiting: number;
+  /** The machine's CPU time, all and idle (the first line of `/proc/stat`), ticks. */
+  ticks: number;
+  idle: number;
+}
+
+/** The figures of `Cores` now, or null where /proc does not have them (not Linux). */
+function readCores(): Cores | null {
+  try {
+    const [running, waiting] = readFileSync(`/proc/self/task/${process.pid}/schedstat`, 'utf8')
+      .split(' ')
+      .map(Number);
+    const cpu = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+    return {
+      running: running!,
+      waiting: waiting!,
+      ticks: cpu.reduce((a, b) => a + b, 0),
+      idle: cpu[3]! + cpu[4]!,
+    };
+  } catch {
+    return null;
+  }
+}
+
 /** What one small-tenant event waited for, from its commit (done) to its claim and its handler. */
 interface Waited {
   /** The backlogged tenant's events handled between the commit and the small event's handler. */
@@ -107,6 +138,11 @@ async function run(
   cpuShare: number;
   /** The event loop's utilization meanwhile (`performance.eventLoopUtilization`), %. */
   loopBusy: number;
+  /**
+   * Meanwhile, % of the window: the main thread on a core, and runnable but waiting for one (the machine's cores
+   * busy); the machine's CPUs idle (with iowait), % of their time. Null off Linux.
+   */
+  cores: { running: number; waiting: number; idle: number } | null;
   /** `select 1` round trips meanwhile, in this process and in another (see `probeRoundTrips`), ms. */
   probes: { inside: number[]; outside: number[] };
   drained: number;
@@ -178,6 +214,7 @@ async function run(
     const delay = monitorEventLoopDelay({ resolution: 1 });
     delay.enable();
     const cpuBefore = process.cpuUsage();
+    const coresBefore = readCores();
     const loopBefore = performance.eventLoopUtilization();
     const bigBefore = consumer.count(BIG);
     const claimsBefore = bigClaims;
@@ -192,6 +229,16 @@ async function run(
     const probes = await probing;
     delay.disable();
     const cpu = process.cpuUsage(cpuBefore);
+    const coresAfter = readCores();
+    const windowNs = (performance.now() - startedAt) * 1e6;
+    const cores =
+      coresBefore && coresAfter
+        ? {
+            running: ((coresAfter.running - coresBefore.running) / windowNs) * 100,
+            waiting: ((coresAfter.waiting - coresBefore.waiting) / windowNs) * 100,
+            idle: ((coresAfter.idle - coresBefore.idle) / (coresAfter.ticks - coresBefore.ticks)) * 100,
+          }
+        : null;
     const loopBusy = performance.eventLoopUtilization(loopBefore).utilization * 100;
     // this process's CPU (the relay, the producer) per backlogged event handled meanwhile, µs
     const bigHandled = consumer.count(BIG) - bigBefore;
@@ -216,7 +263,7 @@ async function run(
         sentMs: Math.max(0, sentAt.get(id)! - commit.at),
       };
     });
-    return { waited, loopDelay, cpuPerEvent, cpuShare, loopBusy, probes, drained, perClaim };
+    return { waited, loopDelay, cpuPerEvent, cpuShare, loopBusy, cores, probes, drained, perClaim };
   } finally {
     await app.close();
   }
@@ -266,11 +313,8 @@ async function main(): Promise<void> {
       Number(process.env.TURNS ?? 2),
       async (variant) => {
         const { policy, backlog } = variants[variant]!;
-        const { waited, loopDelay, cpuPerEvent, cpuShare, loopBusy, probes, drained, perClaim } = await run(
-          decision,
-          policy,
-          backlog,
-        );
+        const { waited, loopDelay, cpuPerEvent, cpuShare, loopBusy, cores, probes, drained, perClaim } =
+          await run(decision, policy, backlog);
         const share = (test: (w: Waited) => boolean): number =>
           (waited.filter(test).length / waited.length) * 100;
         const events = waited.map((w) => w.events);
@@ -291,6 +335,11 @@ async function main(): Promise<void> {
         print(
           `    event loop delay meanwhile: p99 ${loopDelay.p99.toFixed(1)} ms, max ${loopDelay.max.toFixed(1)} ms; event loop busy ${loopBusy.toFixed(0)} %; Node CPU ${cpuShare.toFixed(0)} % of a core, ${cpuPerEvent.toFixed(1)} µs per backlogged event; backlog drained ${drained.toFixed(0)}/s, ${perClaim.toFixed(1)} events a claim`,
         );
+        // the loop's busy time split: its thread on a core, or waiting for one (ADR 1106, addendum of 2026-12-07, last)
+        if (cores)
+          print(
+            `    main thread on a core ${cores.running.toFixed(0)} % of the window, runnable and waiting for one ${cores.waiting.toFixed(0)} %; the machine's CPUs idle ${cores.idle.toFixed(0)} %`,
+          );
         // which waits the slowest 1 % had, and what each kind of wait takes
         const { inside, outside } = probes;
         print(
@@ -314,6 +363,8 @@ async function main(): Promise<void> {
           'event loop delay p99, ms': loopDelay.p99,
           'Node CPU, % of a core': cpuShare,
           'event loop busy, %': loopBusy,
+          'main thread waiting for a core, % of the window': cores?.waiting ?? NaN,
+          "the machine's CPUs idle, %": cores?.idle ?? NaN,
           'select 1 p50 in this process, ms': percentile(probes.inside, 50)!,
           'select 1 p50 in another process, ms': percentile(probes.outside, 50)!,
           'select 1 p99 in this process, ms': percentile(probes.inside, 99)!,
