@@ -11,7 +11,7 @@ import { startEmbeddedPostgres } from '../../tools/embedded-postgres';
 import { BenchDatabase } from '../harness/bench-database';
 import type { Type } from '@nestjs/common';
 import type { OutboxRelayOptions } from 'nestjs-pg-outbox';
-import { createBenchApp } from '../harness/bench-app';
+import { createBenchApp, type BenchApp } from '../harness/bench-app';
 import { consumerClass, type ConsumerVariant } from '../harness/bench-consumers';
 import { median } from '../harness/stats';
 import { measureDrain } from '../harness/drain-cost';
@@ -164,8 +164,7 @@ export async function compareDrains<V extends string>(
       serverVersion,
     );
     for (const consumers of kinds) {
-      type Figure = 'events/s' | 'Node µs CPU/event' | 'PostgreSQL µs CPU/event';
-      const figures = await inTurns<V, Figure>(Object.keys(variants) as V[], turns, async (variant) => {
+      const figures = await inTurns<V, DrainFigure>(Object.keys(variants) as V[], turns, async (variant) => {
         await db.resetWithPendingEvents(events);
         const app = await createBenchApp({
           url: db.url,
@@ -176,12 +175,7 @@ export async function compareDrains<V extends string>(
           probe: false,
         });
         try {
-          const drained = await measureDrain(app, db, applicationName, events);
-          return {
-            'events/s': drained.eventsPerSecond,
-            'Node µs CPU/event': drained.nodeUs,
-            'PostgreSQL µs CPU/event': drained.serverUs,
-          };
+          return await drainFigures(app, db, applicationName, events);
         } finally {
           await app.close();
         }
@@ -192,6 +186,24 @@ export async function compareDrains<V extends string>(
   } finally {
     await close();
   }
+}
+
+/** A figure of a drain, as `compare` prints it. */
+export type DrainFigure = 'events/s' | 'Node µs CPU/event' | 'PostgreSQL µs CPU/event';
+
+/** `measureDrain` of `app` (the backends named `applicationName`): its rate and CPU per event, by figure. */
+export async function drainFigures(
+  app: BenchApp,
+  db: BenchDatabase,
+  applicationName: string,
+  events: number,
+): Promise<Record<DrainFigure, number>> {
+  const drained = await measureDrain(app, db, applicationName, events);
+  return {
+    'events/s': drained.eventsPerSecond,
+    'Node µs CPU/event': drained.nodeUs,
+    'PostgreSQL µs CPU/event': drained.serverUs,
+  };
 }
 
 const DRAIN_LABELS: Record<ConsumerVariant, string> = {

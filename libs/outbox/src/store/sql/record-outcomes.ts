@@ -4,9 +4,14 @@ import type { OutboxNames } from '../../model/table-names';
 import { BATCH_MARKER } from './transaction-context';
 import { holdPairs } from './consumer-pauses';
 
-/** The outcomes sent as arrays, one row each (see `recordOutcomes` for the parameters). */
-const OUTCOME_ROWS = `select id, status, error_code, last_error, retry_ms, external_run_id, event_id, consumer, attempt,
-                    coalesce(tenant_id, $15::uuid) as tenant_id, seq, snoozed, hold_ms
+/**
+ * The outcomes sent as arrays, one row each (see `recordOutcomes` for the parameters); a column whose values are
+ * all the same is sent once ($19–$21, see `sentOnce`), as the pairs' tenant is ($15).
+ */
+const OUTCOME_ROWS = `select id, coalesce(status, $19::text) as status, error_code, last_error,
+                    coalesce(retry_ms, $20::int) as retry_ms, external_run_id, event_id, consumer,
+                    coalesce(attempt, $21::int) as attempt, coalesce(tenant_id, $15::uuid) as tenant_id, seq, snoozed,
+                    hold_ms
                from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $7::text[],
                            $8::uuid[], $9::text[], $10::int[], $11::uuid[], $12::bigint[], $17::boolean[], $18::int[])
                       as o(id, status, error_code, last_error, retry_ms, external_run_id, event_id, consumer, attempt,
@@ -66,7 +71,7 @@ function insertPairRow(n: OutboxNames): string {
  * relay still holds their event's lease, fenced or not. Planned for each batch, never prepared: a plan that
  * updated delivery rows, made while that table was empty, would scan it whole on every batch. unnest pads
  * shorter arrays with nulls: a column that is null throughout is sent empty (see `column`), and the pairs'
- * tenant, when they share one, once ($15).
+ * tenant ($15), status, retry and attempt ($19–$21, see `sentOnce`), when every outcome has the same, once.
  */
 const outcomeText = textPerNames((n: OutboxNames): string => {
   return `with o as (
@@ -231,20 +236,23 @@ export function recordOutcomes(
   const [tenant] = tenants;
   // the prepared statement takes every lease for granted until its fence: only for a fenced batch of pairs
   const pairsOnly = fenced && rows === 0;
+  const status = sentOnce(outcomes, (o) => o.status);
+  const retryMs = sentOnce(outcomes, (o) => Math.round(o.retryInMs));
+  const attempt = sentOnce(outcomes, (o) => o.pair?.attempt ?? null);
   return {
     text: pairsOnly ? pairOutcomeText(n) : outcomeText(n),
     prepared: pairsOnly ? PAIR_OUTCOME_NAME : undefined,
     values: [
       column(outcomes, (o) => o.deliveryId),
-      outcomes.map((o) => o.status),
+      status.each,
       column(outcomes, (o) => o.errorCode),
       column(outcomes, (o) => o.error),
-      outcomes.map((o) => Math.round(o.retryInMs)),
+      retryMs.each,
       leaseToken,
       column(outcomes, (o) => o.externalRunId ?? null),
       column(outcomes, (o) => o.pair?.eventId ?? null),
       column(outcomes, (o) => o.pair?.consumer ?? null),
-      column(outcomes, (o) => o.pair?.attempt ?? null),
+      attempt.each,
       tenants.size === 1 ? [] : column(outcomes, (o) => o.pair?.tenantId ?? null),
       column(outcomes, (o) => o.pair?.eventSeq ?? null),
       expected,
@@ -253,6 +261,9 @@ export function recordOutcomes(
       fenced,
       column(outcomes, (o) => o.snoozed ?? null),
       column(outcomes, (o) => (o.holdMs === undefined ? null : Math.round(o.holdMs))),
+      status.once,
+      retryMs.once,
+      attempt.once,
     ],
   };
 }
@@ -267,6 +278,23 @@ function column<T>(
 ): (T | null)[] {
   const values = outcomes.map(value);
   return values.every((v) => v === null) ? [] : values;
+}
+
+/**
+ * A column sent once when every outcome has the same value (the common batch: every pair delivered at its first
+ * attempt, no retry): `each` empty and `once` the value, which the statement takes for each row's null; else the
+ * values as `column` sends them and `once` null. 100 events × 2 pairs: 3,974 bytes of `status`, `retry_ms`
+ * and `attempt` less to send (pg quotes each element) and 600 elements less to parse (docs/adr/0804, issue 35).
+ */
+function sentOnce<T>(
+  outcomes: readonly DeliveryOutcome[],
+  value: (o: DeliveryOutcome) => T | null,
+): { each: (T | null)[]; once: T | null } {
+  const values = column(outcomes, value);
+  const [first = null] = values;
+  return first !== null && values.every((v) => v === first)
+    ? { each: [], once: first }
+    : { each: values, once: null };
 }
 
 /** The SQLSTATE of `outbox_lease_fence`: a fenced batch lost a lease and was rolled back. */
