@@ -24,6 +24,7 @@ import { waitFor } from '../support/wait-for';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { enqueueManyIn, TENANT } from '../support/outbox-fixture';
 import { deliveredPair } from '../support/pair-outcomes';
+import { insertClaimHistory } from '../support/claim-history';
 
 /** The outbox's names in the default schema, which these statements run against. */
 const NAMES = outboxNames();
@@ -243,16 +244,7 @@ describe("the relay's prepared statements (the claim's fan-out, a batch's outcom
   };
 
   it('has generic plans that read no whole table of events or deliveries', async () => {
-    await db.sql(
-      `insert into event_outbox (id, tenant_id, event_name, payload, status, deliveries_open)
-       select gen_random_uuid(), $1, $2, '{}', case when n % 2 = 0 then 'pending' else 'processing' end, 1
-         from generate_series(1, 20000) as n`,
-      [TENANT, EVENT],
-    );
-    await db.sql(
-      `insert into outbox_deliveries (event_id, tenant_id, consumer_name, event_seq, status)
-       select id, tenant_id, 'seen', seq, 'pending' from event_outbox where status = 'processing'`,
-    );
+    await insertClaimHistory(db, TENANT, EVENT, 'seen');
     await db.sql('analyze');
     const fanOut = fanOutPendingEvents(NAMES, {
       tenantId: TENANT,

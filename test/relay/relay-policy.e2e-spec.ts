@@ -32,6 +32,7 @@ const ALL_OFF: Partial<RelayPolicy> = {
   claimPositions: null,
   claimFloor: null,
   horizonVacuums: null,
+  leaseProbesByKey: false,
 };
 
 /**
@@ -97,6 +98,8 @@ describe("the relay's policy", () => {
 
   const guarded = (statements: readonly ProbedStatement[]): boolean =>
     statements.some((s) => s.text.trimStart().startsWith('do $outbox_guard$'));
+  const byKeyContext = (s: ProbedStatement): boolean =>
+    s.text.includes(`set_config('enable_seqscan', 'off', true)`);
 
   it('is made from the options, and each app in a process has its own', async () => {
     shipped = await buildApp({ url: db.url, providers: [Plain] });
@@ -121,6 +124,7 @@ describe("the relay's policy", () => {
       claimPositions: { fullScanMs: 60_000, settleMs: 250, startScanMs: 600_000 },
       claimFloor: { marginMs: 600_000, refreshMs: 5_000, fullScanMs: 60_000 },
       horizonVacuums: { heldEveryMs: 60_000 },
+      leaseProbesByKey: true,
     });
     expect(switched.app.get(OUTBOX_RELAY_POLICY, { strict: false })).toEqual(ALL_OFF);
   });
@@ -133,6 +137,8 @@ describe("the relay's policy", () => {
     expect(relayStatement.fanOut(claims[0]!)).toBe(false);
     expect(relayStatement.claimNewName(claims[0]!.name)).toBe(true);
     expect(guarded(sent)).toBe(false);
+    // the claim's context plans it without sequential scans: the lease probed by key (one context of the round)
+    expect(sent.filter(byKeyContext)).toHaveLength(1);
   });
 
   it('with the switches off: the fan-out, unnamed, and the guard in every closing', async () => {
@@ -143,6 +149,7 @@ describe("the relay's policy", () => {
     expect(relayStatement.fanOut(claims[0]!)).toBe(true);
     expect(sent.filter((s) => s.name !== undefined)).toEqual([]);
     expect(guarded(sent)).toBe(true);
+    expect(sent.filter(byKeyContext)).toEqual([]);
   });
 
   it('as shipped, each round trip leaves in one socket write; with oneWrite off, each statement in one of its own', async () => {

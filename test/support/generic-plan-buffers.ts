@@ -11,15 +11,7 @@ export async function genericPlanBuffers(client: Client, statement: SqlStatement
   try {
     await client.query('set local plan_cache_mode = force_generic_plan');
     await client.query(`prepare probe as ${statement.text}`);
-    const args = (statement.values as unknown[])
-      .map((v) =>
-        Array.isArray(v)
-          ? client.escapeLiteral(`{${v.map((x) => JSON.stringify(x)).join(',')}}`)
-          : typeof v === 'number'
-            ? String(v)
-            : client.escapeLiteral(String(v as string)),
-      )
-      .join(', ');
+    const args = literalArguments(client, statement);
     for (let i = 0; i < 5; i++) {
       await client.query('savepoint s');
       await client.query(`execute probe(${args})`);
@@ -35,4 +27,19 @@ export async function genericPlanBuffers(client: Client, statement: SqlStatement
     // a prepared statement outlives the transaction
     await client.query('deallocate probe').catch(() => undefined);
   }
+}
+
+/** `statement`'s values as the literal arguments of an `execute` of it (`$1…$n` in order, a null as `null`). */
+export function literalArguments(client: Client, statement: SqlStatement): string {
+  return (statement.values as unknown[])
+    .map((v) =>
+      v === null
+        ? 'null'
+        : Array.isArray(v)
+          ? client.escapeLiteral(`{${v.map((x) => JSON.stringify(x)).join(',')}}`)
+          : typeof v === 'number'
+            ? String(v)
+            : client.escapeLiteral(String(v as string)),
+    )
+    .join(', ');
 }

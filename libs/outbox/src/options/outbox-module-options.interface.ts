@@ -85,10 +85,11 @@ export interface OutboxRelayOptions {
   /**
    * Vacuum `outbox_event_leases` after this many event leases released by this instance (`0`: never, leave it to
    * autovacuum). Each in-process batch inserts a lease row per event and its outcome deletes it; until VACUUM
-   * runs, new rows go to new pages and every claim reads the dead ones, so a long drain slows down with its
-   * length. A vacuum of that small table takes about a millisecond. Only when the relay's role may vacuum it
-   * (owner, database owner or superuser; `MAINTAIN` from PostgreSQL 17). While the vacuum horizon has not moved
-   * since the previous vacuum (a long transaction, a replication slot), one a minute at most. Default: `2000`.
+   * runs, new rows go to new pages (the claims probe each event's lease by the table's key, so they do not read
+   * the dead rows), and each vacuum makes every connection plan its claims anew. A vacuum of that small table takes
+   * milliseconds. Only when the relay's role may vacuum it (owner, database owner or superuser; `MAINTAIN`
+   * from PostgreSQL 17). While the vacuum horizon has not moved since the previous vacuum (a long transaction, a
+   * replication slot), one a minute at most. Default: `10000`.
    */
   vacuumLeasesEvery?: number;
   /**

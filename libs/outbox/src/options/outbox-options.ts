@@ -25,7 +25,7 @@ export const OUTBOX_DEFAULTS: Omit<ResolvedOutboxOptions, 'names'> = {
     maxTenantsPerRound: 100,
     scheduledCoalesceMs: 200,
     wakeUps: 'auto',
-    vacuumLeasesEvery: 2000,
+    vacuumLeasesEvery: 10_000,
     tenants: null,
     tenantWeights: null,
   },

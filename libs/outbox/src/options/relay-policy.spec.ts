@@ -21,6 +21,7 @@ describe('relayPolicy', () => {
       claimPositions: { fullScanMs: 60_000, settleMs: 250, startScanMs: 600_000 },
       claimFloor: { marginMs: 600_000, refreshMs: 5_000, fullScanMs: 60_000 },
       horizonVacuums: { heldEveryMs: 60_000 },
+      leaseProbesByKey: true,
     });
   });
 

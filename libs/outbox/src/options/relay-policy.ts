@@ -48,6 +48,10 @@ import type { ResolvedOutboxOptions } from './outbox-module-options.interface';
  *   has not moved since the previous vacuum, which removed all that it allowed, the vacuum is skipped, and runs
  *   at most every `heldEveryMs`; or null: a vacuum every `relay.vacuumLeasesEvery` released leases, held or not
  *   (ADR 0601's addendum, maintenance/lease-vacuum.ts).
+ * - `leaseProbesByKey`: the claims' transactions plan without sequential scans (`enable_seqscan` off, set with
+ *   their context), so the claims' probe of each event's lease reads the lease table by its key whatever the
+ *   table's size when the plan was made, not the whole table per event; or false: as PostgreSQL plans it (ADR
+ *   0804's addendum on the lease probe, store/sql/transaction-context.ts and the claims' context in the store).
  * Pipelining (ADR 0501/0604) and the narrowing of a failed batch (ADR 0101) are not switches: the relay's
  * round trips and its guarantees rest on them.
  */
@@ -75,6 +79,7 @@ export interface RelayPolicy {
     readonly fullScanMs: number;
   } | null;
   readonly horizonVacuums: { readonly heldEveryMs: number } | null;
+  readonly leaseProbesByKey: boolean;
 }
 
 /** Token of the app's `RelayPolicy` (internal: not exported by the package's index). */
@@ -125,6 +130,7 @@ export function relayPolicy(
     claimPositions: CLAIM_POSITIONS,
     claimFloor: CLAIM_FLOOR,
     horizonVacuums: HORIZON_VACUUMS,
+    leaseProbesByKey: true,
     ...switches,
   };
 }

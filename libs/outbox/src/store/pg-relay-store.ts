@@ -38,12 +38,17 @@ export class PgRelayStore implements OutboxStorePort {
   private readonly positions: ClaimPositions | null;
   /** This store's floor of the claims (ADR 1207's addendum), or null when the policy has none. */
   private readonly floor: ClaimFloor | null;
+  /** Whether the claims' transactions plan without sequential scans (`RelayPolicy.leaseProbesByKey`). */
+  private readonly byKey: boolean;
 
   constructor(
     private readonly store: OutboxStore,
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
-    @Optional() @Inject(OUTBOX_RELAY_POLICY) policy?: Pick<RelayPolicy, 'claimPositions' | 'claimFloor'>,
+    @Optional()
+    @Inject(OUTBOX_RELAY_POLICY)
+    policy?: Pick<RelayPolicy, 'claimPositions' | 'claimFloor' | 'leaseProbesByKey'>,
   ) {
+    this.byKey = policy?.leaseProbesByKey ?? false;
     const p = policy?.claimPositions;
     this.positions = p ? new ClaimPositions(p.fullScanMs, p.settleMs, p.startScanMs ?? p.fullScanMs) : null;
     const f = policy?.claimFloor;
@@ -217,6 +222,7 @@ export class PgRelayStore implements OutboxStorePort {
       tenantId,
       this.positions,
       (id, now) => this.floorOf(id, now),
+      this.byKey,
     );
   }
 }

@@ -38,6 +38,8 @@ export class PgTenantConnection implements TenantConnection {
     private readonly tenantId: string,
     private readonly positions: ClaimPositions | null,
     private readonly floorOf: (tenantId: string, now: number) => string,
+    /** Whether the claim's transaction plans without sequential scans (`RelayPolicy.leaseProbesByKey`). */
+    private readonly byKey: boolean,
   ) {}
 
   get inTransaction(): boolean {
@@ -69,7 +71,7 @@ export class PgTenantConnection implements TenantConnection {
     const bound = this.floorOf(tenantId, sentAt);
     const floor = from === '0' ? NIL_UUID : bound;
     const statements = [
-      relayContext(this.options, tenantId, { durable: false }),
+      relayContext(this.options, tenantId, { durable: false, byKey: this.byKey }),
       // named fields, not `{ ...request, … }`: properties added to a spread's copy cost about 1 µs each in
       // Node 20's V8 (ADR 1201, addendum of 2026-12-07)
       newEventsStatement(names, {
@@ -211,7 +213,7 @@ export function recordedOf(rows: unknown[]): { recorded: number } {
 export function relayContext(
   options: ResolvedOutboxOptions,
   tenantId: string,
-  context: { durable?: boolean } = {},
+  context: { durable?: boolean; byKey?: boolean } = {},
 ): SqlStatement {
   return setTransactionContext(options.tenantSetting, tenantId, options.relay.leaseMs, context);
 }

@@ -272,7 +272,8 @@ export class RoundConnection {
       ).catch(() => undefined),
       warmedUp: sendSteps(this.transport, connection, [
         BEGIN,
-        q.setTransactionContext(tenantSetting, NIL_UUID, leaseMs),
+        // the claims' context: their plans made here are the ones they keep (see `setTransactionContext`)
+        q.setTransactionContext(tenantSetting, NIL_UUID, leaseMs, { byKey: policy.leaseProbesByKey }),
         ...q.newEventsWarmUp(names, policy),
         ROLLBACK,
       ]),

@@ -11,10 +11,14 @@ import { consumerLimited } from './consumer-limits';
  * leases into a hash: that read walks the index entries of every lease deleted within the lease's length, which a
  * held snapshot keeps vacuum from removing (docs/adr/1206-claims-that-start-past-the-settled.md). `offset 0`
  * keeps it a subplan run per event: as an anti join, the planner, thinking the scan returns a row or two, chose to
- * read the whole lease table once per event (320,000 buffers, 0.37 s per claim 45 s into a hold).
+ * read the whole lease table once per event (320,000 buffers, 0.37 s per claim 45 s into a hold). The lease's
+ * expiry is compared outside the subquery, so the key is the only index that can serve it: the claims plan without
+ * sequential scans (`RelayPolicy.leaseProbesByKey`), and with `lease_expires_at > now()` inside, a plan made over
+ * an empty lease table walked the expiry index's range of live leases — and of every lease deleted within the
+ * lease's length — per event (docs/adr/0804-a-lean-claim-for-in-process-consumers.md, addendum on the lease probe).
  */
 export function notLeased(n: OutboxNames): string {
-  return `not exists (select 1 from ${n.eventLeases} l where l.event_id = e.id and l.lease_expires_at > now() offset 0)`;
+  return `coalesce((select l.lease_expires_at from ${n.eventLeases} l where l.event_id = e.id offset 0), '-infinity') <= now()`;
 }
 
 /**

@@ -16,16 +16,32 @@ import { HANDLER_CONTEXT_NAME, type SqlStatement } from './statement';
  * JIT compilation is off in these transactions: the relay's statements touch a batch of rows each, and a plan
  * whose estimated cost passes `jit_above_cost` (a generic plan's estimates are rough) would be compiled on every
  * execution. Both settings, and what was measured: docs/adr/0605-no-jit-and-asynchronous-commit-for-the-claim.md.
+ *
+ * `byKey`: a claim's transaction (`RelayPolicy.leaseProbesByKey`), whose statements are planned without
+ * sequential scans (`enable_seqscan` off). The claims probe each pending event they pass by for a live lease
+ * (`notLeased`; the other lane's batch in flight is still pending), and a generic plan made while the lease table was
+ * empty or a page or two (a truncation, the start of a drain) probed it by a sequential scan per event, kept until
+ * the next vacuum made PostgreSQL plan it anew: every lease taken and released meanwhile was read once per event
+ * passed by. Transaction-local: the batch transaction that follows, and the handlers' statements, plan as usual.
+ * Besides the probe, it turns the registry's small tables' scans into index scans and the fan-out's look at expired
+ * leases into a range of the expiry index. See docs/adr/0804-a-lean-claim-for-in-process-consumers.md, addendum
+ * on the lease probe.
  */
 export function setTransactionContext(
   tenantSetting: string,
   tenantId: string,
   idleTimeoutMs: number,
-  { durable = true, batch = null }: { durable?: boolean; batch?: string | null } = {},
+  {
+    durable = true,
+    batch = null,
+    byKey = false,
+  }: { durable?: boolean; batch?: string | null; byKey?: boolean } = {},
 ): SqlStatement {
   const values = [tenantSetting, tenantId, String(idleTimeoutMs), durable ? 'on' : 'off'];
   if (batch === null)
-    return { text: CONTEXT_TEXT, values, withGenericPlans: { text: CONTEXT_GENERIC, values } };
+    return byKey
+      ? { text: BY_KEY_TEXT, values, withGenericPlans: { text: BY_KEY_GENERIC, values } }
+      : { text: CONTEXT_TEXT, values, withGenericPlans: { text: CONTEXT_GENERIC, values } };
   // the batch transaction: also marked with its lease token (see `batchGuard`)
   values.push(batch);
   return { text: BATCH_CONTEXT_TEXT, values, withGenericPlans: { text: BATCH_CONTEXT_GENERIC, values } };
@@ -51,6 +67,9 @@ const CONTEXT_TEXT = `select concat(${CONTEXT_CALLS}) as context`;
 const BATCH_CONTEXT_TEXT = `select concat(${BATCH_CONTEXT_CALLS}) as context`;
 const CONTEXT_GENERIC = `select concat(${CONTEXT_CALLS}, ${GENERIC_PLANS}) as context`;
 const BATCH_CONTEXT_GENERIC = `select concat(${BATCH_CONTEXT_CALLS}, ${GENERIC_PLANS}) as context`;
+const BY_KEY_CALLS = `${CONTEXT_CALLS}, set_config('enable_seqscan', 'off', true)`;
+const BY_KEY_TEXT = `select concat(${BY_KEY_CALLS}) as context`;
+const BY_KEY_GENERIC = `select concat(${BY_KEY_CALLS}, ${GENERIC_PLANS}) as context`;
 
 // made once, as the contexts' texts: a named statement, compared by pg with the text it was parsed from
 const HANDLER_CONTEXT_TEXT = `select current_setting($1, true) as tenant, current_setting('${BATCH_MARKER}', true) as batch,
