@@ -6,6 +6,7 @@ const withPool = (options: { poolSize?: number; extra?: { max?: number } }): PgR
   new PgRelayStore(
     { dataSource: () => ({ options }) } as unknown as OutboxStore,
     {} as ResolvedOutboxOptions,
+    { claimPositions: null, claimFloor: null, leaseProbesByKey: true },
   );
 
 describe('PgRelayStore.poolSize', () => {

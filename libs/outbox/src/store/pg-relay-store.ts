@@ -1,4 +1,4 @@
-import { Inject, Injectable, Optional } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
 import type { DeliveryOutcome } from '../model/delivery-outcome';
 import type { DueTenant } from '../model/due-tenant';
@@ -44,14 +44,14 @@ export class PgRelayStore implements OutboxStorePort {
   constructor(
     private readonly store: OutboxStore,
     @Inject(OUTBOX_RESOLVED_OPTIONS) private readonly options: ResolvedOutboxOptions,
-    @Optional()
+    // required, as by `OutboxStore`, whose round connections' warm-up plans the claims in the context read here
     @Inject(OUTBOX_RELAY_POLICY)
-    policy?: Pick<RelayPolicy, 'claimPositions' | 'claimFloor' | 'leaseProbesByKey'>,
+    policy: Pick<RelayPolicy, 'claimPositions' | 'claimFloor' | 'leaseProbesByKey'>,
   ) {
-    this.byKey = policy?.leaseProbesByKey ?? false;
-    const p = policy?.claimPositions;
+    this.byKey = policy.leaseProbesByKey;
+    const p = policy.claimPositions;
     this.positions = p ? new ClaimPositions(p.fullScanMs, p.settleMs, p.startScanMs ?? p.fullScanMs) : null;
-    const f = policy?.claimFloor;
+    const f = policy.claimFloor;
     this.floor = f ? new ClaimFloor(f.marginMs, f.refreshMs, f.fullScanMs) : null;
   }
 
