@@ -50,8 +50,9 @@ import type { ResolvedOutboxOptions } from './outbox-module-options.interface';
  *   (ADR 0601's addendum, maintenance/lease-vacuum.ts).
  * - `leaseProbesByKey`: the claims' transactions plan without sequential scans (`enable_seqscan` off, set with
  *   their context), so the claims' probe of each event's lease reads the lease table by its key whatever the
- *   table's size when the plan was made, not the whole table per event; or false: as PostgreSQL plans it (ADR
- *   0804's addendum on the lease probe, store/sql/transaction-context.ts and the claims' context in the store).
+ *   table's size when the plan was made, not the whole table per event; and so does a narrowed batch's extension
+ *   of its leases (ADR 0601's addendum of 2026-12-07, the last); or false: as PostgreSQL plans it (ADR 0804's
+ *   addendum on the lease probe, store/sql/transaction-context.ts and the claims' context in the store).
  * Pipelining (ADR 0501/0604) and the narrowing of a failed batch (ADR 0101) are not switches: the relay's
  * round trips and its guarantees rest on them.
  */
