@@ -22,7 +22,7 @@ import {
   typeormTransactor,
   type Transactor,
 } from '../harness/enqueue-transactors';
-import { heading, openDecisionDatabase, print } from './decision-server';
+import { exitWhenDone, heading, openDecisionDatabase, print } from './decision-server';
 
 const COMMITS = Number(process.env.COMMITS ?? 3000);
 const TURNS = Number(process.env.TURNS ?? 3);
@@ -150,10 +150,4 @@ async function main(): Promise<void> {
   }
 }
 
-void main().then(
-  () => process.exit(0),
-  (error: unknown) => {
-    process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-    process.exit(1);
-  },
-);
+exitWhenDone(main());
