@@ -15,12 +15,10 @@
  */
 import 'reflect-metadata';
 import { GCProfiler } from 'node:v8';
-import { createBenchApp } from '../harness/bench-app';
 import {
-  contactEvent,
   libraryTransactor,
   rawEventInsert,
-  stubbedRunner,
+  stubbedEnqueue,
   typeormTransactor,
   type Transactor,
 } from '../harness/enqueue-transactors';
@@ -114,33 +112,13 @@ async function bytesPerCall(calls: number, work: (i: number) => Promise<unknown>
  * then told of the commit as TypeORM tells its subscribers, with `relay.wakeUps: 'off'` (no NOTIFY sent).
  */
 async function enqueueAlone(url: string): Promise<void> {
-  const app = await createBenchApp({
-    url,
-    consumers: [],
-    probe: false,
-    relay: { wakeUps: 'off' },
-    applicationName: 'decision-enqueue-alloc-alone',
-  });
+  const stubbed = await stubbedEnqueue(url, 'decision-enqueue-alloc-alone');
   try {
-    const runner = stubbedRunner(app.dataSource);
-    const events = Array.from({ length: 1000 }, () => contactEvent().event);
-    const subscribers = app.dataSource.subscribers;
-    const committed = async (i: number): Promise<void> => {
-      runner.isTransactionActive = true;
-      await app.outbox.enqueue(runner as never, events[i % 1000]!);
-      runner.isTransactionActive = false;
-      for (const subscriber of subscribers)
-        void subscriber.afterTransactionCommit?.({ queryRunner: runner } as never);
-    };
+    const committed = stubbed.commit;
     const runs: string[] = [];
     const commits: string[] = [];
     for (let turn = 0; turn < 3; turn++) {
-      runner.isTransactionActive = true;
-      runs.push(
-        (await bytesPerCall(20_000, (i) => app.outbox.enqueue(runner as never, events[i % 1000]!))).toFixed(
-          0,
-        ),
-      );
+      runs.push((await bytesPerCall(20_000, stubbed.enqueue)).toFixed(0));
       commits.push((await bytesPerCall(20_000, committed)).toFixed(0));
     }
     if (process.env.HEAP_SAMPLES)
@@ -149,7 +127,7 @@ async function enqueueAlone(url: string): Promise<void> {
       `  enqueue, I/O stubbed: ${runs.join(' ')} bytes per call; with the commit's subscriber: ${commits.join(' ')}`,
     );
   } finally {
-    await app.close();
+    await stubbed.close();
   }
 }
 

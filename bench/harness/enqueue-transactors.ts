@@ -268,3 +268,42 @@ export function stubbedRunner(dataSource: DataSource): { isTransactionActive: bo
     query: () => Promise.resolve([]),
   } as { isTransactionActive: boolean };
 }
+
+/**
+ * `enqueue` with its I/O stubbed (see `stubbedRunner`) in an app of its own with `relay.wakeUps: 'off'` (no
+ * NOTIFY sent): `enqueue(i)` adds the i-th of 1,000 contact events, `commit(i)` also tells the DataSource's
+ * subscribers of the commit, as TypeORM does.
+ */
+export async function stubbedEnqueue(
+  url: string,
+  applicationName: string,
+): Promise<{
+  enqueue: (i: number) => Promise<unknown>;
+  commit: (i: number) => Promise<void>;
+  close: () => Promise<void>;
+}> {
+  const app = await createBenchApp({
+    url,
+    consumers: [],
+    probe: false,
+    relay: { wakeUps: 'off' },
+    applicationName,
+  });
+  const runner = stubbedRunner(app.dataSource);
+  const events = Array.from({ length: 1000 }, () => contactEvent().event);
+  const subscribers = app.dataSource.subscribers;
+  const enqueue = (i: number): Promise<unknown> => {
+    runner.isTransactionActive = true;
+    return app.outbox.enqueue(runner as never, events[i % 1000]!);
+  };
+  return {
+    enqueue,
+    commit: async (i) => {
+      await enqueue(i);
+      runner.isTransactionActive = false;
+      for (const subscriber of subscribers)
+        void subscriber.afterTransactionCommit?.({ queryRunner: runner } as never);
+    },
+    close: () => app.close(),
+  };
+}

@@ -140,7 +140,7 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
    * Called by `enqueue` once its insert succeeded: the transaction's commit is to wake the relays, for the
    * tenants of its events due at once and, when it holds a delayed event (`delayed`), with a wake-up naming no
    * tenant, on which relays promote due delayed events and learn when the next one is due. `carried`: the
-   * wake-up the insert carried (see `carry`).
+   * wake-up the insert carried (see `carry`). `tenants` is kept as given (never changed): pass a fresh array.
    */
   enqueuedIn(
     runner: QueryRunner,
@@ -151,10 +151,14 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
     this.hook(runner.connection);
     const known = this.enqueued.get(runner);
     if (!known) {
-      this.enqueued.set(runner, { tenants: new Set(tenants), delayed, carried, voided: false });
+      // one enqueue's tenants as given (one tenant: no Set per transaction); a Set once there are more
+      const distinct = tenants.length > 1 ? new Set(tenants) : tenants;
+      this.enqueued.set(runner, { tenants: distinct, delayed, carried, voided: false });
       return;
     }
-    for (const tenant of tenants) known.tenants.add(tenant);
+    const all = known.tenants instanceof Set ? known.tenants : new Set(known.tenants);
+    for (const tenant of tenants) all.add(tenant);
+    known.tenants = all;
     known.delayed ||= delayed;
     known.carried ??= carried;
   }
@@ -172,7 +176,7 @@ export class OutboxWakeup implements OnApplicationBootstrap, OnModuleDestroy {
     this.enqueued.delete(runner);
     const refused = this.refusedIn.delete(runner);
     const { tenants, delayed, carried } = enqueued;
-    if (tenants.size > 0) this.wakeRelay(tenants);
+    if ((tenants instanceof Set ? tenants.size : tenants.length) > 0) this.wakeRelay(tenants);
     if (delayed) this.wakeRelay();
     if (!this.sides.notify || this.closed) return;
     if (carried) this.coveredBy(carried);
@@ -247,7 +251,8 @@ export interface CarriedWakeup {
 
 /** A transaction that enqueued, until its commit. */
 interface Enqueued {
-  tenants: Set<string>;
+  /** The tenants of its due events: the array of its one `enqueue` (at most one tenant), else a Set. */
+  tenants: readonly string[] | Set<string>;
   /** It holds a delayed event (or rescheduled one). */
   delayed: boolean;
   carried: CarriedWakeup | null;

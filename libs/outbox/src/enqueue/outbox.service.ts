@@ -83,7 +83,13 @@ export class OutboxService {
     // delayed: a statement of its own; the undelayed insert's named statement stays as it was (ADR 0807)
     const insert = q.isDelayed(row) ? q.insertScheduledEvent : q.insertEvent;
     const rows = [row];
-    const carried = await this.insertCarrying(runner, insert(this.options.names, row), rows);
+    const carried = this.carry(runner, rows);
+    try {
+      // the insert's promise awaited here, not through `insert`: one async frame less per call (ADR 1004)
+      await this.inserts.run(runner, this.carrying(insert(this.options.names, row), carried));
+    } catch (error) {
+      throw this.refusal(error, rows);
+    }
     const waiting = this.enqueued(runner, rows, false, carried);
     if (waiting) await waiting;
     return row.id;
@@ -131,9 +137,9 @@ export class OutboxService {
     const traceparent = this.instrumentation.active ? this.instrumentation.traceContext() : null;
     if (traceparent) for (const row of rows) row.traceparent = traceparent;
     if (rows.some((row) => row.dedupe)) return this.enqueueKeyed(runner, rows);
-    const tenants = [...new Set(rows.map((r) => r.tenantId))];
     const insert = rows.some(q.isDelayed) ? q.insertScheduledEvents : q.insertEvents;
-    const carried = await this.insertCarrying(runner, insert(this.options.names, rows), rows, tenants);
+    const carried = this.carry(runner, rows);
+    await this.insert(runner, this.carrying(insert(this.options.names, rows), carried), rows);
     const waiting = this.enqueued(runner, rows, false, carried);
     if (waiting) await waiting;
     return rows.map((row) => row.id);
@@ -141,9 +147,8 @@ export class OutboxService {
 
   /** Checked events of which some carry a `dedupe` key: see `enqueueKeyed`. */
   private async enqueueKeyed(runner: QueryRunner, rows: q.EventRow[]): Promise<OutboxEnqueueOutcome[]> {
-    const tenants = [...new Set(rows.map((r) => r.tenantId))];
     const { outcomes, written, rescheduled } = await enqueueKeyed(this.options.names, rows, (statement) =>
-      this.insert(runner, statement, tenants),
+      this.insert(runner, statement, rows),
     );
     if (written.length > 0 || rescheduled) await this.enqueued(runner, written, rescheduled);
     return outcomes;
@@ -210,35 +215,40 @@ export class OutboxService {
 
   /**
    * Runs the insert, named or not (see `EnqueueInserts`); a refusal by row-level security becomes an OutboxError
-   * that says how to set the tenant.
+   * that says how to set the tenant (of `rows`).
    */
-  private async insert<T>(runner: QueryRunner, statement: q.SqlStatement, tenants: string[]): Promise<T[]> {
-    try {
-      return await this.inserts.run<T>(runner, statement);
-    } catch (error) {
-      const pg = (error as { driverError?: { code?: string; message?: string } }).driverError;
-      if (pg?.code === '42501' && pg.message?.includes('row-level security')) {
-        throw new OutboxError(messages.rowLevelSecurity(tenants.join(', '), this.options.tenantSetting));
-      }
-      throw error;
-    }
-  }
-
-  /**
-   * Runs a plain (unkeyed) insert of `rows`, carrying the wake-up when it is its turn to carry one (see
-   * `OutboxWakeup.carry`); returns that wake-up, or null.
-   */
-  private async insertCarrying(
+  private async insert<T>(
     runner: QueryRunner,
     statement: q.SqlStatement,
     rows: readonly q.EventRow[],
-    tenants = [rows[0]!.tenantId],
-  ): Promise<CarriedWakeup | null> {
+  ): Promise<T[]> {
+    try {
+      return await this.inserts.run<T>(runner, statement);
+    } catch (error) {
+      throw this.refusal(error, rows);
+    }
+  }
+
+  /** What an insert of `rows` that failed with `error` throws: a refusal by row-level security, explained. */
+  private refusal(error: unknown, rows: readonly q.EventRow[]): unknown {
+    const pg = (error as { driverError?: { code?: string; message?: string } }).driverError;
+    if (pg?.code !== '42501' || !pg.message?.includes('row-level security')) return error;
+    const tenants = [...new Set(rows.map((r) => r.tenantId))];
+    return new OutboxError(messages.rowLevelSecurity(tenants.join(', '), this.options.tenantSetting));
+  }
+
+  /**
+   * Before a plain (unkeyed) insert of `rows`: the wake-up it is to carry when it is its turn to carry one (see
+   * `OutboxWakeup.carry`), or null. Not async: the insert is the only promise an `enqueue` waits for.
+   */
+  private carry(runner: QueryRunner, rows: readonly q.EventRow[]): CarriedWakeup | null {
     const due = dueTenants(rows);
-    const carried = this.wakeup.carry(runner, due, due.length < rows.length);
-    const carrying = carried ? q.carryingWakeup(this.options.names, statement, carried.payload) : statement;
-    await this.insert(runner, carrying, tenants);
-    return carried;
+    return this.wakeup.carry(runner, due, due.length < rows.length);
+  }
+
+  /** The insert `statement`, carrying the wake-up `carried` when there is one. */
+  private carrying(statement: q.SqlStatement, carried: CarriedWakeup | null): q.SqlStatement {
+    return carried ? q.carryingWakeup(this.options.names, statement, carried.payload) : statement;
   }
 
   /**

@@ -33,19 +33,46 @@ export class EnqueueInserts {
   /** @param named `preparedStatements`: inserts run as named statements (until a connection lost one). */
   constructor(private named: boolean) {}
 
-  /** Runs the insert in the runner's transaction, named when the switch says so; returns its rows. */
-  async run<T = unknown>(runner: QueryRunner, statement: SqlStatement): Promise<T[]> {
+  /**
+   * Runs the insert in the runner's transaction, named when the switch says so; returns its rows. No async frame
+   * of its own: the caller's promise is TypeORM's, or the named path's (ADR 1004's addendum of 2026-12-07).
+   */
+  run<T = unknown>(runner: QueryRunner, statement: SqlStatement): Promise<T[]> {
     const name = this.nameOf(runner, statement);
-    if (name === undefined) return (await runner.query(statement.text, statement.values)) as T[];
+    if (name === undefined) return runner.query(statement.text, statement.values) as Promise<T[]>;
+    return this.runNamed<T>(runner, statement, name);
+  }
+
+  /**
+   * Runs `statement` on the runner's connection as the named statement `name`. What TypeORM's `query()` does
+   * around a statement is kept: the DataSource's logger sees it (its slow-query log included) and a failure is
+   * TypeORM's `QueryFailedError` with pg's error as `driverError`. (TypeORM's `query()` cannot name a statement.)
+   * A connection that lost the statement makes every later insert unnamed (see the class).
+   */
+  private async runNamed<T>(runner: QueryRunner, statement: SqlStatement, name: string): Promise<T[]> {
+    const connection = heldConnection(runner) ?? (await pgConnection(runner));
+    const { logger, options } = runner.connection;
+    logger.logQuery(statement.text, statement.values, runner);
+    const started = Date.now();
+    let rows: T[];
     try {
-      return await namedQuery<T>(runner, statement, name);
+      // pg's own Query with a callback, as the relay sends its statements: pg's promise path would copy a config
+      // object property by property and make two promises per insert (ADR 1004's addendum)
+      [{ rows }] = (await sendAll(connection, [{ statement, name }], false)) as QueryResult<
+        T & QueryResultRow
+      >[];
     } catch (error) {
-      const code = (error as { driverError?: { code?: string } }).driverError?.code;
-      if (code !== PREPARED_STATEMENT_MISSING) throw error;
+      logger.logQueryError(error as Error, statement.text, statement.values, runner);
+      if ((error as { code?: string }).code !== PREPARED_STATEMENT_MISSING)
+        throw new QueryFailedError(statement.text, statement.values, error as Error);
       if (this.named) this.logger.warn(messages.lostEnqueueStatement());
       this.named = false;
       throw new OutboxError(messages.lostEnqueueStatement());
     }
+    const ms = Date.now() - started;
+    const slow = (options as { maxQueryExecutionTime?: number }).maxQueryExecutionTime;
+    if (slow && ms > slow) logger.logQuerySlow(ms, statement.text, statement.values, runner);
+    return rows;
   }
 
   private nameOf(runner: QueryRunner, statement: SqlStatement): string | undefined {
@@ -65,31 +92,4 @@ export class EnqueueInserts {
  */
 function statementName(start: string, text: string): string {
   return `${start}_${createHash('sha1').update(text).digest('hex').slice(0, 12)}`;
-}
-
-/**
- * Runs `statement` on the runner's connection as the named statement `name`. What TypeORM's `query()` does
- * around a statement is kept: the DataSource's logger sees it (its slow-query log included) and a failure is
- * TypeORM's `QueryFailedError` with pg's error as `driverError`. (TypeORM's `query()` cannot name a statement.)
- */
-async function namedQuery<T>(runner: QueryRunner, statement: SqlStatement, name: string): Promise<T[]> {
-  const connection = heldConnection(runner) ?? (await pgConnection(runner));
-  const { logger, options } = runner.connection;
-  logger.logQuery(statement.text, statement.values, runner);
-  const started = Date.now();
-  let rows: T[];
-  try {
-    // pg's own Query with a callback, as the relay sends its statements: pg's promise path would copy a config
-    // object property by property and make two promises per insert (ADR 1004's addendum)
-    [{ rows }] = (await sendAll(connection, [{ statement, name }], false)) as QueryResult<
-      T & QueryResultRow
-    >[];
-  } catch (error) {
-    logger.logQueryError(error as Error, statement.text, statement.values, runner);
-    throw new QueryFailedError(statement.text, statement.values, error as Error);
-  }
-  const ms = Date.now() - started;
-  const slow = (options as { maxQueryExecutionTime?: number }).maxQueryExecutionTime;
-  if (slow && ms > slow) logger.logQuerySlow(ms, statement.text, statement.values, runner);
-  return rows;
 }

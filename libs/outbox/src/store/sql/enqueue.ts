@@ -12,12 +12,26 @@ export interface EventRow extends ValidatedEvent {
 /** Inserts one event (the common case: one round trip, no arrays to unpack). */
 export function insertEvent(n: OutboxNames, e: EventRow): SqlStatement {
   // tracing: the trace context column only when there is one (an app without tracing sends what it always did)
-  const traced = e.traceparent ? [', traceparent', ', $10'] : ['', ''];
-  return {
-    text: `insert into ${n.events} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at${traced[0]})
-           values ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, coalesce($9::timestamptz, now())${traced[1]})`,
-    values: withTrace(eventValues(e), e),
-  };
+  return { text: insertEventText(n.events, !!e.traceparent), values: withTrace(eventValues(e), e) };
+}
+
+/**
+ * `insertEvent`'s two texts per events table, made once: the same string each call, so `enqueue` neither joins
+ * nor flattens a 300-character text per event, and the named statement's lookup by text hashes it once (ADR 1004's
+ * addendum of 2026-12-07).
+ */
+const insertEventTexts = new Map<string, readonly [plain: string, traced: string]>();
+
+function insertEventText(events: string, traced: boolean): string {
+  let texts = insertEventTexts.get(events);
+  if (texts === undefined) {
+    const text = (t: readonly [string, string]): string =>
+      `insert into ${events} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at${t[0]})
+           values ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, coalesce($9::timestamptz, now())${t[1]})`;
+    texts = [text(['', '']), text([', traceparent', ', $10'])];
+    insertEventTexts.set(events, texts);
+  }
+  return texts[traced ? 1 : 0];
 }
 
 /**
