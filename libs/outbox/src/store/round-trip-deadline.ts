@@ -39,6 +39,13 @@ interface PgParameters {
   connectionParameters: { query_timeout?: number | false };
 }
 
+/** A round trip waiting for its answer (see `RoundTripDeadline.wait`): its deadline, and how it is given up. */
+interface Waiting {
+  /** Its deadline, on `performance.now()`'s clock. */
+  readonly due: number;
+  readonly expire: () => void;
+}
+
 /** What TypeORM's PostgresQueryRunner holds while it connects and once connected. */
 interface PgRunner {
   databaseConnection?: PoolClient;
@@ -58,8 +65,9 @@ interface PgRunner {
  * starts on a fresh connection. The stall is logged once, kept for the health indicator and `stats`, and over once
  * a round trip begun after it is answered. `ms` 0 turns the bound off.
  *
- * The cost is a timer per round trip (not per event: a batch is two round trips); measured in
- * bench/decisions/round-trip-deadline.ts and docs/adr/0809-client-side-deadline-per-round-trip.md.
+ * The cost is an entry in a set per round trip, and one timer for all of them (see `wait`; a timer per round trip
+ * until ADR 1005's addendum of 2026-12-07); measured in bench/decisions/round-trip-deadline.ts and
+ * docs/adr/0809-client-side-deadline-per-round-trip.md.
  */
 export class RoundTripDeadline {
   private readonly logger = new Logger('OutboxRelay');
@@ -69,6 +77,10 @@ export class RoundTripDeadline {
   private readonly keptAlive = new WeakSet<PoolClient>();
   /** The pool's `query_timeout` of the connections a round trip of the relay's runs on, while it runs. */
   private readonly queryTimeouts = new WeakMap<PoolClient, number>();
+  /** Round trips waiting for their answer, in the order they began (see `wait`). */
+  private readonly waiting = new Set<Waiting>();
+  /** The one timer of the round trips' deadlines (see `wait`), or null when none is armed. */
+  private timer: NodeJS.Timeout | null = null;
 
   constructor(readonly ms: number) {}
 
@@ -165,8 +177,8 @@ export class RoundTripDeadline {
 
   /**
    * `work`, or an `OutboxStallError` from `expire` once `ms` passed without its answer; `settled` runs once
-   * `work` settles (even after the stall). One promise and one timer per round trip, no race of two promises
-   * and no async wrapper: it runs on every round trip of the relay.
+   * `work` settles (even after the stall). One promise per round trip, no race of two promises and no async
+   * wrapper: it runs on every round trip of the relay. No timer of its own either (see `wait`).
    */
   private bound<T>(work: () => Promise<T>, expire: () => OutboxStallError, settled?: () => void): Promise<T> {
     if (this.ms === 0) return work();
@@ -174,27 +186,63 @@ export class RoundTripDeadline {
     return new Promise<T>((resolve, reject) => {
       const running = work();
       let expired = false;
-      const timer = setTimeout(() => {
-        expired = true;
-        running.catch(() => undefined); // it fails once its connection is gone: the stall is what is reported
-        reject(expire());
-      }, this.ms);
+      const waiting: Waiting = {
+        due: began + this.ms,
+        expire: () => {
+          expired = true;
+          running.catch(() => undefined); // it fails once its connection is gone: the stall is what is reported
+          reject(expire());
+        },
+      };
+      this.wait(waiting);
       running.then(
         (result) => {
-          clearTimeout(timer);
+          this.answered(waiting);
           settled?.();
           if (expired) return;
           if (began > this.stalledAt) this.recovered();
           resolve(result);
         },
         (error: Error) => {
-          clearTimeout(timer);
+          this.answered(waiting);
           settled?.();
           reject(error);
         },
       );
     });
   }
+
+  /**
+   * Waits for a round trip's deadline. Every round trip has the same `ms`, so their deadlines come in the order
+   * they began: one timer serves them all, armed for the earliest and, when it fires, given them up as far as
+   * they are due and armed again for the next one. Answered round trips leave the set at once; the timer stays
+   * armed (unreferenced while nothing waits, so it keeps no process alive) and fires no later than the first
+   * deadline. A relay at a low rate arms a timer per `ms`, not one per round trip (two per event; issue 35).
+   */
+  private wait(waiting: Waiting): void {
+    this.waiting.add(waiting);
+    if (this.timer === null) this.timer = setTimeout(this.expireDue, this.ms);
+    else if (this.waiting.size === 1) this.timer.ref();
+  }
+
+  /** A round trip answered (or given up): no deadline of its own any more. */
+  private answered(waiting: Waiting): void {
+    if (this.waiting.delete(waiting) && this.waiting.size === 0) this.timer?.unref();
+  }
+
+  /** The timer's callback: gives up the round trips past their deadline, then waits for the next one's. */
+  private readonly expireDue = (): void => {
+    this.timer = null;
+    const now = performance.now();
+    for (const waiting of this.waiting) {
+      if (waiting.due > now) {
+        this.timer = setTimeout(this.expireDue, waiting.due - now);
+        return;
+      }
+      this.waiting.delete(waiting);
+      waiting.expire();
+    }
+  };
 
   /** Records a stall and logs it (once for the round trips that give up together); returns its error. */
   private record(trip: OutboxRoundTrip, tenantId: string | null, connecting: boolean): OutboxStallError {
