@@ -125,4 +125,24 @@ describe('RoundTripDeadline', () => {
     expect(secondGaveUp).toBeGreaterThan(began + 60);
     expect(deadline.stall).toMatchObject({ roundTrip: 'batch', tenantId: 'a' });
   });
+
+  it('gives up the round trips before and after one that was answered meanwhile', async () => {
+    const deadline = new RoundTripDeadline(40);
+    const gaveUp = (p: Promise<unknown>): Promise<unknown> =>
+      p.then(
+        () => 'answered',
+        (e: unknown) => e,
+      );
+    let answer: (value: string) => void = () => undefined;
+    const a = gaveUp(deadline.within(fakeRunner().runner, 'claim', 'a', never));
+    const b = gaveUp(
+      deadline.within(fakeRunner().runner, 'claim', 'b', () => new Promise<string>((r) => (answer = r))),
+    );
+    const c = gaveUp(deadline.within(fakeRunner().runner, 'claim', 'c', never));
+    answer('b');
+    const results = await Promise.all([a, b, c]);
+    expect(results[0]).toBeInstanceOf(OutboxStallError);
+    expect(results[1]).toBe('answered');
+    expect(results[2]).toBeInstanceOf(OutboxStallError);
+  });
 });

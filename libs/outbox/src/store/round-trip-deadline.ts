@@ -39,11 +39,17 @@ interface PgParameters {
   connectionParameters: { query_timeout?: number | false };
 }
 
-/** A round trip waiting for its answer (see `RoundTripDeadline.wait`): its deadline, and how it is given up. */
+/**
+ * A round trip waiting for its answer (see `RoundTripDeadline.wait`): its deadline, how it is given up, and its
+ * links in the list of those waiting (a set's table, added to and deleted from twice per event, is made anew
+ * as its deleted entries pile up).
+ */
 interface Waiting {
   /** Its deadline, on `performance.now()`'s clock. */
   readonly due: number;
   readonly expire: () => void;
+  previous: Waiting | null;
+  next: Waiting | null;
 }
 
 /** What TypeORM's PostgresQueryRunner holds while it connects and once connected. */
@@ -65,7 +71,7 @@ interface PgRunner {
  * starts on a fresh connection. The stall is logged once, kept for the health indicator and `stats`, and over once
  * a round trip begun after it is answered. `ms` 0 turns the bound off.
  *
- * The cost is an entry in a set per round trip, and one timer for all of them (see `wait`; a timer per round trip
+ * The cost is an entry in a list per round trip, and one timer for all of them (see `wait`; a timer per round trip
  * until ADR 1005's addendum of 2026-12-07); measured in bench/decisions/round-trip-deadline.ts and
  * docs/adr/0809-client-side-deadline-per-round-trip.md.
  */
@@ -77,8 +83,9 @@ export class RoundTripDeadline {
   private readonly keptAlive = new WeakSet<PoolClient>();
   /** The pool's `query_timeout` of the connections a round trip of the relay's runs on, while it runs. */
   private readonly queryTimeouts = new WeakMap<PoolClient, number>();
-  /** Round trips waiting for their answer, in the order they began (see `wait`). */
-  private readonly waiting = new Set<Waiting>();
+  /** Round trips waiting for their answer, in the order they began: a list through their own links (see `wait`). */
+  private first: Waiting | null = null;
+  private last: Waiting | null = null;
   /** The one timer of the round trips' deadlines (see `wait`), or null when none is armed. */
   private timer: NodeJS.Timeout | null = null;
 
@@ -193,6 +200,8 @@ export class RoundTripDeadline {
           running.catch(() => undefined); // it fails once its connection is gone: the stall is what is reported
           reject(expire());
         },
+        previous: null,
+        next: null,
       };
       this.wait(waiting);
       running.then(
@@ -216,30 +225,45 @@ export class RoundTripDeadline {
    * Waits for a round trip's deadline. Every round trip has the same `ms`, so their deadlines come in the order
    * they began: one timer serves them all, armed for the earliest and, when it fires, given them up as far as
    * they are due and armed again for the next one. Answered round trips leave the set at once; the timer stays
-   * armed (unreferenced while nothing waits, so it keeps no process alive) and fires no later than the first
-   * deadline. A relay at a low rate arms a timer per `ms`, not one per round trip (two per event; issue 35).
+   * armed and fires no later than the first deadline. A relay at a low rate arms a timer per `ms`, not one per
+   * round trip (two per event; issue 35). Unreferenced: it keeps no process alive, and a round trip waits on a
+   * pg socket, which does.
    */
   private wait(waiting: Waiting): void {
-    this.waiting.add(waiting);
-    if (this.timer === null) this.timer = setTimeout(this.expireDue, this.ms);
-    else if (this.waiting.size === 1) this.timer.ref();
+    const last = this.last;
+    if (last === null) this.first = waiting;
+    else {
+      last.next = waiting;
+      waiting.previous = last;
+    }
+    this.last = waiting;
+    if (this.timer === null) this.arm(this.ms);
   }
 
-  /** A round trip answered (or given up): no deadline of its own any more. */
+  /** A round trip answered (or given up): out of the list, no deadline of its own any more. */
   private answered(waiting: Waiting): void {
-    if (this.waiting.delete(waiting) && this.waiting.size === 0) this.timer?.unref();
+    const { previous, next } = waiting;
+    if (previous !== null) previous.next = next;
+    else if (this.first === waiting) this.first = next;
+    else return; // out of the list already
+    if (next !== null) next.previous = previous;
+    else this.last = previous;
+    waiting.previous = waiting.next = null;
+  }
+
+  /** Arms the deadlines' timer to fire in `ms`, unreferenced (see `wait`). */
+  private arm(ms: number): void {
+    this.timer = setTimeout(this.expireDue, ms);
+    this.timer.unref();
   }
 
   /** The timer's callback: gives up the round trips past their deadline, then waits for the next one's. */
   private readonly expireDue = (): void => {
     this.timer = null;
     const now = performance.now();
-    for (const waiting of this.waiting) {
-      if (waiting.due > now) {
-        this.timer = setTimeout(this.expireDue, waiting.due - now);
-        return;
-      }
-      this.waiting.delete(waiting);
+    for (let waiting = this.first; waiting !== null; waiting = this.first) {
+      if (waiting.due > now) return this.arm(waiting.due - now);
+      this.answered(waiting);
       waiting.expire();
     }
   };
