@@ -1,3 +1,4 @@
+import { createHook } from 'node:async_hooks';
 import type { QueryRunner } from 'typeorm';
 import { OutboxStallError } from '../errors/outbox.error';
 import { RoundTripDeadline } from './round-trip-deadline';
@@ -86,5 +87,62 @@ describe('RoundTripDeadline', () => {
     const slow = new Promise<string>((resolve) => setTimeout(() => resolve('late'), 50));
     await expect(deadline.within(runner, 'claim', null, () => slow)).resolves.toBe('late');
     expect(deadline.stall).toBeNull();
+  });
+
+  it('arms one timer for round trips one after another, not one per round trip', async () => {
+    const deadline = new RoundTripDeadline(60_000);
+    const { runner } = fakeRunner();
+    let timers = 0;
+    const hook = createHook({
+      init: (_id, type) => {
+        if (type === 'Timeout') timers++;
+      },
+    }).enable();
+    try {
+      for (let i = 0; i < 50; i++) await deadline.within(runner, 'claim', 't', async () => i);
+    } finally {
+      hook.disable();
+    }
+    // the first round trip's timer serves the 49 after it (a timer per round trip before: 50)
+    expect(timers).toBe(1);
+  });
+
+  it('gives up each round trip at its own deadline, when earlier ones were answered or gave up', async () => {
+    const deadline = new RoundTripDeadline(60);
+    const began = performance.now();
+    // answered at once: the timer stays armed for its deadline
+    await deadline.within(fakeRunner().runner, 'claim', 'a', async () => undefined);
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    const late = performance.now();
+    const first = deadline.within(fakeRunner().runner, 'batch', 'a', never).catch(() => performance.now());
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const later = performance.now();
+    const second = deadline.within(fakeRunner().runner, 'batch', 'b', never).catch(() => performance.now());
+    const [firstGaveUp, secondGaveUp] = await Promise.all([first, second]);
+    // never before its own deadline (the timer fired first at the answered round trip's, 60 ms after `began`)
+    expect(firstGaveUp - late).toBeGreaterThanOrEqual(59);
+    expect(secondGaveUp - later).toBeGreaterThanOrEqual(59);
+    expect(secondGaveUp).toBeGreaterThan(began + 60);
+    expect(deadline.stall).toMatchObject({ roundTrip: 'batch', tenantId: 'a' });
+  });
+
+  it('gives up the round trips before and after one that was answered meanwhile', async () => {
+    const deadline = new RoundTripDeadline(40);
+    const gaveUp = (p: Promise<unknown>): Promise<unknown> =>
+      p.then(
+        () => 'answered',
+        (e: unknown) => e,
+      );
+    let answer: (value: string) => void = () => undefined;
+    const a = gaveUp(deadline.within(fakeRunner().runner, 'claim', 'a', never));
+    const b = gaveUp(
+      deadline.within(fakeRunner().runner, 'claim', 'b', () => new Promise<string>((r) => (answer = r))),
+    );
+    const c = gaveUp(deadline.within(fakeRunner().runner, 'claim', 'c', never));
+    answer('b');
+    const results = await Promise.all([a, b, c]);
+    expect(results[0]).toBeInstanceOf(OutboxStallError);
+    expect(results[1]).toBe('answered');
+    expect(results[2]).toBeInstanceOf(OutboxStallError);
   });
 });

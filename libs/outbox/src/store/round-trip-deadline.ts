@@ -39,6 +39,19 @@ interface PgParameters {
   connectionParameters: { query_timeout?: number | false };
 }
 
+/**
+ * A round trip waiting for its answer (see `RoundTripDeadline.wait`): its deadline, how it is given up, and its
+ * links in the list of those waiting (a set's table, added to and deleted from twice per event, is made anew
+ * as its deleted entries pile up).
+ */
+interface Waiting {
+  /** Its deadline, on `performance.now()`'s clock. */
+  readonly due: number;
+  readonly expire: () => void;
+  previous: Waiting | null;
+  next: Waiting | null;
+}
+
 /** What TypeORM's PostgresQueryRunner holds while it connects and once connected. */
 interface PgRunner {
   databaseConnection?: PoolClient;
@@ -58,8 +71,9 @@ interface PgRunner {
  * starts on a fresh connection. The stall is logged once, kept for the health indicator and `stats`, and over once
  * a round trip begun after it is answered. `ms` 0 turns the bound off.
  *
- * The cost is a timer per round trip (not per event: a batch is two round trips); measured in
- * bench/decisions/round-trip-deadline.ts and docs/adr/0809-client-side-deadline-per-round-trip.md.
+ * The cost is an entry in a list per round trip, and one timer for all of them (see `wait`; a timer per round trip
+ * until ADR 1005's addendum of 2026-12-07); measured in bench/decisions/round-trip-deadline.ts and
+ * docs/adr/0809-client-side-deadline-per-round-trip.md.
  */
 export class RoundTripDeadline {
   private readonly logger = new Logger('OutboxRelay');
@@ -69,6 +83,11 @@ export class RoundTripDeadline {
   private readonly keptAlive = new WeakSet<PoolClient>();
   /** The pool's `query_timeout` of the connections a round trip of the relay's runs on, while it runs. */
   private readonly queryTimeouts = new WeakMap<PoolClient, number>();
+  /** Round trips waiting for their answer, in the order they began: a list through their own links (see `wait`). */
+  private first: Waiting | null = null;
+  private last: Waiting | null = null;
+  /** The one timer of the round trips' deadlines (see `wait`), or null when none is armed. */
+  private timer: NodeJS.Timeout | null = null;
 
   constructor(readonly ms: number) {}
 
@@ -165,8 +184,8 @@ export class RoundTripDeadline {
 
   /**
    * `work`, or an `OutboxStallError` from `expire` once `ms` passed without its answer; `settled` runs once
-   * `work` settles (even after the stall). One promise and one timer per round trip, no race of two promises
-   * and no async wrapper: it runs on every round trip of the relay.
+   * `work` settles (even after the stall). One promise per round trip, no race of two promises and no async
+   * wrapper: it runs on every round trip of the relay. No timer of its own either (see `wait`).
    */
   private bound<T>(work: () => Promise<T>, expire: () => OutboxStallError, settled?: () => void): Promise<T> {
     if (this.ms === 0) return work();
@@ -174,27 +193,80 @@ export class RoundTripDeadline {
     return new Promise<T>((resolve, reject) => {
       const running = work();
       let expired = false;
-      const timer = setTimeout(() => {
-        expired = true;
-        running.catch(() => undefined); // it fails once its connection is gone: the stall is what is reported
-        reject(expire());
-      }, this.ms);
+      const waiting: Waiting = {
+        due: began + this.ms,
+        expire: () => {
+          expired = true;
+          running.catch(() => undefined); // it fails once its connection is gone: the stall is what is reported
+          reject(expire());
+        },
+        previous: null,
+        next: null,
+      };
+      this.wait(waiting);
       running.then(
         (result) => {
-          clearTimeout(timer);
+          this.answered(waiting);
           settled?.();
           if (expired) return;
           if (began > this.stalledAt) this.recovered();
           resolve(result);
         },
         (error: Error) => {
-          clearTimeout(timer);
+          this.answered(waiting);
           settled?.();
           reject(error);
         },
       );
     });
   }
+
+  /**
+   * Waits for a round trip's deadline. Every round trip has the same `ms`, so their deadlines come in the order
+   * they began: one timer serves them all, armed for the earliest and, when it fires, given them up as far as
+   * they are due and armed again for the next one. Answered round trips leave the set at once; the timer stays
+   * armed and fires no later than the first deadline. A relay at a low rate arms a timer per `ms`, not one per
+   * round trip (two per event; issue 35). Unreferenced: it keeps no process alive, and a round trip waits on a
+   * pg socket, which does.
+   */
+  private wait(waiting: Waiting): void {
+    const last = this.last;
+    if (last === null) this.first = waiting;
+    else {
+      last.next = waiting;
+      waiting.previous = last;
+    }
+    this.last = waiting;
+    if (this.timer === null) this.arm(this.ms);
+  }
+
+  /** A round trip answered (or given up): out of the list, no deadline of its own any more. */
+  private answered(waiting: Waiting): void {
+    const { previous, next } = waiting;
+    if (previous !== null) previous.next = next;
+    else if (this.first === waiting) this.first = next;
+    else return; // out of the list already
+    if (next !== null) next.previous = previous;
+    else this.last = previous;
+    waiting.previous = waiting.next = null;
+  }
+
+  /** Arms the deadlines' timer to fire in `ms`, unreferenced (see `wait`). */
+  private arm(ms: number): void {
+    this.timer = setTimeout(this.expireDue, ms);
+    this.timer.unref();
+  }
+
+  /** The timer's callback: gives up the round trips past their deadline, then waits for the next one's. */
+  private readonly expireDue = (): void => {
+    this.timer = null;
+    const now = performance.now();
+    for (let waiting = this.first; waiting !== null; waiting = this.first) {
+      if (waiting.due > now) return this.arm(waiting.due - now);
+      this.answered(waiting);
+      waiting.expire();
+    }
+  };
 
   /** Records a stall and logs it (once for the round trips that give up together); returns its error. */
   private record(trip: OutboxRoundTrip, tenantId: string | null, connecting: boolean): OutboxStallError {

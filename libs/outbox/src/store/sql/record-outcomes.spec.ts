@@ -54,4 +54,16 @@ describe('recordOutcomes', () => {
     expect(values[9]).toEqual([]);
     expect(values[20]).toBeNull();
   });
+
+  it('makes no array for a column with no value: one outcome delivered sends the shared empty one', () => {
+    const { values } = recordOutcomes(n, [pair('e1', 'a')], TOKEN, { fenced: true });
+    // $1 (delivery ids), $2 (status, sent once), $3, $4, $5 (retry, sent once), $7, $10 (attempt, sent once),
+    // $11 (tenants, sent once), $17, $18: all empty, and one array (a fresh one each made 2 KB per statement)
+    const empty = [0, 1, 2, 3, 4, 6, 9, 10, 16, 17].map((at) => values[at]);
+    expect(empty).toEqual(Array(10).fill([]));
+    expect(new Set(empty).size).toBe(1);
+    expect(Object.isFrozen(empty[0])).toBe(true);
+    // the pair's own columns: one value each
+    expect([values[7], values[8], values[11]]).toEqual([['e1'], ['a'], ['7']]);
+  });
 });

@@ -221,52 +221,80 @@ export function recordOutcomes(
   { fenced = false }: { fenced?: boolean } = {},
 ): SqlStatement {
   const rowIds: string[] = [];
-  const pairEvents = new Set<string>();
-  const tenants = new Set<string>();
+  // one event and one tenant mostly (a batch of one event at a low rate): no set until a second one shows
+  let pairEvent: string | null = null;
+  let pairEvents: Set<string> | null = null;
+  let tenant: string | null = null;
+  let tenants: Set<string> | null = null;
   for (const o of outcomes) {
     if (o.deliveryId !== null) rowIds.push(o.deliveryId);
     else {
-      pairEvents.add(o.pair!.eventId);
-      tenants.add(o.pair!.tenantId);
+      const { eventId, tenantId } = o.pair!;
+      if (pairEvents) pairEvents.add(eventId);
+      else if (pairEvent === null) pairEvent = eventId;
+      else if (eventId !== pairEvent) pairEvents = new Set([pairEvent, eventId]);
+      if (tenants) tenants.add(tenantId);
+      else if (tenant === null) tenant = tenantId;
+      else if (tenantId !== tenant) tenants = new Set([tenant, tenantId]);
     }
   }
   const rows = rowIds.length;
+  const pairEventCount = pairEvents?.size ?? (pairEvent === null ? 0 : 1);
+  const oneTenant = tenants === null && tenant !== null;
   // what the fence expects recorded (0: no fence): each leased row updated, each pair event's lease released
-  const expected = fenced ? rows + pairEvents.size : 0;
-  const [tenant] = tenants;
+  const expected = fenced ? rows + pairEventCount : 0;
   // the prepared statement takes every lease for granted until its fence: only for a fenced batch of pairs
   const pairsOnly = fenced && rows === 0;
-  const status = sentOnce(outcomes, (o) => o.status);
-  const retryMs = sentOnce(outcomes, (o) => Math.round(o.retryInMs));
-  const attempt = sentOnce(outcomes, (o) => o.pair?.attempt ?? null);
+  const status = onceOrNull(outcomes, statusOf);
+  const retryMs = onceOrNull(outcomes, retryMsOf);
+  const attempt = onceOrNull(outcomes, attemptOf);
   return {
     text: pairsOnly ? pairOutcomeText(n) : outcomeText(n),
     prepared: pairsOnly ? PAIR_OUTCOME_NAME : undefined,
     values: [
-      column(outcomes, (o) => o.deliveryId),
-      status.each,
-      column(outcomes, (o) => o.errorCode),
-      column(outcomes, (o) => o.error),
-      retryMs.each,
+      column(outcomes, deliveryIdOf),
+      status === null ? column(outcomes, statusOf) : NONE,
+      column(outcomes, errorCodeOf),
+      column(outcomes, errorOf),
+      retryMs === null ? column(outcomes, retryMsOf) : NONE,
       leaseToken,
-      column(outcomes, (o) => o.externalRunId ?? null),
-      column(outcomes, (o) => o.pair?.eventId ?? null),
-      column(outcomes, (o) => o.pair?.consumer ?? null),
-      attempt.each,
-      tenants.size === 1 ? [] : column(outcomes, (o) => o.pair?.tenantId ?? null),
-      column(outcomes, (o) => o.pair?.eventSeq ?? null),
+      column(outcomes, externalRunIdOf),
+      column(outcomes, eventIdOf),
+      column(outcomes, consumerOf),
+      attempt === null ? column(outcomes, attemptOf) : NONE,
+      oneTenant ? NONE : column(outcomes, tenantIdOf),
+      column(outcomes, eventSeqOf),
       expected,
       rowIds,
-      tenants.size === 1 ? tenant : null,
+      oneTenant ? tenant : null,
       fenced,
-      column(outcomes, (o) => o.snoozed ?? null),
-      column(outcomes, (o) => (o.holdMs === undefined ? null : Math.round(o.holdMs))),
-      status.once,
-      retryMs.once,
-      attempt.once,
+      column(outcomes, snoozedOf),
+      column(outcomes, holdMsOf),
+      status,
+      retryMs,
+      attempt,
     ],
   };
 }
+
+// Each column's value, made once (not a closure per column per batch: one statement per batch, issue 35)
+const deliveryIdOf = (o: DeliveryOutcome): string | null => o.deliveryId;
+const statusOf = (o: DeliveryOutcome): string => o.status;
+const errorCodeOf = (o: DeliveryOutcome): string | null => o.errorCode;
+const errorOf = (o: DeliveryOutcome): string | null => o.error;
+const retryMsOf = (o: DeliveryOutcome): number => Math.round(o.retryInMs);
+const externalRunIdOf = (o: DeliveryOutcome): string | null => o.externalRunId ?? null;
+const eventIdOf = (o: DeliveryOutcome): string | null => o.pair?.eventId ?? null;
+const consumerOf = (o: DeliveryOutcome): string | null => o.pair?.consumer ?? null;
+const attemptOf = (o: DeliveryOutcome): number | null => o.pair?.attempt ?? null;
+const tenantIdOf = (o: DeliveryOutcome): string | null => o.pair?.tenantId ?? null;
+const eventSeqOf = (o: DeliveryOutcome): string | null => o.pair?.eventSeq ?? null;
+const snoozedOf = (o: DeliveryOutcome): boolean | null => o.snoozed ?? null;
+const holdMsOf = (o: DeliveryOutcome): number | null =>
+  o.holdMs === undefined ? null : Math.round(o.holdMs);
+
+/** A column with no values: one array for every statement (pg only reads it). */
+const NONE: readonly never[] = Object.freeze([]);
 
 /**
  * One value per outcome, or no values at all when every one is null: `unnest` pads a shorter array with nulls,
@@ -275,26 +303,27 @@ export function recordOutcomes(
 function column<T>(
   outcomes: readonly DeliveryOutcome[],
   value: (o: DeliveryOutcome) => T | null,
-): (T | null)[] {
-  const values = outcomes.map(value);
-  return values.every((v) => v === null) ? [] : values;
+): readonly (T | null)[] {
+  // looked at first: most columns of a batch of successes are all null, and then no array is made
+  for (const o of outcomes) if (value(o) !== null) return outcomes.map(value);
+  return NONE;
 }
 
 /**
- * A column sent once when every outcome has the same value (the common batch: every pair delivered at its first
- * attempt, no retry): `each` empty and `once` the value, which the statement takes for each row's null; else the
- * values as `column` sends them and `once` null. 100 events × 2 pairs: 3,974 bytes of `status`, `retry_ms`
+ * The value of a column sent once when every outcome has the same (the common batch: every pair delivered at its
+ * first attempt, no retry), which the statement takes for each row's null — the column itself then goes empty;
+ * or null, and the column goes as `column` sends it. 100 events × 2 pairs: 3,974 bytes of `status`, `retry_ms`
  * and `attempt` less to send (pg quotes each element) and 600 elements less to parse (docs/adr/0804, issue 35).
  */
-function sentOnce<T>(
+function onceOrNull<T>(
   outcomes: readonly DeliveryOutcome[],
   value: (o: DeliveryOutcome) => T | null,
-): { each: (T | null)[]; once: T | null } {
-  const values = column(outcomes, value);
-  const [first = null] = values;
-  return first !== null && values.every((v) => v === first)
-    ? { each: [], once: first }
-    : { each: values, once: null };
+): T | null {
+  if (outcomes.length === 0) return null;
+  const first = value(outcomes[0]!);
+  if (first === null) return null;
+  for (let i = 1; i < outcomes.length; i++) if (value(outcomes[i]!) !== first) return null;
+  return first;
 }
 
 /** The SQLSTATE of `outbox_lease_fence`: a fenced batch lost a lease and was rolled back. */
