@@ -15,30 +15,13 @@
  */
 import 'reflect-metadata';
 import { GCProfiler } from 'node:v8';
-import {
-  libraryTransactor,
-  rawEventInsert,
-  stubbedEnqueue,
-  typeormTransactor,
-  type Transactor,
-} from '../harness/enqueue-transactors';
+import { ONE_CONNECTION_ENQUEUES, stubbedEnqueue, type Transactor } from '../harness/enqueue-transactors';
 import { heading, openDecisionDatabase, print } from './decision-server';
 
 const COMMITS = Number(process.env.COMMITS ?? 3000);
 const TURNS = Number(process.env.TURNS ?? 4);
 const PROFILE_COMMITS = Number(process.env.PROFILE_COMMITS ?? 20_000);
-const LIBRARY = { side: 'library', business: true, withEvent: true } as const;
-
-const OPENERS: Record<string, (url: string, name: string) => Promise<Transactor>> = {
-  raw: (url, name) =>
-    typeormTransactor(url, 1, name, async (manager) => {
-      const insert = rawEventInsert();
-      await manager.query(insert.text, insert.values);
-    }),
-  library: (url, name) => libraryTransactor(url, 1, LIBRARY, name, false),
-  'library, wakeUps off': (url, name) =>
-    libraryTransactor(url, 1, { ...LIBRARY, relay: { wakeUps: 'off' } }, name, false),
-};
+const OPENERS = ONE_CONNECTION_ENQUEUES;
 
 function collect(): void {
   (globalThis as { gc?: () => void }).gc?.();

@@ -15,29 +15,12 @@ import 'reflect-metadata';
 import { createHook } from 'node:async_hooks';
 import { GCProfiler } from 'node:v8';
 import { Socket } from 'node:net';
-import {
-  libraryTransactor,
-  rawEventInsert,
-  stubbedEnqueue,
-  typeormTransactor,
-  type Transactor,
-} from '../harness/enqueue-transactors';
+import { ONE_CONNECTION_ENQUEUES, stubbedEnqueue, type Transactor } from '../harness/enqueue-transactors';
 import { exitWhenDone, heading, openDecisionDatabase, print } from './decision-server';
 
 const COMMITS = Number(process.env.COMMITS ?? 3000);
 const TURNS = Number(process.env.TURNS ?? 3);
-const LIBRARY = { side: 'library', business: true, withEvent: true } as const;
-
-const OPENERS: Record<string, (url: string, name: string) => Promise<Transactor>> = {
-  raw: (url, name) =>
-    typeormTransactor(url, 1, name, async (manager) => {
-      const insert = rawEventInsert();
-      await manager.query(insert.text, insert.values);
-    }),
-  'library, wakeUps off': (url, name) =>
-    libraryTransactor(url, 1, { ...LIBRARY, relay: { wakeUps: 'off' } }, name, false),
-  library: (url, name) => libraryTransactor(url, 1, LIBRARY, name, false),
-};
+const OPENERS = ONE_CONNECTION_ENQUEUES;
 
 /** Promises created so far in this process. */
 let promises = 0;

@@ -220,6 +220,25 @@ export function rawEventInsert(event = contactEvent().event): SqlStatement {
   });
 }
 
+/** The peers scenario's library workload: a contact through the manager, then its event. */
+const ENQUEUE_LIBRARY = { side: 'library', business: true, withEvent: true } as const;
+
+/**
+ * The one-connection enqueue variants the decision scripts compare, in their default order: `raw` (the hand-written
+ * insert through the same manager, the peers scenario's raw line), `library, wakeUps off` (no NOTIFY), `library`
+ * (as shipped). Each opens on `url` with the connections' `application_name` `name`.
+ */
+export const ONE_CONNECTION_ENQUEUES: Record<string, (url: string, name: string) => Promise<Transactor>> = {
+  raw: (url, name) =>
+    typeormTransactor(url, 1, name, async (manager) => {
+      const insert = rawEventInsert();
+      await manager.query(insert.text, insert.values);
+    }),
+  'library, wakeUps off': (url, name) =>
+    libraryTransactor(url, 1, { ...ENQUEUE_LIBRARY, relay: { wakeUps: 'off' } }, name, false),
+  library: (url, name) => libraryTransactor(url, 1, ENQUEUE_LIBRARY, name, false),
+};
+
 export function openTransactor(url: string, connections: number, workload: Workload): Promise<Transactor> {
   return workload.side === 'library'
     ? libraryTransactor(url, connections, workload)
