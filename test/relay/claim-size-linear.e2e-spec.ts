@@ -18,8 +18,9 @@ const names = outboxNames();
 const { prepareValue } = require('pg/lib/utils') as { prepareValue: (v: unknown) => string | null };
 
 /**
- * A claim reads the events it took once, a primary-key probe each (`takenEvents`), whatever its size: read inside
- * the join to its leases or delivery rows, the planner looped over those and probed every id at each turn —
+ * A claim reads the events it took once, whatever its size — the fan-out a primary-key probe each (`takenEvents`),
+ * the lean claim from the rows its scan locked (a jsonb object of claim counts, not a join of two CTEs, ADR 0804's
+ * addendum on the re-read): read inside the join to its leases or delivery rows, the planner looped over those and probed every id at each turn —
  * quadratic in the claim's size (122,903 buffers for a lean claim of 250 events, 965 for 20), and claims grow when
  * a held snapshot slows the relay down (docs/adr/1206-claims-that-start-past-the-settled.md, addendum on claims
  * that grow under a hold). With custom plans and with the named statement's generic plan.
