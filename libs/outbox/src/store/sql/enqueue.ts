@@ -1,5 +1,5 @@
 import type { ValidatedEvent } from '../../model/event-validation';
-import type { SqlStatement } from './statement';
+import { textPerNames, type SqlStatement } from './statement';
 import type { OutboxNames } from '../../model/table-names';
 
 /** One row of `event_outbox` to insert: a checked event and its id. */
@@ -12,26 +12,20 @@ export interface EventRow extends ValidatedEvent {
 /** Inserts one event (the common case: one round trip, no arrays to unpack). */
 export function insertEvent(n: OutboxNames, e: EventRow): SqlStatement {
   // tracing: the trace context column only when there is one (an app without tracing sends what it always did)
-  return { text: insertEventText(n.events, !!e.traceparent), values: withTrace(eventValues(e), e) };
+  return { text: (e.traceparent ? tracedInsertText : insertText)(n), values: withTrace(eventValues(e), e) };
 }
 
 /**
- * `insertEvent`'s two texts per events table, made once: the same string each call, so `enqueue` neither joins
- * nor flattens a 300-character text per event, and the named statement's lookup by text hashes it once (ADR 1004's
- * addendum of 2026-12-07).
+ * `insertEvent`'s two texts, made once per app's names (`textPerNames`): the same string each call, so `enqueue`
+ * neither joins nor flattens a 300-character text per event, and the named statement's lookup by text hashes it
+ * once (ADR 1004's addendum of 2026-12-07).
  */
-const insertEventTexts = new Map<string, readonly [plain: string, traced: string]>();
+const insertText = textPerNames((n) => insertEventText(n, '', ''));
+const tracedInsertText = textPerNames((n) => insertEventText(n, ', traceparent', ', $10'));
 
-function insertEventText(events: string, traced: boolean): string {
-  let texts = insertEventTexts.get(events);
-  if (texts === undefined) {
-    const text = (t: readonly [string, string]): string =>
-      `insert into ${events} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at${t[0]})
-           values ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, coalesce($9::timestamptz, now())${t[1]})`;
-    texts = [text(['', '']), text([', traceparent', ', $10'])];
-    insertEventTexts.set(events, texts);
-  }
-  return texts[traced ? 1 : 0];
+function insertEventText(n: OutboxNames, column: string, value: string): string {
+  return `insert into ${n.events} (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id, schema_version, occurred_at${column})
+           values ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, coalesce($9::timestamptz, now())${value})`;
 }
 
 /**
