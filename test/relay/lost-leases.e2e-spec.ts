@@ -6,6 +6,7 @@ import type { SqlStatement } from '../../libs/outbox/src/store/sql/statement';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { TENANT, truncateOutbox } from '../support/outbox-fixture';
 import { waitFor } from '../support/wait-for';
+import { insertPendingEvents, registerLiveConsumer } from '../support/claim-history';
 
 const EVENT = 'test.lost-leases.v1';
 const CONSUMER = 'lostLeases.local';
@@ -32,16 +33,8 @@ describe('a claim that locks an event leased by another relay', () => {
     claimerPid = (await claimer.query<{ pid: number }>(`select pg_backend_pid() as pid`)).rows[0]!.pid;
   });
   beforeEach(async () => {
-    await db.sql(
-      `insert into outbox_consumers (name, event_patterns, last_seen_at) values ($1, $2, now())
-       on conflict (name) do update set last_seen_at = now()`,
-      [CONSUMER, [EVENT]],
-    );
-    await db.sql(
-      `insert into event_outbox (id, tenant_id, event_name, payload)
-       select gen_random_uuid(), $1, $2, '{}'::jsonb from generate_series(1, $3::int)`,
-      [TENANT, EVENT, EVENTS],
-    );
+    await registerLiveConsumer(db, CONSUMER, [EVENT]);
+    await insertPendingEvents(db, TENANT, EVENT, EVENTS);
   });
   afterEach(async () => {
     await truncateOutbox(db);
