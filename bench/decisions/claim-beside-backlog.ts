@@ -4,17 +4,19 @@
  * What the small tenant's lean claim does at the server beside another tenant's drain of BACKLOG (default 200,000)
  * pending events and on an idle relay (ADR 1106, addendum "the small claim at the server beside a drain"): the
  * fairness run's setup (the relay in the producer's app, EVENTS small-tenant events 5 ms apart), with the throwaway
- * database logging each statement, and the server's log (PG_LOG, default Debian's; the server on this machine,
- * the log readable) read after each run. Two modes:
+ * database logging each statement, and the server's log (see `serverLog`; the server on this machine, the log
+ * readable, in the text format) read after each run. Two modes:
  * - default: auto_explain (analyze, buffers, verbose, no timing, nested statements) on that database only: shared
  *   buffers per kind of statement (the lean claim by the events its `fresh` scan took) and one plan of the small
  *   claim and of the due-tenant scan, node by node;
  * - `MODE=statements`: `log_min_duration_statement = 0` there: parse, bind and execute times per statement (the
  *   lean claim per tenant, from its logged parameters), and how many binds of the small tenant's claim took over
  *   0.5 ms (planned anew), after a lease vacuum since that connection's previous claim or not.
- * VARIANTS: `backlog,idle` (default) or one of them; VACUUM_EVERY: `relay.vacuumLeasesEvery` for the app.
+ * VARIANTS: `backlog,idle` (default) or one of them; VACUUM_EVERY: `relay.vacuumLeasesEvery` for the app;
+ * BENCH_RELAY_POLICY: switches of the app's relay policy.
  */
-import { closeSync, openSync, readSync, statSync } from 'node:fs';
+import { accessSync, closeSync, constants, openSync, readSync, statSync } from 'node:fs';
+import { isAbsolute, join } from 'node:path';
 import { createBenchApp } from '../harness/bench-app';
 import { FairnessConsumer } from '../harness/bench-consumers';
 import { BENCH_EVENT, type BenchDatabase } from '../harness/bench-database';
@@ -25,15 +27,46 @@ const BIG = '5eb0a1c4-0000-4000-8000-0000000000b1';
 const SMALL = '5eb0a1c4-0000-4000-8000-0000000000c1';
 const BACKLOG = Number(process.env.BACKLOG ?? 200_000);
 const EVENTS = Number(process.env.EVENTS ?? 200);
-const LOG = process.env.PG_LOG ?? '/var/log/postgresql/postgresql-15-main.log';
 /** A bind longer than this planned its statement anew (a bind on a cached plan takes 0.03–0.07 ms). */
 const PLANNED_MS = 0.5;
 
-/** The server log from byte `offset` on. */
-function logFrom(offset: number): string {
-  const fd = openSync(LOG, 'r');
+/**
+ * The server's log: PG_LOG when set, else the file its logging collector writes the text format to
+ * (`pg_current_logfile('stderr')`, relative to the data directory), else the file Debian's pg_ctlcluster sends the
+ * server's output to (`/var/log/postgresql/postgresql-<version>-<cluster>.log`, from `cluster_name`).
+ */
+async function serverLog(db: BenchDatabase): Promise<string> {
+  let log = process.env.PG_LOG;
+  if (!log) {
+    const [row] = await db.sql<{ file: string | null; data: string; cluster: string }>(
+      `select pg_current_logfile('stderr') as file, current_setting('data_directory') as data,
+              current_setting('cluster_name') as cluster`,
+    );
+    log = row!.file
+      ? isAbsolute(row!.file)
+        ? row!.file
+        : join(row!.data, row!.file)
+      : /^\d+\/[\w-]+$/.test(row!.cluster)
+        ? `/var/log/postgresql/postgresql-${row!.cluster.replace('/', '-')}.log`
+        : '';
+  }
   try {
-    const buffer = Buffer.alloc(statSync(LOG).size - offset);
+    accessSync(log, constants.R_OK);
+    return log;
+  } catch {
+    throw new Error(
+      `the server's log ${log ? `(${log}) is not readable here` : 'was not found'}: set PG_LOG to its path, or turn ` +
+        `the logging collector on (logging_collector = on, log_destination including stderr; a restart of the ` +
+        `server) so that pg_current_logfile() names it, and run this script where that file is readable`,
+    );
+  }
+}
+
+/** The server log `log` from byte `offset` on. */
+function logFrom(log: string, offset: number): string {
+  const fd = openSync(log, 'r');
+  try {
+    const buffer = Buffer.alloc(statSync(log).size - offset);
     readSync(fd, buffer, 0, buffer.length, offset);
     return buffer.toString('utf8');
   } finally {
@@ -79,11 +112,11 @@ function planLines(plan: PlanNode): string {
 }
 
 /** The small tenant's events committed beside a drain of `backlog` events (none: an idle relay); the log meanwhile. */
-async function run(db: BenchDatabase, backlog: number): Promise<string> {
+async function run(db: BenchDatabase, log: string, backlog: number): Promise<string> {
   await db.truncate();
   if (backlog > 0) await db.loadPendingEvents(backlog, BIG);
   await db.vacuumAnalyze();
-  const offset = statSync(LOG).size;
+  const offset = statSync(log).size;
   const every = process.env.VACUUM_EVERY;
   const app = await createBenchApp({
     url: db.url,
@@ -91,7 +124,7 @@ async function run(db: BenchDatabase, backlog: number): Promise<string> {
     relay: { enabled: true, ...(every ? { vacuumLeasesEvery: Number(every) } : {}) },
     applicationName: 'decision-claim-beside-backlog',
     probe: false,
-    policy: {},
+    // no policy of its own: BENCH_RELAY_POLICY's switches, if any
   });
   try {
     for (let i = 0; i < EVENTS; i++) {
@@ -104,7 +137,7 @@ async function run(db: BenchDatabase, backlog: number): Promise<string> {
   } finally {
     await app.close();
   }
-  return logFrom(offset);
+  return logFrom(log, offset);
 }
 
 /** "p50 … p90 … max …" of `values`. */
@@ -196,6 +229,7 @@ async function main(): Promise<void> {
   const statements = process.env.MODE === 'statements';
   const { db, close } = await openDecisionDatabase();
   try {
+    const log = await serverLog(db);
     const settings: [string, string][] = statements
       ? [
           ['log_min_duration_statement', '0'],
@@ -214,7 +248,7 @@ async function main(): Promise<void> {
     // on the throwaway database only: its sessions, the app's, read them when they connect
     for (const [name, value] of settings) await db.sql(`alter database ${db.name} set ${name} = '${value}'`);
     for (const variant of (process.env.VARIANTS ?? 'backlog,idle').split(',')) {
-      const text = await run(db, variant === 'idle' ? 0 : BACKLOG);
+      const text = await run(db, log, variant === 'idle' ? 0 : BACKLOG);
       print(
         `  ${variant === 'idle' ? 'idle relay' : `beside a drain of ${BACKLOG.toLocaleString('en-US')}`}:`,
       );

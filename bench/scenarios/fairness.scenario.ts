@@ -9,7 +9,7 @@
  */
 import type { Type } from '@nestjs/common';
 import type { RelayPolicy } from '../../libs/outbox/src/options/relay-policy';
-import { createBenchApp } from '../harness/bench-app';
+import { createBenchApp, relayPolicySwitches } from '../harness/bench-app';
 import { FairnessConsumer, InMemoryConsumers, LimitedNeighbour } from '../harness/bench-consumers';
 import type { BenchContext, BenchScenario } from '../harness/bench-scenario';
 import { measureDrain, type DrainFigures } from '../harness/drain-cost';
@@ -55,7 +55,8 @@ async function smallTenantRun(
     relay: { enabled: true },
     applicationName: APP,
     probe: false,
-    policy,
+    // BENCH_RELAY_POLICY's switches under the run's own (a given policy replaces them in createBenchApp)
+    policy: { ...relayPolicySwitches(), ...policy },
   });
   const consumer = app.context.get(FairnessConsumer);
   consumer.watched.add(SMALL_TENANT);
@@ -131,7 +132,8 @@ async function singleTenantDrain(
     consumers: side.consumers,
     applicationName: APP,
     probe: false,
-    policy: side.policy ?? {},
+    // BENCH_RELAY_POLICY's switches under the side's own (a given policy replaces them in createBenchApp)
+    policy: { ...relayPolicySwitches(), ...side.policy },
   });
   try {
     return await measureDrain(app, db, APP, events, stats);

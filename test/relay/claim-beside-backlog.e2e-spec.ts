@@ -4,6 +4,7 @@ import { outboxNames } from '../../libs/outbox/src/model/table-names';
 import { genericPlanBuffers } from '../support/generic-plan-buffers';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { TENANT, TENANTS } from '../support/outbox-fixture';
+import { insertPendingEvents, registerLiveConsumer } from '../support/claim-history';
 
 const EVENT = 'test.claim-beside-backlog.v1';
 const CONSUMER = 'claimBesideBacklog.local';
@@ -25,15 +26,6 @@ describe("a tenant's claim beside another tenant's backlog", () => {
     db = await createTestDatabase();
   });
   afterAll(() => db?.drop());
-
-  /** Pending events of `tenantId`, inserted as enqueue does (one transaction). */
-  function insertPending(tenantId: string, count: number): Promise<unknown> {
-    return db.sql(
-      `insert into event_outbox (id, tenant_id, event_name, payload)
-       select gen_random_uuid(), $1, $2, '{}'::jsonb from generate_series(1, $3::int)`,
-      [tenantId, EVENT, count],
-    );
-  }
 
   /** The shared buffers of the small tenant's lean claim on its generic plan (rolled back), on a connection of its own. */
   async function smallClaimBuffers(): Promise<number> {
@@ -59,18 +51,14 @@ describe("a tenant's claim beside another tenant's backlog", () => {
   }
 
   it('reads about as many buffers as alone, not the backlog’s', async () => {
-    await db.sql(
-      `insert into outbox_consumers (name, event_patterns, last_seen_at) values ($1, $2, now())
-       on conflict (name) do update set last_seen_at = now()`,
-      [CONSUMER, [EVENT]],
-    );
-    await insertPending(TENANT, 1);
+    await registerLiveConsumer(db, CONSUMER, [EVENT]);
+    await insertPendingEvents(db, TENANT, EVENT, 1);
     await db.sql('analyze event_outbox');
     const alone = await smallClaimBuffers();
 
     // the backlog as a drain leaves it before a vacuum: half settled (leases inserted and deleted, the events
     // published), the other half pending, the statistics from before the settling
-    await insertPending(backlogged, 2 * BACKLOG);
+    await insertPendingEvents(db, backlogged, EVENT, 2 * BACKLOG);
     await db.sql('analyze event_outbox');
     await db.sql(
       `insert into outbox_event_leases (event_id, tenant_id, lease_token, lease_expires_at)

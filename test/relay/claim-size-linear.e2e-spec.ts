@@ -6,16 +6,14 @@ import type { SqlStatement } from '../../libs/outbox/src/store/sql/statement';
 import { holdSnapshot } from '../support/held-snapshot';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { TENANT, truncateOutbox } from '../support/outbox-fixture';
+import { insertPendingEvents, registerLiveConsumer } from '../support/claim-history';
+import { literalArguments } from '../support/generic-plan-buffers';
 
 const EVENT = 'test.claim-size.v1';
 const CONSUMER = 'claimSize.local';
 const SIZE = 250;
 const SETTLED = 25_000;
 const names = outboxNames();
-
-/** pg's own conversion of a parameter to its text (arrays as array literals). */
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const { prepareValue } = require('pg/lib/utils') as { prepareValue: (v: unknown) => string | null };
 
 /**
  * A claim reads the events it took once, whatever its size — the fan-out a primary-key probe each (`takenEvents`),
@@ -38,22 +36,14 @@ describe('a claim of many events', () => {
     // the issue's case: a held snapshot, the events settled under it as the lean claim and its outcome do (a
     // lease inserted and deleted, the event published), the planner's statistics from before (no ANALYZE since)
     holder = await holdSnapshot(db.url);
-    await db.sql(
-      `insert into event_outbox (id, tenant_id, event_name, payload)
-       select gen_random_uuid(), $1, $2, '{}'::jsonb from generate_series(1, $3::int)`,
-      [TENANT, EVENT, SETTLED],
-    );
+    await insertPendingEvents(db, TENANT, EVENT, SETTLED);
     await db.sql(
       `insert into outbox_event_leases (event_id, tenant_id, lease_token, lease_expires_at)
        select id, tenant_id, gen_random_uuid(), now() from event_outbox where status = 'pending'`,
     );
     await db.sql(`delete from outbox_event_leases`);
     await settlePending();
-    await db.sql(
-      `insert into outbox_consumers (name, event_patterns, last_seen_at) values ($1, $2, now())
-       on conflict (name) do update set last_seen_at = now()`,
-      [CONSUMER, [EVENT]],
-    );
+    await registerLiveConsumer(db, CONSUMER, [EVENT]);
   });
   afterEach(async () => {
     await holder?.end();
@@ -108,13 +98,8 @@ describe('a claim of many events', () => {
     plan: 'force_custom_plan' | 'force_generic_plan',
     column: 'leases' | 'deliveries',
   ): Promise<{ claimed: number; buffers: number }> {
-    // EXECUTE takes no bind parameters: pg's own text of each value, as a literal
-    const args = statement.values
-      .map((v) => {
-        const text = prepareValue(v);
-        return text === null ? 'null' : client.escapeLiteral(text);
-      })
-      .join(', ');
+    // EXECUTE takes no bind parameters: each value as a literal
+    const args = literalArguments(client, statement);
     await client.query(`prepare claim_size as ${statement.text}`);
     try {
       const inTransaction = async <T>(body: () => Promise<T>): Promise<T> => {
@@ -158,11 +143,7 @@ describe('a claim of many events', () => {
     column: 'leases' | 'deliveries',
   ): Promise<number> {
     await settlePending();
-    await db.sql(
-      `insert into event_outbox (id, tenant_id, event_name, payload)
-       select gen_random_uuid(), $1, $2, '{}'::jsonb from generate_series(1, $3::int)`,
-      [TENANT, EVENT, size],
-    );
+    await insertPendingEvents(db, TENANT, EVENT, size);
     const { claimed, buffers } = await run(statement(), plan, column);
     expect(claimed).toBe(size);
     return buffers;

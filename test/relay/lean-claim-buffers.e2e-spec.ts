@@ -4,6 +4,7 @@ import { outboxNames } from '../../libs/outbox/src/model/table-names';
 import { literalArguments } from '../support/generic-plan-buffers';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { TENANT, truncateOutbox } from '../support/outbox-fixture';
+import { registerLiveConsumer } from '../support/claim-history';
 
 const EVENT = 'test.lean-claim-buffers.v1';
 const CONSUMER = 'leanClaimBuffers.local';
@@ -33,11 +34,7 @@ describe('the lean claim', () => {
        select gen_random_uuid(), $1, $2, '{}'::jsonb, 'published', now() from generate_series(1, $3::int)`,
       [TENANT, EVENT, HISTORY],
     );
-    await db.sql(
-      `insert into outbox_consumers (name, event_patterns, last_seen_at) values ($1, $2, now())
-       on conflict (name) do update set last_seen_at = now()`,
-      [CONSUMER, [EVENT]],
-    );
+    await registerLiveConsumer(db, CONSUMER, [EVENT]);
     await db.sql(
       `insert into event_outbox (id, tenant_id, event_name, payload, aggregate_type, aggregate_id, correlation_id,
                                  traceparent)

@@ -9,7 +9,7 @@ import {
   setTransactionContext,
   type SqlStatement,
 } from '../../libs/outbox/src/store/sql';
-import { insertClaimHistory } from '../support/claim-history';
+import { insertClaimHistory, insertPendingEvents, registerLiveConsumer } from '../support/claim-history';
 import { literalArguments } from '../support/generic-plan-buffers';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { TENANT, truncateOutbox } from '../support/outbox-fixture';
@@ -84,16 +84,8 @@ describe("the claims' lease probe", () => {
     async (_, claim) => {
       const name = `lease_probe_${randomUUID().slice(0, 8)}`;
       // a backlog of 300 pending events, its consumer, and the lease table as a truncation leaves it: no page
-      await db.sql(
-        `insert into outbox_consumers (name, event_patterns, last_seen_at) values ($1, $2, now())
-         on conflict (name) do update set last_seen_at = now()`,
-        [CONSUMER, [EVENT]],
-      );
-      await db.sql(
-        `insert into event_outbox (id, tenant_id, event_name, payload)
-         select gen_random_uuid(), $1, $2, '{}'::jsonb from generate_series(1, 300)`,
-        [TENANT, EVENT],
-      );
+      await registerLiveConsumer(db, CONSUMER, [EVENT]);
+      await insertPendingEvents(db, TENANT, EVENT, 300);
       await db.sql('analyze event_outbox');
       await db.sql('vacuum analyze outbox_event_leases');
       // the relay's session: the statement named and its generic plan made now, as the warm-up does (nothing taken)

@@ -22,3 +22,33 @@ export async function insertClaimHistory(
     [consumer],
   );
 }
+
+/** `count` pending events of `tenantId` named `eventName`, payload `{}`, inserted in one statement. */
+export function insertPendingEvents(
+  db: Pick<TestDatabase, 'sql'>,
+  tenantId: string,
+  eventName: string,
+  count: number,
+): Promise<unknown> {
+  return db.sql(
+    `insert into event_outbox (id, tenant_id, event_name, payload)
+     select gen_random_uuid(), $1, $2, '{}'::jsonb from generate_series(1, $3::int)`,
+    [tenantId, eventName, count],
+  );
+}
+
+/**
+ * The consumer `name` of `patterns` in the persisted registry, seen now (as an instance hosting it reports it): a
+ * live consumer for the claims a spec runs by hand.
+ */
+export function registerLiveConsumer(
+  db: Pick<TestDatabase, 'sql'>,
+  name: string,
+  patterns: readonly string[],
+): Promise<unknown> {
+  return db.sql(
+    `insert into outbox_consumers (name, event_patterns, last_seen_at) values ($1, $2, now())
+     on conflict (name) do update set last_seen_at = now()`,
+    [name, patterns],
+  );
+}
