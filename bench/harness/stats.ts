@@ -55,6 +55,33 @@ export function turnRatios(a: readonly number[], b: readonly number[]): TurnRati
   };
 }
 
+/** `a` − `b` taken in pairs: the median of the pairs' differences, its interquartile range, and how many pairs. */
+export interface PairedDifference {
+  median: number;
+  q1: number;
+  q3: number;
+  pairs: number;
+}
+
+/**
+ * `a[i] − b[i]` of each pair `i` (both measured in it, next to each other), read by its median and quartiles
+ * (nearest rank): a machine that drifts between pairs moves both sides of a pair alike, so it widens the quartiles
+ * less than it moves either side's median. Pairs with a side not finite are left out. NaN for none.
+ */
+export function pairedDifference(a: readonly number[], b: readonly number[]): PairedDifference {
+  if (a.length !== b.length)
+    throw new Error(
+      `pairedDifference needs one figure per side and pair, got ${a.length} against ${b.length}`,
+    );
+  const differences = a.map((value, i) => value - b[i]!).filter(Number.isFinite);
+  return {
+    median: median(differences),
+    q1: percentile(differences, 25),
+    q3: percentile(differences, 75),
+    pairs: differences.length,
+  };
+}
+
 export function mean(values: readonly number[]): number {
   return values.length === 0 ? Number.NaN : values.reduce((sum, v) => sum + v, 0) / values.length;
 }
