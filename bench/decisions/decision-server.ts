@@ -13,7 +13,7 @@ import type { Type } from '@nestjs/common';
 import type { OutboxRelayOptions } from 'nestjs-pg-outbox';
 import { createBenchApp, type BenchApp } from '../harness/bench-app';
 import { consumerClass, type ConsumerVariant } from '../harness/bench-consumers';
-import { median } from '../harness/stats';
+import { median, pairedDifference } from '../harness/stats';
 import { measureDrain } from '../harness/drain-cost';
 import { cpuSpentMs, readBackendCpu, type RowsQuery } from '../harness/backend-cpu';
 import { drive, type Transactor } from '../harness/enqueue-transactors';
@@ -87,6 +87,25 @@ export function compare(label: string, unit: string, runs: ReadonlyMap<string, r
     const all = values.map((v) => format(v)).join(' / ');
     print(
       `    ${variant.padEnd(34)} ${format(m).padStart(10)} ${unit}  (runs: ${all}; ${(m / base).toFixed(2)}×)`,
+    );
+  }
+}
+
+/**
+ * Each variant after the first against the first, taken in pairs (see `pairedDifference`): the median of the
+ * turns' differences and its interquartile range. `runs`: one figure per variant and turn, in turn order.
+ */
+export function comparePaired(
+  label: string,
+  unit: string,
+  runs: ReadonlyMap<string, readonly number[]>,
+): void {
+  const [[baseVariant, base] = ['', []], ...others] = runs;
+  print(`  ${label}, against ${baseVariant} (${unit}, median of the turns' differences [IQR])`);
+  for (const [variant, values] of others) {
+    const d = pairedDifference(values, base);
+    print(
+      `    ${variant.padEnd(40)} ${format(d.median).padStart(8)}  [${format(d.q1)} to ${format(d.q3)}], ${d.pairs} pairs`,
     );
   }
 }
@@ -224,7 +243,10 @@ export function exitWhenDone(work: Promise<void>): void {
 }
 
 /** What one slice of enqueue transactions did, per commit (see {@link enqueueSlice}). */
-export type EnqueueFigures = Record<'rate' | 'total' | 'node' | 'server' | 'statements', number>;
+export type EnqueueFigures = Record<
+  'rate' | 'total' | 'node' | 'server' | 'statements' | 'loopTurns' | 'loopEvents',
+  number
+>;
 
 /**
  * Runs `transactor`'s transactions for `ms` on `connections` connections named `name`: commits/s, and per commit the
@@ -253,6 +275,8 @@ export async function enqueueSlice(
     node,
     server,
     statements: (reading?.calls ?? Number.NaN) / slice.commits,
+    loopTurns: slice.loopTurns / slice.commits,
+    loopEvents: slice.loopEvents / slice.commits,
   };
 }
 

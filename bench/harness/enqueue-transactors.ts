@@ -4,6 +4,7 @@
  * Used by the enqueue scenario and by the peers scenario.
  */
 import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import type { OutboxEventInput, OutboxRelayOptions } from 'nestjs-pg-outbox';
 import type { RelayPolicy } from '../../libs/outbox/src/options/relay-policy';
 import { createBenchApp } from './bench-app';
@@ -36,6 +37,8 @@ export interface Workload {
   policy?: Partial<RelayPolicy>;
   /** Library only: each event with an idempotency key of its own (`dedupe: { key }`, a fresh UUID). */
   keyed?: boolean;
+  /** Library only: the event as the raw line's hand-written insert through the manager, not `enqueue` (the app's DataSource against a plain one). */
+  handWritten?: boolean;
 }
 
 /** Runs one business transaction on connection `worker`. */
@@ -68,7 +71,7 @@ export function contactEvent(): {
 export async function libraryTransactor(
   url: string,
   connections: number,
-  { business, withEvent, relay, preparedStatements, policy, keyed }: Workload,
+  { business, withEvent, relay, preparedStatements, policy, keyed, handWritten }: Workload,
   applicationName = ENQUEUE_APPLICATION_NAME,
   probe = true,
 ): Promise<Transactor> {
@@ -95,7 +98,10 @@ export async function libraryTransactor(
           const insert = insertContact(contact.id, BENCH_TENANT, contact.name, contact.email);
           await manager.query(insert.text, insert.values);
         }
-        if (withEvent && keyed)
+        if (withEvent && handWritten) {
+          const insert = rawEventInsert(event);
+          await manager.query(insert.text, insert.values);
+        } else if (withEvent && keyed)
           await app.outbox.enqueue(manager, { ...event, dedupe: { key: randomUUID() } });
         else if (withEvent) await app.outbox.enqueue(manager, event);
       }),
@@ -251,11 +257,15 @@ export interface Driven {
   ms: number;
   /** CPU of this process meanwhile, in µs. */
   cpuUs: number;
+  /** Turns of the event loop meanwhile, and the events its poll delivered (libuv's own counts). */
+  loopTurns: number;
+  loopEvents: number;
 }
 
 /** Runs `connections` loops of transactions back to back for `ms`. */
 export async function drive(transactor: Transactor, connections: number, ms: number): Promise<Driven> {
   let commits = 0;
+  const loopBefore = performance.nodeTiming.uvMetricsInfo;
   const cpuBefore = process.cpuUsage();
   const began = now();
   const until = began + ms;
@@ -267,7 +277,14 @@ export async function drive(transactor: Transactor, connections: number, ms: num
   };
   await Promise.all(Array.from({ length: connections }, (_, worker) => loop(worker)));
   const cpu = process.cpuUsage(cpuBefore);
-  return { commits, ms: now() - began, cpuUs: cpu.user + cpu.system };
+  const loopAfter = performance.nodeTiming.uvMetricsInfo;
+  return {
+    commits,
+    ms: now() - began,
+    cpuUs: cpu.user + cpu.system,
+    loopTurns: loopAfter.loopCount - loopBefore.loopCount,
+    loopEvents: loopAfter.events - loopBefore.events,
+  };
 }
 
 /**
