@@ -1,8 +1,8 @@
 import { createHook } from 'node:async_hooks';
-import v8 from 'node:v8';
 import type { QueryRunner } from 'typeorm';
 import { OutboxStallError } from '../errors/outbox.error';
 import { RoundTripDeadline } from './round-trip-deadline';
+import { bytesPer } from '../../../../test/support/allocated-bytes';
 
 /** A runner holding a connection whose socket records being destroyed, in a pool with one idle connection. */
 function fakeRunner(): { runner: QueryRunner; destroyed: string[] } {
@@ -194,20 +194,3 @@ describe('RoundTripDeadline', () => {
     expect(added).toBeLessThan(450);
   });
 });
-
-/** Bytes `work(count)` allocates per count, exactly: the heap used at the end − at the start + what every collection freed. */
-async function bytesPer(work: (count: number) => Promise<void>, count: number): Promise<number> {
-  const gc = new v8.GCProfiler();
-  gc.start();
-  const before = v8.getHeapStatistics().used_heap_size;
-  await work(count);
-  const after = v8.getHeapStatistics().used_heap_size;
-  const freed = gc
-    .stop()
-    .statistics.reduce(
-      (sum, { beforeGC, afterGC }) =>
-        sum + beforeGC.heapStatistics.usedHeapSize - afterGC.heapStatistics.usedHeapSize,
-      0,
-    );
-  return (after - before + freed) / count;
-}
