@@ -38,7 +38,9 @@ export interface Settled {
 
 /** Adds the outcomes to the counts of `result` (`by` -1: takes them back out). */
 export function count(outcomes: readonly DeliveryOutcome[], result: RelayRoundResult, by = 1): void {
-  for (const outcome of outcomes) {
+  // by index: no iterator (it runs inside the batch's async function)
+  for (let at = 0; at < outcomes.length; at++) {
+    const outcome = outcomes[at]!;
     if (outcome.status === 'delivered') result.succeeded += by;
     else if (outcome.status === 'dead') result.dead += by;
     else result.failed += by;

@@ -114,7 +114,9 @@ export class TenantRound {
       const local: Assigned[] = [];
       const external: Assigned[] = [];
       const unclaimed: Settled[] = [];
-      for (const delivery of claimed) {
+      // by index: no iterator per visit (an async function's loop keeps it)
+      for (let at = 0; at < claimed.length; at++) {
+        const delivery = claimed[at]!;
         // (no closure made per visit for it)
         const consumer = this.registry.get(delivery.consumerName) ?? scoped?.get(delivery.consumerName);
         if (!consumer) {
