@@ -21,7 +21,10 @@ export interface TenantBatch {
 
 /** A new batch for a tenant, with a fresh lease token. */
 export function newTenantBatch(tenantId: string): TenantBatch {
-  return { tenantId, leaseToken: randomUUID(), result: { ...emptyRound(), tenants: 1 } };
+  // one object, not a spread copy of another (a visit makes one per round)
+  const result = emptyRound();
+  result.tenants = 1;
+  return { tenantId, leaseToken: randomUUID(), result };
 }
 
 /** A claimed delivery with the consumer that will take it. */
