@@ -25,8 +25,8 @@
  * promise, on every side alike).
  *
  * PROFILE=dir: the library's child also profiles its timed part, through the inspector — CPU (`Profiler`) and
- * allocation (`HeapProfiler.startSampling` with the objects collected since included, every 4 KB: what was
- * allocated, not what stayed) — into dir/latency-library-<pid>.cpuprofile and .heapprofile (the figures of such
+ * allocation (`HeapProfiler.startSampling` with the objects collected since included, every PROFILE_INTERVAL bytes,
+ * default 4 KB: what was allocated, not what stayed) — into dir/latency-library-<pid>.cpuprofile and .heapprofile (the figures of such
  * a run carry the profilers' cost). PROFILE_ALLOCATION=0: the CPU profile alone (the allocation sampler takes a
  * stack at each of its samples, which the CPU profile charges to the frames that allocate).
  *
@@ -261,7 +261,7 @@ async function startProfiles(dir: string): Promise<() => Promise<void>> {
   if (heapSampling) {
     await post('HeapProfiler.enable');
     await post('HeapProfiler.startSampling', {
-      samplingInterval: 4096,
+      samplingInterval: Number(process.env.PROFILE_INTERVAL ?? 4096),
       includeObjectsCollectedByMajorGC: true,
       includeObjectsCollectedByMinorGC: true,
     });

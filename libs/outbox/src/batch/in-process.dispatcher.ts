@@ -87,10 +87,10 @@ export class InProcessDispatcher {
       last: null,
       problem: null,
     };
-    let index = -1;
     let scoped = 0;
-    for (const { delivery, consumer } of deliveries) {
-      index++;
+    // by index: no iterator, nor an entry destructured from it, per delivery
+    for (let index = 0; index < deliveries.length; index++) {
+      const { delivery, consumer } = deliveries[index]!;
       const known = run.settled?.get(delivery);
       if (known) {
         outcomes.push(known);

@@ -21,7 +21,10 @@ export interface TenantBatch {
 
 /** A new batch for a tenant, with a fresh lease token. */
 export function newTenantBatch(tenantId: string): TenantBatch {
-  return { tenantId, leaseToken: randomUUID(), result: { ...emptyRound(), tenants: 1 } };
+  // one object, not a spread copy of another (a visit makes one per round)
+  const result = emptyRound();
+  result.tenants = 1;
+  return { tenantId, leaseToken: randomUUID(), result };
 }
 
 /** A claimed delivery with the consumer that will take it. */
@@ -38,7 +41,9 @@ export interface Settled {
 
 /** Adds the outcomes to the counts of `result` (`by` -1: takes them back out). */
 export function count(outcomes: readonly DeliveryOutcome[], result: RelayRoundResult, by = 1): void {
-  for (const outcome of outcomes) {
+  // by index: no iterator (it runs inside the batch's async function)
+  for (let at = 0; at < outcomes.length; at++) {
+    const outcome = outcomes[at]!;
     if (outcome.status === 'delivered') result.succeeded += by;
     else if (outcome.status === 'dead') result.dead += by;
     else result.failed += by;

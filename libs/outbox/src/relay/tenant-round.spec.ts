@@ -165,6 +165,20 @@ describe('TenantRound', () => {
       expect(claims(store).map((c) => c.newEvents)).toEqual(['lean', 'fanOut', 'lean']);
     });
 
+    it('hands the fresh deliveries over as the claim gave them when no due one came with them (no copy)', async () => {
+      const made = round([fakeConsumer('a')]);
+      const seen: unknown[] = [];
+      made.instrumentation.add({ batchClaimed: ({ deliveries }) => seen.push(deliveries) });
+      const fresh = claimAnswer([fakeDelivery(T, 'a', 'e1')]);
+      const due = fakeDelivery(T, 'a', 'e2');
+      made.store.claims.push(fresh, claimAnswer([fakeDelivery(T, 'a', 'e3')], 1, { due: [due] }));
+      await made.round.visit(newEvents, false);
+      await made.round.visit({ tenantId: T, hasNew: true, hasDue: true }, false);
+      expect(seen[0]).toBe(fresh.fresh.deliveries);
+      // with due ones: one list of both, the fresh first
+      expect((seen[1] as { eventId: string }[]).map((d) => d.eventId)).toEqual(['e3', 'e2']);
+    });
+
     it('tells its observers why a claim of new events took the fan-out, and null when it did not', async () => {
       const reasons = async (
         made: ReturnType<typeof round>,

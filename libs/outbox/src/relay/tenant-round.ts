@@ -37,6 +37,9 @@ const LEAN_RETRY_MS = 30_000;
 /** A tenant's scoped consumers where no source of them was added (see `OutboxConsumerRegistry`). */
 const NO_TENANT_CONSUMERS: readonly OutboxConsumer[] = [];
 
+/** No names (a tenant without limited consumers of its own): not an array made per claim. */
+const NO_NAMES: readonly string[] = [];
+
 /** What one tenant's visit did: its counts (final once `settled` resolves), and the size its claim took. */
 export interface TenantVisit {
   result: RelayRoundResult;
@@ -81,8 +84,6 @@ export class TenantRound {
       ? await this.registry.tenantConsumers(batch.tenantId)
       : NO_TENANT_CONSUMERS;
     const scoped = tenantConsumers.length === 0 ? null : new Map(tenantConsumers.map((c) => [c.name, c]));
-    const consumerNamed = (name: string): OutboxConsumer | undefined =>
-      this.registry.get(name) ?? scoped?.get(name);
     const connection = this.store.tenantConnection(batch.tenantId);
     // made where the visit has nothing in flight: a batch's visit returns its commit's promise (issue 35)
     let settled: Promise<void> | null = null;
@@ -113,8 +114,11 @@ export class TenantRound {
       const local: Assigned[] = [];
       const external: Assigned[] = [];
       const unclaimed: Settled[] = [];
-      for (const delivery of claimed) {
-        const consumer = consumerNamed(delivery.consumerName);
+      // by index: no iterator per visit (an async function's loop keeps it)
+      for (let at = 0; at < claimed.length; at++) {
+        const delivery = claimed[at]!;
+        // (no closure made per visit for it)
+        const consumer = this.registry.get(delivery.consumerName) ?? scoped?.get(delivery.consumerName);
         if (!consumer) {
           // Claimed for a tenant-scoped consumer removed in between: give the attempt back; it waits as pending.
           unclaimed.push({
@@ -221,7 +225,9 @@ export class TenantRound {
           if (!empty || fresh.lost === 0 || claims >= MAX_CLAIMS_PER_ROUND) {
             const full = fresh.events >= limit || dueRows.length >= limit;
             this.sizer.claimed(limit, full, this.clock.now() - began);
-            return { claimed: [...fresh.deliveries, ...dueRows], events: fresh.events, limit, full, fanOut };
+            // one list: the fresh deliveries as they are when no due one came with them (mostly, at a low rate)
+            const claimed = dueRows.length === 0 ? fresh.deliveries : [...fresh.deliveries, ...dueRows];
+            return { claimed, events: fresh.events, limit, full, fanOut };
           }
         }
       } catch (error) {
@@ -251,7 +257,7 @@ export class TenantRound {
     // a limited tenant consumer's, the due claim in the same transaction: the tenant's claims take no lean path)
     const limitedHere =
       tenantConsumers.length === 0
-        ? []
+        ? NO_NAMES
         : tenantConsumers.filter((c) => c.limits !== undefined).map((c) => c.name);
     const claimDue = hasDue || (hasNew && (this.hostsOrdered(tenantConsumers) || limitedHere.length > 0));
     // The lean claim where the policy has it and it may apply: new events only, every consumer hosted here

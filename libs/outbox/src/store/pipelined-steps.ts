@@ -47,9 +47,16 @@ export async function sendSteps(
   last?: () => Promise<unknown>,
 ): Promise<unknown[][]> {
   const sent: Sent[] = [];
+  // where each step's result is among those sent (-1 for a `null`): loops, not `map`s with closures, on every
+  // round trip (issue 35)
+  const resultAt = new Array<number>(steps.length);
   let generic = false;
-  const resultAt = steps.map((statement) => {
-    if (statement === null) return null;
+  for (let at = 0; at < steps.length; at++) {
+    const statement = steps[at]!;
+    if (statement === null) {
+      resultAt[at] = -1;
+      continue;
+    }
     const name = transport.prepared.nameOn(connection, statement);
     if (name === undefined) {
       // only a statement with parameters is planned through the plan cache (one without goes as a simple query)
@@ -57,7 +64,8 @@ export async function sendSteps(
         sent.push({ statement: q.genericPlans(false) });
         generic = false;
       }
-      return sent.push({ statement }) - 1;
+      resultAt[at] = sent.push({ statement }) - 1;
+      continue;
     }
     if (!generic) {
       // the statement before it may switch to generic plans itself (a transaction's context does)
@@ -67,28 +75,44 @@ export async function sendSteps(
       else sent.push({ statement: q.genericPlans(true) });
     }
     generic = true;
-    return sent.push({ statement, name }) - 1;
-  });
-  // what TypeORM sends itself (its `START TRANSACTION`, `COMMIT`) goes last, in the same round trip and write
+    resultAt[at] = sent.push({ statement, name }) - 1;
+  }
+  // TypeORM's statement waited for too, when there is one (no await of nothing: each is a turn of the event loop)
+  const settled =
+    last === undefined
+      ? await sendAll(connection, sent, transport.policy.oneWrite)
+      : await withLast(transport, connection, sent, last);
+  const rows = new Array<unknown[]>(steps.length);
+  for (let at = 0; at < steps.length; at++)
+    rows[at] = resultAt[at]! < 0 ? [] : (settled[resultAt[at]!]!.rows as unknown[]);
+  return rows;
+}
+
+/**
+ * `sent`, then what TypeORM sends itself (its `START TRANSACTION`, `COMMIT`: `last`), in the same round trip and
+ * write; waits for both.
+ */
+async function withLast(
+  transport: RelayTransport,
+  connection: PoolClient,
+  sent: readonly Sent[],
+  last: () => Promise<unknown>,
+): Promise<QueryResult[]> {
   let closing: Promise<unknown> | undefined;
   const write = (): Promise<QueryResult[]> => {
     const written = sendAll(connection, sent, false);
-    closing = last?.();
+    closing = last();
     return written;
   };
-  const results = transport.policy.oneWrite ? inOneWrite(connection, write, last !== undefined) : write();
+  const results = transport.policy.oneWrite ? inOneWrite(connection, write, true) : write();
   let settled: QueryResult[];
-  // TypeORM's statement waited for too, when there is one (no await of nothing: each is a turn of the event loop)
-  if (closing === undefined) settled = await results;
-  else {
-    try {
-      settled = await results;
-    } finally {
-      await closing.catch(() => undefined);
-    }
-    await closing;
+  try {
+    settled = await results;
+  } finally {
+    await closing!.catch(() => undefined);
   }
-  return resultAt.map((at) => (at === null ? [] : (settled[at]!.rows as unknown[])));
+  await closing;
+  return settled;
 }
 
 /**

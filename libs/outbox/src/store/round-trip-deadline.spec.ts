@@ -2,6 +2,7 @@ import { createHook } from 'node:async_hooks';
 import type { QueryRunner } from 'typeorm';
 import { OutboxStallError } from '../errors/outbox.error';
 import { RoundTripDeadline } from './round-trip-deadline';
+import { bytesPer } from '../../../../test/support/allocated-bytes';
 
 /** A runner holding a connection whose socket records being destroyed, in a pool with one idle connection. */
 function fakeRunner(): { runner: QueryRunner; destroyed: string[] } {
@@ -144,5 +145,52 @@ describe('RoundTripDeadline', () => {
     expect(results[0]).toBeInstanceOf(OutboxStallError);
     expect(results[1]).toBe('answered');
     expect(results[2]).toBeInstanceOf(OutboxStallError);
+  });
+
+  it('rejects a round trip whose work throws at once with its error, and leaves nothing waiting', async () => {
+    const deadline = new RoundTripDeadline(30);
+    const failing = (): Promise<never> => {
+      throw new Error('refused');
+    };
+    await expect(deadline.within(fakeRunner().runner, 'claim', 'a', failing)).rejects.toThrow('refused');
+    // the next one still gives up at its deadline, and the stall is its own
+    await expect(deadline.within(fakeRunner().runner, 'batch', 'b', never)).rejects.toBeInstanceOf(
+      OutboxStallError,
+    );
+    expect(deadline.stall).toMatchObject({ roundTrip: 'batch', tenantId: 'b' });
+  });
+
+  it("destroys a client of the relay's own that gives no reply (withinClient)", async () => {
+    const deadline = new RoundTripDeadline(20);
+    const destroyed: unknown[] = [];
+    const client = {
+      connection: {
+        stream: { destroy: (error?: Error) => destroyed.push(error), setKeepAlive: () => undefined },
+      },
+    };
+    const error = await deadline.withinClient(client, 'listen', never).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OutboxStallError);
+    expect(destroyed).toEqual([error]);
+    expect(deadline.stall).toMatchObject({ roundTrip: 'listen', tenantId: null });
+  });
+
+  it('allocates one object per round trip answered at once, not seven closures and three contexts', async () => {
+    const deadline = new RoundTripDeadline(61_000);
+    const { runner } = fakeRunner();
+    const answered = async (): Promise<number> => 1;
+    // the same promises without the deadline: one made around the work's, which it follows
+    const bare = async (count: number): Promise<void> => {
+      for (let i = 0; i < count; i++) await new Promise((resolve) => void answered().then(resolve));
+    };
+    const bounded = async (count: number): Promise<void> => {
+      for (let i = 0; i < count; i++) await deadline.within(runner, 'claim', null, answered);
+    };
+    await bare(20_000);
+    await bounded(20_000);
+    // what the deadline adds to a round trip beside those promises
+    const added = (await bytesPer(bounded, 100_000)) - (await bytesPer(bare, 100_000));
+    // 264 bytes (its entry, the two callbacks of the work's answer and their context); 640 with the seven closures
+    // and three contexts each round trip made before
+    expect(added).toBeLessThan(450);
   });
 });

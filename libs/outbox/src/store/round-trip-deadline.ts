@@ -40,16 +40,29 @@ interface PgParameters {
 }
 
 /**
- * A round trip waiting for its answer (see `RoundTripDeadline.wait`): its deadline, how it is given up, and its
- * links in the list of those waiting (a set's table, added to and deleted from twice per event, is made anew
- * as its deleted entries pile up).
+ * A round trip waiting for its answer (see `RoundTripDeadline.wait`): its deadline, what it runs on (how it is
+ * given up), how its promise settles, and its links in the list of those waiting (a set's table, added to and
+ * deleted from twice per event, is made anew as its deleted entries pile up). One object per round trip, its
+ * behaviour in `RoundTripDeadline`: not the six closures and three contexts a round trip made before (issue 35).
  */
-interface Waiting {
-  /** Its deadline, on `performance.now()`'s clock. */
-  readonly due: number;
-  readonly expire: () => void;
-  previous: Waiting | null;
-  next: Waiting | null;
+class Waiting {
+  previous: Waiting | null = null;
+  next: Waiting | null = null;
+  /** Given up: its work's late answer is ignored. */
+  expired = false;
+
+  constructor(
+    /** Its deadline, on `performance.now()`'s clock. */
+    readonly due: number,
+    /** The runner of a pool connection (`within`), or null for a client of the relay's own (`withinClient`). */
+    readonly runner: QueryRunner | null,
+    readonly client: PgClient | null,
+    readonly trip: OutboxRoundTrip,
+    readonly tenantId: string | null,
+    readonly running: Promise<unknown>,
+    readonly resolve: (value: unknown) => void,
+    readonly reject: (error: Error) => void,
+  ) {}
 }
 
 /** What TypeORM's PostgresQueryRunner holds while it connects and once connected. */
@@ -88,6 +101,17 @@ export class RoundTripDeadline {
   private last: Waiting | null = null;
   /** The one timer of the round trips' deadlines (see `wait`), or null when none is armed. */
   private timer: NodeJS.Timeout | null = null;
+  /** The resolvers of the promise `bound` just made (see `takeResolvers`). */
+  private resolveNext: (value: unknown) => void = noop;
+  private rejectNext: (error: Error) => void = noop;
+  /** A promise's executor, made once: it runs synchronously in `new Promise`, and `bound` takes what it kept. */
+  private readonly takeResolvers = (
+    resolve: (value: unknown) => void,
+    reject: (error: Error) => void,
+  ): void => {
+    this.resolveNext = resolve;
+    this.rejectNext = reject;
+  };
 
   constructor(readonly ms: number) {}
 
@@ -130,31 +154,14 @@ export class RoundTripDeadline {
     work: () => Promise<T>,
   ): Promise<T> {
     if (this.ms === 0) return work();
-    const held = (): PoolClient | undefined => (runner as unknown as PgRunner).databaseConnection;
-    const client = held();
+    const client = heldBy(runner);
     if (client) this.setAsideQueryTimeout(client);
-    return this.bound(
-      work,
-      () => {
-        const error = this.record(trip, tenantId, !held());
-        giveUp(runner, error);
-        return error;
-      },
-      () => {
-        // the connection the round trip ended on (it may have connected in it) gets its query_timeout back
-        const used = held();
-        if (used) this.restoreQueryTimeout(used);
-      },
-    );
+    return this.bound(work, runner, null, trip, tenantId);
   }
 
   /** As `within`, for a pg client of the relay's own (the wake-up listener's): past `ms`, it is destroyed. */
   withinClient<T>(client: PgClient, trip: OutboxRoundTrip, work: () => Promise<T>): Promise<T> {
-    return this.bound(work, () => {
-      const error = this.record(trip, null, false);
-      client.connection.stream.destroy(error);
-      return error;
-    });
+    return this.bound(work, null, client, trip, null);
   }
 
   /**
@@ -183,42 +190,75 @@ export class RoundTripDeadline {
   }
 
   /**
-   * `work`, or an `OutboxStallError` from `expire` once `ms` passed without its answer; `settled` runs once
-   * `work` settles (even after the stall). One promise per round trip, no race of two promises and no async
-   * wrapper: it runs on every round trip of the relay. No timer of its own either (see `wait`).
+   * `work`, or an `OutboxStallError` once `ms` passed without its answer (see `expire`); the connection's
+   * `query_timeout` given back once `work` settles (even after the stall). One promise per round trip, no race
+   * of two promises and no async wrapper: it runs on every round trip of the relay. No timer of its own either
+   * (see `wait`); one object for what it needs (see `Waiting`) and the two callbacks of its work's answer.
    */
-  private bound<T>(work: () => Promise<T>, expire: () => OutboxStallError, settled?: () => void): Promise<T> {
+  private bound<T>(
+    work: () => Promise<T>,
+    runner: QueryRunner | null,
+    client: PgClient | null,
+    trip: OutboxRoundTrip,
+    tenantId: string | null,
+  ): Promise<T> {
     if (this.ms === 0) return work();
     const began = performance.now();
-    return new Promise<T>((resolve, reject) => {
-      const running = work();
-      let expired = false;
-      const waiting: Waiting = {
-        due: began + this.ms,
-        expire: () => {
-          expired = true;
-          running.catch(() => undefined); // it fails once its connection is gone: the stall is what is reported
-          reject(expire());
-        },
-        previous: null,
-        next: null,
-      };
-      this.wait(waiting);
-      running.then(
-        (result) => {
-          this.answered(waiting);
-          settled?.();
-          if (expired) return;
-          if (began > this.stalledAt) this.recovered();
-          resolve(result);
-        },
-        (error: Error) => {
-          this.answered(waiting);
-          settled?.();
-          reject(error);
-        },
-      );
-    });
+    let running: Promise<T>;
+    try {
+      running = work();
+    } catch (error) {
+      // as the executor of a promise around it would have: a rejection, nothing waiting
+      return Promise.reject(error as Error);
+    }
+    // the promise's resolvers taken by an executor made once per instance (`takeResolvers`), not one per round trip
+    const promise = new Promise<unknown>(this.takeResolvers) as Promise<T>;
+    const waiting = new Waiting(
+      began + this.ms,
+      runner,
+      client,
+      trip,
+      tenantId,
+      running,
+      this.resolveNext,
+      this.rejectNext,
+    );
+    // kept no longer than this call: they would hold the promise, and what waits on it, until the next round trip
+    this.resolveNext = noop;
+    this.rejectNext = noop;
+    this.wait(waiting);
+    running.then(
+      (result) => {
+        this.answered(waiting);
+        if (runner !== null) this.restoreHeld(runner);
+        if (waiting.expired) return;
+        if (began > this.stalledAt) this.recovered();
+        waiting.resolve(result);
+      },
+      (error: Error) => {
+        this.answered(waiting);
+        if (runner !== null) this.restoreHeld(runner);
+        waiting.reject(error);
+      },
+    );
+    return promise;
+  }
+
+  /** Past its deadline: the round trip's connection given up (see the class), its promise rejected. */
+  private expire(waiting: Waiting): void {
+    waiting.expired = true;
+    waiting.running.catch(noop); // it fails once its connection is gone: the stall is what is reported
+    const { runner, client } = waiting;
+    const error = this.record(waiting.trip, waiting.tenantId, runner !== null && !heldBy(runner));
+    if (runner !== null) giveUp(runner, error);
+    else client!.connection.stream.destroy(error);
+    waiting.reject(error);
+  }
+
+  /** The connection a round trip ended on (it may have connected in it) gets its `query_timeout` back. */
+  private restoreHeld(runner: QueryRunner): void {
+    const used = heldBy(runner);
+    if (used) this.restoreQueryTimeout(used);
   }
 
   /**
@@ -264,7 +304,7 @@ export class RoundTripDeadline {
     for (let waiting = this.first; waiting !== null; waiting = this.first) {
       if (waiting.due > now) return this.arm(waiting.due - now);
       this.answered(waiting);
-      waiting.expire();
+      this.expire(waiting);
     }
   };
 
@@ -296,6 +336,13 @@ export class RoundTripDeadline {
     );
   }
 }
+
+/** The pg connection the runner holds, or undefined while it has none (or still connects). */
+function heldBy(runner: QueryRunner): PoolClient | undefined {
+  return (runner as unknown as PgRunner).databaseConnection;
+}
+
+function noop(): void {}
 
 /** What the relay reaches of pg-pool's pool: its connections (some still connecting), and those idle. */
 interface PoolInternals {
