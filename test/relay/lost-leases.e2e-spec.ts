@@ -10,6 +10,7 @@ import { insertPendingEvents, registerLiveConsumer } from '../support/claim-hist
 
 const EVENT = 'test.lost-leases.v1';
 const CONSUMER = 'lostLeases.local';
+const ROWS_CONSUMER = 'lostLeases.rows';
 const EVENTS = 3;
 const names = outboxNames();
 
@@ -57,33 +58,55 @@ describe('a claim that locks an event leased by another relay', () => {
     ['the fan-out', () => fanOutPendingEvents(names, { ...common, hosted: [CONSUMER], tenantConsumers: [] })],
   ];
 
+  type Claimed = { leases: unknown[]; deliveries: { event_seq: string }[]; written: string[]; lost: number };
+
+  /** Runs `statement` while another relay's lease of the first event waits to commit: the claim's lease insert waits for it. */
+  async function claimBesideOtherLease(statement: SqlStatement): Promise<Claimed> {
+    // the other relay's lease of the first event, not committed yet
+    await other.query('begin');
+    await other.query(
+      `insert into outbox_event_leases (event_id, tenant_id, lease_token, lease_expires_at)
+       select id, tenant_id, gen_random_uuid(), now() + interval '1 minute' from event_outbox order by seq limit 1`,
+    );
+    const claimed = claimer.query<Claimed>(statement.text, [...statement.values]);
+    try {
+      await waitFor(
+        async () =>
+          (
+            await db.sql<{ waiting: boolean }>(
+              `select wait_event_type = 'Lock' as waiting from pg_stat_activity where pid = $1`,
+              [claimerPid],
+            )
+          )[0]?.waiting,
+        { message: 'the claim to wait for the other lease' },
+      );
+    } finally {
+      await other.query('commit');
+    }
+    const [row] = (await claimed).rows;
+    await db.sql(`delete from outbox_event_leases`);
+    return row!;
+  }
+
   for (const [form, statement] of forms)
     it(`${form} counts it as lost and leases the others`, async () => {
-      // the other relay's lease of the first event, not committed yet
-      await other.query('begin');
-      await other.query(
-        `insert into outbox_event_leases (event_id, tenant_id, lease_token, lease_expires_at)
-         select id, tenant_id, gen_random_uuid(), now() + interval '1 minute' from event_outbox order by seq limit 1`,
-      );
-      const { text, values } = statement();
-      const claimed = claimer.query<{ leases: { event_seq: string }[]; lost: number }>(text, [...values]);
-      try {
-        // the claim's lease insert waits for the other relay's transaction
-        await waitFor(
-          async () =>
-            (
-              await db.sql<{ waiting: boolean }>(
-                `select wait_event_type = 'Lock' as waiting from pg_stat_activity where pid = $1`,
-                [claimerPid],
-              )
-            )[0]?.waiting,
-          { message: 'the claim to wait for the other lease' },
-        );
-      } finally {
-        await other.query('commit');
-      }
-      const [{ leases, lost }] = (await claimed).rows as [{ leases: { event_seq: string }[]; lost: number }];
+      const { leases, lost } = await claimBesideOtherLease(statement());
       expect({ leased: leases.length, lost }).toEqual({ leased: EVENTS - 1, lost: 1 });
-      await db.sql(`delete from outbox_event_leases`);
     });
+
+  it('the fan-out writes no delivery row of the lost event for its other consumers, nor the event', async () => {
+    // a consumer hosted here that is not in-process: the fan-out writes its rows, of the events it owns
+    await registerLiveConsumer(db, ROWS_CONSUMER, [EVENT]);
+    const { leases, deliveries, written, lost } = await claimBesideOtherLease(
+      fanOutPendingEvents(names, { ...common, hosted: [CONSUMER, ROWS_CONSUMER], tenantConsumers: [] }),
+    );
+    const first = await db.sql<{ id: string }>(`select id from event_outbox order by seq limit 1`);
+    expect({ leased: leases.length, lost, deliveries: deliveries.length, written: written.length }).toEqual({
+      leased: EVENTS - 1,
+      lost: 1,
+      deliveries: EVENTS - 1,
+      written: EVENTS - 1,
+    });
+    expect(written).not.toContain(first[0]!.id);
+  });
 });

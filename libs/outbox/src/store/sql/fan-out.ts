@@ -152,9 +152,10 @@ export const fanOutText = textPerNames((n: OutboxNames): string => {
     where l.lease_expires_at <= now()
     returning l.event_id, l.claim_count
   ), owned as (
-    -- events with in-process pairs are this claim's only if its lease won
+    -- events with in-process pairs are this claim's only if its lease won: a hashed subplan of the leased ids,
+    -- not a search of an array per event (quadratic in the claim's size)
     select id, started, n, all_deferred from counted
-     where not has_deferred or id = any(array(select event_id from leased))
+     where not has_deferred or id in (select event_id from leased)
   ), released as (
     -- an expired lease on an event with nothing left to claim through it: within the range \`stale\` looked at
     -- (the same tenant and expiry bounds), so that no plan walks more of the lease table's expiry index than
@@ -172,7 +173,9 @@ export const fanOutText = textPerNames((n: OutboxNames): string => {
            case when leased then $5::uuid end,
            case when leased then clock_timestamp() + $6::int * interval '1 millisecond' end
       from matched
-     where not deferred and event_id = any(array(select id from owned))
+     -- the pairs of owned events: a key of a JSON object of their ids (a binary search per pair), not a search of
+     -- an array; as \`event_id in (select id from owned)\`, a semi join, a generic plan looped over \`owned\` per pair
+     where not deferred and (select jsonb_object_agg(id::text, true) from owned) ? event_id::text
     on conflict (event_id, consumer_name) do nothing
     returning id, event_id, consumer_name, attempt_count, status
   ), marked as (
