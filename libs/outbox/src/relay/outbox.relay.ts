@@ -365,10 +365,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const settled: Promise<void>[] = [];
     let full = false;
     const { lanes } = this;
-    // a tenant with a backlog may be visited on several lanes (the same entry each time), and is counted once; a
-    // round of one visit (as mostly at a low rate) makes no set for it
-    let first: DueTenant | null = null;
-    let counted: Set<DueTenant> | null = null;
+    // a tenant with a backlog may be visited on several lanes (the same entry each time), and is counted once
+    const counted = new Set<DueTenant>();
     // no async function around `runLanes`: without late visits (as at a low rate) it is the visit's own promise
     const visit = (tenants: readonly DueTenant[]): Promise<void> => {
       const visits = this.shares.visits(tenants, lanes.length);
@@ -391,12 +389,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       if (this.stopping) return;
       lane.backlogged = due.backlog === true;
       const run = await lane.round.visit(due, overlap);
-      if (first === null) first = due;
-      else {
-        counted ??= new Set([first]);
-        if (counted.has(due)) run.result.tenants = 0;
-        counted.add(due);
-      }
+      if (counted.has(due)) run.result.tenants = 0;
+      counted.add(due);
       // A full batch: more is waiting, the next round can come straight back here.
       // (of the size it claimed: smaller than batchSize after a claim that outlived its bound)
       if (run.result.eventsClaimed >= run.limit) this.planner.noteFull(due.tenantId);
