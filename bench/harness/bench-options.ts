@@ -75,7 +75,12 @@ export interface BenchSizes {
   /** Fairness: the small tenant's events per second, and the most seconds it produces in each run. */
   fairnessRate: number;
   fairnessSeconds: number;
-  /** Fairness: runs per side (idle, backlogged), in turns; their events pooled. */
+  /**
+   * Fairness: the small tenant's runs per side (idle relay, backlogged, shares off), in turns; each side's p99 is the
+   * median of its runs' p99s (odd: a middle run).
+   */
+  fairnessTurns: number;
+  /** Fairness: the single-tenant drains and the limits' cost, twice this many drains per side, in turns. */
   fairnessRepeats: number;
   /** Fairness: the backlog of each of the two weighted tenants. */
   fairnessWeightedBacklog: number;
@@ -146,7 +151,8 @@ const FULL: BenchSizes = {
   soakRetentionIntervalMs: 15_000,
   fairnessBacklog: 200_000,
   fairnessRate: 200,
-  fairnessSeconds: 4,
+  fairnessSeconds: 5,
+  fairnessTurns: 3,
   fairnessRepeats: 2,
   fairnessWeightedBacklog: 40_000,
 };
@@ -177,6 +183,7 @@ const QUICK: BenchSizes = {
   soakRetentionIntervalMs: 5_000,
   fairnessBacklog: 50_000,
   fairnessSeconds: 2,
+  fairnessTurns: 3,
   fairnessRepeats: 1,
   fairnessWeightedBacklog: 10_000,
 };

@@ -7,6 +7,7 @@
  * (ADR 1104): what the limits cost them, CPU per event (goal ≤ 1.05×) and statements per event. Then two tenants
  * with a backlog each and weights 3:1: the shares of what was drained while both were backlogged.
  */
+import { cpus } from 'node:os';
 import type { Type } from '@nestjs/common';
 import type { RelayPolicy } from '../../libs/outbox/src/options/relay-policy';
 import { createBenchApp, relayPolicySwitches } from '../harness/bench-app';
@@ -34,6 +35,19 @@ interface SmallTenantRun {
   missing: number;
   /** The big tenant's events handled per second while the small tenant's were timed (0 without a backlog). */
   backlogPerS: number;
+  /** The machine's CPUs idle while the small tenant's events were timed, % (its own work and everyone else's). */
+  cpusIdle: number;
+}
+
+/** The machine's CPU time, all and idle, summed over its CPUs, ms. */
+function cpuTimes(): { all: number; idle: number } {
+  let all = 0;
+  let idle = 0;
+  for (const { times } of cpus()) {
+    all += times.user + times.nice + times.sys + times.irq + times.idle;
+    idle += times.idle;
+  }
+  return { all, idle };
 }
 
 /** The small tenant's latencies, with `backlog` events of the big tenant due at the start (0: an idle relay). */
@@ -72,6 +86,7 @@ async function smallTenantRun(
     committedAt.clear();
     consumer.handledAt.clear();
     const backlogBefore = consumer.count(BIG_TENANT);
+    const cpusBefore = cpuTimes();
     const began = now();
     const produced = await produceWhile(
       options.sizes.fairnessRate,
@@ -80,12 +95,14 @@ async function smallTenantRun(
       () => backlog === 0 || consumer.count(BIG_TENANT) < backlog * BACKLOG_STILL_THERE,
     );
     const backlogPerS = ((consumer.count(BIG_TENANT) - backlogBefore) / (now() - began)) * 1000;
+    const cpusAfter = cpuTimes();
+    const cpusIdle = ((cpusAfter.idle - cpusBefore.idle) / (cpusAfter.all - cpusBefore.all)) * 100;
     await waitUntil(allHandled, 30_000);
     const latencies = [...committedAt].flatMap(([id, committed]) => {
       const handled = consumer.handledAt.get(id);
       return handled === undefined ? [] : [handled - committed];
     });
-    return { latencies, produced, missing: produced - latencies.length, backlogPerS };
+    return { latencies, produced, missing: produced - latencies.length, backlogPerS, cpusIdle };
   } finally {
     await app.close();
   }
@@ -201,13 +218,37 @@ async function weightedShares(context: BenchContext): Promise<{ heavy: number; l
   }
 }
 
-function pool(runs: readonly SmallTenantRun[]): SmallTenantRun {
+/**
+ * A side's runs together: its p99 is the median of the runs' p99s, not the p99 of their events pooled. On this
+ * shared 2-core machine an idle-relay run that meets another process's work has a third of its events above 3 ms
+ * (1–2 % otherwise), and the pooled p99 is that one run's (ADR 1106, addendum of 2026-12-07, night); the median
+ * of three or more runs is the typical run's, whichever side meets the outside work.
+ */
+interface SmallTenantSide {
+  p99: number;
+  runs: readonly SmallTenantRun[];
+  latencies: number[];
+  produced: number;
+  missing: number;
+  backlogPerS: number;
+}
+
+function side(runs: readonly SmallTenantRun[]): SmallTenantSide {
   return {
+    p99: median(runs.map((r) => percentile(r.latencies, 99))),
+    runs,
     latencies: runs.flatMap((r) => r.latencies),
     produced: runs.reduce((sum, r) => sum + r.produced, 0),
     missing: runs.reduce((sum, r) => sum + r.missing, 0),
     backlogPerS: median(runs.map((r) => r.backlogPerS)),
   };
+}
+
+/** Each run's p99 and the machine's CPUs idle meanwhile, in the order taken. */
+function eachP99(s: SmallTenantSide): string {
+  return s.runs
+    .map((r) => `${formatValue(percentile(r.latencies, 99), 'ms')} (CPUs ${r.cpusIdle.toFixed(0)}% idle)`)
+    .join(', ');
 }
 
 /**
@@ -270,7 +311,12 @@ export const fairnessScenario: BenchScenario = {
     "Fairness between tenants (goals: a small tenant p99 ≤ 2× idle while another drains a backlog; weights 3:1 ± 10%; the limits' cost to an unlimited drain ≤ 5%)",
   async run(context) {
     const { report, options } = context;
-    const { fairnessBacklog: backlog, fairnessRate: rate, fairnessRepeats: repeats } = options.sizes;
+    const {
+      fairnessBacklog: backlog,
+      fairnessRate: rate,
+      fairnessRepeats: repeats,
+      fairnessTurns: turns,
+    } = options.sizes;
     const sides = {
       idle: () => smallTenantRun(context, 0, {}),
       backlogged: () => smallTenantRun(context, backlog, {}),
@@ -282,28 +328,33 @@ export const fairnessScenario: BenchScenario = {
       backlogged: [] as SmallTenantRun[],
       unshared: [] as SmallTenantRun[],
     };
-    for (let repeat = 0; repeat < repeats; repeat++) {
-      for (const side of inTurn(order, repeat)) runs[side].push(await sides[side]());
+    // an untimed idle run first: the process's first app pays for its code's compilation (the first run's tail
+    // above 3 ms was 3–4 times a later idle run's on a quiet machine), and the first turn starts with the idle side
+    await sides.idle();
+    for (let turn = 0; turn < turns; turn++) {
+      for (const name of inTurn(order, turn)) runs[name].push(await sides[name]());
     }
-    const idle = pool(runs.idle);
-    const backlogged = pool(runs.backlogged);
-    const unshared = pool(runs.unshared);
+    const idle = side(runs.idle);
+    const backlogged = side(runs.backlogged);
+    const unshared = side(runs.unshared);
     report.note(
       `small tenant ${rate}/s (up to ${options.sizes.fairnessSeconds} s, until 90% of the backlog is drained) ` +
         `after an untimed ${WARM_UP_MS / 1000} s; another tenant's backlog ${backlog.toLocaleString('en')} events` +
         `${options.quick ? ' (--quick; the full form: 200,000)' : ''}, drained meanwhile at ` +
         `${backlogged.backlogPerS.toFixed(0)}/s (${unshared.backlogPerS.toFixed(0)}/s without fair shares); ` +
-        `${repeats} run(s) per side in turns, events pooled (${idle.latencies.length} idle, ${backlogged.latencies.length} backlogged)`,
+        `an untimed idle run, then ${turns} run(s) per side in turns, each side's p99 the median of its runs' (${idle.latencies.length} events idle, ` +
+        `${backlogged.latencies.length} backlogged); p99 per run, backlogged: ${eachP99(backlogged)}; ` +
+        `idle: ${eachP99(idle)}; shares off: ${eachP99(unshared)}`,
     );
     for (const [name, run] of Object.entries({ backlogged, unshared, idle })) {
       if (run.missing > 0)
         report.note(`WARNING ${name}: ${run.missing} of ${run.produced} events never reached their handler`);
     }
-    const idleP99 = percentile(idle.latencies, 99);
+    const idleP99 = idle.p99;
     report.add({
       scenario: 'fairness',
       label: 'small tenant p99, another tenant backlogged',
-      value: percentile(backlogged.latencies, 99),
+      value: backlogged.p99,
       unit: 'ms',
       versus: { label: 'idle relay', value: idleP99 },
       goal: { on: 'ratio', op: '<=', target: 2 },
@@ -311,7 +362,7 @@ export const fairnessScenario: BenchScenario = {
     report.add({
       scenario: 'fairness',
       label: 'small tenant p99, backlogged, fair shares off',
-      value: percentile(unshared.latencies, 99),
+      value: unshared.p99,
       unit: 'ms',
       versus: { label: 'idle relay', value: idleP99 },
     });
