@@ -17,6 +17,7 @@ import 'reflect-metadata';
 import { GCProfiler } from 'node:v8';
 import { ONE_CONNECTION_ENQUEUES, stubbedEnqueue, type Transactor } from '../harness/enqueue-transactors';
 import { heading, openDecisionDatabase, print } from './decision-server';
+import { sampleAllocations } from '../harness/heap-samples';
 
 const COMMITS = Number(process.env.COMMITS ?? 3000);
 const TURNS = Number(process.env.TURNS ?? 4);
@@ -50,27 +51,6 @@ async function measure(transactor: Transactor): Promise<{ bytes: number; cpu: nu
     cpu: (cpu.user + cpu.system) / COMMITS,
     gcs: statistics.length,
   };
-}
-
-/** Writes V8's sampled allocations over `work` (collected objects included) to `file`, as a .heapprofile. */
-async function sampleAllocations(file: string, work: () => Promise<unknown>): Promise<void> {
-  const { Session } = await import('node:inspector');
-  const { writeFileSync } = await import('node:fs');
-  const session = new Session();
-  session.connect();
-  const post = (method: string, params?: object): Promise<unknown> =>
-    new Promise((resolve, reject) =>
-      session.post(method, params, (error, result) => (error ? reject(error) : resolve(result))),
-    );
-  await post('HeapProfiler.startSampling', {
-    samplingInterval: 256,
-    includeObjectsCollectedByMajorGC: true,
-    includeObjectsCollectedByMinorGC: true,
-  });
-  await work();
-  const { profile } = (await post('HeapProfiler.stopSampling')) as { profile: unknown };
-  writeFileSync(file, JSON.stringify(profile));
-  session.disconnect();
 }
 
 /** Bytes allocated per call of `work`, over `calls` calls after a tenth as many to warm up (see `measure`). */

@@ -23,6 +23,7 @@ import {
   recordEffect,
   TENANT,
   TENANTS,
+  eventRow,
   truncateOutbox,
   type TestEvent,
 } from '../support/outbox-fixture';
@@ -198,18 +199,7 @@ describe('an event enqueued with delayMs or deliverAt', () => {
 
 describe('the delayed inserts', () => {
   it('write the trace context when there is one, one event or many', async () => {
-    const row = (i: number, extra: Partial<EventRow>): EventRow => ({
-      id: `0192a000-0000-7000-8000-00000000000${i}`,
-      tenantId: TENANT,
-      eventName: 'test.dl.a.v1',
-      payloadJson: '{}',
-      aggregateType: null,
-      aggregateId: null,
-      correlationId: null,
-      schemaVersion: 1,
-      occurredAt: null,
-      ...extra,
-    });
+    const row = (i: number, extra: Partial<EventRow>): EventRow => eventRow(i, 'test.dl.a.v1', extra);
     const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
     const one = insertScheduledEvent(outboxNames(), row(1, { delayMs: 60_000, traceparent }));
     await db.sql(one.text, one.values as unknown[]);

@@ -7,7 +7,16 @@ import { buildApp, type TestApp } from '../support/build-app';
 import { PolicySwitches } from '../support/policy-switches';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { waitFor } from '../support/wait-for';
-import { enqueueIn, TENANT, TENANTS } from '../support/outbox-fixture';
+import { enqueueIn, eventRow, TENANT, TENANTS } from '../support/outbox-fixture';
+import {
+  insertEvent,
+  insertEvents,
+  insertScheduledEvent,
+  insertScheduledEvents,
+  outboxNames,
+  type EventRow,
+  type SqlStatement,
+} from '../../libs/outbox/src/store/sql';
 
 /** So long that only a wake-up can deliver within a test's deadline. */
 const NEVER_POLL = 600_000;
@@ -145,6 +154,73 @@ describe('wake-ups', () => {
         'after-the-commits',
       ]);
     } finally {
+      await listener.end();
+    }
+  });
+
+  it('a carrying insert answers as the plain one (no row, its rows counted), runs its pg_notify once however many rows it writes, and a rollback drops it', async () => {
+    // ids 0192a000-0000-7000-8000-0000000000ii, the tenants in turn
+    const row = (i: number, extra: Partial<EventRow> = {}): EventRow =>
+      eventRow(i, 'test.wake.v1', { tenantId: TENANTS[i % TENANTS.length]!, ...extra });
+    const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const n = outboxNames();
+    // every form of enqueue's insert, each carrying a wake-up of its own payload
+    const carriers: [string, number, SqlStatement][] = [
+      ['one', 1, insertEvent(n, row(1), 'one')],
+      ['one traced', 1, insertEvent(n, row(2, { traceparent }), 'one traced')],
+      ['many', 3, insertEvents(n, [row(3), row(4), row(5)], 'many')],
+      ['many traced', 2, insertEvents(n, [row(6, { traceparent }), row(7)], 'many traced')],
+      ['one delayed', 1, insertScheduledEvent(n, row(8, { delayMs: 60_000 }), 'one delayed')],
+      [
+        'many delayed',
+        3,
+        insertScheduledEvents(
+          n,
+          [row(9), row(10, { delayMs: 60_000 }), row(11, { traceparent })],
+          'many delayed',
+        ),
+      ],
+    ];
+    const listener = await listening();
+    const client = new Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      for (const [payload, rows, carrier] of carriers) {
+        // run once in a transaction rolled back: its pg_notify ran once, not once per row (PostgreSQL would fold
+        // equal notifications of a transaction into one: the plan counts the calls; `1.00` from PostgreSQL 18 on),
+        // and nothing is delivered
+        await client.query('begin');
+        const plan = await client.query<{ 'QUERY PLAN': string }>(
+          `explain (analyze, costs off, timing off, summary off) ${carrier.text}`,
+          carrier.values,
+        );
+        await client.query('rollback');
+        expect([payload, plan.rows.map((r) => r['QUERY PLAN']).join('\n')]).toEqual([
+          payload,
+          expect.stringMatching(/CTE wake\n\s*->\s+Result \(actual rows=1(\.00)? loops=1\)/),
+        ]);
+        // and committed: an insert's answer, no row description and no row (not a `select pg_notify(…)`'s row)
+        await client.query('begin');
+        const result = await client.query(carrier.text, carrier.values);
+        await client.query('commit');
+        expect([payload, result.command, result.rowCount, result.fields, result.rows]).toEqual([
+          payload,
+          'INSERT',
+          rows,
+          [],
+          [],
+        ]);
+      }
+      // delivered with each commit, once, and nothing for the rolled back runs
+      await listener.marker('after-the-commits');
+      expect(listener.received).toEqual([...carriers.map(([payload]) => payload), 'after-the-commits']);
+      expect(
+        await db.sql<{ n: number }>(
+          `select count(*)::int as n from event_outbox where id::text like '0192a000-0000-7000-8000-0000000000%'`,
+        ),
+      ).toEqual([{ n: carriers.reduce((sum, [, rows]) => sum + rows, 0) }]);
+    } finally {
+      await client.end();
       await listener.end();
     }
   });

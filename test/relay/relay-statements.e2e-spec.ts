@@ -120,9 +120,9 @@ class Consumers {
 }
 
 const isInsert = (s: ProbedStatement): boolean => /^\s*insert into public\.event_outbox/i.test(s.text);
-/** `enqueue`'s insert carrying a wake-up: `with inserted as (insert …) select pg_notify(…)`. */
+/** `enqueue`'s insert carrying a wake-up: `with wake as materialized (select pg_notify(…)) insert …`. */
 const isCarryingInsert = (s: ProbedStatement): boolean =>
-  /^with inserted as \(insert into public\.event_outbox/i.test(s.text) && s.text.includes('pg_notify');
+  /^with wake as materialized \(select pg_notify\([^)]*\)\)\s+insert into public\.event_outbox/i.test(s.text);
 
 /** What a statement is, in a word: the relay's own by what they do, anything else by its text. */
 function label(s: ProbedStatement): string {

@@ -10,6 +10,7 @@ import {
   type OutboxEventInput,
   type OutboxHandlerContext,
 } from 'nestjs-pg-outbox';
+import type { EventRow } from '../../libs/outbox/src/store/sql';
 import type { TestApp } from './build-app';
 import type { TestDatabase } from './test-database';
 
@@ -40,6 +41,25 @@ export function enqueueIn(app: TestApp, event: TestEvent): Promise<string> {
 /** Enqueues `events` through `app` in one transaction; resolves with their ids, in order, once committed. */
 export function enqueueManyIn(app: TestApp, events: readonly TestEvent[]): Promise<string[]> {
   return app.dataSource.transaction((manager) => app.outbox.enqueueMany(manager, events.map(input)));
+}
+
+/**
+ * A checked event row for the store's insert statements, as `enqueue` hands them one: its id
+ * `0192a000-0000-7000-8000-` and `i` in twelve digits (a UUIDv7), the given event name, an empty payload.
+ */
+export function eventRow(i: number, eventName: string, extra: Partial<EventRow> = {}): EventRow {
+  return {
+    id: `0192a000-0000-7000-8000-${String(i).padStart(12, '0')}`,
+    tenantId: TENANT,
+    eventName,
+    payloadJson: '{}',
+    aggregateType: null,
+    aggregateId: null,
+    correlationId: null,
+    schemaVersion: 1,
+    occurredAt: null,
+    ...extra,
+  };
 }
 
 /**

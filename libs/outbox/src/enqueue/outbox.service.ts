@@ -86,7 +86,7 @@ export class OutboxService {
     const carried = this.carry(runner, rows);
     try {
       // the insert's promise awaited here, not through `insert`: one async frame less per call (ADR 1004)
-      await this.inserts.run(runner, this.carrying(insert(this.options.names, row), carried));
+      await this.inserts.run(runner, insert(this.options.names, row, carried?.payload));
     } catch (error) {
       throw this.refusal(error, rows);
     }
@@ -139,7 +139,7 @@ export class OutboxService {
     if (rows.some((row) => row.dedupe)) return this.enqueueKeyed(runner, rows);
     const insert = rows.some(q.isDelayed) ? q.insertScheduledEvents : q.insertEvents;
     const carried = this.carry(runner, rows);
-    await this.insert(runner, this.carrying(insert(this.options.names, rows), carried), rows);
+    await this.insert(runner, insert(this.options.names, rows, carried?.payload), rows);
     const waiting = this.enqueued(runner, rows, false, carried);
     if (waiting) await waiting;
     return rows.map((row) => row.id);
@@ -244,11 +244,6 @@ export class OutboxService {
   private carry(runner: QueryRunner, rows: readonly q.EventRow[]): CarriedWakeup | null {
     const due = dueTenants(rows);
     return this.wakeup.carry(runner, due, due.length < rows.length);
-  }
-
-  /** The insert `statement`, carrying the wake-up `carried` when there is one. */
-  private carrying(statement: q.SqlStatement, carried: CarriedWakeup | null): q.SqlStatement {
-    return carried ? q.carryingWakeup(this.options.names, statement, carried.payload) : statement;
   }
 
   /**

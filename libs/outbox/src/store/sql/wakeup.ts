@@ -22,16 +22,17 @@ export function notifyWakeup(n: OutboxNames, tenants: readonly string[]): SqlSta
 }
 
 /**
- * The app's insert with a wake-up riding in it: PostgreSQL delivers the NOTIFY when the app's transaction commits,
- * and drops it if it rolls back. Still one statement, one round trip; its rows are `pg_notify`'s (callers of the
- * plain inserts read none).
+ * What an app's insert that carries a wake-up starts with (ADR 0805, ADR 1004's addenda of 2026-12-06 and
+ * 2026-12-07): its `pg_notify`, the payload in parameter `$at`. PostgreSQL delivers the NOTIFY when the app's
+ * transaction commits, and drops it if it rolls back. Still one statement, one round trip. The insert reads its
+ * rows from `wake` (`from wake` or `cross join wake`, one row): a CTE that calls a volatile function is run once,
+ * however many rows the insert writes (`materialized` says so), and only because the insert reads it. The
+ * statement is an insert, so it answers as the plain one does: no row, no row description (a `select pg_notify(…)`
+ * after the insert answered one row of `void`, which pg parsed into a result for nobody).
  */
-export function carryingWakeup(n: OutboxNames, insert: SqlStatement, payload: string): SqlStatement {
-  const next = insert.values.length + 1;
-  return {
-    text: `with inserted as (${insert.text}) select pg_notify($${next}, $${next + 1})`,
-    values: [...insert.values, n.wakeupChannel, payload],
-  };
+export function carriedWakeup(n: OutboxNames, at: number): string {
+  // the channel is an identifier `outboxNames` checked (`listen` names it unquoted too): a literal, not a parameter
+  return `with wake as materialized (select pg_notify('${n.wakeupChannel}', $${at}))\n`;
 }
 
 /**
